@@ -1,0 +1,3 @@
+from knee.cli import main
+
+main()
