@@ -8,7 +8,6 @@ builds spec dicts and calls this.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 

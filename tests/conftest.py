@@ -1,0 +1,38 @@
+"""Fixtures shared by every test: real servers on loopback, the knee command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servers import Nginx, start_nginx
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    server = start_nginx(tmp_path_factory.mktemp("nginx"))
+    yield server
+    server.stop()
+
+
+def knee_cli(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run `python -m knee ARGS` as its own process and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "knee", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def knee() -> object:
+    return knee_cli

@@ -1,0 +1,74 @@
+"""The Python API over the engine: results are exact, mergeable data that HdrHistogram agrees with."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+import knee
+from knee import _engine, engine
+
+from servers import Nginx
+
+
+def decode(blob: bytes) -> HdrHistogram:
+    # hdrh's b64_wrap=False path does not decode even its own raw encoding; wrap the raw V2 bytes.
+    return HdrHistogram.decode(base64.b64encode(blob))
+
+
+def test_percentiles_equal_hdrhistogram(nginx: Nginx) -> None:
+    # 5000 operations: every quantile asked for times 5000 is a whole count, where the Python port's
+    # rounding (int(x + 0.5)) and HdrHistogram's (ceil) pick the same value.
+    r = knee.run(nginx.url + "/", clients=8, n=5000)
+    blob = r.result.histogram(0, "latency")
+    assert blob is not None
+    h = decode(blob)
+    lat = r.summary["groups"][0]["latency_us"]
+    assert h.get_total_count() == lat["count"] == 5000
+    for key, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
+        assert lat[key] == h.get_value_at_percentile(q), key
+    assert lat["max"] == h.get_max_value()
+    assert lat["min"] == h.get_min_value()
+    assert lat["mean"] == pytest.approx(h.get_mean_value(), rel=1e-3)
+    for q, v in r.summary["groups"][0]["percentiles"]:
+        assert v == h.get_value_at_percentile(q), q
+
+
+def test_merge_equals_the_sum_and_bytes_round_trip(nginx: Nginx) -> None:
+    a = knee.run(nginx.url + "/", clients=4, n=1000).result
+    b = knee.run(nginx.url + "/", clients=6, n=1500).result
+    ha, hb = decode(a.histogram(0, "latency")), decode(b.histogram(0, "latency"))
+    ha.add(hb)
+    merged = _engine.ShardResult.from_bytes(a.to_bytes())
+    merged.merge(b)
+    g = engine.summary(merged)["groups"][0]
+    assert g["succeeded"] == 2500
+    assert len(g["per_client"]) == 10 and sum(g["per_client"]) == 2500
+    hm = decode(merged.histogram(0, "latency"))
+    assert hm.get_total_count() == ha.get_total_count() == 2500
+    for q in (50, 90, 99, 99.9, 100):
+        assert hm.get_value_at_percentile(q) == ha.get_value_at_percentile(q)
+    again = _engine.ShardResult.from_bytes(merged.to_bytes())
+    assert json.loads(again.summary()) == json.loads(merged.summary())
+
+
+def test_bad_spec_is_a_value_error_naming_the_key() -> None:
+    spec = {"groups": [{"name": "g", "clients": 0, "stop": {"total": 1}, "client": {"kind": "exec", "argv": ["true"]}}]}
+    with pytest.raises(ValueError, match="clients"):
+        engine.Engine(spec)
+
+
+def test_snapshot_and_stop_from_python() -> None:
+    spec = {"groups": [{"name": "g", "clients": 2, "stop": {"duration_ms": 30000},
+                        "client": {"kind": "exec", "argv": ["sleep", "0.05"]}}]}  # fmt: skip
+    eng = engine.Engine(spec).start()
+    assert not eng.wait(1.0)
+    snap = eng.snapshot()
+    assert snap["groups"][0]["name"] == "g" and snap["groups"][0]["succeeded"] > 0
+    eng.stop()
+    assert eng.wait(10.0)
+    g = engine.summary(eng.result())["groups"][0]
+    assert 0 < g["succeeded"] < 200

@@ -1,0 +1,234 @@
+"""`knee run` against real processes: nginx from Debian, curl as an exec client, commands that hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import knee
+
+from conftest import REPO, knee_cli
+from servers import Nginx, free_port, pids_alive
+
+SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
+
+
+def run_json(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    out = tmp_path / f"r{time.monotonic_ns()}.json"
+    proc = knee_cli("run", "-q", "--json", str(out), *args, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    return doc, proc
+
+
+def test_counts_equal_what_nginx_logged(nginx: Nginx, tmp_path: Path) -> None:
+    nginx.clear_log()
+    doc, proc = run_json(tmp_path, nginx.url + "/", "-c", "50", "-n", "20000")
+    lines = nginx.access_lines()
+    assert doc["succeeded"] == 20000 == len(lines)
+    assert doc["failed"] == doc["hung"] == 0
+    assert all(line.endswith(" GET / 200") for line in lines)
+    assert len({line.split()[0] for line in lines}) <= 50  # keep-alive: at most one connection per client
+    assert sum(doc["per_client"]) == 20000
+    assert "Requests per second" in proc.stdout or "Operations per second" in proc.stdout
+    assert "Percentage of the operations served within a certain time" in proc.stdout
+
+
+def test_new_connection_opens_one_connection_per_request(nginx: Nginx, tmp_path: Path) -> None:
+    nginx.clear_log()
+    doc, _ = run_json(tmp_path, nginx.url + "/", "-c", "20", "-n", "3000", "--new-connection")
+    lines = nginx.access_lines()
+    assert doc["succeeded"] == 3000 == len(lines)
+    assert len({line.split()[0] for line in lines}) == 3000  # nginx's $connection serial number
+    assert doc["connect_ms"]["count"] == 3000
+
+
+def test_status_check_and_failure_classes(nginx: Nginx, tmp_path: Path) -> None:
+    doc, _ = run_json(tmp_path, nginx.url + "/missing", "-c", "4", "-n", "200")
+    assert doc["succeeded"] == 0 and doc["failed"] == 200
+    assert doc["failures"] == {"status": 200}
+    assert "404" in " ".join(doc["error_samples"]["status"])
+    doc, _ = run_json(tmp_path, nginx.url + "/missing", "-c", "4", "-n", "200", "--expect-status", "404")
+    assert doc["succeeded"] == 200
+    doc, _ = run_json(tmp_path, nginx.url + "/", "-n", "50", "--expect-body", "nginx", "--expect-length", "17")
+    assert doc["succeeded"] == 50
+    doc, _ = run_json(tmp_path, nginx.url + "/", "-n", "50", "--expect-body", "apache")
+    assert doc["failures"] == {"body": 50}
+
+
+def test_duration_and_series(nginx: Nginx, tmp_path: Path) -> None:
+    doc, _ = run_json(tmp_path, nginx.url + "/", "-c", "4", "-d", "2s", "--interval", "500ms")
+    assert 1.9 <= doc["elapsed_s"] <= 2.6
+    assert doc["interval_s"] == 0.5
+    assert 4 <= len(doc["series"]) <= 6
+    assert sum(p["succeeded"] for p in doc["series"]) == doc["succeeded"] > 0
+    assert doc["rate_hz"] == pytest.approx(doc["succeeded"] / doc["elapsed_s"])
+
+
+def test_curl_as_exec_client(nginx: Nginx, tmp_path: Path) -> None:
+    nginx.clear_log()
+    doc, _ = run_json(
+        tmp_path,
+        "-c", "4", "--iterations", "10", "--expect-stdout", "hello",
+        "--", "curl", "-sf", nginx.url + "/",
+    )  # fmt: skip
+    assert doc["succeeded"] == 40 == len(nginx.access_lines())
+    assert doc["per_client"] == [10, 10, 10, 10]
+    # curl exits 0 on a 404 without -f: the output check is what catches it.
+    doc, _ = run_json(tmp_path, "-n", "5", "--expect-stdout", "hello", "--", "curl", "-s", nginx.url + "/missing")
+    assert doc["failures"] == {"stdout": 5}
+    doc, _ = run_json(tmp_path, "-n", "5", "--", "curl", "-sf", nginx.url + "/missing")
+    assert doc["failures"] == {"exit_code": 5}
+
+
+def test_exec_substitution_and_file_check(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    doc, _ = run_json(
+        tmp_path,
+        "-c", "3", "--iterations", "2", "--expect-file", f"{out}/${{client}}-${{iteration}}:1",
+        "--", "sh", "-c", f"echo x > {out}/${{client}}-${{iteration}}",
+    )  # fmt: skip
+    assert doc["succeeded"] == 6
+    assert sorted(p.name for p in out.iterdir()) == ["0-0", "0-1", "1-0", "1-1", "2-0", "2-1"]
+    doc, _ = run_json(tmp_path, "-n", "3", "--expect-file", f"{out}/never", "--", "true")
+    assert doc["failures"] == {"file": 3}
+
+
+def test_hung_commands_are_killed_with_their_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    script = f"echo $$ >> {pidfile}; sleep 60 & echo $! >> {pidfile}; wait"
+    started = time.monotonic()
+    doc, proc = run_json(tmp_path, "-c", "3", "--iterations", "2", "--timeout", "300ms", "--", "sh", "-c", script)
+    assert time.monotonic() - started < 20
+    assert doc["hung"] == 6 and doc["succeeded"] == 0 and doc["failed"] == 0
+    assert sorted(doc["hung_clients"]) == [0, 1, 2]
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 12
+    time.sleep(0.2)
+    assert pids_alive(pids) == [], "processes left running after their operation hung"
+    assert "Clients that hung" in proc.stdout
+
+
+def test_sigint_prints_partial_report_and_leaves_no_process(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee", "run", "-q", "-c", "4", "-d", "60s", "--json", str(tmp_path / "r.json"),
+         "--", "sh", "-c", f"echo $$ >> {pidfile}; sleep 0.05; sleep 30 & echo $! >> {pidfile}; wait"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(pidfile.read_text().split() if pidfile.exists() else []) < 8:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "Interrupted" in out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] is True
+    time.sleep(0.2)
+    assert pids_alive([int(p) for p in pidfile.read_text().split()]) == []
+
+
+def test_sigint_on_http_run_keeps_the_counts(nginx: Nginx, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee", "run", "-q", "-c", "8", "-d", "60s", "--json", str(tmp_path / "r.json"),
+         nginx.url + "/"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] is True and doc["succeeded"] > 0
+    assert doc["elapsed_s"] < 10
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["http://127.0.0.1:1/", "--bogus"], r"No such option '--bogus'"),
+        (["ftp://127.0.0.1/"], r"unsupported target 'ftp://127.0.0.1/'"),
+        (["http://"], r"bad URL 'http://'"),
+        (["http://127.0.0.1:99999/"], r"bad URL .*port"),
+        (["http://127.0.0.1:1/", "-c", "0"], r"0 is not in the range x>=1"),
+        (["--", "no-such-command-knee"], r"command not found or not executable: 'no-such-command-knee'"),
+        (["http://host.invalid/"], r"cannot resolve host 'host.invalid'"),
+        (["-d", "ten", "--", "true"], r"--duration must be a duration like 10s"),
+        (["-n", "5", "-d", "1s", "--", "true"], r"give only one of -n, --iterations and --duration"),
+        (["-H", "nocolon", "http://127.0.0.1:1/"], r"-H must look like 'Name: value'"),
+        (["--expect-status", "abc", "http://127.0.0.1:1/"], r"--expect-status must be statuses like"),
+    ],
+)
+def test_bad_input_gets_one_clear_sentence(args: list[str], pattern: str) -> None:
+    proc = knee_cli("run", *args, timeout=30)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_refused_connection_is_a_clear_error() -> None:
+    port = free_port()  # nothing listens there any more
+    proc = knee_cli("run", f"http://127.0.0.1:{port}/", "-n", "5", timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"knee: error: connection refused by 127.0.0.1:{port}: is the service running on that port?"
+    )
+
+
+def test_too_few_file_descriptors_is_said_before_starting(nginx: Nginx) -> None:
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "knee", "run", "-q", "-c", "2000", "-n", "2000", nginx.url + "/"],
+        capture_output=True, text=True, timeout=60, preexec_fn=low_limit, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "ulimit -n" in proc.stderr and "limit is 256" in proc.stderr, proc.stderr
+
+
+def test_raises_the_soft_fd_limit_to_the_hard_one(nginx: Nginx) -> None:
+    def soft_low() -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "knee", "run", "-q", "-c", "600", "-n", "3000", nginx.url + "/"],
+        capture_output=True, text=True, timeout=60, preexec_fn=soft_low, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"Succeeded:\s+3000", proc.stdout)
+
+
+def test_tcp_target(nginx: Nginx, tmp_path: Path) -> None:
+    doc, _ = run_json(
+        tmp_path, f"tcp://127.0.0.1:{nginx.port}", "-c", "5", "-n", "100",
+        "--send", "GET / HTTP/1.0\\r\\n\\r\\n", "--expect", "hello from nginx",
+    )  # fmt: skip
+    assert doc["succeeded"] == 100
+    assert doc["connect_ms"]["count"] == 100
+
+
+def test_no_descriptor_or_child_leak_in_process(nginx: Nginx) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        r = knee.run(nginx.url + "/", clients=10, n=500)
+        assert r.stats.succeeded == 500
+    assert len(os.listdir("/proc/self/fd")) <= before + 2

@@ -1,0 +1,108 @@
+"""Real servers for the tests, started on free loopback ports and stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    log_format counted '$connection $request_method $uri $status';
+    access_log {dir}/access.log counted;
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ default_type text/plain; return 200 "hello from nginx\\n"; }}
+        location /missing {{ return 404; }}
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s} s")
+
+
+@dataclass
+class Nginx:
+    """nginx from Debian, one worker, its own config and logs in a temp dir."""
+
+    dir: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def access_lines(self) -> list[str]:
+        # nginx writes the access log unbuffered (no `buffer=`), so it is complete when requests are answered.
+        path = self.dir / "access.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def clear_log(self) -> None:
+        (self.dir / "access.log").write_text("")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_nginx(tmp: Path) -> Nginx:
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(binary):
+        raise RuntimeError("nginx is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
+    port = free_port()
+    tmp.mkdir(parents=True, exist_ok=True)
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(dir=tmp, port=port))
+    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    return Nginx(dir=tmp, port=port, proc=proc)
+
+
+def pids_alive(pids: list[int]) -> list[int]:
+    """The pids that still exist (zombies of other parents count as gone)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive

@@ -1,0 +1,19 @@
+"""The .pyi stub of the Rust extension must describe what the extension really exports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_engine_stub_matches_the_extension() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "knee._engine"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
