@@ -1,0 +1,18 @@
+"""The analysis: pure functions from measured steps to a verdict and a model.
+
+    analyze(steps, group, *, onset=0.001, slo=None, think_s=0.0) -> Verdict
+    analyze_run(record) -> list[Verdict]           one per group
+    fit_usl(levels, rates) -> USLFit               the Universal Scalability Law
+    usl(n, sigma, kappa, lam)                      X(N)
+
+The definitions are in docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+from knee.analysis.run import analyze_run
+from knee.analysis.slo import Slo
+from knee.analysis.usl import FitError, fit_usl, usl
+from knee.analysis.verdict import analyze
+
+__all__ = ["FitError", "Slo", "analyze", "analyze_run", "fit_usl", "usl"]

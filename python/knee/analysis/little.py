@@ -1,0 +1,41 @@
+"""Little's law as a sanity check of a closed-loop measurement: N ≈ X·(R + Z).
+
+X counts every completed operation (succeeded and failed) per second, R is the mean
+latency and Z the think time. When the N clients were really busy with the
+service, X·(R+Z) comes out close to N. A large gap means clients were neither in
+the service nor thinking: hung clients, or a load generator that could not keep up.
+Open-loop steps (an arrival rate) are skipped: their N is not fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from knee.analysis.levels import LevelRow
+from knee.model import LittleCheck
+
+GAP = 0.20
+
+
+def check(rows: Sequence[LevelRow], think_s: float = 0.0) -> list[LittleCheck]:
+    out = []
+    for r in rows:
+        n = r.clients or r.level
+        if r.open_loop or n <= 0 or r.elapsed_s <= 0 or r.latency_count == 0:
+            continue
+        expected = r.completion_rate * (r.mean_latency_ms / 1000.0 + think_s)
+        out.append(LittleCheck(level=r.level, expected_n=expected, gap=abs(n - expected) / n))
+    return out
+
+
+def warning(c: LittleCheck, clients: int) -> str:
+    head = f"Little's law does not hold at {c.level} clients: throughput × (latency + think time) = {c.expected_n:.1f}"
+    if c.expected_n < clients:
+        return (
+            f"{head}, so only that many of the {clients} clients were busy on average ({c.gap * 100:.0f} % gap): "
+            "clients hung, or the load generator could not keep up, and the service saw less load than the level says"
+        )
+    return (
+        f"{head}, more than the {clients} clients ({c.gap * 100:.0f} % gap): latencies or counts include time "
+        "outside the measured window (check warm-up, time-outs and the think time given to the analysis)"
+    )

@@ -1,0 +1,222 @@
+"""analyze(): from a group's steps to a Verdict — the numbers and the verdict in words.
+
+Definitions (DESIGN.md; docs/analysis.md says more):
+- the sweep is the steps of phase "sweep" in direction "up", pooled per level;
+- peak: the level with the highest rate (successes ÷ measured seconds);
+- error onset: the lowest level whose failure ratio exceeds `onset`;
+- collapse: the lowest level above the peak whose rate is below 50 % of the peak or
+  whose failure ratio exceeds 50 %;
+- hung: hung operations per level, over all sweep steps (both directions);
+- hysteresis: (up − down) / up rate for each level measured both ways;
+- recovery and the SLO: see recovery.py and slo.py;
+- USL: fitted to the levels up to and including the collapse, leaving out levels
+  whose failure ratio exceeds 50 % (their rate measures failures, not the service).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from knee.analysis import little, words
+from knee.analysis.levels import LevelRow, pool, sweep_steps
+from knee.analysis.recovery import WITHIN, recovery
+from knee.analysis.slo import Slo, capacity
+from knee.analysis.usl import MIN_POINTS, fit_usl
+from knee.errors import UserError
+from knee.model import StepResult, Verdict
+
+COLLAPSE_RATE = 0.5
+COLLAPSE_FAILURES = 0.5
+HYSTERESIS_NOTE = 0.10
+
+
+def analyze(
+    steps: Sequence[StepResult],
+    group: str,
+    *,
+    onset: float = 0.001,
+    slo: Slo | None = None,
+    think_s: float = 0.0,
+    fit: bool = True,
+    recovery_tolerance: float = WITHIN,
+) -> Verdict:
+    """The verdict on one group.
+
+    `fit=False` skips the USL (for a group whose clients do not follow the level);
+    `recovery_tolerance` is how close to its first rate the baseline level must come back.
+    Steps with different labels (fixed-work stages: store, fetch …) are separate curves.
+    """
+    labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
+    options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit}
+    if len(labels) <= 1:
+        v = _curve(steps, group, **options)
+    else:
+        parts = [(label, _curve([s for s in steps if s.label == label], group, **options)) for label in labels]
+        v = _merge(group, parts, slo is not None)
+    _recovery(v, steps, group, recovery_tolerance)
+    return v
+
+
+def _curve(
+    steps: Sequence[StepResult], group: str, *, onset: float, slo: Slo | None, think_s: float, fit: bool
+) -> Verdict:
+    """Everything but recovery, for steps of one label."""
+    v = Verdict(group=group)
+    up = pool(steps, group, "up")
+    down = pool(steps, group, "down")
+    if not up and not down:
+        v.warnings.append(f"no sweep step measured group {group!r}: nothing to analyze")
+        v.sentences.append("no measurements")
+        return v
+    rows = up or down  # a sweep that only went down still has a curve
+    _partial(v, steps, group)
+    _peak_onset_collapse(v, rows, onset)
+    _hung(v, steps, group)
+    _hysteresis(v, up, down)
+    if slo is not None:
+        _slo(v, rows, slo)
+    _little(v, rows, think_s)
+    if fit:
+        _usl(v, rows)
+    return v
+
+
+def _merge(group: str, parts: list[tuple[str, Verdict]], with_slo: bool) -> Verdict:
+    """One verdict from per-label curves: their findings in words, prefixed with the label.
+
+    Single-valued fields (peak, onset, collapse, USL, hysteresis) have no meaning across
+    operation types and stay empty; hung operations add up; the capacity under the SLO
+    is the lowest of the labels' (the service must hold every operation type) and the
+    SLO passed only when it passed for every label.
+    """
+    v = Verdict(group=group)
+    for label, p in parts:
+        v.sentences.extend(f"{label}: {s}" for s in p.sentences)
+        v.warnings.extend(f"{label}: {w}" for w in p.warnings)
+        for level, n in p.hung_by_level.items():
+            v.hung_by_level[level] = v.hung_by_level.get(level, 0) + n
+        v.little.extend(p.little)
+    if with_slo:
+        caps = [p.capacity_under_slo for _, p in parts]
+        v.capacity_under_slo = None if any(c is None for c in caps) else min(c for c in caps if c is not None)
+        v.slo_passed = all(p.slo_passed for _, p in parts)
+    return v
+
+
+def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
+    for s in sweep_steps(steps, group):
+        if s.partial:
+            g = s.groups[group]
+            v.warnings.append(
+                f"the step at level {s.level} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
+            )
+
+
+def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None:
+    if len(rows) == 1:
+        v.warnings.append(
+            f"only one level ({rows[0].level} clients) was measured: no curve, so no peak, collapse or USL model"
+        )
+    best = max(rows, key=lambda r: r.rate)
+    span = f"{rows[0].level} to {rows[-1].level} clients" if len(rows) > 1 else f"{rows[0].level} clients"
+    if best.rate <= 0:
+        v.sentences.append(f"no operation succeeded ({span})")
+    elif len(rows) == 1:
+        v.peak_level, v.peak_rate = best.level, best.rate
+        v.sentences.append(f"{words.rate(best.rate)} with {best.level} clients")
+    else:
+        v.peak_level, v.peak_rate = best.level, best.rate
+        edge = " (the highest level measured: it may go higher)" if best is rows[-1] else ""
+        v.sentences.append(f"peaked at {words.rate(best.rate)} with {best.level} clients{edge}")
+    first_err = next((r for r in rows if r.failure_ratio > onset), None)
+    if first_err is not None:
+        v.error_onset_level = first_err.level
+        v.sentences.append(f"errors from {first_err.level} clients ({words.pct(first_err.failure_ratio)} failed)")
+    elif best.rate > 0:
+        v.sentences.append(f"no errors up to {rows[-1].level} clients")
+    if v.peak_level is None or v.peak_rate is None:
+        return
+    for r in rows:
+        if r.level <= v.peak_level:
+            continue
+        if r.failure_ratio > COLLAPSE_FAILURES:
+            why = f"{words.pct(r.failure_ratio)} of operations failed"
+        elif r.rate < COLLAPSE_RATE * v.peak_rate:
+            why = f"{words.rate(r.rate)}, {words.pct(r.rate / v.peak_rate)} of the peak"
+        else:
+            continue
+        v.collapse_level = r.level
+        v.sentences.append(f"collapsed at {r.level} clients ({why})")
+        break
+
+
+def _hung(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
+    for s in sweep_steps(steps, group):
+        v.hung_by_level[s.level] = v.hung_by_level.get(s.level, 0) + s.groups[group].hung
+    total = sum(v.hung_by_level.values())
+    if total:
+        first = min(lvl for lvl, n in v.hung_by_level.items() if n)
+        v.sentences.append(f"{total:,} operation{'s' if total != 1 else ''} hung (from {first} clients)")
+
+
+def _hysteresis(v: Verdict, up: list[LevelRow], down: list[LevelRow]) -> None:
+    downs = {r.level: r for r in down}
+    for r in up:
+        d = downs.get(r.level)
+        if d is not None and r.rate > 0:
+            v.hysteresis[r.level] = (r.rate - d.rate) / r.rate
+    worst = max(v.hysteresis.items(), key=lambda kv: kv[1], default=None)
+    if worst is not None and worst[1] > HYSTERESIS_NOTE:
+        v.sentences.append(
+            f"on the way down it was {words.pct(worst[1])} slower at {worst[0]} clients than on the way up"
+        )
+
+
+def _recovery(v: Verdict, steps: Sequence[StepResult], group: str, tolerance: float) -> None:
+    rec = recovery(steps, group, tolerance)
+    v.recovered, v.time_to_recover_s = rec.recovered, rec.time_to_recover_s
+    if rec.note:
+        v.warnings.append(f"recovery not judged: {rec.note}")
+    elif rec.recovered is True and rec.time_to_recover_s is not None:
+        v.sentences.append(f"recovered in {words.duration(rec.time_to_recover_s)}")
+    elif rec.recovered is False and rec.waited_s is not None:
+        v.sentences.append(
+            f"did not recover after {words.duration(rec.waited_s)} "
+            f"(level {rec.baseline_level} stayed more than {words.pct(tolerance)} off its first rate)"
+        )
+
+
+def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
+    v.capacity_under_slo, v.slo_passed = capacity(rows, slo)
+    if v.capacity_under_slo is None:
+        v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {rows[0].level} clients")
+    else:
+        v.sentences.append(f"capacity under SLO ({slo.describe()}): {v.capacity_under_slo} clients")
+
+
+def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
+    v.little = little.check(rows, think_s)
+    clients = {r.level: r.clients or r.level for r in rows}
+    v.warnings.extend(little.warning(c, clients[c.level]) for c in v.little if c.gap > little.GAP)
+
+
+def _usl(v: Verdict, rows: list[LevelRow]) -> None:
+    cut = v.collapse_level if v.collapse_level is not None else rows[-1].level
+    points = [r for r in rows if r.level <= cut and r.failure_ratio <= COLLAPSE_FAILURES and r.level > 0]
+    if len(rows) == 1:
+        return  # already said: one level, no curve
+    if len(points) < MIN_POINTS:
+        v.warnings.append(
+            f"no USL fit: it needs at least {MIN_POINTS} levels with fewer than half failed (got {len(points)})"
+        )
+        return
+    try:
+        left_out = [r.level for r in rows if r not in points]
+        f = fit_usl([r.level for r in points], [r.rate for r in points], left_out=left_out)
+    except UserError as exc:
+        v.warnings.append(f"no USL fit: {exc}")
+        return
+    v.usl = f
+    peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
+    v.sentences.append(f"USL: σ={words.num(f.sigma)}, κ={words.num(f.kappa)}, {peak}, R²={f.r2:.2f}")

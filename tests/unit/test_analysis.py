@@ -1,0 +1,277 @@
+"""The analysis definitions (DESIGN.md) on hand-built steps: peak, onset, collapse, hung, hysteresis, SLO, Little."""
+
+from __future__ import annotations
+
+import pytest
+from test_analysis_helpers import T0, step, sweep
+
+from knee.analysis import Slo, analyze, usl
+from knee.errors import UserError
+
+
+def test_peak_and_no_errors_ever() -> None:
+    v = analyze(sweep({5: 2.0, 20: 4.0, 50: 4.6, 100: 4.4}), "main")
+    assert (v.peak_level, v.peak_rate) == (50, pytest.approx(4.6))
+    assert v.error_onset_level is None and v.collapse_level is None
+    assert v.sentences[0] == "peaked at 4.6 Hz with 50 clients"
+    assert "no errors up to 100 clients" in v.sentences
+    assert v.hung_by_level == {5: 0, 20: 0, 50: 0, 100: 0}
+    assert v.warnings == []  # a clean sweep gets no warnings
+    assert v.recovered is None and v.capacity_under_slo is None and v.slo_passed is None
+
+
+def test_error_onset_is_the_first_level_above_the_threshold() -> None:
+    steps = [
+        step(0, 10, 1000, failed=1),  # 0.1 %: not above the default onset
+        step(1, 20, 1000, failed=2),  # 0.2 %
+        step(2, 30, 1000, failed=50),
+    ]
+    assert analyze(steps, "main").error_onset_level == 20
+    assert analyze(steps, "main", onset=0.01).error_onset_level == 30
+    assert "errors from 20 clients (0.2 % failed)" in analyze(steps, "main").sentences
+
+
+def test_collapse_at_the_first_level_past_the_peak() -> None:
+    v = analyze(sweep({10: 50.0, 50: 100.0, 100: 49.0, 200: 10.0}), "main")
+    assert v.peak_level == 50
+    assert v.collapse_level == 100
+    assert "collapsed at 100 clients (49.0 Hz, 49 % of the peak)" in v.sentences
+
+
+def test_no_collapse_while_the_rate_stays_above_half_the_peak() -> None:
+    v = analyze(sweep({10: 50.0, 50: 100.0, 100: 51.0}), "main")
+    assert v.collapse_level is None
+
+
+def test_failure_based_collapse() -> None:
+    steps = [
+        step(0, 10, 500),
+        step(1, 50, 1000),
+        step(2, 100, 800, failed=100),  # 11 % failed, rate 80 % of the peak
+        step(3, 200, 700, failed=800),  # 53 % failed, rate still 70 % of the peak
+        step(4, 400, 100, failed=2000),
+    ]
+    v = analyze(steps, "main")
+    assert v.peak_level == 50
+    assert v.error_onset_level == 100
+    assert v.collapse_level == 200
+    assert "collapsed at 200 clients (53 % of operations failed)" in v.sentences
+
+
+def test_failures_below_the_peak_are_not_a_collapse() -> None:
+    steps = [step(0, 10, 100, failed=200), step(1, 50, 1000), step(2, 100, 900)]
+    assert analyze(steps, "main").collapse_level is None
+
+
+def test_hung_per_level_over_both_directions() -> None:
+    steps = [
+        step(0, 10, 100),
+        step(1, 50, 100, hung=3),
+        step(2, 100, 50, hung=7),
+        step(3, 50, 90, hung=1, direction="down"),
+    ]
+    v = analyze(steps, "main")
+    assert v.hung_by_level == {10: 0, 50: 4, 100: 7}
+    assert "11 operations hung (from 50 clients)" in v.sentences
+
+
+def test_up_down_hysteresis() -> None:
+    steps = [
+        step(0, 10, 100),
+        step(1, 50, 400),
+        step(2, 100, 300),
+        step(3, 50, 200, direction="down"),
+        step(4, 10, 95, direction="down"),
+    ]
+    v = analyze(steps, "main")
+    assert v.hysteresis == {10: pytest.approx(0.05), 50: pytest.approx(0.5)}
+    assert v.peak_level == 50  # the way down does not change the curve
+    assert "on the way down it was 50 % slower at 50 clients than on the way up" in v.sentences
+
+
+def test_repeated_levels_are_pooled() -> None:
+    steps = [step(0, 10, 100, elapsed=10), step(1, 10, 300, elapsed=20), step(2, 20, 150, elapsed=10)]
+    v = analyze(steps, "main")
+    assert v.peak_level == 20  # 15 Hz beats the pooled 400 / 30 s = 13.3 Hz at level 10
+
+
+def _recovery_run(probe_rates: list[float]) -> list:
+    steps = sweep({5: 10.0, 50: 40.0, 100: 5.0})  # steps 0..2 end at T0 + 40 + 10
+    for i, r in enumerate(probe_rates):
+        steps.append(step(3 + i, 5, round(r * 5), elapsed=5.0, phase="recovery", started=T0 + 60 + 15 * i))
+    return steps
+
+
+def test_recovered_after_the_first_probe_within_ten_percent() -> None:
+    v = analyze(_recovery_run([2.0, 8.0, 9.2, 10.0]), "main")
+    assert v.recovered is True
+    # the load stopped at T0 + 50; the third probe (9.2 Hz ≥ 90 % of 10 Hz) ends at T0 + 60 + 30 + 5
+    assert v.time_to_recover_s == pytest.approx(45.0)
+    assert "recovered in 45 s" in v.sentences
+
+
+def test_not_recovered() -> None:
+    v = analyze(_recovery_run([2.0, 3.0, 8.8]), "main")
+    assert v.recovered is False and v.time_to_recover_s is None
+    # waited from T0 + 50 to the end of the last probe, T0 + 60 + 30 + 5
+    assert "did not recover after 45 s (level 5 stayed more than 10 % off its first rate)" in v.sentences
+
+
+def test_within_ten_percent_either_way() -> None:
+    # like knee sweep's own probing: 12 Hz against a first rate of 10 Hz is not back to normal yet, 10.8 Hz is
+    v = analyze(_recovery_run([12.0, 10.8]), "main")
+    assert v.recovered is True and v.time_to_recover_s == pytest.approx(30.0)
+
+
+def test_recovery_probes_are_not_part_of_the_sweep() -> None:
+    v = analyze(_recovery_run([100.0]), "main")
+    assert v.peak_level == 50
+
+
+def test_no_probes_means_recovery_unknown() -> None:
+    v = analyze(sweep({5: 10.0, 50: 40.0}), "main")
+    assert v.recovered is None and v.time_to_recover_s is None
+
+
+def test_capacity_under_slo_needs_every_lower_level_to_pass() -> None:
+    steps = [
+        step(0, 10, 1000, p99_ms=100),
+        step(1, 50, 1000, failed=5, p99_ms=300),
+        step(2, 100, 1000, p99_ms=900),  # too slow
+        step(3, 200, 1000, p99_ms=400),  # passes again, but above a failing level
+    ]
+    slo = Slo(p99_ms=500, failure_ratio=0.01)
+    v = analyze(steps, "main", slo=slo)
+    assert v.capacity_under_slo == 50
+    assert v.slo_passed is False
+    assert "capacity under SLO (p99 ≤ 500 ms, failures ≤ 1.0 %): 50 clients" in v.sentences
+    strict = analyze(steps, "main", slo=Slo(failure_ratio=0.0))
+    assert strict.capacity_under_slo == 10
+
+
+def test_slo_passed_when_every_level_meets_it() -> None:
+    v = analyze(sweep({10: 5.0, 20: 9.0}), "main", slo=Slo(p99_ms=50))
+    assert (v.capacity_under_slo, v.slo_passed) == (20, True)
+
+
+def test_slo_failed_at_the_first_level() -> None:
+    v = analyze([step(0, 10, 100, p99_ms=900), step(1, 20, 100)], "main", slo=Slo(p99_ms=500))
+    assert (v.capacity_under_slo, v.slo_passed) == (None, False)
+    assert "no level met the SLO (p99 ≤ 500 ms), not even 10 clients" in v.sentences
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"p99_ms": "fast"}, "slo.p99_ms must be a number"),
+        ({"failure_ratio": 5}, "between 0 and 1"),
+        ({"p99": 500}, "unknown key 'p99'"),
+    ],
+)
+def test_bad_slo_is_a_user_error(table: dict, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        Slo.from_dict(table)
+
+
+def test_littles_law_holds_for_busy_clients_and_flags_idle_ones() -> None:
+    # 10 clients, 100 ms each, no think time: X = 100/s → X·R = 10
+    ok = step(0, 10, 1000, mean_ms=100.0, elapsed=10.0)
+    # 50 clients but only 100 completions/s of 100 ms: 10 busy, 40 hung or starved
+    bad = step(1, 50, 1000, mean_ms=100.0, elapsed=10.0)
+    v = analyze([ok, bad], "main")
+    assert [c.level for c in v.little] == [10, 50]
+    assert v.little[0].expected_n == pytest.approx(10.0)
+    assert v.little[0].gap == pytest.approx(0.0, abs=1e-9)
+    assert v.little[1].gap == pytest.approx(0.8)
+    assert any("Little's law does not hold at 50 clients" in w for w in v.warnings)
+    assert not any("at 10 clients" in w for w in v.warnings)
+
+
+def test_littles_law_counts_think_time_and_failures() -> None:
+    s = step(0, 20, 500, failed=500, mean_ms=100.0, elapsed=10.0)  # X = 100/s all completions
+    v = analyze([s], "main", think_s=0.1)
+    assert v.little[0].expected_n == pytest.approx(20.0)
+
+
+def test_empty_input_gives_a_verdict_with_a_warning() -> None:
+    v = analyze([], "main")
+    assert v.peak_level is None and v.usl is None
+    assert v.warnings and "nothing to analyze" in v.warnings[0]
+
+
+def test_single_level() -> None:
+    v = analyze([step(0, 10, 100)], "main")
+    assert v.peak_level == 10
+    assert v.sentences[0] == "10.0 Hz with 10 clients"
+    assert v.warnings == ["only one level (10 clients) was measured: no curve, so no peak, collapse or USL model"]
+    assert v.usl is None
+
+
+def test_two_levels_are_too_few_for_the_usl() -> None:
+    v = analyze(sweep({10: 5.0, 20: 9.0}), "main")
+    assert v.usl is None
+    assert any("no USL fit: it needs at least 3 levels" in w for w in v.warnings)
+
+
+def test_nothing_succeeded() -> None:
+    v = analyze([step(0, 10, 0, failed=10), step(1, 20, 0, failed=10)], "main")
+    assert v.peak_level is None
+    assert v.sentences[0] == "no operation succeeded (10 to 20 clients)"
+
+
+def test_partial_steps_count_and_are_noted() -> None:
+    steps = sweep({10: 5.0, 20: 9.0})
+    steps.append(step(2, 40, 30, elapsed=3.0, partial=True))
+    v = analyze(steps, "main")
+    assert v.peak_level == 40  # 10 Hz over its 3 measured seconds
+    assert any("level 40 was cut short (partial)" in w and "3.0 s" in w for w in v.warnings)
+
+
+def test_usl_is_fitted_up_to_the_collapse_without_failing_levels() -> None:
+    levels = [1, 5, 10, 20, 40, 60, 80, 100]
+    steps = [step(i, n, round(usl(float(n), 0.05, 0.002, 10.0) * 100), elapsed=100.0) for i, n in enumerate(levels)]
+    steps.append(step(len(steps), 120, 0, failed=5000, elapsed=100.0))  # collapse by failures
+    steps.append(step(len(steps), 150, 1, failed=9000, elapsed=100.0))  # past the collapse
+    v = analyze(steps, "main")
+    assert v.collapse_level == 120
+    assert v.usl is not None
+    assert v.usl.sigma == pytest.approx(0.05, rel=0.05)
+    assert v.usl.kappa == pytest.approx(0.002, rel=0.05)
+    assert v.usl.n_star == pytest.approx((0.95 / 0.002) ** 0.5, rel=0.05)
+    assert any(s.startswith("USL: σ=0.05, κ=0.002, N*=22, R²=1.00") for s in v.sentences)
+
+
+def test_fit_false_skips_the_usl() -> None:
+    v = analyze(sweep({1: 1.0, 10: 8.0, 20: 12.0, 40: 10.0}), "main", fit=False)
+    assert v.usl is None
+
+
+def test_stages_are_separate_curves() -> None:
+    steps = []
+    for i, (lvl, store, fetch) in enumerate([(10, 100, 400), (20, 180, 300), (40, 60, 200)]):
+        steps.append(step(2 * i, lvl, store * 10, p99_ms=100))
+        steps.append(step(2 * i + 1, lvl, fetch * 10, p99_ms=100 if lvl < 40 else 900))
+        steps[-2].label, steps[-1].label = "store", "fetch"
+    v = analyze(steps, "main", slo=Slo(p99_ms=500), fit=False)
+    assert "store: peaked at 180 Hz with 20 clients" in v.sentences
+    assert "fetch: peaked at 400 Hz with 10 clients" in v.sentences
+    assert "store: collapsed at 40 clients (60.0 Hz, 33 % of the peak)" in v.sentences
+    assert v.peak_level is None  # no single peak across operation types
+    assert (v.capacity_under_slo, v.slo_passed) == (20, False)  # fetch is too slow at 40
+
+
+def test_recovery_compares_with_the_probes_label() -> None:
+    steps = [step(0, 5, 1000), step(1, 5, 100), step(2, 50, 100)]
+    steps[0].label, steps[1].label, steps[2].label = "fetch", "store", "store"
+    probe = step(3, 5, 95, phase="recovery")
+    probe.label = "store"
+    assert analyze([*steps, probe], "main").recovered is True  # 9.5 Hz against store's 10 Hz, not fetch's 100 Hz
+
+
+def test_usl_advice_knows_the_collapsed_level_it_left_out() -> None:
+    steps = sweep({2: 20.0, 4: 38.0, 8: 70.0, 16: 120.0})
+    steps.append(step(4, 32, 500, failed=900))  # 64 % failed: collapse, left out of the fit
+    v = analyze(steps, "main")
+    assert v.collapse_level == 32
+    assert v.usl is not None
+    assert v.usl.advice == ["add levels between 16 and 32, e.g. 20 and 25"]

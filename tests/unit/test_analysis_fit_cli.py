@@ -1,0 +1,134 @@
+"""`knee fit` as a user runs it: a real subprocess, good and bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parent / "data"
+
+
+def knee_fit(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(
+        [sys.executable, "-m", "knee", "fit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
+def test_fit_prints_parameters_intervals_and_the_table() -> None:
+    r = knee_fit(DATA / "specsdm91.csv")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "0.02773" in out and "0.0001044" in out  # σ, κ
+    assert "[0.002402, 0.05305]" in out  # σ's 95 % interval
+    assert "96.5" in out and "1884" in out  # N* and the predicted peak
+    assert "0.9896" in out  # R²
+    assert "measured vs fitted" in out and "1078" in out and "1646" in out
+
+
+def test_fit_json() -> None:
+    r = knee_fit(DATA / "specsdm91.csv", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["fit"]["sigma"] == pytest.approx(0.02773, rel=1e-3)
+    assert doc["fit"]["kappa"] == pytest.approx(1.044e-4, rel=1e-3)
+    assert doc["fit"]["lam"] == pytest.approx(90.0, rel=1e-3)
+    assert len(doc["fit"]["ci"]["sigma"]) == 2
+    assert [p["concurrency"] for p in doc["points"]] == [1, 18, 36, 72, 108, 144, 216]
+    assert round(doc["points"][1]["fitted"]) == 1078
+
+
+def test_fit_warns_and_advises(tmp_path: Path) -> None:
+    f = tmp_path / "few.csv"
+    f.write_text("1,1.0\n50,20\n100,15\n200,8\n")  # no header
+    r = knee_fit(f)
+    assert r.returncode == 0, r.stderr
+    assert "warning:" in r.stdout
+    assert "add levels between 1 and 50, e.g. 10 and 25" in r.stdout
+
+
+@pytest.mark.parametrize("sep", [";", "\t", "  "])
+def test_fit_reads_other_separators(tmp_path: Path, sep: str) -> None:
+    f = tmp_path / "points.txt"
+    f.write_text("# load and rate\n" + "\n".join(f"{n}{sep}{x}" for n, x in [(1, 1.0), (2, 1.9), (4, 3.5), (8, 5.0)]))
+    r = knee_fit(f, "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [1.0, 1.9, 3.5, 5.0]
+
+
+def test_fit_reads_extra_columns_and_a_runs_levels_csv(tmp_path: Path) -> None:
+    f = tmp_path / "levels.csv"
+    rows = ["index,phase,direction,level,group,succeeded,rate_hz"]
+    for i, (n, x) in enumerate([(1, 64.9), (18, 995.9), (36, 1652.4), (72, 1853.2), (108, 1828.9), (144, 1775.0)]):
+        rows.append(f"{i},sweep,up,{n},main,0,{x}")
+        rows.append(f"{i},sweep,up,{n},base,0,5")
+    rows.append("9,sweep,down,72,main,0,100")  # the way down is not part of the curve
+    rows.append("10,recovery,up,1,main,0,1")  # nor are recovery probes
+    f.write_text("\n".join(rows) + "\n")
+    r = knee_fit(f, "--group", "main", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["concurrency"] for p in json.loads(r.stdout)["points"]] == [1, 18, 36, 72, 108, 144]
+    r = knee_fit(f)
+    assert r.returncode != 0 and "holds groups 'base', 'main'; choose one with --group NAME" in r.stderr
+
+
+def test_fit_picks_a_stage_of_a_staged_run(tmp_path: Path) -> None:
+    f = tmp_path / "levels.csv"
+    rows = ["label,phase,direction,level,group,rate_hz"]
+    for n, x in [(1, 10.0), (2, 19.0), (4, 35.0), (8, 50.0)]:
+        rows += [f"store,sweep,up,{n},main,{x}", f"fetch,sweep,up,{n},main,{3 * x}"]
+    f.write_text("\n".join(rows) + "\n")
+    r = knee_fit(f, "--label", "fetch", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [30.0, 57.0, 105.0, 150.0]
+    r = knee_fit(f)
+    assert r.returncode != 0 and "choose one with --label NAME" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("", "has no data"),
+        ("# only a comment\n\n", "has no data"),
+        ("concurrency,rate\n1,1\n2,abc\n4,3\n", "line 3: 'abc' in column 'rate' is not a number"),
+        ("1,1\n2\n4,3\n", "line 2: expected 2 columns"),
+        ("1,1\n2,2\n", "at least 3 levels"),
+        ("concurrency,rate\n", "no data rows"),
+        ("clients,latency\n1,2\n2,3\n3,4\n", "no rate column"),
+        ("1,1\n-2,2\n3,3\n", "line 2: concurrency must be positive"),
+        ("1,1\n2,nan\n3,3\n", "line 2: 'nan' in column 'rate' is not a finite number"),
+        ("1,0\n2,0\n3,0\n", "every rate is 0"),
+    ],
+)
+def test_bad_input_is_one_line_and_no_traceback(tmp_path: Path, content: str | None, message: str) -> None:
+    f = tmp_path / "points.csv"
+    if content is not None:
+        f.write_text(content)
+    r = knee_fit(f)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr + r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("knee: error: ")
+    assert message in lines[0]
+
+
+def test_a_directory_or_binary_file_is_a_user_error(tmp_path: Path) -> None:
+    r = knee_fit(tmp_path)
+    assert r.returncode != 0 and "is a directory" in r.stderr and "Traceback" not in r.stderr
+    b = tmp_path / "x.csv"
+    b.write_bytes(b"\xff\xfe\x00\x81garbage")
+    r = knee_fit(b)
+    assert r.returncode != 0 and "not a text" in r.stderr and "Traceback" not in r.stderr

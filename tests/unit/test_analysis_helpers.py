@@ -1,0 +1,57 @@
+"""Build StepResults by hand for the analysis tests (helpers only, no tests here)."""
+
+from __future__ import annotations
+
+from knee.model import GroupStats, LatencyStats, StepResult
+
+T0 = 1_700_000_000.0
+
+
+def step(
+    index: int,
+    level: int,
+    succeeded: int,
+    failed: int = 0,
+    hung: int = 0,
+    *,
+    elapsed: float = 10.0,
+    phase: str = "sweep",
+    direction: str = "up",
+    partial: bool = False,
+    p99_ms: float = 10.0,
+    mean_ms: float | None = None,
+    started: float | None = None,
+    group: str = "main",
+    clients: int | None = None,
+    extra: dict[str, GroupStats] | None = None,
+) -> StepResult:
+    """One step whose `group` made `succeeded` successes in `elapsed` seconds (rate = succeeded / elapsed)."""
+    completed = succeeded + failed
+    n = level if clients is None else clients
+    if mean_ms is None:  # by default the clients were busy all the time: Little's law holds
+        mean_ms = n * elapsed / completed * 1000 if completed else 0.0
+    g = GroupStats(
+        name=group,
+        clients=n,
+        succeeded=succeeded,
+        failed=failed,
+        hung=hung,
+        elapsed_s=elapsed,
+        rate_hz=succeeded / elapsed if elapsed else 0.0,
+        latency_ms=LatencyStats(count=completed, mean=mean_ms, p99=p99_ms),
+    )
+    return StepResult(
+        index=index,
+        level=level,
+        phase=phase,  # type: ignore[arg-type]
+        direction=direction,  # type: ignore[arg-type]
+        partial=partial,
+        started_unix=T0 + index * 20.0 if started is None else started,
+        elapsed_s=elapsed,
+        groups={group: g, **(extra or {})},
+    )
+
+
+def sweep(rates: dict[int, float], elapsed: float = 10.0) -> list[StepResult]:
+    """An up sweep with these rates (Hz) per level and no failures."""
+    return [step(i, lvl, round(r * elapsed), elapsed=elapsed) for i, (lvl, r) in enumerate(rates.items())]
