@@ -49,6 +49,20 @@ def client_spec(
     expect_file_min_size: int = 0,
 ) -> dict[str, Any]:
     """The engine's client spec (docs/engine-spec.md) for a target and its options."""
+    given = {
+        "http": [k for k, v in (("method", method), ("headers", headers), ("cookies", cookies), ("body", body),
+                                ("body_file", body_file), ("insecure", insecure), ("new_connection", new_connection),
+                                ("expect_status", expect_status), ("expect_body", expect_body),
+                                ("expect_body_regex", expect_body_regex), ("expect_length", expect_length)) if v],
+        "tcp": [k for k, v in (("send", send), ("expect", expect)) if v is not None],
+        "exec": [k for k, v in (("env", env), ("cwd", cwd), ("expect_stdout", expect_stdout),
+                                ("expect_stderr", expect_stderr), ("expect_file", expect_file)) if v],
+    }  # fmt: skip
+    kind = _kind(target)
+    for other, keys in given.items():
+        if other != kind and keys:
+            opt = _OPTION_NAMES.get(keys[0], "--" + keys[0].replace("_", "-"))
+            raise UserError(f"{opt} applies to {_KIND_WORDS[other]} only, not to {_KIND_WORDS[kind]}")
     if isinstance(target, str):
         scheme = urllib.parse.urlsplit(target).scheme.lower()
         if scheme in ("http", "https"):
@@ -106,6 +120,20 @@ def client_spec(
     if expect_file is not None:
         spec["expect_file"] = {"path": expect_file, "min_size": expect_file_min_size}
     return spec
+
+
+_KIND_WORDS = {"http": "http(s):// targets", "tcp": "tcp:// targets", "exec": "commands"}
+_OPTION_NAMES = {"headers": "-H/--header", "cookies": "-C/--cookie", "env": "-e/--env", "method": "-m/--method"}
+
+
+def _kind(target: Target) -> str:
+    if isinstance(target, str):
+        scheme = urllib.parse.urlsplit(target).scheme.lower()
+        if scheme in ("http", "https"):
+            return "http"
+        if scheme == "tcp":
+            return "tcp"
+    return "exec"
 
 
 def preflight(client: dict[str, Any], connect_timeout_s: float = 3.0) -> None:

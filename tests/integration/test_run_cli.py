@@ -232,3 +232,17 @@ def test_no_descriptor_or_child_leak_in_process(nginx: Nginx) -> None:
         r = knee.run(nginx.url + "/", clients=10, n=500)
         assert r.stats.succeeded == 500
     assert len(os.listdir("/proc/self/fd")) <= before + 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--send", "x", "--", "true"], "--send applies to tcp:// targets only, not to commands"),
+        (["-H", "a: b", "tcp://127.0.0.1:1"], "-H/--header applies to http(s):// targets only, not to tcp:// targets"),
+        (["--expect-stdout", "x", "http://127.0.0.1:1/"], "--expect-stdout applies to commands only"),
+    ],
+)
+def test_options_of_another_client_kind_are_refused(args: list[str], message: str) -> None:
+    proc = knee_cli("run", "-n", "1", *args, timeout=30)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
