@@ -1,0 +1,42 @@
+"""levels.csv (one row per step x group) and series.csv (one row per interval)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from knee.model import RunRecord
+from knee.report import rows as R
+
+SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung"]
+
+
+def _fmt(v: object) -> object:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return v
+
+
+def levels_csv(record: RunRecord) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(R.LEVEL_COLUMNS)
+    for r in R.level_rows(record):
+        w.writerow([_fmt(v) for v in r.as_dict().values()])
+    return buf.getvalue()
+
+
+def series_csv(record: RunRecord) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(SERIES_COLUMNS)
+    names = R.group_names(record)
+    for s in record.steps:
+        for n in names:
+            if n not in s.groups:
+                continue
+            for p in s.groups[n].series:
+                w.writerow([s.index, n, _fmt(p.t), p.succeeded, p.failed, p.hung])
+    return buf.getvalue()

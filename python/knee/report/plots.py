@@ -1,0 +1,180 @@
+"""The report's plots: matplotlib (Agg) figures returned as inline SVG text."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from knee.analysis.usl import usl
+from knee.model import RunRecord, StepResult, USLFit
+from knee.report.hgrm import read_percentiles
+
+plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
+_METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+_SIZE = (9.5, 3.6)
+
+
+def text(s: str) -> str:
+    """Untrusted text safe for matplotlib (no mathtext)."""
+    return s.replace("$", r"\$")
+
+
+def to_svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    return _METADATA_RE.sub("", svg)
+
+
+def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepResult]:
+    return [s for s in record.steps if s.phase == "sweep" and s.direction == direction and group in s.groups]
+
+
+def _levels_axis(ax: plt.Axes, levels: list[int]) -> None:
+    ax.set_xlabel("concurrent clients")
+    if levels and max(levels) / max(1, min(levels)) >= 20:
+        ax.set_xscale("log")
+
+
+def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
+    """Rate vs concurrency, the USL curve through it, and the recovery probes."""
+    fig, ax = plt.subplots(figsize=_SIZE)
+    up = _sweep(record, group)
+    levels = [s.groups[group].clients for s in up]
+    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="measured (up)", color="C0")
+    down = _sweep(record, group, "down")
+    if down:
+        ax.plot(
+            [s.groups[group].clients for s in down],
+            [s.groups[group].rate_hz for s in down],
+            "s--",
+            label="measured (down)",
+        )
+    rec = [s for s in record.steps if s.phase == "recovery" and group in s.groups]
+    if rec:
+        ax.plot(
+            [s.groups[group].clients for s in rec],
+            [s.groups[group].rate_hz for s in rec],
+            "x",
+            color="C3",
+            markersize=9,
+            label="recovery probes",
+        )
+    if fit is not None and levels:
+        n = np.geomspace(max(1, min(levels)), max(levels), 200)
+        ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
+        if fit.n_star:
+            ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
+    _levels_axis(ax, levels)
+    ax.set_ylabel("succeeded / s")
+    ax.set_title("Throughput vs concurrency")
+    ax.legend(loc="best")
+    return to_svg(fig)
+
+
+def failures(record: RunRecord, group: str) -> str:
+    fig, ax = plt.subplots(figsize=_SIZE)
+    up = _sweep(record, group)
+    levels = [s.groups[group].clients for s in up]
+    ax.plot(levels, [s.groups[group].failed for s in up], "o-", color="C3", label="failed")
+    ax.plot(levels, [s.groups[group].hung for s in up], "s-", color="C4", label="hung")
+    ax2 = ax.twinx()
+    ax2.plot(levels, [s.groups[group].failure_ratio * 100 for s in up], ":", color="grey", label="failure ratio")
+    ax2.set_ylabel("(failed + hung) / all, %")
+    worst = max((max(s.groups[group].failed, s.groups[group].hung) for s in up), default=0)
+    ax.set_ylim(0, max(1, worst) * 1.08)
+    ax2.set_ylim(0, max(1.0, max((s.groups[group].failure_ratio * 100 for s in up), default=0.0)) * 1.08)
+    ax2.grid(False)
+    _levels_axis(ax, levels)
+    ax.set_ylabel("operations")
+    ax.set_title("Failures and hung operations vs concurrency")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left")
+    return to_svg(fig)
+
+
+def latency(record: RunRecord, group: str) -> str:
+    fig, ax = plt.subplots(figsize=_SIZE)
+    up = _sweep(record, group)
+    levels = [s.groups[group].clients for s in up]
+    for key, style in (("p50", "o-"), ("p90", "^-"), ("p99", "s-"), ("max", ".:")):
+        ax.plot(levels, [getattr(s.groups[group].latency_ms, key) for s in up], style, label=key)
+    _levels_axis(ax, levels)
+    ax.set_yscale("log")
+    ax.set_ylabel("latency, ms")
+    ax.set_title("Latency percentiles vs concurrency")
+    ax.legend(loc="upper left")
+    return to_svg(fig)
+
+
+def series(record: RunRecord, group: str) -> str:
+    """Every interval of every step on one time line: successes, failures and hung per second."""
+    fig, ax = plt.subplots(figsize=(_SIZE[0], 3.0))
+    steps = [s for s in record.steps if group in s.groups]
+    t0 = min((s.started_unix for s in steps), default=0.0)
+    for s in steps:
+        g = s.groups[group]
+        if not g.series:
+            continue
+        t = np.array([s.started_unix - t0 + p.t for p in g.series])
+        per = g.interval_s or 1.0
+        color = "C2" if s.phase == "recovery" else "C0"
+        ax.plot(t, [p.succeeded / per for p in g.series], "-", color=color, lw=1.2)
+        bad = [(p.failed + p.hung) / per for p in g.series]
+        if any(bad):
+            ax.plot(t, bad, "-", color="C3", lw=1)
+        top = max(p.succeeded / per for p in g.series)
+        ax.annotate(str(g.clients), (t[0], top), textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
+    ax.plot([], [], "-", color="C0", label="succeeded / s")
+    ax.plot([], [], "-", color="C3", label="failed + hung / s")
+    if any(s.phase == "recovery" for s in steps):
+        ax.plot([], [], "-", color="C2", label="recovery probes")
+    peak = max(
+        (p.succeeded / (s.groups[group].interval_s or 1.0) for s in steps for p in s.groups[group].series), default=0
+    )
+    ax.set_ylim(0, max(1.0, peak) * 1.18)
+    ax.set_xlabel("seconds since the first step (numbers: clients of each step)")
+    ax.set_ylabel("per second")
+    ax.set_title("Per-interval series of each level")
+    ax.legend(loc="best", fontsize=7)
+    return to_svg(fig)
+
+
+def distribution(record: RunRecord, group: str, run_dir: Path | None) -> str:
+    """Latency percentile curves per level, from the step's histogram file when present."""
+    fig, ax = plt.subplots(figsize=_SIZE)
+    up = [s for s in record.steps if group in s.groups and s.phase == "sweep"]
+    cmap = plt.get_cmap("viridis")
+    drawn = 0
+    for i, s in enumerate(up):
+        pts = read_percentiles(run_dir, s.index, group) if run_dir is not None else None
+        if not pts:
+            pts = s.groups[group].percentiles_ms
+        pts = [(q, v) for q, v in pts if q < 100.0 and v > 0]
+        if not pts:
+            continue
+        x = [1 / (1 - q / 100) for q, _ in pts]
+        ax.plot(x, [v for _, v in pts], "-", color=cmap(i / max(1, len(up) - 1)), label=f"{s.groups[group].clients}")
+        drawn += 1
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ticks = [2, 10, 100, 1000, 10000]
+    ax.set_xticks(ticks, ["50%", "90%", "99%", "99.9%", "99.99%"])
+    ax.set_xlim(1.8, 2000)
+    ax.set_xlabel("percentile")
+    ax.set_ylabel("latency, ms")
+    ax.set_title("Latency distribution per level")
+    if drawn:
+        ax.legend(title="clients", fontsize=7, ncol=2, loc="upper left")
+    return to_svg(fig)

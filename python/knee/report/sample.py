@@ -1,0 +1,251 @@
+"""Realistic synthetic runs: a USL-shaped sweep built from numbers, for tests, docs and examples.
+
+`sample_record()` returns the kind of RunRecord a sweep of a slow storage service writes: the
+rate peaks near 50 clients at a few Hz, errors start around 600, the service collapses near 1000
+and does not come back during the recovery probes. Every count is derived from the USL curve plus
+seeded noise, so two calls with the same arguments give the same record.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from knee.model import (
+    GeneratorStats,
+    GroupStats,
+    LatencyStats,
+    RunRecord,
+    SeriesPoint,
+    StepResult,
+    USLFit,
+    Verdict,
+)
+
+SRM_LEVELS = (1, 2, 5, 10, 20, 50, 100, 200, 400, 600, 800, 1000)
+
+
+def usl_rate(n: float, sigma: float, kappa: float, lam: float) -> float:
+    """X(N) = lam*N / (1 + sigma*(N-1) + kappa*N*(N-1))."""
+    return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
+
+
+def make_group(
+    name: str,
+    clients: int,
+    rate_hz: float,
+    *,
+    seconds: int = 10,
+    failed: int = 0,
+    hung: int = 0,
+    p50_ms: float = 10.0,
+    p99_ms: float | None = None,
+    noise: float = 0.05,
+    seed: int = 0,
+    interval_s: float = 1.0,
+    failures: dict[str, int] | None = None,
+    error_samples: dict[str, list[str]] | None = None,
+) -> GroupStats:
+    """One group's stats over `seconds` at `rate_hz`, with a per-interval series that adds up."""
+    rng = random.Random(seed)
+    n_int = max(1, round(seconds / interval_s))
+    per = rate_hz * interval_s
+    counts = [max(0, round(rng.gauss(per, per * noise))) for _ in range(n_int)]
+    fails = _spread(failed, n_int, rng)
+    hungs = _spread(hung, n_int, rng)
+    series = [SeriesPoint(t=i * interval_s, succeeded=counts[i], failed=fails[i], hung=hungs[i]) for i in range(n_int)]
+    succeeded = sum(counts)
+    elapsed = n_int * interval_s
+    p99 = p99_ms if p99_ms is not None else p50_ms * 2.5
+    pct = _percentile_curve(p50_ms, p99)
+    lat = LatencyStats(
+        count=succeeded + failed,
+        min=p50_ms * 0.3,
+        mean=p50_ms * 1.1,
+        stdev=p50_ms * 0.4,
+        p50=p50_ms,
+        p90=dict(pct)[90.0],
+        p95=dict(pct)[95.0],
+        p99=p99,
+        p999=dict(pct)[99.9],
+        max=dict(pct)[100.0],
+    )
+    if failures is None:
+        failures = {"status": failed} if failed else {}
+    if error_samples is None:
+        error_samples = {"status": ["status 503 from http://127.0.0.1/obj"]} if failed else {}
+    return GroupStats(
+        name=name,
+        kind="http",
+        clients=clients,
+        succeeded=succeeded,
+        failed=failed,
+        hung=hung,
+        elapsed_s=elapsed,
+        rate_hz=succeeded / elapsed,
+        failures=failures,
+        error_samples=error_samples,
+        latency_ms=lat,
+        percentiles_ms=pct,
+        series=series,
+        interval_s=interval_s,
+        per_client=[],
+        hung_clients=list(range(min(hung, 5))),
+    )
+
+
+def _spread(total: int, n: int, rng: random.Random) -> list[int]:
+    out = [0] * n
+    for _ in range(total):
+        out[rng.randrange(n)] += 1
+    return out
+
+
+def _percentile_curve(p50: float, p99: float) -> list[tuple[float, float]]:
+    """A plausible latency tail through p50 and p99 (log-linear in 1/(1-q))."""
+    qs = (50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 100.0)
+    k = math.log(p99 / p50) / math.log(50.0)  # x = 1/(1-q): 2 at p50, 100 at p99
+    out = []
+    for q in qs:
+        x = 1 / (1 - q / 100) if q < 100 else 2000.0
+        out.append((q, round(p50 * (x / 2) ** k, 3)))
+    return out
+
+
+def sample_record(
+    levels: Sequence[int] = SRM_LEVELS,
+    *,
+    sigma: float = 0.05,
+    kappa: float = 0.00038,
+    lam: float = 4.0,
+    seconds: int = 10,
+    seed: int = 1,
+    group: str = "main",
+    error_from: int = 600,
+    collapse_at: int = 1000,
+    recovery_probes: int = 2,
+    error_sample: str = "status 503 from http://127.0.0.1/obj",
+    run_id: str = "20261121-051700-srm",
+    noise: float = 0.05,
+) -> RunRecord:
+    """A whole sweep (plus recovery probes) shaped like the srm demo profile."""
+    rng = random.Random(seed)
+    steps: list[StepResult] = []
+    t0 = 1_795_000_000.0
+    for i, n in enumerate(levels):
+        rate = usl_rate(n, sigma, kappa, lam)
+        failed = hung = 0
+        if n >= collapse_at:
+            rate *= 0.3
+        if n >= error_from:
+            failed = int(rate * seconds * (0.02 if n < collapse_at else 0.8)) + 3
+        if n >= collapse_at:
+            hung = 12
+        r_ms = 1000.0 * n / rate
+        g = make_group(
+            group,
+            n,
+            rate,
+            seconds=seconds,
+            failed=failed,
+            hung=hung,
+            p50_ms=r_ms * 0.9,
+            p99_ms=r_ms * 2.4,
+            seed=rng.randrange(1 << 30),
+            noise=noise,
+            error_samples={"status": [error_sample]} if failed else {},
+        )
+        gen = GeneratorStats(
+            cpu_s=0.01 * n, cpu_cores=min(2.0, 0.002 * n), cores_available=2, saturated=n >= collapse_at
+        )
+        steps.append(
+            StepResult(
+                index=i,
+                level=n,
+                started_unix=t0,
+                elapsed_s=float(seconds),
+                groups={group: g},
+                generator=gen,
+                partial=(n == levels[-1] and collapse_at > levels[-1]),
+            )
+        )
+        t0 += seconds + 2
+    base = usl_rate(levels[0], sigma, kappa, lam)
+    for k in range(recovery_probes):
+        g = make_group(group, levels[0], base * 0.4, seconds=seconds, p50_ms=2500.0, seed=rng.randrange(1 << 30))
+        steps.append(
+            StepResult(
+                index=len(steps),
+                level=levels[0],
+                phase="recovery",
+                direction="down",
+                started_unix=t0 + 60 * k,
+                elapsed_s=float(seconds),
+                groups={group: g},
+            )
+        )
+    sweep = [s for s in steps if s.phase == "sweep"]
+    peak = max(sweep, key=lambda s: s.groups[group].rate_hz)
+    n_star = math.sqrt((1 - sigma) / kappa)
+    fit = USLFit(
+        sigma=sigma,
+        kappa=kappa,
+        lam=lam,
+        n_star=n_star,
+        peak_rate=usl_rate(n_star, sigma, kappa, lam),
+        r2=0.97,
+        ci={"sigma": (sigma * 0.8, sigma * 1.2), "kappa": (kappa * 0.8, kappa * 1.2), "lam": (lam * 0.9, lam * 1.1)},
+    )
+    verdict = Verdict(
+        group=group,
+        peak_level=peak.level,
+        peak_rate=peak.groups[group].rate_hz,
+        error_onset_level=min((n for n in levels if n >= error_from), default=None),
+        collapse_level=min((n for n in levels if n >= collapse_at), default=None),
+        hung_by_level={s.level: s.groups[group].hung for s in sweep if s.groups[group].hung},
+        recovered=False if recovery_probes else None,
+        usl=fit,
+        sentences=[
+            f"peaked at {peak.groups[group].rate_hz:.1f} Hz with {peak.level} clients",
+            f"errors from {error_from}",
+            f"collapsed at {collapse_at}",
+            "did not recover after 10 min",
+        ],
+    )
+    return RunRecord(
+        run_id=run_id,
+        created_unix=1_795_000_000.0,
+        status="complete",
+        knee_version="0.1.0",
+        machine={"hostname": "loadgen-1", "cpus": 2, "python": "3.11", "os": "Linux 6.1"},
+        scenario={"name": "srm", "target": {"url": "http://127.0.0.1:8080/obj"}, "sweep": {"levels": list(levels)}},
+        measured_group=group,
+        steps=steps,
+        verdicts=[verdict],
+    )
+
+
+def long_level_record(seconds: int = 120, rate_hz: float = 40.0, seed: int = 3) -> RunRecord:
+    """One long level with many intervals (a soak run)."""
+    g = make_group("main", 20, rate_hz, seconds=seconds, p50_ms=500.0, noise=0.15, seed=seed)
+    step = StepResult(index=0, level=20, started_unix=1_795_000_000.0, elapsed_s=float(seconds), groups={"main": g})
+    return RunRecord(run_id="soak", created_unix=1_795_000_000.0, status="complete", steps=[step])
+
+
+def fixed_work_record(seed: int = 4) -> RunRecord:
+    """Fixed-work stages with labels: store then fetch, each a set number of operations."""
+    steps = []
+    for i, (label, rate, secs) in enumerate((("store", 120.0, 25), ("fetch", 480.0, 6))):
+        g = make_group("main", 16, rate, seconds=secs, p50_ms=16000 / rate * 0.9, seed=seed + i)
+        steps.append(
+            StepResult(
+                index=i,
+                level=16,
+                label=label,
+                started_unix=1_795_000_000.0 + 40 * i,
+                elapsed_s=secs,
+                groups={"main": g},
+            )
+        )
+    return RunRecord(run_id="fixed", created_unix=1_795_000_000.0, status="complete", steps=steps)

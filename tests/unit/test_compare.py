@@ -1,0 +1,98 @@
+"""compare_runs: level by level, better / worse only beyond the noise of the per-interval series."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from knee.compare import compare_runs, interval_rates, rate_test, render_comparison
+from knee.report.sample import make_group, sample_record
+
+LEVELS = (1, 5, 20, 50, 100, 400, 1000)
+
+
+def _by_level(cmp):  # type: ignore[no-untyped-def]
+    return {(d.level, d.phase): d for d in cmp.levels}
+
+
+def test_faster_server_is_better_where_the_difference_is_beyond_noise() -> None:
+    a = sample_record(LEVELS, lam=4.0, seed=1, run_id="old")
+    b = sample_record(LEVELS, lam=4.8, seed=2, run_id="new")  # 20 % faster everywhere
+    cmp = compare_runs(a, b)
+    sweep = [d for d in cmp.levels if d.phase == "sweep"]
+    assert len(sweep) == len(LEVELS)
+    for d in sweep:
+        if d.level < 1000:  # the collapsed level has too few successes to tell
+            assert d.rate == "better", d
+            assert d.change_pct is not None and 10 < d.change_pct < 30
+            assert d.rate_test == "welch" and d.rate_p_value is not None and d.rate_p_value < 0.05
+    assert not any(d.overall == "worse" for d in cmp.levels)
+    assert cmp.summary[0].startswith("main: B is better than A")
+    peak = cmp.peaks[0]
+    assert peak.peak_rate_b is not None and peak.peak_rate_a is not None and peak.peak_rate_b > peak.peak_rate_a
+
+
+def test_same_server_twice_is_within_noise() -> None:
+    a = sample_record(LEVELS, seed=1, run_id="a")
+    b = sample_record(LEVELS, seed=7, run_id="b")
+    cmp = compare_runs(a, b, alpha=0.001)
+    assert all(d.overall == "within noise" for d in cmp.levels), [d for d in cmp.levels if d.overall != "within noise"]
+    assert cmp.summary[0].startswith("main: no difference beyond noise")
+    identical = compare_runs(a, a.model_copy(deep=True))
+    assert all(d.rate_p_value == 1.0 and d.change_pct == 0 for d in identical.levels)
+
+
+def test_small_but_significant_changes_count_as_noise() -> None:
+    a = sample_record(LEVELS, seed=1, lam=40.0, noise=0.002)
+    b = sample_record(LEVELS, seed=1, lam=40.0 * 1.01, noise=0.002)  # +1 %, very steady series
+    by = _by_level(compare_runs(a, b))
+    d = by[(50, "sweep")]
+    assert d.rate_p_value is not None and d.rate_p_value < 0.05
+    assert d.rate == "same"
+    assert _by_level(compare_runs(a, b, min_change=0.005))[(50, "sweep")].rate == "better"
+
+
+def test_more_failures_make_a_level_worse() -> None:
+    a = sample_record(LEVELS, seed=1, error_from=400)
+    b = sample_record(LEVELS, seed=1, error_from=100)  # errors start earlier
+    by = _by_level(compare_runs(a, b))
+    assert by[(100, "sweep")].failures == "worse"
+    assert by[(100, "sweep")].overall == "worse"
+    assert by[(20, "sweep")].failures == "same"
+
+
+def test_levels_only_in_one_run() -> None:
+    a = sample_record((1, 10, 100), recovery_probes=0)
+    b = sample_record((1, 10, 100, 200), recovery_probes=0)
+    by = _by_level(compare_runs(a, b))
+    assert by[(200, "sweep")].overall == "only in B"
+    assert by[(200, "sweep")].rate_a is None
+    assert by[(100, "sweep")].overall != "only in B"
+
+
+def test_without_a_series_the_counts_are_compared_as_poisson() -> None:
+    a = make_group("main", 10, 100.0, seconds=10, seed=1)
+    b = make_group("main", 10, 130.0, seconds=10, seed=2)
+    a.series, b.series = [], []
+    p, test = rate_test(a, b)
+    assert test == "poisson" and p is not None and p < 1e-6
+    p_same, _ = rate_test(a, a)
+    assert p_same == 1.0
+
+
+def test_a_trailing_partial_interval_is_left_out() -> None:
+    g = make_group("main", 10, 50.0, seconds=10, seed=1)
+    g.elapsed_s = 9.5  # the last interval (t = 9) ran for half a second
+    assert len(interval_rates(g)) == 9
+
+
+def test_rendering_shows_both_runs_side_by_side() -> None:
+    a = sample_record((1, 10, 100), seed=1, run_id="old-server")
+    b = sample_record((1, 10, 100), lam=5.0, seed=2, run_id="new-server")
+    console = Console(record=True, width=160, color_system=None)
+    render_comparison(compare_runs(a, b), console)
+    text = console.export_text()
+    assert "A = old-server" in text and "B = new-server" in text
+    for h in ("Rate A Hz", "Rate B Hz", "Change", "p99 A", "p99 B", "Fail A", "Fail B", "B vs A"):
+        assert h in text
+    assert "better" in text
+    assert "Welch's t-test" in text

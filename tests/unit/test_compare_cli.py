@@ -1,0 +1,65 @@
+"""`knee compare RUN_A RUN_B` as its own process: table, --json, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from knee.report.sample import sample_record
+
+
+def knee(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "knee", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+
+
+def _runs(tmp_path: Path) -> tuple[Path, Path]:
+    out = []
+    for name, lam, seed in (("old", 4.0, 1), ("new", 5.0, 2)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "run.json").write_text(sample_record((1, 10, 50, 200), lam=lam, seed=seed, run_id=name).model_dump_json())
+        out.append(d)
+    return out[0], out[1]
+
+
+def test_compare_prints_the_table_and_the_answer(tmp_path: Path) -> None:
+    a, b = _runs(tmp_path)
+    proc = knee("compare", str(a), str(b))
+    assert proc.returncode == 0, proc.stderr
+    assert "A = old" in proc.stdout and "B = new" in proc.stdout
+    assert "main: B is better than A" in proc.stdout
+    swapped = knee("compare", str(b), str(a))
+    assert "main: B is worse than A" in swapped.stdout
+
+
+def test_compare_json(tmp_path: Path) -> None:
+    a, b = _runs(tmp_path)
+    proc = knee("compare", str(a), str(b), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["run_a"], data["run_b"]) == ("old", "new")
+    sweep = [d for d in data["levels"] if d["phase"] == "sweep"]
+    assert [d["level"] for d in sweep] == [1, 10, 50, 200]
+    for d in sweep:
+        assert d["rate_b"] > d["rate_a"]
+        assert abs(d["change_pct"] - (d["rate_b"] - d["rate_a"]) / d["rate_a"] * 100) < 1e-9
+    assert {d["overall"] for d in sweep} <= {"better", "within noise"}
+    assert "better" in {d["overall"] for d in sweep}
+
+
+def test_compare_bad_input_is_one_line(tmp_path: Path) -> None:
+    a, _ = _runs(tmp_path)
+    for args, words in (
+        ((str(a), str(tmp_path / "missing")), "does not exist"),
+        ((str(a), str(tmp_path)), "not a run directory"),
+        ((str(a), str(a), "--alpha", "2"), "--alpha 2"),
+    ):
+        proc = knee("compare", *args)
+        assert proc.returncode == 2, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("knee: error: ") and words in lines[0], proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -1,0 +1,71 @@
+"""levels.csv and series.csv: columns, one row per step x group, values that add up."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from knee.report.csvout import levels_csv, series_csv
+from knee.report.sample import make_group, sample_record
+
+LEVEL_COLUMNS = [
+    "index",
+    "label",
+    "phase",
+    "direction",
+    "level",
+    "group",
+    "clients",
+    "succeeded",
+    "failed",
+    "hung",
+    "rate_hz",
+    "failure_ratio",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "max_ms",
+    "partial",
+    "generator_cpu_cores",
+]
+
+
+def _two_groups():  # type: ignore[no-untyped-def]
+    record = sample_record(levels=(1, 10, 100, 1000), error_from=100, collapse_at=1000)
+    for s in record.steps:
+        s.groups["baseload"] = make_group("baseload", 4, 9.0, seconds=10, failed=s.index, seed=s.index)
+    return record
+
+
+def test_levels_csv_columns_and_rows() -> None:
+    record = _two_groups()
+    rows = list(csv.DictReader(io.StringIO(levels_csv(record))))
+    assert list(rows[0].keys()) == LEVEL_COLUMNS
+    assert len(rows) == 2 * len(record.steps)
+    for row in rows:
+        step = record.steps[int(row["index"])]
+        g = step.groups[row["group"]]
+        assert int(row["level"]) == step.level
+        assert row["phase"] == step.phase and row["direction"] == step.direction
+        assert int(row["clients"]) == g.clients
+        assert (int(row["succeeded"]), int(row["failed"]), int(row["hung"])) == (g.succeeded, g.failed, g.hung)
+        assert abs(float(row["rate_hz"]) - g.rate_hz) <= 1e-5 * g.rate_hz
+        assert abs(float(row["failure_ratio"]) - g.failure_ratio) < 1e-6
+        assert abs(float(row["p99_ms"]) - g.latency_ms.p99) <= 1e-5 * g.latency_ms.p99
+        assert row["partial"] == ("true" if step.partial else "false")
+        assert float(row["generator_cpu_cores"]) == step.generator.cpu_cores
+    assert [r["group"] for r in rows[:2]] == ["main", "baseload"]
+
+
+def test_series_csv_adds_up_to_each_steps_counts() -> None:
+    record = _two_groups()
+    rows = list(csv.DictReader(io.StringIO(series_csv(record))))
+    assert list(rows[0].keys()) == ["step", "group", "t", "succeeded", "failed", "hung"]
+    assert len(rows) == sum(len(g.series) for s in record.steps for g in s.groups.values())
+    for s in record.steps:
+        for name, g in s.groups.items():
+            mine = [r for r in rows if int(r["step"]) == s.index and r["group"] == name]
+            assert sum(int(r["succeeded"]) for r in mine) == g.succeeded
+            assert sum(int(r["failed"]) for r in mine) == g.failed
+            assert sum(int(r["hung"]) for r in mine) == g.hung
+            assert [float(r["t"]) for r in mine] == [p.t for p in g.series]

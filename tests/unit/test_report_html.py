@@ -1,0 +1,120 @@
+"""report.html: self-contained, the plots inlined as SVG, the verdict shown, hostile text escaped."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from knee.model import RunRecord
+from knee.report import write_reports
+from knee.report.hgrm import hgrm_path, read_percentiles
+from knee.report.html import render_html
+from knee.report.sample import fixed_work_record, sample_record
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return render_html(sample_record())
+
+
+def test_html_is_self_contained(page: str) -> None:
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page.lower()
+    assert "<link" not in page.lower()
+    assert "@import" not in page
+    assert all(u.startswith("#") for u in re.findall(r"url\(\s*['\"]?([^)'\"]*)", page))
+    for attr, url in re.findall(r"""(src|href)\s*=\s*["']([^"']*)["']""", page, re.I):
+        assert url.startswith("#"), f"{attr}={url} points outside the page"
+
+
+def test_html_has_the_plots_and_the_verdict(page: str) -> None:
+    svgs = re.findall(r"<svg\b.*?</svg>", page, re.S)
+    assert len(svgs) == 5
+    titles = [
+        "Throughput vs concurrency",
+        "Failures and hung operations vs concurrency",
+        "Latency percentiles vs concurrency",
+        "Per-interval series of each level",
+        "Latency distribution per level",
+    ]
+    for svg, title in zip(svgs, titles, strict=True):
+        assert title in svg
+        assert svg.count("<path") > 5
+    assert "USL fit" in svgs[0] and "N* = 50" in svgs[0]
+    record = sample_record()
+    assert f'<p class="verdict">{"; ".join(record.verdicts[0].sentences)}</p>' in page
+    assert "<h2>Scenario</h2>" in page and "&quot;levels&quot;" in page
+    assert "loadgen-1" in page and "knee_version" in page
+
+
+def test_no_usl_curve_without_a_fit() -> None:
+    record = sample_record()
+    record.verdicts[0].usl = None
+    svgs = re.findall(r"<svg\b.*?</svg>", render_html(record), re.S)
+    assert "USL fit" not in svgs[0]
+
+
+def test_hostile_text_appears_only_escaped() -> None:
+    record = sample_record(levels=(1, 10, 600, 1000), group=HOSTILE, error_sample=f"body: {HOSTILE}")
+    record.scenario["name"] = HOSTILE
+    record.machine["hostname"] = HOSTILE
+    record.verdicts[0].sentences = [f"peaked {HOSTILE}"]
+    page = render_html(record)
+    assert HOSTILE not in page
+    assert "<script" not in page.lower()
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert page.count(escaped) >= 6  # group heading, error sample, scenario, machine, verdict, title
+    assert f"body: {escaped}" in page
+
+
+def test_dollar_signs_in_group_names_do_not_break_the_plots() -> None:
+    page = render_html(sample_record(levels=(1, 10, 100), group="$x^2$ group"))
+    assert len(re.findall(r"<svg\b", page)) == 5
+
+
+def _encoded(values_us: list[int]) -> bytes:
+    h = HdrHistogram(1, 3_600_000_000, 3)
+    for v in values_us:
+        h.record_value(v)
+    return base64.b64decode(h.encode())
+
+
+def test_latency_distribution_is_read_from_the_step_histogram(tmp_path: Path) -> None:
+    record = sample_record(levels=(1, 10, 100))
+    values = list(range(1000, 101_000, 100))  # 1 ms .. 101 ms, uniform
+    path = hgrm_path(tmp_path, 1, "main")
+    path.parent.mkdir()
+    path.write_bytes(_encoded(values))
+    pts = dict(read_percentiles(tmp_path, 1, "main") or [])
+    assert pts[50.0] == pytest.approx(51.0, rel=0.01)
+    assert pts[99.0] == pytest.approx(100.0, rel=0.01)
+    assert read_percentiles(tmp_path, 0, "main") is None
+    hgrm_path(tmp_path, 0, "main").write_bytes(b"not a histogram")
+    assert read_percentiles(tmp_path, 0, "main") is None
+    assert len(re.findall(r"<svg\b", render_html(record, tmp_path))) == 5
+
+
+def test_write_reports_writes_the_four_files(tmp_path: Path) -> None:
+    record = sample_record(levels=(1, 10, 100))
+    (tmp_path / "scenario.toml").write_text(f'name = "{HOSTILE}"\n')
+    paths = write_reports(tmp_path, record)
+    assert [p.name for p in paths] == ["report.md", "report.html", "levels.csv", "series.csv"]
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
+    page = (tmp_path / "report.html").read_text()
+    assert "name = &quot;&lt;script&gt;" in page
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_fixed_work_runs_skip_the_concurrency_plots_and_empty_runs_render() -> None:
+    page = render_html(fixed_work_record())
+    svgs = re.findall(r"<svg\b.*?</svg>", page, re.S)
+    assert len(svgs) == 2 and "Per-interval series" in svgs[0]
+    assert "<h3>Per stage</h3>" in page and "<td>store</td>" in page
+    empty = render_html(RunRecord(run_id="fresh", created_unix=0.0))
+    assert "No steps yet." in empty and "<svg" not in empty
