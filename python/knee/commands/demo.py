@@ -1,0 +1,71 @@
+"""`knee demo`: start the demo service, sweep it for about two minutes, say where the report is."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from knee.executor import on_hard_exit
+from knee.sweep import execute, start_run_text
+
+DEMO_PROFILE = "srm-fast"
+
+# About two minutes: 10 levels x (8 s + 1 s warm-up + 1 s pause), then up to 20 s of recovery probes.
+DEMO_SCENARIO = """\
+name = "demo"
+description = "knee demo: a sweep of the demo service (knee target --profile ${profile})"
+
+[groups.main]
+kind = "http"
+url = "${target}/files/list"
+clients = "level"
+timeout = "5s"
+
+[sweep]
+levels = [5, 20, 50, 100, 200, 400, 600, 800, 1000, 1200]
+duration = "8s"
+warmup = "1s"
+pause = "1s"
+
+[stop]
+at_collapse = true
+
+[recovery]
+probe = "4s"
+limit = "20s"
+pause = "1s"
+
+[analysis]
+onset = 0.001
+"""
+
+
+@click.command(name="demo")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("runs"),
+    show_default=True,
+    help="Directory that receives the run directory.",
+)
+@click.option("--profile", default=DEMO_PROFILE, show_default=True, help="The demo service's profile.")
+@click.option("--quick", is_flag=True, help="About 10 seconds instead of two minutes.")
+def command(out: Path, profile: str, quick: bool) -> None:
+    """Start `knee target` on a free port, sweep it with a built-in scenario, and write the report."""
+    from knee.target import start_target
+
+    console = Console()
+    with start_target(profile) as target:
+        forget = on_hard_exit(target.stop)  # a second Ctrl-C must not leave the service running
+        try:
+            console.print(f"demo service ({profile}) at {target.url}", highlight=False, soft_wrap=True)
+            variables = {"target": target.url, "profile": profile}
+            scenario, run_dir = start_run_text(DEMO_SCENARIO, "demo.toml", out, variables, quick)
+            code = execute(scenario, run_dir, console)
+        finally:
+            forget()
+    if code:
+        sys.exit(code)

@@ -1,0 +1,120 @@
+"""Live progress of a sweep: one status line updated from engine snapshots, one line per finished step.
+
+On a terminal the status line is a rich Live display; elsewhere (CI logs, tests)
+only the finished-step lines are printed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from knee.model import StepResult
+from knee.plan import PlannedStep
+
+
+class SweepProgress:
+    def __init__(self, console: Console, total_steps: int, step_s: float | None, pause_s: float) -> None:
+        self.console = console
+        self.total_steps = total_steps
+        self.step_s = step_s
+        self.pause_s = pause_s
+        self._live: Live | None = None
+        self._step: PlannedStep | None = None
+        self._number = 0
+        self._t0 = 0.0
+        self._last: tuple[float, int] | None = None
+
+    def __enter__(self) -> SweepProgress:
+        if self.console.is_terminal:
+            self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def begin(self, number: int, step: PlannedStep) -> None:
+        self._number = number
+        self._step = step
+        self._t0 = time.monotonic()
+        self._last = None
+        self._show(Text(f"{self._title()}  starting…"))
+
+    def update(self, snapshot: dict[str, Any], group: str) -> None:
+        g = next((x for x in snapshot.get("groups", []) if x.get("name") == group), None)
+        if g is None or self._live is None:
+            return
+        now = float(snapshot.get("elapsed_s", time.monotonic() - self._t0))
+        ok = int(g.get("succeeded", 0))
+        last_t, last_ok = self._last or (0.0, 0)
+        rate = (ok - last_ok) / (now - last_t) if now > last_t else 0.0
+        self._last = (now, ok)
+        elapsed = now
+        line = (
+            f"{self._title()} {clock(elapsed)}{self._of()}{self._remaining(elapsed)} | {rate:,.1f}/s"
+            f" | ok {ok:,} failed {int(g.get('failed', 0)):,} hung {int(g.get('hung', 0)):,}"
+            f" busy {int(g.get('in_flight', 0)):,}"
+        )
+        self._show(Text(line, no_wrap=True, overflow="ellipsis"))
+
+    def end(self, step: StepResult, group: str) -> None:
+        g = step.groups.get(group)
+        if g is None:
+            return
+        tags = []
+        if step.partial:
+            tags.append("partial")
+        if step.generator.saturated:
+            tags.append("knee saturated")
+        tag = f"  [{', '.join(tags)}]" if tags else ""
+        label = f" {step.label}" if step.label else ""
+        self.console.print(
+            f"{step.phase:<8} {step.direction:<4} level {step.level:>6}{label}: "
+            f"{g.succeeded:,} ok ({g.rate_hz:,.1f}/s), {g.failed:,} failed, {g.hung:,} hung, "
+            f"p99 {_ms(g.latency_ms.p99)} in {step.elapsed_s:.1f} s{tag}",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+
+    def _title(self) -> str:
+        s = self._step
+        if s is None:
+            return ""
+        label = f" {s.label}" if s.label else ""
+        what = "recovery probe" if s.phase == "recovery" else f"step {self._number}/{self.total_steps}"
+        return f"{what} level {s.level}{label} {s.direction}"
+
+    def _of(self) -> str:
+        return f"/{clock(self.step_s)}" if self.step_s else ""
+
+    def _remaining(self, elapsed: float) -> str:
+        if not self.step_s or self._step is None or self._step.phase != "sweep":
+            return ""
+        left = max(0.0, self.step_s - elapsed) + (self.total_steps - self._number) * (self.step_s + self.pause_s)
+        return f" (sweep ~{clock(left)} left)" if left >= 1 else ""
+
+    def _show(self, text: Text) -> None:
+        if self._live is not None:
+            self._live.update(text)
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
+
+
+def clock(seconds: float) -> str:
+    """4.2s, 1:05, 2:46:40."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"

@@ -1,0 +1,528 @@
+"""The scenario file: client groups, the sweep, stop rules, recovery probe, SLO.
+
+A scenario is TOML (see docs/scenarios.md). `load_scenario(path, variables)` reads
+it, fills `${name}` placeholders from `[vars]` and the command line, validates it
+with pydantic and turns every problem into one sentence that names the file, the
+line, the key, the value and what is allowed:
+
+    scenario.toml line 12: groups.stress.clients must be at least 1 (got 0)
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from knee.errors import UserError
+from knee.units import parse_duration, parse_status_ranges
+
+# Placeholders the engine (or the plan) fills in itself, left untouched here.
+RUNTIME_PLACEHOLDERS = frozenset({"client", "iteration", "stage"})
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        try:
+            return parse_duration(value, "value")
+        except UserError as exc:
+            raise ValueError("must be a duration like 10s, 2m or 500ms") from exc
+    return value
+
+
+def _clients(value: Any) -> Any:
+    if value == "level":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError("must be at least 1")
+        return value
+    raise ValueError('must be a number of clients (at least 1) or "level" (follow the sweep level)')
+
+
+def _levels_kind(value: Any) -> str:
+    return "range" if isinstance(value, dict | LevelRange) else "list"
+
+
+Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0)]
+PositiveInt = Annotated[int, Field(ge=1)]
+Clients = Annotated[int | Literal["level"], BeforeValidator(_clients)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class _GroupBase(_Model):
+    clients: Clients = "level"
+    per_client: PositiveInt | None = None
+    total: PositiveInt | None = None
+    duration: Duration | None = None
+    timeout: Duration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
+    think: Duration = 0.0
+
+    @model_validator(mode="after")
+    def _one_stop(self) -> _GroupBase:
+        given = [k for k in ("per_client", "total", "duration") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of per_client, total, duration (got {', '.join(given)})")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be more than 0")
+        return self
+
+    @property
+    def follows_level(self) -> bool:
+        return self.clients == "level"
+
+    def client_spec(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class HttpGroup(_GroupBase):
+    kind: Literal["http"]
+    url: str
+    method: str = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    cookies: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+    body_file: str | None = None
+    insecure: bool = False
+    new_connection: bool = False
+    http2: bool = False
+    expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
+    expect_body: str | None = None
+    expect_body_regex: str | None = None
+    expect_length: Annotated[int, Field(ge=0)] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
+    @field_validator("expect_status", mode="before")
+    @classmethod
+    def _status(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return [(v, v)]
+        if isinstance(v, str):
+            try:
+                return parse_status_ranges(v, "value")
+            except UserError as exc:
+                raise ValueError("must be statuses like 200, 200-299 or 2xx, separated by commas") from exc
+        if isinstance(v, list) and all(isinstance(x, int | str) and not isinstance(x, bool) for x in v):
+            out: list[tuple[int, int]] = []
+            for x in v:
+                out.extend(cls._status(x))
+            return out
+        return v
+
+    def client_spec(self) -> dict[str, Any]:
+        headers = [[k, v] for k, v in self.headers.items()]
+        if self.cookies:
+            headers.append(["Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items())])
+        return {
+            "kind": "http",
+            "url": self.url,
+            "method": self.method.upper(),
+            "headers": headers,
+            "body": self.body,
+            "body_file": self.body_file,
+            "insecure": self.insecure,
+            "new_connection": self.new_connection,
+            "http2": self.http2,
+            "expect_status": [list(r) for r in self.expect_status],
+            "expect_body": self.expect_body,
+            "expect_body_regex": self.expect_body_regex,
+            "expect_length": self.expect_length,
+        }
+
+
+class TcpGroup(_GroupBase):
+    kind: Literal["tcp"]
+    addr: str
+    send: str | None = None
+    expect: str | None = None
+
+    @field_validator("addr")
+    @classmethod
+    def _addr(cls, v: str) -> str:
+        if not re.match(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d+$", v):
+            raise ValueError("must be host:port, like 127.0.0.1:9000")
+        return v
+
+    def client_spec(self) -> dict[str, Any]:
+        return {"kind": "tcp", "addr": self.addr, "send": self.send, "expect": self.expect}
+
+
+class ExpectFile(_Model):
+    path: str
+    min_size: Annotated[int, Field(ge=0)] = 1
+
+
+class ExecGroup(_GroupBase):
+    kind: Literal["exec"]
+    argv: Annotated[list[str], Field(min_length=1)]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    expect_stdout: str | None = None
+    expect_stderr: str | None = None
+    expect_file: ExpectFile | None = None
+
+    def client_spec(self) -> dict[str, Any]:
+        return {
+            "kind": "exec",
+            "argv": list(self.argv),
+            "env": [[k, v] for k, v in self.env.items()],
+            "cwd": self.cwd,
+            "expect_stdout": self.expect_stdout,
+            "expect_stderr": self.expect_stderr,
+            "expect_file": self.expect_file.model_dump() if self.expect_file else None,
+        }
+
+
+Group = Annotated[HttpGroup | TcpGroup | ExecGroup, Field(discriminator="kind")]
+
+
+class LevelRange(_Model):
+    """levels = {start = 5, stop = 1000, count = 10} (geometric) or {..., spacing = "linear", step = 100}."""
+
+    start: PositiveInt
+    stop: PositiveInt
+    count: Annotated[int, Field(ge=2)] | None = None
+    step: PositiveInt | None = None
+    spacing: Literal["geometric", "linear"] = "geometric"
+
+    @model_validator(mode="after")
+    def _check(self) -> LevelRange:
+        if self.stop < self.start:
+            raise ValueError(f"stop ({self.stop}) must not be below start ({self.start})")
+        if self.spacing == "geometric" and self.count is None:
+            raise ValueError("a geometric range needs count, the number of levels")
+        if self.spacing == "linear" and (self.count is None) == (self.step is None):
+            raise ValueError("a linear range needs exactly one of step or count")
+        return self
+
+    def expand(self) -> list[int]:
+        if self.spacing == "linear":
+            if self.step is not None:
+                values = list(range(self.start, self.stop + 1, self.step))
+            else:
+                n = self.count or 2
+                values = [round(self.start + (self.stop - self.start) * i / (n - 1)) for i in range(n)]
+        else:
+            n = self.count or 2
+            ratio = (self.stop / self.start) ** (1 / (n - 1))
+            values = [round(self.start * ratio**i) for i in range(n)]
+        values[-1] = self.stop if values[-1] != self.stop and self.spacing == "geometric" else values[-1]
+        return sorted(set(values))
+
+
+class Sweep(_Model):
+    levels: (
+        Annotated[
+            Annotated[Annotated[list[PositiveInt], Field(min_length=1)], Tag("list")]
+            | Annotated[LevelRange, Tag("range")],
+            Discriminator(_levels_kind),
+        ]
+        | None
+    ) = None
+    duration: Duration | None = None
+    per_client: PositiveInt | None = None
+    total: PositiveInt | None = None
+    warmup: Duration = 0.0
+    pause: Duration = 0.0
+    direction: Literal["up", "up-down"] = "up"
+    interval: Duration = 1.0
+    stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Sweep:
+        given = [k for k in ("duration", "per_client", "total") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of duration, per_client, total (got {', '.join(given)})")
+        if self.interval < 0.001:
+            raise ValueError("interval must be at least 1ms")
+        return self
+
+    def level_list(self) -> list[int]:
+        if self.levels is None:
+            return []
+        return self.levels.expand() if isinstance(self.levels, LevelRange) else sorted(set(self.levels))
+
+    def stop_spec(self) -> dict[str, int] | None:
+        if self.duration is not None:
+            return {"duration_ms": round(self.duration * 1000)}
+        if self.per_client is not None:
+            return {"per_client": self.per_client}
+        if self.total is not None:
+            return {"total": self.total}
+        return None
+
+
+class StopRules(_Model):
+    at_collapse: bool = True
+    max_failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_level: PositiveInt | None = None
+
+
+class Recovery(_Model):
+    enabled: bool | None = None  # None: on when the sweep has more than one level
+    probe: Duration | None = None  # length of each probe (default: the sweep's duration)
+    limit: Duration = 60.0  # give up after this long
+    pause: Duration = 1.0  # between probes
+    tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
+
+
+class Slo(_Model):
+    p99_ms: Annotated[float, Field(gt=0)] | None = None
+    failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+
+
+class Analysis(_Model):
+    onset: Annotated[float, Field(ge=0, le=1)] = 0.001
+
+
+class Scenario(_Model):
+    name: str = ""
+    description: str = ""
+    vars: dict[str, str] = Field(default_factory=dict)
+    groups: Annotated[dict[str, Group], Field(min_length=1)]
+    sweep: Sweep = Field(default_factory=Sweep)
+    stop: StopRules = Field(default_factory=StopRules)
+    recovery: Recovery = Field(default_factory=Recovery)
+    slo: Slo | None = None
+    analysis: Analysis = Field(default_factory=Analysis)
+
+    @field_validator("groups")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+                raise ValueError(f"group name {name!r} may use only letters, digits, '_' and '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _stops(self) -> Scenario:
+        if self.sweep.stop_spec() is None:
+            missing = [
+                n for n, g in self.groups.items() if g.per_client is None and g.total is None and g.duration is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"sweep needs duration, per_client or total (group {missing[0]!r} has no stop of its own)"
+                )
+        followers = [n for n, g in self.groups.items() if g.follows_level]
+        if followers and self.sweep.levels is None:
+            raise ValueError(
+                f'sweep needs levels, the client counts of group {followers[0]!r} (clients = "level"), '
+                "e.g. levels = [5, 20, 50]"
+            )
+        if not followers and self.sweep.levels is not None:
+            raise ValueError(
+                'sweep.levels needs a group whose clients follow the level (clients = "level"); '
+                "every group here has a fixed number of clients"
+            )
+        return self
+
+    @property
+    def measured_group(self) -> str:
+        """The group whose client count follows the level (else the first group)."""
+        for name, g in self.groups.items():
+            if g.follows_level:
+                return name
+        return next(iter(self.groups))
+
+    def levels(self) -> list[int]:
+        """The sweep's levels; without a group that follows the level, the one step's client count."""
+        if self.sweep.levels is None:
+            return [int(self.groups[self.measured_group].clients)]
+        levels = self.sweep.level_list()
+        if self.stop.max_level is not None:
+            levels = [lv for lv in levels if lv <= self.stop.max_level] or levels[:1]
+        return levels
+
+    def recovery_enabled(self) -> bool:
+        return self.recovery.enabled if self.recovery.enabled is not None else len(self.levels()) > 1
+
+    def record_dict(self) -> dict[str, Any]:
+        """What run.json keeps under `scenario` (also how `--resume` rebuilds the scenario)."""
+        d = self.model_dump(mode="json", exclude={"slo"} if self.slo is None else set())
+        for g in d["groups"].values():
+            g["think_s"] = g["think"]  # the name knee.analysis reads (Little's law)
+        return d
+
+
+# ---- loading -------------------------------------------------------------------------------------------------
+
+
+def load_scenario(path: Path, variables: dict[str, str] | None = None) -> Scenario:
+    """Read, fill placeholders, validate. Every problem becomes a UserError naming the line and key."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from exc
+    return parse_scenario(text, path.name, variables)
+
+
+def parse_scenario(text: str, source: str = "scenario.toml", variables: dict[str, str] | None = None) -> Scenario:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        where = f" line {m.group(1)}" if m else ""
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise UserError(f"{source}{where}: not valid TOML: {msg}") from exc
+    file_vars = raw.get("vars", {})
+    if not isinstance(file_vars, dict):
+        raise UserError(f'{source} line {_find_line(text, ("vars",))}: vars must be a table of name = "value"')
+    values = {str(k): str(v) for k, v in file_vars.items()}
+    values.update(variables or {})
+    raw = _substitute(raw, values, text, source)
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise UserError("\n".join(_describe(e, text, source) for e in exc.errors())) from None
+
+
+def scenario_from_record(d: dict[str, Any]) -> Scenario:
+    """Rebuild the scenario a run was started with (from run.json)."""
+    d = dict(d, groups={name: {k: v for k, v in g.items() if k != "think_s"} for name, g in d["groups"].items()})
+    try:
+        return Scenario.model_validate(d)
+    except ValidationError as exc:
+        raise UserError(f"run.json holds a scenario this knee cannot read: {exc.errors()[0]['msg']}") from None
+
+
+def _substitute(value: Any, values: dict[str, str], text: str, source: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, values, text, source) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, values, text, source) for v in value]
+    if isinstance(value, str):
+
+        def repl(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name in RUNTIME_PLACEHOLDERS:
+                return m.group(0)
+            if name not in values:
+                line = next((i for i, ln in enumerate(text.splitlines(), 1) if m.group(0) in ln), None)
+                where = f" line {line}" if line else ""
+                raise UserError(
+                    f"{source}{where}: ${{{name}}} is not defined; pass --var {name}=VALUE or add it under [vars]"
+                )
+            return values[name]
+
+        return _PLACEHOLDER.sub(repl, value)
+    return value
+
+
+_KIND_TAGS = {"http", "tcp", "exec"}
+
+
+def _describe(err: Any, text: str, source: str) -> str:
+    loc = [str(p) for p in err["loc"]]
+    # drop the discriminator tag pydantic inserts (groups.<name>.http.url) and union branch names
+    if len(loc) >= 3 and loc[0] == "groups" and loc[2] in _KIND_TAGS:
+        del loc[2]
+    if len(loc) >= 3 and loc[:2] == ["sweep", "levels"] and loc[2] in ("list", "range"):
+        del loc[2]
+    key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".")
+    msg = _phrase(err)
+    line = _find_line(text, tuple(loc) if loc else (msg.split()[0],))
+    where = f"{source} line {line}" if line else source
+    if not key:
+        return f"{where}: {msg}"
+    sep = " " if msg.startswith(("must", "is ", "needs", "kind")) else ": "
+    return f"{where}: {key}{sep}{msg}"
+
+
+def _phrase(err: Any) -> str:
+    t = err["type"]
+    ctx = err.get("ctx") or {}
+    got = err.get("input")
+    got_s = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+    if t == "missing":
+        return "is required; add it"
+    if t == "extra_forbidden":
+        return "is not a known key; check its spelling in docs/scenarios.md"
+    if t in ("greater_than_equal", "greater_than"):
+        word = "at least" if t == "greater_than_equal" else "more than"
+        return f"must be {word} {ctx.get('ge', ctx.get('gt'))}{got_s}"
+    if t in ("less_than_equal", "less_than"):
+        word = "at most" if t == "less_than_equal" else "less than"
+        return f"must be {word} {ctx.get('le', ctx.get('lt'))}{got_s}"
+    if t == "literal_error":
+        return f"must be {ctx.get('expected')}{got_s}"
+    if t == "union_tag_invalid":
+        return f"kind must be one of {ctx.get('expected_tags')} (got {ctx.get('tag')!r})"
+    if t == "union_tag_not_found":
+        return 'needs kind = "http", "tcp" or "exec"'
+    if t in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be a whole number{got_s}"
+    if t in ("float_type", "float_parsing"):
+        return f"must be a number{got_s}"
+    if t == "string_type":
+        return f"must be a string{got_s}"
+    if t in ("bool_type", "bool_parsing"):
+        return f"must be true or false{got_s}"
+    if t == "too_short":
+        return f"must have at least {ctx.get('min_length')} item(s)"
+    if t in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be a table{got_s}"
+    if t == "list_type":
+        return f"must be a list{got_s}"
+    msg = str(err.get("msg", "is not valid")).removeprefix("Value error, ")
+    if t == "value_error" and msg.startswith("must"):
+        return f"{msg}{got_s}"
+    return msg
+
+
+def _find_line(text: str, loc: tuple[str, ...]) -> int | None:
+    """The line where key `loc` is set, by scanning table headers and `key =` lines (tomllib keeps no positions)."""
+    lines = text.splitlines()
+    section: tuple[str, ...] = ()
+    best: tuple[int, int] | None = None  # (matched depth, line number)
+    header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+    assign = re.compile(r"^\s*([A-Za-z0-9_\-\".]+)\s*=")
+    for n, line in enumerate(lines, 1):
+        h = header.match(line)
+        if h:
+            section = tuple(p.strip().strip('"') for p in h.group(1).split("."))
+            depth = _prefix_len(section, loc)
+            if depth == len(section) and depth > 0 and (best is None or depth > best[0]):
+                best = (depth, n)
+            continue
+        a = assign.match(line)
+        if not a:
+            continue
+        full = section + tuple(p.strip().strip('"') for p in a.group(1).split("."))
+        depth = _prefix_len(full, loc)
+        if depth == len(full) and depth > 0 and (best is None or depth > best[0]):
+            best = (depth, n)
+    return best[1] if best else None
+
+
+def _prefix_len(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

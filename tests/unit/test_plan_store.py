@@ -1,0 +1,40 @@
+"""The run directory: atomic writes, unique run ids, readable errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from knee.errors import UserError
+from knee.model import RunRecord
+from knee.store import RunDir, atomic_write
+
+
+def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "run.json"
+    atomic_write(target, b"one")
+    atomic_write(target, b"two")
+    assert target.read_bytes() == b"two"
+    assert [p.name for p in target.parent.iterdir()] == ["run.json"]
+
+
+def test_run_dirs_are_unique_and_round_trip(tmp_path: Path) -> None:
+    a = RunDir.create(tmp_path, "my sweep/1")
+    b = RunDir.create(tmp_path, "my sweep/1")
+    assert a.path != b.path
+    assert a.path.name.endswith("my-sweep-1")
+    assert a.steps_dir.is_dir()
+    rec = RunRecord(run_id=a.path.name, created_unix=1.0, scenario={"name": "x"})
+    a.save(rec)
+    assert json.loads(a.record_path.read_text())["run_id"] == a.path.name
+    assert a.load() == rec
+
+
+def test_loading_a_non_run_directory_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="is not a run directory"):
+        RunDir(tmp_path).load()
+    (tmp_path / "run.json").write_text("{}")
+    with pytest.raises(UserError, match="is not a valid run record"):
+        RunDir(tmp_path).load()

@@ -1,0 +1,180 @@
+"""The scenario file: every example validates; every mistake is one sentence naming the line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knee.errors import UserError
+from knee.scenario import ExecGroup, HttpGroup, load_scenario, parse_scenario, scenario_from_record
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
+VARS = {"target": "http://127.0.0.1:1", "tcp": "127.0.0.1:2"}
+
+MINIMAL = """\
+[groups.main]
+kind = "http"
+url = "http://127.0.0.1:1/x"
+
+[sweep]
+levels = [1, 2]
+duration = "1s"
+"""
+
+
+def error_of(text: str, variables: dict[str, str] | None = None) -> str:
+    with pytest.raises(UserError) as info:
+        parse_scenario(text, "s.toml", variables)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_every_example_validates(path: Path) -> None:
+    scenario = load_scenario(path, VARS)
+    assert scenario.groups
+    assert scenario.levels()
+
+
+def test_examples_cover_every_kind_of_test() -> None:
+    names = {p.stem for p in EXAMPLES}
+    assert {
+        "http-sweep",
+        "exec-curl-sweep",
+        "baseload-stress",
+        "fixed-work",
+        "interval-series",
+        "tcp-handshake",
+        "ab-style",
+    } <= names
+
+
+def test_durations_accept_units_and_numbers() -> None:
+    s = parse_scenario(MINIMAL.replace('duration = "1s"', 'duration = "2m"\nwarmup = "500ms"\npause = 3'))
+    assert s.sweep.duration == 120.0
+    assert s.sweep.warmup == 0.5
+    assert s.sweep.pause == 3.0
+
+
+def test_clients_below_one_names_line_key_and_value() -> None:
+    text = MINIMAL.replace('url = "http://127.0.0.1:1/x"', 'url = "http://127.0.0.1:1/x"\nclients = 0')
+    assert error_of(text) == "s.toml line 4: groups.main.clients must be at least 1 (got 0)"
+
+
+def test_every_problem_gets_its_own_sentence() -> None:
+    text = """\
+[groups.stress]
+kind = "http"
+url = "http://x"
+clientz = 5
+
+[sweep]
+duration = "ten"
+direction = "sideways"
+"""
+    lines = error_of(text).splitlines()
+    assert "s.toml line 4: groups.stress.clientz is not a known key; check its spelling in docs/scenarios.md" in lines
+    assert "s.toml line 7: sweep.duration must be a duration like 10s, 2m or 500ms (got 'ten')" in lines
+    assert "s.toml line 8: sweep.direction must be 'up' or 'up-down' (got 'sideways')" in lines
+    assert len(lines) == 3
+
+
+def test_unknown_kind_and_missing_url() -> None:
+    assert "groups.a kind must be one of 'http', 'tcp', 'exec' (got 'ftp')" in error_of('[groups.a]\nkind = "ftp"\n')
+    msg = error_of('[groups.a]\nkind = "http"\n[sweep]\nduration = 1\n')
+    assert msg == "s.toml line 1: groups.a.url is required; add it"
+
+
+def test_toml_syntax_error_gives_its_line() -> None:
+    msg = error_of(MINIMAL + "\n[stop\n")
+    assert msg.startswith("s.toml line 9: not valid TOML")
+
+
+def test_missing_stop_condition_is_explained() -> None:
+    msg = error_of('[groups.a]\nkind = "http"\nurl = "http://h:1"\n')
+    assert "sweep needs duration, per_client or total" in msg
+
+
+def test_two_stops_in_one_group_are_refused() -> None:
+    msg = error_of('[groups.a]\nkind = "exec"\nargv = ["true"]\nper_client = 1\nduration = "2s"\n')
+    assert "groups.a: give at most one of per_client, total, duration" in msg
+
+
+def test_level_list_entries_are_checked_by_index() -> None:
+    msg = error_of(MINIMAL.replace("levels = [1, 2]", "levels = [5, 0]"))
+    assert msg == "s.toml line 6: sweep.levels[1] must be at least 1 (got 0)"
+
+
+def test_level_ranges_expand() -> None:
+    geo = parse_scenario(MINIMAL.replace("levels = [1, 2]", "levels = {start = 5, stop = 1000, count = 5}"))
+    assert geo.levels() == [5, 19, 71, 266, 1000]
+    lin = parse_scenario(
+        MINIMAL.replace("levels = [1, 2]", 'levels = {start = 10, stop = 50, step = 20, spacing = "linear"}')
+    )
+    assert lin.levels() == [10, 30, 50]
+    msg = error_of(MINIMAL.replace("levels = [1, 2]", "levels = {start = 50, stop = 10, count = 3}"))
+    assert msg == "s.toml line 6: sweep.levels: stop (10) must not be below start (50)"
+
+
+def test_max_level_trims_the_levels() -> None:
+    s = parse_scenario(MINIMAL.replace("levels = [1, 2]", "levels = [1, 10, 100]") + "[stop]\nmax_level = 50\n")
+    assert s.levels() == [1, 10]
+
+
+def test_variables_fill_placeholders_and_command_line_wins() -> None:
+    text = '[vars]\ntarget = "http://127.0.0.1:7"\n' + MINIMAL.replace("http://127.0.0.1:1/x", "${target}/c${client}")
+    assert isinstance(g := parse_scenario(text).groups["main"], HttpGroup)
+    assert g.url == "http://127.0.0.1:7/c${client}"
+    g2 = parse_scenario(text, variables={"target": "http://[::1]:9"}).groups["main"]
+    assert isinstance(g2, HttpGroup)
+    assert g2.url == "http://[::1]:9/c${client}"
+
+
+def test_undefined_variable_says_how_to_define_it() -> None:
+    msg = error_of(MINIMAL.replace("http://127.0.0.1:1/x", "${host}/x"))
+    assert msg == "s.toml line 3: ${host} is not defined; pass --var host=VALUE or add it under [vars]"
+
+
+def test_exec_group_and_hang_after_alias() -> None:
+    text = '[groups.cli]\nkind = "exec"\nargv = ["true"]\nhang_after = "2s"\nclients = 3\n[sweep]\nper_client = 4\n'
+    g = parse_scenario(text).groups["cli"]
+    assert isinstance(g, ExecGroup)
+    assert g.timeout == 2.0
+    assert g.clients == 3
+
+
+def test_status_ranges_accept_text_and_numbers() -> None:
+    s = parse_scenario(
+        MINIMAL.replace('url = "http://127.0.0.1:1/x"', 'url = "http://h:1/"\nexpect_status = "2xx,404"')
+    )
+    g = s.groups["main"]
+    assert isinstance(g, HttpGroup)
+    assert g.expect_status == [(200, 299), (404, 404)]
+    msg = error_of(MINIMAL.replace('url = "http://127.0.0.1:1/x"', 'url = "http://h:1/"\nexpect_status = "ok"'))
+    assert "groups.main.expect_status must be statuses like 200, 200-299 or 2xx" in msg
+
+
+def test_record_round_trip_rebuilds_the_same_scenario() -> None:
+    for path in EXAMPLES:
+        s = load_scenario(path, VARS)
+        assert scenario_from_record(s.record_dict()) == s
+
+
+def test_measured_group_is_the_one_that_follows_the_level() -> None:
+    text = MINIMAL.replace(
+        "[groups.main]", '[groups.base]\nkind = "http"\nurl = "http://h:1"\nclients = 5\n\n[groups.main]'
+    )
+    s = parse_scenario(text)
+    assert s.measured_group == "main"
+
+
+def test_levels_belong_to_a_group_that_follows_them() -> None:
+    msg = error_of(MINIMAL.replace("levels = [1, 2]\n", ""))
+    assert msg == (
+        "s.toml line 5: sweep needs levels, the client counts of group 'main' (clients = \"level\"), "
+        "e.g. levels = [5, 20, 50]"
+    )
+    fixed = MINIMAL.replace('url = "http://127.0.0.1:1/x"', 'url = "http://127.0.0.1:1/x"\nclients = 60')
+    assert "sweep.levels needs a group whose clients follow the level" in error_of(fixed)
+    single = parse_scenario(fixed.replace("levels = [1, 2]\n", ""))
+    assert single.levels() == [60]  # one step, at the fixed group's size
