@@ -293,6 +293,8 @@ class Recovery(_Model):
 class Slo(_Model):
     p99_ms: Annotated[float, Field(gt=0)] | None = None
     failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    # The SLO must hold up to this many clients; without it, at every level measured.
+    min_clients: Annotated[int, Field(ge=1)] | None = None
 
 
 class Analysis(_Model):

@@ -4,7 +4,9 @@ Capacity under the SLO is the highest level L such that L *and every lower
 measured level* have p99 ≤ the limit and failure ratio ≤ the limit (a level that
 only passes above a failing one does not count: the service would have to go
 through the failing level to get there). A level with no operations at all fails.
-`slo_passed` is True when every measured level met the SLO.
+`slo_passed` is True when the capacity reaches `min_clients` (the capacity the
+service must have), or, without `min_clients`, when every measured level met the
+SLO. A sweep that deliberately goes past the knee wants `min_clients`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ class Slo:
 
     p99_ms: float | None = None
     failure_ratio: float | None = None
+    min_clients: int | None = None
 
     def __post_init__(self) -> None:
+        if self.min_clients is not None and (
+            isinstance(self.min_clients, bool) or not isinstance(self.min_clients, int) or self.min_clients < 1
+        ):
+            raise UserError(f"slo.min_clients must be a whole number of clients, 1 or more (got {self.min_clients!r})")
         for key, value, hi in (("p99_ms", self.p99_ms, math.inf), ("failure_ratio", self.failure_ratio, 1.0)):
             if value is None:
                 continue
@@ -41,10 +48,10 @@ class Slo:
         """From the scenario's [slo] table: {"p99_ms": 500, "failure_ratio": 0.01}; None when absent or empty."""
         if not d:
             return None
-        unknown = set(d) - {"p99_ms", "failure_ratio"}
+        unknown = set(d) - {"p99_ms", "failure_ratio", "min_clients"}
         if unknown:
-            raise UserError(f"slo: unknown key {sorted(unknown)[0]!r}; use p99_ms and/or failure_ratio")
-        slo = cls(p99_ms=d.get("p99_ms"), failure_ratio=d.get("failure_ratio"))
+            raise UserError(f"slo: unknown key {sorted(unknown)[0]!r}; use p99_ms, failure_ratio and min_clients")
+        slo = cls(p99_ms=d.get("p99_ms"), failure_ratio=d.get("failure_ratio"), min_clients=d.get("min_clients"))
         return None if slo.p99_ms is None and slo.failure_ratio is None else slo
 
     def describe(self) -> str:
@@ -54,6 +61,8 @@ class Slo:
             parts.append(f"p99 ≤ {self.p99_ms:g} ms")
         if self.failure_ratio is not None:
             parts.append(f"failures ≤ {words.pct(self.failure_ratio)}")
+        if self.min_clients is not None:
+            parts.append(f"up to {self.min_clients} clients")
         return ", ".join(parts) or "no limits"
 
     def met_by(self, row: LevelRow) -> bool:
@@ -65,10 +74,14 @@ class Slo:
 
 
 def capacity(rows: Sequence[LevelRow], slo: Slo) -> tuple[int | None, bool]:
-    """(highest level that, with all lower levels, met the SLO; whether every level met it)."""
+    """(highest level that, with all lower levels, met the SLO; whether the SLO was met)."""
     cap: int | None = None
+    every = bool(rows)
     for r in rows:  # ascending levels
         if not slo.met_by(r):
-            return cap, False
+            every = False
+            break
         cap = r.level
-    return cap, bool(rows)
+    if slo.min_clients is not None:
+        return cap, cap is not None and cap >= slo.min_clients
+    return cap, every
