@@ -277,7 +277,6 @@ def test_usl_advice_knows_the_collapsed_level_it_left_out() -> None:
     assert v.usl.advice == ["add levels between 16 and 32, e.g. 20 and 25"]
 
 
-
 def test_slo_with_min_clients_passes_when_the_capacity_reaches_it() -> None:
     steps = [step(0, 1, 100, p99_ms=50), step(1, 10, 900, p99_ms=80), step(2, 50, 3000, p99_ms=900)]
     v = analyze(steps, "main", slo=Slo(p99_ms=100))
