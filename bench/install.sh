@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the peer load generators `make bench` compares knee with, into bench/tools/.
+# Idempotent: a tool already installed is skipped. Usage: bench/install.sh [oha|hey|vegeta|locust ...]
+# wrk, ab and nginx are Debian packages: scripts/install-system-deps.sh installs them.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+tools="$here/tools"
+venv="${VIRTUAL_ENV:-$root/.venv}"
+mkdir -p "$tools/bin"
+
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust)
+
+install_one() {
+  local tool="$1"
+  case "$tool" in
+    oha)
+      # oha's compile is long on 2 cores: lowest priority so it does not starve other work.
+      [ -x "$tools/bin/oha" ] || nice -n 19 cargo install --locked --quiet oha --root "$tools"
+      ;;
+    hey)
+      [ -x "$tools/bin/hey" ] || GOBIN="$tools/bin" nice -n 19 go install github.com/rakyll/hey@latest
+      ;;
+    vegeta)
+      if [ ! -x "$tools/bin/vegeta" ]; then
+        # Some proxies refuse vegeta's version list (403), which `go install @latest` needs:
+        # fall back to downloading a pinned version's module and building it in place.
+        GOBIN="$tools/bin" nice -n 19 go install github.com/tsenart/vegeta/v12@latest || {
+          ver=v12.12.0
+          dir="$(go mod download -json "github.com/tsenart/vegeta/v12@$ver" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+          [ -n "$dir" ] && (cd "$dir" && GOFLAGS=-mod=mod nice -n 19 go build -trimpath -ldflags "-X main.Version=$ver" \
+            -o "$tools/bin/vegeta" .)
+        }
+      fi
+      ;;
+    locust)
+      "$venv/bin/python" -c "import locust" 2>/dev/null || "$venv/bin/python" -m pip install -q locust
+      ;;
+    *)
+      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust)" >&2
+      return 2
+      ;;
+  esac
+}
+
+# One tool failing (no Go, no network) does not stop the others; the exit status says something failed.
+status=0
+for tool in "${want[@]}"; do
+  ( install_one "$tool" ) || { echo "bench/install.sh: could not install $tool" >&2; status=1; }
+done
+exit "$status"

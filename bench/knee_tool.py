@@ -1,0 +1,48 @@
+"""knee itself, driven through its CLI like any other generator: `knee run URL -c N -d Ds --json out.json`."""
+
+from __future__ import annotations
+
+import json
+
+from measure import Measured
+from tool import ParseError, Run, Sample, Tool, find_binary, first_line
+
+
+class Knee(Tool):
+    name = "knee"
+    modes = ("keepalive", "close", "exec")
+
+    def binary(self) -> str | None:
+        return find_binary("knee")
+
+    def version(self) -> str:
+        return first_line([self.binary() or "knee", "--version"]).removeprefix("knee, version ")
+
+    def command(self, run: Run) -> list[str]:
+        out = run.workdir / "knee.json"
+        # -q: no live progress line (like oha --no-tui); latency is still recorded for every request.
+        common = ["-q", "-c", str(run.concurrency), "-d", f"{run.duration_s}s", "--json", str(out)]
+        if run.mode == "exec":
+            return [self.binary() or "knee", "run", *common, "--", "/bin/true"]
+        argv = [self.binary() or "knee", "run", run.url, *common]
+        if run.mode == "close":
+            argv.append("--new-connection")
+        return argv
+
+    def parse(self, measured: Measured, run: Run) -> Sample:
+        path = run.workdir / "knee.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ParseError(f"knee wrote no readable {path.name}: {exc}") from exc
+        if "groups" in data and "succeeded" not in data:  # an engine summary: one group
+            data = data["groups"][0]
+        succeeded, failed, hung = int(data["succeeded"]), int(data["failed"]), int(data.get("hung", 0))
+        latency = data.get("latency_ms") or {}
+        return Sample(
+            requests=succeeded + failed + hung,
+            rps=float(data.get("rate_hz") or succeeded / float(data["elapsed_s"])),
+            p50_ms=float(latency["p50"]) if "p50" in latency else None,
+            p99_ms=float(latency["p99"]) if "p99" in latency else None,
+            errors=failed + hung,
+        )

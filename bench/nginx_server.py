@@ -1,0 +1,112 @@
+"""The nginx that `make bench` measures against: one worker, pinned to one core, on a free 127.0.0.1 port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from measure import die_with_parent
+
+TEMPLATE = Path(__file__).with_name("nginx.conf.tmpl")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def nginx_binary() -> str | None:
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
+
+
+def nginx_version() -> str:
+    binary = nginx_binary()
+    if binary is None:
+        return "not installed"
+    out = subprocess.run([binary, "-v"], check=False, capture_output=True, text=True, timeout=10)
+    return (out.stderr or out.stdout).strip().removeprefix("nginx version: ")
+
+
+class Nginx:
+    """`with Nginx(cpu=0) as n: n.url` — started on enter, stopped by its PID on exit."""
+
+    def __init__(self, cpu: int, connections: int = 12000) -> None:
+        self.cpu = cpu
+        self.connections = connections
+        self.dir = Path(tempfile.mkdtemp(prefix="knee-bench-nginx-"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def __enter__(self) -> Nginx:
+        binary = nginx_binary()
+        if binary is None:
+            raise RuntimeError("nginx is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
+        for _attempt in range(5):
+            self.port = free_port()
+            conf = self.dir / "nginx.conf"
+            conf.write_text(
+                string.Template(TEMPLATE.read_text()).substitute(
+                    user_line="user root;" if os.geteuid() == 0 else "",
+                    nofile=self.connections + 1024,
+                    connections=self.connections,
+                    dir=self.dir,
+                    port=self.port,
+                    backlog=4096,
+                )
+            )
+            log = (self.dir / "stderr.log").open("wb")
+            argv = ["taskset", "-c", str(self.cpu), binary, "-e", "stderr", "-p", str(self.dir), "-c", str(conf)]
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=lambda: die_with_parent(signal.SIGTERM),  # noqa: PLW1509 - one prctl, no locks
+            )
+            if self._wait_ready(10.0):
+                return self
+            self._stop()
+        raise RuntimeError(f"nginx did not start: {(self.dir / 'stderr.log').read_text()[-500:]}")
+
+    def _wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.url, timeout=1) as resp:
+                    if resp.status == 200:
+                        return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def _stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            # nginx's master stops its worker on SIGQUIT/SIGTERM; the group kill is the backstop.
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,264 @@
+"""Writes docs/performance.md from the benchmark's medians: machine, versions, method, tables, targets."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+Row = dict[str, object]
+
+COLUMNS = (
+    "requests/s",
+    "CPU s (user + sys)",
+    "core use",
+    "requests per CPU-s",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+    "peak RSS MB",
+)
+EXEC_COLUMNS = ("operations/s", "CPU s", "operations per CPU-s", "errors", "peak RSS MB", "ops/s vs the C loop")
+
+
+def _num(value: object, digits: int = 0) -> str:
+    if value is None:
+        return "—"
+    v = float(value)  # type: ignore[arg-type]
+    return f"{v:,.{digits}f}".replace(",", " ")
+
+
+WHOLE_MS = {"ab", "locust"}  # these tools report latency percentiles in whole milliseconds
+
+
+def _ms(value: object, tool: object = "") -> str:
+    if value is None:
+        return "—"
+    v = float(value)  # type: ignore[arg-type]
+    if tool in WHOLE_MS:
+        return "< 1" if v < 1 else f"{v:.0f}"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def _find(summary: list[Row], scenario: str, tool: str) -> Row | None:
+    return next((r for r in summary if r["scenario"] == scenario and r["tool"] == tool), None)
+
+
+def _val(row: Row | None, key: str) -> float | None:
+    if row is None or row.get(key) is None:
+        return None
+    return float(row[key])  # type: ignore[arg-type]
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({model}), {mem_gb:.0f} GiB RAM, Linux {platform.release()}"
+
+
+def _table(summary: list[Row], runs: list[Row], scenario: str) -> list[str]:
+    rows = [r for r in summary if r["scenario"] == scenario]
+    if scenario == "exec":
+        lines = ["| generator | " + " | ".join(EXEC_COLUMNS) + " |", "|---" * (len(EXEC_COLUMNS) + 1) + "|"]
+        for r in rows:
+            paired = paired_ratio(runs, "exec", str(r["tool"]), "forkexec-c", "rps")
+            ratio = "—" if paired is None else f"{paired:.0%}"
+            cells = [_num(r["rps"]), _num(r["cpu_s"], 2), _num(r["per_cpu_s"]), _num(r["errors"]), _num(r["maxrss_mb"])]
+            lines.append(f"| {r['tool']}{_failed(r)} | " + " | ".join([*cells, ratio]) + " |")
+        return lines
+    lines = ["| generator | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    for r in sorted(rows, key=lambda r: -(_val(r, "per_cpu_s") or 0)):
+        cells = [
+            _num(r["rps"]),
+            _cpu(r),
+            _use(r),
+            _per(r),
+            _ms(r["p50_ms"], r["tool"]),
+            _ms(r["p99_ms"], r["tool"]),
+            _num(r["errors"]),
+            _num(r["maxrss_mb"]),
+        ]
+        lines.append(f"| {r['tool']}{_failed(r)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _cpu(r: Row) -> str:
+    user, sys_ = _val(r, "user_s"), _val(r, "sys_s")
+    split = f" ({user:.2f} + {sys_:.2f})" if user is not None and sys_ is not None else ""
+    return _num(r["cpu_s"], 2) + split
+
+
+def _per(r: Row) -> str:
+    spread = r.get("per_cpu_s_range")
+    if isinstance(spread, list) and len(spread) == 2:
+        return f"{_num(r['per_cpu_s'])} ({_num(spread[0])}–{_num(spread[1])})"
+    return _num(r["per_cpu_s"])
+
+
+def _use(r: Row) -> str:
+    cpu, wall = _val(r, "cpu_s"), _val(r, "wall_s")
+    return f"{cpu / wall:.0%}" if cpu is not None and wall else "—"
+
+
+def _failed(r: Row) -> str:
+    return f" ({r['failed_runs']} run(s) failed: {r.get('error', '')!s:.80})" if r.get("failed_runs") else ""
+
+
+def _verdict(ok: bool | None) -> str:
+    return "not measured" if ok is None else ("**met**" if ok else "**not met**")
+
+
+def paired_ratio(runs: list[Row], scenario: str, tool: str, peer: str, key: str) -> float | None:
+    """Median over repetitions of tool/peer, each ratio from the same repetition: the runs are interleaved, so
+    this cancels most of the drift that other load on the machine causes between repetitions."""
+    ratios = []
+    for rep in sorted({int(r["rep"]) for r in runs if r["scenario"] == scenario}):  # type: ignore[call-overload]
+        pair = [
+            next((r for r in runs if (r["scenario"], r["tool"], r["rep"]) == (scenario, t, rep)), None)
+            for t in (tool, peer)
+        ]
+        mine, theirs = (_val(r, key) if r is not None and "error" not in r else None for r in pair)
+        if mine is not None and theirs:
+            ratios.append(mine / theirs)
+    return statistics.median(ratios) if ratios else None
+
+
+def _vs(runs: list[Row], scenario: str, peer: str, key: str, need: float) -> tuple[str, bool | None]:
+    ratio = paired_ratio(runs, scenario, "knee", peer, key)
+    if ratio is None:
+        return f"{peer}: —", None
+    return f"{ratio:.0%} of {peer}", ratio >= need
+
+
+def targets(summary: list[Row], runs: list[Row]) -> list[str]:
+    out = ["| target | knee, as a share of the peer (median of paired runs) | verdict |", "|---|---|---|"]
+    seen, ok = _vs(runs, "keepalive", "wrk", "per_cpu_s", 1.0)
+    out.append(f"| keep-alive: requests per CPU-s ≥ wrk's (latency recording on) | {seen} | {_verdict(ok)} |")
+    peers = [r for r in summary if r["scenario"] == "keepalive" and r["tool"] != "knee"]
+    best = max(peers, key=lambda r: _val(r, "per_cpu_s") or 0, default=None)
+    if best is not None:
+        seen, ok = _vs(runs, "keepalive", str(best["tool"]), "per_cpu_s", 1.0)
+        out.append(f"| keep-alive: requests per CPU-s ≥ the most efficient peer's | {seen} | {_verdict(ok)} |")
+    seen_ab, ok_ab = _vs(runs, "newconn", "ab", "per_cpu_s", 1.0)
+    seen_wrk, ok_wrk = _vs(runs, "newconn", "wrk", "per_cpu_s", 1.0)
+    both = None if ok_ab is None or ok_wrk is None else ok_ab and ok_wrk
+    out.append(
+        f"| new connection per request: requests per CPU-s ≥ ab's and wrk's | {seen_ab}, {seen_wrk} "
+        f"| {_verdict(both)} |"
+    )
+    big = _find(summary, "c10000", "knee")
+    rss = _val(big, "maxrss_mb")
+    ran = big is not None and not big.get("failed_runs") and (_val(big, "rps") or 0) > 0
+    fits = None if big is None else bool(ran and rss is not None and rss <= 100)
+    errs = _num(_val(big, "errors"))
+    seen = "—" if big is None else f"runs: {'yes' if ran else 'no'}, peak RSS {_num(rss)} MB, errors {errs}"
+    out.append(f"| 10 000 clients: runs, peak RSS ≤ 100 MB | {seen} | {_verdict(fits)} |")
+    seen, ok = _vs(runs, "exec", "forkexec-c", "rps", 0.9)
+    per_cpu = paired_ratio(runs, "exec", "knee", "forkexec-c", "per_cpu_s")
+    extra = f" (per CPU-s: {per_cpu:.0%})" if per_cpu is not None else ""
+    out.append(f"| exec: operations/s ≥ 90 % of the C fork/exec loop's | {seen}{extra} | {_verdict(ok)} |")
+    return out
+
+
+def fixed_cost_note(meta: dict[str, object], summary: list[Row]) -> list[str]:
+    """knee is a Python CLI around a Rust engine: its start-up is a fixed cost that short runs feel most."""
+    raw = meta.get("knee_fixed_cpu_s")
+    if not isinstance(raw, float):
+        return []
+    lines = [
+        f"knee's CPU includes a fixed cost of about {raw:.2f} CPU-s per run (Python start-up, the engine's",
+        "threads, the report), measured as a one-request run. It is counted in the tables, as every tool's",
+        "start-up is. Without it, knee's requests per CPU-s would be:",
+        "",
+    ]
+    for r in summary:
+        cpu, per = _val(r, "cpu_s"), _val(r, "per_cpu_s")
+        if r["tool"] != "knee" or r["scenario"] == "exec" or not cpu or not per or cpu <= raw:
+            continue
+        lines.append(f"- {r['scenario']}: {_num(per * cpu / (cpu - raw))}")
+    return [*lines, ""]
+
+
+def _contention(before: tuple[float, ...], after: tuple[float, ...]) -> list[str]:
+    if max(before[0], after[0]) < 0.5:
+        return []
+    return [
+        "- **Taken under contention:** other processes (builds, tests) used the same cores during these runs,",
+        "  so the absolute figures are noisy and lower than on an idle machine.",
+    ]
+
+
+def write_report(
+    path: Path, meta: dict[str, object], summary: list[Row], runs: list[Row], titles: dict[str, str]
+) -> None:
+    versions: dict[str, str] = meta["versions"]  # type: ignore[assignment]
+    load_before: tuple[float, ...] = meta["loadavg_before"]  # type: ignore[assignment]
+    load_after: tuple[float, ...] = meta["loadavg_after"]  # type: ignore[assignment]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(meta["started_unix"])))  # type: ignore[arg-type]
+    lines = [
+        "# Performance: knee against other load generators",
+        "",
+        "<!-- Written by `make bench` (bench/run.py). Do not edit by hand: rerun it. -->",
+        "",
+        "A load generator that is slower than the service it tests measures itself. This page compares knee",
+        "with the generators its users know, on one machine, per CPU core.",
+        "",
+        f"- **Machine:** {machine()}.",
+        f"- **Date:** {when}; {meta['reps']} repetition(s) of {meta['duration_s']} s per generator and scenario.",
+        f"- **Load average** before / after: {load_before[0]:.2f} / {load_after[0]:.2f} (1 min). "
+        "Anything well above 0 means other work shared the machine during the runs.",
+        *_contention(load_before, load_after),
+        "- Absolute figures vary from machine to machine and run to run; the **ratios** are the point.",
+        "  Requests per CPU-s is shown as median (lowest–highest) over the repetitions.",
+        "",
+        "## Method",
+        "",
+        "- The server is nginx with 1 worker process, pinned to core 0 (`taskset -c 0`), answering every",
+        '  request with a fixed `200 "ok\\n"` (`access_log off`, `keepalive_requests 1000000`).',
+        "- Each generator runs pinned to core 1 (`taskset -c 1`), with the same concurrency and duration.",
+        "  The runs of one scenario are interleaved (knee, wrk, oha, … then again) and the table shows the",
+        "  median of the repetitions.",
+        "- **CPU s** is user + system time of the generator's whole process tree (from `wait4`'s rusage),",
+        "  start-up included, with its split into user and system (kernel) time; **core use** = CPU s ÷",
+        "  wall-clock s of the run. **requests per CPU-s** = requests completed ÷ CPU s: the per-core",
+        "  efficiency, the figure the targets are about. When a generator's core use is well below 100 %,",
+        "  the server's core was the limit, not the generator, and its requests/s says more about nginx",
+        "  than about it.",
+        "- **peak RSS** is the largest `VmHWM` of the generator's processes, sampled every 0.1 s.",
+        "- requests/s, p50, p99 and errors are each tool's own figures (wrk `--latency`, ab's percentile",
+        "  table (whole ms), oha's JSON, hey's summary, `vegeta report -type=json` (`vegeta attack` and",
+        "  `report` are both counted as the generator), Locust's summary with FastHttpUser (whole ms),",
+        "  knee's `--json`). knee records every request's latency in an HdrHistogram.",
+        "- New connection per request: knee `--new-connection`, ab without `-k`, wrk with",
+        "  `Connection: close`.",
+        "- exec: each generator runs `/bin/true` with 4 in flight on core 1 for the run's duration:",
+        "  knee `run -- /bin/true`, the C fork/exec loop `bench/forkexec.c`, `xargs -P 4 -n 1` (count-based,",
+        "  sized from the C loop's rate, timed by wall clock) and Python threads calling `subprocess.run`.",
+        "",
+        "## Targets",
+        "",
+        *targets(summary, runs),
+        "",
+        *fixed_cost_note(meta, summary),
+    ]
+    for scenario, title in titles.items():
+        if not any(r["scenario"] == scenario for r in summary):
+            continue
+        lines += [f"## {title}", "", *_table(summary, runs, scenario), ""]
+    lines += ["## Versions", "", "| tool | version |", "|---|---|"]
+    lines += [f"| {name} | {ver} |" for name, ver in sorted(versions.items())]
+    skipped: list[str] = meta.get("skipped") or []  # type: ignore[assignment]
+    if skipped:
+        lines += ["", f"Not installed, so not measured: {', '.join(skipped)}."]
+    lines += ["", "Reproduce: `make bench` (or `.venv/bin/python bench/run.py --duration 10 --reps 3`).", ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))

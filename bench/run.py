@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""`make bench`: knee against wrk, ab, oha, hey, vegeta and Locust (and exec baselines), on this machine.
+
+nginx (1 worker) is pinned to core 0, each generator to core 1; runs of one scenario are interleaved and
+repeated; the medians go to docs/performance.md. `--smoke` is the short version `make test` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import raise_nofile_limit, run_measured
+from nginx_server import Nginx, nginx_version
+from report import write_report
+from scenarios import TOOLS, Scenario, scenarios
+from tool import BENCH, ROOT, ParseError, Run, Tool
+
+INSTALLABLE = ("oha", "hey", "vegeta", "locust")
+SERVER_CPU, GENERATOR_CPU = 0, 1
+MEDIAN_KEYS = ("rps", "cpu_s", "user_s", "sys_s", "wall_s", "per_cpu_s", "p50_ms", "p99_ms", "errors", "maxrss_mb")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="1 s runs, 1 repetition, installed tools only, no docs")
+    p.add_argument("--duration", type=int, default=None, help="seconds per run (default 10; smoke 1)")
+    p.add_argument("--reps", type=int, default=None, help="repetitions, median reported (default 3; smoke 1)")
+    p.add_argument("--only", action="append", default=[], metavar="NAME", help="only this generator (repeatable)")
+    p.add_argument("--scenario", action="append", default=[], metavar="NAME", help="only this scenario (repeatable)")
+    p.add_argument("--concurrency", type=int, default=50, help="clients in the keep-alive/new-connection runs")
+    p.add_argument("--json", type=Path, default=None, help="write every run's numbers here (default bench/results/)")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md", help="the report to write")
+    p.add_argument("--no-install", action="store_true", help="do not install missing peer generators")
+    p.add_argument("--from-json", type=Path, default=None, help="rewrite the report from a --json file; run nothing")
+    args = p.parse_args(argv)
+    args.duration = args.duration or (1 if args.smoke else 10)
+    args.reps = args.reps or (1 if args.smoke else 3)
+    unknown = [n for n in args.only if n not in TOOLS]
+    if unknown:
+        p.error(f"--only {unknown[0]}: unknown generator; choose from {', '.join(TOOLS)}")
+    names = {s.name for s in scenarios(args.concurrency, args.smoke)}
+    bad = [n for n in args.scenario if n not in names]
+    if bad:
+        p.error(f"--scenario {bad[0]}: unknown scenario; choose from {', '.join(sorted(names))}")
+    if args.duration < 1 or args.reps < 1:
+        p.error("--duration and --reps must be at least 1")
+    return args
+
+
+def install_missing(names: list[str]) -> None:
+    missing = [n for n in names if n in INSTALLABLE and not TOOLS[n].available()]
+    if missing:
+        print(f"installing {', '.join(missing)} with bench/install.sh …", flush=True)
+        result = subprocess.run(["bash", str(BENCH / "install.sh"), *missing], check=False)
+        if result.returncode != 0:
+            print(f"bench/install.sh failed ({result.returncode}); those generators are skipped", flush=True)
+
+
+def one_run(tool: Tool, scenario: Scenario, url: str, duration: int, expected_ops: int) -> dict[str, object]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"knee-bench-{tool.name}-"))
+    run = Run(scenario.mode, scenario.concurrency, duration, url, workdir, expected_ops)
+    row: dict[str, object] = {"scenario": scenario.name, "tool": tool.name}
+    try:
+        measured = run_measured(tool.command(run), GENERATOR_CPU, timeout_s=duration * 3 + 60, cwd=workdir)
+        row |= {"cpu_s": measured.cpu_s, "user_s": measured.user_s, "sys_s": measured.sys_s}
+        row |= {"maxrss_mb": measured.maxrss_mb, "wall_s": measured.wall_s}
+        if measured.timed_out:
+            row["error"] = f"timed out after {measured.wall_s:.0f} s"
+        else:
+            try:
+                sample = tool.parse(measured, run)
+                row |= asdict(sample)
+                row["per_cpu_s"] = sample.requests / measured.cpu_s if measured.cpu_s > 0 else None
+            except (ParseError, KeyError, ValueError, TypeError, IndexError) as exc:
+                tail = (measured.stderr or measured.stdout).strip()[-300:]
+                row["error"] = f"{exc} (exit {measured.returncode}; {tail})"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return row
+
+
+def run_scenario(scenario: Scenario, tools: list[Tool], url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for rep in range(args.reps):
+        expected_ops = 1000 * args.duration
+        for tool in tools:
+            row = one_run(tool, scenario, url, args.duration, expected_ops)
+            row["rep"] = rep
+            if tool.name == "forkexec-c" and isinstance(row.get("rps"), float):
+                expected_ops = max(100, int(float(row["rps"]) * args.duration))  # type: ignore[arg-type]
+            rows.append(row)
+            print(_line(row), flush=True)
+            time.sleep(0.5)  # let closed connections drain between runs
+    return rows
+
+
+def _line(row: dict[str, object]) -> str:
+    head = f"  {row['scenario']:<9} {row['tool']:<18}"
+    if "error" in row:
+        return f"{head} ERROR {row['error']}"
+    per = row.get("per_cpu_s")
+    return (
+        f"{head} {row['rps']:>10.0f} req/s  cpu {row['cpu_s']:6.2f} s  "
+        f"{per or 0:>9.0f} req/cpu-s  errors {row['errors']}  rss {row['maxrss_mb']:.0f} MB"
+    )
+
+
+def fixed_cost(tool: Tool, url: str) -> float:
+    """CPU seconds of a one-request run: start-up and report, paid once per run whatever its length (median of 3)."""
+    costs = []
+    for _ in range(3):
+        workdir = Path(tempfile.mkdtemp(prefix="knee-bench-fixed-"))
+        try:
+            argv = [*tool.command(Run("keepalive", 1, 1, url, workdir)), "-n", "1"]
+            argv.remove("-d")
+            argv.remove("1s")
+            costs.append(run_measured(argv, GENERATOR_CPU, timeout_s=60, cwd=workdir).cpu_s)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return statistics.median(costs)
+
+
+def medians(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    keys = dict.fromkeys((str(r["scenario"]), str(r["tool"])) for r in rows)
+    for scenario, tool in keys:
+        good = [r for r in rows if r["scenario"] == scenario and r["tool"] == tool and "error" not in r]
+        failed = [r for r in rows if r["scenario"] == scenario and r["tool"] == tool and "error" in r]
+        summary: dict[str, object] = {"scenario": scenario, "tool": tool, "runs": len(good), "failed_runs": len(failed)}
+        for key in MEDIAN_KEYS:
+            values = [float(r[key]) for r in good if r.get(key) is not None]  # type: ignore[arg-type]
+            summary[key] = statistics.median(values) if values else None
+            if key == "per_cpu_s" and len(values) > 1:
+                summary["per_cpu_s_range"] = [min(values), max(values)]
+        if failed:
+            summary["error"] = failed[0]["error"]
+        out.append(summary)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        titles = saved["meta"].get("titles") or {s.name: s.title for s in scenarios(args.concurrency, smoke=False)}
+        write_report(args.out, saved["meta"], medians(saved["runs"]), saved["runs"], titles)
+        print(f"wrote {args.out}", flush=True)
+        return 0
+    raise_nofile_limit()
+    chosen = [s for s in scenarios(args.concurrency, args.smoke) if (s.smoke or not args.smoke)]
+    if args.scenario:
+        chosen = [s for s in chosen if s.name in args.scenario]
+    wanted = sorted({t for s in chosen for t in s.tools if not args.only or t in args.only})
+    if not args.smoke and not args.no_install:
+        install_missing(wanted)
+    tools = {n: TOOLS[n] for n in wanted if TOOLS[n].available()}
+    skipped = [n for n in wanted if n not in tools]
+    if skipped:
+        print(f"not installed, skipped: {', '.join(skipped)}", flush=True)
+    versions = {n: t.version() for n, t in tools.items()} | {"nginx": nginx_version()}
+    load_before = os.getloadavg()
+    started = time.time()
+    rows: list[dict[str, object]] = []
+    meta_extra: dict[str, object] = {}
+    needs_http = any(s.mode != "exec" for s in chosen)
+    with Nginx(cpu=SERVER_CPU) if needs_http else _NoServer() as server:
+        if "knee" in tools and needs_http and not args.smoke:
+            meta_extra["knee_fixed_cpu_s"] = fixed_cost(tools["knee"], server.url)
+        for scenario in chosen:
+            present = [tools[n] for n in scenario.tools if n in tools]
+            if not present:
+                continue
+            print(f"{scenario.title} ({args.duration} s × {args.reps})", flush=True)
+            rows += run_scenario(scenario, present, server.url, args)
+    summary = medians(rows)
+    meta = {
+        "started_unix": started,
+        "duration_s": args.duration,
+        "reps": args.reps,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "versions": versions,
+        "skipped": skipped,
+        "smoke": args.smoke,
+        "titles": {s.name: s.title for s in chosen},
+        **meta_extra,
+    }
+    if args.json is None and not args.smoke:  # keep the raw numbers: `--from-json` re-renders the report
+        args.json = BENCH / "results" / time.strftime("bench-%Y%m%dT%H%M%SZ.json", time.gmtime(started))
+        args.json.parent.mkdir(exist_ok=True)
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "runs": rows, "medians": summary}, indent=2))
+        print(f"wrote {args.json}", flush=True)
+    if not args.smoke:
+        scenario_titles = {s.name: s.title for s in chosen}
+        write_report(args.out, meta, summary, rows, scenario_titles)
+        print(f"wrote {args.out}", flush=True)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+class _NoServer:
+    url = ""
+
+    def __enter__(self) -> _NoServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The benchmark's scenarios: which generators run, in which mode, at what concurrency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exec_tools import ForkExecC, PySubprocess, Xargs
+from http_tools import Ab, Hey, Locust, Oha, Vegeta, Wrk
+from knee_tool import Knee
+from tool import Tool
+
+TOOLS: dict[str, Tool] = {
+    t.name: t for t in (Knee(), Wrk(), Ab(), Oha(), Hey(), Vegeta(), Locust(), ForkExecC(), Xargs(), PySubprocess())
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    mode: str  # keepalive | close | exec
+    concurrency: int
+    tools: tuple[str, ...]  # in run order (interleaved within a repetition)
+    smoke: bool  # part of `--smoke`
+
+
+def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
+    c = min(concurrency, 10) if smoke else concurrency
+    return [
+        Scenario(
+            "keepalive",
+            f"HTTP keep-alive, {c} clients",
+            "keepalive",
+            c,
+            ("knee", "wrk", "oha", "hey", "vegeta", "ab", "locust"),
+            True,
+        ),
+        Scenario("newconn", f"New connection per request, {c} clients", "close", c, ("knee", "ab", "wrk"), True),
+        Scenario("c1000", "1 000 concurrent keep-alive clients", "keepalive", 1000, ("knee", "wrk", "oha"), False),
+        Scenario("c10000", "10 000 concurrent keep-alive clients", "keepalive", 10000, ("knee", "wrk", "oha"), False),
+        # forkexec-c runs first in each repetition: xargs (count-based) is sized from its rate.
+        Scenario(
+            "exec",
+            "exec of /bin/true, 4 clients",
+            "exec",
+            4,
+            ("forkexec-c", "knee", "xargs", "python-subprocess"),
+            True,
+        ),
+    ]

@@ -1,0 +1,105 @@
+"""What every generator in the benchmark provides: a command for a run, and a parser for its output."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from measure import Measured
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+TOOLS_BIN = BENCH / "tools" / "bin"
+VENV_BIN = ROOT / ".venv" / "bin"
+
+
+@dataclass
+class Run:
+    """One run's parameters. mode: keepalive | close (new connection per request) | exec."""
+
+    mode: str
+    concurrency: int
+    duration_s: int
+    url: str  # empty for exec
+    workdir: Path
+    expected_ops: int = 0  # count-based tools (xargs) run this many operations
+
+
+@dataclass
+class Sample:
+    """What a tool's own output says about a run (latencies in ms; None when the tool does not report it)."""
+
+    requests: int
+    rps: float
+    p50_ms: float | None
+    p99_ms: float | None
+    errors: int
+
+
+class ParseError(Exception):
+    """The tool's output did not hold the numbers it should have."""
+
+
+class Tool:
+    name = ""
+    modes: tuple[str, ...] = ()
+
+    def binary(self) -> str | None:
+        raise NotImplementedError
+
+    def available(self) -> bool:
+        return self.binary() is not None
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def command(self, run: Run) -> list[str]:
+        raise NotImplementedError
+
+    def parse(self, measured: Measured, run: Run) -> Sample:
+        raise NotImplementedError
+
+
+def find_binary(name: str) -> str | None:
+    """A tool installed by bench/install.sh, in the venv, or on PATH."""
+    for candidate in (TOOLS_BIN / name, VENV_BIN / name):
+        if candidate.is_file():
+            return str(candidate)
+    return shutil.which(name)
+
+
+def first_line(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0].strip() if text else "unknown"
+
+
+def debian_version(package: str) -> str | None:
+    """The Debian package's version (wrk and ab print none useful of their own)."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", package], check=False, capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def search(pattern: str, text: str, what: str) -> re.Match[str]:
+    match = re.search(pattern, text, re.MULTILINE)
+    if match is None:
+        raise ParseError(f"no {what} in the output ({pattern!r})")
+    return match
+
+
+_UNITS_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+
+
+def to_ms(value: str, unit: str) -> float:
+    return float(value) * _UNITS_MS[unit]

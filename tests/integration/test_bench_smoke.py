@@ -1,0 +1,74 @@
+"""`make bench` cannot rot: its smoke version (1 s per installed generator) runs here, against a real nginx."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "bench" / "run.py"
+REQUIRED = ("knee", "wrk", "ab")  # CI installs these; the peers from bench/install.sh are optional
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    for tool in ("nginx", "wrk", "ab", "taskset"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            pytest.fail(f"{tool} is not installed: run `make ci-deps`")
+    out = tmp_path_factory.mktemp("bench") / "smoke.json"
+    doc = tmp_path_factory.mktemp("bench") / "performance.md"
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--json", str(out), "--out", str(doc)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
+    )
+    assert out.exists(), f"bench/run.py --smoke wrote no JSON (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    data: dict[str, object] = json.loads(out.read_text())
+    data["_exit"] = proc.returncode
+    data["_stdout"] = proc.stdout + proc.stderr
+    data["_doc_written"] = doc.exists()
+    return data
+
+
+def test_every_installed_generator_ran_without_errors(smoke: dict[str, object]) -> None:
+    runs: list[dict[str, object]] = smoke["runs"]  # type: ignore[assignment]
+    assert runs, smoke["_stdout"]
+    for run in runs:
+        label = f"{run['scenario']}/{run['tool']}"
+        assert "error" not in run, f"{label}: {run.get('error')}"
+        assert float(run["rps"]) > 0, f"{label}: no throughput"  # type: ignore[arg-type]
+        assert run["errors"] == 0, f"{label}: {run['errors']} errors"
+        assert float(run["cpu_s"]) > 0, f"{label}: no CPU time measured"  # type: ignore[arg-type]
+        assert int(run["requests"]) > 0  # type: ignore[call-overload]
+    assert smoke["_exit"] == 0, smoke["_stdout"]
+
+
+def test_required_generators_ran_in_every_mode(smoke: dict[str, object]) -> None:
+    runs: list[dict[str, object]] = smoke["runs"]  # type: ignore[assignment]
+    ran = {(str(r["scenario"]), str(r["tool"])) for r in runs}
+    for tool in REQUIRED:
+        assert ("keepalive", tool) in ran, f"{tool} did not run keep-alive: {sorted(ran)}"
+        assert ("newconn", tool) in ran, f"{tool} did not run new-connection: {sorted(ran)}"
+    for tool in ("knee", "forkexec-c", "python-subprocess"):
+        assert ("exec", tool) in ran, f"{tool} did not run exec: {sorted(ran)}"
+
+
+def test_smoke_measures_the_generator_not_the_harness(smoke: dict[str, object]) -> None:
+    """Each run's request count agrees with its rate over ~1 s, and the smoke run writes no docs."""
+    runs: list[dict[str, object]] = smoke["runs"]  # type: ignore[assignment]
+    for run in runs:
+        if run["tool"] == "xargs":
+            continue  # count-based: its rate is derived from the count
+        requests, rps = int(run["requests"]), float(run["rps"])  # type: ignore[call-overload, arg-type]
+        assert 0.2 * rps <= requests <= 5 * rps + 50, f"{run['scenario']}/{run['tool']}: {requests} vs {rps}/s"
+    assert not smoke["_doc_written"]
+    meta: dict[str, object] = smoke["meta"]  # type: ignore[assignment]
+    versions: dict[str, str] = meta["versions"]  # type: ignore[assignment]
+    assert {"knee", "wrk", "ab", "nginx"} <= set(versions)
