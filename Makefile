@@ -39,5 +39,8 @@ lint: $(PY) ## clippy and ruff, warnings as errors
 bench: install ## compare knee with other load generators, write docs/performance.md
 	$(PY) bench/run.py
 
+bench-smoke: install ## one short run per installed generator (part of make test)
+	$(PY) bench/run.py --smoke
+
 clean: ## remove build products and the venv
 	rm -rf target $(VENV)
