@@ -1,0 +1,115 @@
+//! Error classes: every failed operation carries exactly one.
+
+/// Why an operation failed. The names (`as_str`) are the keys of `failures` in the summary JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    ConnectRefused,
+    ConnectTimeout,
+    ConnectError,
+    Tls,
+    Reset,
+    Closed,
+    ReadError,
+    WriteError,
+    Protocol,
+    Status,
+    Body,
+    Length,
+    ExitCode,
+    Signal,
+    Spawn,
+    Stdout,
+    Stderr,
+    File,
+}
+
+impl ErrorClass {
+    /// Every class, in the order of their indices.
+    pub const ALL: [ErrorClass; 18] = [
+        ErrorClass::ConnectRefused,
+        ErrorClass::ConnectTimeout,
+        ErrorClass::ConnectError,
+        ErrorClass::Tls,
+        ErrorClass::Reset,
+        ErrorClass::Closed,
+        ErrorClass::ReadError,
+        ErrorClass::WriteError,
+        ErrorClass::Protocol,
+        ErrorClass::Status,
+        ErrorClass::Body,
+        ErrorClass::Length,
+        ErrorClass::ExitCode,
+        ErrorClass::Signal,
+        ErrorClass::Spawn,
+        ErrorClass::Stdout,
+        ErrorClass::Stderr,
+        ErrorClass::File,
+    ];
+    pub const COUNT: usize = Self::ALL.len();
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::ConnectRefused => "connect_refused",
+            ErrorClass::ConnectTimeout => "connect_timeout",
+            ErrorClass::ConnectError => "connect_error",
+            ErrorClass::Tls => "tls",
+            ErrorClass::Reset => "reset",
+            ErrorClass::Closed => "closed",
+            ErrorClass::ReadError => "read_error",
+            ErrorClass::WriteError => "write_error",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::Status => "status",
+            ErrorClass::Body => "body",
+            ErrorClass::Length => "length",
+            ErrorClass::ExitCode => "exit_code",
+            ErrorClass::Signal => "signal",
+            ErrorClass::Spawn => "spawn",
+            ErrorClass::Stdout => "stdout",
+            ErrorClass::Stderr => "stderr",
+            ErrorClass::File => "file",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ErrorClass> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    /// The class of an I/O error met while connecting.
+    pub fn of_connect(e: &std::io::Error) -> ErrorClass {
+        match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => ErrorClass::ConnectRefused,
+            std::io::ErrorKind::TimedOut => ErrorClass::ConnectTimeout,
+            _ => ErrorClass::ConnectError,
+        }
+    }
+
+    /// The class of an I/O error met while reading (`write` = while writing).
+    pub fn of_io(e: &std::io::Error, write: bool) -> ErrorClass {
+        use std::io::ErrorKind as K;
+        match e.kind() {
+            K::ConnectionReset | K::ConnectionAborted => ErrorClass::Reset,
+            K::BrokenPipe => ErrorClass::WriteError,
+            K::UnexpectedEof => ErrorClass::Closed,
+            K::InvalidData => ErrorClass::Protocol,
+            _ if write => ErrorClass::WriteError,
+            _ => ErrorClass::ReadError,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_indices_match() {
+        for (i, c) in ErrorClass::ALL.into_iter().enumerate() {
+            assert_eq!(c.index(), i);
+            assert_eq!(ErrorClass::from_name(c.as_str()), Some(c));
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! knee's load engine: runs one *shard* — client groups started together — and returns a
+//! mergeable [`ShardResult`]. No Python here; `crates/py` binds it.
+//!
+//! ```no_run
+//! use knee_engine::{run, Spec};
+//!
+//! let spec = Spec::from_json(r#"{"groups": [{"name": "main", "clients": 50, "stop": {"total": 20000},
+//!     "client": {"kind": "http", "url": "http://127.0.0.1:8080/"}}]}"#).unwrap();
+//! let result = run(spec).unwrap();
+//! println!("{}", result.summary_json());
+//! ```
+//!
+//! Design: N worker threads, each a tokio current-thread runtime owning its share of the
+//! clients (round-robin) and its own recorder (HdrHistograms, counters, series); the per
+//! operation path takes no lock. Live snapshots read relaxed atomics plus each thread's
+//! last-second histogram, handed over once a second. At the end the threads' recordings merge.
+
+mod cancel;
+mod class;
+mod clients;
+mod engine;
+mod error;
+mod histo;
+mod limits;
+mod pacer;
+mod recorder;
+mod result;
+mod spec;
+mod summary;
+mod worker;
+
+pub use class::ErrorClass;
+pub use engine::{run, Engine, GroupSnapshot, Snapshot};
+pub use error::{DecodeError, EngineError, MergeError, SpecError};
+pub use histo::{new_histogram, HIGHEST_US};
+pub use result::{GroupResult, Metric, ShardResult, Tick, FORMAT_VERSION};
+pub use spec::{ClientSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, PacerSpec, Spec, StopRule, TcpSpec};

@@ -1,0 +1,310 @@
+//! The shard result: plain, serializable, mergeable data.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::class::ErrorClass;
+use crate::error::{DecodeError, MergeError};
+use crate::histo;
+
+/// Format version of `to_bytes`.
+pub const FORMAT_VERSION: u32 = 1;
+/// At most this many sampled error messages are kept per group and class.
+pub const MAX_SAMPLES: usize = 5;
+
+/// Which histogram of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Whole operation (HTTP: including the full body).
+    Latency,
+    /// TCP connect + TLS handshake, when the operation opened a connection.
+    Connect,
+    /// HTTP time to first byte: request handed to the connection → response head received.
+    Ttfb,
+}
+
+impl Metric {
+    pub fn from_name(s: &str) -> Option<Metric> {
+        match s {
+            "latency" => Some(Metric::Latency),
+            "connect" => Some(Metric::Connect),
+            "ttfb" => Some(Metric::Ttfb),
+            _ => None,
+        }
+    }
+}
+
+/// One interval of a group's series.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tick {
+    pub succeeded: u64,
+    pub failed: u64,
+    pub hung: u64,
+}
+
+impl Tick {
+    fn add(&mut self, o: &Tick) {
+        self.succeeded += o.succeeded;
+        self.failed += o.failed;
+        self.hung += o.hung;
+    }
+}
+
+/// One group's measurement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupResult {
+    pub name: String,
+    pub kind: String,
+    pub clients: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub hung: u64,
+    pub warmup_ops: u64,
+    /// Measured seconds (warm-up excluded) until the group's last operation ended.
+    pub elapsed_s: f64,
+    pub failures: [u64; ErrorClass::COUNT],
+    pub error_samples: Vec<Vec<String>>,
+    pub latency: Histogram<u64>,
+    pub connect: Histogram<u64>,
+    pub ttfb: Histogram<u64>,
+    pub series: Vec<Tick>,
+    pub per_client: Vec<u64>,
+    pub hung_clients: Vec<u64>,
+}
+
+impl GroupResult {
+    pub fn new(name: &str, kind: &str, clients: u64) -> GroupResult {
+        GroupResult {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            clients,
+            succeeded: 0,
+            failed: 0,
+            hung: 0,
+            warmup_ops: 0,
+            elapsed_s: 0.0,
+            failures: [0; ErrorClass::COUNT],
+            error_samples: vec![Vec::new(); ErrorClass::COUNT],
+            latency: histo::new_histogram(),
+            connect: histo::new_histogram(),
+            ttfb: histo::new_histogram(),
+            series: Vec::new(),
+            per_client: Vec::new(),
+            hung_clients: Vec::new(),
+        }
+    }
+
+    pub fn histogram(&self, metric: Metric) -> &Histogram<u64> {
+        match metric {
+            Metric::Latency => &self.latency,
+            Metric::Connect => &self.connect,
+            Metric::Ttfb => &self.ttfb,
+        }
+    }
+
+    /// Failures of one class.
+    pub fn failures_of(&self, class: ErrorClass) -> u64 {
+        self.failures[class.index()]
+    }
+
+    /// Add the counts, histograms and series of `o` (same group, other clients or other threads).
+    /// `per_client` and `hung_clients` are concatenated.
+    pub(crate) fn absorb(&mut self, o: &GroupResult) -> Result<(), MergeError> {
+        if self.kind != o.kind {
+            return Err(MergeError::Kind {
+                name: self.name.clone(),
+                a: self.kind.clone(),
+                b: o.kind.clone(),
+            });
+        }
+        let herr = |e: hdrhistogram::AdditionError| MergeError::Histogram(self.name.clone(), format!("{e:?}"));
+        self.latency.add(&o.latency).map_err(herr)?;
+        self.connect.add(&o.connect).map_err(herr)?;
+        self.ttfb.add(&o.ttfb).map_err(herr)?;
+        self.clients += o.clients;
+        self.succeeded += o.succeeded;
+        self.failed += o.failed;
+        self.hung += o.hung;
+        self.warmup_ops += o.warmup_ops;
+        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
+        for i in 0..ErrorClass::COUNT {
+            self.failures[i] += o.failures[i];
+            let room = MAX_SAMPLES.saturating_sub(self.error_samples[i].len());
+            self.error_samples[i].extend(o.error_samples[i].iter().take(room).cloned());
+        }
+        if self.series.len() < o.series.len() {
+            self.series.resize(o.series.len(), Tick::default());
+        }
+        for (a, b) in self.series.iter_mut().zip(&o.series) {
+            a.add(b);
+        }
+        self.per_client.extend_from_slice(&o.per_client);
+        self.hung_clients.extend_from_slice(&o.hung_clients);
+        self.hung_clients.sort_unstable();
+        self.hung_clients.dedup();
+        Ok(())
+    }
+}
+
+/// The result of one shard: every group's measurement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardResult {
+    /// Unix time of the common start instant.
+    pub started_unix: f64,
+    /// Wall seconds from the start to the end of the shard.
+    pub elapsed_s: f64,
+    pub interval_s: f64,
+    /// True when the run was ended by `stop()` before its stop rules.
+    pub stopped: bool,
+    pub groups: Vec<GroupResult>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireGroup {
+    name: String,
+    kind: String,
+    clients: u64,
+    succeeded: u64,
+    failed: u64,
+    hung: u64,
+    warmup_ops: u64,
+    elapsed_s: f64,
+    failures: BTreeMap<String, u64>,
+    error_samples: BTreeMap<String, Vec<String>>,
+    latency: String,
+    connect: String,
+    ttfb: String,
+    series: Vec<Tick>,
+    per_client: Vec<u64>,
+    hung_clients: Vec<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    version: u32,
+    started_unix: f64,
+    elapsed_s: f64,
+    interval_s: f64,
+    #[serde(default)]
+    stopped: bool,
+    groups: Vec<WireGroup>,
+}
+
+pub(crate) fn class_map<T: Clone>(per_class: &[T], keep: impl Fn(&T) -> bool) -> BTreeMap<String, T> {
+    ErrorClass::ALL
+        .iter()
+        .zip(per_class)
+        .filter(|(_, v)| keep(v))
+        .map(|(c, v)| (c.as_str().to_string(), v.clone()))
+        .collect()
+}
+
+impl ShardResult {
+    /// Lossless serialization (JSON with histograms as base64 of V2 deflate).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let wire = Wire {
+            version: FORMAT_VERSION,
+            started_unix: self.started_unix,
+            elapsed_s: self.elapsed_s,
+            interval_s: self.interval_s,
+            stopped: self.stopped,
+            groups: self
+                .groups
+                .iter()
+                .map(|g| WireGroup {
+                    name: g.name.clone(),
+                    kind: g.kind.clone(),
+                    clients: g.clients,
+                    succeeded: g.succeeded,
+                    failed: g.failed,
+                    hung: g.hung,
+                    warmup_ops: g.warmup_ops,
+                    elapsed_s: g.elapsed_s,
+                    failures: class_map(&g.failures, |n| *n > 0),
+                    error_samples: class_map(&g.error_samples, |v| !v.is_empty()),
+                    latency: histo::encode_b64(&g.latency),
+                    connect: histo::encode_b64(&g.connect),
+                    ttfb: histo::encode_b64(&g.ttfb),
+                    series: g.series.clone(),
+                    per_client: g.per_client.clone(),
+                    hung_clients: g.hung_clients.clone(),
+                })
+                .collect(),
+        };
+        serde_json::to_vec(&wire).expect("the result is always serializable")
+    }
+
+    /// Inverse of `to_bytes`.
+    pub fn from_bytes(b: &[u8]) -> Result<ShardResult, DecodeError> {
+        let wire: Wire = serde_json::from_slice(b)?;
+        if wire.version != FORMAT_VERSION {
+            return Err(DecodeError::Version {
+                found: wire.version,
+                expected: FORMAT_VERSION,
+            });
+        }
+        let mut groups = Vec::with_capacity(wire.groups.len());
+        for w in wire.groups {
+            let mut g = GroupResult::new(&w.name, &w.kind, w.clients);
+            let hist = |field: &str, s: &str| {
+                histo::decode_b64(s).map_err(|e| DecodeError::Histogram(format!("{}.{field}", w.name), e))
+            };
+            g.latency = hist("latency", &w.latency)?;
+            g.connect = hist("connect", &w.connect)?;
+            g.ttfb = hist("ttfb", &w.ttfb)?;
+            for (name, n) in w.failures {
+                let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
+                g.failures[c.index()] = n;
+            }
+            for (name, v) in w.error_samples {
+                let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
+                g.error_samples[c.index()] = v;
+            }
+            g.succeeded = w.succeeded;
+            g.failed = w.failed;
+            g.hung = w.hung;
+            g.warmup_ops = w.warmup_ops;
+            g.elapsed_s = w.elapsed_s;
+            g.series = w.series;
+            g.per_client = w.per_client;
+            g.hung_clients = w.hung_clients;
+            groups.push(g);
+        }
+        Ok(ShardResult {
+            started_unix: wire.started_unix,
+            elapsed_s: wire.elapsed_s,
+            interval_s: wire.interval_s,
+            stopped: wire.stopped,
+            groups,
+        })
+    }
+
+    /// Merge another shard's result into this one; groups are matched by name (new ones appended).
+    pub fn merge(&mut self, other: &ShardResult) -> Result<(), MergeError> {
+        if (self.interval_s - other.interval_s).abs() > 1e-9 {
+            return Err(MergeError::Interval(self.interval_s, other.interval_s));
+        }
+        for og in &other.groups {
+            match self.groups.iter_mut().find(|g| g.name == og.name) {
+                Some(g) => g.absorb(og)?,
+                None => self.groups.push(og.clone()),
+            }
+        }
+        self.started_unix = self.started_unix.min(other.started_unix);
+        self.elapsed_s = self.elapsed_s.max(other.elapsed_s);
+        self.stopped |= other.stopped;
+        Ok(())
+    }
+
+    /// The V2 deflate encoding of one group's histogram (values in µs).
+    pub fn histogram_v2(&self, group: usize, metric: Metric) -> Option<Vec<u8>> {
+        self.groups.get(group).map(|g| histo::encode_v2(g.histogram(metric)))
+    }
+
+    /// A group by name.
+    pub fn group(&self, name: &str) -> Option<&GroupResult> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+}

@@ -1,0 +1,429 @@
+//! The shard spec: what Python hands the engine, as JSON (docs/engine-spec.md).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+
+/// One shard: client groups started together.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Worker threads; 0 = one per available core.
+    #[serde(default)]
+    pub threads: usize,
+    /// Granularity of the result's series.
+    #[serde(default = "default_interval_ms")]
+    pub interval_ms: u64,
+    /// Optional common start instant (Unix seconds) so shards on several machines start together.
+    #[serde(default)]
+    pub start_at_unix: Option<f64>,
+    pub groups: Vec<GroupSpec>,
+}
+
+/// One client group: its clients, stop rule, pacing and operation.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    pub name: String,
+    pub clients: u64,
+    pub stop: StopRule,
+    #[serde(default)]
+    pub think_ms: u64,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub warmup_ms: u64,
+    /// Index of this shard's first client in the whole group (for `${client}`, `per_client`, `hung_clients`).
+    #[serde(default)]
+    pub client_offset: u64,
+    #[serde(default)]
+    pub pacer: PacerSpec,
+    pub client: ClientSpec,
+}
+
+/// When a group stops. Time-based stops count from the end of warm-up.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopRule {
+    /// Operations over the whole group.
+    Total(u64),
+    /// Operations per client.
+    PerClient(u64),
+    /// Measured run time.
+    DurationMs(u64),
+}
+
+/// How operations are paced.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PacerSpec {
+    /// Each client starts its next operation when the previous one ends (+ think time).
+    #[default]
+    Closed,
+    /// Open loop: `rate_hz` operations per second over the group (split evenly over its clients),
+    /// latency measured from the intended start.
+    Rate {
+        rate_hz: f64,
+        #[serde(default)]
+        poisson: bool,
+        #[serde(default)]
+        max_in_flight: Option<u64>,
+    },
+}
+
+/// The operation a group's clients run.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClientSpec {
+    Http(HttpSpec),
+    Tcp(TcpSpec),
+    Exec(ExecSpec),
+}
+
+impl ClientSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClientSpec::Http(h) if h.url.starts_with("https") => "https",
+            ClientSpec::Http(_) => "http",
+            ClientSpec::Tcp(_) => "tcp",
+            ClientSpec::Exec(_) => "exec",
+        }
+    }
+}
+
+/// An HTTP(S) request.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub body_file: Option<String>,
+    #[serde(default)]
+    pub insecure: bool,
+    #[serde(default)]
+    pub new_connection: bool,
+    #[serde(default)]
+    pub http2: bool,
+    #[serde(default = "default_expect_status")]
+    pub expect_status: Vec<(u16, u16)>,
+    #[serde(default)]
+    pub expect_body: Option<String>,
+    #[serde(default)]
+    pub expect_body_regex: Option<String>,
+    #[serde(default)]
+    pub expect_length: Option<u64>,
+}
+
+/// Connect, optionally send, optionally read until a regex matches, close.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSpec {
+    pub addr: String,
+    #[serde(default)]
+    pub send: Option<String>,
+    #[serde(default)]
+    pub expect: Option<String>,
+}
+
+/// Run a command (no shell).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSpec {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub expect_stdout: Option<String>,
+    #[serde(default)]
+    pub expect_stderr: Option<String>,
+    #[serde(default)]
+    pub expect_file: Option<FileCheck>,
+}
+
+/// The command must leave a file of at least `min_size` bytes at `path`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileCheck {
+    pub path: String,
+    #[serde(default)]
+    pub min_size: u64,
+}
+
+fn default_interval_ms() -> u64 {
+    1000
+}
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+fn default_method() -> String {
+    "GET".to_string()
+}
+fn default_expect_status() -> Vec<(u16, u16)> {
+    vec![(200, 399)]
+}
+
+impl Spec {
+    /// Parse and validate a spec.
+    pub fn from_json(s: &str) -> Result<Spec, SpecError> {
+        let spec: Spec = serde_json::from_str(s).map_err(|e| {
+            SpecError::new(format!(
+                "the engine spec is not valid ({e}); see docs/engine-spec.md for the format"
+            ))
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Check every value; the error names the key, the value and the fix.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.interval_ms == 0 {
+            return Err(SpecError::new("interval_ms must be at least 1 (got 0)"));
+        }
+        if self.groups.is_empty() {
+            return Err(SpecError::new(
+                "groups must hold at least one group (got an empty list)",
+            ));
+        }
+        if let Some(t) = self.start_at_unix {
+            if !t.is_finite() || t < 0.0 {
+                return Err(SpecError::new(format!(
+                    "start_at_unix must be a Unix time in seconds (got {t})"
+                )));
+            }
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            if self.groups[..i].iter().any(|o| o.name == g.name) {
+                return Err(SpecError::new(format!(
+                    "groups[{i}].name {:?} is used twice; give every group its own name",
+                    g.name
+                )));
+            }
+            g.validate(&format!("groups[{i}]"))?;
+        }
+        Ok(())
+    }
+}
+
+impl GroupSpec {
+    fn validate(&self, key: &str) -> Result<(), SpecError> {
+        if self.name.is_empty() {
+            return Err(SpecError::new(format!("{key}.name must not be empty")));
+        }
+        if self.clients == 0 {
+            return Err(SpecError::new(format!("{key}.clients must be at least 1 (got 0)")));
+        }
+        let (stop_key, n) = match self.stop {
+            StopRule::Total(n) => ("total", n),
+            StopRule::PerClient(n) => ("per_client", n),
+            StopRule::DurationMs(n) => ("duration_ms", n),
+        };
+        if n == 0 {
+            return Err(SpecError::new(format!(
+                "{key}.stop.{stop_key} must be at least 1 (got 0)"
+            )));
+        }
+        if self.timeout_ms == 0 {
+            return Err(SpecError::new(format!("{key}.timeout_ms must be at least 1 (got 0)")));
+        }
+        if let PacerSpec::Rate {
+            rate_hz, max_in_flight, ..
+        } = self.pacer
+        {
+            if !(rate_hz.is_finite() && rate_hz > 0.0) {
+                return Err(SpecError::new(format!(
+                    "{key}.pacer.rate_hz must be a positive number (got {rate_hz})"
+                )));
+            }
+            if max_in_flight == Some(0) {
+                return Err(SpecError::new(format!(
+                    "{key}.pacer.max_in_flight must be at least 1 (got 0)"
+                )));
+            }
+        }
+        let ckey = format!("{key}.client");
+        match &self.client {
+            ClientSpec::Http(h) => h.validate(&ckey),
+            ClientSpec::Tcp(t) => t.validate(&ckey),
+            ClientSpec::Exec(e) => e.validate(&ckey),
+        }
+    }
+}
+
+fn check_regex(key: &str, re: &Option<String>) -> Result<(), SpecError> {
+    if let Some(r) = re {
+        regex::bytes::Regex::new(r).map_err(|e| {
+            let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
+            SpecError::new(format!(
+                "{key} {r:?} is not a valid regular expression ({first}); fix the pattern"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+impl HttpSpec {
+    fn validate(&self, key: &str) -> Result<(), SpecError> {
+        let uri: hyper::Uri = self.url.parse().map_err(|e| {
+            SpecError::new(format!(
+                "{key}.url {:?} is not a valid URL ({e}); use e.g. http://host:port/path",
+                self.url
+            ))
+        })?;
+        match uri.scheme_str() {
+            Some("http") | Some("https") => {}
+            _ => {
+                return Err(SpecError::new(format!(
+                    "{key}.url {:?} must start with http:// or https://",
+                    self.url
+                )))
+            }
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(SpecError::new(format!(
+                "{key}.url {:?} has no host; use e.g. http://host:port/path",
+                self.url
+            )));
+        }
+        hyper::Method::from_bytes(self.method.as_bytes()).map_err(|_| {
+            SpecError::new(format!(
+                "{key}.method {:?} is not an HTTP method; use e.g. GET or POST",
+                self.method
+            ))
+        })?;
+        for (i, (name, value)) in self.headers.iter().enumerate() {
+            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(SpecError::new(format!(
+                    "{key}.headers[{i}] name {name:?} is not a valid header name"
+                )));
+            }
+            if hyper::header::HeaderValue::from_str(value).is_err() {
+                return Err(SpecError::new(format!(
+                    "{key}.headers[{i}] value {value:?} is not a valid header value"
+                )));
+            }
+        }
+        if self.body.is_some() && self.body_file.is_some() {
+            return Err(SpecError::new(format!(
+                "{key} has both body and body_file; give only one"
+            )));
+        }
+        if self.http2 {
+            return Err(SpecError::new(format!(
+                "{key}.http2 is true but HTTP/2 is not supported yet; set it to false"
+            )));
+        }
+        if self.expect_status.is_empty() {
+            return Err(SpecError::new(format!(
+                "{key}.expect_status is empty; give at least one [low, high] range, e.g. [[200, 399]]"
+            )));
+        }
+        for (i, (lo, hi)) in self.expect_status.iter().enumerate() {
+            if lo > hi || *lo < 100 || *hi > 999 {
+                return Err(SpecError::new(format!(
+                    "{key}.expect_status[{i}] [{lo}, {hi}] is not a range of status codes; use [low, high] with 100 <= low <= high <= 999"
+                )));
+            }
+        }
+        check_regex(&format!("{key}.expect_body_regex"), &self.expect_body_regex)
+    }
+}
+
+impl TcpSpec {
+    fn validate(&self, key: &str) -> Result<(), SpecError> {
+        if !self.addr.contains(':') {
+            return Err(SpecError::new(format!(
+                "{key}.addr {:?} must be host:port, e.g. 127.0.0.1:9000",
+                self.addr
+            )));
+        }
+        check_regex(&format!("{key}.expect"), &self.expect)
+    }
+}
+
+impl ExecSpec {
+    fn validate(&self, key: &str) -> Result<(), SpecError> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(SpecError::new(format!(
+                "{key}.argv must name a command, e.g. [\"/bin/true\"] (got {:?})",
+                self.argv
+            )));
+        }
+        check_regex(&format!("{key}.expect_stdout"), &self.expect_stdout)?;
+        check_regex(&format!("{key}.expect_stderr"), &self.expect_stderr)?;
+        if let Some(f) = &self.expect_file {
+            if f.path.is_empty() {
+                return Err(SpecError::new(format!("{key}.expect_file.path must not be empty")));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(client: &str, extra: &str) -> String {
+        format!(r#"{{"groups": [{{"name": "g", "clients": 2, "stop": {{"total": 5}}{extra}, "client": {client}}}]}}"#)
+    }
+
+    #[test]
+    fn parses_the_doc_example_with_defaults() {
+        let s = Spec::from_json(&group(r#"{"kind": "http", "url": "http://127.0.0.1:8080/"}"#, "")).unwrap();
+        assert_eq!(s.interval_ms, 1000);
+        let g = &s.groups[0];
+        assert_eq!(g.timeout_ms, 30_000);
+        assert_eq!(g.pacer, PacerSpec::Closed);
+        match &g.client {
+            ClientSpec::Http(h) => {
+                assert_eq!(h.method, "GET");
+                assert_eq!(h.expect_status, vec![(200, 399)]);
+            }
+            other => panic!("not http: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_key_and_value() {
+        let e = Spec::from_json(
+            &group(r#"{"kind": "exec", "argv": ["x"]}"#, "").replace("\"clients\": 2", "\"clients\": 0"),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "groups[0].clients must be at least 1 (got 0)");
+        let e = Spec::from_json(&group(r#"{"kind": "exec", "argv": ["x"], "expect_stdout": "("}"#, "")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("groups[0].client.expect_stdout \"(\" is not a valid regular expression"),
+            "{e}"
+        );
+        let e = Spec::from_json(&group(r#"{"kind": "http", "url": "ftp://x/"}"#, "")).unwrap_err();
+        assert!(e.to_string().contains("groups[0].client.url \"ftp://x/\""), "{e}");
+        let e = Spec::from_json(&group(
+            r#"{"kind": "tcp", "addr": "x:1"}"#,
+            r#", "pacer": {"kind": "rate", "rate_hz": 0}"#,
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("rate_hz must be a positive number (got 0)"),
+            "{e}"
+        );
+        let e = Spec::from_json(r#"{"groups": [], "bogus": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = Spec::from_json(&group(
+            r#"{"kind": "http", "url": "http://x/", "expect_stauts": [[200, 200]]}"#,
+            "",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("expect_stauts"), "{e}");
+        let e = Spec::from_json(&group(r#"{"kind": "smtp"}"#, "")).unwrap_err();
+        assert!(e.to_string().contains("smtp"), "{e}");
+    }
+}

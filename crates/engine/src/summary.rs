@@ -1,0 +1,49 @@
+//! The summary JSON of a result (docs/engine-spec.md, "Result").
+
+use serde_json::{json, Value};
+
+use crate::histo;
+use crate::result::{class_map, GroupResult, ShardResult};
+
+fn group_json(g: &GroupResult, interval_s: f64) -> Value {
+    let series: Vec<Value> = g
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"t": i as f64 * interval_s, "succeeded": t.succeeded, "failed": t.failed, "hung": t.hung}))
+        .collect();
+    json!({
+        "name": g.name,
+        "kind": g.kind,
+        "clients": g.clients,
+        "succeeded": g.succeeded,
+        "failed": g.failed,
+        "hung": g.hung,
+        "warmup_ops": g.warmup_ops,
+        "elapsed_s": g.elapsed_s,
+        "failures": class_map(&g.failures, |n| *n > 0),
+        "error_samples": class_map(&g.error_samples, |v| !v.is_empty()),
+        "latency_us": histo::stats(&g.latency),
+        "connect_us": histo::stats(&g.connect),
+        "ttfb_us": histo::stats(&g.ttfb),
+        "percentiles": histo::table(&g.latency),
+        "series": series,
+        "per_client": g.per_client,
+        "hung_clients": g.hung_clients,
+    })
+}
+
+impl ShardResult {
+    /// The summary JSON: counts, latency stats in µs, percentile table, series, per-client counts.
+    pub fn summary_json(&self) -> String {
+        let groups: Vec<Value> = self.groups.iter().map(|g| group_json(g, self.interval_s)).collect();
+        json!({
+            "elapsed_s": self.elapsed_s,
+            "started_unix": self.started_unix,
+            "interval_s": self.interval_s,
+            "stopped": self.stopped,
+            "groups": groups,
+        })
+        .to_string()
+    }
+}

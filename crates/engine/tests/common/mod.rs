@@ -1,0 +1,203 @@
+//! Shared test helpers: a real hyper server on 127.0.0.1:0 that counts requests and accepted
+//! connections, a TCP echo server, and small spec builders.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use knee_engine::{ShardResult, Spec};
+use serde_json::{json, Value};
+
+/// How the test server answers.
+#[derive(Clone)]
+pub struct ServerOpts {
+    pub status: u16,
+    pub body: &'static str,
+    /// Sleep (precisely, on a blocking thread) before answering.
+    pub delay: Duration,
+    /// Answer with `Connection: close` and close after each response.
+    pub close: bool,
+}
+
+impl Default for ServerOpts {
+    fn default() -> Self {
+        ServerOpts {
+            status: 200,
+            body: "hello knee\n",
+            delay: Duration::ZERO,
+            close: false,
+        }
+    }
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub requests: Arc<AtomicU64>,
+    pub connections: Arc<AtomicU64>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    pub fn start(opts: ServerOpts) -> TestServer {
+        let requests = Arc::new(AtomicU64::new(0));
+        let connections = Arc::new(AtomicU64::new(0));
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (req, conns) = (requests.clone(), connections.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                loop {
+                    let (stream, _) = tokio::select! {
+                        r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
+                        _ = &mut rx => break,
+                    };
+                    conns.fetch_add(1, Ordering::Relaxed);
+                    let _ = stream.set_nodelay(true);
+                    let (req, opts) = (req.clone(), opts.clone());
+                    let keep_alive = !opts.close;
+                    tokio::spawn(async move {
+                        let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
+                            let (req, opts) = (req.clone(), opts.clone());
+                            async move {
+                                req.fetch_add(1, Ordering::Relaxed);
+                                if !opts.delay.is_zero() {
+                                    let d = opts.delay;
+                                    let _ = tokio::task::spawn_blocking(move || std::thread::sleep(d)).await;
+                                }
+                                let mut resp = Response::builder().status(opts.status);
+                                if opts.close {
+                                    resp = resp.header("connection", "close");
+                                }
+                                Ok::<_, Infallible>(
+                                    resp.body(Full::new(Bytes::from_static(opts.body.as_bytes()))).unwrap(),
+                                )
+                            }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .keep_alive(keep_alive)
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .await;
+                    });
+                }
+            });
+            rt.shutdown_background();
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("test server started");
+        TestServer {
+            addr,
+            requests,
+            connections,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A TCP server that echoes what it reads, one thread per connection.
+pub fn echo_server() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 || s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A port on which nothing listens (bound, then closed).
+pub fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A one-group spec.
+pub fn one_group(clients: u64, stop: Value, client: Value) -> Spec {
+    spec(json!({"threads": 2, "groups": [group("main", clients, stop, client)]}))
+}
+
+pub fn group(name: &str, clients: u64, stop: Value, client: Value) -> Value {
+    json!({"name": name, "clients": clients, "stop": stop, "timeout_ms": 5000, "client": client})
+}
+
+pub fn spec(v: Value) -> Spec {
+    Spec::from_json(&v.to_string()).expect("valid test spec")
+}
+
+pub fn http(url: &str) -> Value {
+    json!({"kind": "http", "url": url})
+}
+
+pub fn summary(r: &ShardResult) -> Value {
+    serde_json::from_str(&r.summary_json()).unwrap()
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("knee-engine-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// True when `pid` no longer runs (gone, or a zombie waiting for its reaper).
+pub fn not_running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}

@@ -1,0 +1,185 @@
+//! Exec clients: real processes, process-group kills, nothing left running.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use knee_engine::{run, Engine, ErrorClass};
+use serde_json::json;
+
+fn exec(argv: &[&str]) -> serde_json::Value {
+    json!({"kind": "exec", "argv": argv})
+}
+
+#[test]
+fn true_succeeds_and_false_is_exit_code() {
+    let r = run(one_group(2, json!({"total": 40}), exec(&["/bin/true"]))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (40, 0, 0));
+    assert_eq!(g.kind, "exec");
+    assert_eq!(g.latency.len(), 40);
+    assert_eq!(g.connect.len(), 0);
+
+    let r = run(one_group(2, json!({"per_client": 3}), exec(&["/bin/false"]))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed), (0, 6));
+    assert_eq!(g.failures_of(ErrorClass::ExitCode), 6);
+    assert_eq!(g.per_client, vec![0, 0]);
+}
+
+#[test]
+fn missing_command_is_spawn_with_the_os_message() {
+    let r = run(one_group(
+        1,
+        json!({"total": 3}),
+        exec(&["/nonexistent/knee-no-such-cmd"]),
+    ))
+    .unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::Spawn), 3);
+    let msg = &g.error_samples[ErrorClass::Spawn.index()][0];
+    assert!(
+        msg.contains("knee-no-such-cmd") && msg.contains("No such file"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn signal_exit_is_classed_signal() {
+    let r = run(one_group(
+        1,
+        json!({"total": 2}),
+        exec(&["/bin/sh", "-c", "kill -TERM $$"]),
+    ))
+    .unwrap();
+    assert_eq!(r.groups[0].failures_of(ErrorClass::Signal), 2, "{}", r.summary_json());
+}
+
+#[test]
+fn stdout_and_stderr_checks() {
+    let mut c = exec(&["/bin/sh", "-c", "echo client=${client} it=${iteration}; echo oops >&2"]);
+    c["expect_stdout"] = json!(r"^client=\d it=\d\n$");
+    c["expect_stderr"] = json!("oops");
+    let r = run(one_group(2, json!({"per_client": 4}), c.clone())).unwrap();
+    assert_eq!(r.groups[0].succeeded, 8, "{}", r.summary_json());
+
+    c["expect_stdout"] = json!("client=7");
+    let r = run(one_group(2, json!({"per_client": 2}), c.clone())).unwrap();
+    assert_eq!(r.groups[0].failures_of(ErrorClass::Stdout), 4);
+
+    c["expect_stdout"] = json!("client");
+    c["expect_stderr"] = json!("^fine$");
+    let r = run(one_group(2, json!({"per_client": 2}), c)).unwrap();
+    assert_eq!(r.groups[0].failures_of(ErrorClass::Stderr), 4);
+}
+
+#[test]
+fn file_check_substitutes_client_and_iteration() {
+    let dir = temp_dir("file");
+    let d = dir.display();
+    // Client 1 writes an empty file, so only client 0 passes the min_size check.
+    let mut c = exec(&[
+        "/bin/sh",
+        "-c",
+        "if [ \"$C\" = 0 ]; then echo data > \"$F\"; else : > \"$F\"; fi",
+    ]);
+    c["env"] = json!([["C", "${client}"], ["F", format!("{d}/out-${{client}}-${{iteration}}")]]);
+    c["expect_file"] = json!({"path": format!("{d}/out-${{client}}-${{iteration}}"), "min_size": 1});
+    let r = run(one_group(2, json!({"per_client": 3}), c)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.per_client, vec![3, 0], "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::File), 3);
+    for i in 0..3 {
+        assert!(dir.join(format!("out-0-{i}")).exists());
+        assert!(dir.join(format!("out-1-{i}")).exists());
+    }
+    let mut c = exec(&["/bin/true"]);
+    c["expect_file"] = json!({"path": format!("{d}/never-${{client}}")});
+    let r = run(one_group(1, json!({"total": 1}), c)).unwrap();
+    assert!(r.groups[0].error_samples[ErrorClass::File.index()][0].contains("never-0"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn pids_in(path: &std::path::Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[test]
+fn timeout_kills_the_whole_process_group_and_counts_hung() {
+    let dir = temp_dir("hung");
+    let pidfile = dir.join("pids-${client}");
+    let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
+    let mut s = one_group(2, json!({"per_client": 2}), exec(&["/bin/sh", "-c", &script]));
+    s.groups[0].timeout_ms = 300;
+    let t = Instant::now();
+    let r = run(s).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (0, 0, 4), "{}", r.summary_json());
+    assert_eq!(g.hung_clients, vec![0, 1]);
+    let mut pids = pids_in(&dir.join("pids-0"));
+    pids.extend(pids_in(&dir.join("pids-1")));
+    assert_eq!(pids.len(), 8, "shell and sleep pids of 4 operations: {pids:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    for pid in pids {
+        assert!(not_running(pid), "pid {pid} still runs");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn stop_from_another_thread_kills_every_process_group() {
+    let dir = temp_dir("stop");
+    let pidfile = dir.join("pids-${client}");
+    let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
+    let mut s = one_group(4, json!({"duration_ms": 60_000}), exec(&["/bin/sh", "-c", &script]));
+    s.groups[0].timeout_ms = 60_000;
+    let engine = std::sync::Arc::new(Engine::start(s).unwrap());
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(engine.snapshot().groups[0].in_flight, 4);
+    let e2 = engine.clone();
+    let t = Instant::now();
+    std::thread::spawn(move || e2.stop()).join().unwrap();
+    assert!(
+        engine.wait(Some(Duration::from_secs(5))),
+        "engine did not finish after stop"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2), "stop took {:?}", t.elapsed());
+    let r = engine.result().unwrap();
+    assert!(r.stopped);
+    assert_eq!(r.groups[0].succeeded + r.groups[0].failed + r.groups[0].hung, 0);
+    let mut pids = Vec::new();
+    for c in 0..4 {
+        pids.extend(pids_in(&dir.join(format!("pids-{c}"))));
+    }
+    assert_eq!(pids.len(), 8, "{pids:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    for pid in pids {
+        assert!(not_running(pid), "pid {pid} still runs");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn dropping_a_running_engine_kills_its_processes() {
+    let dir = temp_dir("drop");
+    let pidfile = dir.join("pids");
+    let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
+    let engine = Engine::start(one_group(1, json!({"total": 1}), exec(&["/bin/sh", "-c", &script]))).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    drop(engine);
+    assert!(t.elapsed() < Duration::from_secs(2), "drop took {:?}", t.elapsed());
+    let pids = pids_in(&pidfile);
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    for pid in pids {
+        assert!(not_running(pid), "pid {pid} still runs");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,295 @@
+//! HTTP client against a real hyper server on 127.0.0.1:0.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use knee_engine::{run, ErrorClass, Metric};
+use serde_json::json;
+
+#[test]
+fn keep_alive_total_counts_match_the_server() {
+    let server = TestServer::start(ServerOpts::default());
+    let r = run(one_group(50, json!({"total": 20000}), http(&server.url()))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (20000, 0, 0), "{}", r.summary_json());
+    assert_eq!(server.requests(), 20000);
+    assert!(
+        server.connections() <= 50,
+        "keep-alive opened {} connections",
+        server.connections()
+    );
+    assert_eq!(g.connect.len(), server.connections());
+    assert_eq!(g.latency.len(), 20000);
+    assert_eq!(g.ttfb.len(), 20000);
+    assert_eq!(g.per_client.iter().sum::<u64>(), 20000);
+    assert_eq!(g.series.iter().map(|t| t.succeeded).sum::<u64>(), 20000);
+}
+
+#[test]
+fn new_connection_opens_one_connection_per_request() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut client = http(&server.url());
+    client["new_connection"] = json!(true);
+    let r = run(one_group(50, json!({"total": 20000}), client)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (20000, 0, 0), "{}", r.summary_json());
+    assert_eq!(server.requests(), 20000);
+    assert_eq!(server.connections(), 20000);
+    assert_eq!(g.connect.len(), 20000);
+}
+
+#[test]
+fn server_closing_keep_alive_connections_is_transparent() {
+    let server = TestServer::start(ServerOpts {
+        close: true,
+        ..ServerOpts::default()
+    });
+    let r = run(one_group(4, json!({"total": 400}), http(&server.url()))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (400, 0, 0), "{}", r.summary_json());
+    assert_eq!(server.connections(), 400);
+    assert_eq!(g.connect.len(), 400);
+}
+
+#[test]
+fn per_client_iterations_are_exact() {
+    let server = TestServer::start(ServerOpts::default());
+    let r = run(one_group(40, json!({"per_client": 25}), http(&server.url()))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.per_client, vec![25; 40]);
+    assert_eq!(g.succeeded, 1000);
+    assert_eq!(server.requests(), 1000);
+}
+
+#[test]
+fn duration_stop_ends_on_time() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(5),
+        ..ServerOpts::default()
+    });
+    let t = Instant::now();
+    let mut s = one_group(10, json!({"duration_ms": 800}), http(&server.url()));
+    s.interval_ms = 200;
+    let r = run(s).unwrap();
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_millis(1300),
+        "took {took:?}"
+    );
+    let g = &r.groups[0];
+    assert!((g.elapsed_s - 0.8).abs() < 1e-6, "group elapsed {}", g.elapsed_s);
+    assert!(g.succeeded > 100, "only {} ops in 0.8 s", g.succeeded);
+    assert_eq!(g.failed + g.hung, 0);
+    assert_eq!(g.series.len(), 4, "{:?}", g.series);
+    assert!(server.requests() >= g.succeeded);
+}
+
+#[test]
+fn fixed_20ms_service_has_p50_within_1ms() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(20),
+        ..ServerOpts::default()
+    });
+    let r = run(one_group(4, json!({"total": 120}), http(&server.url()))).unwrap();
+    let s = summary(&r);
+    let p50 = s["groups"][0]["latency_us"]["p50"].as_u64().unwrap();
+    assert!((19_000..=21_000).contains(&p50), "p50 {p50} µs");
+    assert!(s["groups"][0]["ttfb_us"]["p50"].as_u64().unwrap() >= 20_000);
+}
+
+fn decode(b: Vec<u8>) -> Histogram<u64> {
+    Deserializer::new().deserialize(&mut std::io::Cursor::new(b)).unwrap()
+}
+
+#[test]
+fn summary_percentiles_equal_the_decoded_histogram() {
+    let server = TestServer::start(ServerOpts::default());
+    let r = run(one_group(8, json!({"total": 3000}), http(&server.url()))).unwrap();
+    let s = summary(&r);
+    let g = &s["groups"][0];
+    let h = decode(r.histogram_v2(0, Metric::Latency).unwrap());
+    assert_eq!(h.len(), 3000);
+    for (key, q) in [
+        ("p50", 0.5),
+        ("p90", 0.9),
+        ("p95", 0.95),
+        ("p99", 0.99),
+        ("p999", 0.999),
+    ] {
+        assert_eq!(g["latency_us"][key].as_u64().unwrap(), h.value_at_quantile(q), "{key}");
+    }
+    assert_eq!(g["latency_us"]["max"].as_u64().unwrap(), h.max());
+    assert_eq!(g["latency_us"]["min"].as_u64().unwrap(), h.min());
+    for row in g["percentiles"].as_array().unwrap() {
+        let (p, v) = (row[0].as_f64().unwrap(), row[1].as_u64().unwrap());
+        assert_eq!(v, h.value_at_quantile(p / 100.0), "percentile {p}");
+    }
+    let c = decode(r.histogram_v2(0, Metric::Connect).unwrap());
+    assert_eq!(g["connect_us"]["count"].as_u64().unwrap(), c.len());
+    assert!(r.histogram_v2(1, Metric::Latency).is_none());
+}
+
+#[test]
+fn status_failures_are_classed_status() {
+    let server = TestServer::start(ServerOpts {
+        status: 503,
+        ..ServerOpts::default()
+    });
+    let r = run(one_group(5, json!({"total": 100}), http(&server.url()))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed), (0, 100));
+    assert_eq!(g.failures_of(ErrorClass::Status), 100);
+    assert_eq!(server.connections(), 5, "a status failure must keep the connection");
+    let s = summary(&r);
+    assert_eq!(s["groups"][0]["failures"], json!({"status": 100}));
+    let samples = s["groups"][0]["error_samples"]["status"].as_array().unwrap();
+    assert_eq!(samples.len(), 5);
+    assert!(samples[0]
+        .as_str()
+        .unwrap()
+        .starts_with("status 503 from http://127.0.0.1:"));
+
+    let mut client = http(&server.url());
+    client["expect_status"] = json!([[500, 503]]);
+    let r = run(one_group(2, json!({"total": 10}), client)).unwrap();
+    assert_eq!(r.groups[0].succeeded, 10);
+}
+
+#[test]
+fn body_and_length_checks() {
+    let server = TestServer::start(ServerOpts::default());
+    let body = "hello knee\n";
+    let cases = [
+        (json!({"expect_body": "knee"}), None),
+        (json!({"expect_body": "nope"}), Some(ErrorClass::Body)),
+        (json!({"expect_body_regex": "^hel+o k"}), None),
+        (json!({"expect_body_regex": "^knee"}), Some(ErrorClass::Body)),
+        (json!({"expect_length": body.len()}), None),
+        (json!({"expect_length": body.len() + 1}), Some(ErrorClass::Length)),
+    ];
+    for (extra, class) in cases {
+        let mut client = http(&server.url());
+        for (k, v) in extra.as_object().unwrap() {
+            client[k] = v.clone();
+        }
+        let r = run(one_group(2, json!({"total": 20}), client)).unwrap();
+        let g = &r.groups[0];
+        match class {
+            None => assert_eq!(g.succeeded, 20, "{extra}: {}", r.summary_json()),
+            Some(c) => assert_eq!(g.failures_of(c), 20, "{extra}: {}", r.summary_json()),
+        }
+    }
+}
+
+#[test]
+fn post_body_and_headers_reach_the_server() {
+    // The server counts requests; a malformed request would fail at its parser and not count.
+    let server = TestServer::start(ServerOpts::default());
+    let mut client = http(&server.url());
+    client["method"] = json!("POST");
+    client["body"] = json!("x".repeat(10_000));
+    client["headers"] = json!([["Cookie", "a=b"], ["X-Test", "1"]]);
+    let r = run(one_group(3, json!({"total": 60}), client)).unwrap();
+    assert_eq!(r.groups[0].succeeded, 60, "{}", r.summary_json());
+    assert_eq!(server.requests(), 60);
+}
+
+#[test]
+fn refused_connections_are_classed_connect_refused() {
+    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let r = run(one_group(2, json!({"total": 10}), http(&url))).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::ConnectRefused), 10, "{}", r.summary_json());
+    assert_eq!(g.succeeded + g.hung, 0);
+}
+
+#[test]
+fn slow_responses_past_the_timeout_are_hung() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(400),
+        ..ServerOpts::default()
+    });
+    let mut s = one_group(3, json!({"per_client": 2}), http(&server.url()));
+    s.groups[0].timeout_ms = 100;
+    let t = Instant::now();
+    let r = run(s).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (0, 0, 6));
+    assert_eq!(g.hung_clients, vec![0, 1, 2]);
+    assert_eq!(g.latency.len(), 0, "hung operations are not in the latency histogram");
+}
+
+#[test]
+fn baseload_and_stress_groups_run_together_with_separate_results() {
+    let base = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(2),
+        ..ServerOpts::default()
+    });
+    let stress = TestServer::start(ServerOpts {
+        status: 500,
+        ..ServerOpts::default()
+    });
+    let s = spec(json!({"threads": 2, "interval_ms": 100, "groups": [
+        group("baseload", 5, json!({"duration_ms": 600}), http(&base.url())),
+        group("stress", 20, json!({"per_client": 10}), http(&stress.url())),
+    ]}));
+    let r = run(s).unwrap();
+    let (b, st) = (r.group("baseload").unwrap(), r.group("stress").unwrap());
+    assert_eq!(b.kind, "http");
+    assert_eq!((b.clients, st.clients), (5, 20));
+    assert!(b.succeeded > 50 && b.failed == 0, "baseload {}", r.summary_json());
+    // Requests in flight when the window closed reached the server but are not counted.
+    assert!(
+        base.requests() >= b.succeeded && base.requests() <= b.succeeded + 5,
+        "{}",
+        base.requests()
+    );
+    assert_eq!((st.succeeded, st.failed), (0, 200));
+    assert_eq!(st.per_client, vec![0; 20]);
+    assert_eq!(stress.requests(), 200);
+    assert!((b.elapsed_s - 0.6).abs() < 1e-6);
+    assert!(st.elapsed_s < b.elapsed_s);
+    assert!(r.elapsed_s >= 0.6);
+}
+
+#[test]
+fn warmup_operations_are_not_recorded() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(5),
+        ..ServerOpts::default()
+    });
+    let mut s = one_group(2, json!({"duration_ms": 300}), http(&server.url()));
+    s.groups[0].warmup_ms = 200;
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    assert!(g.warmup_ops > 10, "{}", r.summary_json());
+    assert!(g.succeeded > 10);
+    assert!(server.requests() >= g.warmup_ops + g.succeeded);
+    assert_eq!(g.latency.len(), g.succeeded);
+}
+
+#[test]
+fn think_time_paces_clients_and_never_outlasts_the_window() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut s = one_group(2, json!({"duration_ms": 450}), http(&server.url()));
+    s.groups[0].think_ms = 100;
+    let r = run(s).unwrap();
+    // Each client starts at 0, 100, 200, 300, 400 ms (plus the tiny service time).
+    assert!((8..=10).contains(&r.groups[0].succeeded), "{}", r.summary_json());
+
+    let mut s = one_group(2, json!({"duration_ms": 300}), http(&server.url()));
+    s.groups[0].think_ms = 5000;
+    let t = Instant::now();
+    let r = run(s).unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "a long think time outlasted the window: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(r.groups[0].succeeded, 2);
+}

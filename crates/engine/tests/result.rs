@@ -1,0 +1,178 @@
+//! Results: merge equals one combined recording, lossless bytes, live control.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use knee_engine::{run, Engine, EngineError, ErrorClass, MergeError, ShardResult, Spec};
+use serde_json::json;
+
+#[test]
+fn merge_equals_the_combined_recording_and_bytes_round_trip() {
+    let ok = TestServer::start(ServerOpts::default());
+    let bad = TestServer::start(ServerOpts {
+        status: 503,
+        ..ServerOpts::default()
+    });
+    let mut a = run(one_group(3, json!({"total": 300}), http(&ok.url()))).unwrap();
+    let b = run(one_group(2, json!({"total": 50}), http(&bad.url()))).unwrap();
+
+    let bytes = a.to_bytes();
+    let back = ShardResult::from_bytes(&bytes).unwrap();
+    assert_eq!(back, a, "to_bytes/from_bytes must be lossless");
+    assert_eq!(back.to_bytes(), bytes);
+
+    let (ga, gb) = (a.groups[0].clone(), b.groups[0].clone());
+    let mut latency = ga.latency.clone();
+    latency.add(&gb.latency).unwrap();
+    let mut connect = ga.connect.clone();
+    connect.add(&gb.connect).unwrap();
+    a.merge(&b).unwrap();
+    let g = &a.groups[0];
+    assert_eq!(a.groups.len(), 1);
+    assert_eq!((g.succeeded, g.failed, g.hung), (300, 50, 0));
+    assert_eq!(g.clients, 5);
+    assert_eq!(g.failures_of(ErrorClass::Status), 50);
+    assert_eq!(g.latency, latency);
+    assert_eq!(g.latency.len(), 350);
+    assert_eq!(g.connect, connect);
+    assert_eq!(g.per_client.len(), 5);
+    assert_eq!(g.per_client.iter().sum::<u64>(), 300);
+    assert_eq!(&g.per_client[..3], &ga.per_client[..]);
+    let n = ga.series.len().max(gb.series.len());
+    assert_eq!(g.series.len(), n);
+    for i in 0..n {
+        let (x, y) = (
+            ga.series.get(i).copied().unwrap_or_default(),
+            gb.series.get(i).copied().unwrap_or_default(),
+        );
+        assert_eq!(g.series[i].succeeded, x.succeeded + y.succeeded);
+        assert_eq!(g.series[i].failed, x.failed + y.failed);
+    }
+    assert_eq!(g.elapsed_s, ga.elapsed_s.max(gb.elapsed_s));
+    assert_eq!(g.error_samples[ErrorClass::Status.index()].len(), 5);
+
+    // The merged result survives bytes too, and summary percentiles come from the merged histogram.
+    let merged = ShardResult::from_bytes(&a.to_bytes()).unwrap();
+    assert_eq!(merged, a);
+    let s = summary(&merged);
+    assert_eq!(
+        s["groups"][0]["latency_us"]["p99"].as_u64().unwrap(),
+        latency.value_at_quantile(0.99)
+    );
+    assert_eq!(s["groups"][0]["latency_us"]["count"].as_u64().unwrap(), 350);
+}
+
+#[test]
+fn merge_appends_unknown_groups_and_rejects_mismatches() {
+    let ok = TestServer::start(ServerOpts::default());
+    let mut a = run(one_group(1, json!({"total": 5}), http(&ok.url()))).unwrap();
+    let mut other = one_group(1, json!({"total": 5}), http(&ok.url()));
+    other.groups[0].name = "second".into();
+    let b = run(other).unwrap();
+    a.merge(&b).unwrap();
+    assert_eq!(
+        a.groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(),
+        ["main", "second"]
+    );
+
+    let mut c = one_group(1, json!({"total": 1}), json!({"kind": "exec", "argv": ["/bin/true"]}));
+    c.interval_ms = 500;
+    let c = run(c).unwrap();
+    assert!(matches!(a.merge(&c), Err(MergeError::Interval(..))));
+    let mut d = c.clone();
+    d.interval_s = 1.0;
+    assert!(matches!(a.merge(&d), Err(MergeError::Kind { .. })));
+    assert!(ShardResult::from_bytes(b"{}").is_err());
+}
+
+#[test]
+fn stop_mid_run_ends_promptly_with_partial_counts() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(2),
+        ..ServerOpts::default()
+    });
+    let engine =
+        std::sync::Arc::new(Engine::start(one_group(10, json!({"total": 1_000_000}), http(&server.url()))).unwrap());
+    std::thread::sleep(Duration::from_millis(1300));
+    let snap = engine.snapshot();
+    assert!(!snap.finished);
+    let v: serde_json::Value = serde_json::from_str(&snap.to_json()).unwrap();
+    let keys: Vec<&str> = v["groups"][0].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["failed", "hung", "in_flight", "name", "p50_us", "p99_us", "succeeded"]
+    );
+    assert!(v["elapsed_s"].as_f64().unwrap() >= 1.2 && v["finished"] == json!(false));
+    assert!(
+        snap.groups[0].succeeded > 0 && snap.groups[0].p50_us >= 2000,
+        "{snap:?}"
+    );
+    let e2 = engine.clone();
+    let t = Instant::now();
+    std::thread::spawn(move || e2.stop()).join().unwrap();
+    engine.stop();
+    assert!(engine.wait(Some(Duration::from_secs(3))));
+    assert!(t.elapsed() < Duration::from_millis(500), "stop took {:?}", t.elapsed());
+    let r = engine.result().unwrap();
+    let g = &r.groups[0];
+    assert!(r.stopped);
+    assert!(g.succeeded >= snap.groups[0].succeeded && g.succeeded < 1_000_000);
+    assert_eq!(g.failed + g.hung, 0);
+    assert!(engine.snapshot().finished);
+    assert_eq!(engine.snapshot().groups[0].in_flight, 0);
+    assert_eq!(engine.result(), Some(r), "result() can be called again");
+}
+
+#[test]
+fn start_errors_name_the_key_and_the_fix() {
+    let mut client = http("http://127.0.0.1:1/");
+    client["body_file"] = json!("/nonexistent/knee-body");
+    let e = Engine::start(one_group(1, json!({"total": 1}), client)).err().unwrap();
+    assert!(matches!(e, EngineError::BodyFile { .. }));
+    assert!(
+        e.to_string()
+            .starts_with("groups[0].client.body_file: cannot read body_file \"/nonexistent/knee-body\""),
+        "{e}"
+    );
+
+    let e = Engine::start(one_group(100_000_000, json!({"total": 1}), http("http://127.0.0.1:1/")))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("ulimit -n 100000064"), "{e}");
+
+    let e = Spec::from_json(
+        r#"{"groups": [{"name": "g", "clients": 1, "stop": {"total": 0}, "client": {"kind": "exec", "argv": ["x"]}}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "groups[0].stop.total must be at least 1 (got 0)");
+}
+
+#[test]
+fn body_file_is_sent() {
+    let dir = temp_dir("bodyfile");
+    let path = dir.join("body");
+    std::fs::write(&path, vec![b'z'; 50_000]).unwrap();
+    let server = TestServer::start(ServerOpts::default());
+    let mut client = http(&server.url());
+    client["method"] = json!("PUT");
+    client["body_file"] = json!(path.display().to_string());
+    let r = run(one_group(2, json!({"total": 20}), client)).unwrap();
+    assert_eq!(r.groups[0].succeeded, 20, "{}", r.summary_json());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn open_loop_rate_paces_the_group() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut s = one_group(4, json!({"duration_ms": 1000}), http(&server.url()));
+    s.groups[0].pacer = knee_engine::PacerSpec::Rate {
+        rate_hz: 200.0,
+        poisson: false,
+        max_in_flight: None,
+    };
+    let r = run(s).unwrap();
+    let n = r.groups[0].succeeded;
+    assert!((180..=201).contains(&n), "200/s for 1 s gave {n}");
+}

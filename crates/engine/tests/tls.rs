@@ -1,0 +1,110 @@
+//! HTTPS against a real rustls server on 127.0.0.1:0 with a self-signed certificate (made by `openssl`).
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use knee_engine::{run, ErrorClass};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::json;
+
+/// Start an HTTPS server; returns its port and its request counter.
+fn https_server(dir: &std::path::Path) -> (u16, Arc<AtomicU64>) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl is installed");
+    assert!(status.success());
+    let certs = vec![CertificateDer::from_pem_file(&cert).unwrap()];
+    let key = PrivateKeyDer::from_pem_file(&key).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicU64::new(0));
+    let req = requests.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                let (acceptor, req) = (acceptor.clone(), req.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else { return };
+                    let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
+                        req.fetch_add(1, Ordering::Relaxed);
+                        async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"secure\n")))) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+    });
+    (port, requests)
+}
+
+#[test]
+fn https_with_insecure_verifier_and_untrusted_cert_failure() {
+    let dir = temp_dir("tls");
+    let (port, requests) = https_server(&dir);
+    let mut client = json!({"kind": "http", "url": format!("https://127.0.0.1:{port}/"), "insecure": true});
+    client["expect_body"] = json!("secure");
+    let r = run(one_group(2, json!({"total": 100}), client.clone())).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!(g.kind, "https");
+    assert_eq!(g.connect.len(), 2, "keep-alive: one TLS handshake per client");
+    assert_eq!(requests.load(Ordering::Relaxed), 100);
+
+    client["new_connection"] = json!(true);
+    let r = run(one_group(2, json!({"total": 20}), client.clone())).unwrap();
+    assert_eq!((r.groups[0].succeeded, r.groups[0].connect.len()), (20, 20));
+
+    // Without `insecure` the self-signed certificate is rejected: class `tls`.
+    client["insecure"] = json!(false);
+    let r = run(one_group(1, json!({"total": 3}), client)).unwrap();
+    assert_eq!(r.groups[0].failures_of(ErrorClass::Tls), 3, "{}", r.summary_json());
+    let _ = std::fs::remove_dir_all(dir);
+}
