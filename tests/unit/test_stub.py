@@ -10,7 +10,7 @@ from conftest import REPO
 
 def test_engine_stub_matches_the_extension() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "knee._engine"],
+        [sys.executable, "-m", "mypy.stubtest", "knee._engine", "--ignore-disjoint-bases"],
         capture_output=True,
         text=True,
         timeout=120,
