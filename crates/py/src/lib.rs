@@ -3,9 +3,11 @@
 use pyo3::prelude::*;
 
 mod engine;
+mod target;
 
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::register(m)?;
+    target::register(m)?;
     Ok(())
 }

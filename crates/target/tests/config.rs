@@ -1,0 +1,87 @@
+//! Config parsing, profiles, and the one-sentence errors for bad values.
+
+use knee_target::{profiles, Config, RecoveryMode};
+
+fn err(toml: &str) -> String {
+    Config::from_toml(toml).expect_err("should be rejected").to_string()
+}
+
+#[test]
+fn every_profile_is_valid_and_documents_its_peak() {
+    assert!(profiles().len() >= 5);
+    for (name, desc) in profiles() {
+        let cfg = Config::profile(name).unwrap_or_else(|e| panic!("profile {name}: {e}"));
+        assert_eq!(cfg.name, name);
+        assert!(!desc.is_empty());
+    }
+    let srm = Config::profile("srm").unwrap();
+    assert!((srm.n_star().unwrap() - 50.0).abs() < 0.5);
+    assert_eq!((srm.pool, srm.recovery.mode), (600, RecoveryMode::Stuck));
+    let fast = Config::profile("srm-fast").unwrap();
+    let (n, x) = fast.peak().unwrap();
+    assert_eq!(n, 50);
+    assert!((x / srm.peak().unwrap().1 - 100.0).abs() < 1e-6, "srm-fast is srm x100");
+    assert_eq!(Config::profile("auth").unwrap().pool, 250);
+}
+
+#[test]
+fn profile_keys_are_overridden_by_the_config() {
+    let cfg = Config::from_toml("profile = \"srm-fast\"\npool = 20\n[recovery]\nafter_s = 0.5\n").unwrap();
+    assert_eq!(cfg.pool, 20);
+    assert_eq!(cfg.recovery.after_s, 0.5);
+    assert_eq!(cfg.recovery.mode, RecoveryMode::Stuck, "tables merge key by key");
+    assert_eq!(cfg.lambda, 100.0);
+    assert_eq!(cfg.path_cost("/copy"), (2.0, 10_485_760));
+    assert_eq!(cfg.path_cost("/other"), (1.0, 0));
+}
+
+#[test]
+fn usl_model_helpers() {
+    let cfg = Config::from_toml("lambda = 10.0\nsigma = 0.1\nkappa = 0.01").unwrap();
+    assert!((cfg.usl_rate(1) - 10.0).abs() < 1e-9);
+    assert!((cfg.service_time(1).as_secs_f64() - 0.1).abs() < 1e-9);
+    // X(N) = N / S(N)
+    assert!((cfg.usl_rate(7) - 7.0 / cfg.service_time(7).as_secs_f64()).abs() < 1e-6);
+    assert!((cfg.n_star().unwrap() - 90f64.sqrt()).abs() < 1e-9);
+    assert_eq!(Config::from_toml("kappa = 0.0").unwrap().n_star(), None);
+}
+
+#[test]
+fn bad_values_get_one_sentence_naming_key_value_and_fix() {
+    let e = err("sigma = -0.1");
+    assert!(e.contains("sigma = -0.1") && e.contains("0 ≤ sigma < 1"), "{e}");
+    let e = err("lambda = 0");
+    assert!(e.contains("lambda = 0") && e.contains("> 0"), "{e}");
+    let e = err("hang_fraction = 1.5");
+    assert!(e.contains("hang_fraction = 1.5"), "{e}");
+    let e = err("[recovery]\nmode = \"stuck\"\n");
+    assert!(e.contains("recovery.threshold = 0"), "{e}");
+    let e = err("[paths.\"/admin/x\"]\ncost = 1.0\n");
+    assert!(e.contains("/admin/x"), "{e}");
+    let e = err("host = \"example\"");
+    assert!(e.contains("host = 'example'"), "{e}");
+    for e in [
+        err("sigma = -0.1"),
+        err("profile = \"nope\""),
+        err("sigmaa = 1.0"),
+        err("a = \n"),
+    ] {
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+}
+
+#[test]
+fn unknown_names_and_syntax_errors_are_reported() {
+    let e = err("profile = \"nope\"");
+    assert!(e.contains("'nope'") && e.contains("srm-fast"), "{e}");
+    let e = err("sigmaa = 1.0");
+    assert!(e.contains("sigmaa"), "{e}");
+    let e = err("lambda = 1.0\npool = \n");
+    assert!(e.contains("line 2"), "{e}");
+    let e = err("[recovery]\nmode = \"sometimes\"\n");
+    assert!(e.contains("sometimes"), "{e}");
+    let e = err("lambda = \"fast\"");
+    assert!(e.contains("key lambda") && e.contains("fast"), "{e}");
+    let e = err("[recovery]\nmode = \"sometimes\"\n");
+    assert!(e.contains("key recovery.mode"), "{e}");
+}
