@@ -53,12 +53,3 @@ def parse_header(value: str, key: str = "-H") -> tuple[str, str]:
         raise UserError(f"{key} must look like 'Name: value' (got {value!r})")
     return name.strip(), rest.strip()
 
-
-def format_duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:g}h"
-    if seconds >= 60:
-        return f"{seconds / 60:g}m"
-    if seconds >= 1:
-        return f"{seconds:g}s"
-    return f"{seconds * 1000:g}ms"
