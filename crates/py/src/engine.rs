@@ -1,5 +1,8 @@
 //! `knee._engine.Engine` and `ShardResult`: conversion and GIL handling only.
 
+// pyo3 0.22's #[pymethods] expansion trips this lint on every PyResult return.
+#![allow(clippy::useless_conversion)]
+
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
