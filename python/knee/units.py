@@ -52,4 +52,3 @@ def parse_header(value: str, key: str = "-H") -> tuple[str, str]:
     if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
         raise UserError(f"{key} must look like 'Name: value' (got {value!r})")
     return name.strip(), rest.strip()
-
