@@ -126,8 +126,9 @@ fn summary_percentiles_equal_the_decoded_histogram() {
     assert_eq!(g["latency_us"]["min"].as_u64().unwrap(), h.min());
     for row in g["percentiles"].as_array().unwrap() {
         let (p, v) = (row[0].as_f64().unwrap(), row[1].as_u64().unwrap());
-        // exact decimal quantiles: 99.9 / 100.0 would be 0.9990000000000001, one count too far
-        assert_eq!(v, h.value_at_quantile((p * 1000.0).round() / 100_000.0), "percentile {p}");
+        // The exact decimal quantile (99.9 / 100.0 is 0.9990000000000001, one rank higher).
+        let q = (p * 1000.0).round() / 100_000.0;
+        assert_eq!(v, h.value_at_quantile(q), "percentile {p}");
     }
     let c = decode(r.histogram_v2(0, Metric::Connect).unwrap());
     assert_eq!(g["connect_us"]["count"].as_u64().unwrap(), c.len());
@@ -293,4 +294,170 @@ fn think_time_paces_clients_and_never_outlasts_the_window() {
         t.elapsed()
     );
     assert_eq!(r.groups[0].succeeded, 2);
+}
+
+/// Run `clients` clients for `total` requests against `url` with extra client keys.
+fn run_with(url: &str, clients: u64, total: u64, extra: serde_json::Value) -> knee_engine::ShardResult {
+    let mut client = http(url);
+    for (k, v) in extra.as_object().unwrap() {
+        client[k] = v.clone();
+    }
+    run(one_group(clients, json!({"total": total}), client)).unwrap()
+}
+
+#[test]
+fn chunked_bodies_are_decoded_whole_or_split_across_reads() {
+    let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n knee\n\r\n0\r\nX-Trailer: 1\r\n\r\n";
+    for split in [false, true] {
+        let server = RawServer::start(resp.to_vec(), After::KeepOpen, split);
+        let total = if split { 20 } else { 400 };
+        let r = run_with(
+            &server.url(),
+            2,
+            total,
+            json!({"expect_body": "hello knee\n", "expect_length": 11}),
+        );
+        let g = &r.groups[0];
+        assert_eq!((g.succeeded, g.failed, g.hung), (total, 0, 0), "{}", r.summary_json());
+        assert_eq!(server.requests(), total);
+        assert_eq!(server.connections(), 2, "chunked responses keep the connection");
+        let r = run_with(&server.url(), 1, 5, json!({"expect_length": 10}));
+        assert_eq!(r.groups[0].failures_of(ErrorClass::Length), 5, "{}", r.summary_json());
+    }
+}
+
+#[test]
+fn connection_close_responses_reconnect_without_errors() {
+    let server = RawServer::start(
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nok\n".to_vec(),
+        After::Close,
+        false,
+    );
+    let r = run_with(&server.url(), 4, 200, json!({"expect_body": "ok"}));
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (200, 0, 0), "{}", r.summary_json());
+    assert_eq!((server.requests(), server.connections()), (200, 200));
+    assert_eq!(g.connect.len(), 200);
+}
+
+#[test]
+fn silently_closed_keep_alive_connections_are_retried_once() {
+    // No `Connection: close`: the client learns of the close only when it reuses the connection.
+    let server = RawServer::start(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n".to_vec(),
+        After::Close,
+        false,
+    );
+    let r = run_with(&server.url(), 2, 100, json!({}));
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!((server.requests(), server.connections()), (100, 100));
+}
+
+#[test]
+fn http10_close_delimited_bodies_are_read_to_the_end() {
+    let server = RawServer::start(b"HTTP/1.0 200 OK\r\n\r\nhello 1.0 body".to_vec(), After::Close, false);
+    let r = run_with(
+        &server.url(),
+        3,
+        90,
+        json!({"expect_length": 14, "expect_body_regex": "^hello 1\\.0 body$"}),
+    );
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (90, 0, 0), "{}", r.summary_json());
+    assert_eq!((server.requests(), server.connections()), (90, 90));
+}
+
+#[test]
+fn a_1mb_body_is_counted_and_length_checked() {
+    let n = 1 << 20;
+    let mut resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+    resp.extend(std::iter::repeat_n(b'x', n - 4));
+    resp.extend_from_slice(b"END\n");
+    let server = RawServer::start(resp, After::KeepOpen, false);
+    let r = run_with(&server.url(), 2, 30, json!({"expect_length": n}));
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (30, 0, 0), "{}", r.summary_json());
+    assert_eq!((server.requests(), server.connections()), (30, 2));
+    let r = run_with(
+        &server.url(),
+        2,
+        10,
+        json!({"expect_length": n + 1, "expect_body_regex": "xEND\n$"}),
+    );
+    assert_eq!(r.groups[0].failures_of(ErrorClass::Length), 10, "{}", r.summary_json());
+    let r = run_with(&server.url(), 2, 10, json!({"expect_body_regex": "xEND\n$"}));
+    assert_eq!(r.groups[0].succeeded, 10, "{}", r.summary_json());
+}
+
+#[test]
+fn head_and_204_responses_have_no_body() {
+    // A HEAD response announces a length but sends no body; waiting for it would hang.
+    let server = RawServer::start(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n".to_vec(),
+        After::KeepOpen,
+        false,
+    );
+    let r = run_with(&server.url(), 2, 100, json!({"method": "HEAD", "expect_length": 0}));
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!((server.requests(), server.connections()), (100, 2));
+
+    let server = RawServer::start(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(), After::KeepOpen, false);
+    let r = run_with(&server.url(), 2, 100, json!({"expect_status": [[204, 204]]}));
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!((server.requests(), server.connections()), (100, 2));
+}
+
+#[test]
+fn interim_100_continue_responses_are_skipped() {
+    let server = RawServer::start(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+        After::KeepOpen,
+        true,
+    );
+    let mut extra = json!({"method": "POST", "body": "data", "expect_status": [[201, 201]], "expect_body": "ok"});
+    extra["headers"] = json!([["Expect", "100-continue"]]);
+    let r = run_with(&server.url(), 2, 20, extra);
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (20, 0, 0), "{}", r.summary_json());
+    assert_eq!(server.requests(), 20);
+}
+
+#[test]
+fn garbage_responses_are_classed_protocol() {
+    let server = RawServer::start(b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec(), After::KeepOpen, false);
+    let r = run_with(&server.url(), 2, 20, json!({}));
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::Protocol), 20, "{}", r.summary_json());
+    let s = summary(&r);
+    let sample = s["groups"][0]["error_samples"]["protocol"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sample.starts_with("GET http://127.0.0.1:"), "{sample}");
+    assert!(sample.contains("invalid response head"), "{sample}");
+}
+
+#[test]
+fn cut_off_responses_are_classed_reset_or_closed() {
+    let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial".to_vec();
+    let server = RawServer::start(resp.clone(), After::Reset, false);
+    let r = run_with(&server.url(), 2, 20, json!({}));
+    let g = &r.groups[0];
+    let (reset, closed) = (g.failures_of(ErrorClass::Reset), g.failures_of(ErrorClass::Closed));
+    assert_eq!((reset + closed, g.succeeded), (20, 0), "{}", r.summary_json());
+    assert!(reset > 0, "an RST mid-body is a reset: {}", r.summary_json());
+
+    let server = RawServer::start(resp, After::Close, false);
+    let r = run_with(&server.url(), 2, 20, json!({}));
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::Closed), 20, "{}", r.summary_json());
+    let s = summary(&r);
+    let sample = s["groups"][0]["error_samples"]["closed"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sample.contains("after 7 of 100 body bytes"), "{sample}");
 }

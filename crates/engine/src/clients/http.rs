@@ -1,36 +1,38 @@
-//! HTTP/1.1 over hyper's low-level client: one keep-alive connection per client (or one per
-//! operation), over a TCP stream with TCP_NODELAY, optionally wrapped in rustls.
+//! HTTP/1.1 clients: one keep-alive connection per client (or one per operation), over a TCP
+//! stream, optionally wrapped in rustls. The request is pre-built once per group; the exchange
+//! itself is `h1`'s (a hand-written client: one write, `httparse` on a reusable buffer).
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, HOST};
-use hyper::{Method, Request, Uri};
-use hyper_util::rt::TokioIo;
+use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::{Method, Uri};
 use regex::bytes::Regex;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
+use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::h1;
 use super::{tls, OpReport, Outcome, Prepared};
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::error::EngineError;
 use crate::spec::HttpSpec;
 
+/// Requests up to this size go out in one segment; larger ones set TCP_NODELAY so that their last
+/// segment is not held back waiting for the ACK of the previous ones.
+const NODELAY_ABOVE: usize = 1200;
+
 pub(crate) struct HttpPrep {
     url: String,
     addr: SocketAddr,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    /// The whole request (head and body), written with one write.
+    request: Bytes,
     new_connection: bool,
     expect_status: Vec<(u16, u16)>,
     expect_body: Option<Regex>,
@@ -75,44 +77,52 @@ impl HttpPrep {
         } else {
             None
         };
-        let uri: Uri = full
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .parse()
-            .map_err(|e| bad(format!("url: {e}")))?;
-        let mut headers = HeaderMap::new();
-        let authority = full.authority().map_or(host.as_str(), |a| a.as_str());
-        headers.insert(
-            HOST,
-            HeaderValue::from_str(authority).map_err(|e| bad(format!("url host: {e}")))?,
-        );
-        for (name, value) in &spec.headers {
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(format!("headers {name:?}: {e}")))?;
-            let v = HeaderValue::from_str(value).map_err(|e| bad(format!("headers {name:?}: {e}")))?;
-            if n == HOST {
-                headers.insert(n, v);
-            } else {
-                headers.append(n, v);
-            }
-        }
+        let method = Method::from_bytes(spec.method.as_bytes()).map_err(|e| bad(format!("method: {e}")))?;
+        let path = full.path_and_query().map_or("/", |p| p.as_str());
+        let path = if path.is_empty() { "/" } else { path };
         let body = match (&spec.body, &spec.body_file) {
-            (_, Some(path)) => Bytes::from(std::fs::read(path).map_err(|source| EngineError::BodyFile {
+            (_, Some(path)) => std::fs::read(path).map_err(|source| EngineError::BodyFile {
                 key: format!("{key}.body_file"),
                 path: path.clone(),
                 source,
-            })?),
-            (Some(b), None) => Bytes::from(b.clone()),
-            (None, None) => Bytes::new(),
+            })?,
+            (Some(b), None) => b.clone().into_bytes(),
+            (None, None) => Vec::new(),
         };
+        let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(spec.headers.len());
+        for (name, value) in &spec.headers {
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(format!("headers {name:?}: {e}")))?;
+            let v = HeaderValue::from_str(value).map_err(|e| bad(format!("headers {name:?}: {e}")))?;
+            headers.push((n, v));
+        }
+        let has = |h: &HeaderName| headers.iter().any(|(n, _)| n == h);
+        let mut head = format!("{method} {path} HTTP/1.1\r\n");
+        if !has(&HOST) {
+            let authority = full.authority().map_or(host.as_str(), |a| a.as_str());
+            HeaderValue::from_str(authority).map_err(|e| bad(format!("url host: {e}")))?;
+            head.push_str(&format!("Host: {authority}\r\n"));
+        }
+        for (n, v) in &headers {
+            head.push_str(&format!("{n}: {}\r\n", String::from_utf8_lossy(v.as_bytes())));
+        }
+        // Like wrk's `-H "Connection: close"`: the server closes after the response.
+        if spec.new_connection && !has(&CONNECTION) {
+            head.push_str("Connection: close\r\n");
+        }
+        let wants_length = !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        if wants_length && !has(&CONTENT_LENGTH) && !has(&TRANSFER_ENCODING) {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(&body);
         let compile = |k: &str, p: &str| Regex::new(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
         Ok(HttpPrep {
             url: spec.url.clone(),
             addr,
             tls,
-            method: Method::from_bytes(spec.method.as_bytes()).map_err(|e| bad(format!("method: {e}")))?,
-            uri,
-            headers,
-            body,
+            method,
+            request: Bytes::from(request),
             new_connection: spec.new_connection,
             expect_status: spec.expect_status.clone(),
             expect_body: spec
@@ -130,80 +140,40 @@ impl HttpPrep {
     }
 }
 
-/// Aborts the connection's driver task (closing the socket) when dropped.
-struct Conn {
-    sender: SendRequest<Full<Bytes>>,
-    driver: JoinHandle<()>,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
+/// One open connection.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
 }
 
 pub(crate) struct HttpClient {
     prep: Arc<Prepared>,
     conn: Option<Conn>,
-    buf: Vec<u8>,
+    rx: h1::Rx,
+    /// The body, kept only when a body check needs it.
+    body: Vec<u8>,
 }
 
 type Failure = (ErrorClass, String);
-
-fn io_source<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            return Some(io);
-        }
-        cur = err.source();
-    }
-    None
-}
-
-fn classify(e: &hyper::Error) -> ErrorClass {
-    if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() || e.is_user() {
-        ErrorClass::Protocol
-    } else if let Some(io) = io_source(e) {
-        ErrorClass::of_io(io, false)
-    } else if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-        ErrorClass::Closed
-    } else {
-        ErrorClass::ReadError
-    }
-}
 
 async fn connect(p: &HttpPrep) -> Result<Conn, Failure> {
     let stream = TcpStream::connect(p.addr)
         .await
         .map_err(|e| (ErrorClass::of_connect(&e), format!("connect to {}: {e}", p.addr)))?;
-    let _ = stream.set_nodelay(true);
-    let handshake_err = |e: hyper::Error| (ErrorClass::Protocol, format!("HTTP handshake with {}: {e}", p.addr));
-    let (sender, driver) = match &p.tls {
-        None => {
-            let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.map_err(handshake_err)?;
-            (
-                sender,
-                tokio::task::spawn_local(async move {
-                    let _ = conn.await;
-                }),
-            )
-        }
+    // One request per connection and a one-segment request: Nagle never delays it, skip the syscall.
+    if !p.new_connection || p.tls.is_some() || p.request.len() > NODELAY_ABOVE {
+        let _ = stream.set_nodelay(true);
+    }
+    match &p.tls {
+        None => Ok(Conn::Plain(stream)),
         Some((connector, name)) => {
-            let tls = connector
-                .connect(name.clone(), stream)
+            // Boxed: the handshake future is large and would otherwise sit in every client's task.
+            let tls = Box::pin(connector.connect(name.clone(), stream))
                 .await
                 .map_err(|e| (ErrorClass::Tls, format!("TLS handshake with {}: {e}", p.addr)))?;
-            let (sender, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(handshake_err)?;
-            (
-                sender,
-                tokio::task::spawn_local(async move {
-                    let _ = conn.await;
-                }),
-            )
+            Ok(Conn::Tls(Box::new(tls)))
         }
-    };
-    Ok(Conn { sender, driver })
+    }
 }
 
 impl HttpClient {
@@ -211,7 +181,8 @@ impl HttpClient {
         HttpClient {
             prep,
             conn: None,
-            buf: Vec::new(),
+            rx: h1::Rx::default(),
+            body: Vec::new(),
         }
     }
 
@@ -240,73 +211,46 @@ impl HttpClient {
         if p.new_connection {
             self.conn = None;
         }
-        let mut reused = false;
-        if let Some(c) = &mut self.conn {
-            reused = !c.sender.is_closed() && c.sender.ready().await.is_ok();
-            if !reused {
-                self.conn = None;
-            }
-        }
+        let req = h1::Request {
+            bytes: &p.request,
+            head: p.method == Method::HEAD,
+        };
+        let keep_body = p.expect_body.is_some() || p.expect_body_regex.is_some();
         let resp = loop {
-            if self.conn.is_none() {
+            let reused = self.conn.is_some();
+            if !reused {
                 let t = Instant::now();
                 match connect(p).await {
                     Ok(c) => self.conn = Some(c),
                     Err((class, msg)) => return OpReport::fail(class, msg),
                 }
+                self.rx.reset();
                 connect_time = Some(t.elapsed());
             }
-            let conn = self.conn.as_mut().expect("connected above");
-            let mut req = Request::new(Full::new(p.body.clone()));
-            *req.method_mut() = p.method.clone();
-            *req.uri_mut() = p.uri.clone();
-            *req.headers_mut() = p.headers.clone();
-            let sent = Instant::now();
-            match conn.sender.send_request(req).await {
-                Ok(r) => break (r, sent.elapsed()),
+            self.body.clear();
+            let keep = keep_body.then_some(&mut self.body);
+            let result = match self.conn.as_mut().expect("connected above") {
+                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, keep).await,
+                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, keep).await,
+            };
+            match result {
+                Ok(r) => break r,
                 // The server closed an idle keep-alive connection before taking the request: reconnect once.
-                Err(e) if reused && e.is_canceled() => {
-                    reused = false;
+                Err(f) if reused && f.fresh => self.conn = None,
+                Err(f) => {
                     self.conn = None;
-                }
-                Err(e) => {
-                    let report = OpReport::fail(classify(&e), format!("{} {}: {e}", p.method, p.url));
                     return OpReport {
                         connect: connect_time,
-                        ..report
+                        ..OpReport::fail(f.class, format!("{} {}: {}", p.method, p.url, f.detail))
                     };
                 }
             }
         };
-        let (resp, ttfb) = resp;
-        let status = resp.status().as_u16();
-        let keep = p.expect_body.is_some() || p.expect_body_regex.is_some();
-        self.buf.clear();
-        let mut len = 0u64;
-        let mut body = resp.into_body();
-        let mut read_err = None;
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(f) => {
-                    if let Some(d) = f.data_ref() {
-                        len += d.len() as u64;
-                        if keep {
-                            self.buf.extend_from_slice(d);
-                        }
-                    }
-                }
-                Err(e) => {
-                    read_err = Some((classify(&e), format!("reading the body from {}: {e}", p.url)));
-                    break;
-                }
-            }
-        }
-        if p.new_connection {
+        if p.new_connection || !resp.reusable {
             self.conn = None;
         }
-        let outcome = if let Some((class, msg)) = read_err {
-            Outcome::Fail(class, msg)
-        } else if !p.expect_status.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status)) {
+        let (status, len) = (resp.status, resp.len);
+        let outcome = if !p.expect_status.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status)) {
             Outcome::Fail(ErrorClass::Status, format!("status {status} from {}", p.url))
         } else if p.expect_length.is_some_and(|n| n != len) {
             let n = p.expect_length.unwrap_or_default();
@@ -314,12 +258,12 @@ impl HttpClient {
                 ErrorClass::Length,
                 format!("body of {len} bytes from {}, expected {n}", p.url),
             )
-        } else if p.expect_body.as_ref().is_some_and(|re| !re.is_match(&self.buf)) {
+        } else if p.expect_body.as_ref().is_some_and(|re| !re.is_match(&self.body)) {
             Outcome::Fail(
                 ErrorClass::Body,
                 format!("body from {} does not contain expect_body", p.url),
             )
-        } else if p.expect_body_regex.as_ref().is_some_and(|re| !re.is_match(&self.buf)) {
+        } else if p.expect_body_regex.as_ref().is_some_and(|re| !re.is_match(&self.body)) {
             Outcome::Fail(
                 ErrorClass::Body,
                 format!("body from {} does not match expect_body_regex", p.url),
@@ -330,7 +274,24 @@ impl HttpClient {
         OpReport {
             outcome,
             connect: connect_time,
-            ttfb: Some(ttfb),
+            ttfb: Some(resp.ttfb),
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::{connect, HttpClient, Prepared};
+    use crate::spec::ClientSpec;
+
+    /// Every client's task holds its exchange future: keep it small (10 000 clients ≤ 100 MB).
+    #[test]
+    fn per_client_state_stays_small() {
+        let spec = serde_json::from_str(r#"{"url": "https://127.0.0.1:1/"}"#).unwrap();
+        let prep = Prepared::new(&ClientSpec::Http(spec), "k").unwrap();
+        let Prepared::Http(p) = &*prep else { unreachable!() };
+        assert!(std::mem::size_of_val(&connect(p)) <= 512);
+        let mut c = HttpClient::new(prep.clone());
+        assert!(std::mem::size_of_val(&c.exchange()) <= 768);
+        assert!(std::mem::size_of::<HttpClient>() <= 128);
     }
 }

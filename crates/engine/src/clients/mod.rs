@@ -9,6 +9,7 @@ use crate::error::EngineError;
 use crate::spec::ClientSpec;
 
 mod exec;
+mod h1;
 mod http;
 mod tcp;
 mod template;

@@ -16,6 +16,10 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use knee_engine::{ShardResult, Spec};
+
+mod raw;
+#[allow(unused_imports)]
+pub use raw::*;
 use serde_json::{json, Value};
 
 /// How the test server answers.

@@ -1,0 +1,396 @@
+//! A minimal HTTP/1.1 client exchange over any `AsyncRead + AsyncWrite` stream: write pre-built
+//! request bytes with one write, parse the response head with `httparse` from a reusable read
+//! buffer, then count (and only when a check needs it, keep) the body. Handles `Content-Length`,
+//! chunked and close-delimited bodies, 1xx interim responses, HEAD and 204/304.
+//!
+//! No allocation per request once a client's buffers have grown to fit its responses.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::class::ErrorClass;
+
+/// First size of a client's read buffer (it fits a typical small response); it grows only for
+/// larger heads or bodies. Small, because 10 000 idle clients each hold one.
+const INITIAL_BUF: usize = 1024;
+/// A read leaves at least this much room, else the buffer doubles first.
+const MIN_SPARE: usize = 512;
+/// Largest read the buffer grows to while skipping a large body.
+const MAX_READ: usize = 64 * 1024;
+/// A response head (or chunk-size line, or trailer) longer than this is a protocol error.
+const MAX_HEAD: usize = 64 * 1024;
+/// Response headers parsed at most.
+const MAX_HEADERS: usize = 100;
+
+/// Why an exchange failed. `fresh` = nothing of a response arrived (the write failed, or the
+/// connection closed or reset first): on a reused keep-alive connection that means the server
+/// closed it while idle, and the request may be retried on a new connection.
+pub(crate) struct Failure {
+    pub class: ErrorClass,
+    pub detail: String,
+    pub fresh: bool,
+}
+
+fn fail<T>(class: ErrorClass, detail: String) -> Result<T, Failure> {
+    Err(Failure {
+        class,
+        detail,
+        fresh: false,
+    })
+}
+
+fn io_fail<T>(e: &io::Error, what: &str, write: bool, fresh: bool) -> Result<T, Failure> {
+    Err(Failure {
+        class: ErrorClass::of_io(e, write),
+        detail: format!("{what}: {e}"),
+        fresh,
+    })
+}
+
+/// A finished exchange.
+pub(crate) struct Response {
+    pub status: u16,
+    /// Body bytes (decoded, for chunked bodies).
+    pub len: u64,
+    /// From before the write to the final response head parsed.
+    pub ttfb: Duration,
+    /// The connection may carry another request.
+    pub reusable: bool,
+}
+
+/// A client's read buffer: `buf[pos..]` is received but not yet consumed.
+#[derive(Default)]
+pub(crate) struct Rx {
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Rx {
+    /// Forget leftovers (a new connection).
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.pos = 0;
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+        if self.pos >= self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+    }
+
+    /// Read more bytes after the unread ones; `want` = how many the caller could use (grows the
+    /// buffer up to `MAX_READ` for large bodies). `Ok(0)` = end of stream.
+    async fn fill<S: AsyncRead + Unpin>(&mut self, s: &mut S, want: usize) -> io::Result<usize> {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        let cap = self.buf.capacity();
+        if cap == 0 {
+            self.buf.reserve_exact(INITIAL_BUF);
+        } else {
+            let spare = cap - self.buf.len();
+            if spare < MIN_SPARE || (spare < want && cap < MAX_READ) {
+                self.buf.reserve(cap);
+            }
+        }
+        s.read_buf(&mut self.buf).await
+    }
+}
+
+/// How the response body is delimited.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// What the exchange needs to know about a parsed response head.
+struct Head {
+    status: u16,
+    /// Bytes of the head, status line to the blank line.
+    len: usize,
+    http10: bool,
+    length: Option<u64>,
+    chunked: bool,
+    /// A Transfer-Encoding other than chunked last: the body runs to the connection's close.
+    other_coding: bool,
+    close: bool,
+    keep_alive: bool,
+}
+
+fn has_token(value: &[u8], token: &str) -> bool {
+    value
+        .split(|b| *b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Parse a response head from `data`: `Ok(None)` = incomplete.
+fn parse_head(data: &[u8]) -> Result<Option<Head>, String> {
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, data, &mut headers)
+    {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("invalid response head ({e})")),
+    };
+    let mut head = Head {
+        status: resp.code.unwrap_or_default(),
+        len,
+        http10: resp.version == Some(0),
+        length: None,
+        chunked: false,
+        other_coding: false,
+        close: false,
+        keep_alive: false,
+    };
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| format!("invalid Content-Length {:?}", String::from_utf8_lossy(h.value)))?;
+            if head.length.is_some_and(|m| m != n) {
+                return Err("conflicting Content-Length headers".to_string());
+            }
+            head.length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            let last = h.value.rsplit(|b| *b == b',').next().unwrap_or_default().trim_ascii();
+            head.chunked = last.eq_ignore_ascii_case(b"chunked");
+            head.other_coding = !head.chunked;
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            head.close |= has_token(h.value, "close");
+            head.keep_alive |= has_token(h.value, "keep-alive");
+        }
+    }
+    Ok(Some(head))
+}
+
+/// Read until a final (non-1xx) response head is parsed; returns it, consumed from `rx`.
+async fn read_head<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx) -> Result<Head, Failure> {
+    let mut received = false;
+    loop {
+        if !rx.unread().is_empty() {
+            match parse_head(rx.unread()) {
+                Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
+                    rx.consume(h.len);
+                    continue;
+                }
+                Ok(Some(h)) => {
+                    rx.consume(h.len);
+                    return Ok(h);
+                }
+                Ok(None) if rx.unread().len() > MAX_HEAD => {
+                    return fail(ErrorClass::Protocol, format!("response head over {MAX_HEAD} bytes"))
+                }
+                Ok(None) => {}
+                Err(e) => return fail(ErrorClass::Protocol, e),
+            }
+        }
+        let had = rx.unread().len();
+        match rx.fill(s, 0).await {
+            Ok(0) if had == 0 && !received => {
+                return Err(Failure {
+                    class: ErrorClass::Closed,
+                    detail: "connection closed before a response".to_string(),
+                    fresh: true,
+                })
+            }
+            Ok(0) => {
+                return fail(
+                    ErrorClass::Closed,
+                    format!("connection closed after {had} bytes of a response head"),
+                )
+            }
+            Ok(_) => received = true,
+            Err(e) => return io_fail(&e, "reading the response", false, !received),
+        }
+    }
+}
+
+/// Consume `n` body bytes (keeping them in `body` if `keep`). `Err(got)` = the stream ended.
+async fn take_body<S: AsyncRead + Unpin>(
+    s: &mut S,
+    rx: &mut Rx,
+    n: u64,
+    keep: Option<&mut Vec<u8>>,
+) -> Result<(), Failure> {
+    let mut keep = keep;
+    let mut left = n;
+    while left > 0 {
+        if rx.unread().is_empty() {
+            match rx.fill(s, usize::try_from(left).unwrap_or(usize::MAX)).await {
+                Ok(0) => {
+                    return fail(
+                        ErrorClass::Closed,
+                        format!("connection closed after {} of {n} body bytes", n - left),
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => return io_fail(&e, "reading the body", false, false),
+            }
+        }
+        let data = rx.unread();
+        let take = data.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        if let Some(b) = keep.as_deref_mut() {
+            b.extend_from_slice(&data[..take]);
+        }
+        rx.consume(take);
+        left -= take as u64;
+    }
+    Ok(())
+}
+
+/// Read until a line end (CRLF) is buffered; returns the line's length without it.
+async fn line<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, what: &str) -> Result<usize, Failure> {
+    loop {
+        if let Some(i) = rx.unread().windows(2).position(|w| w == b"\r\n") {
+            return Ok(i);
+        }
+        if rx.unread().len() > MAX_HEAD {
+            return fail(ErrorClass::Protocol, format!("{what} over {MAX_HEAD} bytes"));
+        }
+        match rx.fill(s, 0).await {
+            Ok(0) => return fail(ErrorClass::Closed, format!("connection closed in a {what}")),
+            Ok(_) => {}
+            Err(e) => return io_fail(&e, "reading the body", false, false),
+        }
+    }
+}
+
+/// Decode a chunked body; returns its decoded length.
+async fn chunked<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, mut keep: Option<&mut Vec<u8>>) -> Result<u64, Failure> {
+    let mut total = 0u64;
+    loop {
+        line(s, rx, "chunk size line").await?;
+        let size = match httparse::parse_chunk_size(rx.unread()) {
+            Ok(httparse::Status::Complete((n, size))) => {
+                rx.consume(n);
+                size
+            }
+            _ => return fail(ErrorClass::Protocol, "invalid chunk size line".to_string()),
+        };
+        if size == 0 {
+            break;
+        }
+        take_body(s, rx, size, keep.as_deref_mut()).await?;
+        total += size;
+        if line(s, rx, "chunk end").await? != 0 {
+            return fail(ErrorClass::Protocol, "chunk data longer than its size".to_string());
+        }
+        rx.consume(2);
+    }
+    // Trailer fields, then the blank line.
+    loop {
+        let n = line(s, rx, "trailer").await?;
+        rx.consume(n + 2);
+        if n == 0 {
+            return Ok(total);
+        }
+    }
+}
+
+/// Read a close-delimited body; returns its length.
+async fn until_close<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, keep: Option<&mut Vec<u8>>) -> Result<u64, Failure> {
+    let mut keep = keep;
+    let mut total = 0u64;
+    loop {
+        let data = rx.unread();
+        total += data.len() as u64;
+        if let Some(b) = keep.as_deref_mut() {
+            b.extend_from_slice(data);
+        }
+        rx.consume(data.len());
+        match rx.fill(s, MAX_READ).await {
+            Ok(0) => return Ok(total),
+            Ok(_) => {}
+            Err(e) => return io_fail(&e, "reading the body", false, false),
+        }
+    }
+}
+
+/// What one request looks like on the wire, built once per group.
+pub(crate) struct Request<'a> {
+    pub bytes: &'a [u8],
+    /// A HEAD request: responses carry no body.
+    pub head: bool,
+}
+
+/// Send `req` and read one response. `keep` = where to put the body when a check needs it.
+pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &Request<'_>,
+    rx: &mut Rx,
+    keep: Option<&mut Vec<u8>>,
+) -> Result<Response, Failure> {
+    let sent = Instant::now();
+    if let Err(e) = s.write_all(req.bytes).await {
+        return io_fail(&e, "sending the request", true, true);
+    }
+    if let Err(e) = s.flush().await {
+        return io_fail(&e, "sending the request", true, true);
+    }
+    let head = read_head(s, rx).await?;
+    let ttfb = sent.elapsed();
+    let framing = if req.head || head.status == 204 || head.status == 304 || head.status == 101 {
+        Framing::Empty
+    } else if head.chunked {
+        Framing::Chunked
+    } else if head.other_coding {
+        Framing::UntilClose
+    } else {
+        head.length.map_or(Framing::UntilClose, Framing::Length)
+    };
+    let len = match framing {
+        Framing::Empty => 0,
+        Framing::Length(n) => take_body(s, rx, n, keep).await.map(|()| n)?,
+        Framing::Chunked => chunked(s, rx, keep).await?,
+        Framing::UntilClose => until_close(s, rx, keep).await?,
+    };
+    let reusable = framing != Framing::UntilClose
+        && head.status != 101
+        && !head.close
+        && (!head.http10 || head.keep_alive)
+        && !(head.chunked && head.length.is_some());
+    Ok(Response {
+        status: head.status,
+        len,
+        ttfb,
+        reusable,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_head;
+
+    #[test]
+    fn heads_are_parsed_with_their_framing_headers() {
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: keep-alive, Close\r\n\r\nbody")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (h.status, h.length, h.close, h.http10, h.len),
+            (200, Some(12), true, false, 70)
+        );
+        let h = parse_head(b"HTTP/1.0 404 Nope\r\ntransfer-encoding: gzip, chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.chunked && h.http10 && !h.other_coding && h.status == 404);
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le").unwrap().is_none());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
+        assert!(parse_head(b"garbage\r\n\r\n").is_err());
+    }
+}
