@@ -32,6 +32,7 @@ test-py: ## python tests (real processes: nginx, curl, knee target)
 	$(PY) -m pytest -q tests
 
 lint: $(PY) ## clippy and ruff, warnings as errors
+	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -q -- -D warnings
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench

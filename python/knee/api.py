@@ -204,8 +204,15 @@ def shard_spec(
     interval: float = 1.0,
     threads: int = 0,
     name: str = "main",
+    rate: float | None = None,
+    poisson: bool = False,
+    max_in_flight: int | None = None,
 ) -> dict[str, Any]:
-    """A one-group engine spec. Exactly one of n, iterations, duration; none means 10 s."""
+    """A one-group engine spec. Exactly one of n, iterations, duration; none means 10 s.
+
+    `rate` (operations per second over the group) makes it an open loop: `clients` is then the
+    number of connections (slots) and latency counts from each operation's intended start.
+    """
     given = [k for k, v in (("-n", n), ("--iterations", iterations), ("--duration", duration)) if v is not None]
     if len(given) > 1:
         raise UserError(f"give only one of -n, --iterations and --duration (got {' and '.join(given)})")
@@ -229,21 +236,45 @@ def shard_spec(
         raise UserError(f"--timeout must be more than 0 (got {timeout:g} s)")
     if interval <= 0:
         raise UserError(f"--interval must be more than 0 (got {interval:g} s)")
+    pacer = open_loop_pacer(rate, poisson=poisson, max_in_flight=max_in_flight, think=think)
+    group: dict[str, Any] = {
+        "name": name,
+        "clients": clients,
+        "stop": stop,
+        "think_ms": round(think * 1000),
+        "timeout_ms": round(timeout * 1000),
+        "warmup_ms": round(warmup * 1000),
+        "client": client,
+    }
+    if pacer is not None:
+        group["pacer"] = pacer
     return {
         "threads": threads,
         "interval_ms": max(1, round(interval * 1000)),
-        "groups": [
-            {
-                "name": name,
-                "clients": clients,
-                "stop": stop,
-                "think_ms": round(think * 1000),
-                "timeout_ms": round(timeout * 1000),
-                "warmup_ms": round(warmup * 1000),
-                "client": client,
-            }
-        ],
+        "groups": [group],
     }
+
+
+def open_loop_pacer(
+    rate: float | None, *, poisson: bool = False, max_in_flight: int | None = None, think: float = 0.0
+) -> dict[str, Any] | None:
+    """The engine's open-loop pacer for `rate` (None: closed loop, and no open-loop option given)."""
+    if rate is None:
+        if poisson:
+            raise UserError("--poisson shapes an open loop: give --rate too (e.g. --rate 500 --poisson)")
+        if max_in_flight is not None:
+            raise UserError("--max-in-flight caps an open loop: give --rate too (e.g. --rate 500)")
+        return None
+    if not (rate > 0 and rate != float("inf")):
+        raise UserError(f"--rate must be a positive number of operations per second (got {rate:g})")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise UserError(f"--max-in-flight must be at least 1 (got {max_in_flight})")
+    if think > 0:
+        raise UserError(f"--think applies to closed loops only (got {think:g} s with --rate): drop one of them")
+    pacer: dict[str, Any] = {"kind": "rate", "rate_hz": float(rate), "poisson": poisson}
+    if max_in_flight is not None:
+        pacer["max_in_flight"] = max_in_flight
+    return pacer
 
 
 def run(
@@ -258,11 +289,18 @@ def run(
     warmup: float = 0.0,
     interval: float = 1.0,
     threads: int = 0,
+    rate: float | None = None,
+    poisson: bool = False,
+    max_in_flight: int | None = None,
     check: bool = True,
     on_snapshot: Callable[[dict[str, Any]], None] | None = None,
     **client_options: Any,
 ) -> RunResult:
     """Drive `target` with `clients` closed-loop clients and return what happened.
+
+    `rate` (operations per second) runs an open loop instead: arrivals at that rate (constant,
+    or Poisson with `poisson`), handed to `clients` connections, at most `max_in_flight`
+    waiting or running; latency counts from each arrival's intended start (docs/open-vs-closed.md).
 
     Stops after `n` operations in all, `iterations` per client, or `duration` seconds
     (10 s if none is given). `timeout`: an operation still running after it is hung.
@@ -281,6 +319,9 @@ def run(
         warmup=warmup,
         interval=interval,
         threads=threads,
+        rate=rate,
+        poisson=poisson,
+        max_in_flight=max_in_flight,
     )
     if check:
         preflight(client)

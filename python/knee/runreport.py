@@ -47,6 +47,55 @@ def _times_row(name: str, s: LatencyStats) -> str:
     return f"{name:<12}{s.min:8.1f}{s.mean:8.1f}{s.stdev:8.1f}{s.p50:8.1f}{s.max:8.1f}"
 
 
+def _pacer(r: RunResult) -> dict[str, Any] | None:
+    """The open-loop pacer of the run's group, or None for a closed loop."""
+    pacer = r.spec["groups"][0].get("pacer")
+    return pacer if pacer and pacer.get("kind") == "rate" else None
+
+
+def open_loop(r: RunResult) -> dict[str, Any] | None:
+    """The open-loop figures of a run (None for a closed loop): rates, late, dropped, both latencies."""
+    pacer = _pacer(r)
+    if pacer is None:
+        return None
+    g = r.summary["groups"][0]
+    return {
+        "target_rate_hz": float(pacer["rate_hz"]),
+        "poisson": bool(pacer.get("poisson", False)),
+        "max_in_flight": pacer.get("max_in_flight"),
+        "offered": int(g.get("offered", 0)),
+        "offered_rate_hz": float(g.get("offered_rate_hz") or 0.0),
+        "achieved_rate_hz": float(g.get("achieved_rate_hz", 0.0)),
+        "late": int(g.get("late", 0)),
+        "dropped": int(g.get("dropped", 0)),
+        "latency_uncorrected_ms": LatencyStats.from_engine_us(g.get("latency_uncorrected_us")).model_dump(),
+    }
+
+
+def _open_loop_lines(r: RunResult, add: Any) -> None:
+    o = open_loop(r)
+    if o is None:
+        return
+    shape = "Poisson" if o["poisson"] else "constant"
+    cap = f", at most {o['max_in_flight']} in flight" if o["max_in_flight"] else ""
+    add(f"{'Offered rate:':<28}{o['offered_rate_hz']:.2f} [#/sec] ({o['offered']} arrivals; target "
+        f"{o['target_rate_hz']:g}/s, {shape}{cap})")  # fmt: skip
+    add(f"{'Achieved rate:':<28}{o['achieved_rate_hz']:.2f} [#/sec] (completed operations)")
+    add(f"{'Late (> 10 ms after due):':<28}{o['late']}")
+    add(f"{'Dropped (never started):':<28}{o['dropped']}")
+
+
+def _latency_pair_lines(r: RunResult, add: Any) -> None:
+    o = open_loop(r)
+    if o is None or not r.stats.latency_ms.count:
+        return
+    c, u = r.stats.latency_ms, LatencyStats(**o["latency_uncorrected_ms"])
+    add("")
+    add("Latency (ms)                  p50       p99       max")
+    add(f"  {'corrected':<24}{c.p50:10.3f}{c.p99:10.3f}{c.max:10.3f}  (from the intended start)")
+    add(f"  {'uncorrected':<24}{u.p50:10.3f}{u.p99:10.3f}{u.max:10.3f}  (from the actual start)")
+
+
 def render(r: RunResult) -> str:
     s = r.stats
     group = r.summary["groups"][0]
@@ -71,6 +120,7 @@ def render(r: RunResult) -> str:
         failed += "  (" + ", ".join(f"{k}: {v}" for k, v in sorted(s.failures.items(), key=lambda kv: -kv[1])) + ")"
     add(f"{'Failed:':<28}{failed}")
     add(f"{'Hung (timed out, killed):':<28}{s.hung}")
+    _open_loop_lines(r, add)
     add(f"{'Operations per second:':<28}{s.rate_hz:.2f} [#/sec] (succeeded, mean)")
     if s.latency_ms.count:
         add(f"{'Time per operation:':<28}{s.latency_ms.mean:.3f} [ms] (mean)")
@@ -86,9 +136,11 @@ def render(r: RunResult) -> str:
     if kind == "http":
         add(_times_row("Waiting:", s.ttfb_ms))
     add(_times_row("Total:", s.latency_ms))
+    _latency_pair_lines(r, add)
     if s.percentiles_ms:
         add("")
-        add("Percentage of the operations served within a certain time (ms)")
+        corrected = " (from the intended start)" if _pacer(r) else ""
+        add(f"Percentage of the operations served within a certain time (ms){corrected}")
         for q, v in s.percentiles_ms:
             suffix = " (longest operation)" if q >= 100.0 else ""
             add(f"  {q:6g}% {v:10.3f}{suffix}")
@@ -155,5 +207,36 @@ def to_json(r: RunResult) -> dict[str, Any]:
         "series": [p.model_dump() for p in s.series],
         "hung_clients": s.hung_clients,
         "per_client": s.per_client,
+        "open_loop": open_loop(r),
         "spec": r.spec,
+    }
+
+
+def render_rate_steps(results: list[RunResult]) -> str:
+    """One row per rate of `knee run --rate 100,200,400`."""
+    lines = ["Rate steps (latency in ms; corrected from the intended start, uncorrected from the actual start)"]
+    lines.append(
+        f"  {'target/s':>9}{'offered/s':>11}{'achieved/s':>12}{'late':>8}{'dropped':>9}{'failed':>8}"
+        f"{'p50':>9}{'p99':>9}{'p99 uncorr':>12}"
+    )
+    for r in results:
+        o = open_loop(r)
+        if o is None:
+            continue
+        c, u = r.stats.latency_ms, LatencyStats(**o["latency_uncorrected_ms"])
+        lines.append(
+            f"  {o['target_rate_hz']:>9g}{o['offered_rate_hz']:>11.1f}{o['achieved_rate_hz']:>12.1f}"
+            f"{o['late']:>8}{o['dropped']:>9}{r.stats.failed + r.stats.hung:>8}{c.p50:>9.3f}{c.p99:>9.3f}{u.p99:>12.3f}"
+        )
+    return "\n".join(lines)
+
+
+def steps_to_json(results: list[RunResult]) -> dict[str, Any]:
+    """The --json document of several rates: one run document per rate, in order."""
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "knee_version": __version__,
+        "target": _target(results[0].spec),
+        "interrupted": any(r.interrupted for r in results),
+        "rate_steps": [to_json(r) for r in results],
     }

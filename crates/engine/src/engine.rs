@@ -90,7 +90,8 @@ impl Engine {
             }
         }
         let start = Instant::now() + delay;
-        let started_unix = now_unix + delay.as_secs_f64();
+        // Whole microseconds: a decimal that short parses back to the same f64 (to_bytes is lossless).
+        let started_unix = ((now_unix + delay.as_secs_f64()) * 1e6).round() / 1e6;
         let groups = spec
             .groups
             .iter()

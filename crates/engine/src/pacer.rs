@@ -1,72 +1,89 @@
-//! Pacing: one small abstraction that says when a client's next operation is meant to start.
+//! Pacing: when operations are meant to start.
 //!
-//! Like vegeta's `Pace(elapsed, hits) -> (wait, stop)`, a pacer only answers "when"; stop rules
-//! live elsewhere. `Closed` starts the next operation when the previous one ended (+ think time).
-//! `Rate` is an open loop: the group's `rate_hz` is split evenly over its clients (staggered
-//! phases, constant or Poisson gaps), and the operation's latency is measured from its
-//! *intended* start, so a slow server cannot hide its queueing (coordinated omission).
+//! `Closed` (per client): the next operation starts when the previous one ended (+ think time).
+//! `Schedule` (open loop, per worker thread and group): a stream of *intended* start times at a
+//! target rate, constant or Poisson (exponential gaps, seeded), independent of how fast the
+//! service answers. The worker hands each arrival to an idle client slot; latency is measured
+//! from the intended start, so a stall shows up in full (coordinated omission, as wrk2 fixed it).
 
 use std::time::{Duration, Instant};
 
-use crate::spec::PacerSpec;
+/// An operation that starts more than this after its intended start counts as *late*.
+/// Larger than the timer's granularity (1 ms) plus scheduling jitter on a busy machine.
+pub const LATE_AFTER: Duration = Duration::from_millis(10);
 
-pub(crate) enum Pacer {
-    Closed {
-        think: Duration,
-    },
-    Rate {
-        mean_gap_s: f64,
-        poisson: bool,
-        next: Instant,
-        rng: u64,
-    },
+/// Closed loop: when a client's next operation starts.
+pub(crate) struct Closed {
+    think: Duration,
 }
 
-impl Pacer {
-    pub fn new(spec: &PacerSpec, think_ms: u64, clients: u64, client: u64, start: Instant) -> Pacer {
-        match *spec {
-            PacerSpec::Closed => Pacer::Closed {
-                think: Duration::from_millis(think_ms),
-            },
-            PacerSpec::Rate { rate_hz, poisson, .. } => {
-                let mean_gap_s = clients as f64 / rate_hz;
-                let phase = Duration::from_secs_f64(client as f64 / rate_hz);
-                Pacer::Rate {
-                    mean_gap_s,
-                    poisson,
-                    next: start + phase,
-                    rng: 0x9E37_79B9_7F4A_7C15 ^ (client + 1),
-                }
-            }
+impl Closed {
+    pub fn new(think_ms: u64) -> Closed {
+        Closed {
+            think: Duration::from_millis(think_ms),
         }
-    }
-
-    /// True when latency is measured from the intended start (open loop).
-    pub fn open(&self) -> bool {
-        matches!(self, Pacer::Rate { .. })
     }
 
     /// When the next operation should start, given when the previous one ended (None: first one).
-    pub fn next_start(&mut self, prev_end: Option<Instant>, now: Instant) -> Instant {
-        match self {
-            Pacer::Closed { think } => prev_end.map_or(now, |e| e + *think),
-            Pacer::Rate {
-                mean_gap_s,
-                poisson,
-                next,
-                rng,
-            } => {
-                let at = *next;
-                let gap = if *poisson {
-                    -mean_gap_s.to_owned() * (1.0 - uniform(rng)).ln()
-                } else {
-                    *mean_gap_s
-                };
-                *next += Duration::from_secs_f64(gap);
-                at
-            }
+    pub fn next_start(&self, prev_end: Option<Instant>, now: Instant) -> Instant {
+        prev_end.map_or(now, |e| e + self.think)
+    }
+}
+
+/// Open loop: intended start times at `rate_hz` from `first` on.
+pub(crate) struct Schedule {
+    mean_gap_s: f64,
+    poisson: bool,
+    /// Seconds from `origin` to the next arrival (f64 sums do not drift like rounded Durations).
+    next_s: f64,
+    origin: Instant,
+    rng: u64,
+}
+
+impl Schedule {
+    /// `rate_hz` arrivals per second starting at `origin + phase`; `seed` picks the Poisson stream.
+    pub fn new(rate_hz: f64, poisson: bool, origin: Instant, phase: Duration, seed: u64) -> Schedule {
+        let mut s = Schedule {
+            mean_gap_s: 1.0 / rate_hz,
+            poisson,
+            next_s: phase.as_secs_f64(),
+            origin,
+            rng: splitmix(seed),
+        };
+        if poisson {
+            // A Poisson stream has no fixed phase: its first arrival is one exponential gap away.
+            s.next_s += s.gap();
+        }
+        s
+    }
+
+    fn gap(&mut self) -> f64 {
+        if self.poisson {
+            -self.mean_gap_s * (1.0 - uniform(&mut self.rng)).ln()
+        } else {
+            self.mean_gap_s
         }
     }
+
+    /// The next intended start, without consuming it.
+    pub fn peek(&self) -> Instant {
+        self.origin + Duration::from_secs_f64(self.next_s)
+    }
+
+    /// The next intended start; advances the schedule.
+    pub fn next_arrival(&mut self) -> Instant {
+        let at = self.peek();
+        self.next_s += self.gap();
+        at
+    }
+}
+
+/// splitmix64: spreads small seeds (0, 1, 2 …) over the state space; never returns 0 for xorshift.
+fn splitmix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) | 1
 }
 
 /// xorshift64*: a uniform number in [0, 1).
@@ -86,37 +103,72 @@ mod tests {
     #[test]
     fn closed_waits_think_after_the_previous_end() {
         let t0 = Instant::now();
-        let mut p = Pacer::new(&PacerSpec::Closed, 5, 3, 0, t0);
-        assert!(!p.open());
+        let p = Closed::new(5);
         assert_eq!(p.next_start(None, t0), t0);
         assert_eq!(p.next_start(Some(t0), t0), t0 + Duration::from_millis(5));
     }
 
     #[test]
-    fn rate_spreads_the_group_rate_over_clients() {
+    fn constant_schedule_is_evenly_spaced_from_its_phase() {
         let t0 = Instant::now();
-        let spec = PacerSpec::Rate {
-            rate_hz: 100.0,
-            poisson: false,
-            max_in_flight: None,
-        };
-        let mut p = Pacer::new(&spec, 0, 4, 1, t0);
-        assert!(p.open());
-        let a = p.next_start(None, t0);
-        let b = p.next_start(Some(a), a);
-        assert_eq!(a - t0, Duration::from_millis(10));
-        assert_eq!(b - a, Duration::from_millis(40));
-        let spec = PacerSpec::Rate {
-            rate_hz: 1000.0,
-            poisson: true,
-            max_in_flight: None,
-        };
-        let mut p = Pacer::new(&spec, 0, 1, 0, t0);
-        let mut last = p.next_start(None, t0);
-        for _ in 0..2000 {
-            last = p.next_start(Some(last), last);
+        let mut s = Schedule::new(100.0, false, t0, Duration::from_millis(3), 0);
+        let a = s.next_arrival();
+        assert_eq!(s.peek() - a, Duration::from_millis(10));
+        assert_eq!(a - t0, Duration::from_millis(3));
+        let mut last = a;
+        for _ in 0..100_000 {
+            last = s.next_arrival();
         }
-        let mean_ms = (last - t0).as_secs_f64() * 1000.0 / 2000.0;
-        assert!((0.85..1.15).contains(&mean_ms), "poisson mean gap {mean_ms} ms");
+        // No drift after 100 000 gaps (1000 s): within a microsecond of the exact time.
+        let exact = 0.003 + 100_000.0 * 0.01;
+        assert!(((last - t0).as_secs_f64() - exact).abs() < 1e-6, "{:?}", last - t0);
+    }
+
+    /// Kolmogorov–Smirnov: the Poisson schedule's gaps follow Exp(rate). The statistic
+    /// D = sup |F_n(x) - F(x)| must stay below the 1 % critical value 1.628 / sqrt(n).
+    #[test]
+    fn poisson_gaps_pass_a_kolmogorov_smirnov_test() {
+        let t0 = Instant::now();
+        let rate = 500.0;
+        for seed in [1u64, 2, 3] {
+            let mut s = Schedule::new(rate, true, t0, Duration::ZERO, seed);
+            let n = 5000usize;
+            let mut prev = s.next_arrival();
+            let mut gaps: Vec<f64> = (0..n)
+                .map(|_| {
+                    let a = s.next_arrival();
+                    let g = (a - prev).as_secs_f64();
+                    prev = a;
+                    g
+                })
+                .collect();
+            gaps.sort_by(f64::total_cmp);
+            let d = gaps
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    let f = 1.0 - (-rate * x).exp();
+                    let lo = f - i as f64 / n as f64;
+                    let hi = (i + 1) as f64 / n as f64 - f;
+                    lo.max(hi)
+                })
+                .fold(0.0f64, f64::max);
+            let critical = 1.628 / (n as f64).sqrt();
+            assert!(d < critical, "seed {seed}: KS D = {d:.4} >= {critical:.4}");
+            // The test can fail: constant gaps of the same mean are far from exponential.
+            let mut c = Schedule::new(rate, false, t0, Duration::ZERO, seed);
+            let x0 = c.next_arrival();
+            let g = (c.next_arrival() - x0).as_secs_f64();
+            let f = 1.0 - (-rate * g).exp();
+            assert!((f - 0.0).max(1.0 - f) > critical);
+        }
+    }
+
+    #[test]
+    fn seeds_give_distinct_streams() {
+        let t0 = Instant::now();
+        let mut a = Schedule::new(100.0, true, t0, Duration::ZERO, 0);
+        let mut b = Schedule::new(100.0, true, t0, Duration::ZERO, 1);
+        assert_ne!(a.next_arrival(), b.next_arrival());
     }
 }

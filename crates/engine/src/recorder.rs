@@ -31,9 +31,19 @@ impl GroupRec {
         }
     }
 
-    /// Record one measured operation ending in interval `tick`.
+    /// Record one measured operation ending in interval `tick`. `latency` counts from the intended
+    /// start (open loop) or the actual start (closed loop); `uncorrected` (open loop only) from the
+    /// actual start.
     #[inline]
-    pub fn record(&mut self, rep: OpReport, latency: Duration, tick: usize, client: u64, end: Instant) -> bool {
+    pub fn record(
+        &mut self,
+        rep: OpReport,
+        latency: Duration,
+        uncorrected: Option<Duration>,
+        tick: usize,
+        client: u64,
+        end: Instant,
+    ) -> bool {
         if self.res.series.len() <= tick {
             self.res.series.resize(tick + 1, Tick::default());
         }
@@ -43,6 +53,9 @@ impl GroupRec {
         }
         if let Some(t) = rep.ttfb {
             histo::record(&mut self.res.ttfb, t);
+        }
+        if let (Some(u), Outcome::Ok | Outcome::Fail(..)) = (uncorrected, &rep.outcome) {
+            histo::record(&mut self.res.latency_uncorrected, u);
         }
         let series = &mut self.res.series[tick];
         match rep.outcome {

@@ -23,6 +23,9 @@ pub enum Metric {
     Connect,
     /// HTTP time to first byte: request handed to the connection → response head received.
     Ttfb,
+    /// Open loop: whole operation from its *actual* start (what a closed-loop tool would report;
+    /// `Latency` counts from the intended start). Empty in closed loop.
+    Uncorrected,
 }
 
 impl Metric {
@@ -31,6 +34,7 @@ impl Metric {
             "latency" => Some(Metric::Latency),
             "connect" => Some(Metric::Connect),
             "ttfb" => Some(Metric::Ttfb),
+            "latency_uncorrected" => Some(Metric::Uncorrected),
             _ => None,
         }
     }
@@ -69,6 +73,16 @@ pub struct GroupResult {
     pub latency: Histogram<u64>,
     pub connect: Histogram<u64>,
     pub ttfb: Histogram<u64>,
+    /// Open loop: latency from the actual start (empty in closed loop).
+    pub latency_uncorrected: Histogram<u64>,
+    /// True when the group ran open loop (a target rate).
+    pub open_loop: bool,
+    /// Open loop: arrivals scheduled with an intended start inside the measured window.
+    pub offered: u64,
+    /// Open loop: operations that started more than `LATE_AFTER` (10 ms) after their intended start.
+    pub late: u64,
+    /// Open loop: arrivals never started (over `max_in_flight`, or waited longer than `timeout_ms`).
+    pub dropped: u64,
     pub series: Vec<Tick>,
     pub per_client: Vec<u64>,
     pub hung_clients: Vec<u64>,
@@ -90,6 +104,11 @@ impl GroupResult {
             latency: histo::new_histogram(),
             connect: histo::new_histogram(),
             ttfb: histo::new_histogram(),
+            latency_uncorrected: histo::new_histogram(),
+            open_loop: false,
+            offered: 0,
+            late: 0,
+            dropped: 0,
             series: Vec::new(),
             per_client: Vec::new(),
             hung_clients: Vec::new(),
@@ -101,6 +120,7 @@ impl GroupResult {
             Metric::Latency => &self.latency,
             Metric::Connect => &self.connect,
             Metric::Ttfb => &self.ttfb,
+            Metric::Uncorrected => &self.latency_uncorrected,
         }
     }
 
@@ -123,6 +143,11 @@ impl GroupResult {
         self.latency.add(&o.latency).map_err(herr)?;
         self.connect.add(&o.connect).map_err(herr)?;
         self.ttfb.add(&o.ttfb).map_err(herr)?;
+        self.latency_uncorrected.add(&o.latency_uncorrected).map_err(herr)?;
+        self.open_loop |= o.open_loop;
+        self.offered += o.offered;
+        self.late += o.late;
+        self.dropped += o.dropped;
         self.clients += o.clients;
         self.succeeded += o.succeeded;
         self.failed += o.failed;
@@ -176,6 +201,16 @@ struct WireGroup {
     latency: String,
     connect: String,
     ttfb: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    latency_uncorrected: Option<String>,
+    #[serde(default)]
+    open_loop: bool,
+    #[serde(default)]
+    offered: u64,
+    #[serde(default)]
+    late: u64,
+    #[serde(default)]
+    dropped: u64,
     series: Vec<Tick>,
     per_client: Vec<u64>,
     hung_clients: Vec<u64>,
@@ -227,6 +262,11 @@ impl ShardResult {
                     latency: histo::encode_b64(&g.latency),
                     connect: histo::encode_b64(&g.connect),
                     ttfb: histo::encode_b64(&g.ttfb),
+                    latency_uncorrected: Some(histo::encode_b64(&g.latency_uncorrected)),
+                    open_loop: g.open_loop,
+                    offered: g.offered,
+                    late: g.late,
+                    dropped: g.dropped,
                     series: g.series.clone(),
                     per_client: g.per_client.clone(),
                     hung_clients: g.hung_clients.clone(),
@@ -254,6 +294,13 @@ impl ShardResult {
             g.latency = hist("latency", &w.latency)?;
             g.connect = hist("connect", &w.connect)?;
             g.ttfb = hist("ttfb", &w.ttfb)?;
+            if let Some(u) = &w.latency_uncorrected {
+                g.latency_uncorrected = hist("latency_uncorrected", u)?;
+            }
+            g.open_loop = w.open_loop;
+            g.offered = w.offered;
+            g.late = w.late;
+            g.dropped = w.dropped;
             for (name, n) in w.failures {
                 let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
                 g.failures[c.index()] = n;

@@ -60,8 +60,10 @@ pub enum PacerSpec {
     /// Each client starts its next operation when the previous one ends (+ think time).
     #[default]
     Closed,
-    /// Open loop: `rate_hz` operations per second over the group (split evenly over its clients),
-    /// latency measured from the intended start.
+    /// Open loop: `rate_hz` arrivals per second over the group (constant gaps, or exponential ones
+    /// with `poisson`), each handed to an idle one of the group's `clients` slots; latency is
+    /// measured from the intended start. An arrival that finds `max_in_flight` operations waiting
+    /// or running, or waits longer than `timeout_ms` for a slot, is dropped (counted).
     Rate {
         rate_hz: f64,
         #[serde(default)]

@@ -5,6 +5,15 @@ use serde_json::{json, Value};
 use crate::histo;
 use crate::result::{class_map, GroupResult, ShardResult};
 
+/// Operations per second over `elapsed_s` (0 when nothing elapsed).
+fn rate(n: u64, elapsed_s: f64) -> f64 {
+    if elapsed_s > 0.0 {
+        n as f64 / elapsed_s
+    } else {
+        0.0
+    }
+}
+
 fn group_json(g: &GroupResult, interval_s: f64) -> Value {
     let series: Vec<Value> = g
         .series
@@ -26,6 +35,13 @@ fn group_json(g: &GroupResult, interval_s: f64) -> Value {
         "latency_us": histo::stats(&g.latency),
         "connect_us": histo::stats(&g.connect),
         "ttfb_us": histo::stats(&g.ttfb),
+        "latency_uncorrected_us": histo::stats(&g.latency_uncorrected),
+        "open_loop": g.open_loop,
+        "offered": g.offered,
+        "late": g.late,
+        "dropped": g.dropped,
+        "offered_rate_hz": if g.open_loop { json!(rate(g.offered, g.elapsed_s)) } else { Value::Null },
+        "achieved_rate_hz": rate(g.succeeded + g.failed + g.hung, g.elapsed_s),
         "percentiles": histo::table(&g.latency),
         "series": series,
         "per_client": g.per_client,

@@ -175,4 +175,45 @@ fn open_loop_rate_paces_the_group() {
     let r = run(s).unwrap();
     let n = r.groups[0].succeeded;
     assert!((180..=201).contains(&n), "200/s for 1 s gave {n}");
+    // Every arrival completed, except at most one in flight when the window closed.
+    let g = &r.groups[0];
+    assert!(g.offered >= n && g.offered <= n + g.dropped + 1, "{}", r.summary_json());
+}
+
+#[test]
+fn open_loop_counts_merge_exactly_and_old_bytes_still_decode() {
+    let server = TestServer::start(ServerOpts::default());
+    let shard = |offset: u64| {
+        let mut s = one_group(2, json!({"duration_ms": 500}), http(&server.url()));
+        s.groups[0].client_offset = offset;
+        s.groups[0].pacer = knee_engine::PacerSpec::Rate {
+            rate_hz: 100.0,
+            poisson: false,
+            max_in_flight: Some(1),
+        };
+        run(s).unwrap()
+    };
+    let (a, b) = (shard(0), shard(2));
+    let mut m = a.clone();
+    m.merge(&b).unwrap();
+    let (ga, gb, gm) = (&a.groups[0], &b.groups[0], &m.groups[0]);
+    assert!(ga.offered > 0 && gm.open_loop);
+    assert_eq!(gm.offered, ga.offered + gb.offered);
+    assert_eq!(gm.late, ga.late + gb.late);
+    assert_eq!(gm.dropped, ga.dropped + gb.dropped);
+    assert_eq!(
+        gm.latency_uncorrected.len(),
+        ga.latency_uncorrected.len() + gb.latency_uncorrected.len()
+    );
+    assert_eq!(ShardResult::from_bytes(&m.to_bytes()).unwrap(), m);
+    // Bytes written before open-loop figures existed decode with zeros and an empty histogram.
+    let mut old: serde_json::Value = serde_json::from_slice(&a.to_bytes()).unwrap();
+    for key in ["latency_uncorrected", "open_loop", "offered", "late", "dropped"] {
+        old["groups"][0].as_object_mut().unwrap().remove(key);
+    }
+    let back = ShardResult::from_bytes(old.to_string().as_bytes()).unwrap();
+    assert!(!back.groups[0].open_loop);
+    assert_eq!(back.groups[0].offered + back.groups[0].dropped, 0);
+    assert!(back.groups[0].latency_uncorrected.is_empty());
+    assert_eq!(back.groups[0].latency, ga.latency);
 }

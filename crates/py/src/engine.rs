@@ -31,7 +31,10 @@ impl Engine {
     #[new]
     fn new(spec_json: &str) -> PyResult<Self> {
         let spec = core::Spec::from_json(spec_json).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Self { spec: Mutex::new(Some(spec)), running: OnceLock::new() })
+        Ok(Self {
+            spec: Mutex::new(Some(spec)),
+            running: OnceLock::new(),
+        })
     }
 
     /// Start the worker threads and return at once.
@@ -42,8 +45,12 @@ impl Engine {
             .map_err(|_| PyRuntimeError::new_err("engine state poisoned"))?
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("the engine was already started"))?;
-        let engine = py.allow_threads(|| core::Engine::start(spec)).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        self.running.set(engine).map_err(|_| PyRuntimeError::new_err("the engine was already started"))
+        let engine = py
+            .allow_threads(|| core::Engine::start(spec))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        self.running
+            .set(engine)
+            .map_err(|_| PyRuntimeError::new_err("the engine was already started"))
     }
 
     /// Live counts and recent percentiles, as JSON.
@@ -100,7 +107,9 @@ impl ShardResult {
 
     /// Add another shard's result into this one (groups matched by name).
     fn merge(&mut self, other: PyRef<'_, ShardResult>) -> PyResult<()> {
-        self.inner.merge(&other.inner).map_err(|e| PyValueError::new_err(e.to_string()))
+        self.inner
+            .merge(&other.inner)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// The summary as JSON (see docs/engine-spec.md).
@@ -108,19 +117,23 @@ impl ShardResult {
         self.inner.summary_json()
     }
 
-    /// A group's histogram (`latency`, `connect` or `ttfb`) in V2 deflate encoding, or None.
+    /// A group's histogram (`latency`, `connect`, `ttfb` or `latency_uncorrected`) in V2 deflate encoding, or None.
     fn histogram<'py>(&self, py: Python<'py>, group: usize, metric: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let metric = match metric {
             "latency" => core::Metric::Latency,
             "connect" => core::Metric::Connect,
             "ttfb" => core::Metric::Ttfb,
+            "latency_uncorrected" => core::Metric::Uncorrected,
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "metric must be one of latency, connect, ttfb (got {other:?})"
+                    "metric must be one of latency, connect, ttfb, latency_uncorrected (got {other:?})"
                 )))
             }
         };
-        Ok(self.inner.histogram_v2(group, metric).map(|b| PyBytes::new_bound(py, &b)))
+        Ok(self
+            .inner
+            .histogram_v2(group, metric)
+            .map(|b| PyBytes::new_bound(py, &b)))
     }
 }
 

@@ -20,6 +20,8 @@ Examples:
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --new-connection --json out.json
   knee run tcp://127.0.0.1:9000 -c 10 -d 5s --send 'PING\\n' --expect PONG
   knee run -c 8 --iterations 100 --timeout 5s -- curl -sf http://127.0.0.1:8080/
+  knee run http://127.0.0.1:8080/ --rate 500 -c 50 -d 30s          (open loop)
+  knee run http://127.0.0.1:8080/ --rate 100,200,400 --poisson -d 5s  (one row per rate)
 """
 
 
@@ -38,6 +40,17 @@ def _duration(key: str, value: str | None) -> float | None:
 @click.option("--warmup", default="0s", show_default=True, help="Leave operations ending this early out.")
 @click.option("--interval", default="1s", show_default=True, help="Granularity of the per-interval counts.")
 @click.option("--threads", type=click.IntRange(min=0), default=0, help="Engine threads (0 = one per core).")
+@click.option(
+    "--rate",
+    help="Open loop: operations per second over all clients (e.g. 500), or several (100,200,400) run one "
+    "after another; -c is then the number of connections. Latency counts from each intended start.",
+)
+@click.option("--poisson", is_flag=True, help="Open loop: Poisson arrivals (random gaps) instead of evenly spaced.")
+@click.option(
+    "--max-in-flight",
+    type=click.IntRange(min=1),
+    help="Open loop: arrivals beyond this many waiting or running are dropped (counted). Default: no cap.",
+)
 @click.option("-m", "--method", help="HTTP method (default GET, or POST with a body).")
 @click.option("-H", "--header", "headers", multiple=True, help="HTTP header 'Name: value' (repeatable).")
 @click.option("-C", "--cookie", "cookies", multiple=True, help="Cookie 'name=value' (repeatable).")
@@ -69,15 +82,45 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     json_path = opts["json_path"]
     if json_path and not os.access(Path(json_path).resolve().parent, os.W_OK):
         raise UserError(f"--json {json_path!r}: its directory does not exist or cannot be written")
+    rates = parse_rates(opts["rate"])
     live = LiveLine(enabled=not opts["quiet"] and sys.stderr.isatty())
-    with live:
-        result = api.run(tgt, on_snapshot=live.update, **run_kwargs, **client_kwargs)
-    click.echo(runreport.render(result))
+    results: list[api.RunResult] = []
+    for rate in rates:
+        with live:
+            result = api.run(tgt, on_snapshot=live.update, rate=rate, **run_kwargs, **client_kwargs)
+        results.append(result)
+        if len(rates) > 1:
+            click.echo(f"{'' if len(results) == 1 else chr(10)}== Rate {rate:g}/s ==")
+        click.echo(runreport.render(result))
+        if result.interrupted:
+            break
+    if len(results) > 1:
+        click.echo("")
+        click.echo(runreport.render_rate_steps(results))
     if json_path:
-        Path(json_path).write_text(json.dumps(runreport.to_json(result), indent=2) + "\n")
+        doc = runreport.to_json(results[0]) if len(rates) == 1 else runreport.steps_to_json(results)
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
         click.echo(f"\nJSON written to {json_path}")
-    if result.interrupted:
+    if results[-1].interrupted:
         sys.exit(130)
+
+
+def parse_rates(value: str | None) -> list[float | None]:
+    """`--rate 500` or `--rate 100,200,400` → the rates to run in order; no --rate → [None] (closed loop)."""
+    if value is None:
+        return [None]
+    rates: list[float | None] = []
+    for part in value.split(","):
+        try:
+            r = float(part.strip().removesuffix("/s"))
+        except ValueError:
+            raise UserError(
+                f"--rate {value!r}: {part.strip()!r} is not a number; use operations per second, e.g. 500 or 100,200"
+            ) from None
+        if not (0 < r < float("inf")):
+            raise UserError(f"--rate {value!r}: every rate must be a positive number of operations per second")
+        rates.append(r)
+    return rates
 
 
 def _split_options(o: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -91,6 +134,8 @@ def _split_options(o: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         "warmup": parse_duration(o["warmup"], "--warmup"),
         "interval": parse_duration(o["interval"], "--interval"),
         "threads": o["threads"],
+        "poisson": o["poisson"],
+        "max_in_flight": o["max_in_flight"],
     }
     expect_file, min_size = None, 0
     if o["expect_file"]:

@@ -1,0 +1,211 @@
+//! Open-loop pacing end to end over real loopback sockets: rate accuracy, the in-flight cap
+//! (late/dropped), and coordinated omission (a stall shows in corrected latency, not closed loop).
+//! The Poisson goodness-of-fit test is a unit test of the schedule (`src/pacer.rs`).
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use knee_engine::{run, PacerSpec, ShardResult, Spec};
+use serde_json::{json, Value};
+
+fn open(spec: &mut Spec, rate_hz: f64, max_in_flight: Option<u64>) {
+    spec.groups[0].pacer = PacerSpec::Rate {
+        rate_hz,
+        poisson: false,
+        max_in_flight,
+    };
+}
+
+fn group_summary(r: &ShardResult) -> Value {
+    summary(r)["groups"][0].clone()
+}
+
+/// A keep-alive HTTP server that answers at once, except that every request arriving inside
+/// `[from, to)` is held until `to` (a 2 s stall, once). Runs until the process ends.
+fn stalling_server(from: Instant, to: Instant) -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(async move {
+                    let svc = service_fn(move |_r: Request<hyper::body::Incoming>| async move {
+                        let now = Instant::now();
+                        if now >= from && now < to {
+                            tokio::time::sleep_until(to.into()).await;
+                        }
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("stalling server started")
+}
+
+/// The one 10 s test: achieved and offered rate within 2 % of the target, nothing dropped.
+#[test]
+fn constant_rate_is_accurate_over_ten_seconds() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut s = one_group(20, json!({"duration_ms": 10_000}), http(&server.url()));
+    let rate = 1000.0;
+    open(&mut s, rate, None);
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    let sum = group_summary(&r);
+    let achieved = sum["achieved_rate_hz"].as_f64().unwrap();
+    let offered = sum["offered_rate_hz"].as_f64().unwrap();
+    eprintln!("10 s at {rate}/s: offered {offered:.2}/s, achieved {achieved:.2}/s");
+    assert!(
+        (achieved / rate - 1.0).abs() < 0.02,
+        "achieved {achieved}/s for {rate}/s"
+    );
+    assert!((offered / rate - 1.0).abs() < 0.02, "offered {offered}/s for {rate}/s");
+    assert_eq!(g.failed + g.hung + g.dropped, 0, "{}", r.summary_json());
+    assert!(g.open_loop);
+    assert_eq!(g.latency_uncorrected.len(), g.latency.len());
+    // Corrected latency counts from the intended start, so it is never below the uncorrected one.
+    assert!(g.latency.value_at_quantile(0.5) >= g.latency_uncorrected.value_at_quantile(0.5));
+    // The server saw the run's operations at the same rate (nothing hidden in the client).
+    assert!(server.requests() >= g.succeeded);
+}
+
+#[test]
+fn poisson_rate_holds_its_mean() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut s = one_group(8, json!({"duration_ms": 2000}), http(&server.url()));
+    s.groups[0].pacer = PacerSpec::Rate {
+        rate_hz: 500.0,
+        poisson: true,
+        max_in_flight: None,
+    };
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    // 1000 Poisson arrivals expected: sd ≈ 32, so ±15 % is about 5 sd.
+    assert!((850..=1150).contains(&g.offered), "{}", r.summary_json());
+    // Every arrival completed, except at most one in flight when the window closed.
+    assert!(g.succeeded + 1 >= g.offered && g.dropped == 0, "{}", r.summary_json());
+    // Timer slack is not charged to the service: corrected ≈ uncorrected on an idle server.
+    assert!(g.latency.value_at_quantile(0.5) < 1_000, "{}", r.summary_json());
+}
+
+/// A server slower than the offered rate with few slots: arrivals over the cap are dropped and
+/// counted; those that waited for a slot are late.
+#[test]
+fn the_in_flight_cap_drops_and_counts_late_arrivals() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(50),
+        ..ServerOpts::default()
+    });
+    let mut s = one_group(2, json!({"duration_ms": 1000}), http(&server.url()));
+    open(&mut s, 200.0, Some(6));
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    let text = r.summary_json();
+    assert!((190..=201).contains(&g.offered), "{text}");
+    // Two slots of 50 ms serve at most 40/s: most of the 200 arrivals cannot be taken.
+    assert!(g.dropped >= 100, "{text}");
+    assert!(g.late >= 5, "{text}");
+    assert!(g.succeeded <= 45, "{text}");
+    assert!(g.succeeded + g.dropped <= g.offered, "{text}");
+    // Late operations waited: corrected latency is well above the server's 50 ms.
+    assert!(g.latency.value_at_quantile(0.9) > 80_000, "{text}");
+    assert!(g.latency_uncorrected.value_at_quantile(0.9) < 80_000, "{text}");
+}
+
+/// Without a cap, an arrival that waits longer than `timeout_ms` for a slot is dropped.
+#[test]
+fn arrivals_waiting_longer_than_the_timeout_are_dropped() {
+    let server = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(50),
+        ..ServerOpts::default()
+    });
+    let mut s = one_group(1, json!({"duration_ms": 1000}), http(&server.url()));
+    s.groups[0].timeout_ms = 200;
+    open(&mut s, 100.0, None);
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    let text = r.summary_json();
+    assert!(g.dropped >= 30, "{text}");
+    assert_eq!(g.hung, 0, "{text}");
+    // Nothing waited past the timeout: corrected max ≤ 200 ms wait + one operation.
+    assert!(g.latency.max() < 400_000, "{text}");
+}
+
+/// Coordinated omission: a 2 s stall shows in the open loop's corrected p99, but a closed loop
+/// over the same stall reports a p99 that hides it.
+#[test]
+fn a_stall_shows_in_corrected_latency_but_not_in_closed_loop_p99() {
+    let stall = |r: &dyn Fn(SocketAddr) -> ShardResult| {
+        let t0 = Instant::now();
+        let addr = stalling_server(t0 + Duration::from_millis(500), t0 + Duration::from_millis(2500));
+        r(addr)
+    };
+    let open_r = stall(&|addr| {
+        let mut s = one_group(10, json!({"duration_ms": 3500}), http(&format!("http://{addr}/")));
+        open(&mut s, 200.0, None);
+        run(s).unwrap()
+    });
+    let closed_r = stall(&|addr| {
+        let mut s = one_group(10, json!({"duration_ms": 3500}), http(&format!("http://{addr}/")));
+        s.groups[0].think_ms = 0;
+        run(s).unwrap()
+    });
+    let (o, c) = (&open_r.groups[0], &closed_r.groups[0]);
+    let (ot, ct) = (open_r.summary_json(), closed_r.summary_json());
+    let open_p99 = o.latency.value_at_quantile(0.99);
+    let closed_p99 = c.latency.value_at_quantile(0.99);
+    eprintln!(
+        "stall: open p99 {open_p99} µs (uncorrected {} µs, late {}), closed p99 {closed_p99} µs (max {} µs)",
+        o.latency_uncorrected.value_at_quantile(0.99),
+        o.late,
+        c.latency.max()
+    );
+    assert!(open_p99 >= 1_000_000, "open-loop corrected p99 {open_p99} µs: {ot}");
+    // The closed loop saw the stall too (its max), but only in its 10 stalled operations.
+    assert!(c.latency.max() >= 1_500_000, "{ct}");
+    assert!(
+        closed_p99 * 10 < open_p99,
+        "closed p99 {closed_p99} µs vs open {open_p99} µs: {ct}"
+    );
+    // Arrivals queued behind the stall were late, and the uncorrected figure hides their wait.
+    assert!(o.late >= 100, "{ot}");
+    assert!(
+        o.latency_uncorrected.value_at_quantile(0.9) < o.latency.value_at_quantile(0.9),
+        "{ot}"
+    );
+}
+
+#[test]
+fn closed_loop_results_report_no_open_loop_figures() {
+    let server = TestServer::start(ServerOpts::default());
+    let r = run(one_group(2, json!({"total": 50}), http(&server.url()))).unwrap();
+    let g = group_summary(&r);
+    assert_eq!(g["open_loop"], json!(false));
+    assert_eq!(g["offered_rate_hz"], Value::Null);
+    assert_eq!(g["latency_uncorrected_us"]["count"], json!(0));
+    assert!(g["achieved_rate_hz"].as_f64().unwrap() > 0.0);
+}

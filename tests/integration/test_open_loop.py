@@ -1,0 +1,115 @@
+"""`knee run --rate`: open-loop load against `knee target` (its own process, real sockets).
+
+The rate-accuracy-over-10-s, Poisson goodness-of-fit, cap and 2 s stall checks live in Rust
+(crates/engine/tests/pacer.rs, crates/engine/src/pacer.rs); here: the CLI, the report and the JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hdrh.histogram import HdrHistogram
+
+import knee
+from knee.target import TargetProcess, start_target
+
+from conftest import REPO, knee_cli
+
+SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[TargetProcess]:
+    # basic: S(1) = 10 ms, capacity ≈ 900 req/s; 200/s keeps about 2 requests in flight.
+    with start_target("basic") as t:
+        yield t
+
+
+def run_json(tmp_path: Path, *args: str) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    out = tmp_path / f"r{time.monotonic_ns()}.json"
+    proc = knee_cli("run", "-q", "--json", str(out), *args, timeout=60)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    return doc, proc
+
+
+def test_a_rate_within_capacity_is_achieved_within_one_percent(target: TargetProcess, tmp_path: Path) -> None:
+    before = target.stats()
+    doc, proc = run_json(tmp_path, target.url + "/", "--rate", "200", "-c", "20", "-d", "3s")
+    o = doc["open_loop"]
+    assert o["target_rate_hz"] == 200.0 and o["poisson"] is False and o["max_in_flight"] is None
+    assert abs(o["offered_rate_hz"] / 200.0 - 1) < 0.01, o
+    assert abs(o["achieved_rate_hz"] / o["offered_rate_hz"] - 1) < 0.01, o
+    assert o["dropped"] == 0 and doc["failed"] == doc["hung"] == 0, doc
+    assert o["latency_uncorrected_ms"]["count"] == doc["latency_ms"]["count"] == doc["succeeded"]
+    # Corrected latency counts from the intended start: never below the uncorrected figure's median.
+    assert doc["latency_ms"]["p50"] >= o["latency_uncorrected_ms"]["p50"]
+    # The server itself saw the operations (nothing counted that was not sent).
+    served = target.stats()
+    assert json.dumps(served) != json.dumps(before)
+    assert doc["spec"]["groups"][0]["pacer"] == {"kind": "rate", "rate_hz": 200.0, "poisson": False}
+    for line in ("Offered rate:", "Achieved rate:", "Late (> 10 ms after due):", "Dropped (never started):"):
+        assert line in proc.stdout, proc.stdout
+    assert "uncorrected" in proc.stdout and "(from the intended start)" in proc.stdout
+
+
+def test_rate_steps_give_one_row_and_one_document_per_rate(target: TargetProcess, tmp_path: Path) -> None:
+    doc, proc = run_json(tmp_path, target.url + "/", "--rate", "50,150", "--poisson", "-c", "10", "-d", "1s")
+    steps = doc["rate_steps"]
+    assert [s["open_loop"]["target_rate_hz"] for s in steps] == [50.0, 150.0]
+    for s in steps:
+        o = s["open_loop"]
+        assert o["poisson"] is True
+        # Poisson: 50 or 150 expected arrivals in 1 s; allow 5 standard deviations.
+        rate = o["target_rate_hz"]
+        assert abs(o["offered"] - rate) <= 5 * rate**0.5 + 1, o
+        assert s["succeeded"] >= o["offered"] - 2, s
+    assert "== Rate 50/s ==" in proc.stdout and "== Rate 150/s ==" in proc.stdout
+    assert "Rate steps" in proc.stdout
+
+
+def test_the_in_flight_cap_drops_over_a_slow_service(tmp_path: Path) -> None:
+    # 20 ms per request without contention: 2 connections serve 100/s; 300/s with a cap of 3 drops most.
+    with start_target(lam=50.0, sigma=0.0, kappa=0.0) as t:
+        doc, proc = run_json(tmp_path, t.url + "/", "--rate", "300", "--max-in-flight", "3", "-c", "2", "-d", "1s")
+    o = doc["open_loop"]
+    assert o["max_in_flight"] == 3
+    assert o["dropped"] > o["offered"] // 3, o
+    assert doc["succeeded"] + doc["failed"] + o["dropped"] <= o["offered"], doc
+    assert re.search(rf"^Dropped \(never started\): +{o['dropped']}$", proc.stdout, re.M), proc.stdout
+
+
+def test_python_api_open_loop_and_uncorrected_histogram(target: TargetProcess) -> None:
+    r = knee.run(target.url + "/", clients=4, duration=1.0, rate=100.0)
+    g = r.summary["groups"][0]
+    assert g["open_loop"] is True and g["offered"] >= 99
+    raw = r.result.histogram(0, "latency_uncorrected")
+    assert raw is not None
+    h = HdrHistogram.decode(base64.b64encode(raw))  # hdrh decodes only the base64-wrapped V2 form
+    assert h.get_total_count() == g["latency_uncorrected_us"]["count"] == g["succeeded"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--poisson"], "--poisson shapes an open loop: give --rate too"),
+        (["--max-in-flight", "5"], "--max-in-flight caps an open loop: give --rate too"),
+        (["--rate", "fast"], "--rate 'fast': 'fast' is not a number"),
+        (["--rate", "0"], "every rate must be a positive number"),
+        (["--rate", "100", "--think", "10ms"], "--think applies to closed loops only"),
+    ],
+)
+def test_open_loop_mistakes_get_one_sentence(args: list[str], message: str) -> None:
+    proc = knee_cli("run", "-q", "http://127.0.0.1:9/", "-n", "1", *args, timeout=30)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
