@@ -1,0 +1,33 @@
+"""The README's `knee run` examples run as written (shortened), against knee's own demo service."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from knee.target import start_target
+
+from conftest import REPO, knee_cli
+
+SHORTER = {"-d 30s": "-d 1s", "-d 5s": "-d 1s", "-n 20000": "-n 2000", "--iterations 100": "--iterations 5"}
+
+
+def readme_run_examples() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    return [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("knee run ")]
+
+
+def test_readme_knee_run_examples_work() -> None:
+    examples = readme_run_examples()
+    assert len(examples) >= 4
+    with start_target("basic") as target:
+        for example in examples:
+            line = example.replace("http://127.0.0.1:8080", target.url)
+            line = line.replace("tcp://127.0.0.1:9000", f"tcp://127.0.0.1:{target.tcp_port}")
+            for long, short in SHORTER.items():
+                line = line.replace(long, short)
+            args = shlex.split(line)[2:]
+            proc = knee_cli("run", "-q", *args, timeout=60)
+            assert proc.returncode == 0, f"{example}\n{proc.stderr}"
+            assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
+            assert re.search(r"Hung \(timed out, killed\):\s+0\b", proc.stdout), example
