@@ -72,3 +72,12 @@ def test_snapshot_and_stop_from_python() -> None:
     assert eng.wait(10.0)
     g = engine.summary(eng.result())["groups"][0]
     assert 0 < g["succeeded"] < 200
+
+
+def test_processing_is_latency_less_connect(nginx: Nginx) -> None:
+    r = knee.run(nginx.url + "/", clients=4, n=800, new_connection=True)
+    g = r.summary["groups"][0]
+    proc, lat, conn = g["processing_us"], g["latency_us"], g["connect_us"]
+    assert proc["count"] == lat["count"] == conn["count"] == 800
+    assert proc["mean"] == pytest.approx(lat["mean"] - conn["mean"], abs=max(2.0, 0.02 * lat["mean"]))
+    assert decode(r.result.histogram(0, "processing")).get_total_count() == 800

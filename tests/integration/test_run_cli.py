@@ -54,6 +54,18 @@ def test_new_connection_opens_one_connection_per_request(nginx: Nginx, tmp_path:
     assert doc["connect_ms"]["count"] == 3000
 
 
+def test_ab_connection_times_table(nginx: Nginx) -> None:
+    proc = knee_cli("run", "-q", nginx.url + "/", "-c", "4", "-n", "400", "--new-connection")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[0] for line in proc.stdout.splitlines() if re.match(r"^\w+:\s+[\d.]+\s+[\d.]+", line)]
+    assert [r for r in rows if r in ("Connect:", "Processing:", "Waiting:", "Total:")] == [
+        "Connect:",
+        "Processing:",
+        "Waiting:",
+        "Total:",
+    ]
+
+
 def test_status_check_and_failure_classes(nginx: Nginx, tmp_path: Path) -> None:
     doc, _ = run_json(tmp_path, nginx.url + "/missing", "-c", "4", "-n", "200")
     assert doc["succeeded"] == 0 and doc["failed"] == 200

@@ -57,6 +57,13 @@ impl GroupRec {
         if let (Some(u), Outcome::Ok | Outcome::Fail(..)) = (uncorrected, &rep.outcome) {
             histo::record(&mut self.res.latency_uncorrected, u);
         }
+        if let Outcome::Ok | Outcome::Fail(..) = &rep.outcome {
+            let whole = uncorrected.unwrap_or(latency);
+            histo::record(
+                &mut self.res.processing,
+                whole.saturating_sub(rep.connect.unwrap_or_default()),
+            );
+        }
         let series = &mut self.res.series[tick];
         match rep.outcome {
             Outcome::Ok => {

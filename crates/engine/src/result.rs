@@ -23,6 +23,8 @@ pub enum Metric {
     Connect,
     /// HTTP time to first byte: request handed to the connection → response head received.
     Ttfb,
+    /// Whole operation less its connect time (ab's "Processing"), from the actual start.
+    Processing,
     /// Open loop: whole operation from its *actual* start (what a closed-loop tool would report;
     /// `Latency` counts from the intended start). Empty in closed loop.
     Uncorrected,
@@ -35,6 +37,7 @@ impl Metric {
             "connect" => Some(Metric::Connect),
             "ttfb" => Some(Metric::Ttfb),
             "latency_uncorrected" => Some(Metric::Uncorrected),
+            "processing" => Some(Metric::Processing),
             _ => None,
         }
     }
@@ -73,6 +76,8 @@ pub struct GroupResult {
     pub latency: Histogram<u64>,
     pub connect: Histogram<u64>,
     pub ttfb: Histogram<u64>,
+    /// Latency less connect time, from the actual start (ab's "Processing").
+    pub processing: Histogram<u64>,
     /// Open loop: latency from the actual start (empty in closed loop).
     pub latency_uncorrected: Histogram<u64>,
     /// True when the group ran open loop (a target rate).
@@ -104,6 +109,7 @@ impl GroupResult {
             latency: histo::new_histogram(),
             connect: histo::new_histogram(),
             ttfb: histo::new_histogram(),
+            processing: histo::new_histogram(),
             latency_uncorrected: histo::new_histogram(),
             open_loop: false,
             offered: 0,
@@ -120,6 +126,7 @@ impl GroupResult {
             Metric::Latency => &self.latency,
             Metric::Connect => &self.connect,
             Metric::Ttfb => &self.ttfb,
+            Metric::Processing => &self.processing,
             Metric::Uncorrected => &self.latency_uncorrected,
         }
     }
@@ -144,6 +151,7 @@ impl GroupResult {
         self.connect.add(&o.connect).map_err(herr)?;
         self.ttfb.add(&o.ttfb).map_err(herr)?;
         self.latency_uncorrected.add(&o.latency_uncorrected).map_err(herr)?;
+        self.processing.add(&o.processing).map_err(herr)?;
         self.open_loop |= o.open_loop;
         self.offered += o.offered;
         self.late += o.late;
@@ -203,6 +211,8 @@ struct WireGroup {
     ttfb: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     latency_uncorrected: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    processing: Option<String>,
     #[serde(default)]
     open_loop: bool,
     #[serde(default)]
@@ -263,6 +273,7 @@ impl ShardResult {
                     connect: histo::encode_b64(&g.connect),
                     ttfb: histo::encode_b64(&g.ttfb),
                     latency_uncorrected: Some(histo::encode_b64(&g.latency_uncorrected)),
+                    processing: Some(histo::encode_b64(&g.processing)),
                     open_loop: g.open_loop,
                     offered: g.offered,
                     late: g.late,
@@ -296,6 +307,9 @@ impl ShardResult {
             g.ttfb = hist("ttfb", &w.ttfb)?;
             if let Some(u) = &w.latency_uncorrected {
                 g.latency_uncorrected = hist("latency_uncorrected", u)?;
+            }
+            if let Some(p) = &w.processing {
+                g.processing = hist("processing", p)?;
             }
             g.open_loop = w.open_loop;
             g.offered = w.offered;

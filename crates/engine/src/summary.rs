@@ -36,6 +36,7 @@ fn group_json(g: &GroupResult, interval_s: f64) -> Value {
         "connect_us": histo::stats(&g.connect),
         "ttfb_us": histo::stats(&g.ttfb),
         "latency_uncorrected_us": histo::stats(&g.latency_uncorrected),
+        "processing_us": histo::stats(&g.processing),
         "open_loop": g.open_loop,
         "offered": g.offered,
         "late": g.late,

@@ -123,10 +123,11 @@ impl ShardResult {
             "latency" => core::Metric::Latency,
             "connect" => core::Metric::Connect,
             "ttfb" => core::Metric::Ttfb,
+            "processing" => core::Metric::Processing,
             "latency_uncorrected" => core::Metric::Uncorrected,
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "metric must be one of latency, connect, ttfb, latency_uncorrected (got {other:?})"
+                    "metric must be one of latency, connect, ttfb, processing, latency_uncorrected (got {other:?})"
                 )))
             }
         };
