@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use crate::cancel::{sleep_unless_stopped, Cancel};
-use crate::clients::{Client, Outcome, Prepared};
+use crate::clients::{Client, OpReport, Outcome, Prepared};
 use crate::pacer::{Closed, Schedule, LATE_AFTER};
 use crate::recorder::{GroupRec, LiveGroup};
 use crate::result::GroupResult;
@@ -125,6 +125,27 @@ async fn publish_recent(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, th
     }
 }
 
+/// One operation under its timeout (and the group's end and stop), counted in flight while it runs.
+/// Both pacers run operations through here; returns the report and the instant it ended.
+async fn run_one(
+    op: &mut Client,
+    group: &GroupShared,
+    iteration: u64,
+    timeout_at: Instant,
+    stop: &mut watch::Receiver<bool>,
+) -> (OpReport, Instant) {
+    group.live.in_flight.fetch_add(1, Ordering::Relaxed);
+    let mut cancel = Cancel {
+        timeout_at,
+        end_at: group.end_at,
+        stop,
+    };
+    let report = op.run(iteration, &mut cancel).await;
+    let end = Instant::now();
+    group.live.in_flight.fetch_sub(1, Ordering::Relaxed);
+    (report, end)
+}
+
 async fn client_loop(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usize, client: u64) {
     let group = &shared.groups[g];
     let spec = &group.spec;
@@ -159,16 +180,8 @@ async fn client_loop(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: us
         if group.end_at.is_some_and(|e| Instant::now() >= e) {
             break;
         }
-        group.live.in_flight.fetch_add(1, Ordering::Relaxed);
         let began = Instant::now();
-        let mut cancel = Cancel {
-            timeout_at: began + timeout,
-            end_at: group.end_at,
-            stop: &mut stop,
-        };
-        let report = op.run(iteration, &mut cancel).await;
-        let end = Instant::now();
-        group.live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
         prev_end = Some(end);
         iteration += 1;
         // Only operations that end inside a duration window count.
@@ -319,15 +332,7 @@ async fn open_slot(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usiz
             continue;
         }
         q.busy.set(q.busy.get() + 1);
-        group.live.in_flight.fetch_add(1, Ordering::Relaxed);
-        let mut cancel = Cancel {
-            timeout_at: began + timeout,
-            end_at: group.end_at,
-            stop: &mut stop,
-        };
-        let report = op.run(iteration, &mut cancel).await;
-        let end = Instant::now();
-        group.live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
         q.busy.set(q.busy.get() - 1);
         iteration += 1;
         if matches!(report.outcome, Outcome::Abandoned) || group.end_at.is_some_and(|e| end > e) {
