@@ -1,3 +1,9 @@
-from knee.cli import main
+import sys
+
+try:
+    from knee.cli import main
+except KeyboardInterrupt:  # Ctrl-C while knee itself is still importing
+    sys.stderr.write("knee: interrupted\n")
+    sys.exit(130)
 
 main()

@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         click.echo(f"knee: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # Commands that run load handle Ctrl-C themselves (partial report, exit 130); this
+        # catches it anywhere else, e.g. while the subcommand's modules are still importing.
         click.echo("knee: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:

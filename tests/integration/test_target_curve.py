@@ -98,6 +98,9 @@ def test_new_connections_pay_the_setup_cost() -> None:
         s["groups"][0]["client"]["new_connection"] = True
         fresh, _ = run(s)
         stats = t.stats()
-    assert abs(keep.rate_hz - 100) / 100 < 0.10, keep.rate_hz
-    assert abs(fresh.rate_hz - 1000 / 30) / (1000 / 30) < 0.15, fresh.rate_hz
+    # Medians, not rates: one client's rate over a second moves by 10 % with a single
+    # 100 ms scheduling stall on a busy machine, its median latency does not.
+    assert abs(keep.latency_ms.p50 - 10) / 10 < 0.10, keep.latency_ms
+    assert abs(fresh.latency_ms.p50 - 30) / 30 < 0.10, fresh.latency_ms
+    assert abs(fresh.rate_hz - 1000 / 30) / (1000 / 30) < 0.25, fresh.rate_hz
     assert stats["connections_accepted"] > fresh.succeeded

@@ -69,7 +69,12 @@ def test_requests_past_the_timeout_get_504() -> None:
 
 
 def _one_client_rate(t: TargetProcess) -> float:
-    return run(spec(t, 1, {"duration_ms": 600})).rate_hz
+    """One client's rate as its median service time implies it (1000 / p50 ms).
+
+    A rate counted over 0.6 s loses 15 % to one 100 ms scheduling stall on a busy machine;
+    the median of ~60 operations does not move.
+    """
+    return 1000.0 / run(spec(t, 1, {"duration_ms": 600})).latency_ms.p50
 
 
 RECOVERY = {"threshold": 4, "after_s": 0.3, "factor": 4.0, "recover_s": 1.0}

@@ -129,6 +129,23 @@ def command(**opts: Any) -> None:
         server = _engine.TargetServer(to_toml(table))
     except (ValueError, OSError) as exc:
         raise UserError(str(exc)) from None
+
+    # From here on SIGINT and SIGTERM only stop the server, wherever they land (even before the
+    # ready file is written): the loop below then sees it stopped and prints the totals.
+    def on_signal(signum: int, frame: Any) -> None:
+        server.stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _serve(server, ready_file, quiet)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        server.stop()
+        server.wait(5.0)
+
+
+def _serve(server: Any, ready_file: Path | None, quiet: bool) -> None:
     info = json.loads(server.config_json())
     cfg, model = info["config"], info["model"]
     host = server.host()
@@ -154,18 +171,8 @@ def command(**opts: Any) -> None:
             peak = f"; peak ≈ {model['peak_rate']:.0f} req/s at {model['peak_clients']} clients"
         click.echo(f"knee target '{cfg['name']}' on {url} and tcp {shown}:{server.tcp_port()}{peak}; Ctrl-C stops it")
 
-    def on_term(signum: int, frame: Any) -> None:
-        server.stop()
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        while not server.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        server.stop()
-        server.wait(5.0)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    while not server.wait(0.2):
+        pass
     if not quiet:
         stats = json.loads(server.stats())
         click.echo(
