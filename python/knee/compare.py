@@ -43,7 +43,7 @@ class LevelDelta(BaseModel):
     phase: str
     direction: str
     label: str
-    level: int
+    level: int | float
     clients_a: int | None = None
     clients_b: int | None = None
     rate_a: float | None = None
@@ -65,9 +65,9 @@ class LevelDelta(BaseModel):
 
 class PeakDelta(BaseModel):
     group: str
-    peak_level_a: int | None = None
+    peak_level_a: int | float | None = None
     peak_rate_a: float | None = None
-    peak_level_b: int | None = None
+    peak_level_b: int | float | None = None
     peak_rate_b: float | None = None
     change_pct: float | None = None
 
@@ -121,12 +121,12 @@ def failures_test(a: GroupStats, b: GroupStats) -> float | None:
     return float(2 * stats.norm.sf(abs(z)))
 
 
-def _key(s: StepResult) -> tuple[str, str, str, int]:
+def _key(s: StepResult) -> tuple[str, str, str, int | float]:
     return (s.phase, s.direction, s.label, s.level)
 
 
-def _numbered(record: RunRecord) -> dict[tuple[str, str, str, int, int], StepResult]:
-    seen: dict[tuple[str, str, str, int], int] = defaultdict(int)
+def _numbered(record: RunRecord) -> dict[tuple[str, str, str, int | float, int], StepResult]:
+    seen: dict[tuple[str, str, str, int | float], int] = defaultdict(int)
     out = {}
     for s in record.steps:
         k = _key(s)

@@ -14,6 +14,11 @@ from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
 
+# A sweep level: a client count (closed loop) or an offered rate in operations per second (open
+# loop, `[sweep] rates`); whole numbers stay ints so client levels read 50, not 50.0.
+Level = int | float
+LevelUnit = Literal["clients", "rate"]
+
 
 class LatencyStats(BaseModel):
     """Latency summary in milliseconds (count 0 when nothing was recorded)."""
@@ -46,6 +51,32 @@ class SeriesPoint(BaseModel):
     hung: int
 
 
+class OpenLoopStats(BaseModel):
+    """An open-loop group's arrivals (docs/open-vs-closed.md): what was offered and what kept up."""
+
+    offered: int = Field(description="arrivals due inside the measured window")
+    offered_rate_hz: float
+    achieved_rate_hz: float = Field(description="(succeeded + failed + hung) / elapsed_s")
+    late: int = Field(description="operations that started more than 10 ms after their intended start")
+    dropped: int = Field(description="arrivals that never started (max_in_flight, or waited past the timeout)")
+    latency_uncorrected_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="latency from the actual start (latency_ms counts from the intended)"
+    )
+
+    @classmethod
+    def from_engine(cls, g: dict[str, Any]) -> OpenLoopStats | None:
+        if not g.get("open_loop"):
+            return None
+        return cls(
+            offered=int(g.get("offered", 0)),
+            offered_rate_hz=float(g.get("offered_rate_hz") or 0.0),
+            achieved_rate_hz=float(g.get("achieved_rate_hz", 0.0)),
+            late=int(g.get("late", 0)),
+            dropped=int(g.get("dropped", 0)),
+            latency_uncorrected_ms=LatencyStats.from_engine_us(g.get("latency_uncorrected_us")),
+        )
+
+
 class GroupStats(BaseModel):
     """One client group's measurement over one step."""
 
@@ -67,6 +98,7 @@ class GroupStats(BaseModel):
     interval_s: float = 1.0
     per_client: list[int] = Field(default_factory=list)
     hung_clients: list[int] = Field(default_factory=list)
+    open_loop: OpenLoopStats | None = None  # set for a group paced by an arrival rate
 
     @property
     def total(self) -> int:
@@ -102,6 +134,7 @@ class GroupStats(BaseModel):
             interval_s=interval_s,
             per_client=list(g.get("per_client", [])),
             hung_clients=list(g.get("hung_clients", [])),
+            open_loop=OpenLoopStats.from_engine(g),
         )
 
 
@@ -118,7 +151,7 @@ class StepResult(BaseModel):
     """One step of a plan: one level (or a recovery probe), all its groups."""
 
     index: int
-    level: int
+    level: Level = Field(description="client count, or the offered rate (/s) of a rate sweep (rate_hz set)")
     label: str = ""  # e.g. the operation type of a fixed-work stage ("store", "fetch")
     phase: Literal["sweep", "recovery"] = "sweep"
     direction: Literal["up", "down"] = "up"
@@ -145,7 +178,7 @@ class USLFit(BaseModel):
 
 
 class LittleCheck(BaseModel):
-    level: int
+    level: Level
     expected_n: float  # X * (R + Z)
     gap: float  # relative: |N - expected| / N
 
@@ -154,15 +187,17 @@ class Verdict(BaseModel):
     """What the analysis concluded about one group over a sweep."""
 
     group: str
-    peak_level: int | None = None
+    level_unit: LevelUnit = "clients"  # "rate": the levels below are offered rates (/s), not client counts
+    peak_level: Level | None = None
     peak_rate: float | None = None
-    error_onset_level: int | None = None
-    collapse_level: int | None = None
-    hung_by_level: dict[int, int] = Field(default_factory=dict)
+    error_onset_level: Level | None = None
+    saturation_level: Level | None = None  # rate sweeps: the first level that did not keep up (analysis.md)
+    collapse_level: Level | None = None
+    hung_by_level: dict[Level, int] = Field(default_factory=dict)
     recovered: bool | None = None
     time_to_recover_s: float | None = None
-    hysteresis: dict[int, float] = Field(default_factory=dict)  # level -> (up - down) / up rate gap
-    capacity_under_slo: int | None = None
+    hysteresis: dict[Level, float] = Field(default_factory=dict)  # level -> (up - down) / up rate gap
+    capacity_under_slo: Level | None = None
     slo_passed: bool | None = None
     little: list[LittleCheck] = Field(default_factory=list)
     usl: USLFit | None = None

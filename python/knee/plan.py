@@ -1,7 +1,8 @@
 """Every scenario becomes one plan: a list of Steps, and an engine spec per step.
 
-A plain sweep is one step per level; stages (fixed work per operation type) give one
-step per level and stage; `direction = "up-down"` adds the same levels back down.
+A plain sweep is one step per level (a client count, or an arrival rate: `[sweep] rates`);
+stages (fixed work per operation type) give one step per level and stage; `direction = "up-down"`
+adds the same levels back down.
 Recovery probes are decided while running (see knee.sweep) but built here too.
 """
 
@@ -18,7 +19,7 @@ Direction = Literal["up", "down"]
 
 @dataclass(frozen=True)
 class PlannedStep:
-    level: int
+    level: int | float  # clients, or the offered rate (/s) of a rate sweep
     label: str = ""
     direction: Direction = "up"
     phase: Phase = "sweep"
@@ -68,17 +69,18 @@ def engine_spec(scenario: Scenario, step: PlannedStep) -> dict[str, Any]:
             stop = dict(sweep.stop_spec() or {})
         if step.phase == "recovery" and scenario.recovery.probe is not None and "duration_ms" in stop:
             stop = {"duration_ms": round(scenario.recovery.probe * 1000)}
-        groups.append(
-            {
-                "name": name,
-                "clients": step.level if g.follows_level else g.clients,
-                "stop": stop,
-                "think_ms": round(g.think * 1000),
-                "timeout_ms": max(1, round(g.timeout * 1000)),
-                "warmup_ms": round(sweep.warmup * 1000) if "duration_ms" in stop else 0,
-                "client": _fill_stage(_client(g), step.label),
-            }
-        )
+        group: dict[str, Any] = {
+            "name": name,
+            "clients": g.client_count(step.level),
+            "stop": stop,
+            "think_ms": round(g.think * 1000),
+            "timeout_ms": max(1, round(g.timeout * 1000)),
+            "warmup_ms": round(sweep.warmup * 1000) if "duration_ms" in stop else 0,
+            "client": _fill_stage(_client(g), step.label),
+        }
+        if g.rate == "level":
+            group["pacer"] = sweep.pacer(step.level)
+        groups.append(group)
     return {"threads": 0, "interval_ms": max(1, round(sweep.interval * 1000)), "groups": groups}
 
 
@@ -99,22 +101,25 @@ def _fill_stage(value: Any, stage: str) -> Any:
 def max_clients(scenario: Scenario) -> int:
     """The most clients any step runs at once (for preflight checks)."""
     top = max(scenario.levels())
-    return sum(top if g.follows_level else int(g.clients) for g in scenario.groups.values())
+    return sum(g.client_count(top) for g in scenario.groups.values())
 
 
 def quick(scenario: Scenario) -> Scenario:
-    """A shortened copy for smoke tests (`--quick`): about 1 s per level, small counts, at most 4 levels ≤ 100.
+    """A shortened copy for smoke tests (`--quick`): about 1 s per level, small counts, at most 4 levels ≤ 100
+    (rate sweeps: at most 4 rates, of any size; an open loop's cost is its connections, capped like clients).
 
     Shapes stay the same (groups, stages, direction, recovery), only sizes shrink.
     """
     d = scenario.model_dump()
     sw = d["sweep"]
-    if sw["levels"] is not None:
-        levels = [lv for lv in scenario.levels() if lv <= 100] or [min(scenario.levels())]
+    if sw["levels"] is not None or sw["rates"] is not None:
+        levels = scenario.levels()
+        if not scenario.rate_sweep:
+            levels = [lv for lv in levels if lv <= 100] or [min(levels)]
         if len(levels) > 4:
             idx = sorted({round(i * (len(levels) - 1) / 3) for i in range(4)})
             levels = [levels[i] for i in idx]
-        sw["levels"] = levels
+        sw["rates" if scenario.rate_sweep else "levels"] = levels
     if sw["duration"] is not None:
         sw["duration"] = min(sw["duration"], 1.0)
     if sw["per_client"] is not None:
@@ -139,5 +144,5 @@ def quick(scenario: Scenario) -> Scenario:
     rec["pause"] = min(rec["pause"], 0.2)
     if rec["probe"] is not None:
         rec["probe"] = min(rec["probe"], 1.0)
-    d["stop"]["max_level"] = None
+    d["stop"]["max_level"] = d["stop"]["max_rate"] = None
     return Scenario.model_validate(d)

@@ -18,8 +18,11 @@ from knee.plan import PlannedStep
 
 
 class SweepProgress:
-    def __init__(self, console: Console, total_steps: int, step_s: float | None, pause_s: float) -> None:
+    def __init__(
+        self, console: Console, total_steps: int, step_s: float | None, pause_s: float, rates: bool = False
+    ) -> None:
         self.console = console
+        self.rates = rates
         self.total_steps = total_steps
         self.step_s = step_s
         self.pause_s = pause_s
@@ -76,7 +79,7 @@ class SweepProgress:
         tag = f"  [{', '.join(tags)}]" if tags else ""
         label = f" {step.label}" if step.label else ""
         self.console.print(
-            f"{step.phase:<8} {step.direction:<4} level {step.level:>6}{label}: "
+            f"{step.phase:<8} {step.direction:<4} {_level(step.level, step.rate_hz is not None)}{label}: "
             f"{g.succeeded:,} ok ({g.rate_hz:,.1f}/s), {g.failed:,} failed, {g.hung:,} hung, "
             f"p99 {_ms(g.latency_ms.p99)} in {step.elapsed_s:.1f} s{tag}",
             highlight=False,
@@ -90,7 +93,7 @@ class SweepProgress:
             return ""
         label = f" {s.label}" if s.label else ""
         what = "recovery probe" if s.phase == "recovery" else f"step {self._number}/{self.total_steps}"
-        return f"{what} level {s.level}{label} {s.direction}"
+        return f"{what} {_level(s.level, self.rates)}{label} {s.direction}"
 
     def _of(self) -> str:
         return f"/{clock(self.step_s)}" if self.step_s else ""
@@ -104,6 +107,11 @@ class SweepProgress:
     def _show(self, text: Text) -> None:
         if self._live is not None:
             self._live.update(text)
+
+
+def _level(level: float, rates: bool) -> str:
+    """'level     50', or a rate sweep's 'rate  500/s'."""
+    return f"rate {f'{level:g}/s':>7}" if rates else f"level {level:>6}"
 
 
 def _ms(value: float) -> str:

@@ -55,13 +55,26 @@ def _clients(value: Any) -> Any:
     raise ValueError('must be a number of clients (at least 1) or "level" (follow the sweep level)')
 
 
+def _rate(value: Any) -> Any:
+    if value is None or value == "level":
+        return value
+    raise ValueError('must be "level" (the group\'s arrivals per second follow sweep.rates)')
+
+
+def _whole(value: float) -> int | float:
+    """500.0 → 500, so rates read like client counts where they can."""
+    return int(value) if float(value).is_integer() else value
+
+
 def _levels_kind(value: Any) -> str:
-    return "range" if isinstance(value, dict | LevelRange) else "list"
+    return "range" if isinstance(value, dict | _Range) else "list"
 
 
 Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0)]
 PositiveInt = Annotated[int, Field(ge=1)]
 Clients = Annotated[int | Literal["level"], BeforeValidator(_clients)]
+PositiveRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+DEFAULT_MAX_IN_FLIGHT = 10_000
 
 
 class _Model(BaseModel):
@@ -70,6 +83,7 @@ class _Model(BaseModel):
 
 class _GroupBase(_Model):
     clients: Clients = "level"
+    rate: Annotated[Literal["level"] | None, BeforeValidator(_rate)] = None
     per_client: PositiveInt | None = None
     total: PositiveInt | None = None
     duration: Duration | None = None
@@ -87,7 +101,12 @@ class _GroupBase(_Model):
 
     @property
     def follows_level(self) -> bool:
-        return self.clients == "level"
+        """Its clients (closed loop) or its arrival rate (open loop) follow the sweep level."""
+        return self.clients == "level" or self.rate == "level"
+
+    def client_count(self, level: float) -> int:
+        """Its clients in a step at `level` (an open-loop group's clients are its connections)."""
+        return int(level) if self.clients == "level" else self.clients
 
     def client_spec(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -200,38 +219,52 @@ class ExecGroup(_GroupBase):
 Group = Annotated[HttpGroup | TcpGroup | ExecGroup, Field(discriminator="kind")]
 
 
-class LevelRange(_Model):
-    """levels = {start = 5, stop = 1000, count = 10} (geometric) or {..., spacing = "linear", step = 100}."""
+class _Range(_Model):
+    """{start, stop, count} (geometric) or {..., spacing = "linear", step | count}: the values, unrounded."""
 
-    start: PositiveInt
-    stop: PositiveInt
+    start: PositiveRate
+    stop: PositiveRate
     count: Annotated[int, Field(ge=2)] | None = None
-    step: PositiveInt | None = None
+    step: PositiveRate | None = None
     spacing: Literal["geometric", "linear"] = "geometric"
 
     @model_validator(mode="after")
-    def _check(self) -> LevelRange:
+    def _check(self) -> _Range:
         if self.stop < self.start:
-            raise ValueError(f"stop ({self.stop}) must not be below start ({self.start})")
+            raise ValueError(f"stop ({self.stop:g}) must not be below start ({self.start:g})")
         if self.spacing == "geometric" and self.count is None:
             raise ValueError("a geometric range needs count, the number of levels")
         if self.spacing == "linear" and (self.count is None) == (self.step is None):
             raise ValueError("a linear range needs exactly one of step or count")
         return self
 
-    def expand(self) -> list[int]:
+    def spaced(self) -> list[float]:
+        n = self.count or 2
+        if self.spacing == "linear" and self.step is not None:
+            steps = int((self.stop - self.start) / self.step + 1e-9)
+            return [self.start + i * self.step for i in range(steps + 1)]
         if self.spacing == "linear":
-            if self.step is not None:
-                values = list(range(self.start, self.stop + 1, self.step))
-            else:
-                n = self.count or 2
-                values = [round(self.start + (self.stop - self.start) * i / (n - 1)) for i in range(n)]
-        else:
-            n = self.count or 2
-            ratio = (self.stop / self.start) ** (1 / (n - 1))
-            values = [round(self.start * ratio**i) for i in range(n)]
-        values[-1] = self.stop if values[-1] != self.stop and self.spacing == "geometric" else values[-1]
-        return sorted(set(values))
+            return [self.start + (self.stop - self.start) * i / (n - 1) for i in range(n)]
+        ratio = (self.stop / self.start) ** (1 / (n - 1))
+        return [self.start * ratio**i for i in range(n - 1)] + [self.stop]
+
+
+class LevelRange(_Range):
+    """levels = {start = 5, stop = 1000, count = 10} (geometric) or {..., spacing = "linear", step = 100}."""
+
+    start: PositiveInt
+    stop: PositiveInt
+    step: PositiveInt | None = None
+
+    def expand(self) -> list[int]:
+        return sorted({round(v) for v in self.spaced()})
+
+
+class RateRange(_Range):
+    """rates = {start = 100, stop = 2000, count = 6}: as LevelRange, in arrivals per second (3 significant digits)."""
+
+    def expand(self) -> list[int | float]:
+        return sorted({_whole(float(f"{v:.3g}")) for v in self.spaced()})
 
 
 class Sweep(_Model):
@@ -243,6 +276,16 @@ class Sweep(_Model):
         ]
         | None
     ) = None
+    rates: (
+        Annotated[
+            Annotated[Annotated[list[PositiveRate], Field(min_length=1)], Tag("list")]
+            | Annotated[RateRange, Tag("range")],
+            Discriminator(_levels_kind),
+        ]
+        | None
+    ) = None
+    arrival: Literal["constant", "poisson"] | None = None  # open loop only; default constant
+    max_in_flight: PositiveInt | None = None  # open loop only; default DEFAULT_MAX_IN_FLIGHT
     duration: Duration | None = None
     per_client: PositiveInt | None = None
     total: PositiveInt | None = None
@@ -261,10 +304,23 @@ class Sweep(_Model):
             raise ValueError("interval must be at least 1ms")
         return self
 
-    def level_list(self) -> list[int]:
-        if self.levels is None:
+    def level_list(self) -> list[int | float]:
+        """The client levels, or the rates of a rate sweep, ascending."""
+        values = self.rates if self.rates is not None else self.levels
+        if values is None:
             return []
-        return self.levels.expand() if isinstance(self.levels, LevelRange) else sorted(set(self.levels))
+        if isinstance(values, _Range):
+            return list(values.expand())
+        return sorted({_whole(v) for v in values})
+
+    def pacer(self, rate_hz: float) -> dict[str, Any]:
+        """The engine's open-loop pacer at `rate_hz` (docs/engine-spec.md)."""
+        return {
+            "kind": "rate",
+            "rate_hz": float(rate_hz),
+            "poisson": self.arrival == "poisson",
+            "max_in_flight": self.max_in_flight or DEFAULT_MAX_IN_FLIGHT,
+        }
 
     def stop_spec(self) -> dict[str, int] | None:
         if self.duration is not None:
@@ -279,7 +335,8 @@ class Sweep(_Model):
 class StopRules(_Model):
     at_collapse: bool = True
     max_failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
-    max_level: PositiveInt | None = None
+    max_level: PositiveInt | None = None  # client sweeps
+    max_rate: PositiveRate | None = None  # rate sweeps
 
 
 class Recovery(_Model):
@@ -293,8 +350,9 @@ class Recovery(_Model):
 class Slo(_Model):
     p99_ms: Annotated[float, Field(gt=0)] | None = None
     failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
-    # The SLO must hold up to this many clients; without it, at every level measured.
+    # The SLO must hold up to this many clients (rate sweeps: this offered rate); without it, at every level.
     min_clients: Annotated[int, Field(ge=1)] | None = None
+    min_rate: PositiveRate | None = None
 
 
 class Analysis(_Model):
@@ -330,6 +388,10 @@ class Scenario(_Model):
                 raise ValueError(
                     f"sweep needs duration, per_client or total (group {missing[0]!r} has no stop of its own)"
                 )
+        if self.sweep.rates is not None or any(g.rate == "level" for g in self.groups.values()):
+            self._check_rates()
+            return self
+        self._check_closed_only()
         followers = [n for n, g in self.groups.items() if g.follows_level]
         if followers and self.sweep.levels is None:
             raise ValueError(
@@ -343,6 +405,77 @@ class Scenario(_Model):
             )
         return self
 
+    def _check_rates(self) -> None:
+        """A rate sweep: sweep.rates, a group with rate = "level" and a number of clients, no closed-loop levels."""
+        sw = self.sweep
+        if sw.levels is not None and sw.rates is not None:
+            raise ValueError(
+                "sweep.levels and sweep.rates exclude each other: levels are client counts (closed loop), "
+                "rates are arrivals per second (open loop); keep one of them"
+            )
+        for name, g in self.groups.items():
+            if g.rate == "level" and g.clients == "level":
+                raise ValueError(
+                    f'groups.{name}.clients must be a number of connections when rate = "level" (got "level"): '
+                    "each arrival is handed to one of that many clients, e.g. clients = 50"
+                )
+            if g.rate == "level" and g.think > 0:
+                raise ValueError(
+                    f'groups.{name}.think applies to closed loops only (got {g.think:g} s with rate = "level"); '
+                    "drop think"
+                )
+            if g.clients == "level" and sw.rates is not None:
+                raise ValueError(
+                    f'groups.{name}.clients = "level" follows client levels, but this sweep has sweep.rates: '
+                    f'write rate = "level" and clients = N (the connections its arrivals are handed to)'
+                )
+        followers = [n for n, g in self.groups.items() if g.rate == "level"]
+        if sw.levels is not None:
+            raise ValueError(
+                f'groups.{followers[0]}.rate = "level" follows sweep.rates, but the sweep has levels (client counts); '
+                "give the arrival rates instead, e.g. rates = [100, 200, 500]"
+            )
+        if sw.rates is None:
+            raise ValueError(
+                f'sweep needs rates, the arrivals per second of group {followers[0]!r} (rate = "level"), '
+                "e.g. rates = [100, 200, 500]"
+            )
+        if not followers:
+            raise ValueError(
+                'sweep.rates needs a group whose arrival rate follows it (rate = "level", with clients = N '
+                "connections); every group here has a fixed number of clients"
+            )
+        for key, closed in (("stop.max_level", "stop.max_rate"), ("slo.min_clients", "slo.min_rate")):
+            section, name = key.split(".")
+            table = getattr(self, section)
+            if table is not None and getattr(table, name) is not None:
+                raise ValueError(
+                    f"{key} counts clients, but this sweep has sweep.rates (got {getattr(table, name)}); "
+                    f"use {closed}, in arrivals per second"
+                )
+
+    def _check_closed_only(self) -> None:
+        """Open-loop keys are refused in a client sweep, each with its closed-loop counterpart."""
+        for key, other in (
+            ("sweep.arrival", None),
+            ("sweep.max_in_flight", None),
+            ("stop.max_rate", "stop.max_level"),
+            ("slo.min_rate", "slo.min_clients"),
+        ):
+            section, name = key.split(".")
+            table = getattr(self, section)
+            value = getattr(table, name) if table is not None else None
+            if value is None:
+                continue
+            fix = f"use {other}, in clients" if other else 'add sweep.rates and a group with rate = "level"'
+            shown = f"{value:g}" if isinstance(value, float) else repr(value)
+            raise ValueError(f"{key} applies to rate sweeps (sweep.rates) only (got {shown}); {fix}")
+
+    @property
+    def rate_sweep(self) -> bool:
+        """The levels are arrival rates (open loop), not client counts."""
+        return self.sweep.rates is not None
+
     @property
     def measured_group(self) -> str:
         """The group whose client count follows the level (else the first group)."""
@@ -351,13 +484,15 @@ class Scenario(_Model):
                 return name
         return next(iter(self.groups))
 
-    def levels(self) -> list[int]:
-        """The sweep's levels; without a group that follows the level, the one step's client count."""
-        if self.sweep.levels is None:
+    def levels(self) -> list[int | float]:
+        """The sweep's levels (client counts, or the rates of a rate sweep); without a group that follows the
+        level, the one step's client count."""
+        if self.sweep.levels is None and self.sweep.rates is None:
             return [int(self.groups[self.measured_group].clients)]
         levels = self.sweep.level_list()
-        if self.stop.max_level is not None:
-            levels = [lv for lv in levels if lv <= self.stop.max_level] or levels[:1]
+        top = self.stop.max_rate if self.rate_sweep else self.stop.max_level
+        if top is not None:
+            levels = [lv for lv in levels if lv <= top] or levels[:1]
         return levels
 
     def recovery_enabled(self) -> bool:
@@ -443,11 +578,11 @@ def _describe(err: Any, text: str, source: str) -> str:
     # drop the discriminator tag pydantic inserts (groups.<name>.http.url) and union branch names
     if len(loc) >= 3 and loc[0] == "groups" and loc[2] in _KIND_TAGS:
         del loc[2]
-    if len(loc) >= 3 and loc[:2] == ["sweep", "levels"] and loc[2] in ("list", "range"):
+    if len(loc) >= 3 and loc[0] == "sweep" and loc[1] in ("levels", "rates") and loc[2] in ("list", "range"):
         del loc[2]
     key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".")
     msg = _phrase(err)
-    line = _find_line(text, tuple(loc) if loc else (msg.split()[0],))
+    line = _find_line(text, tuple(loc) if loc else tuple(msg.split()[0].split(".")))
     where = f"{source} line {line}" if line else source
     if not key:
         return f"{where}: {msg}"
@@ -466,7 +601,7 @@ def _phrase(err: Any) -> str:
         return "is not a known key; check its spelling in docs/scenarios.md"
     if t in ("greater_than_equal", "greater_than"):
         word = "at least" if t == "greater_than_equal" else "more than"
-        return f"must be {word} {ctx.get('ge', ctx.get('gt'))}{got_s}"
+        return f"must be {word} {_bound(ctx.get('ge', ctx.get('gt')))}{got_s}"
     if t in ("less_than_equal", "less_than"):
         word = "at most" if t == "less_than_equal" else "less than"
         return f"must be {word} {ctx.get('le', ctx.get('lt'))}{got_s}"
@@ -480,6 +615,8 @@ def _phrase(err: Any) -> str:
         return f"must be a whole number{got_s}"
     if t in ("float_type", "float_parsing"):
         return f"must be a number{got_s}"
+    if t == "finite_number":
+        return f"must be a finite number{got_s}"
     if t == "string_type":
         return f"must be a string{got_s}"
     if t in ("bool_type", "bool_parsing"):
@@ -494,6 +631,11 @@ def _phrase(err: Any) -> str:
     if t == "value_error" and msg.startswith("must"):
         return f"{msg}{got_s}"
     return msg
+
+
+def _bound(value: Any) -> Any:
+    """0.0 → 0 in messages (a float bound that is a whole number)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _find_line(text: str, loc: tuple[str, ...]) -> int | None:

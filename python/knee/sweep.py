@@ -19,11 +19,12 @@ from typing import Literal
 from rich.console import Console
 
 from knee import __version__
+from knee.analysis import words
 from knee.diagnose import preflight
 from knee.engine import group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, StepRun, run_step
-from knee.model import RunRecord, StepResult
+from knee.model import LevelUnit, RunRecord, StepResult
 from knee.plan import PlannedStep, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.progress import SweepProgress
 from knee.scenario import Scenario, parse_scenario, scenario_from_record
@@ -124,14 +125,16 @@ class _Runner:
         self.intr = intr
         self.group = record.measured_group
         self.status: Status = "complete"
+        self.unit: LevelUnit = "rate" if scenario.rate_sweep else "clients"
         self._ran_one = False
 
     def sweep(self) -> None:
         plan = sweep_plan(self.scenario)
         recorded = iter([s for s in self.record.steps if s.phase == "sweep"])
-        collapsed: dict[str, int] = {}  # label -> level where it collapsed
+        collapsed: dict[str, int | float] = {}  # label -> level where it collapsed
         stop = self.scenario.stop
-        progress = SweepProgress(self.console, len(plan), step_seconds(self.scenario), self.scenario.sweep.pause)
+        rates = self.scenario.rate_sweep
+        progress = SweepProgress(self.console, len(plan), step_seconds(self.scenario), self.scenario.sweep.pause, rates)
         with progress:
             for number, planned in enumerate(plan, 1):
                 if self.intr.requested:
@@ -148,17 +151,18 @@ class _Runner:
                     step = self._run(planned, number, progress)
                     if step.partial:
                         return
+                at = words.load(step.level, self.unit)
                 if stop.max_failure_ratio is not None and self._ratio(step) > stop.max_failure_ratio:
                     self.status = "aborted"
                     self.console.print(
-                        f"[red]aborted:[/] failure ratio {self._ratio(step):.1%} at level {step.level} is over "
+                        f"[red]aborted:[/] failure ratio {self._ratio(step):.1%} at {at} is over "
                         f"stop.max_failure_ratio = {stop.max_failure_ratio}"
                     )
                     return
                 if stop.at_collapse and planned.direction == "up" and self._collapsed(step):
                     collapsed[planned.label] = planned.level
                     self.status = "stopped"
-                    self.console.print(f"collapse at level {step.level}: no higher levels (stop.at_collapse)")
+                    self.console.print(f"collapse at {at}: no higher levels (stop.at_collapse)")
 
     def recovery(self) -> None:
         probe = probe_step(self.scenario)
@@ -176,7 +180,7 @@ class _Runner:
             return
         spent = sum(s.elapsed_s for s in probes)
         t0 = time.monotonic()
-        progress = SweepProgress(self.console, 1, None, 0.0)
+        progress = SweepProgress(self.console, 1, None, 0.0, self.scenario.rate_sweep)
         with progress:
             while spent + (time.monotonic() - t0) < rec.limit and not self.intr.requested:
                 step = self._run(probe, 0, progress)
@@ -215,6 +219,7 @@ class _Runner:
             elapsed_s=float(s.get("elapsed_s", 0.0)),
             groups=group_stats(run.result),
             generator=run.generator,
+            rate_hz=float(planned.level) if self.scenario.rate_sweep else None,
         )
         self.record.steps.append(step)
         self.run_dir.save(self.record)
@@ -256,7 +261,7 @@ def _clients_by_kind(scenario: Scenario) -> dict[str, int]:
     top = max(scenario.levels())
     out: dict[str, int] = {}
     for g in scenario.groups.values():
-        out[g.kind] = out.get(g.kind, 0) + (top if g.follows_level else int(g.clients))
+        out[g.kind] = out.get(g.kind, 0) + g.client_count(top)
     return out
 
 

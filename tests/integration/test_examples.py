@@ -139,3 +139,16 @@ def test_ab_style(target: TargetProcess, tmp_path: Path) -> None:
     assert ab.succeeded == 200
     assert stats["requests"] == 200
     assert ab.latency_ms.count == 200
+
+
+def test_rate_sweep(target: TargetProcess, tmp_path: Path) -> None:
+    record, stats = run_example("rate-sweep", target, tmp_path)
+    expected = quick(load_scenario(EXAMPLES / "rate-sweep.toml")).levels()
+    assert [s.level for s in record.steps if s.phase == "sweep"] == expected == [50, 400, 800, 1600]
+    main = [s.groups["main"] for s in record.steps if s.phase == "sweep"]
+    assert all(g.open_loop is not None and g.clients == 50 for g in main)  # quick: 50 connections
+    top = main[-1].open_loop
+    assert top is not None and top.late + top.dropped > 0  # 1600/s is past basic's ≈ 850/s at 50 connections
+    v = next(v for v in record.verdicts if v.group == "main")
+    assert v.level_unit == "rate" and v.saturation_level in (800, 1600)  # 800/s is near the capacity
+    assert total(record) <= stats["requests"]

@@ -46,6 +46,7 @@ def test_examples_cover_every_kind_of_test() -> None:
         "interval-series",
         "tcp-handshake",
         "ab-style",
+        "rate-sweep",
     } <= names
 
 

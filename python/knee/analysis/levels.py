@@ -2,7 +2,8 @@
 
 A level measured more than once in the same direction (a repeated step, a resumed
 run) is pooled: counts and measured seconds add up, so its rate is still
-successful operations ÷ measured seconds.
+successful operations ÷ measured seconds. Open-loop steps (a rate sweep's measured
+group) also pool what was offered, late and dropped.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from knee.model import StepResult
 class LevelRow:
     """One group at one level in one direction, pooled over its steps."""
 
-    level: int
+    level: int | float  # clients, or the offered rate of a rate sweep
     direction: str
     clients: int = 0
     succeeded: int = 0
@@ -28,7 +29,14 @@ class LevelRow:
     latency_sum_ms: float = 0.0  # mean × count, to pool means
     p99_ms: float = 0.0  # the worst p99 of the pooled steps (percentiles do not add up)
     partial: bool = False
-    open_loop: bool = False
+    open_loop: bool = False  # the group was paced by an arrival rate
+    offered: int = 0
+    late: int = 0
+    dropped: int = 0
+    in_service_end: float = 0.0  # operations in service when the windows closed, by Little's law (achieved × W)
+    uncorrected_count: int = 0
+    uncorrected_sum_ms: float = 0.0  # latency from the actual start (time in the service), mean × count
+    p99_uncorrected_ms: float = 0.0
     steps: int = 0
 
     @property
@@ -55,6 +63,30 @@ class LevelRow:
     def mean_latency_ms(self) -> float:
         return self.latency_sum_ms / self.latency_count if self.latency_count else 0.0
 
+    @property
+    def offered_rate(self) -> float:
+        return self.offered / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def achieved_rate(self) -> float:
+        """Every completed operation (succeeded, failed, hung) per measured second."""
+        return self.total / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def shortfall(self) -> float:
+        """Open loop: the share of arrivals that neither completed nor were still in service when the window
+        closed (queued, dropped or lost); 0 when nothing was offered. Arrivals in service at the close are
+        abandoned by the engine, so Little's law (achieved × time in service) allows for them."""
+        if self.offered <= 0:
+            return 0.0
+        return max(0.0, 1.0 - (self.total + self.in_service_end) / self.offered)
+
+    @property
+    def concurrency(self) -> float:
+        """Open loop: the mean number of operations in the service, by Little's law (achieved × time in service)."""
+        mean_s = self.uncorrected_sum_ms / self.uncorrected_count / 1000.0 if self.uncorrected_count else 0.0
+        return self.achieved_rate * mean_s
+
 
 def sweep_steps(steps: Sequence[StepResult], group: str) -> list[StepResult]:
     """The sweep steps (not recovery probes) that measured `group`, in order."""
@@ -63,7 +95,7 @@ def sweep_steps(steps: Sequence[StepResult], group: str) -> list[StepResult]:
 
 def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelRow]:
     """One row per level (ascending) for the sweep steps of `direction` that measured `group`."""
-    rows: dict[int, LevelRow] = {}
+    rows: dict[int | float, LevelRow] = {}
     for s in sweep_steps(steps, group):
         if s.direction != direction:
             continue
@@ -78,6 +110,15 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
         r.latency_sum_ms += g.latency_ms.mean * g.latency_ms.count
         r.p99_ms = max(r.p99_ms, g.latency_ms.p99)
         r.partial = r.partial or s.partial
-        r.open_loop = r.open_loop or s.rate_hz is not None
+        if g.open_loop is not None:
+            o = g.open_loop
+            r.open_loop = True
+            r.offered += o.offered
+            r.late += o.late
+            r.dropped += o.dropped
+            r.in_service_end += o.achieved_rate_hz * o.latency_uncorrected_ms.mean / 1000.0
+            r.uncorrected_count += o.latency_uncorrected_ms.count
+            r.uncorrected_sum_ms += o.latency_uncorrected_ms.mean * o.latency_uncorrected_ms.count
+            r.p99_uncorrected_ms = max(r.p99_uncorrected_ms, o.latency_uncorrected_ms.p99)
         r.steps += 1
     return [rows[k] for k in sorted(rows)]

@@ -28,8 +28,9 @@ def check(rows: Sequence[LevelRow], think_s: float = 0.0) -> list[LittleCheck]:
     return out
 
 
-def warning(c: LittleCheck, clients: int) -> str:
-    head = f"Little's law does not hold at {c.level} clients: throughput × (latency + think time) = {c.expected_n:.1f}"
+def warning(c: LittleCheck, clients: int, unit: str = "clients") -> str:
+    at = f"{c.level} clients" if unit == "clients" else f"{c.level}/s offered ({clients} clients)"
+    head = f"Little's law does not hold at {at}: throughput × (latency + think time) = {c.expected_n:.1f}"
     if c.expected_n < clients:
         return (
             f"{head}, so only that many of the {clients} clients were busy on average ({c.gap * 100:.0f} % gap): "

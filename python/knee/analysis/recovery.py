@@ -24,7 +24,7 @@ class Recovery:
     recovered: bool | None  # None: no probes, or nothing to compare them with
     time_to_recover_s: float | None
     waited_s: float | None  # from the load stopping to the end of the last probe
-    baseline_level: int | None
+    baseline_level: int | float | None
     note: str | None = None  # why recovery could not be judged
 
 

@@ -5,8 +5,9 @@ measured level* have p99 ≤ the limit and failure ratio ≤ the limit (a level 
 only passes above a failing one does not count: the service would have to go
 through the failing level to get there). A level with no operations at all fails.
 `slo_passed` is True when the capacity reaches `min_clients` (the capacity the
-service must have), or, without `min_clients`, when every measured level met the
-SLO. A sweep that deliberately goes past the knee wants `min_clients`.
+service must have; `min_rate` for a rate sweep, whose levels are offered rates), or,
+without it, when every measured level met the SLO. A sweep that deliberately goes
+past the knee wants `min_clients` / `min_rate`.
 """
 
 from __future__ import annotations
@@ -28,12 +29,17 @@ class Slo:
     p99_ms: float | None = None
     failure_ratio: float | None = None
     min_clients: int | None = None
+    min_rate: float | None = None  # rate sweeps: the offered rate (/s) up to which the SLO must hold
 
     def __post_init__(self) -> None:
         if self.min_clients is not None and (
             isinstance(self.min_clients, bool) or not isinstance(self.min_clients, int) or self.min_clients < 1
         ):
             raise UserError(f"slo.min_clients must be a whole number of clients, 1 or more (got {self.min_clients!r})")
+        if self.min_rate is not None and (
+            isinstance(self.min_rate, bool) or not isinstance(self.min_rate, int | float) or not self.min_rate > 0
+        ):
+            raise UserError(f"slo.min_rate must be a positive rate in operations per second (got {self.min_rate!r})")
         for key, value, hi in (("p99_ms", self.p99_ms, math.inf), ("failure_ratio", self.failure_ratio, 1.0)):
             if value is None:
                 continue
@@ -48,10 +54,17 @@ class Slo:
         """From the scenario's [slo] table: {"p99_ms": 500, "failure_ratio": 0.01}; None when absent or empty."""
         if not d:
             return None
-        unknown = set(d) - {"p99_ms", "failure_ratio", "min_clients"}
+        unknown = set(d) - {"p99_ms", "failure_ratio", "min_clients", "min_rate"}
         if unknown:
-            raise UserError(f"slo: unknown key {sorted(unknown)[0]!r}; use p99_ms, failure_ratio and min_clients")
-        slo = cls(p99_ms=d.get("p99_ms"), failure_ratio=d.get("failure_ratio"), min_clients=d.get("min_clients"))
+            raise UserError(
+                f"slo: unknown key {sorted(unknown)[0]!r}; use p99_ms, failure_ratio and min_clients (or min_rate)"
+            )
+        slo = cls(
+            p99_ms=d.get("p99_ms"),
+            failure_ratio=d.get("failure_ratio"),
+            min_clients=d.get("min_clients"),
+            min_rate=d.get("min_rate"),
+        )
         return None if slo.p99_ms is None and slo.failure_ratio is None else slo
 
     def describe(self) -> str:
@@ -63,6 +76,8 @@ class Slo:
             parts.append(f"failures ≤ {words.pct(self.failure_ratio)}")
         if self.min_clients is not None:
             parts.append(f"up to {self.min_clients} clients")
+        if self.min_rate is not None:
+            parts.append(f"up to {words.load(self.min_rate, 'rate')}")
         return ", ".join(parts) or "no limits"
 
     def met_by(self, row: LevelRow) -> bool:
@@ -73,15 +88,16 @@ class Slo:
         return not (self.failure_ratio is not None and row.failure_ratio > self.failure_ratio)
 
 
-def capacity(rows: Sequence[LevelRow], slo: Slo) -> tuple[int | None, bool]:
+def capacity(rows: Sequence[LevelRow], slo: Slo) -> tuple[int | float | None, bool]:
     """(highest level that, with all lower levels, met the SLO; whether the SLO was met)."""
-    cap: int | None = None
+    cap: int | float | None = None
     every = bool(rows)
     for r in rows:  # ascending levels
         if not slo.met_by(r):
             every = False
             break
         cap = r.level
-    if slo.min_clients is not None:
-        return cap, cap is not None and cap >= slo.min_clients
+    required = slo.min_rate if slo.min_rate is not None else slo.min_clients
+    if required is not None:
+        return cap, cap is not None and cap >= required
     return cap, every

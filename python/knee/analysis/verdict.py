@@ -11,6 +11,15 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 - recovery and the SLO: see recovery.py and slo.py;
 - USL: fitted to the levels up to and including the collapse, leaving out levels
   whose failure ratio exceeds 50 % (their rate measures failures, not the service).
+
+A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
+levels, and its open-loop group adds:
+- saturation (the knee): the lowest level where the achieved rate falls more than 5 %
+  short of the offered one (arrivals still in service at the window's close allowed
+  for by Little's law), more than 5 % of arrivals started late (> 10 ms after their
+  intended start: every connection was busy), or more than 1 % were dropped;
+- the USL is fitted to (N, X) with N = achieved rate × mean time in the service (the
+  uncorrected latency), the concurrency the service really had by Little's law.
 """
 
 from __future__ import annotations
@@ -24,11 +33,14 @@ from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.slo import Slo, capacity
 from knee.analysis.usl import MIN_POINTS, fit_usl
 from knee.errors import UserError
-from knee.model import StepResult, Verdict
+from knee.model import LevelUnit, StepResult, Verdict
 
 COLLAPSE_RATE = 0.5
 COLLAPSE_FAILURES = 0.5
 HYSTERESIS_NOTE = 0.10
+SATURATION_SHORTFALL = 0.05
+SATURATION_LATE = 0.05  # above timer and scheduling jitter on a busy load machine
+SATURATION_DROPPED = 0.01
 
 
 def analyze(
@@ -48,21 +60,30 @@ def analyze(
     Steps with different labels (fixed-work stages: store, fetch …) are separate curves.
     """
     labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
-    options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit}
+    unit: LevelUnit = "rate" if any(s.rate_hz is not None for s in steps) else "clients"
+    options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit, "unit": unit}
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
     else:
         parts = [(label, _curve([s for s in steps if s.label == label], group, **options)) for label in labels]
         v = _merge(group, parts, slo is not None)
+        v.level_unit = unit
     _recovery(v, steps, group, recovery_tolerance)
     return v
 
 
 def _curve(
-    steps: Sequence[StepResult], group: str, *, onset: float, slo: Slo | None, think_s: float, fit: bool
+    steps: Sequence[StepResult],
+    group: str,
+    *,
+    onset: float,
+    slo: Slo | None,
+    think_s: float,
+    fit: bool,
+    unit: LevelUnit = "clients",
 ) -> Verdict:
     """Everything but recovery, for steps of one label."""
-    v = Verdict(group=group)
+    v = Verdict(group=group, level_unit=unit)
     up = pool(steps, group, "up")
     down = pool(steps, group, "down")
     if not up and not down:
@@ -72,6 +93,8 @@ def _curve(
     rows = up or down  # a sweep that only went down still has a curve
     _partial(v, steps, group)
     _peak_onset_collapse(v, rows, onset)
+    if any(r.open_loop for r in rows):
+        _saturation(v, rows)
     _hung(v, steps, group)
     _hysteresis(v, up, down)
     if slo is not None:
@@ -105,36 +128,44 @@ def _merge(group: str, parts: list[tuple[str, Verdict]], with_slo: bool) -> Verd
 
 
 def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
+    def where(level: float) -> str:
+        return words.load(level, "rate") if v.level_unit == "rate" else f"level {level}"
+
     for s in sweep_steps(steps, group):
         if s.partial:
             g = s.groups[group]
             v.warnings.append(
-                f"the step at level {s.level} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
+                f"the step at {where(s.level)} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
             )
 
 
 def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None:
+    unit = v.level_unit
+    at = "at" if unit == "rate" else "with"  # "peaked at 900 Hz at 1000/s offered" / "… with 50 clients"
     if len(rows) == 1:
         v.warnings.append(
-            f"only one level ({rows[0].level} clients) was measured: no curve, so no peak, collapse or USL model"
+            f"only one level ({words.load(rows[0].level, unit)}) was measured: "
+            "no curve, so no peak, collapse or USL model"
         )
     best = max(rows, key=lambda r: r.rate)
-    span = f"{rows[0].level} to {rows[-1].level} clients" if len(rows) > 1 else f"{rows[0].level} clients"
+    span = words.span(rows[0].level, rows[-1].level, unit)
     if best.rate <= 0:
         v.sentences.append(f"no operation succeeded ({span})")
     elif len(rows) == 1:
         v.peak_level, v.peak_rate = best.level, best.rate
-        v.sentences.append(f"{words.rate(best.rate)} with {best.level} clients")
+        v.sentences.append(f"{words.rate(best.rate)} {at} {words.load(best.level, unit)}")
     else:
         v.peak_level, v.peak_rate = best.level, best.rate
         edge = " (the highest level measured: it may go higher)" if best is rows[-1] else ""
-        v.sentences.append(f"peaked at {words.rate(best.rate)} with {best.level} clients{edge}")
+        v.sentences.append(f"peaked at {words.rate(best.rate)} {at} {words.load(best.level, unit)}{edge}")
     first_err = next((r for r in rows if r.failure_ratio > onset), None)
     if first_err is not None:
         v.error_onset_level = first_err.level
-        v.sentences.append(f"errors from {first_err.level} clients ({words.pct(first_err.failure_ratio)} failed)")
+        v.sentences.append(
+            f"errors from {words.load(first_err.level, unit)} ({words.pct(first_err.failure_ratio)} failed)"
+        )
     elif best.rate > 0:
-        v.sentences.append(f"no errors up to {rows[-1].level} clients")
+        v.sentences.append(f"no errors up to {words.load(rows[-1].level, unit)}")
     if v.peak_level is None or v.peak_rate is None:
         return
     for r in rows:
@@ -147,8 +178,30 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
         else:
             continue
         v.collapse_level = r.level
-        v.sentences.append(f"collapsed at {r.level} clients ({why})")
+        v.sentences.append(f"collapsed at {words.load(r.level, unit)} ({why})")
         break
+
+
+def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
+    """The knee of an open loop: the first offered rate the service did not keep up with."""
+    for r in rows:
+        if not r.open_loop or r.offered <= 0:
+            continue
+        if (
+            r.shortfall <= SATURATION_SHORTFALL
+            and r.late / r.offered <= SATURATION_LATE
+            and r.dropped / r.offered <= SATURATION_DROPPED
+        ):
+            continue
+        v.saturation_level = r.level
+        v.sentences.append(
+            f"saturated at {words.load(r.level, 'rate')}: achieved {words.rate(r.achieved_rate)} "
+            f"({words.pct(r.achieved_rate / r.offered_rate if r.offered_rate else 0.0)} of offered), "
+            f"{r.late:,} late, {r.dropped:,} dropped"
+        )
+        return
+    top = max(rows, key=lambda r: r.level)
+    v.sentences.append(f"kept up with every offered rate up to {words.level_rate(top.level)}")
 
 
 def _hung(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
@@ -157,7 +210,9 @@ def _hung(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
     total = sum(v.hung_by_level.values())
     if total:
         first = min(lvl for lvl, n in v.hung_by_level.items() if n)
-        v.sentences.append(f"{total:,} operation{'s' if total != 1 else ''} hung (from {first} clients)")
+        v.sentences.append(
+            f"{total:,} operation{'s' if total != 1 else ''} hung (from {words.load(first, v.level_unit)})"
+        )
 
 
 def _hysteresis(v: Verdict, up: list[LevelRow], down: list[LevelRow]) -> None:
@@ -169,7 +224,8 @@ def _hysteresis(v: Verdict, up: list[LevelRow], down: list[LevelRow]) -> None:
     worst = max(v.hysteresis.items(), key=lambda kv: kv[1], default=None)
     if worst is not None and worst[1] > HYSTERESIS_NOTE:
         v.sentences.append(
-            f"on the way down it was {words.pct(worst[1])} slower at {worst[0]} clients than on the way up"
+            f"on the way down it was {words.pct(worst[1])} slower at {words.load(worst[0], v.level_unit)} "
+            "than on the way up"
         )
 
 
@@ -189,16 +245,17 @@ def _recovery(v: Verdict, steps: Sequence[StepResult], group: str, tolerance: fl
 
 def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     v.capacity_under_slo, v.slo_passed = capacity(rows, slo)
+    unit = v.level_unit
     if v.capacity_under_slo is None:
-        v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {rows[0].level} clients")
+        v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {words.load(rows[0].level, unit)}")
     else:
-        v.sentences.append(f"capacity under SLO ({slo.describe()}): {v.capacity_under_slo} clients")
+        v.sentences.append(f"capacity under SLO ({slo.describe()}): {words.load(v.capacity_under_slo, unit)}")
 
 
 def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
     v.little = little.check(rows, think_s)
-    clients = {r.level: r.clients or r.level for r in rows}
-    v.warnings.extend(little.warning(c, clients[c.level]) for c in v.little if c.gap > little.GAP)
+    clients = {r.level: r.clients or int(r.level) for r in rows}
+    v.warnings.extend(little.warning(c, clients[c.level], v.level_unit) for c in v.little if c.gap > little.GAP)
 
 
 def _usl(v: Verdict, rows: list[LevelRow]) -> None:
@@ -206,17 +263,25 @@ def _usl(v: Verdict, rows: list[LevelRow]) -> None:
     points = [r for r in rows if r.level <= cut and r.failure_ratio <= COLLAPSE_FAILURES and r.level > 0]
     if len(rows) == 1:
         return  # already said: one level, no curve
+    open_loop = all(r.open_loop for r in points)
+    if open_loop:  # N by Little's law: the concurrency the service had at each offered rate
+        points = [r for r in points if r.concurrency > 0]
     if len(points) < MIN_POINTS:
         v.warnings.append(
             f"no USL fit: it needs at least {MIN_POINTS} levels with fewer than half failed (got {len(points)})"
         )
         return
     try:
-        left_out = [r.level for r in rows if r not in points]
-        f = fit_usl([r.level for r in points], [r.rate for r in points], left_out=left_out)
+        if open_loop:
+            f = fit_usl([r.concurrency for r in points], [r.rate for r in points])
+            f.advice = []  # its levels are concurrencies, which a rate sweep does not set
+        else:
+            left_out = [r.level for r in rows if r not in points]
+            f = fit_usl([r.level for r in points], [r.rate for r in points], left_out=left_out)
     except UserError as exc:
         v.warnings.append(f"no USL fit: {exc}")
         return
     v.usl = f
     peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
-    v.sentences.append(f"USL: σ={words.num(f.sigma)}, κ={words.num(f.kappa)}, {peak}, R²={f.r2:.2f}")
+    on = " on N = achieved × time in service (Little's law)" if open_loop else ""
+    v.sentences.append(f"USL{on}: σ={words.num(f.sigma)}, κ={words.num(f.kappa)}, {peak}, R²={f.r2:.2f}")

@@ -48,3 +48,24 @@ def num(x: float) -> str:
 def level(n: float) -> str:
     """A level as an integer when it is one."""
     return f"{n:.0f}" if float(n).is_integer() else f"{n:g}"
+
+
+def load(value: float, unit: str = "clients") -> str:
+    """A sweep level in words: '50 clients', or for a rate sweep '500/s offered'."""
+    if unit == "rate":
+        return f"{level_rate(value)} offered"
+    return f"{level(value)} clients"
+
+
+def level_rate(hz: float) -> str:
+    """An offered rate as the scenario wrote it: 500 → '500/s', 2.5 → '2.5/s'."""
+    return f"{level(hz)}/s"
+
+
+def span(lo: float, hi: float, unit: str = "clients") -> str:
+    """'5 to 100 clients', '100/s to 600/s offered', or one level when lo == hi."""
+    if lo == hi:
+        return load(lo, unit)
+    if unit == "rate":
+        return f"{level_rate(lo)} to {level_rate(hi)} offered"
+    return f"{level(lo)} to {level(hi)} clients"

@@ -12,6 +12,8 @@ SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung"]
 
 
 def _fmt(v: object) -> object:
+    if v is None:  # an open-loop column of a closed-loop group
+        return ""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
@@ -22,9 +24,10 @@ def _fmt(v: object) -> object:
 def levels_csv(record: RunRecord) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(R.LEVEL_COLUMNS)
+    open_loop = R.rate_sweep(record)
+    w.writerow(R.level_columns(record))
     for r in R.level_rows(record):
-        w.writerow([_fmt(v) for v in r.as_dict().values()])
+        w.writerow([_fmt(v) for v in r.as_dict(open_loop).values()])
     return buf.getvalue()
 
 

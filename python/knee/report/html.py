@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+from knee.analysis import words
 from knee.model import RunRecord
 from knee.report import plots
 from knee.report import rows as R
@@ -54,10 +55,12 @@ def _errors(record: RunRecord, group: str) -> str:
             continue
         for cls, n in sorted(g.failures.items()):
             samples = g.error_samples.get(cls, [])
-            rows.append([str(g.clients), cls, f"{n:,}", " | ".join(samples[:3])])
+            level = words.level_rate(s.level) if s.rate_hz is not None else str(g.clients)
+            rows.append([level, cls, f"{n:,}", " | ".join(samples[:3])])
     if not rows:
         return "<p>No failures.</p>"
-    return _table(["Clients", "Class", "Count", "Samples"], rows, kind="kv")
+    head = "Offered rate" if R.rate_sweep(record) else "Clients"
+    return _table([head, "Class", "Count", "Samples"], rows, kind="kv")
 
 
 def _group_section(record: RunRecord, group: str, run_dir: Path | None) -> str:
@@ -70,11 +73,13 @@ def _group_section(record: RunRecord, group: str, run_dir: Path | None) -> str:
     out += [f'<p class="warn">warning: {esc(w)}</p>' for w in R.warning_lines(record, group)]
     rows = R.rows_for(record, group)
     classes = ["recovery" if r.phase == "recovery" else ("bad" if r.failure_ratio > 0.5 else "") for r in rows]
-    out.append(_table(R.TABLE_HEADER, [R.table_cells(r) for r in rows], classes))
-    if len({r.clients for r in rows if r.phase == "sweep"}) >= 2:
-        out.append(_figure(plots.throughput(record, group, v.usl if v else None), "throughput vs concurrency"))
-        out.append(_figure(plots.failures(record, group), "failures and hung vs concurrency"))
-        out.append(_figure(plots.latency(record, group), "latency percentiles vs concurrency"))
+    rates = R.rate_sweep(record)
+    out.append(_table(R.table_header(record), [R.table_cells(r, rates) for r in rows], classes))
+    x = "offered rate" if rates else "concurrency"
+    if len({r.level if rates else r.clients for r in rows if r.phase == "sweep"}) >= 2:
+        out.append(_figure(plots.throughput(record, group, v.usl if v else None), f"throughput vs {x}"))
+        out.append(_figure(plots.failures(record, group), f"failures and hung vs {x}"))
+        out.append(_figure(plots.latency(record, group), f"latency percentiles vs {x}"))
     out.append(_figure(plots.series(record, group), "per-interval series"))
     out.append(_figure(plots.distribution(record, group, run_dir), "latency distribution"))
     labels = R.label_rows(record, group)

@@ -31,7 +31,8 @@ def render_markdown(record: RunRecord) -> str:
     out = [f"# knee run {md_cell(record.run_id)}", "", f"Status: {md_cell(record.status)}", ""]
     for group in R.group_names(record):
         out += [f"## Group {md_cell(group)}", ""]
-        out += md_table(R.TABLE_HEADER, [R.table_cells(r) for r in R.rows_for(record, group)])
+        rates = R.rate_sweep(record)
+        out += md_table(R.table_header(record), [R.table_cells(r, rates) for r in R.rows_for(record, group)])
         out.append("")
         v = R.verdict_for(record, group)
         if v is not None:

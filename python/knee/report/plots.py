@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from knee.analysis import words
 from knee.analysis.usl import usl
 from knee.model import RunRecord, StepResult, USLFit
 from knee.report.hgrm import read_percentiles
@@ -40,64 +41,100 @@ def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepRes
     return [s for s in record.steps if s.phase == "sweep" and s.direction == direction and group in s.groups]
 
 
-def _levels_axis(ax: plt.Axes, levels: list[int]) -> None:
-    ax.set_xlabel("concurrent clients")
-    if levels and max(levels) / max(1, min(levels)) >= 20:
+def _x(s: StepResult, group: str) -> float:
+    """A step's place on the x axis: its clients, or the offered rate of a rate sweep."""
+    return s.level if s.rate_hz is not None else s.groups[group].clients
+
+
+def _rates(record: RunRecord) -> bool:
+    return any(s.rate_hz is not None for s in record.steps)
+
+
+def _levels_axis(ax: plt.Axes, levels: list[float], rates: bool = False) -> None:
+    ax.set_xlabel("offered rate, arrivals / s" if rates else "concurrent clients")
+    if levels and max(levels) / max(1e-9 if rates else 1, min(levels)) >= 20:
         ax.set_xscale("log")
 
 
+def _vs(rates: bool) -> str:
+    return "offered rate" if rates else "concurrency"
+
+
 def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
-    """Rate vs concurrency, the USL curve through it, and the recovery probes."""
+    """Rate vs concurrency (or offered rate), the USL curve through it, and the recovery probes.
+
+    A rate sweep shows the offered rate as a diagonal and what was achieved; its USL is fitted
+    on Little's-law concurrency, another axis, so it is not drawn here.
+    """
     fig, ax = plt.subplots(figsize=_SIZE)
+    rates = _rates(record)
     up = _sweep(record, group)
-    levels = [s.groups[group].clients for s in up]
-    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="measured (up)", color="C0")
+    levels = [_x(s, group) for s in up]
+    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="succeeded (up)", color="C0")
+    open_up = [s for s in up if s.groups[group].open_loop is not None]
+    if open_up:
+        ax.plot(
+            [_x(s, group) for s in open_up],
+            [s.groups[group].open_loop.achieved_rate_hz for s in open_up],  # type: ignore[union-attr]
+            "^:",
+            color="C2",
+            label="achieved (all completed)",
+        )
+        ax.plot(levels, levels, "--", color="grey", lw=1, label="offered")
     down = _sweep(record, group, "down")
     if down:
         ax.plot(
-            [s.groups[group].clients for s in down],
+            [_x(s, group) for s in down],
             [s.groups[group].rate_hz for s in down],
             "s--",
-            label="measured (down)",
+            label="succeeded (down)",
         )
     rec = [s for s in record.steps if s.phase == "recovery" and group in s.groups]
     if rec:
         ax.plot(
-            [s.groups[group].clients for s in rec],
+            [_x(s, group) for s in rec],
             [s.groups[group].rate_hz for s in rec],
             "x",
             color="C3",
             markersize=9,
             label="recovery probes",
         )
-    if fit is not None and levels:
+    if fit is not None and levels and not rates:
         n = np.geomspace(max(1, min(levels)), max(levels), 200)
         ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
         if fit.n_star:
             ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
-    _levels_axis(ax, levels)
-    ax.set_ylabel("succeeded / s")
-    ax.set_title("Throughput vs concurrency")
+    _levels_axis(ax, levels, rates)
+    ax.set_ylabel("operations / s")
+    ax.set_title(f"Throughput vs {_vs(rates)}")
     ax.legend(loc="best")
     return to_svg(fig)
 
 
 def failures(record: RunRecord, group: str) -> str:
     fig, ax = plt.subplots(figsize=_SIZE)
+    rates = _rates(record)
     up = _sweep(record, group)
-    levels = [s.groups[group].clients for s in up]
+    levels = [_x(s, group) for s in up]
     ax.plot(levels, [s.groups[group].failed for s in up], "o-", color="C3", label="failed")
     ax.plot(levels, [s.groups[group].hung for s in up], "s-", color="C4", label="hung")
+    worst = max((max(s.groups[group].failed, s.groups[group].hung) for s in up), default=0)
+    loops = [s.groups[group].open_loop for s in up]
+    if all(o is not None for o in loops) and loops:
+        late = [o.late for o in loops if o is not None]
+        dropped = [o.dropped for o in loops if o is not None]
+        ax.plot(levels, late, "^-", color="C1", label="late (> 10 ms)")
+        ax.plot(levels, dropped, "v-", color="C5", label="dropped")
+        worst = max(worst, *late, *dropped)
     ax2 = ax.twinx()
     ax2.plot(levels, [s.groups[group].failure_ratio * 100 for s in up], ":", color="grey", label="failure ratio")
     ax2.set_ylabel("(failed + hung) / all, %")
-    worst = max((max(s.groups[group].failed, s.groups[group].hung) for s in up), default=0)
     ax.set_ylim(0, max(1, worst) * 1.08)
     ax2.set_ylim(0, max(1.0, max((s.groups[group].failure_ratio * 100 for s in up), default=0.0)) * 1.08)
     ax2.grid(False)
-    _levels_axis(ax, levels)
+    _levels_axis(ax, levels, rates)
     ax.set_ylabel("operations")
-    ax.set_title("Failures and hung operations vs concurrency")
+    ax.set_title(f"Failures and hung operations vs {_vs(rates)}")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, loc="upper left")
@@ -106,14 +143,19 @@ def failures(record: RunRecord, group: str) -> str:
 
 def latency(record: RunRecord, group: str) -> str:
     fig, ax = plt.subplots(figsize=_SIZE)
+    rates = _rates(record)
     up = _sweep(record, group)
-    levels = [s.groups[group].clients for s in up]
+    levels = [_x(s, group) for s in up]
     for key, style in (("p50", "o-"), ("p90", "^-"), ("p99", "s-"), ("max", ".:")):
         ax.plot(levels, [getattr(s.groups[group].latency_ms, key) for s in up], style, label=key)
-    _levels_axis(ax, levels)
+    loops = [s.groups[group].open_loop for s in up]
+    if loops and all(o is not None for o in loops):
+        unc = [o.latency_uncorrected_ms.p99 for o in loops if o is not None]
+        ax.plot(levels, unc, "s--", color="grey", label="p99 uncorrected (from the actual start)")
+    _levels_axis(ax, levels, rates)
     ax.set_yscale("log")
-    ax.set_ylabel("latency, ms")
-    ax.set_title("Latency percentiles vs concurrency")
+    ax.set_ylabel("latency, ms (from the intended start)" if loops and loops[0] is not None else "latency, ms")
+    ax.set_title(f"Latency percentiles vs {_vs(rates)}")
     ax.legend(loc="upper left")
     return to_svg(fig)
 
@@ -135,7 +177,8 @@ def series(record: RunRecord, group: str) -> str:
         if any(bad):
             ax.plot(t, bad, "-", color="C3", lw=1)
         top = max(p.succeeded / per for p in g.series)
-        ax.annotate(str(g.clients), (t[0], top), textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
+        mark = words.level_rate(s.level) if s.rate_hz is not None else str(g.clients)
+        ax.annotate(mark, (t[0], top), textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
     ax.plot([], [], "-", color="C0", label="succeeded / s")
     ax.plot([], [], "-", color="C3", label="failed + hung / s")
     if any(s.phase == "recovery" for s in steps):
@@ -144,7 +187,8 @@ def series(record: RunRecord, group: str) -> str:
         (p.succeeded / (s.groups[group].interval_s or 1.0) for s in steps for p in s.groups[group].series), default=0
     )
     ax.set_ylim(0, max(1.0, peak) * 1.18)
-    ax.set_xlabel("seconds since the first step (numbers: clients of each step)")
+    what = "offered rate" if _rates(record) else "clients"
+    ax.set_xlabel(f"seconds since the first step (numbers: {what} of each step)")
     ax.set_ylabel("per second")
     ax.set_title("Per-interval series of each level")
     ax.legend(loc="best", fontsize=7)
@@ -165,7 +209,8 @@ def distribution(record: RunRecord, group: str, run_dir: Path | None) -> str:
         if not pts:
             continue
         x = [1 / (1 - q / 100) for q, _ in pts]
-        ax.plot(x, [v for _, v in pts], "-", color=cmap(i / max(1, len(up) - 1)), label=f"{s.groups[group].clients}")
+        name = words.level_rate(s.level) if s.rate_hz is not None else f"{s.groups[group].clients}"
+        ax.plot(x, [v for _, v in pts], "-", color=cmap(i / max(1, len(up) - 1)), label=name)
         drawn += 1
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -176,5 +221,5 @@ def distribution(record: RunRecord, group: str, run_dir: Path | None) -> str:
     ax.set_ylabel("latency, ms")
     ax.set_title("Latency distribution per level")
     if drawn:
-        ax.legend(title="clients", fontsize=7, ncol=2, loc="upper left")
+        ax.legend(title="offered" if _rates(record) else "clients", fontsize=7, ncol=2, loc="upper left")
     return to_svg(fig)

@@ -6,18 +6,19 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from knee.analysis import words
 from knee.model import GroupStats, RunRecord, StepResult, Verdict
 
 
 @dataclass(frozen=True)
 class LevelRow:
-    """One step x group (the columns of levels.csv, in order)."""
+    """One step x group (the columns of levels.csv, in order; the open-loop ones only in a rate sweep's)."""
 
     index: int
     label: str
     phase: str
     direction: str
-    level: int
+    level: int | float  # clients, or the offered rate (/s) of a rate sweep
     group: str
     clients: int
     succeeded: int
@@ -31,15 +32,35 @@ class LevelRow:
     max_ms: float
     partial: bool
     generator_cpu_cores: float
+    # open loop (None for a closed-loop group): arrivals per second, completions per second, late and
+    # dropped arrivals, and p99 from the actual start (p99_ms counts from the intended start)
+    offered_rate_hz: float | None = None
+    achieved_rate_hz: float | None = None
+    late: int | None = None
+    dropped: int | None = None
+    p99_uncorrected_ms: float | None = None
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def as_dict(self, open_loop: bool = False) -> dict[str, object]:
+        d = asdict(self)
+        return d if open_loop else {k: d[k] for k in LEVEL_COLUMNS}
 
 
-LEVEL_COLUMNS = [f.name for f in fields(LevelRow)]
+OPEN_LOOP_COLUMNS = ["offered_rate_hz", "achieved_rate_hz", "late", "dropped", "p99_uncorrected_ms"]
+LEVEL_COLUMNS = [f.name for f in fields(LevelRow) if f.name not in OPEN_LOOP_COLUMNS]
+
+
+def level_columns(record: RunRecord) -> list[str]:
+    """levels.csv's columns: the open-loop ones only for a rate sweep."""
+    return LEVEL_COLUMNS + OPEN_LOOP_COLUMNS if rate_sweep(record) else LEVEL_COLUMNS
+
+
+def rate_sweep(record: RunRecord) -> bool:
+    """The run's levels are offered rates (`[sweep] rates`), not client counts."""
+    return any(s.rate_hz is not None for s in record.steps)
 
 
 def level_row(step: StepResult, g: GroupStats) -> LevelRow:
+    o = g.open_loop
     return LevelRow(
         index=step.index,
         label=step.label,
@@ -59,6 +80,11 @@ def level_row(step: StepResult, g: GroupStats) -> LevelRow:
         max_ms=g.latency_ms.max,
         partial=step.partial,
         generator_cpu_cores=step.generator.cpu_cores,
+        offered_rate_hz=o.offered_rate_hz if o else None,
+        achieved_rate_hz=o.achieved_rate_hz if o else None,
+        late=o.late if o else None,
+        dropped=o.dropped if o else None,
+        p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,
     )
 
 
@@ -120,9 +146,10 @@ def fmt_pct(ratio: float) -> str:
     return f"{ratio * 100:.1f} %"
 
 
-def concurrency_cell(r: LevelRow) -> str:
-    """The level as the table shows it, with its phase, direction, label and partial marks."""
-    text = str(r.clients)
+def concurrency_cell(r: LevelRow, rates: bool = False) -> str:
+    """The level as the table shows it (clients, or a rate sweep's offered rate), with its phase, direction,
+    label and partial marks."""
+    text = words.level_rate(r.level) if rates else str(r.clients)
     marks = []
     if r.label:
         marks.append(r.label)
@@ -135,16 +162,39 @@ def concurrency_cell(r: LevelRow) -> str:
     return f"{text} ({', '.join(marks)})" if marks else text
 
 
-def table_cells(r: LevelRow) -> list[str]:
-    """`Concurrency | Succeeded (rate) | Failed | Hung | p50 | p99`."""
-    return [
-        concurrency_cell(r),
+def table_cells(r: LevelRow, rates: bool = False) -> list[str]:
+    """`Concurrency | Succeeded (rate) | Failed | Hung | p50 | p99`; a rate sweep's (RATE_TABLE_HEADER) adds
+    what was achieved, late and dropped, and the uncorrected p99 ('-' for a closed-loop group)."""
+    cells = [
+        concurrency_cell(r, rates),
         f"{r.succeeded:,} ({fmt_rate(r.rate_hz)})",
         _failed_cell(r),
         f"{r.hung:,}",
         fmt_ms(r.p50_ms),
         fmt_ms(r.p99_ms),
     ]
+    if not rates:
+        return cells
+    if r.achieved_rate_hz is None:  # a closed-loop group beside the open loop
+        return [cells[0], f"- ({r.clients} clients)", *cells[1:4], "-", "-", *cells[4:], "-"]
+    achieved = (
+        f"{fmt_rate(r.achieved_rate_hz)} ({fmt_pct(r.achieved_rate_hz / r.offered_rate_hz)})"
+        if (r.offered_rate_hz)
+        else fmt_rate(r.achieved_rate_hz)
+    )
+    return [
+        cells[0],
+        achieved,
+        *cells[1:4],
+        f"{r.late:,}",
+        f"{r.dropped:,}",
+        *cells[4:],
+        fmt_ms(r.p99_uncorrected_ms or 0.0),
+    ]
+
+
+def table_header(record: RunRecord) -> list[str]:
+    return RATE_TABLE_HEADER if rate_sweep(record) else TABLE_HEADER
 
 
 def _failed_cell(r: LevelRow) -> str:
@@ -153,6 +203,20 @@ def _failed_cell(r: LevelRow) -> str:
 
 
 TABLE_HEADER = ["Concurrency", "Succeeded (rate)", "Failed", "Hung", "p50", "p99"]
+# a rate sweep: the offered rate, the achieved one (all completions, % of offered), late and dropped
+# arrivals, p99 from the intended start and from the actual start (docs/open-vs-closed.md)
+RATE_TABLE_HEADER = [
+    "Offered",
+    "Achieved",
+    "Succeeded (rate)",
+    "Failed",
+    "Hung",
+    "Late",
+    "Dropped",
+    "p50",
+    "p99",
+    "p99 uncorr.",
+]
 
 
 # --- the verdict in words and the warnings --------------------------------------------------
@@ -163,19 +227,26 @@ def verdict_sentence(v: Verdict) -> str:
     if v.sentences:
         return "; ".join(v.sentences)
     parts = []
+    rates = v.level_unit == "rate"
+
+    def at(level: float) -> str:
+        return f"{words.level_rate(level)} offered" if rates else f"{level} clients"
+
     if v.peak_level is not None and v.peak_rate is not None:
-        parts.append(f"peaked at {fmt_rate(v.peak_rate)} with {v.peak_level} clients")
+        parts.append(f"peaked at {fmt_rate(v.peak_rate)} {'at' if rates else 'with'} {at(v.peak_level)}")
     if v.error_onset_level is not None:
-        parts.append(f"errors from {v.error_onset_level}")
+        parts.append(f"errors from {at(v.error_onset_level) if rates else v.error_onset_level}")
+    if v.saturation_level is not None:
+        parts.append(f"saturated at {at(v.saturation_level)}")
     if v.collapse_level is not None:
-        parts.append(f"collapsed at {v.collapse_level}")
+        parts.append(f"collapsed at {at(v.collapse_level) if rates else v.collapse_level}")
     if v.recovered is True:
         took = f" after {v.time_to_recover_s:.0f} s" if v.time_to_recover_s is not None else ""
         parts.append(f"recovered{took}")
     elif v.recovered is False:
         parts.append("did not recover")
     if v.capacity_under_slo is not None:
-        parts.append(f"capacity under the SLO: {v.capacity_under_slo} clients")
+        parts.append(f"capacity under the SLO: {at(v.capacity_under_slo)}")
     return "; ".join(parts) if parts else "no verdict (too few levels)"
 
 
@@ -184,7 +255,8 @@ def usl_line(v: Verdict) -> str | None:
     if f is None:
         return None
     peak = f"N* = {f.n_star:.0f}, peak {fmt_rate(f.peak_rate)}" if f.n_star and f.peak_rate else "no peak (κ = 0)"
-    return f"USL fit: σ = {f.sigma:.4g}, κ = {f.kappa:.3g}, λ = {f.lam:.4g} Hz/client; {peak}; R² = {f.r2:.3f}"
+    on = " on Little's-law concurrency (N = achieved × time in service)" if v.level_unit == "rate" else ""
+    return f"USL fit{on}: σ = {f.sigma:.4g}, κ = {f.kappa:.3g}, λ = {f.lam:.4g} Hz/client; {peak}; R² = {f.r2:.3f}"
 
 
 LITTLE_GAP = 0.2
@@ -195,8 +267,9 @@ def warning_lines(record: RunRecord, group: str) -> list[str]:
     out = []
     for s in record.steps:
         if s.generator.saturated and group in s.groups:
+            level = f"{words.level_rate(s.level)} offered" if s.rate_hz is not None else f"level {s.level}"
             out.append(
-                f"the load generator was saturated at step {s.index} (level {s.level}: "
+                f"the load generator was saturated at step {s.index} ({level}: "
                 f"{s.generator.cpu_cores:.2f} of {s.generator.cores_available} cores); "
                 "its numbers measure knee as much as the service"
             )

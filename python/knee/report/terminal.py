@@ -35,11 +35,12 @@ def render_terminal(record: RunRecord, console: Console) -> None:
 
 def _group_table(record: RunRecord, group: str, console: Console) -> None:
     table = Table(title=f"group {escape(group)}", title_justify="left")
-    for i, h in enumerate(R.TABLE_HEADER):
+    rates = R.rate_sweep(record)
+    for i, h in enumerate(R.table_header(record)):
         table.add_column(h, justify="left" if i == 0 else "right")
     for r in R.rows_for(record, group):
         style = "dim" if r.phase == "recovery" else ("red" if r.failure_ratio > 0.5 else None)
-        table.add_row(*(escape(c) for c in R.table_cells(r)), style=style)
+        table.add_row(*(escape(c) for c in R.table_cells(r, rates)), style=style)
     console.print(table)
 
 

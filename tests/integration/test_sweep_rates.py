@@ -1,0 +1,122 @@
+"""`knee sweep` over arrival rates against the demo service, whose capacity is known in advance.
+
+knee target with λ = 100/s, σ = 0.2, κ = 0.005 peaks at N* ≈ 12.6 requests in flight, X(N*) ≈ 311/s:
+offered rates of 50, 100 and 200/s are served as they arrive; 400 and 600/s are more than the
+service can take, so arrivals wait for one of the 30 connections (late) or are dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from knee.model import RunRecord
+from knee.store import RunDir
+from knee.target import start_target
+
+CAPACITY = 311.0
+RATES = [50, 100, 200, 400, 600]
+
+SCENARIO = """\
+name = "rates"
+
+[groups.main]
+kind = "http"
+url = "${target}/"
+rate = "level"
+clients = 30
+timeout = "2s"
+
+[groups.base]
+kind = "http"
+url = "${target}/"
+clients = 1
+think = "50ms"
+
+[sweep]
+rates = [50, 100, 200, 400, 600]
+max_in_flight = 200
+duration = "1500ms"
+warmup = "300ms"
+
+[recovery]
+probe = "1s"
+limit = "4s"
+pause = "200ms"
+"""
+
+
+def sweep(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "knee", "sweep", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+
+
+def measured(record: RunRecord) -> list[tuple[float, float, float, int, int]]:
+    """(level, offered/s, achieved/s, late, dropped) of the measured group's sweep steps."""
+    out = []
+    for s in record.steps:
+        o = s.groups["main"].open_loop
+        if s.phase == "sweep" and o is not None:
+            out.append((s.level, o.offered_rate_hz, o.achieved_rate_hz, o.late, o.dropped))
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_rate_sweep_keeps_up_below_capacity_and_saturates_above(tmp_path: Path) -> None:
+    scenario = tmp_path / "rates.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "runs"
+    with start_target("basic", lam=100.0, sigma=0.2, kappa=0.005) as target:
+        assert target.model["peak_rate"] == pytest.approx(CAPACITY, rel=0.01)
+        proc = sweep(str(scenario), "--out", str(out), "--var", f"target={target.url}")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (run,) = [p for p in out.iterdir() if p.is_dir()]
+        record = RunDir(run).load()
+        stats = target.stats()
+        # --resume replays what was recorded and runs only the missing rates (and the probe) again
+        kept = record.steps[:3]
+        RunDir(run).save(record.model_copy(update={"steps": kept, "status": "running", "verdicts": []}))
+        resumed = sweep("--resume", str(run))
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    rows = measured(record)
+    print("\nlevel offered/s achieved/s late dropped")
+    for row in rows:
+        print("{:>5} {:>9.1f} {:>10.1f} {:>4} {:>7}".format(*row))
+    assert [r[0] for r in rows] == RATES
+    assert all(s.rate_hz == s.level for s in record.steps)
+    for level, offered, achieved, late, dropped in rows:
+        assert offered == pytest.approx(level, rel=0.02)
+        if level < CAPACITY:
+            assert achieved == pytest.approx(offered, rel=0.03)
+            assert dropped == 0 and late <= 0.05 * offered  # late: timer jitter on a busy machine at most
+        else:
+            assert achieved < 0.95 * offered
+            assert late + dropped > 0.1 * offered
+    v = next(v for v in record.verdicts if v.group == "main")
+    assert v.level_unit == "rate"
+    assert v.saturation_level == 400  # the first offered rate above the capacity
+    assert v.peak_rate is not None and 0.97 * 200 <= v.peak_rate <= 1.05 * CAPACITY  # never above the capacity
+    assert any(s.startswith("saturated at 400/s offered") for s in v.sentences)
+    assert v.recovered is True
+    base = next(v for v in record.verdicts if v.group == "base")
+    assert base.level_unit == "rate" and base.saturation_level is None
+    assert stats["served"] >= sum(g.succeeded for s in record.steps for g in s.groups.values())
+
+    again = RunDir(run).load()
+    assert again.status == "complete"
+    assert again.steps[:3] == kept
+    assert [s.level for s in again.steps if s.phase == "sweep"] == RATES
+    assert next(v for v in again.verdicts if v.group == "main").saturation_level == 400
+
+    with (run / "levels.csv").open() as f:
+        table = [r for r in csv.DictReader(f) if r["group"] == "main" and r["phase"] == "sweep"]
+    assert [float(r["offered_rate_hz"]) for r in table] == pytest.approx(RATES, rel=0.02)
+    assert int(table[-1]["late"]) + int(table[-1]["dropped"]) > 0
+    md = (run / "report.md").read_text()
+    assert "| Offered | Achieved |" in md and "| 400/s |" in md
+    html = (run / "report.html").read_text()
+    assert "Throughput vs offered rate" in html and "offered rate, arrivals / s" in html
