@@ -284,7 +284,7 @@ def test_reports_name_offered_rates_and_show_achieved_late_dropped() -> None:
     record = rate_record()
     record.verdicts = analyze_run(record)
     md = render_markdown(record)
-    assert "| Offered | Achieved | Succeeded (rate) | Failed | Hung | Late | Dropped | p50 | p99 | p99 uncorr. |" in md
+    assert "| Offered | Achieved | Succeeded | Failed | Hung | Late | Dropped | p50 | p99 | p99 uncorr. |" in md
     assert "| 200/s | 120 Hz (60.0 %) |" in md
     assert "saturated at 200/s offered" in md
     rows = list(csv.DictReader(io.StringIO(levels_csv(record))))

@@ -24,7 +24,7 @@ def nice(x: float) -> int:
 
 def level_list(levels: Iterable[float]) -> str:
     """[10, 25] → '10 and 25'; [5, 10, 25] → '5, 10 and 25'."""
-    items = [f"{v:.0f}" if float(v).is_integer() else f"{v:g}" for v in levels]
+    items = [f"{v:.0f}" if float(v).is_integer() else f"{v:.3g}" for v in levels]
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
