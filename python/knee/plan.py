@@ -45,6 +45,8 @@ def step_seconds(scenario: Scenario) -> float | None:
     """How long one sweep step lasts when that is known in advance (duration-based stops)."""
     durations: list[float] = []
     for g in scenario.groups.values():
+        if g.background:
+            continue
         if g.duration is not None:
             durations.append(g.duration)
         elif g.per_client is None and g.total is None and scenario.sweep.duration is not None:
@@ -59,8 +61,10 @@ def engine_spec(scenario: Scenario, step: PlannedStep) -> dict[str, Any]:
     sweep = scenario.sweep
     groups = []
     for name, g in scenario.groups.items():
-        if g.per_client is not None:
-            stop: dict[str, int] = {"per_client": g.per_client}
+        if g.background:
+            stop: dict[str, Any] = {"while_others": True}
+        elif g.per_client is not None:
+            stop = {"per_client": g.per_client}
         elif g.total is not None:
             stop = {"total": g.total}
         elif g.duration is not None:

@@ -87,6 +87,8 @@ class _GroupBase(_Model):
     per_client: PositiveInt | None = None
     total: PositiveInt | None = None
     duration: Duration | None = None
+    # baseload: runs as long as the step's other groups, then stops (engine stop `while_others`)
+    background: bool = False
     timeout: Duration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
     think: Duration = 0.0
 
@@ -95,6 +97,11 @@ class _GroupBase(_Model):
         given = [k for k in ("per_client", "total", "duration") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of per_client, total, duration (got {', '.join(given)})")
+        if self.background and given:
+            raise ValueError(
+                f"background = true runs the group as long as the others, so it takes no {given[0]} of its own; "
+                f"remove {given[0]} or background"
+            )
         if self.timeout <= 0:
             raise ValueError("timeout must be more than 0")
         return self
@@ -380,9 +387,16 @@ class Scenario(_Model):
 
     @model_validator(mode="after")
     def _stops(self) -> Scenario:
+        if all(g.background for g in self.groups.values()):
+            raise ValueError(
+                "every group has background = true, so none would end the step; "
+                "give at least one group no background (it sets how long each step lasts)"
+            )
         if self.sweep.stop_spec() is None:
             missing = [
-                n for n, g in self.groups.items() if g.per_client is None and g.total is None and g.duration is None
+                n
+                for n, g in self.groups.items()
+                if g.per_client is None and g.total is None and g.duration is None and not g.background
             ]
             if missing:
                 raise ValueError(

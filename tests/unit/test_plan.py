@@ -97,3 +97,12 @@ def test_quick_shrinks_sizes_but_keeps_the_shape() -> None:
     assert q.sweep.direction == "up-down"
     assert q.groups["base"].per_client == 5
     assert set(q.groups) == set(s.groups)
+
+
+def test_a_background_group_gets_the_engines_while_others_stop() -> None:
+    text = SWEEP.replace("clients = 3\nper_client = 7", "clients = 3\nbackground = true")
+    spec = engine_spec(parse_scenario(text), sweep_plan(parse_scenario(text))[0])
+    base = next(g for g in spec["groups"] if g["name"] == "base")
+    assert base["stop"] == {"while_others": True} and base["warmup_ms"] == 0
+    # The step lasts as long as the group that sets it: the background group adds nothing.
+    assert step_seconds(parse_scenario(text)) == 11.0

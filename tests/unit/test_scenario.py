@@ -179,3 +179,27 @@ def test_levels_belong_to_a_group_that_follows_them() -> None:
     assert "sweep.levels needs a group whose clients follow the level" in error_of(fixed)
     single = parse_scenario(fixed.replace("levels = [1, 2]\n", ""))
     assert single.levels() == [60]  # one step, at the fixed group's size
+
+
+BASELOAD = """\
+[groups.base]
+kind = "http"
+url = "http://127.0.0.1:1/ls"
+clients = 50
+background = true
+
+[groups.stress]
+kind = "http"
+url = "http://127.0.0.1:1/ls"
+clients = 5000
+per_client = 100
+"""
+
+
+def test_a_background_group_needs_no_stop_and_takes_none() -> None:
+    parse_scenario(BASELOAD)  # no [sweep] stop needed: the stress group ends the step
+    msg = error_of(BASELOAD.replace("background = true", "background = true\nduration = '1m'"))
+    assert "groups.base: background = true runs the group as long as the others" in msg
+    assert "remove duration or background" in msg
+    msg = error_of(BASELOAD.replace("per_client = 100", "background = true"))
+    assert "every group has background = true, so none would end the step" in msg

@@ -14,7 +14,7 @@ use crate::limits;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult};
 use crate::spec::{Spec, StopRule};
-use crate::worker::{run_thread, GroupShared, Shared, ThreadOutput};
+use crate::worker::{foreground_tasks, run_thread, GroupShared, Shared, ThreadOutput};
 
 /// Time between `Engine::start` returning and the common start instant (threads get ready).
 const LEAD_TIME: Duration = Duration::from_millis(5);
@@ -112,15 +112,6 @@ impl Engine {
                 }
             })
             .collect();
-        let (stop_tx, _) = watch::channel(false);
-        let shared = Arc::new(Shared {
-            start,
-            interval: Duration::from_millis(spec.interval_ms),
-            groups,
-            stop_tx,
-            stopped: AtomicBool::new(false),
-        });
-
         // Round-robin every group's clients over the threads.
         let mut plan: Vec<Vec<(usize, u64)>> = vec![Vec::new(); threads];
         let mut k = 0usize;
@@ -130,6 +121,19 @@ impl Engine {
                 k += 1;
             }
         }
+        let foreground: u64 = plan.iter().map(|p| foreground_tasks(&spec.groups, p)).sum();
+        let (stop_tx, _) = watch::channel(false);
+        let (bg_stop_tx, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            start,
+            interval: Duration::from_millis(spec.interval_ms),
+            groups,
+            stop_tx,
+            stopped: AtomicBool::new(false),
+            bg_stop_tx,
+            bg_stopped: AtomicBool::new(false),
+            foreground_left: AtomicU64::new(foreground),
+        });
         let mut handles = Vec::with_capacity(threads);
         for (t, clients) in plan.into_iter().enumerate() {
             let sh = shared.clone();
@@ -140,8 +144,7 @@ impl Engine {
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    shared.stop_tx.send_replace(true);
-                    shared.stopped.store(true, Ordering::Relaxed);
+                    shared.stop_all();
                     for h in handles {
                         let _ = h.join();
                     }
@@ -202,8 +205,7 @@ impl Engine {
 
     /// End the run early: in-flight operations are abandoned, exec process groups killed. Idempotent.
     pub fn stop(&self) {
-        self.shared.stopped.store(true, Ordering::Relaxed);
-        self.shared.stop_tx.send_replace(true);
+        self.shared.stop_all();
     }
 
     /// Wait until the run has finished (None: no time limit). True once finished.

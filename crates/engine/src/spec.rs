@@ -51,6 +51,16 @@ pub enum StopRule {
     PerClient(u64),
     /// Measured run time.
     DurationMs(u64),
+    /// `{"while_others": true}`: a background group (baseload) that runs until every other group
+    /// of the shard has ended, then stops; operations in flight then are abandoned, as on `stop()`.
+    WhileOthers(bool),
+}
+
+impl StopRule {
+    /// A background group, ended by the others' end.
+    pub fn is_background(&self) -> bool {
+        matches!(self, StopRule::WhileOthers(_))
+    }
 }
 
 /// How operations are paced.
@@ -210,6 +220,12 @@ impl Spec {
             }
             g.validate(&format!("groups[{i}]"))?;
         }
+        if self.groups.iter().all(|g| g.stop.is_background()) {
+            return Err(SpecError::new(
+                "every group's stop is while_others, so none would ever end; give at least one group \
+                 a total, per_client or duration_ms stop",
+            ));
+        }
         Ok(())
     }
 }
@@ -226,6 +242,12 @@ impl GroupSpec {
             StopRule::Total(n) => ("total", n),
             StopRule::PerClient(n) => ("per_client", n),
             StopRule::DurationMs(n) => ("duration_ms", n),
+            StopRule::WhileOthers(true) => ("while_others", 1),
+            StopRule::WhileOthers(false) => {
+                return Err(SpecError::new(format!(
+                    "{key}.stop.while_others must be true (got false); give another stop rule instead"
+                )));
+            }
         };
         if n == 0 {
             return Err(SpecError::new(format!(

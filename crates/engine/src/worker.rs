@@ -42,6 +42,68 @@ pub(crate) struct Shared {
     pub groups: Vec<GroupShared>,
     pub stop_tx: watch::Sender<bool>,
     pub stopped: AtomicBool,
+    /// The stop of background groups (`while_others`): sent by `stop()` and when the last
+    /// foreground task ends.
+    pub bg_stop_tx: watch::Sender<bool>,
+    pub bg_stopped: AtomicBool,
+    /// Foreground tasks still running: closed-loop clients and open-loop schedulers.
+    pub foreground_left: AtomicU64,
+}
+
+impl Shared {
+    /// Stop everything (`Engine::stop`).
+    pub fn stop_all(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.bg_stopped.store(true, Ordering::Relaxed);
+        self.stop_tx.send_replace(true);
+        self.bg_stop_tx.send_replace(true);
+    }
+
+    /// The stop signal group `g`'s tasks obey, and its flag.
+    fn stop_of(&self, g: usize) -> (watch::Receiver<bool>, &AtomicBool) {
+        if self.groups[g].spec.stop.is_background() {
+            (self.bg_stop_tx.subscribe(), &self.bg_stopped)
+        } else {
+            (self.stop_tx.subscribe(), &self.stopped)
+        }
+    }
+}
+
+/// Held by a foreground task while it runs; the last one to end stops the background groups.
+struct Foreground<'a>(&'a Shared);
+
+impl<'a> Foreground<'a> {
+    fn enter(shared: &'a Shared, g: usize) -> Option<Foreground<'a>> {
+        (!shared.groups[g].spec.stop.is_background()).then(|| Foreground(shared))
+    }
+}
+
+impl Drop for Foreground<'_> {
+    fn drop(&mut self) {
+        if self.0.foreground_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.bg_stopped.store(true, Ordering::Relaxed);
+            self.0.bg_stop_tx.send_replace(true);
+        }
+    }
+}
+
+/// How many foreground tasks a thread with `clients` (`(group, client)` pairs) runs: one per
+/// closed-loop client, one per open-loop group.
+pub(crate) fn foreground_tasks(groups: &[GroupSpec], clients: &[(usize, u64)]) -> u64 {
+    let mut open = vec![false; groups.len()];
+    let mut n = 0;
+    for &(g, _) in clients {
+        let spec = &groups[g];
+        if spec.stop.is_background() {
+            continue;
+        }
+        if matches!(spec.pacer, PacerSpec::Rate { .. }) {
+            n += u64::from(!std::mem::replace(&mut open[g], true));
+        } else {
+            n += 1;
+        }
+    }
+    n
 }
 
 /// What one thread hands back for one group.
@@ -150,14 +212,15 @@ async fn client_loop(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: us
     let group = &shared.groups[g];
     let spec = &group.spec;
     let global_client = spec.client_offset + client;
-    let mut stop = shared.stop_tx.subscribe();
+    let _foreground = Foreground::enter(&shared, g);
+    let (mut stop, stopped) = shared.stop_of(g);
     let timeout = Duration::from_millis(spec.timeout_ms);
     let interval = shared.interval.as_secs_f64();
     let pacer = Closed::new(spec.think_ms);
     let mut op = Client::new(group.prep.clone(), global_client);
     let (mut iteration, mut measured, mut succeeded) = (0u64, 0u64, 0u64);
     let mut prev_end = None;
-    if !sleep_unless_stopped(shared.start, &mut stop, &shared.stopped).await {
+    if !sleep_unless_stopped(shared.start, &mut stop, stopped).await {
         rec.borrow_mut()[g].per_client.push((client, 0));
         return;
     }
@@ -166,15 +229,16 @@ async fn client_loop(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: us
             StopRule::PerClient(n) => measured < n,
             StopRule::Total(n) => group.tickets.fetch_add(1, Ordering::Relaxed) < n,
             StopRule::DurationMs(_) => group.end_at.is_some_and(|e| Instant::now() < e),
+            StopRule::WhileOthers(_) => true,
         };
-        if !proceed || shared.stopped.load(Ordering::Relaxed) {
+        if !proceed || stopped.load(Ordering::Relaxed) {
             break;
         }
         // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
         tokio::task::coop::consume_budget().await;
         let intended = pacer.next_start(prev_end, Instant::now());
         let wake = group.end_at.map_or(intended, |e| intended.min(e));
-        if !sleep_unless_stopped(wake, &mut stop, &shared.stopped).await {
+        if !sleep_unless_stopped(wake, &mut stop, stopped).await {
             break;
         }
         if group.end_at.is_some_and(|e| Instant::now() >= e) {
@@ -256,14 +320,15 @@ async fn open_group(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usi
         .iter()
         .map(|&c| tokio::task::spawn_local(open_slot(shared.clone(), rec.clone(), g, c, q.clone())))
         .collect();
-    let mut stop = shared.stop_tx.subscribe();
+    let _foreground = Foreground::enter(&shared, g);
+    let (mut stop, stopped) = shared.stop_of(g);
     let per_thread_limit = match spec.stop {
         StopRule::PerClient(n) => Some(n.saturating_mul(slots.len() as u64)),
         _ => None,
     };
     let mut issued = 0u64;
     loop {
-        if shared.stopped.load(Ordering::Relaxed) || group.end_at.is_some_and(|e| sched.peek() >= e) {
+        if stopped.load(Ordering::Relaxed) || group.end_at.is_some_and(|e| sched.peek() >= e) {
             break;
         }
         let more = match spec.stop {
@@ -273,7 +338,7 @@ async fn open_group(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usi
         // Timers tick in whole milliseconds and fire late, which would add up to 1 ms to every
         // corrected latency; aim 1 ms early instead (an early start counts from its actual start).
         let wake = sched.peek().checked_sub(TIMER_SLACK).unwrap_or(shared.start);
-        if !more || !sleep_unless_stopped(wake, &mut stop, &shared.stopped).await {
+        if !more || !sleep_unless_stopped(wake, &mut stop, stopped).await {
             break;
         }
         let at = sched.next_arrival();
@@ -303,7 +368,7 @@ async fn open_slot(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usiz
     let group = &shared.groups[g];
     let spec = &group.spec;
     let global_client = spec.client_offset + client;
-    let mut stop = shared.stop_tx.subscribe();
+    let (mut stop, stopped) = shared.stop_of(g);
     let timeout = Duration::from_millis(spec.timeout_ms);
     let interval = shared.interval.as_secs_f64();
     let mut op = Client::new(group.prep.clone(), global_client);
@@ -311,7 +376,7 @@ async fn open_slot(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usiz
     loop {
         let next = q.pending.borrow_mut().pop_front();
         let Some(intended) = next else {
-            if q.closed.get() || shared.stopped.load(Ordering::Relaxed) {
+            if q.closed.get() || stopped.load(Ordering::Relaxed) {
                 break;
             }
             tokio::select! {

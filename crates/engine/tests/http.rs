@@ -260,6 +260,68 @@ fn baseload_and_stress_groups_run_together_with_separate_results() {
 }
 
 #[test]
+fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
+    let base = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(2),
+        ..ServerOpts::default()
+    });
+    let stress = TestServer::start(ServerOpts {
+        delay: Duration::from_millis(5),
+        ..ServerOpts::default()
+    });
+    // Both kinds of foreground task: closed-loop clients and an open-loop scheduler.
+    for stress_pacer in [json!({"kind": "rate", "rate_hz": 400.0}), json!({"kind": "closed"})] {
+        let mut stress_group = group("stress", 4, json!({"total": 160}), http(&stress.url()));
+        stress_group["pacer"] = stress_pacer;
+        let s = spec(json!({"threads": 2, "interval_ms": 100, "groups": [
+            group("baseload", 3, json!({"while_others": true}), http(&base.url())),
+            stress_group,
+        ]}));
+        let (before, started) = (base.requests(), Instant::now());
+        let r = run(s).unwrap();
+        let took = started.elapsed();
+        let (b, st) = (r.group("baseload").unwrap(), r.group("stress").unwrap());
+        assert_eq!(st.succeeded, 160);
+        assert!(!r.stopped, "the baseload's end is not a stop() of the run");
+        // The run ends with the stress group (160 × 5 ms over 4 clients ≈ 0.2 s; 0.4 s open loop),
+        // not with some fixed baseload window.
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert!(b.succeeded > 30 && b.failed == 0 && b.hung == 0, "{}", r.summary_json());
+        assert!(
+            (b.elapsed_s - st.elapsed_s).abs() < 0.05,
+            "{} vs {}",
+            b.elapsed_s,
+            st.elapsed_s
+        );
+        let seen = base.requests() - before;
+        assert!(
+            seen >= b.succeeded && seen <= b.succeeded + 3,
+            "server {seen}, knee {}",
+            b.succeeded
+        );
+    }
+}
+
+#[test]
+fn a_spec_whose_groups_are_all_while_others_is_refused() {
+    let refused = |v: serde_json::Value| {
+        knee_engine::Spec::from_json(&v.to_string())
+            .expect_err("refused")
+            .to_string()
+    };
+    let e = refused(json!({"groups": [group("g", 1, json!({"while_others": true}), http("http://127.0.0.1:9/"))]}));
+    assert!(
+        e.contains("while_others") && e.contains("total, per_client or duration_ms"),
+        "{e}"
+    );
+    let e = refused(json!({"groups": [
+        group("g", 1, json!({"while_others": false}), http("http://127.0.0.1:9/")),
+        group("h", 1, json!({"total": 1}), http("http://127.0.0.1:9/")),
+    ]}));
+    assert!(e.contains("groups[0].stop.while_others must be true"), "{e}");
+}
+
+#[test]
 fn warmup_operations_are_not_recorded() {
     let server = TestServer::start(ServerOpts {
         delay: Duration::from_millis(5),
