@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
@@ -41,6 +42,11 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr and a non-zero exit, never a traceback."""
+    # A shell starts background jobs of a script with SIGINT ignored, and Python keeps that. knee's
+    # Ctrl-C contract (partial results kept, exit 130, no process left) holds however it was started;
+    # detaching is what SIGHUP and nohup are for.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         cli.main(args=argv, prog_name="knee", standalone_mode=False)
     except UserError as exc:

@@ -174,6 +174,24 @@ def test_sigint_on_http_run_keeps_the_counts(nginx: Nginx, tmp_path: Path) -> No
     assert doc["elapsed_s"] < 40
 
 
+def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: Path) -> None:
+    # What a shell does to the background jobs of a script (`knee run ... &`).
+    argv = [sys.executable, "-m", "knee", "run", "-q", "-c", "2", "-d", "60s", "--json", str(tmp_path / "r.json"),
+            nginx.url + "/"]  # fmt: skip
+    proc = subprocess.Popen(
+        ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    nginx.clear_log()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(nginx.access_lines()) < 100:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert json.loads((tmp_path / "r.json").read_text())["interrupted"] is True
+
+
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [
