@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_html_chromium import chromium_check
 
 from knee.model import RunRecord
 from knee.store import RunDir
@@ -120,3 +121,7 @@ def test_rate_sweep_keeps_up_below_capacity_and_saturates_above(tmp_path: Path) 
     assert "| Offered | Achieved |" in md and "| 400/s |" in md
     html = (run / "report.html").read_text()
     assert "Throughput vs offered rate" in html and "offered rate, arrivals / s" in html
+    # The rate sweep's own plots render in a real browser, like a client sweep's.
+    seen = chromium_check(run / "report.html")
+    assert seen["console_errors"] == [] and seen["scripts"] == 0
+    assert len(seen["svgs"]) >= 4 and all(svg["width"] > 400 and svg["children"] > 20 for svg in seen["svgs"])
