@@ -20,8 +20,9 @@ from knee.errors import UserError
 from knee.model import GeneratorStats
 
 SATURATED_SHARE = 0.9
-# file descriptors one client may hold: a socket; exec: three pipes and a pidfd
-_FDS_PER_CLIENT = {"http": 1, "tcp": 1, "exec": 4}
+# file descriptors one client may hold: a socket; exec: a pidfd and, when its output is checked,
+# a pipe per stream (the engine's own check, crates/engine/src/clients/mod.rs, counts exactly)
+_FDS_PER_CLIENT = {"http": 1, "tcp": 1, "exec": 3}
 _FD_SLACK = 64
 
 

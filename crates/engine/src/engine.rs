@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::clients::Prepared;
+use crate::clients::{Prepared, SPAWN_FDS};
 use crate::error::EngineError;
 use crate::limits;
 use crate::recorder::LiveGroup;
@@ -76,11 +76,11 @@ impl Engine {
             fds = fds.saturating_add(g.clients.saturating_mul(prep.fds_per_client()));
             preps.push(prep);
         }
-        limits::ensure_open_files(fds)?;
         let total_clients: u64 = spec.groups.iter().map(|g| g.clients).sum();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = if spec.threads == 0 { cores } else { spec.threads };
         let threads = threads.clamp(1, total_clients.clamp(1, 1024) as usize);
+        limits::ensure_open_files(fds.saturating_add(threads as u64 * SPAWN_FDS))?;
 
         let mut delay = LEAD_TIME;
         let now_unix = unix_now();

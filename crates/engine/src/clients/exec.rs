@@ -21,8 +21,8 @@ pub(crate) struct ExecPrep {
     args: Vec<Template>,
     env: Vec<(String, Template)>,
     cwd: Option<String>,
-    stdout: Option<Regex>,
-    stderr: Option<Regex>,
+    pub(super) stdout: Option<Regex>,
+    pub(super) stderr: Option<Regex>,
     file: Option<(Template, u64)>,
 }
 

@@ -51,6 +51,9 @@ pub(crate) enum Prepared {
     Exec(exec::ExecPrep),
 }
 
+/// Descriptors one spawn holds for a moment (see `fds_per_client`), per worker thread.
+pub(crate) const SPAWN_FDS: u64 = 8;
+
 impl Prepared {
     pub fn new(spec: &ClientSpec, key: &str) -> Result<Arc<Prepared>, EngineError> {
         Ok(Arc::new(match spec {
@@ -60,10 +63,13 @@ impl Prepared {
         }))
     }
 
-    /// Open files one client needs at most (for the fd-limit check).
+    /// Open files one client holds at most while its operation runs (for the fd-limit check).
+    /// An exec client: the child's wait handle (a pidfd at most) and one pipe per checked output
+    /// stream. The descriptors a spawn opens for a moment (/dev/null, the child's pipe ends,
+    /// std's exec-error pipe) are one spawn at a time per thread: `SPAWN_FDS` per thread.
     pub fn fds_per_client(&self) -> u64 {
         match self {
-            Prepared::Exec(_) => 4,
+            Prepared::Exec(e) => 1 + u64::from(e.stdout.is_some()) + u64::from(e.stderr.is_some()),
             _ => 1,
         }
     }
