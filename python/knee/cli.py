@@ -31,7 +31,7 @@ class _LazyGroup(click.Group):
         module = SUBCOMMANDS.get(cmd_name)
         if module is None:
             return None
-        return importlib.import_module(f"knee.commands.{module}").command  # type: ignore[no-any-return]
+        return importlib.import_module(f"knee.commands.{module}").command
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
