@@ -7,10 +7,12 @@ import json
 from measure import Measured
 from tool import ParseError, Run, Sample, Tool, find_binary, first_line
 
+HOLD_S = 20  # exec-hold: how long each client's process lives
+
 
 class Knee(Tool):
     name = "knee"
-    modes = ("keepalive", "close", "exec")
+    modes = ("keepalive", "close", "exec", "exec-hold")
 
     def binary(self) -> str | None:
         return find_binary("knee")
@@ -24,6 +26,10 @@ class Knee(Tool):
         common = ["-q", "-c", str(run.concurrency), "-d", f"{run.duration_s}s", "--json", str(out)]
         if run.mode == "exec":
             return [self.binary() or "knee", "run", *common, "--", "/bin/true"]
+        if run.mode == "exec-hold":
+            # One `sleep 20` per client: all 5 000 are alive together if the last starts within 20 s.
+            hold = ["-q", "-c", str(run.concurrency), "--iterations", "1", "--timeout", "60s", "--json", str(out)]
+            return [self.binary() or "knee", "run", *hold, "--", "sleep", str(HOLD_S)]
         argv = [self.binary() or "knee", "run", run.url, *common]
         if run.mode == "close":
             argv.append("--new-connection")

@@ -29,7 +29,19 @@ from tool import BENCH, ROOT, ParseError, Run, Tool
 
 INSTALLABLE = ("oha", "hey", "vegeta", "locust")
 SERVER_CPU, GENERATOR_CPU = 0, 1
-MEDIAN_KEYS = ("rps", "cpu_s", "user_s", "sys_s", "wall_s", "per_cpu_s", "p50_ms", "p99_ms", "errors", "maxrss_mb")
+MEDIAN_KEYS = (
+    "requests",
+    "rps",
+    "cpu_s",
+    "user_s",
+    "sys_s",
+    "wall_s",
+    "per_cpu_s",
+    "p50_ms",
+    "p99_ms",
+    "errors",
+    "maxrss_mb",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -174,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows: list[dict[str, object]] = []
     meta_extra: dict[str, object] = {}
-    needs_http = any(s.mode != "exec" for s in chosen)
+    needs_http = any(not s.mode.startswith("exec") for s in chosen)
     with Nginx(cpu=SERVER_CPU) if needs_http else _NoServer() as server:
         if "knee" in tools and needs_http and not args.smoke:
             meta_extra["knee_fixed_cpu_s"] = fixed_cost(tools["knee"], server.url)

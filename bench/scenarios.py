@@ -18,7 +18,7 @@ TOOLS: dict[str, Tool] = {
 class Scenario:
     name: str
     title: str
-    mode: str  # keepalive | close | exec
+    mode: str  # keepalive | close | exec | exec-hold
     concurrency: int
     tools: tuple[str, ...]  # in run order (interleaved within a repetition)
     smoke: bool  # part of `--smoke`
@@ -46,5 +46,9 @@ def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
             4,
             ("forkexec-c", "knee", "xargs", "python-subprocess"),
             True,
+        ),
+        # Memory at scale for exec clients (issue 5): every client holds a running process at once.
+        Scenario(
+            "exec5000", "5 000 concurrent exec clients, each running sleep 20", "exec-hold", 5000, ("knee",), False
         ),
     ]

@@ -18,7 +18,8 @@ VENV_BIN = ROOT / ".venv" / "bin"
 
 @dataclass
 class Run:
-    """One run's parameters. mode: keepalive | close (new connection per request) | exec."""
+    """One run's parameters. mode: keepalive | close (new connection per request) | exec (/bin/true) |
+    exec-hold (one `sleep 20` per client: every client holds a running process at once)."""
 
     mode: str
     concurrency: int
