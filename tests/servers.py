@@ -10,6 +10,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 NGINX_CONF = """\
 worker_processes 1;
@@ -106,3 +107,22 @@ def pids_alive(pids: list[int]) -> list[int]:
         if state != "Z":
             alive.append(pid)
     return alive
+
+
+def http_spec(
+    url: str, clients: int, stop: dict[str, int], *, warmup_ms: int = 0, timeout_ms: int = 5000
+) -> dict[str, Any]:
+    """An engine spec (docs/engine-spec.md) of one closed-loop http group "main" on one thread."""
+    return {
+        "threads": 1,
+        "groups": [
+            {
+                "name": "main",
+                "clients": clients,
+                "stop": stop,
+                "warmup_ms": warmup_ms,
+                "timeout_ms": timeout_ms,
+                "client": {"kind": "http", "url": url},
+            }
+        ],
+    }

@@ -12,30 +12,14 @@ from knee import engine
 from knee.model import GroupStats
 from knee.target import TargetProcess, start_target
 
+from servers import http_spec
+
 # S(1) = 20 ms; N* = sqrt(0.9 / 0.01) ≈ 9.5: the curve rises, peaks and falls over 1..20 clients.
 CURVE = {"lam": 50.0, "sigma": 0.1, "kappa": 0.01}
 
 
 def usl(n: int, lam: float, sigma: float, kappa: float) -> float:
     return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
-
-
-def http_spec(
-    t: TargetProcess, clients: int, stop: dict[str, int], warmup_ms: int = 0, path: str = "/"
-) -> dict[str, Any]:
-    return {
-        "threads": 1,
-        "groups": [
-            {
-                "name": "main",
-                "clients": clients,
-                "stop": stop,
-                "warmup_ms": warmup_ms,
-                "timeout_ms": 5000,
-                "client": {"kind": "http", "url": t.url + path},
-            }
-        ],
-    }
 
 
 def run(spec: dict[str, Any]) -> tuple[GroupStats, dict[str, Any]]:
@@ -56,7 +40,7 @@ def test_rate_follows_the_configured_usl_curve_within_10_percent(target: TargetP
     rates = {}
     for n in (1, 4, 10, 20):
         target.reset()
-        g, _ = run(http_spec(target, n, {"duration_ms": 2000}, warmup_ms=500))
+        g, _ = run(http_spec(target.url + "/", n, {"duration_ms": 2000}, warmup_ms=500))
         want = usl(n, CURVE["lam"], CURVE["sigma"], CURVE["kappa"])
         assert g.failed == 0 and g.hung == 0, g.failures
         assert abs(g.rate_hz - want) / want < 0.10, f"N={n}: knee measured {g.rate_hz:.1f}/s, the USL says {want:.1f}/s"
@@ -72,7 +56,7 @@ def test_rate_follows_the_configured_usl_curve_within_10_percent(target: TargetP
 
 def test_every_count_matches_the_servers_own(target: TargetProcess) -> None:
     target.reset()
-    g, summary = run(http_spec(target, 6, {"per_client": 20}, warmup_ms=200))
+    g, summary = run(http_spec(target.url + "/", 6, {"per_client": 20}, warmup_ms=200))
     stats = target.stats()
     assert g.succeeded == 120 and g.failed == g.hung == 0
     # Warm-up operations are not in knee's counts but the server served them too.
@@ -83,8 +67,8 @@ def test_every_count_matches_the_servers_own(target: TargetProcess) -> None:
 
 def test_path_costs_differ() -> None:
     with start_target(lam=50.0, sigma=0.0, kappa=0.0, paths={"/ls": {"cost": 0.5}, "/login": {"cost": 4.0}}) as t:
-        ls, _ = run(http_spec(t, 2, {"duration_ms": 1000}, warmup_ms=200, path="/ls"))
-        login, _ = run(http_spec(t, 2, {"duration_ms": 1000}, warmup_ms=200, path="/login"))
+        ls, _ = run(http_spec(t.url + "/ls", 2, {"duration_ms": 1000}, warmup_ms=200))
+        login, _ = run(http_spec(t.url + "/login", 2, {"duration_ms": 1000}, warmup_ms=200))
     # S = cost / λ: /ls 10 ms, /login 80 ms; two clients.
     assert abs(ls.rate_hz - 200) / 200 < 0.10, ls.rate_hz
     assert abs(login.rate_hz - 25) / 25 < 0.15, login.rate_hz
@@ -93,8 +77,8 @@ def test_path_costs_differ() -> None:
 def test_new_connections_pay_the_setup_cost() -> None:
     # S = 10 ms; the first request of every connection pays 20 ms more.
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, new_connection_ms=20.0) as t:
-        keep, _ = run(http_spec(t, 1, {"duration_ms": 1000}, warmup_ms=200))
-        s = http_spec(t, 1, {"duration_ms": 1000}, warmup_ms=200)
+        keep, _ = run(http_spec(t.url + "/", 1, {"duration_ms": 1000}, warmup_ms=200))
+        s = http_spec(t.url + "/", 1, {"duration_ms": 1000}, warmup_ms=200)
         s["groups"][0]["client"]["new_connection"] = True
         fresh, _ = run(s)
         stats = t.stats()

@@ -10,20 +10,7 @@ from knee import engine
 from knee.model import GroupStats
 from knee.target import TargetProcess, start_target
 
-
-def spec(t: TargetProcess, clients: int, stop: dict[str, int], timeout_ms: int = 5000) -> dict[str, Any]:
-    return {
-        "threads": 1,
-        "groups": [
-            {
-                "name": "main",
-                "clients": clients,
-                "stop": stop,
-                "timeout_ms": timeout_ms,
-                "client": {"kind": "http", "url": t.url + "/"},
-            }
-        ],
-    }
+from servers import http_spec
 
 
 def run(s: dict[str, Any]) -> GroupStats:
@@ -36,7 +23,7 @@ def test_error_onset_is_the_pool_size() -> None:
         seen = {}
         for n in (5, 10, 11, 16):
             t.reset()
-            g = run(spec(t, n, {"per_client": 15}))
+            g = run(http_spec(t.url + "/", n, {"per_client": 15}))
             stats = t.stats()
             assert stats["rejected_pool"] == g.failures.get("status", 0) == g.failed, (n, g.failures, stats)
             assert stats["served"] == g.succeeded
@@ -48,7 +35,7 @@ def test_error_onset_is_the_pool_size() -> None:
 
 def test_hung_count_is_the_configured_fraction() -> None:
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, hang_after=0, hang_fraction=0.2) as t:
-        g = run(spec(t, 4, {"per_client": 25}, timeout_ms=300))
+        g = run(http_spec(t.url + "/", 4, {"per_client": 25}, timeout_ms=300))
         stats = t.stats()
     total = g.succeeded + g.failed + g.hung
     assert g.failed == 0
@@ -61,9 +48,7 @@ def test_hung_count_is_the_configured_fraction() -> None:
 
 def test_requests_past_the_timeout_get_504() -> None:
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, timeout_s=0.05, paths={"/slow": {"cost": 10.0}}) as t:
-        s = spec(t, 2, {"per_client": 5})
-        s["groups"][0]["client"]["url"] = t.url + "/slow"
-        g = run(s)
+        g = run(http_spec(t.url + "/slow", 2, {"per_client": 5}))
         stats = t.stats()
     assert g.failed == 10 == stats["timed_out"] == g.failures.get("status")
 
@@ -74,7 +59,7 @@ def _one_client_rate(t: TargetProcess) -> float:
     A rate counted over 0.6 s loses 15 % to one 100 ms scheduling stall on a busy machine;
     the median of ~60 operations does not move.
     """
-    return 1000.0 / run(spec(t, 1, {"duration_ms": 600})).latency_ms.p50
+    return 1000.0 / run(http_spec(t.url + "/", 1, {"duration_ms": 600})).latency_ms.p50
 
 
 RECOVERY = {"threshold": 4, "after_s": 0.3, "factor": 4.0, "recover_s": 1.0}
@@ -83,7 +68,7 @@ RECOVERY = {"threshold": 4, "after_s": 0.3, "factor": 4.0, "recover_s": 1.0}
 def test_stuck_stays_degraded_after_the_load_stops_until_reset() -> None:
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, recovery={"mode": "stuck", **RECOVERY}) as t:
         assert abs(_one_client_rate(t) - 100) < 15
-        run(spec(t, 8, {"duration_ms": 800}))
+        run(http_spec(t.url + "/", 8, {"duration_ms": 800}))
         time.sleep(0.5)
         assert t.stats()["state"] == "degraded"
         degraded = _one_client_rate(t)
@@ -96,7 +81,7 @@ def test_stuck_stays_degraded_after_the_load_stops_until_reset() -> None:
 
 def test_slow_recovers_within_its_configured_time() -> None:
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, recovery={"mode": "slow", **RECOVERY}) as t:
-        run(spec(t, 8, {"duration_ms": 800}))
+        run(http_spec(t.url + "/", 8, {"duration_ms": 800}))
         stopped = time.monotonic()
         assert t.stats()["state"] == "degraded"
         while t.stats()["state"] != "normal":
