@@ -154,21 +154,25 @@ def test_sigint_prints_partial_report_and_leaves_no_process(tmp_path: Path) -> N
     assert pids_alive([int(p) for p in pidfile.read_text().split()]) == []
 
 
+def interrupt_under_load(proc: subprocess.Popen[str], nginx: Nginx, requests: int) -> None:
+    """Ctrl-C `proc` once nginx has logged `requests` more requests (knee's start-up is slow on a busy
+    machine), and check it ends with 130."""
+    nginx.clear_log()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(nginx.access_lines()) < requests:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+
+
 def test_sigint_on_http_run_keeps_the_counts(nginx: Nginx, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "knee", "run", "-q", "-c", "8", "-d", "60s", "--json", str(tmp_path / "r.json"),
          nginx.url + "/"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    # Interrupt once load is flowing (knee's start-up is slow on a busy machine).
-    nginx.clear_log()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(nginx.access_lines()) < 1000:
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130, err
+    interrupt_under_load(proc, nginx, requests=1000)
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] is True and doc["succeeded"] > 0
     assert doc["elapsed_s"] < 40
@@ -182,13 +186,7 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: 
         ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    nginx.clear_log()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(nginx.access_lines()) < 100:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130, err
+    interrupt_under_load(proc, nginx, requests=100)
     assert json.loads((tmp_path / "r.json").read_text())["interrupted"] is True
 
 
