@@ -164,7 +164,8 @@ def concurrency_cell(r: LevelRow, rates: bool = False) -> str:
 
 def table_cells(r: LevelRow, rates: bool = False) -> list[str]:
     """`Concurrency | Succeeded (rate) | Failed | Hung | p50 | p99`; a rate sweep's (RATE_TABLE_HEADER) adds
-    what was achieved, late and dropped, and the uncorrected p99 ('-' for a closed-loop group)."""
+    what was achieved, late and dropped, and the uncorrected p99, and its Succeeded is a count beside
+    Achieved (a closed-loop group beside the open loop: '-' for those, its rate stays in Succeeded)."""
     cells = [
         concurrency_cell(r, rates),
         f"{r.succeeded:,} ({fmt_rate(r.rate_hz)})",
