@@ -14,7 +14,7 @@ use crate::limits;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult};
 use crate::spec::{Spec, StopRule};
-use crate::worker::{foreground_tasks, run_thread, GroupShared, Shared, ThreadOutput};
+use crate::worker::{run_thread, GroupShared, Shared, ThreadOutput};
 
 /// Time between `Engine::start` returning and the common start instant (threads get ready).
 const LEAD_TIME: Duration = Duration::from_millis(5);
@@ -121,7 +121,6 @@ impl Engine {
                 k += 1;
             }
         }
-        let foreground: u64 = plan.iter().map(|p| foreground_tasks(&spec.groups, p)).sum();
         let (stop_tx, _) = watch::channel(false);
         let (bg_stop_tx, _) = watch::channel(false);
         let shared = Arc::new(Shared {
@@ -132,7 +131,7 @@ impl Engine {
             stopped: AtomicBool::new(false),
             bg_stop_tx,
             bg_stopped: AtomicBool::new(false),
-            foreground_left: AtomicU64::new(foreground),
+            foreground_left: AtomicU64::new(threads as u64),
         });
         let mut handles = Vec::with_capacity(threads);
         for (t, clients) in plan.into_iter().enumerate() {

@@ -46,7 +46,8 @@ pub(crate) struct Shared {
     /// foreground task ends.
     pub bg_stop_tx: watch::Sender<bool>,
     pub bg_stopped: AtomicBool,
-    /// Foreground tasks still running: closed-loop clients and open-loop schedulers.
+    /// Foreground tasks still running (closed-loop clients and open-loop schedulers), plus one for
+    /// each thread that has not yet counted its own in: starts at the number of threads.
     pub foreground_left: AtomicU64,
 }
 
@@ -87,25 +88,6 @@ impl Drop for Foreground<'_> {
     }
 }
 
-/// How many foreground tasks a thread with `clients` (`(group, client)` pairs) runs: one per
-/// closed-loop client, one per open-loop group.
-pub(crate) fn foreground_tasks(groups: &[GroupSpec], clients: &[(usize, u64)]) -> u64 {
-    let mut open = vec![false; groups.len()];
-    let mut n = 0;
-    for &(g, _) in clients {
-        let spec = &groups[g];
-        if spec.stop.is_background() {
-            continue;
-        }
-        if matches!(spec.pacer, PacerSpec::Rate { .. }) {
-            n += u64::from(!std::mem::replace(&mut open[g], true));
-        } else {
-            n += 1;
-        }
-    }
-    n
-}
-
 /// What one thread hands back for one group.
 pub(crate) struct ThreadGroup {
     pub res: GroupResult,
@@ -139,14 +121,17 @@ pub(crate) fn run_thread(shared: Arc<Shared>, thread: usize, clients: Vec<(usize
         // feeding this thread's share of the group's client slots.
         let mut open: Vec<Vec<u64>> = vec![Vec::new(); shared.groups.len()];
         let mut tasks: Vec<_> = Vec::new();
+        let mut foreground = 0u64;
         for (g, c) in clients {
             if matches!(shared.groups[g].spec.pacer, PacerSpec::Rate { .. }) {
                 open[g].push(c);
             } else {
+                foreground += u64::from(!shared.groups[g].spec.stop.is_background());
                 tasks.push(tokio::task::spawn_local(client_loop(shared.clone(), rec.clone(), g, c)));
             }
         }
         for (g, slots) in open.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            foreground += u64::from(!shared.groups[g].spec.stop.is_background());
             tasks.push(tokio::task::spawn_local(open_group(
                 shared.clone(),
                 rec.clone(),
@@ -154,6 +139,10 @@ pub(crate) fn run_thread(shared: Arc<Shared>, thread: usize, clients: Vec<(usize
                 slots,
             )));
         }
+        // None of them has run yet: count them in, then give up this thread's own place (each
+        // task's Foreground guard gives up its place when the task ends).
+        shared.foreground_left.fetch_add(foreground, Ordering::AcqRel);
+        drop(Foreground(&shared));
         for t in tasks {
             let _ = t.await;
         }
