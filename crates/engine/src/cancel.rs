@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::clients::Outcome;
+use crate::outcome::Outcome;
 
 pub(crate) struct Cancel<'a> {
     pub timeout_at: Instant,

@@ -1,7 +1,7 @@
 //! `Engine`: starts a shard's worker threads, answers live snapshots, stops, and collects the result.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,6 +15,9 @@ use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult};
 use crate::spec::{Spec, StopRule};
 use crate::worker::{run_thread, GroupShared, Shared, ThreadOutput};
+
+/// How long `cut` waits for every thread to hand over its recording.
+const CUT_WAIT: Duration = Duration::from_secs(10);
 
 /// Time between `Engine::start` returning and the common start instant (threads get ready).
 const LEAD_TIME: Duration = Duration::from_millis(5);
@@ -30,6 +33,11 @@ pub struct Engine {
     shared: Arc<Shared>,
     done: Arc<(Mutex<Done>, Condvar)>,
     coordinator: Mutex<Option<JoinHandle<()>>>,
+    spec: Spec,
+    threads: usize,
+    started_unix: f64,
+    /// Start of the current window: the start, or the last `cut`.
+    window: Arc<Mutex<Instant>>,
 }
 
 /// A live view of one group.
@@ -39,6 +47,7 @@ pub struct GroupSnapshot {
     pub succeeded: u64,
     pub failed: u64,
     pub hung: u64,
+    pub abandoned: u64,
     pub in_flight: i64,
     /// Latency percentiles over the last completed second, µs (0 before the first second).
     pub p50_us: u64,
@@ -132,13 +141,18 @@ impl Engine {
             bg_stop_tx,
             bg_stopped: AtomicBool::new(false),
             foreground_left: AtomicU64::new(threads as u64),
+            has_foreground: spec.groups.iter().any(|g| !g.stop.is_background()),
+            cut_tx: watch::channel(None).0,
+            cut_reply: Mutex::new(None),
         });
         let mut handles = Vec::with_capacity(threads);
         for (t, clients) in plan.into_iter().enumerate() {
             let sh = shared.clone();
+            // Subscribed here, before any cut can be sent, so a thread never misses one.
+            let cuts = shared.cut_tx.subscribe();
             let h = std::thread::Builder::new()
                 .name(format!("knee-worker-{t}"))
-                .spawn(move || run_thread(sh, t, clients))
+                .spawn(move || run_thread(sh, t, clients, cuts))
                 .map_err(|e| EngineError::Thread(e.to_string()));
             match h {
                 Ok(h) => handles.push(h),
@@ -152,12 +166,14 @@ impl Engine {
             }
         }
         let done: Arc<(Mutex<Done>, Condvar)> = Arc::default();
-        let (sh, dn) = (shared.clone(), done.clone());
+        let window = Arc::new(Mutex::new(start));
+        let (sh, dn, sp, win) = (shared.clone(), done.clone(), spec.clone(), window.clone());
         let coordinator = std::thread::Builder::new()
             .name("knee-coordinator".into())
             .spawn(move || {
                 let outputs: Vec<ThreadOutput> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
-                let result = assemble(&sh, &spec, started_unix, outputs);
+                let from = *win.lock().unwrap_or_else(|e| e.into_inner());
+                let result = assemble(&sh, &sp, started_unix, from, None, outputs);
                 let (lock, cv) = &*dn;
                 let mut d = lock.lock().unwrap_or_else(|e| e.into_inner());
                 d.result = Some(result);
@@ -169,7 +185,50 @@ impl Engine {
             shared,
             done,
             coordinator: Mutex::new(Some(coordinator)),
+            spec,
+            threads,
+            started_unix,
+            window,
         })
+    }
+
+    /// The result of the window since the start or the last cut, while the shard keeps running:
+    /// operations in flight end in the next window, so the windows add up to the whole run. Only
+    /// for a shard of background groups (`while_others` only, which run until `stop()`), such as a
+    /// baseload kept running across a sweep's steps.
+    pub fn cut(&self) -> Result<ShardResult, EngineError> {
+        if self.shared.groups.iter().any(|g| !g.spec.stop.is_background()) {
+            return Err(EngineError::Cut(
+                "cut() needs a shard whose groups all have the while_others stop".into(),
+            ));
+        }
+        if self.shared.stopped.load(Ordering::Relaxed) {
+            return Err(EngineError::Cut(
+                "the shard was stopped: take its result() instead".into(),
+            ));
+        }
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let at = Instant::now().max(self.shared.start);
+        let (tx, rx) = mpsc::channel();
+        *self.shared.cut_reply.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        self.shared.cut_tx.send_replace(Some(at));
+        let mut outputs = Vec::with_capacity(self.threads);
+        let deadline = Instant::now() + CUT_WAIT;
+        while outputs.len() < self.threads {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(o) => outputs.push(o),
+                Err(_) => {
+                    return Err(EngineError::Cut(
+                        "a worker thread did not answer the cut within 10 s".into(),
+                    ))
+                }
+            }
+        }
+        *self.shared.cut_reply.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let result = assemble(&self.shared, &self.spec, self.started_unix, *window, Some(at), outputs);
+        *window = at;
+        Ok(result)
     }
 
     /// Live counts per group; cheap (atomics, plus a merge of last-second histograms).
@@ -189,6 +248,7 @@ impl Engine {
                     succeeded: g.live.succeeded.load(Ordering::Relaxed),
                     failed: g.live.failed.load(Ordering::Relaxed),
                     hung: g.live.hung.load(Ordering::Relaxed),
+                    abandoned: g.live.abandoned.load(Ordering::Relaxed),
                     in_flight: g.live.in_flight.load(Ordering::Relaxed),
                     p50_us,
                     p99_us,
@@ -237,13 +297,22 @@ impl Drop for Engine {
     }
 }
 
-/// Merge the threads' recordings into the shard result.
-fn assemble(shared: &Shared, spec: &Spec, started_unix: f64, outputs: Vec<ThreadOutput>) -> ShardResult {
+/// Merge the threads' recordings of the window from `from` (the start or the last cut) into a
+/// shard result; `cut` = the window ends at a cut, not at the shard's end.
+fn assemble(
+    shared: &Shared,
+    spec: &Spec,
+    started_unix: f64,
+    from: Instant,
+    cut: Option<Instant>,
+    outputs: Vec<ThreadOutput>,
+) -> ShardResult {
     let mut groups = Vec::with_capacity(spec.groups.len());
     for (gi, g) in shared.groups.iter().enumerate() {
         let mut res = GroupResult::new(&g.spec.name, g.spec.client.kind(), g.spec.clients);
         let mut per_client = vec![0u64; g.spec.clients as usize];
         let mut last_end: Option<Instant> = None;
+        let mut origin = g.measured_start.max(from);
         for out in &outputs {
             let part = &out.groups[gi];
             // Threads record with the same kind and bounds, so this cannot fail.
@@ -252,21 +321,27 @@ fn assemble(shared: &Shared, spec: &Spec, started_unix: f64, outputs: Vec<Thread
                 per_client[c as usize] = n;
             }
             last_end = last_end.max(part.last_end);
+            origin = origin.max(part.origin);
         }
         res.per_client = per_client;
-        res.elapsed_s = match (g.end_at, last_end) {
+        res.elapsed_s = match (cut, g.end_at, last_end) {
+            (Some(at), _, _) => at.saturating_duration_since(origin).as_secs_f64(),
             // A duration stop measures its whole window unless stopped early.
-            (Some(e), _) if !shared.stopped.load(Ordering::Relaxed) => (e - g.measured_start).as_secs_f64(),
-            (_, Some(end)) => end.saturating_duration_since(g.measured_start).as_secs_f64(),
-            (_, None) => 0.0,
+            (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) => {
+                e.saturating_duration_since(origin).as_secs_f64()
+            }
+            (None, _, Some(end)) => end.saturating_duration_since(origin).as_secs_f64(),
+            (None, _, None) => 0.0,
         };
         groups.push(res);
     }
+    let end = cut.unwrap_or_else(Instant::now);
+    let offset = from.saturating_duration_since(shared.start).as_secs_f64();
     ShardResult {
-        started_unix,
-        elapsed_s: Instant::now().saturating_duration_since(shared.start).as_secs_f64(),
+        started_unix: ((started_unix + offset) * 1e6).round() / 1e6,
+        elapsed_s: end.saturating_duration_since(from).as_secs_f64(),
         interval_s: spec.interval_ms as f64 / 1000.0,
-        stopped: shared.stopped.load(Ordering::Relaxed),
+        stopped: cut.is_none() && shared.stopped.load(Ordering::Relaxed),
         groups,
     }
 }

@@ -35,6 +35,8 @@ pub enum EngineError {
     FdLimit { needed: u64, limit: u64 },
     #[error("cannot start the engine's worker threads ({0})")]
     Thread(String),
+    #[error("{0}")]
+    Cut(String),
 }
 
 /// `ShardResult::from_bytes` could not decode its input.

@@ -3,7 +3,6 @@
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
-use serde_json::{json, Value};
 
 /// Highest trackable value: one hour in microseconds.
 pub const HIGHEST_US: u64 = 3_600_000_000;
@@ -48,46 +47,24 @@ pub fn decode_b64(s: &str) -> Result<Histogram<u64>, String> {
 }
 
 /// The percentiles of the summary's `percentiles` table.
-pub const TABLE: [f64; 10] = [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 100.0];
-
-/// `{"count", "min", "mean", "stdev", "p50", "p90", "p95", "p99", "p999", "max"}` in µs.
-pub fn stats(h: &Histogram<u64>) -> Value {
-    if h.is_empty() {
-        return json!({"count": 0, "min": 0, "mean": 0.0, "stdev": 0.0, "p50": 0, "p90": 0, "p95": 0,
-                      "p99": 0, "p999": 0, "max": 0});
-    }
-    json!({
-        "count": h.len(),
-        "min": h.min(),
-        "mean": h.mean(),
-        "stdev": h.stdev(),
-        "p50": h.value_at_quantile(0.50),
-        "p90": h.value_at_quantile(0.90),
-        "p95": h.value_at_quantile(0.95),
-        "p99": h.value_at_quantile(0.99),
-        "p999": h.value_at_quantile(0.999),
-        "max": h.max(),
-    })
-}
+pub const TABLE: [f64; 11] = [50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 99.99, 100.0];
 
 /// 99.9 / 100.0 is 0.9990000000000001 in binary floating point, one count past the 99.9th
-/// percentile; go through thousandths so the table agrees with `p999` (Java's HdrHistogram steps
+/// percentile; go through millionths so the table agrees with `p999` (Java's HdrHistogram steps
 /// back with `nextAfter` for the same reason).
 fn percent_to_quantile(percent: f64) -> f64 {
-    (percent * 1000.0).round() / 100_000.0
+    (percent * 10_000.0).round() / 1_000_000.0
 }
 
-/// `[[50.0, p50], [66.0, p66], …, [100.0, max]]`; empty when nothing was recorded.
-pub fn table(h: &Histogram<u64>) -> Value {
+/// `[(50.0, p50), (66.0, p66), …, (100.0, max)]`; empty when nothing was recorded.
+pub fn table(h: &Histogram<u64>) -> Vec<(f64, u64)> {
     if h.is_empty() {
-        return json!([]);
+        return Vec::new();
     }
-    Value::Array(
-        TABLE
-            .iter()
-            .map(|p| json!([p, h.value_at_quantile(percent_to_quantile(*p))]))
-            .collect(),
-    )
+    TABLE
+        .iter()
+        .map(|p| (*p, h.value_at_quantile(percent_to_quantile(*p))))
+        .collect()
 }
 
 #[cfg(test)]
@@ -103,8 +80,9 @@ mod tests {
             h.record(v).unwrap();
         }
         let t = table(&h);
-        let row = t.as_array().unwrap().iter().find(|r| r[0] == 99.9).unwrap();
-        assert_eq!(row[1].as_u64().unwrap(), h.value_at_quantile(0.999));
+        let row = t.iter().find(|r| r.0 == 99.9).unwrap();
+        assert_eq!(row.1, h.value_at_quantile(0.999));
+        assert!((percent_to_quantile(99.99) - 0.9999).abs() < f64::EPSILON);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Per-thread recording: each worker thread owns one `Recorder` (no lock, no allocation per
-//! operation except on the error path), plus shared atomics for live snapshots.
+//! Per-thread recording: each worker thread owns one `GroupRec` per group (no lock, and no
+//! allocation per operation — a failing one included, once its reason group exists), plus shared
+//! atomics for live snapshots.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -7,82 +8,105 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::clients::{OpReport, Outcome};
 use crate::histo;
-use crate::result::{GroupResult, Tick, MAX_SAMPLES};
+use crate::outcome::{Detail, OpReport, Outcome};
+use crate::reason;
+use crate::result::{GroupResult, Tick};
 
-/// One group's recording on one thread.
+/// One group's recording on one thread, over one window (the measurement, or the time since the
+/// last `cut`).
 pub(crate) struct GroupRec {
     pub res: GroupResult,
     /// Latency of the current live interval (handed to `Live` once a second).
     pub recent: Histogram<u64>,
-    /// (client index within the shard's group, succeeded count), pushed when a client ends.
+    /// This thread's clients of the group: (client index within the shard's group, succeeded).
     pub per_client: Vec<(u64, u64)>,
     pub last_end: Option<Instant>,
+    /// Start of the window: series intervals count from here.
+    pub origin: Instant,
+    interval_s: f64,
+    /// Scratch for normalised failure messages.
+    key: String,
+}
+
+/// Where a measured operation's latency counts from.
+pub(crate) struct Timing {
+    /// From the intended start (open loop) or the actual start (closed loop) to the end.
+    pub latency: Duration,
+    /// Open loop only: from the actual start to the end.
+    pub uncorrected: Option<Duration>,
+    pub end: Instant,
 }
 
 impl GroupRec {
-    pub fn new(name: &str, kind: &str) -> GroupRec {
+    pub fn new(name: &str, kind: &str, clients: Vec<u64>, origin: Instant, interval_s: f64) -> GroupRec {
         GroupRec {
             res: GroupResult::new(name, kind, 0),
             recent: histo::new_histogram(),
-            per_client: Vec::new(),
+            per_client: clients.into_iter().map(|c| (c, 0)).collect(),
             last_end: None,
+            origin,
+            interval_s,
+            key: String::new(),
         }
     }
 
-    /// Record one measured operation ending in interval `tick`. `latency` counts from the intended
-    /// start (open loop) or the actual start (closed loop); `uncorrected` (open loop only) from the
-    /// actual start.
+    /// A fresh recording of the same clients from `origin` on (for `cut`).
+    pub fn fresh(&self, origin: Instant) -> GroupRec {
+        let clients = self.per_client.iter().map(|(c, _)| *c).collect();
+        let mut rec = GroupRec::new(&self.res.name, &self.res.kind, clients, origin, self.interval_s);
+        rec.res.open_loop = self.res.open_loop;
+        rec
+    }
+
+    /// Record one measured operation of the client in slot `slot` (global number `client`).
+    /// Returns whether it succeeded.
     #[inline]
-    pub fn record(
-        &mut self,
-        rep: OpReport,
-        latency: Duration,
-        uncorrected: Option<Duration>,
-        tick: usize,
-        client: u64,
-        end: Instant,
-    ) -> bool {
+    pub fn record(&mut self, rep: &OpReport, t: &Timing, slot: usize, client: u64, detail: &Detail) -> bool {
+        if let Outcome::Abandoned = rep.outcome {
+            self.res.abandoned += 1;
+            return false;
+        }
+        let tick = (t.end.saturating_duration_since(self.origin).as_secs_f64() / self.interval_s) as usize;
         if self.res.series.len() <= tick {
             self.res.series.resize(tick + 1, Tick::default());
         }
-        self.last_end = Some(end);
+        self.last_end = Some(t.end);
         if let Some(c) = rep.connect {
             histo::record(&mut self.res.connect, c);
         }
-        if let Some(t) = rep.ttfb {
-            histo::record(&mut self.res.ttfb, t);
-        }
-        if let (Some(u), Outcome::Ok | Outcome::Fail(..)) = (uncorrected, &rep.outcome) {
-            histo::record(&mut self.res.latency_uncorrected, u);
+        if let Some(ttfb) = rep.ttfb {
+            histo::record(&mut self.res.ttfb, ttfb);
         }
         if let Outcome::Ok | Outcome::Fail(..) = &rep.outcome {
-            let whole = uncorrected.unwrap_or(latency);
+            if let Some(u) = t.uncorrected {
+                histo::record(&mut self.res.latency_uncorrected, u);
+            }
+            let whole = t.uncorrected.unwrap_or(t.latency);
             histo::record(
                 &mut self.res.processing,
                 whole.saturating_sub(rep.connect.unwrap_or_default()),
             );
+            histo::record(&mut self.res.latency, t.latency);
+            histo::record(&mut self.recent, t.latency);
+            self.res.bytes_sent += rep.bytes.sent;
+            self.res.bytes_received += rep.bytes.received;
         }
         let series = &mut self.res.series[tick];
         match rep.outcome {
             Outcome::Ok => {
                 self.res.succeeded += 1;
+                self.res.payload_bytes += rep.bytes.payload;
                 series.succeeded += 1;
-                histo::record(&mut self.res.latency, latency);
-                histo::record(&mut self.recent, latency);
+                self.per_client[slot].1 += 1;
                 true
             }
-            Outcome::Fail(class, msg) => {
+            Outcome::Fail(class) => {
                 self.res.failed += 1;
                 series.failed += 1;
-                histo::record(&mut self.res.latency, latency);
-                histo::record(&mut self.recent, latency);
                 self.res.failures[class.index()] += 1;
-                let samples = &mut self.res.error_samples[class.index()];
-                if samples.len() < MAX_SAMPLES {
-                    samples.push(msg);
-                }
+                reason::normalize(&detail.text, detail.fixed, &mut self.key);
+                self.res.reasons.count(class, &self.key, &detail.text);
                 false
             }
             Outcome::Hung => {
@@ -103,6 +127,7 @@ pub(crate) struct LiveGroup {
     pub succeeded: AtomicU64,
     pub failed: AtomicU64,
     pub hung: AtomicU64,
+    pub abandoned: AtomicU64,
     pub in_flight: AtomicI64,
     /// Each thread's latency histogram of its last completed second.
     pub recent: Vec<Mutex<Option<Histogram<u64>>>>,
@@ -114,6 +139,7 @@ impl LiveGroup {
             succeeded: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             hung: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
             recent: (0..threads).map(|_| Mutex::new(None)).collect(),
         }
@@ -125,7 +151,7 @@ impl LiveGroup {
             Outcome::Ok => &self.succeeded,
             Outcome::Fail(..) => &self.failed,
             Outcome::Hung => &self.hung,
-            Outcome::Abandoned => return,
+            Outcome::Abandoned => &self.abandoned,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }

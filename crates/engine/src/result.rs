@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::class::ErrorClass;
 use crate::error::{DecodeError, MergeError};
 use crate::histo;
+use crate::reason::{Reason, Reasons};
 
 /// Format version of `to_bytes`.
-pub const FORMAT_VERSION: u32 = 1;
-/// At most this many sampled error messages are kept per group and class.
+pub const FORMAT_VERSION: u32 = 2;
+/// Sampled error messages per class in the summary's `error_samples`.
 pub const MAX_SAMPLES: usize = 5;
 
 /// Which histogram of a group.
@@ -68,11 +69,21 @@ pub struct GroupResult {
     pub succeeded: u64,
     pub failed: u64,
     pub hung: u64,
+    /// Started but never finished: in flight when the window closed, the run was stopped, or a
+    /// background group's others ended. started = succeeded + failed + hung + abandoned.
+    pub abandoned: u64,
+    /// Operations that ended during warm-up (not measured; the service saw them too).
     pub warmup_ops: u64,
     /// Measured seconds (warm-up excluded) until the group's last operation ended.
     pub elapsed_s: f64,
     pub failures: [u64; ErrorClass::COUNT],
-    pub error_samples: Vec<Vec<String>>,
+    /// Failures grouped by class and normalised message, with a sample each.
+    pub reasons: Reasons,
+    /// Bytes written and read by completed (succeeded or failed) operations.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Document bytes of succeeded operations (HTTP bodies, tcp replies, exec files or stdout).
+    pub payload_bytes: u64,
     pub latency: Histogram<u64>,
     pub connect: Histogram<u64>,
     pub ttfb: Histogram<u64>,
@@ -102,10 +113,14 @@ impl GroupResult {
             succeeded: 0,
             failed: 0,
             hung: 0,
+            abandoned: 0,
             warmup_ops: 0,
             elapsed_s: 0.0,
             failures: [0; ErrorClass::COUNT],
-            error_samples: vec![Vec::new(); ErrorClass::COUNT],
+            reasons: Reasons::default(),
+            bytes_sent: 0,
+            bytes_received: 0,
+            payload_bytes: 0,
             latency: histo::new_histogram(),
             connect: histo::new_histogram(),
             ttfb: histo::new_histogram(),
@@ -136,6 +151,16 @@ impl GroupResult {
         self.failures[class.index()]
     }
 
+    /// Every operation that started: succeeded + failed + hung + abandoned (warm-up ones aside).
+    pub fn started(&self) -> u64 {
+        self.succeeded + self.failed + self.hung + self.abandoned
+    }
+
+    /// Up to `MAX_SAMPLES` sampled messages of one class.
+    pub fn error_samples(&self, class: ErrorClass) -> Vec<String> {
+        self.reasons.samples(class, MAX_SAMPLES)
+    }
+
     /// Add the counts, histograms and series of `o` (same group, other clients or other threads).
     /// `per_client` and `hung_clients` are concatenated.
     pub(crate) fn absorb(&mut self, o: &GroupResult) -> Result<(), MergeError> {
@@ -160,13 +185,16 @@ impl GroupResult {
         self.succeeded += o.succeeded;
         self.failed += o.failed;
         self.hung += o.hung;
+        self.abandoned += o.abandoned;
         self.warmup_ops += o.warmup_ops;
+        self.bytes_sent += o.bytes_sent;
+        self.bytes_received += o.bytes_received;
+        self.payload_bytes += o.payload_bytes;
         self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
         for i in 0..ErrorClass::COUNT {
             self.failures[i] += o.failures[i];
-            let room = MAX_SAMPLES.saturating_sub(self.error_samples[i].len());
-            self.error_samples[i].extend(o.error_samples[i].iter().take(room).cloned());
         }
+        self.reasons.absorb(&o.reasons);
         if self.series.len() < o.series.len() {
             self.series.resize(o.series.len(), Tick::default());
         }
@@ -202,28 +230,34 @@ struct WireGroup {
     succeeded: u64,
     failed: u64,
     hung: u64,
+    abandoned: u64,
     warmup_ops: u64,
     elapsed_s: f64,
     failures: BTreeMap<String, u64>,
-    error_samples: BTreeMap<String, Vec<String>>,
+    reasons: Vec<WireReason>,
+    bytes_sent: u64,
+    bytes_received: u64,
+    payload_bytes: u64,
     latency: String,
     connect: String,
     ttfb: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    latency_uncorrected: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    processing: Option<String>,
-    #[serde(default)]
+    latency_uncorrected: String,
+    processing: String,
     open_loop: bool,
-    #[serde(default)]
     offered: u64,
-    #[serde(default)]
     late: u64,
-    #[serde(default)]
     dropped: u64,
     series: Vec<Tick>,
     per_client: Vec<u64>,
     hung_clients: Vec<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireReason {
+    class: String,
+    key: String,
+    sample: String,
+    count: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -232,7 +266,6 @@ struct Wire {
     started_unix: f64,
     elapsed_s: f64,
     interval_s: f64,
-    #[serde(default)]
     stopped: bool,
     groups: Vec<WireGroup>,
 }
@@ -265,15 +298,29 @@ impl ShardResult {
                     succeeded: g.succeeded,
                     failed: g.failed,
                     hung: g.hung,
+                    abandoned: g.abandoned,
                     warmup_ops: g.warmup_ops,
                     elapsed_s: g.elapsed_s,
                     failures: class_map(&g.failures, |n| *n > 0),
-                    error_samples: class_map(&g.error_samples, |v| !v.is_empty()),
+                    reasons: g
+                        .reasons
+                        .list
+                        .iter()
+                        .map(|r| WireReason {
+                            class: r.class.as_str().to_string(),
+                            key: r.key.clone(),
+                            sample: r.sample.clone(),
+                            count: r.count,
+                        })
+                        .collect(),
+                    bytes_sent: g.bytes_sent,
+                    bytes_received: g.bytes_received,
+                    payload_bytes: g.payload_bytes,
                     latency: histo::encode_b64(&g.latency),
                     connect: histo::encode_b64(&g.connect),
                     ttfb: histo::encode_b64(&g.ttfb),
-                    latency_uncorrected: Some(histo::encode_b64(&g.latency_uncorrected)),
-                    processing: Some(histo::encode_b64(&g.processing)),
+                    latency_uncorrected: histo::encode_b64(&g.latency_uncorrected),
+                    processing: histo::encode_b64(&g.processing),
                     open_loop: g.open_loop,
                     offered: g.offered,
                     late: g.late,
@@ -305,12 +352,8 @@ impl ShardResult {
             g.latency = hist("latency", &w.latency)?;
             g.connect = hist("connect", &w.connect)?;
             g.ttfb = hist("ttfb", &w.ttfb)?;
-            if let Some(u) = &w.latency_uncorrected {
-                g.latency_uncorrected = hist("latency_uncorrected", u)?;
-            }
-            if let Some(p) = &w.processing {
-                g.processing = hist("processing", p)?;
-            }
+            g.latency_uncorrected = hist("latency_uncorrected", &w.latency_uncorrected)?;
+            g.processing = hist("processing", &w.processing)?;
             g.open_loop = w.open_loop;
             g.offered = w.offered;
             g.late = w.late;
@@ -319,14 +362,23 @@ impl ShardResult {
                 let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
                 g.failures[c.index()] = n;
             }
-            for (name, v) in w.error_samples {
-                let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
-                g.error_samples[c.index()] = v;
+            for r in w.reasons {
+                let class = ErrorClass::from_name(&r.class).ok_or(DecodeError::Class(r.class))?;
+                g.reasons.list.push(Reason {
+                    class,
+                    key: r.key,
+                    sample: r.sample,
+                    count: r.count,
+                });
             }
             g.succeeded = w.succeeded;
             g.failed = w.failed;
             g.hung = w.hung;
+            g.abandoned = w.abandoned;
             g.warmup_ops = w.warmup_ops;
+            g.bytes_sent = w.bytes_sent;
+            g.bytes_received = w.bytes_received;
+            g.payload_bytes = w.payload_bytes;
             g.elapsed_s = w.elapsed_s;
             g.series = w.series;
             g.per_client = w.per_client;

@@ -53,6 +53,7 @@ pub enum StopRule {
     DurationMs(u64),
     /// `{"while_others": true}`: a background group (baseload) that runs until every other group
     /// of the shard has ended, then stops; operations in flight then are abandoned, as on `stop()`.
+    /// In a shard of background groups only, they run until `stop()` (and `cut()` takes windows).
     WhileOthers(bool),
 }
 
@@ -158,6 +159,10 @@ pub struct ExecSpec {
     pub expect_stderr: Option<String>,
     #[serde(default)]
     pub expect_file: Option<FileCheck>,
+    /// Where an operation's payload size comes from: `"stdout"` (the bytes it wrote there) or a
+    /// file path (`${client}`/`${iteration}` substituted). Default: the size of `expect_file`.
+    #[serde(default)]
+    pub bytes_from: Option<String>,
 }
 
 /// The command must leave a file of at least `min_size` bytes at `path`.
@@ -219,12 +224,6 @@ impl Spec {
                 )));
             }
             g.validate(&format!("groups[{i}]"))?;
-        }
-        if self.groups.iter().all(|g| g.stop.is_background()) {
-            return Err(SpecError::new(
-                "every group's stop is while_others, so none would ever end; give at least one group \
-                 a total, per_client or duration_ms stop",
-            ));
         }
         Ok(())
     }
@@ -386,6 +385,11 @@ impl ExecSpec {
             if f.path.is_empty() {
                 return Err(SpecError::new(format!("{key}.expect_file.path must not be empty")));
             }
+        }
+        if self.bytes_from.as_deref() == Some("") {
+            return Err(SpecError::new(format!(
+                "{key}.bytes_from must be \"stdout\" or a file path (got an empty string)"
+            )));
         }
         Ok(())
     }

@@ -1,9 +1,121 @@
-//! The summary JSON of a result (docs/engine-spec.md, "Result").
+//! The summary of a result (docs/engine-spec.md, "Result"): typed structs, serialized to JSON for
+//! Python, whose model (`knee.model.EngineSummary`) a test holds field by field against these.
 
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::class::ErrorClass;
 use crate::histo;
 use crate::result::{class_map, GroupResult, ShardResult};
+
+/// Latency figures of one histogram, in microseconds (all zero when nothing was recorded).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub min: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            min: h.min(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// One interval of a group's series.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SeriesPoint {
+    /// Seconds from the start of the measurement to the start of the interval.
+    pub t: f64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub hung: u64,
+}
+
+/// Failures of one class with one normalised message.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ReasonSummary {
+    pub class: &'static str,
+    pub key: String,
+    pub sample: String,
+    pub count: u64,
+}
+
+/// One group's figures.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct GroupSummary {
+    pub name: String,
+    pub kind: String,
+    pub clients: u64,
+    /// succeeded + failed + hung + abandoned.
+    pub started: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub hung: u64,
+    pub abandoned: u64,
+    pub warmup_ops: u64,
+    pub elapsed_s: f64,
+    pub failures: BTreeMap<String, u64>,
+    /// Up to 5 messages per class (the most frequent reasons' samples).
+    pub error_samples: BTreeMap<String, Vec<String>>,
+    /// Failures by class and normalised message, most frequent first.
+    pub reasons: Vec<ReasonSummary>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub payload_bytes: u64,
+    pub latency_us: LatencySummary,
+    pub connect_us: LatencySummary,
+    pub ttfb_us: LatencySummary,
+    pub latency_uncorrected_us: LatencySummary,
+    pub processing_us: LatencySummary,
+    pub open_loop: bool,
+    pub offered: u64,
+    pub late: u64,
+    pub dropped: u64,
+    /// Open loop: offered arrivals per measured second (None in closed loop).
+    pub offered_rate_hz: Option<f64>,
+    /// (succeeded + failed + hung) per measured second.
+    pub achieved_rate_hz: f64,
+    /// `[percent, µs]` at 50, 66, 75, 80, 90, 95, 98, 99, 99.9, 99.99 and 100 %; empty when nothing
+    /// was recorded.
+    pub percentiles: Vec<(f64, u64)>,
+    pub series: Vec<SeriesPoint>,
+    pub per_client: Vec<u64>,
+    pub hung_clients: Vec<u64>,
+}
+
+/// A shard's figures.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    pub elapsed_s: f64,
+    pub started_unix: f64,
+    pub interval_s: f64,
+    pub stopped: bool,
+    pub groups: Vec<GroupSummary>,
+}
 
 /// Operations per second over `elapsed_s` (0 when nothing elapsed).
 fn rate(n: u64, elapsed_s: f64) -> f64 {
@@ -14,53 +126,89 @@ fn rate(n: u64, elapsed_s: f64) -> f64 {
     }
 }
 
-fn group_json(g: &GroupResult, interval_s: f64) -> Value {
-    let series: Vec<Value> = g
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, t)| json!({"t": i as f64 * interval_s, "succeeded": t.succeeded, "failed": t.failed, "hung": t.hung}))
-        .collect();
-    json!({
-        "name": g.name,
-        "kind": g.kind,
-        "clients": g.clients,
-        "succeeded": g.succeeded,
-        "failed": g.failed,
-        "hung": g.hung,
-        "warmup_ops": g.warmup_ops,
-        "elapsed_s": g.elapsed_s,
-        "failures": class_map(&g.failures, |n| *n > 0),
-        "error_samples": class_map(&g.error_samples, |v| !v.is_empty()),
-        "latency_us": histo::stats(&g.latency),
-        "connect_us": histo::stats(&g.connect),
-        "ttfb_us": histo::stats(&g.ttfb),
-        "latency_uncorrected_us": histo::stats(&g.latency_uncorrected),
-        "processing_us": histo::stats(&g.processing),
-        "open_loop": g.open_loop,
-        "offered": g.offered,
-        "late": g.late,
-        "dropped": g.dropped,
-        "offered_rate_hz": if g.open_loop { json!(rate(g.offered, g.elapsed_s)) } else { Value::Null },
-        "achieved_rate_hz": rate(g.succeeded + g.failed + g.hung, g.elapsed_s),
-        "percentiles": histo::table(&g.latency),
-        "series": series,
-        "per_client": g.per_client,
-        "hung_clients": g.hung_clients,
-    })
+impl GroupSummary {
+    pub fn of(g: &GroupResult, interval_s: f64) -> GroupSummary {
+        let samples: Vec<Vec<String>> = ErrorClass::ALL.iter().map(|c| g.error_samples(*c)).collect();
+        let mut reasons: Vec<ReasonSummary> = g
+            .reasons
+            .list
+            .iter()
+            .map(|r| ReasonSummary {
+                class: r.class.as_str(),
+                key: r.key.clone(),
+                sample: r.sample.clone(),
+                count: r.count,
+            })
+            .collect();
+        reasons.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| (a.class, &a.key).cmp(&(b.class, &b.key)))
+        });
+        GroupSummary {
+            name: g.name.clone(),
+            kind: g.kind.clone(),
+            clients: g.clients,
+            started: g.started(),
+            succeeded: g.succeeded,
+            failed: g.failed,
+            hung: g.hung,
+            abandoned: g.abandoned,
+            warmup_ops: g.warmup_ops,
+            elapsed_s: g.elapsed_s,
+            failures: class_map(&g.failures, |n| *n > 0),
+            error_samples: class_map(&samples, |v| !v.is_empty()),
+            reasons,
+            bytes_sent: g.bytes_sent,
+            bytes_received: g.bytes_received,
+            payload_bytes: g.payload_bytes,
+            latency_us: LatencySummary::of(&g.latency),
+            connect_us: LatencySummary::of(&g.connect),
+            ttfb_us: LatencySummary::of(&g.ttfb),
+            latency_uncorrected_us: LatencySummary::of(&g.latency_uncorrected),
+            processing_us: LatencySummary::of(&g.processing),
+            open_loop: g.open_loop,
+            offered: g.offered,
+            late: g.late,
+            dropped: g.dropped,
+            offered_rate_hz: g.open_loop.then(|| rate(g.offered, g.elapsed_s)),
+            achieved_rate_hz: rate(g.succeeded + g.failed + g.hung, g.elapsed_s),
+            percentiles: histo::table(&g.latency),
+            series: g
+                .series
+                .iter()
+                .enumerate()
+                .map(|(i, t)| SeriesPoint {
+                    t: i as f64 * interval_s,
+                    succeeded: t.succeeded,
+                    failed: t.failed,
+                    hung: t.hung,
+                })
+                .collect(),
+            per_client: g.per_client.clone(),
+            hung_clients: g.hung_clients.clone(),
+        }
+    }
 }
 
 impl ShardResult {
-    /// The summary JSON: counts, latency stats in µs, percentile table, series, per-client counts.
+    /// The typed summary.
+    pub fn summary(&self) -> Summary {
+        Summary {
+            elapsed_s: self.elapsed_s,
+            started_unix: self.started_unix,
+            interval_s: self.interval_s,
+            stopped: self.stopped,
+            groups: self
+                .groups
+                .iter()
+                .map(|g| GroupSummary::of(g, self.interval_s))
+                .collect(),
+        }
+    }
+
+    /// The summary as JSON: counts, latency stats in µs, percentile table, series, per-client counts.
     pub fn summary_json(&self) -> String {
-        let groups: Vec<Value> = self.groups.iter().map(|g| group_json(g, self.interval_s)).collect();
-        json!({
-            "elapsed_s": self.elapsed_s,
-            "started_unix": self.started_unix,
-            "interval_s": self.interval_s,
-            "stopped": self.stopped,
-            "groups": groups,
-        })
-        .to_string()
+        serde_json::to_string(&self.summary()).expect("a summary is always serializable")
     }
 }

@@ -2,24 +2,25 @@
 //! (round-robin over threads) and owns its recorder; nothing is shared on the hot path but a few
 //! relaxed atomics for live snapshots.
 //!
-//! Closed loop: one task per client. Open loop (`PacerSpec::Rate`): per thread and group, one
-//! scheduler task issues arrivals at the thread's share of the rate (its share of the slots) into a
-//! queue that the thread's client slots drain; late and dropped arrivals are counted.
+//! Every client runs the same loop (`client`): ask its `Source` for the next operation (the one
+//! stop decision), run it under its timeout, record it. The source is the pacer: closed loop (the
+//! client's own previous end plus think time) or open loop (arrivals that one scheduler task per
+//! thread and group issues at the thread's share of the rate; idle clients take them in order).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
 use crate::cancel::{sleep_unless_stopped, Cancel};
-use crate::clients::{Client, OpReport, Outcome, Prepared};
+use crate::clients::{Client, Prepared};
+use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Schedule, LATE_AFTER};
-use crate::recorder::{GroupRec, LiveGroup};
-use crate::result::GroupResult;
+use crate::recorder::{GroupRec, LiveGroup, Timing};
 use crate::spec::{GroupSpec, PacerSpec, StopRule};
 
 /// One group as every thread sees it.
@@ -43,12 +44,17 @@ pub(crate) struct Shared {
     pub stop_tx: watch::Sender<bool>,
     pub stopped: AtomicBool,
     /// The stop of background groups (`while_others`): sent by `stop()` and when the last
-    /// foreground task ends.
+    /// foreground task ends (in a shard with a foreground group).
     pub bg_stop_tx: watch::Sender<bool>,
     pub bg_stopped: AtomicBool,
     /// Foreground tasks still running (closed-loop clients and open-loop schedulers), plus one for
     /// each thread that has not yet counted its own in: starts at the number of threads.
     pub foreground_left: AtomicU64,
+    pub has_foreground: bool,
+    /// A cut: each new value asks every thread to hand over its recording up to that instant.
+    pub cut_tx: watch::Sender<Option<Instant>>,
+    /// Where threads hand their cut recordings.
+    pub cut_reply: Mutex<Option<mpsc::Sender<ThreadOutput>>>,
 }
 
 impl Shared {
@@ -81,7 +87,7 @@ impl<'a> Foreground<'a> {
 
 impl Drop for Foreground<'_> {
     fn drop(&mut self) {
-        if self.0.foreground_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.0.foreground_left.fetch_sub(1, Ordering::AcqRel) == 1 && self.0.has_foreground {
             self.0.bg_stopped.store(true, Ordering::Relaxed);
             self.0.bg_stop_tx.send_replace(true);
         }
@@ -90,10 +96,12 @@ impl Drop for Foreground<'_> {
 
 /// What one thread hands back for one group.
 pub(crate) struct ThreadGroup {
-    pub res: GroupResult,
+    pub res: crate::result::GroupResult,
     /// (client index, succeeded) of this thread's clients.
     pub per_client: Vec<(u64, u64)>,
     pub last_end: Option<Instant>,
+    /// Start of the recording's window.
+    pub origin: Instant,
 }
 
 /// What one thread hands back, per group.
@@ -101,43 +109,85 @@ pub(crate) struct ThreadOutput {
     pub groups: Vec<ThreadGroup>,
 }
 
+type Recs = Rc<RefCell<Vec<GroupRec>>>;
+
+fn output(recs: Vec<GroupRec>) -> ThreadOutput {
+    ThreadOutput {
+        groups: recs
+            .into_iter()
+            .map(|r| ThreadGroup {
+                res: r.res,
+                per_client: r.per_client,
+                last_end: r.last_end,
+                origin: r.origin,
+            })
+            .collect(),
+    }
+}
+
 /// Run this thread's clients (`(group, client index)` pairs) to the end.
-pub(crate) fn run_thread(shared: Arc<Shared>, thread: usize, clients: Vec<(usize, u64)>) -> ThreadOutput {
+pub(crate) fn run_thread(
+    shared: Arc<Shared>,
+    thread: usize,
+    clients: Vec<(usize, u64)>,
+    cuts: watch::Receiver<Option<Instant>>,
+) -> ThreadOutput {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime can be built");
     let local = tokio::task::LocalSet::new();
-    let rec: Rc<RefCell<Vec<GroupRec>>> = Rc::new(RefCell::new(
+    // This thread's clients of each group; a client's slot is its place in its group's list.
+    let mut mine: Vec<Vec<u64>> = vec![Vec::new(); shared.groups.len()];
+    for &(g, c) in &clients {
+        mine[g].push(c);
+    }
+    let interval_s = shared.interval.as_secs_f64();
+    let rec: Recs = Rc::new(RefCell::new(
         shared
             .groups
             .iter()
-            .map(|g| GroupRec::new(&g.spec.name, g.spec.client.kind()))
+            .zip(&mine)
+            .map(|(g, cs)| {
+                GroupRec::new(
+                    &g.spec.name,
+                    g.spec.client.kind(),
+                    cs.clone(),
+                    g.measured_start,
+                    interval_s,
+                )
+            })
             .collect(),
     ));
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(publish_recent(shared.clone(), rec.clone(), thread));
-        // Closed-loop clients run on their own; open-loop groups get one scheduler per thread
-        // feeding this thread's share of the group's client slots.
-        let mut open: Vec<Vec<u64>> = vec![Vec::new(); shared.groups.len()];
+        let cutter = tokio::task::spawn_local(serve_cuts(shared.clone(), rec.clone(), cuts));
         let mut tasks: Vec<_> = Vec::new();
         let mut foreground = 0u64;
-        for (g, c) in clients {
+        for (g, cs) in mine.iter().enumerate().filter(|(_, cs)| !cs.is_empty()) {
+            let counts = u64::from(!shared.groups[g].spec.stop.is_background());
             if matches!(shared.groups[g].spec.pacer, PacerSpec::Rate { .. }) {
-                open[g].push(c);
-            } else {
-                foreground += u64::from(!shared.groups[g].spec.stop.is_background());
-                tasks.push(tokio::task::spawn_local(client_loop(shared.clone(), rec.clone(), g, c)));
+                // One scheduler per thread and group feeds this thread's clients of the group.
+                foreground += counts;
+                let fut = open_group(shared.clone(), rec.clone(), g, cs.clone());
+                tasks.push(tokio::task::spawn_local(fut));
+                continue;
             }
-        }
-        for (g, slots) in open.into_iter().enumerate().filter(|(_, s)| !s.is_empty()) {
-            foreground += u64::from(!shared.groups[g].spec.stop.is_background());
-            tasks.push(tokio::task::spawn_local(open_group(
-                shared.clone(),
-                rec.clone(),
-                g,
-                slots,
-            )));
+            foreground += counts * cs.len() as u64;
+            for (slot, &c) in cs.iter().enumerate() {
+                let source = Source::Closed {
+                    pacer: Closed::new(shared.groups[g].spec.think_ms),
+                    prev_end: None,
+                };
+                tasks.push(tokio::task::spawn_local(client(
+                    shared.clone(),
+                    rec.clone(),
+                    g,
+                    c,
+                    slot,
+                    source,
+                )));
+            }
         }
         // None of them has run yet: count them in, then give up this thread's own place (each
         // task's Foreground guard gives up its place when the task ends).
@@ -147,24 +197,16 @@ pub(crate) fn run_thread(shared: Arc<Shared>, thread: usize, clients: Vec<(usize
             let _ = t.await;
         }
         ticker.abort();
+        cutter.abort();
     });
     drop(local);
     drop(rt);
     let recs = Rc::try_unwrap(rec).map_or_else(|rc| rc.replace(Vec::new()), RefCell::into_inner);
-    ThreadOutput {
-        groups: recs
-            .into_iter()
-            .map(|r| ThreadGroup {
-                res: r.res,
-                per_client: r.per_client,
-                last_end: r.last_end,
-            })
-            .collect(),
-    }
+    output(recs)
 }
 
 /// Once a second hand each group's last-second latency histogram to the live view.
-async fn publish_recent(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, thread: usize) {
+async fn publish_recent(shared: Arc<Shared>, rec: Recs, thread: usize) {
     let mut tick = tokio::time::interval_at((shared.start + Duration::from_secs(1)).into(), Duration::from_secs(1));
     loop {
         tick.tick().await;
@@ -176,8 +218,23 @@ async fn publish_recent(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, th
     }
 }
 
+/// Answer cuts: hand over this thread's recordings up to the cut instant, go on with fresh ones.
+async fn serve_cuts(shared: Arc<Shared>, rec: Recs, mut cuts: watch::Receiver<Option<Instant>>) {
+    while cuts.changed().await.is_ok() {
+        let Some(at) = *cuts.borrow_and_update() else { continue };
+        let old = {
+            let mut recs = rec.borrow_mut();
+            let fresh: Vec<GroupRec> = recs.iter().map(|r| r.fresh(at.max(r.origin))).collect();
+            std::mem::replace(&mut *recs, fresh)
+        };
+        let reply = shared.cut_reply.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(tx) = reply {
+            let _ = tx.send(output(old));
+        }
+    }
+}
+
 /// One operation under its timeout (and the group's end and stop), counted in flight while it runs.
-/// Both pacers run operations through here; returns the report and the instant it ended.
 async fn run_one(
     op: &mut Client,
     group: &GroupShared,
@@ -197,85 +254,186 @@ async fn run_one(
     (report, end)
 }
 
-async fn client_loop(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usize, client: u64) {
-    let group = &shared.groups[g];
-    let spec = &group.spec;
-    let global_client = spec.client_offset + client;
-    let _foreground = Foreground::enter(&shared, g);
-    let (mut stop, stopped) = shared.stop_of(g);
-    let timeout = Duration::from_millis(spec.timeout_ms);
-    let interval = shared.interval.as_secs_f64();
-    let pacer = Closed::new(spec.think_ms);
-    let mut op = Client::new(group.prep.clone(), global_client);
-    let (mut iteration, mut measured, mut succeeded) = (0u64, 0u64, 0u64);
-    let mut prev_end = None;
-    if !sleep_unless_stopped(shared.start, &mut stop, stopped).await {
-        rec.borrow_mut()[g].per_client.push((client, 0));
-        return;
-    }
-    loop {
-        let proceed = match spec.stop {
-            StopRule::PerClient(n) => measured < n,
-            StopRule::Total(n) => group.tickets.fetch_add(1, Ordering::Relaxed) < n,
-            StopRule::DurationMs(_) => group.end_at.is_some_and(|e| Instant::now() < e),
-            StopRule::WhileOthers(_) => true,
-        };
-        if !proceed || stopped.load(Ordering::Relaxed) {
-            break;
-        }
-        // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
-        tokio::task::coop::consume_budget().await;
-        let intended = pacer.next_start(prev_end, Instant::now());
-        let wake = group.end_at.map_or(intended, |e| intended.min(e));
-        if !sleep_unless_stopped(wake, &mut stop, stopped).await {
-            break;
-        }
-        if group.end_at.is_some_and(|e| Instant::now() >= e) {
-            break;
-        }
-        let began = Instant::now();
-        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
-        prev_end = Some(end);
-        iteration += 1;
-        // Only operations that end inside a duration window count.
-        if matches!(report.outcome, Outcome::Abandoned) || group.end_at.is_some_and(|e| end > e) {
-            break;
-        }
-        if end < group.measured_start {
-            rec.borrow_mut()[g].res.warmup_ops += 1;
-            if let StopRule::Total(_) = spec.stop {
-                group.tickets.fetch_sub(1, Ordering::Relaxed);
-            }
-            continue;
-        }
-        group.live.count(&report.outcome);
-        let tick = ((end - group.measured_start).as_secs_f64() / interval) as usize;
-        measured += 1;
-        if rec.borrow_mut()[g].record(report, end - began, None, tick, global_client, end) {
-            succeeded += 1;
-        }
-    }
-    rec.borrow_mut()[g].per_client.push((client, succeeded));
-}
-
-/// The timer granularity the open-loop scheduler compensates for.
-const TIMER_SLACK: Duration = Duration::from_millis(1);
-
-/// One thread's open-loop queue for one group: arrivals waiting for a free client slot.
-struct OpenQueue {
+/// One thread's open-loop queue for one group: arrivals waiting for a free client.
+pub(crate) struct OpenQueue {
     pending: RefCell<VecDeque<Instant>>,
-    /// Slots running an operation.
+    /// Clients running an operation.
     busy: Cell<usize>,
     /// The scheduler has issued its last arrival.
     closed: Cell<bool>,
     notify: Notify,
 }
 
-/// Open loop for this thread's `slots` of group `g`: a scheduler issues arrivals at the thread's
-/// share of the group's rate; idle slots take them in order. An arrival that finds more than the
+/// Where a client's next operation comes from: the pacer.
+enum Source {
+    /// Closed loop: the previous operation's end plus think time.
+    Closed { pacer: Closed, prev_end: Option<Instant> },
+    /// Open loop: the next arrival in this thread's queue of the group.
+    Open(Rc<OpenQueue>),
+}
+
+/// An operation the pacer says to start now.
+struct Start {
+    /// When it was meant to start (open loop; closed loop: now).
+    intended: Instant,
+    /// An open-loop arrival due inside the measured window.
+    measured_arrival: bool,
+}
+
+impl Source {
+    /// The next operation, or None when the client must stop: its group's stop rule, the group's
+    /// end, the run's stop, or (open loop) no more arrivals. Waits until the operation is due.
+    async fn next(
+        &mut self,
+        group: &GroupShared,
+        measured: u64,
+        stop: &mut watch::Receiver<bool>,
+        stopped: &AtomicBool,
+        rec: &RefCell<Vec<GroupRec>>,
+        g: usize,
+    ) -> Option<Start> {
+        match self {
+            Source::Closed { pacer, prev_end } => {
+                let proceed = match group.spec.stop {
+                    StopRule::PerClient(n) => measured < n,
+                    StopRule::Total(n) => group.tickets.fetch_add(1, Ordering::Relaxed) < n,
+                    StopRule::DurationMs(_) => group.end_at.is_some_and(|e| Instant::now() < e),
+                    StopRule::WhileOthers(_) => true,
+                };
+                if !proceed || stopped.load(Ordering::Relaxed) {
+                    return None;
+                }
+                // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
+                tokio::task::coop::consume_budget().await;
+                let due = pacer.next_start(*prev_end, Instant::now());
+                let wake = group.end_at.map_or(due, |e| due.min(e));
+                if !sleep_unless_stopped(wake, stop, stopped).await || group.end_at.is_some_and(|e| Instant::now() >= e)
+                {
+                    return None;
+                }
+                Some(Start {
+                    intended: Instant::now(),
+                    measured_arrival: false,
+                })
+            }
+            Source::Open(q) => loop {
+                let next = q.pending.borrow_mut().pop_front();
+                let Some(intended) = next else {
+                    if q.closed.get() || stopped.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    tokio::select! {
+                        _ = q.notify.notified() => continue,
+                        _ = stop.wait_for(|s| *s) => return None,
+                    }
+                };
+                let now = Instant::now();
+                if group.end_at.is_some_and(|e| now >= e) {
+                    return None;
+                }
+                let measured_arrival = intended >= group.measured_start;
+                if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
+                    if measured_arrival {
+                        rec.borrow_mut()[g].res.dropped += 1;
+                    }
+                    continue;
+                }
+                return Some(Start {
+                    intended,
+                    measured_arrival,
+                });
+            },
+        }
+    }
+
+    fn begin(&self) {
+        if let Source::Open(q) = self {
+            q.busy.set(q.busy.get() + 1);
+        }
+    }
+
+    /// The operation has ended at `end`; `warmup`: it ended before the measurement started.
+    fn end(&mut self, group: &GroupShared, end: Instant, warmup: bool) {
+        match self {
+            Source::Closed { prev_end, .. } => {
+                *prev_end = Some(end);
+                // A warm-up operation does not use up a `total` ticket.
+                if warmup && matches!(group.spec.stop, StopRule::Total(_)) {
+                    group.tickets.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Source::Open(q) => q.busy.set(q.busy.get() - 1),
+        }
+    }
+}
+
+/// A client: take the next operation from the source, run it, record it, until the source says stop.
+async fn client(shared: Arc<Shared>, rec: Recs, g: usize, client: u64, slot: usize, mut source: Source) {
+    let group = &shared.groups[g];
+    let spec = &group.spec;
+    let global_client = spec.client_offset + client;
+    // Closed-loop clients keep a background group running; an open loop's scheduler does that.
+    let _foreground = matches!(source, Source::Closed { .. })
+        .then(|| Foreground::enter(&shared, g))
+        .flatten();
+    let (mut stop, stopped) = shared.stop_of(g);
+    let timeout = Duration::from_millis(spec.timeout_ms);
+    let mut op = Client::new(group.prep.clone(), global_client);
+    let (mut iteration, mut measured) = (0u64, 0u64);
+    if !sleep_unless_stopped(shared.start, &mut stop, stopped).await {
+        return;
+    }
+    while let Some(start) = source.next(group, measured, &mut stop, stopped, &rec, g).await {
+        let began = Instant::now();
+        source.begin();
+        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
+        iteration += 1;
+        // Only operations that end inside a duration window count; the rest were cut short.
+        let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at.is_some_and(|e| end > e);
+        let warmup = !cut_short && end < group.measured_start;
+        source.end(group, end, warmup);
+        if warmup {
+            rec.borrow_mut()[g].res.warmup_ops += 1;
+            continue;
+        }
+        let report = if cut_short {
+            OpReport::of(Outcome::Abandoned)
+        } else {
+            report
+        };
+        group.live.count(&report.outcome);
+        let open = matches!(source, Source::Open(_));
+        let timing = Timing {
+            latency: end - if open { start.intended.min(began) } else { began },
+            uncorrected: open.then(|| end - began),
+            end,
+        };
+        {
+            let mut r = rec.borrow_mut();
+            if start.measured_arrival && !cut_short && began.saturating_duration_since(start.intended) > LATE_AFTER {
+                r[g].res.late += 1;
+            }
+            r[g].record(&report, &timing, slot, global_client, &op.detail);
+        }
+        if cut_short {
+            break;
+        }
+        measured += 1;
+        if open {
+            // Operations that fail at once must not starve the scheduler.
+            tokio::task::coop::consume_budget().await;
+        }
+    }
+}
+
+/// The timer granularity the open-loop scheduler compensates for.
+const TIMER_SLACK: Duration = Duration::from_millis(1);
+
+/// Open loop for this thread's `clients` of group `g`: a scheduler issues arrivals at the thread's
+/// share of the group's rate; idle clients take them in order. An arrival that finds more than the
 /// cap (`max_in_flight`, split over threads like the rate) waiting or running is dropped; one that
-/// waits longer than `timeout_ms` for a slot is dropped too. Both are counted, never skipped.
-async fn open_group(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usize, slots: Vec<u64>) {
+/// waits longer than `timeout_ms` for a client is dropped too. Both are counted, never skipped.
+async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>) {
     let group = &shared.groups[g];
     let spec = &group.spec;
     let PacerSpec::Rate {
@@ -286,8 +444,8 @@ async fn open_group(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usi
     else {
         return;
     };
-    let share = slots.len() as f64 / spec.clients as f64;
-    let first = slots[0];
+    let share = clients.len() as f64 / spec.clients as f64;
+    let first = clients[0];
     // Threads start one group-wide gap apart, so constant schedules interleave evenly.
     let phase = Duration::from_secs_f64(first as f64 / rate_hz);
     let mut sched = Schedule::new(
@@ -305,14 +463,18 @@ async fn open_group(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usi
         closed: Cell::new(false),
         notify: Notify::new(),
     });
-    let workers: Vec<_> = slots
+    let workers: Vec<_> = clients
         .iter()
-        .map(|&c| tokio::task::spawn_local(open_slot(shared.clone(), rec.clone(), g, c, q.clone())))
+        .enumerate()
+        .map(|(slot, &c)| {
+            let source = Source::Open(q.clone());
+            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source))
+        })
         .collect();
     let _foreground = Foreground::enter(&shared, g);
     let (mut stop, stopped) = shared.stop_of(g);
     let per_thread_limit = match spec.stop {
-        StopRule::PerClient(n) => Some(n.saturating_mul(slots.len() as u64)),
+        StopRule::PerClient(n) => Some(n.saturating_mul(clients.len() as u64)),
         _ => None,
     };
     let mut issued = 0u64;
@@ -350,67 +512,4 @@ async fn open_group(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usi
     for w in workers {
         let _ = w.await;
     }
-}
-
-/// One open-loop client slot: take the next waiting arrival, run it, record from its intended start.
-async fn open_slot(shared: Arc<Shared>, rec: Rc<RefCell<Vec<GroupRec>>>, g: usize, client: u64, q: Rc<OpenQueue>) {
-    let group = &shared.groups[g];
-    let spec = &group.spec;
-    let global_client = spec.client_offset + client;
-    let (mut stop, stopped) = shared.stop_of(g);
-    let timeout = Duration::from_millis(spec.timeout_ms);
-    let interval = shared.interval.as_secs_f64();
-    let mut op = Client::new(group.prep.clone(), global_client);
-    let (mut iteration, mut succeeded) = (0u64, 0u64);
-    loop {
-        let next = q.pending.borrow_mut().pop_front();
-        let Some(intended) = next else {
-            if q.closed.get() || stopped.load(Ordering::Relaxed) {
-                break;
-            }
-            tokio::select! {
-                _ = q.notify.notified() => continue,
-                _ = stop.wait_for(|s| *s) => break,
-            }
-        };
-        let began = Instant::now();
-        if group.end_at.is_some_and(|e| began >= e) {
-            break;
-        }
-        let measured = intended >= group.measured_start;
-        let waited = began.saturating_duration_since(intended);
-        if waited > timeout {
-            if measured {
-                rec.borrow_mut()[g].res.dropped += 1;
-            }
-            continue;
-        }
-        q.busy.set(q.busy.get() + 1);
-        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
-        q.busy.set(q.busy.get() - 1);
-        iteration += 1;
-        if matches!(report.outcome, Outcome::Abandoned) || group.end_at.is_some_and(|e| end > e) {
-            break;
-        }
-        if end < group.measured_start {
-            rec.borrow_mut()[g].res.warmup_ops += 1;
-            continue;
-        }
-        group.live.count(&report.outcome);
-        let tick = ((end - group.measured_start).as_secs_f64() / interval) as usize;
-        let recorded = {
-            let mut r = rec.borrow_mut();
-            if measured && waited > LATE_AFTER {
-                r[g].res.late += 1;
-            }
-            let from = intended.min(began);
-            r[g].record(report, end - from, Some(end - began), tick, global_client, end)
-        };
-        if recorded {
-            succeeded += 1;
-        }
-        // Operations that fail at once must not starve the scheduler.
-        tokio::task::coop::consume_budget().await;
-    }
-    rec.borrow_mut()[g].per_client.push((client, succeeded));
 }

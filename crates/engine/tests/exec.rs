@@ -38,7 +38,7 @@ fn missing_command_is_spawn_with_the_os_message() {
     .unwrap();
     let g = &r.groups[0];
     assert_eq!(g.failures_of(ErrorClass::Spawn), 3);
-    let msg = &g.error_samples[ErrorClass::Spawn.index()][0];
+    let msg = &g.error_samples(ErrorClass::Spawn)[0];
     assert!(
         msg.contains("knee-no-such-cmd") && msg.contains("No such file"),
         "{msg}"
@@ -97,7 +97,7 @@ fn file_check_substitutes_client_and_iteration() {
     let mut c = exec(&["/bin/true"]);
     c["expect_file"] = json!({"path": format!("{d}/never-${{client}}")});
     let r = run(one_group(1, json!({"total": 1}), c)).unwrap();
-    assert!(r.groups[0].error_samples[ErrorClass::File.index()][0].contains("never-0"));
+    assert!(r.groups[0].error_samples(ErrorClass::File)[0].contains("never-0"));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -181,5 +181,65 @@ fn dropping_a_running_engine_kills_its_processes() {
     for pid in pids {
         assert!(not_running(pid), "pid {pid} still runs");
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A CLI that says why it failed on stderr (psql, lcg-ls …): the reason is its last line there,
+/// grouped by message with numbers masked; with nothing on stderr, the last line of stdout.
+#[test]
+fn a_failing_command_gives_its_last_stderr_line_as_the_reason() {
+    let script = "echo connecting to db-$1 >&2; echo 'FATAL:  sorry, too many clients already' >&2; exit 2";
+    let r = run(one_group(
+        2,
+        json!({"per_client": 5}),
+        exec(&["/bin/sh", "-c", script, "sh", "${client}"]),
+    ))
+    .unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::ExitCode), 10);
+    assert_eq!(g.reasons.list.len(), 1, "{:?}", g.reasons);
+    let reason = &g.reasons.list[0];
+    assert_eq!(reason.count, 10);
+    assert_eq!(
+        reason.key,
+        "/bin/sh exited with code 2: FATAL: sorry, too many clients already"
+    );
+    assert_eq!(
+        reason.sample,
+        "/bin/sh exited with code 2: FATAL:  sorry, too many clients already"
+    );
+
+    let r = run(one_group(
+        1,
+        json!({"total": 3}),
+        exec(&["/bin/sh", "-c", "echo 'no space left on /dev/sda1'; exit 1"]),
+    ))
+    .unwrap();
+    let reason = &r.groups[0].reasons.list[0];
+    assert_eq!(reason.key, "/bin/sh exited with code 1: no space left on /dev/sda<n>");
+    assert_eq!(reason.count, 3);
+}
+
+/// The payload of an exec operation: its stdout (`bytes_from = "stdout"`) or a file it leaves.
+#[test]
+fn exec_bytes_come_from_stdout_or_a_file() {
+    let mut c = exec(&["/bin/sh", "-c", "head -c 3000 /dev/zero"]);
+    c["bytes_from"] = json!("stdout");
+    let r = run(one_group(2, json!({"total": 6}), c)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.payload_bytes, g.bytes_received), (6, 18_000, 18_000));
+
+    let dir = temp_dir("bytes");
+    let d = dir.to_str().unwrap();
+    let mut c = exec(&[
+        "/bin/sh",
+        "-c",
+        &format!("head -c 1234 /dev/zero > {d}/f-$0"),
+        "${client}",
+    ]);
+    c["expect_file"] = json!({"path": format!("{d}/f-${{client}}"), "min_size": 1});
+    let r = run(one_group(2, json!({"per_client": 2}), c)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.payload_bytes, g.bytes_received), (4, 4 * 1234, 0));
     let _ = std::fs::remove_dir_all(dir);
 }

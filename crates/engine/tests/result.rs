@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use knee_engine::{run, Engine, EngineError, ErrorClass, MergeError, ShardResult, Spec};
+use knee_engine::{run, Engine, EngineError, ErrorClass, MergeError, ShardResult, Spec, FORMAT_VERSION};
 use serde_json::json;
 
 #[test]
@@ -51,7 +51,12 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
         assert_eq!(g.series[i].failed, x.failed + y.failed);
     }
     assert_eq!(g.elapsed_s, ga.elapsed_s.max(gb.elapsed_s));
-    assert_eq!(g.error_samples[ErrorClass::Status.index()].len(), 5);
+    // 50 failures with one message: one reason, counted 50 times, with its sample.
+    assert_eq!(g.reasons.list.len(), 1, "{:?}", g.reasons);
+    let r = &g.reasons.list[0];
+    assert_eq!((r.class, r.count), (ErrorClass::Status, 50));
+    assert_eq!(r.key, "HTTP/1.1 503 Service Unavailable: hello knee");
+    assert_eq!(g.error_samples(ErrorClass::Status), std::slice::from_ref(&r.sample));
 
     // The merged result survives bytes too, and summary percentiles come from the merged histogram.
     let merged = ShardResult::from_bytes(&a.to_bytes()).unwrap();
@@ -102,7 +107,16 @@ fn stop_mid_run_ends_promptly_with_partial_counts() {
     let keys: Vec<&str> = v["groups"][0].as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["failed", "hung", "in_flight", "name", "p50_us", "p99_us", "succeeded"]
+        [
+            "abandoned",
+            "failed",
+            "hung",
+            "in_flight",
+            "name",
+            "p50_us",
+            "p99_us",
+            "succeeded"
+        ]
     );
     assert!(v["elapsed_s"].as_f64().unwrap() >= 1.2 && v["finished"] == json!(false));
     assert!(
@@ -189,7 +203,7 @@ fn open_loop_rate_paces_the_group() {
 }
 
 #[test]
-fn open_loop_counts_merge_exactly_and_old_bytes_still_decode() {
+fn open_loop_counts_merge_exactly_and_other_format_versions_are_named() {
     let server = TestServer::start(ServerOpts::default());
     let shard = |offset: u64| {
         let mut s = one_group(2, json!({"duration_ms": 500}), http(&server.url()));
@@ -214,14 +228,12 @@ fn open_loop_counts_merge_exactly_and_old_bytes_still_decode() {
         ga.latency_uncorrected.len() + gb.latency_uncorrected.len()
     );
     assert_eq!(ShardResult::from_bytes(&m.to_bytes()).unwrap(), m);
-    // Bytes written before open-loop figures existed decode with zeros and an empty histogram.
+    // Bytes of another format version are refused with both versions named.
     let mut old: serde_json::Value = serde_json::from_slice(&a.to_bytes()).unwrap();
-    for key in ["latency_uncorrected", "open_loop", "offered", "late", "dropped"] {
-        old["groups"][0].as_object_mut().unwrap().remove(key);
-    }
-    let back = ShardResult::from_bytes(old.to_string().as_bytes()).unwrap();
-    assert!(!back.groups[0].open_loop);
-    assert_eq!(back.groups[0].offered + back.groups[0].dropped, 0);
-    assert!(back.groups[0].latency_uncorrected.is_empty());
-    assert_eq!(back.groups[0].latency, ga.latency);
+    old["version"] = json!(1);
+    let e = ShardResult::from_bytes(old.to_string().as_bytes()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("the result has format version 1, this engine reads version {FORMAT_VERSION}")
+    );
 }

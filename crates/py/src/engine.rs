@@ -1,4 +1,5 @@
-//! `knee._engine.Engine` and `ShardResult`: conversion and GIL handling only.
+//! `knee._engine.Engine` and `ShardResult`: conversion, GIL handling and the engine's typed
+//! exceptions (`EngineError` and one subclass per kind of failure, re-exported as `knee.EngineError`).
 
 // pyo3 0.22's #[pymethods] expansion trips this lint on every PyResult return.
 #![allow(clippy::useless_conversion)]
@@ -7,9 +8,86 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use knee_engine as core;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+/// The engine's exceptions. pyo3 0.22's `create_exception!` tests a `gil-refs` feature this crate
+/// does not declare, hence the allow.
+#[allow(unexpected_cfgs)]
+mod exceptions {
+    use pyo3::create_exception;
+    use pyo3::exceptions::PyException;
+
+    create_exception!(
+        knee._engine,
+        EngineError,
+        PyException,
+        "The engine could not run a shard; the message says why and how to fix it."
+    );
+    create_exception!(
+        knee._engine,
+        SpecError,
+        EngineError,
+        "A mistake in the engine spec (names the key, the value and the fix)."
+    );
+    create_exception!(
+        knee._engine,
+        ResolveError,
+        EngineError,
+        "A host in the spec does not resolve."
+    );
+    create_exception!(knee._engine, BodyFileError, EngineError, "A body_file cannot be read.");
+    create_exception!(knee._engine, TlsError, EngineError, "The TLS client cannot be built.");
+    create_exception!(
+        knee._engine,
+        FdLimitError,
+        EngineError,
+        "The open-files limit is too low for the clients."
+    );
+    create_exception!(
+        knee._engine,
+        ThreadError,
+        EngineError,
+        "The engine's threads cannot start."
+    );
+    create_exception!(
+        knee._engine,
+        CutError,
+        EngineError,
+        "cut() was called on a shard that cannot be cut."
+    );
+    create_exception!(
+        knee._engine,
+        DecodeError,
+        EngineError,
+        "Result bytes cannot be decoded."
+    );
+    create_exception!(
+        knee._engine,
+        MergeError,
+        EngineError,
+        "Two results do not belong together."
+    );
+}
+use exceptions::*;
+
+fn engine_err(e: core::EngineError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        core::EngineError::Spec(_) => SpecError::new_err(msg),
+        core::EngineError::Resolve { .. } => ResolveError::new_err(msg),
+        core::EngineError::BodyFile { .. } => BodyFileError::new_err(msg),
+        core::EngineError::Tls { .. } => TlsError::new_err(msg),
+        core::EngineError::FdLimit { .. } => FdLimitError::new_err(msg),
+        core::EngineError::Thread(_) => ThreadError::new_err(msg),
+        core::EngineError::Cut(_) => CutError::new_err(msg),
+    }
+}
+
+fn spec_err(e: core::SpecError) -> PyErr {
+    SpecError::new_err(e.to_string())
+}
 
 /// One shard of load: built from a JSON spec, started, observed and stopped from any thread.
 #[pyclass(module = "knee._engine", frozen)]
@@ -30,7 +108,7 @@ impl Engine {
 impl Engine {
     #[new]
     fn new(spec_json: &str) -> PyResult<Self> {
-        let spec = core::Spec::from_json(spec_json).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let spec = core::Spec::from_json(spec_json).map_err(spec_err)?;
         Ok(Self {
             spec: Mutex::new(Some(spec)),
             running: OnceLock::new(),
@@ -45,9 +123,7 @@ impl Engine {
             .map_err(|_| PyRuntimeError::new_err("engine state poisoned"))?
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("the engine was already started"))?;
-        let engine = py
-            .allow_threads(|| core::Engine::start(spec))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let engine = py.allow_threads(|| core::Engine::start(spec)).map_err(engine_err)?;
         self.running
             .set(engine)
             .map_err(|_| PyRuntimeError::new_err("the engine was already started"))
@@ -73,6 +149,15 @@ impl Engine {
         let engine = self.running()?;
         let timeout = timeout_s.map(|s| Duration::from_secs_f64(s.max(0.0)));
         Ok(py.allow_threads(|| engine.wait(timeout)))
+    }
+
+    /// The result of the window since the start or the last cut, while the shard keeps running
+    /// (a shard of `while_others` groups only: a baseload kept across a sweep's steps).
+    fn cut(&self, py: Python<'_>) -> PyResult<ShardResult> {
+        let engine = self.running()?;
+        py.allow_threads(|| engine.cut())
+            .map(|inner| ShardResult { inner })
+            .map_err(engine_err)
     }
 
     /// The result, once the run has finished.
@@ -102,14 +187,14 @@ impl ShardResult {
     fn from_bytes(data: &[u8]) -> PyResult<Self> {
         core::ShardResult::from_bytes(data)
             .map(|inner| Self { inner })
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+            .map_err(|e| DecodeError::new_err(e.to_string()))
     }
 
     /// Add another shard's result into this one (groups matched by name).
     fn merge(&mut self, other: PyRef<'_, ShardResult>) -> PyResult<()> {
         self.inner
             .merge(&other.inner)
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+            .map_err(|e| MergeError::new_err(e.to_string()))
     }
 
     /// The summary as JSON (see docs/engine-spec.md).
@@ -126,7 +211,7 @@ impl ShardResult {
             "processing" => core::Metric::Processing,
             "latency_uncorrected" => core::Metric::Uncorrected,
             other => {
-                return Err(PyValueError::new_err(format!(
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "metric must be one of latency, connect, ttfb, processing, latency_uncorrected (got {other:?})"
                 )))
             }
@@ -138,8 +223,32 @@ impl ShardResult {
     }
 }
 
+/// Parse and validate a spec and write it back with every field (defaults filled in): the engine's
+/// own reading of it, so a test can hold Python's spec model against the engine's field by field.
+#[pyfunction]
+fn check_spec(spec_json: &str) -> PyResult<String> {
+    let spec = core::Spec::from_json(spec_json).map_err(spec_err)?;
+    serde_json::to_string(&spec).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
     m.add_class::<ShardResult>()?;
+    m.add_function(wrap_pyfunction!(check_spec, m)?)?;
+    let py = m.py();
+    for (name, ty) in [
+        ("EngineError", py.get_type_bound::<EngineError>()),
+        ("SpecError", py.get_type_bound::<SpecError>()),
+        ("ResolveError", py.get_type_bound::<ResolveError>()),
+        ("BodyFileError", py.get_type_bound::<BodyFileError>()),
+        ("TlsError", py.get_type_bound::<TlsError>()),
+        ("FdLimitError", py.get_type_bound::<FdLimitError>()),
+        ("ThreadError", py.get_type_bound::<ThreadError>()),
+        ("CutError", py.get_type_bound::<CutError>()),
+        ("DecodeError", py.get_type_bound::<DecodeError>()),
+        ("MergeError", py.get_type_bound::<MergeError>()),
+    ] {
+        m.add(name, ty)?;
+    }
     Ok(())
 }

@@ -2,6 +2,10 @@
 //! checked by exit code, output regexes and a produced file. On timeout or stop the whole
 //! group is killed and the leader reaped before the client moves on; after a normal exit any
 //! process the command left behind in its group is killed too.
+//!
+//! stdout and stderr are always read: a failure's reason is the last line of stderr (of stdout
+//! when stderr is empty), because many CLIs say why only there. Only their last `TAIL` bytes are
+//! kept, unless a regex check needs the whole stream.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -11,10 +15,29 @@ use regex::bytes::Regex;
 use tokio::io::AsyncReadExt;
 
 use super::template::Template;
-use super::{OpReport, Outcome, Prepared};
+use super::Prepared;
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
+use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 use crate::spec::ExecSpec;
+
+/// Bytes of each output stream kept for the failure's reason.
+const TAIL: usize = 512;
+/// A stream's buffer grows to this before its head is dropped (when only the tail is kept).
+const READ_CAP: usize = 8 * 1024;
+/// Longest line of output quoted in a failure's message.
+const QUOTED: usize = 200;
+
+/// Where an operation's payload size comes from.
+enum Payload {
+    None,
+    /// The bytes it wrote to stdout.
+    Stdout,
+    /// The size of its `expect_file`.
+    ExpectFile,
+    /// The size of this file (`bytes_from`) after it ended.
+    File(Template),
+}
 
 pub(crate) struct ExecPrep {
     program: Template,
@@ -24,6 +47,7 @@ pub(crate) struct ExecPrep {
     pub(super) stdout: Option<Regex>,
     pub(super) stderr: Option<Regex>,
     file: Option<(Template, u64)>,
+    payload: Payload,
 }
 
 impl ExecPrep {
@@ -41,6 +65,12 @@ impl ExecPrep {
             stdout: re(&spec.expect_stdout),
             stderr: re(&spec.expect_stderr),
             file: spec.expect_file.as_ref().map(|f| (Template::new(&f.path), f.min_size)),
+            payload: match spec.bytes_from.as_deref() {
+                Some("stdout") => Payload::Stdout,
+                Some(path) => Payload::File(Template::new(path)),
+                None if spec.expect_file.is_some() => Payload::ExpectFile,
+                None => Payload::None,
+            },
         }
     }
 }
@@ -71,10 +101,24 @@ pub(crate) struct ExecClient {
     err: Vec<u8>,
 }
 
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut Vec<u8>) {
+/// Read a stream to its end into `buf` (cleared first): all of it when `whole`, else only its last
+/// `TAIL`-odd bytes. Returns the bytes read.
+async fn drain<R: tokio::io::AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut Vec<u8>, whole: bool) -> u64 {
     buf.clear();
-    if let Some(r) = r {
-        let _ = r.read_to_end(buf).await;
+    let Some(r) = r else { return 0 };
+    let mut total = 0u64;
+    loop {
+        if buf.capacity() - buf.len() < 1024 {
+            if whole || buf.capacity() < READ_CAP {
+                buf.reserve(4096);
+            } else {
+                buf.drain(..buf.len() - TAIL);
+            }
+        }
+        match r.read_buf(buf).await {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n as u64,
+        }
     }
 }
 
@@ -88,7 +132,7 @@ impl ExecClient {
         }
     }
 
-    pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>) -> OpReport {
+    pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let Prepared::Exec(p) = &*self.prep else {
             unreachable!("an exec client always has an exec prep")
         };
@@ -98,84 +142,117 @@ impl ExecClient {
         cmd.args(p.args.iter().map(|a| a.render(c, i)))
             .envs(p.env.iter().map(|(k, v)| (k, v.render(c, i))))
             .stdin(Stdio::null())
-            .stdout(if p.stdout.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stderr(if p.stderr.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0);
         if let Some(dir) = &p.cwd {
             cmd.current_dir(dir);
         }
         let mut child = match cmd.spawn() {
             Ok(child) => child,
-            Err(e) => return OpReport::fail(ErrorClass::Spawn, format!("{program}: {e}")),
+            Err(e) => {
+                d.clear().put(format_args!("cannot run {program}: ")).io(&e);
+                return OpReport::of(Outcome::Fail(ErrorClass::Spawn));
+            }
         };
         let pgid = child.id().map_or(0, |id| id as i32);
         let guard = GroupGuard(pgid);
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
+        let (whole_out, whole_err) = (p.stdout.is_some(), p.stderr.is_some());
         let waited = {
             let work = async {
-                let (status, (), ()) = tokio::join!(
+                tokio::join!(
                     child.wait(),
-                    read_all(&mut stdout, &mut self.out),
-                    read_all(&mut stderr, &mut self.err)
-                );
-                status
+                    drain(&mut stdout, &mut self.out, whole_out),
+                    drain(&mut stderr, &mut self.err, whole_err)
+                )
             };
             tokio::select! {
                 biased;
-                status = work => Ok(status),
+                done = work => Ok(done),
                 o = cancel.fired() => Err(o),
             }
         };
         // Kill the group: on timeout/stop the command itself, after an exit whatever it left behind.
         kill_group(pgid);
         std::mem::forget(guard);
-        let status = match waited {
+        let (status, out_bytes) = match waited {
             Err(outcome) => {
                 let _ = child.wait().await;
                 return OpReport::of(outcome);
             }
-            Ok(Err(e)) => return OpReport::fail(ErrorClass::Spawn, format!("waiting for {program}: {e}")),
-            Ok(Ok(status)) => status,
+            Ok((Err(e), _, _)) => {
+                d.clear().put(format_args!("waiting for {program}: ")).io(&e);
+                return OpReport::of(Outcome::Fail(ErrorClass::Spawn));
+            }
+            Ok((Ok(status), out_bytes, _)) => (status, out_bytes),
         };
-        let outcome = if let Some(sig) = status.signal() {
-            Outcome::Fail(ErrorClass::Signal, format!("{program} was killed by signal {sig}"))
+        // The reason a failing command gives: its last line on stderr, else on stdout.
+        let said = if self.err.iter().any(|b| !b.is_ascii_whitespace()) {
+            &self.err
+        } else {
+            &self.out
+        };
+        let mut file_size = 0u64;
+        let class = if let Some(sig) = status.signal() {
+            d.clear()
+                .put(format_args!("{program} was killed by signal {sig}"))
+                .fix();
+            d.tail_line(said, QUOTED);
+            Some(ErrorClass::Signal)
         } else if status.code() != Some(0) {
-            Outcome::Fail(
-                ErrorClass::ExitCode,
-                format!("{program} exited with code {}", status.code().unwrap_or(-1)),
-            )
+            let code = status.code().unwrap_or(-1);
+            d.clear().put(format_args!("{program} exited with code {code}")).fix();
+            d.tail_line(said, QUOTED);
+            Some(ErrorClass::ExitCode)
         } else if p.stdout.as_ref().is_some_and(|re| !re.is_match(&self.out)) {
-            Outcome::Fail(
-                ErrorClass::Stdout,
-                format!("stdout of {program} does not match expect_stdout"),
-            )
+            d.clear()
+                .put(format_args!("stdout of {program} does not match expect_stdout"))
+                .fix();
+            d.tail_line(&self.out, QUOTED);
+            Some(ErrorClass::Stdout)
         } else if p.stderr.as_ref().is_some_and(|re| !re.is_match(&self.err)) {
-            Outcome::Fail(
-                ErrorClass::Stderr,
-                format!("stderr of {program} does not match expect_stderr"),
-            )
+            d.clear()
+                .put(format_args!("stderr of {program} does not match expect_stderr"))
+                .fix();
+            d.tail_line(&self.err, QUOTED);
+            Some(ErrorClass::Stderr)
         } else if let Some((path, min)) = &p.file {
             let path = path.render(c, i);
             match std::fs::metadata(&path) {
-                Ok(m) if m.len() >= *min => Outcome::Ok,
-                Ok(m) => Outcome::Fail(
-                    ErrorClass::File,
-                    format!("{path} has {} bytes, expected at least {min}", m.len()),
-                ),
-                Err(e) => Outcome::Fail(ErrorClass::File, format!("{path}: {e}")),
+                Ok(m) if m.len() >= *min => {
+                    file_size = m.len();
+                    None
+                }
+                Ok(m) => {
+                    d.clear()
+                        .put(format_args!("{path} has {} bytes, expected at least {min}", m.len()));
+                    Some(ErrorClass::File)
+                }
+                Err(e) => {
+                    d.clear().put(format_args!("{path}: ")).io(&e);
+                    Some(ErrorClass::File)
+                }
             }
         } else {
-            Outcome::Ok
+            None
         };
-        OpReport::of(outcome)
+        let payload = match &p.payload {
+            Payload::None => 0,
+            Payload::Stdout => out_bytes,
+            Payload::ExpectFile => file_size,
+            Payload::File(path) => std::fs::metadata(path.render(c, i)).map_or(0, |m| m.len()),
+        };
+        OpReport {
+            outcome: class.map_or(Outcome::Ok, Outcome::Fail),
+            connect: None,
+            ttfb: None,
+            bytes: Traffic {
+                sent: 0,
+                received: out_bytes,
+                payload,
+            },
+        }
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::class::ErrorClass;
+use crate::outcome::Detail;
 
 /// First size of a client's read buffer (it fits a typical small response); it grows only for
 /// larger heads or bodies. Small, because 10 000 idle clients each hold one.
@@ -25,36 +26,40 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Response headers parsed at most.
 const MAX_HEADERS: usize = 100;
 
-/// Why an exchange failed. `fresh` = nothing of a response arrived (the write failed, or the
-/// connection closed or reset first): on a reused keep-alive connection that means the server
-/// closed it while idle, and the request may be retried on a new connection.
+/// Body bytes kept to quote in the reason of a response with an unexpected status.
+const QUOTED_BODY: usize = 240;
+
+/// Why an exchange failed (its message is in the client's `Detail`). `fresh` = nothing of a
+/// response arrived (the write failed, or the connection closed or reset first): on a reused
+/// keep-alive connection that means the server closed it while idle, and the request may be
+/// retried on a new connection.
 pub(crate) struct Failure {
     pub class: ErrorClass,
-    pub detail: String,
     pub fresh: bool,
 }
 
-fn fail<T>(class: ErrorClass, detail: String) -> Result<T, Failure> {
-    Err(Failure {
-        class,
-        detail,
-        fresh: false,
-    })
+fn fail<T>(d: &mut Detail, class: ErrorClass, msg: std::fmt::Arguments<'_>) -> Result<T, Failure> {
+    d.clear().put(msg);
+    Err(Failure { class, fresh: false })
 }
 
-fn io_fail<T>(e: &io::Error, what: &str, write: bool, fresh: bool) -> Result<T, Failure> {
+fn io_fail<T>(d: &mut Detail, e: &io::Error, what: &str, write: bool, fresh: bool) -> Result<T, Failure> {
+    d.clear().put(format_args!("{what}: ")).io(e);
     Err(Failure {
         class: ErrorClass::of_io(e, write),
-        detail: format!("{what}: {e}"),
         fresh,
     })
 }
 
 /// A finished exchange.
 pub(crate) struct Response {
-    pub status: u16,
+    /// The status is outside the request's `expect_status`: the client's `Detail` holds the status
+    /// line and the start of the body.
+    pub unexpected: bool,
     /// Body bytes (decoded, for chunked bodies).
     pub len: u64,
+    /// Bytes of the whole response as received (head, framing and body).
+    pub wire: u64,
     /// From before the write to the final response head parsed.
     pub ttfb: Duration,
     /// The connection may carry another request.
@@ -66,6 +71,8 @@ pub(crate) struct Response {
 pub(crate) struct Rx {
     buf: Vec<u8>,
     pos: usize,
+    /// Bytes consumed since the connection opened (so an exchange knows its response's size).
+    consumed: u64,
 }
 
 impl Rx {
@@ -73,6 +80,7 @@ impl Rx {
     pub fn reset(&mut self) {
         self.buf.clear();
         self.pos = 0;
+        self.consumed = 0;
     }
 
     fn unread(&self) -> &[u8] {
@@ -80,6 +88,7 @@ impl Rx {
     }
 
     fn consume(&mut self, n: usize) {
+        self.consumed += n as u64;
         self.pos += n;
         if self.pos >= self.buf.len() {
             self.buf.clear();
@@ -121,6 +130,8 @@ struct Head {
     status: u16,
     /// Bytes of the head, status line to the blank line.
     len: usize,
+    /// Where the reason phrase is in the head's bytes.
+    reason: (usize, usize),
     http10: bool,
     length: Option<u64>,
     chunked: bool,
@@ -146,9 +157,14 @@ fn parse_head(data: &[u8]) -> Result<Option<Head>, String> {
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(format!("invalid response head ({e})")),
     };
+    let reason = resp.reason.map_or((0, 0), |r| {
+        let at = r.as_ptr() as usize - data.as_ptr() as usize;
+        (at, at + r.len())
+    });
     let mut head = Head {
         status: resp.code.unwrap_or_default(),
         len,
+        reason,
         http10: resp.version == Some(0),
         length: None,
         chunked: false,
@@ -178,8 +194,19 @@ fn parse_head(data: &[u8]) -> Result<Option<Head>, String> {
     Ok(Some(head))
 }
 
-/// Read until a final (non-1xx) response head is parsed; returns it, consumed from `rx`.
-async fn read_head<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx) -> Result<Head, Failure> {
+/// Whether `status` is in one of the inclusive ranges.
+pub(crate) fn expected(status: u16, ranges: &[(u16, u16)]) -> bool {
+    ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status))
+}
+
+/// Read until a final (non-1xx) response head is parsed; returns it, consumed from `rx`. A status
+/// outside `expect` has its status line written to `d` (the start of the failure's reason).
+async fn read_head<S: AsyncRead + Unpin>(
+    s: &mut S,
+    rx: &mut Rx,
+    expect: &[(u16, u16)],
+    d: &mut Detail,
+) -> Result<Head, Failure> {
     let mut received = false;
     loop {
         if !rx.unread().is_empty() {
@@ -189,33 +216,60 @@ async fn read_head<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx) -> Result<Head,
                     continue;
                 }
                 Ok(Some(h)) => {
+                    if !expected(h.status, expect) {
+                        let reason = String::from_utf8_lossy(&rx.unread()[h.reason.0..h.reason.1]);
+                        let v = if h.http10 { 0 } else { 1 };
+                        d.clear()
+                            .put(format_args!("HTTP/1.{v} {} {}", h.status, reason.trim()))
+                            .fix();
+                    }
                     rx.consume(h.len);
                     return Ok(h);
                 }
                 Ok(None) if rx.unread().len() > MAX_HEAD => {
-                    return fail(ErrorClass::Protocol, format!("response head over {MAX_HEAD} bytes"))
+                    return fail(
+                        d,
+                        ErrorClass::Protocol,
+                        format_args!("response head over {MAX_HEAD} bytes"),
+                    )
                 }
                 Ok(None) => {}
-                Err(e) => return fail(ErrorClass::Protocol, e),
+                Err(e) => return fail(d, ErrorClass::Protocol, format_args!("{e}")),
             }
         }
         let had = rx.unread().len();
         match rx.fill(s, 0).await {
             Ok(0) if had == 0 && !received => {
+                d.clear().put(format_args!("connection closed before a response"));
                 return Err(Failure {
                     class: ErrorClass::Closed,
-                    detail: "connection closed before a response".to_string(),
                     fresh: true,
-                })
+                });
             }
             Ok(0) => {
                 return fail(
+                    d,
                     ErrorClass::Closed,
-                    format!("connection closed after {had} bytes of a response head"),
+                    format_args!("connection closed after {had} bytes of a response head"),
                 )
             }
             Ok(_) => received = true,
-            Err(e) => return io_fail(&e, "reading the response", false, !received),
+            Err(e) => return io_fail(d, &e, "reading the response", false, !received),
+        }
+    }
+}
+
+/// Where body bytes are kept: nowhere, or into a buffer up to a limit.
+pub(crate) struct Keep<'a> {
+    buf: Option<&'a mut Vec<u8>>,
+    limit: usize,
+}
+
+impl Keep<'_> {
+    fn put(&mut self, data: &[u8]) {
+        if let Some(b) = self.buf.as_deref_mut() {
+            let room = self.limit.saturating_sub(b.len());
+            b.extend_from_slice(&data[..data.len().min(room)]);
         }
     }
 }
@@ -225,28 +279,27 @@ async fn take_body<S: AsyncRead + Unpin>(
     s: &mut S,
     rx: &mut Rx,
     n: u64,
-    keep: Option<&mut Vec<u8>>,
+    keep: &mut Keep<'_>,
+    d: &mut Detail,
 ) -> Result<(), Failure> {
-    let mut keep = keep;
     let mut left = n;
     while left > 0 {
         if rx.unread().is_empty() {
             match rx.fill(s, usize::try_from(left).unwrap_or(usize::MAX)).await {
                 Ok(0) => {
                     return fail(
+                        d,
                         ErrorClass::Closed,
-                        format!("connection closed after {} of {n} body bytes", n - left),
+                        format_args!("connection closed after {} of {n} body bytes", n - left),
                     )
                 }
                 Ok(_) => {}
-                Err(e) => return io_fail(&e, "reading the body", false, false),
+                Err(e) => return io_fail(d, &e, "reading the body", false, false),
             }
         }
         let data = rx.unread();
         let take = data.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        if let Some(b) = keep.as_deref_mut() {
-            b.extend_from_slice(&data[..take]);
-        }
+        keep.put(&data[..take]);
         rx.consume(take);
         left -= take as u64;
     }
@@ -254,47 +307,52 @@ async fn take_body<S: AsyncRead + Unpin>(
 }
 
 /// Read until a line end (CRLF) is buffered; returns the line's length without it.
-async fn line<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, what: &str) -> Result<usize, Failure> {
+async fn line<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, what: &str, d: &mut Detail) -> Result<usize, Failure> {
     loop {
         if let Some(i) = rx.unread().windows(2).position(|w| w == b"\r\n") {
             return Ok(i);
         }
         if rx.unread().len() > MAX_HEAD {
-            return fail(ErrorClass::Protocol, format!("{what} over {MAX_HEAD} bytes"));
+            return fail(d, ErrorClass::Protocol, format_args!("{what} over {MAX_HEAD} bytes"));
         }
         match rx.fill(s, 0).await {
-            Ok(0) => return fail(ErrorClass::Closed, format!("connection closed in a {what}")),
+            Ok(0) => return fail(d, ErrorClass::Closed, format_args!("connection closed in a {what}")),
             Ok(_) => {}
-            Err(e) => return io_fail(&e, "reading the body", false, false),
+            Err(e) => return io_fail(d, &e, "reading the body", false, false),
         }
     }
 }
 
 /// Decode a chunked body; returns its decoded length.
-async fn chunked<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, mut keep: Option<&mut Vec<u8>>) -> Result<u64, Failure> {
+async fn chunked<S: AsyncRead + Unpin>(
+    s: &mut S,
+    rx: &mut Rx,
+    keep: &mut Keep<'_>,
+    d: &mut Detail,
+) -> Result<u64, Failure> {
     let mut total = 0u64;
     loop {
-        line(s, rx, "chunk size line").await?;
+        line(s, rx, "chunk size line", d).await?;
         let size = match httparse::parse_chunk_size(rx.unread()) {
             Ok(httparse::Status::Complete((n, size))) => {
                 rx.consume(n);
                 size
             }
-            _ => return fail(ErrorClass::Protocol, "invalid chunk size line".to_string()),
+            _ => return fail(d, ErrorClass::Protocol, format_args!("invalid chunk size line")),
         };
         if size == 0 {
             break;
         }
-        take_body(s, rx, size, keep.as_deref_mut()).await?;
+        take_body(s, rx, size, keep, d).await?;
         total += size;
-        if line(s, rx, "chunk end").await? != 0 {
-            return fail(ErrorClass::Protocol, "chunk data longer than its size".to_string());
+        if line(s, rx, "chunk end", d).await? != 0 {
+            return fail(d, ErrorClass::Protocol, format_args!("chunk data longer than its size"));
         }
         rx.consume(2);
     }
     // Trailer fields, then the blank line.
     loop {
-        let n = line(s, rx, "trailer").await?;
+        let n = line(s, rx, "trailer", d).await?;
         rx.consume(n + 2);
         if n == 0 {
             return Ok(total);
@@ -303,20 +361,22 @@ async fn chunked<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, mut keep: Option<
 }
 
 /// Read a close-delimited body; returns its length.
-async fn until_close<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, keep: Option<&mut Vec<u8>>) -> Result<u64, Failure> {
-    let mut keep = keep;
+async fn until_close<S: AsyncRead + Unpin>(
+    s: &mut S,
+    rx: &mut Rx,
+    keep: &mut Keep<'_>,
+    d: &mut Detail,
+) -> Result<u64, Failure> {
     let mut total = 0u64;
     loop {
         let data = rx.unread();
         total += data.len() as u64;
-        if let Some(b) = keep.as_deref_mut() {
-            b.extend_from_slice(data);
-        }
+        keep.put(data);
         rx.consume(data.len());
         match rx.fill(s, MAX_READ).await {
             Ok(0) => return Ok(total),
             Ok(_) => {}
-            Err(e) => return io_fail(&e, "reading the body", false, false),
+            Err(e) => return io_fail(d, &e, "reading the body", false, false),
         }
     }
 }
@@ -326,24 +386,36 @@ pub(crate) struct Request<'a> {
     pub bytes: &'a [u8],
     /// A HEAD request: responses carry no body.
     pub head: bool,
+    /// Statuses that count as success (an unexpected one gets its reason recorded).
+    pub expect_status: &'a [(u16, u16)],
 }
 
-/// Send `req` and read one response. `keep` = where to put the body when a check needs it.
+/// Send `req` and read one response. `body` = where to put the body when a check needs it (it
+/// also receives the start of the body of a response with an unexpected status, quoted in `d`).
 pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     req: &Request<'_>,
     rx: &mut Rx,
-    keep: Option<&mut Vec<u8>>,
+    body: &mut Vec<u8>,
+    check_body: bool,
+    d: &mut Detail,
 ) -> Result<Response, Failure> {
     let sent = Instant::now();
     if let Err(e) = s.write_all(req.bytes).await {
-        return io_fail(&e, "sending the request", true, true);
+        return io_fail(d, &e, "sending the request", true, true);
     }
     if let Err(e) = s.flush().await {
-        return io_fail(&e, "sending the request", true, true);
+        return io_fail(d, &e, "sending the request", true, true);
     }
-    let head = read_head(s, rx).await?;
+    let start = rx.consumed;
+    let head = read_head(s, rx, req.expect_status, d).await?;
     let ttfb = sent.elapsed();
+    let unexpected = !expected(head.status, req.expect_status);
+    body.clear();
+    let mut keep = Keep {
+        buf: (check_body || unexpected).then_some(&mut *body),
+        limit: if check_body { usize::MAX } else { QUOTED_BODY },
+    };
     let framing = if req.head || head.status == 204 || head.status == 304 || head.status == 101 {
         Framing::Empty
     } else if head.chunked {
@@ -355,18 +427,22 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let len = match framing {
         Framing::Empty => 0,
-        Framing::Length(n) => take_body(s, rx, n, keep).await.map(|()| n)?,
-        Framing::Chunked => chunked(s, rx, keep).await?,
-        Framing::UntilClose => until_close(s, rx, keep).await?,
+        Framing::Length(n) => take_body(s, rx, n, &mut keep, d).await.map(|()| n)?,
+        Framing::Chunked => chunked(s, rx, &mut keep, d).await?,
+        Framing::UntilClose => until_close(s, rx, &mut keep, d).await?,
     };
+    if unexpected {
+        d.body_line(body, QUOTED_BODY);
+    }
     let reusable = framing != Framing::UntilClose
         && head.status != 101
         && !head.close
         && (!head.http10 || head.keep_alive)
         && !(head.chunked && head.length.is_some());
     Ok(Response {
-        status: head.status,
+        unexpected,
         len,
+        wire: rx.consumed - start,
         ttfb,
         reusable,
     })

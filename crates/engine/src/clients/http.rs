@@ -16,10 +16,11 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::h1;
-use super::{tls, OpReport, Outcome, Prepared};
+use super::{tls, Prepared};
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::error::EngineError;
+use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 use crate::spec::HttpSpec;
 
 /// Requests up to this size go out in one segment; larger ones set TCP_NODELAY so that their last
@@ -27,7 +28,6 @@ use crate::spec::HttpSpec;
 const NODELAY_ABOVE: usize = 1200;
 
 pub(crate) struct HttpPrep {
-    url: String,
     addr: SocketAddr,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     method: Method,
@@ -118,7 +118,6 @@ impl HttpPrep {
         request.extend_from_slice(&body);
         let compile = |k: &str, p: &str| Regex::new(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
         Ok(HttpPrep {
-            url: spec.url.clone(),
             addr,
             tls,
             method,
@@ -154,12 +153,14 @@ pub(crate) struct HttpClient {
     body: Vec<u8>,
 }
 
-type Failure = (ErrorClass, String);
-
-async fn connect(p: &HttpPrep) -> Result<Conn, Failure> {
-    let stream = TcpStream::connect(p.addr)
-        .await
-        .map_err(|e| (ErrorClass::of_connect(&e), format!("connect to {}: {e}", p.addr)))?;
+async fn connect(p: &HttpPrep, d: &mut Detail) -> Result<Conn, ErrorClass> {
+    let stream = match TcpStream::connect(p.addr).await {
+        Ok(s) => s,
+        Err(e) => {
+            d.clear().put(format_args!("connect to {}: ", p.addr)).io(&e);
+            return Err(ErrorClass::of_connect(&e));
+        }
+    };
     // One request per connection and a one-segment request: Nagle never delays it, skip the syscall.
     if !p.new_connection || p.tls.is_some() || p.request.len() > NODELAY_ABOVE {
         let _ = stream.set_nodelay(true);
@@ -168,10 +169,13 @@ async fn connect(p: &HttpPrep) -> Result<Conn, Failure> {
         None => Ok(Conn::Plain(stream)),
         Some((connector, name)) => {
             // Boxed: the handshake future is large and would otherwise sit in every client's task.
-            let tls = Box::pin(connector.connect(name.clone(), stream))
-                .await
-                .map_err(|e| (ErrorClass::Tls, format!("TLS handshake with {}: {e}", p.addr)))?;
-            Ok(Conn::Tls(Box::new(tls)))
+            match Box::pin(connector.connect(name.clone(), stream)).await {
+                Ok(tls) => Ok(Conn::Tls(Box::new(tls))),
+                Err(e) => {
+                    d.clear().put(format_args!("TLS handshake with {}: ", p.addr)).io(&e);
+                    Err(ErrorClass::Tls)
+                }
+            }
         }
     }
 }
@@ -186,16 +190,16 @@ impl HttpClient {
         }
     }
 
-    pub async fn run(&mut self, cancel: &mut Cancel<'_>) -> OpReport {
+    pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let report = tokio::select! {
             biased;
-            r = self.exchange() => r,
+            r = self.exchange(d) => r,
             o = cancel.fired() => OpReport::of(o),
         };
         // A failed check leaves the connection usable; anything else may have broken it.
         let usable = matches!(
             report.outcome,
-            Outcome::Ok | Outcome::Fail(ErrorClass::Status | ErrorClass::Length | ErrorClass::Body, _)
+            Outcome::Ok | Outcome::Fail(ErrorClass::Status | ErrorClass::Length | ErrorClass::Body)
         );
         if !usable {
             self.conn = None;
@@ -203,7 +207,7 @@ impl HttpClient {
         report
     }
 
-    async fn exchange(&mut self) -> OpReport {
+    async fn exchange(&mut self, d: &mut Detail) -> OpReport {
         let Prepared::Http(p) = &*self.prep else {
             unreachable!("an http client always has an http prep")
         };
@@ -214,24 +218,24 @@ impl HttpClient {
         let req = h1::Request {
             bytes: &p.request,
             head: p.method == Method::HEAD,
+            expect_status: &p.expect_status,
         };
-        let keep_body = p.expect_body.is_some() || p.expect_body_regex.is_some();
+        let check_body = p.expect_body.is_some() || p.expect_body_regex.is_some();
+        let mut sent = 0u64;
         let resp = loop {
             let reused = self.conn.is_some();
             if !reused {
                 let t = Instant::now();
-                match connect(p).await {
+                match connect(p, d).await {
                     Ok(c) => self.conn = Some(c),
-                    Err((class, msg)) => return OpReport::fail(class, msg),
+                    Err(class) => return OpReport::of(Outcome::Fail(class)),
                 }
                 self.rx.reset();
                 connect_time = Some(t.elapsed());
             }
-            self.body.clear();
-            let keep = keep_body.then_some(&mut self.body);
             let result = match self.conn.as_mut().expect("connected above") {
-                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, keep).await,
-                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, keep).await,
+                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, &mut self.body, check_body, d).await,
+                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, &mut self.body, check_body, d).await,
             };
             match result {
                 Ok(r) => break r,
@@ -241,33 +245,35 @@ impl HttpClient {
                     self.conn = None;
                     return OpReport {
                         connect: connect_time,
-                        ..OpReport::fail(f.class, format!("{} {}: {}", p.method, p.url, f.detail))
+                        ..OpReport::of(Outcome::Fail(f.class))
                     };
                 }
             }
+            sent += req.bytes.len() as u64;
         };
+        sent += req.bytes.len() as u64;
         if p.new_connection || !resp.reusable {
             self.conn = None;
         }
-        let (status, len) = (resp.status, resp.len);
-        let outcome = if !p.expect_status.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status)) {
-            Outcome::Fail(ErrorClass::Status, format!("status {status} from {}", p.url))
+        let len = resp.len;
+        let outcome = if resp.unexpected {
+            Outcome::Fail(ErrorClass::Status)
         } else if p.expect_length.is_some_and(|n| n != len) {
             let n = p.expect_length.unwrap_or_default();
-            Outcome::Fail(
-                ErrorClass::Length,
-                format!("body of {len} bytes from {}, expected {n}", p.url),
-            )
+            d.clear().put(format_args!("body of {len} bytes, expected {n}"));
+            Outcome::Fail(ErrorClass::Length)
         } else if p.expect_body.as_ref().is_some_and(|re| !re.is_match(&self.body)) {
-            Outcome::Fail(
-                ErrorClass::Body,
-                format!("body from {} does not contain expect_body", p.url),
-            )
+            d.clear()
+                .put(format_args!("body does not contain expect_body"))
+                .fix()
+                .head_line(&self.body, 120);
+            Outcome::Fail(ErrorClass::Body)
         } else if p.expect_body_regex.as_ref().is_some_and(|re| !re.is_match(&self.body)) {
-            Outcome::Fail(
-                ErrorClass::Body,
-                format!("body from {} does not match expect_body_regex", p.url),
-            )
+            d.clear()
+                .put(format_args!("body does not match expect_body_regex"))
+                .fix()
+                .head_line(&self.body, 120);
+            Outcome::Fail(ErrorClass::Body)
         } else {
             Outcome::Ok
         };
@@ -275,6 +281,11 @@ impl HttpClient {
             outcome,
             connect: connect_time,
             ttfb: Some(resp.ttfb),
+            bytes: Traffic {
+                sent,
+                received: resp.wire,
+                payload: len,
+            },
         }
     }
 }
@@ -289,9 +300,11 @@ mod tests {
         let spec = serde_json::from_str(r#"{"url": "https://127.0.0.1:1/"}"#).unwrap();
         let prep = Prepared::new(&ClientSpec::Http(spec), "k").unwrap();
         let Prepared::Http(p) = &*prep else { unreachable!() };
-        assert!(std::mem::size_of_val(&connect(p)) <= 512);
+        let mut d = crate::outcome::Detail::default();
+        assert!(std::mem::size_of_val(&connect(p, &mut d)) <= 512);
+        let mut d = crate::outcome::Detail::default();
         let mut c = HttpClient::new(prep.clone());
-        assert!(std::mem::size_of_val(&c.exchange()) <= 768);
+        assert!(std::mem::size_of_val(&c.exchange(&mut d)) <= 768);
         assert!(std::mem::size_of::<HttpClient>() <= 128);
     }
 }

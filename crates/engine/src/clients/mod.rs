@@ -1,11 +1,10 @@
 //! The operations clients run: `http`, `tcp`, `exec`. One enum, prepared once per group.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::cancel::Cancel;
-use crate::class::ErrorClass;
 use crate::error::EngineError;
+use crate::outcome::{Detail, OpReport};
 use crate::spec::ClientSpec;
 
 mod exec;
@@ -14,35 +13,6 @@ mod http;
 mod tcp;
 mod template;
 mod tls;
-
-/// How one operation ended.
-pub(crate) enum Outcome {
-    Ok,
-    Fail(ErrorClass, String),
-    Hung,
-    /// Cut short by the group's end or `stop()`: not counted.
-    Abandoned,
-}
-
-/// One operation's outcome plus its HTTP/TCP phase times.
-pub(crate) struct OpReport {
-    pub outcome: Outcome,
-    pub connect: Option<Duration>,
-    pub ttfb: Option<Duration>,
-}
-
-impl OpReport {
-    pub fn of(outcome: Outcome) -> OpReport {
-        OpReport {
-            outcome,
-            connect: None,
-            ttfb: None,
-        }
-    }
-    pub fn fail(class: ErrorClass, msg: String) -> OpReport {
-        OpReport::of(Outcome::Fail(class, msg))
-    }
-}
 
 /// What a group's clients share: parsed URL, resolved address, body bytes, compiled regexes, TLS config.
 pub(crate) enum Prepared {
@@ -64,39 +34,52 @@ impl Prepared {
     }
 
     /// Open files one client holds at most while its operation runs (for the fd-limit check).
-    /// An exec client: the child's wait handle (a pidfd at most) and one pipe per checked output
-    /// stream. The descriptors a spawn opens for a moment (/dev/null, the child's pipe ends,
-    /// std's exec-error pipe) are one spawn at a time per thread: `SPAWN_FDS` per thread.
+    /// An exec client: the child's wait handle (a pidfd at most) and a pipe for each of stdout and
+    /// stderr (their tails are the failure's reason). The descriptors a spawn opens for a moment
+    /// (/dev/null, the child's pipe ends, std's exec-error pipe) are one spawn at a time per thread:
+    /// `SPAWN_FDS` per thread.
     pub fn fds_per_client(&self) -> u64 {
         match self {
-            Prepared::Exec(e) => 1 + u64::from(e.stdout.is_some()) + u64::from(e.stderr.is_some()),
+            Prepared::Exec(_) => 3,
             _ => 1,
         }
     }
 }
 
 /// One client's state (connection, buffers) between operations.
-pub(crate) enum Client {
+enum Kind {
     Http(http::HttpClient),
     Tcp(tcp::TcpClient),
     Exec(exec::ExecClient),
 }
 
+/// One client: its state between operations and the message of its last failure.
+pub(crate) struct Client {
+    kind: Kind,
+    /// Written by a failing operation (reused: no allocation once grown).
+    pub detail: Detail,
+}
+
 impl Client {
     pub fn new(prep: Arc<Prepared>, client: u64) -> Client {
-        match &*prep {
-            Prepared::Http(_) => Client::Http(http::HttpClient::new(prep)),
-            Prepared::Tcp(_) => Client::Tcp(tcp::TcpClient::new(prep)),
-            Prepared::Exec(_) => Client::Exec(exec::ExecClient::new(prep, client)),
+        let kind = match &*prep {
+            Prepared::Http(_) => Kind::Http(http::HttpClient::new(prep)),
+            Prepared::Tcp(_) => Kind::Tcp(tcp::TcpClient::new(prep)),
+            Prepared::Exec(_) => Kind::Exec(exec::ExecClient::new(prep, client)),
+        };
+        Client {
+            kind,
+            detail: Detail::default(),
         }
     }
 
     /// Run one operation; `iteration` is the client's 0-based operation number.
     pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>) -> OpReport {
-        match self {
-            Client::Http(c) => c.run(cancel).await,
-            Client::Tcp(c) => c.run(cancel).await,
-            Client::Exec(c) => c.run(iteration, cancel).await,
+        let d = &mut self.detail;
+        match &mut self.kind {
+            Kind::Http(c) => c.run(cancel, d).await,
+            Kind::Tcp(c) => c.run(cancel, d).await,
+            Kind::Exec(c) => c.run(iteration, cancel, d).await,
         }
     }
 }

@@ -9,10 +9,11 @@ use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{OpReport, Outcome, Prepared};
+use super::Prepared;
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::error::{EngineError, SpecError};
+use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 use crate::spec::TcpSpec;
 
 pub(crate) struct TcpPrep {
@@ -58,72 +59,75 @@ impl TcpClient {
         }
     }
 
-    pub async fn run(&mut self, cancel: &mut Cancel<'_>) -> OpReport {
+    pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         tokio::select! {
             biased;
-            r = self.exchange() => r,
+            r = self.exchange(d) => r,
             o = cancel.fired() => OpReport::of(o),
         }
     }
 
-    async fn exchange(&mut self) -> OpReport {
+    async fn exchange(&mut self, d: &mut Detail) -> OpReport {
         let Prepared::Tcp(p) = &*self.prep else {
             unreachable!("a tcp client always has a tcp prep")
         };
         let t = Instant::now();
         let mut stream = match TcpStream::connect(p.addr).await {
             Ok(s) => s,
-            Err(e) => return OpReport::fail(ErrorClass::of_connect(&e), format!("connect to {}: {e}", p.addr)),
+            Err(e) => {
+                d.clear().put(format_args!("connect to {}: ", p.addr)).io(&e);
+                return OpReport::of(Outcome::Fail(ErrorClass::of_connect(&e)));
+            }
         };
         let connect = Some(t.elapsed());
         let _ = stream.set_nodelay(true);
-        let fail = |class, msg| OpReport {
-            outcome: Outcome::Fail(class, msg),
-            connect,
-            ttfb: None,
-        };
-        if !p.send.is_empty() {
-            if let Err(e) = stream.write_all(&p.send).await {
-                return fail(ErrorClass::of_io(&e, true), format!("sending to {}: {e}", p.addr));
-            }
-        }
-        if let Some(re) = &p.expect {
-            self.buf.clear();
-            let mut first = None;
-            loop {
-                if self.buf.capacity() - self.buf.len() < 1024 {
-                    self.buf.reserve(4096);
-                }
-                match stream.read_buf(&mut self.buf).await {
-                    Ok(0) => {
-                        let n = self.buf.len();
-                        return fail(
-                            ErrorClass::Closed,
-                            format!(
-                                "{} closed the connection after {n} bytes without a match for expect",
-                                p.addr
-                            ),
-                        );
-                    }
-                    Ok(_) => {
-                        first.get_or_insert_with(|| t.elapsed());
-                        if re.is_match(&self.buf) {
-                            break;
-                        }
-                    }
-                    Err(e) => return fail(ErrorClass::of_io(&e, false), format!("reading from {}: {e}", p.addr)),
-                }
-            }
-            return OpReport {
-                outcome: Outcome::Ok,
-                connect,
-                ttfb: first,
-            };
-        }
-        OpReport {
+        let mut report = OpReport {
             outcome: Outcome::Ok,
             connect,
             ttfb: None,
+            bytes: Traffic::default(),
+        };
+        if !p.send.is_empty() {
+            if let Err(e) = stream.write_all(&p.send).await {
+                d.clear().put(format_args!("sending to {}: ", p.addr)).io(&e);
+                report.outcome = Outcome::Fail(ErrorClass::of_io(&e, true));
+                return report;
+            }
+            report.bytes.sent = p.send.len() as u64;
         }
+        let Some(re) = &p.expect else { return report };
+        self.buf.clear();
+        loop {
+            if self.buf.capacity() - self.buf.len() < 1024 {
+                self.buf.reserve(4096);
+            }
+            match stream.read_buf(&mut self.buf).await {
+                Ok(0) => {
+                    let n = self.buf.len();
+                    d.clear()
+                        .put(format_args!(
+                            "{} closed the connection after {n} bytes without a match for expect",
+                            p.addr
+                        ))
+                        .head_line(&self.buf, 120);
+                    report.outcome = Outcome::Fail(ErrorClass::Closed);
+                    break;
+                }
+                Ok(_) => {
+                    report.ttfb.get_or_insert_with(|| t.elapsed());
+                    if re.is_match(&self.buf) {
+                        report.bytes.payload = self.buf.len() as u64;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    d.clear().put(format_args!("reading from {}: ", p.addr)).io(&e);
+                    report.outcome = Outcome::Fail(ErrorClass::of_io(&e, false));
+                    break;
+                }
+            }
+        }
+        report.bytes.received = self.buf.len() as u64;
+        report
     }
 }

@@ -187,6 +187,16 @@ pub fn summary(r: &ShardResult) -> Value {
     serde_json::from_str(&r.summary_json()).unwrap()
 }
 
+/// `count()` once it equals `want`, or after 2 s of waiting for that (a server may count a request
+/// a moment after knee has dropped its connection).
+pub fn settled(count: impl Fn() -> u64, want: u64) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while count() != want && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    count()
+}
+
 /// A fresh temporary directory for one test.
 pub fn temp_dir(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("knee-engine-{tag}-{}", std::process::id()));
