@@ -1,27 +1,40 @@
-"""Realistic synthetic runs: a USL-shaped sweep built from numbers, for tests, docs and examples.
+"""Synthetic runs for the report tests: a USL-shaped sweep built from numbers.
 
 `sample_record()` returns the kind of RunRecord a sweep of a slow storage service writes: the
 rate peaks near 50 clients at a few Hz, errors start around 600, the service collapses near 1000
 and does not come back during the recovery probes. Every count is derived from the USL curve plus
-seeded noise, so two calls with the same arguments give the same record.
+seeded noise, so two calls with the same arguments give the same record. The verdicts are not
+invented: `knee.analysis.analyze_run` computes them from the steps, as after a real sweep (the
+report tests also render real sweeps' run.json: tests/integration/test_reports_real.py).
 """
 
 from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 
+from knee.analysis import analyze_run
 from knee.model import (
     GeneratorStats,
     GroupStats,
     LatencyStats,
+    Reason,
     RunRecord,
     SeriesPoint,
     StepResult,
-    USLFit,
-    Verdict,
 )
+from knee.scenario import Scenario, parse_scenario
+
+
+def scenario(levels: Sequence[int] = (1, 2), group: str = "main", extra: str = "") -> Scenario:
+    """A minimal scenario with one http group following `levels`."""
+    return parse_scenario(
+        f'name = "srm"\n[groups.{group}]\nkind = "http"\nurl = "http://127.0.0.1:8080/obj"\n'
+        f'[sweep]\nlevels = {list(levels)}\nduration = "10s"\n{extra}'
+    )
+
 
 SRM_LEVELS = (1, 2, 5, 10, 20, 50, 100, 200, 400, 600, 800, 1000)
 
@@ -74,7 +87,12 @@ def make_group(
     if failures is None:
         failures = {"status": failed} if failed else {}
     if error_samples is None:
-        error_samples = {"status": ["status 503 from http://127.0.0.1/obj"]} if failed else {}
+        error_samples = {"status": ["HTTP/1.1 503 Service Unavailable: pool full"]} if failed else {}
+    reasons = [
+        Reason.model_validate({"class": cls, "key": samples[0], "sample": samples[0], "count": failures.get(cls, 0)})
+        for cls, samples in error_samples.items()
+        if samples
+    ]
     return GroupStats(
         name=name,
         kind="http",
@@ -86,6 +104,7 @@ def make_group(
         rate_hz=succeeded / elapsed,
         failures=failures,
         error_samples=error_samples,
+        reasons=reasons,
         latency_ms=lat,
         percentiles_ms=pct,
         series=series,
@@ -125,7 +144,7 @@ def sample_record(
     error_from: int = 600,
     collapse_at: int = 1000,
     recovery_probes: int = 2,
-    error_sample: str = "status 503 from http://127.0.0.1/obj",
+    error_sample: str = "HTTP/1.1 503 Service Unavailable: pool full",
     run_id: str = "20261121-051700-srm",
     noise: float = 0.05,
 ) -> RunRecord:
@@ -185,52 +204,28 @@ def sample_record(
                 groups={group: g},
             )
         )
-    sweep = [s for s in steps if s.phase == "sweep"]
-    peak = max(sweep, key=lambda s: s.groups[group].rate_hz)
-    n_star = math.sqrt((1 - sigma) / kappa)
-    fit = USLFit(
-        sigma=sigma,
-        kappa=kappa,
-        lam=lam,
-        n_star=n_star,
-        peak_rate=usl_rate(n_star, sigma, kappa, lam),
-        r2=0.97,
-        ci={"sigma": (sigma * 0.8, sigma * 1.2), "kappa": (kappa * 0.8, kappa * 1.2), "lam": (lam * 0.9, lam * 1.1)},
-    )
-    verdict = Verdict(
-        group=group,
-        peak_level=peak.level,
-        peak_rate=peak.groups[group].rate_hz,
-        error_onset_level=min((n for n in levels if n >= error_from), default=None),
-        collapse_level=min((n for n in levels if n >= collapse_at), default=None),
-        hung_by_level={s.level: s.groups[group].hung for s in sweep if s.groups[group].hung},
-        recovered=False if recovery_probes else None,
-        usl=fit,
-        sentences=[
-            f"peaked at {peak.groups[group].rate_hz:.1f} Hz with {peak.level} clients",
-            f"errors from {error_from}",
-            f"collapsed at {collapse_at}",
-            "did not recover after 10 min",
-        ],
-    )
-    return RunRecord(
+    record = RunRecord(
         run_id=run_id,
         created_unix=1_795_000_000.0,
         status="complete",
         knee_version="0.1.0",
         machine={"hostname": "loadgen-1", "cpus": 2, "python": "3.11", "os": "Linux 6.1"},
-        scenario={"name": "srm", "target": {"url": "http://127.0.0.1:8080/obj"}, "sweep": {"levels": list(levels)}},
+        # a hostile group name (escaping tests) cannot be a scenario's: the scenario names it "main"
+        scenario=scenario(levels, group if re.fullmatch(r"[A-Za-z0-9_-]+", group) else "main"),
         measured_group=group,
         steps=steps,
-        verdicts=[verdict],
     )
+    record.verdicts = analyze_run(record)
+    return record
 
 
 def long_level_record(seconds: int = 120, rate_hz: float = 40.0, seed: int = 3) -> RunRecord:
     """One long level with many intervals (a soak run)."""
     g = make_group("main", 20, rate_hz, seconds=seconds, p50_ms=500.0, noise=0.15, seed=seed)
     step = StepResult(index=0, level=20, started_unix=1_795_000_000.0, elapsed_s=float(seconds), groups={"main": g})
-    return RunRecord(run_id="soak", created_unix=1_795_000_000.0, status="complete", steps=[step])
+    return RunRecord(
+        run_id="soak", created_unix=1_795_000_000.0, status="complete", scenario=scenario([20]), steps=[step]
+    )
 
 
 def fixed_work_record(seed: int = 4) -> RunRecord:
@@ -248,4 +243,5 @@ def fixed_work_record(seed: int = 4) -> RunRecord:
                 groups={"main": g},
             )
         )
-    return RunRecord(run_id="fixed", created_unix=1_795_000_000.0, status="complete", steps=steps)
+    sc = scenario([16], extra='stages = ["store", "fetch"]\n')
+    return RunRecord(run_id="fixed", created_unix=1_795_000_000.0, status="complete", scenario=sc, steps=steps)

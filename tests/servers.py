@@ -8,12 +8,18 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from knee.engine import ShardResult
+from knee.executor import Interrupts, run_step
+from knee.spec import EngineSpec
+
 NGINX_CONF = """\
 worker_processes 1;
+user root;
 daemon off;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
@@ -30,6 +36,7 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         location / {{ default_type text/plain; return 200 "hello from nginx\\n"; }}
+        location /files/ {{ alias {dir}/files/; }}
         location /missing {{ return 404; }}
     }}
 }}
@@ -126,3 +133,19 @@ def http_spec(
             }
         ],
     }
+
+
+def run_spec(spec: dict[str, Any]) -> ShardResult:
+    """Run an engine spec (docs/engine-spec.md) to its end through knee's one executor loop."""
+    return run_step(EngineSpec.model_validate(spec), Interrupts()).result
+
+
+def settled(count: Callable[[], int], want: int, timeout_s: float = 2.0) -> int:
+    """`count()` once it equals `want`, or after `timeout_s` of waiting for it (a server may count a
+    request a moment after knee has dropped its connection)."""
+    deadline = time.monotonic() + timeout_s
+    value = count()
+    while value != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+        value = count()
+    return value

@@ -1,7 +1,9 @@
 """knee: find where a service hits the wall.
 
-`knee.run(target, clients=…, n=… | iterations=… | duration=…)` runs one level of
-load and returns a `RunResult`; the `knee` command line does the rest.
+`knee.run(target, clients=…, n=… | iterations=… | duration=…)` runs one level of load and returns a
+`RunResult`; `knee.sweep(target, levels=[…], duration=…)` (or `knee.sweep(scenario="file.toml")`) runs a
+sweep and returns a `Run` with its verdict and per-level table. The `knee` command line does the rest.
+Engine failures raise `knee.EngineError` (and its subclasses `SpecError`, `FdLimitError` …).
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
 if TYPE_CHECKING:
-    from knee.api import RunResult, run
+    from knee._engine import EngineError, FdLimitError, SpecError
+    from knee.api import Run, RunResult, run, sweep
 
-__all__ = ["RunResult", "__version__", "run"]
+__all__ = ["EngineError", "FdLimitError", "Run", "RunResult", "SpecError", "__version__", "run", "sweep"]
+
+_API = ("run", "sweep", "Run", "RunResult")
+_ERRORS = ("EngineError", "SpecError", "FdLimitError")
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that `import knee` (and `knee fit`, `knee report`) need not load the engine.
-    if name in ("run", "RunResult"):
+    if name in _API:
         from knee import api
 
         return getattr(api, name)
+    if name in _ERRORS:
+        from knee import _engine
+
+        return getattr(_engine, name)
     raise AttributeError(f"module 'knee' has no attribute {name!r}")

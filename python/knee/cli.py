@@ -62,3 +62,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        # The engine's typed errors (knee.EngineError and subclasses) are one sentence too; anything
+        # else is a bug and keeps its traceback.
+        engine = sys.modules.get("knee._engine")
+        if engine is None or not isinstance(exc, engine.EngineError):
+            raise
+        click.echo(f"knee: error: {exc}", err=True)
+        sys.exit(2)

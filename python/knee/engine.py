@@ -1,35 +1,68 @@
 """The Python side of the engine contract (docs/engine-spec.md).
 
-`Engine` wraps `knee._engine.Engine`: a spec dict in, a started shard, live
-snapshots, and a `ShardResult` out. Everything friendlier (CLI options, sweeps)
-builds spec dicts and calls this.
+`Engine` wraps `knee._engine.Engine`: a typed `EngineSpec` in, a started shard, typed live
+snapshots, and a `ShardResult` out. The loop that drives it is the executor's
+(`knee.executor.local.run_step`); everything friendlier builds a Scenario and a plan.
+
+Engine failures arrive as `EngineError` and its subclasses (created in the bindings), never as a
+bare ValueError.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any
+from pydantic import BaseModel, ConfigDict
 
 from knee import _engine
-from knee.model import GroupStats
+from knee.model import EngineSummary, GroupStats
+from knee.spec import EngineSpec
 
 ShardResult = _engine.ShardResult
+EngineError = _engine.EngineError
+SpecError = _engine.SpecError
+FdLimitError = _engine.FdLimitError
+
+
+class GroupSnapshot(BaseModel):
+    """A live view of one group (engine.rs `GroupSnapshot`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    succeeded: int
+    failed: int
+    hung: int
+    abandoned: int
+    in_flight: int
+    p50_us: int
+    p99_us: int
+
+
+class Snapshot(BaseModel):
+    """A live view of a shard (engine.rs `Snapshot`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    elapsed_s: float
+    finished: bool
+    groups: list[GroupSnapshot]
+
+    def group(self, name: str) -> GroupSnapshot | None:
+        return next((g for g in self.groups if g.name == name), None)
 
 
 class Engine:
-    """One running shard. Use `run()` for the blocking form."""
+    """One running shard."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self._inner = _engine.Engine(json.dumps(spec))
+    def __init__(self, spec: EngineSpec) -> None:
+        self._inner = _engine.Engine(spec.to_json())
         self.spec = spec
 
     def start(self) -> Engine:
         self._inner.start()
         return self
 
-    def snapshot(self) -> dict[str, Any]:
-        return json.loads(self._inner.snapshot())
+    def snapshot(self) -> Snapshot:
+        return Snapshot.model_validate_json(self._inner.snapshot())
 
     def stop(self) -> None:
         self._inner.stop()
@@ -37,41 +70,20 @@ class Engine:
     def wait(self, timeout_s: float | None = None) -> bool:
         return bool(self._inner.wait(timeout_s))
 
+    def cut(self) -> ShardResult:
+        """The window since the start or the last cut (a shard of background groups only)."""
+        return self._inner.cut()
+
     def result(self) -> ShardResult:
         return self._inner.result()
 
 
-def summary(result: ShardResult) -> dict[str, Any]:
-    """The engine summary of a result, as a dict (see docs/engine-spec.md)."""
-    return json.loads(result.summary())
+def summary(result: ShardResult) -> EngineSummary:
+    """The engine's summary of a result, typed."""
+    return EngineSummary.model_validate_json(result.summary())
 
 
 def group_stats(result: ShardResult) -> dict[str, GroupStats]:
     """Each group's GroupStats, by group name."""
     s = summary(result)
-    interval = float(s.get("interval_s", 1.0))
-    return {g["name"]: GroupStats.from_engine(g, interval) for g in s["groups"]}
-
-
-def run(
-    spec: dict[str, Any],
-    on_snapshot: Callable[[dict[str, Any]], None] | None = None,
-    every_s: float = 1.0,
-) -> ShardResult:
-    """Run a shard to its end, calling `on_snapshot` about once a second.
-
-    Ctrl-C (KeyboardInterrupt) stops the engine, waits for it to wind down (killing
-    every client process group) and re-raises with the partial result attached as
-    `exc.knee_result`.
-    """
-    eng = Engine(spec).start()
-    try:
-        while not eng.wait(every_s):
-            if on_snapshot is not None:
-                on_snapshot(eng.snapshot())
-    except KeyboardInterrupt as exc:
-        eng.stop()
-        eng.wait(None)
-        exc.knee_result = eng.result()  # type: ignore[attr-defined]
-        raise
-    return eng.result()
+    return {g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups}

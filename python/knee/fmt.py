@@ -1,25 +1,48 @@
-"""How the analysis writes numbers in its sentences: rates, percentages, durations, parameters."""
+"""How knee writes numbers: one formatter for tables, verdict sentences and reports alike.
+
+rate(44.62) == "44.6 Hz"      rate(1853.2) == "1,853 Hz"      rate(4.6) == "4.60 Hz"
+pct(0.004) == "0.4 %"         ms(0.3) == "0.300 ms"           duration(260) == "4.3 min"
+load(50) == "50 clients"      load(500, "rate") == "500/s offered"
+transfer(2_500_000) == "2.50 MB/s (20.0 Mbit/s)"
+"""
 
 from __future__ import annotations
 
 
+def sig3(x: float) -> str:
+    """Three significant digits without an exponent: 4.60, 44.6, 0.00123; 1,853 from 100 up."""
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x == 0:
+        return "0"
+    s = f"{x:#.3g}"
+    if "e" in s:  # very small: write it out
+        return f"{x:.6f}".rstrip("0")
+    return s.rstrip(".")
+
+
 def rate(hz: float) -> str:
-    """4.6 → '4.6 Hz', 1853.2 → '1,853 Hz', 0.35 → '0.35 Hz'."""
-    if hz >= 100:
-        return f"{hz:,.0f} Hz"
-    if hz >= 1:
-        return f"{hz:.1f} Hz"
-    return f"{hz:.2g} Hz"
+    """Operations per second: 3 significant digits, whole numbers with separators from 100 up."""
+    return f"{sig3(hz)} Hz"
 
 
 def pct(ratio: float) -> str:
-    """0.004 → '0.4 %', 0.25 → '25 %', 0.000012 → '0.0012 %'."""
+    """A share as a percentage: 0.25 → '25 %', 0.053 → '5.3 %', 0.000012 → '0.0012 %', 0 → '0 %'."""
     p = ratio * 100
     if p >= 10 or p == 0:
         return f"{p:.0f} %"
     if p >= 0.1:
         return f"{p:.1f} %"
     return f"{p:.2g} %"
+
+
+def ms(value: float) -> str:
+    """A latency in milliseconds: '-' for none, '0.300 ms', '12.5 ms', '125 ms', '1.25 s', '12.5 s'."""
+    if value <= 0:
+        return "-"
+    if value >= 1000:
+        return f"{sig3(value / 1000)} s"
+    return f"{sig3(value)} ms"
 
 
 def duration(seconds: float) -> str:
@@ -50,16 +73,16 @@ def level(n: float) -> str:
     return f"{n:.0f}" if float(n).is_integer() else f"{n:g}"
 
 
+def level_rate(hz: float) -> str:
+    """An offered rate as the scenario wrote it: 500 → '500/s', 2.5 → '2.5/s'."""
+    return f"{level(hz)}/s"
+
+
 def load(value: float, unit: str = "clients") -> str:
     """A sweep level in words: '50 clients', or for a rate sweep '500/s offered'."""
     if unit == "rate":
         return f"{level_rate(value)} offered"
     return f"{level(value)} clients"
-
-
-def level_rate(hz: float) -> str:
-    """An offered rate as the scenario wrote it: 500 → '500/s', 2.5 → '2.5/s'."""
-    return f"{level(hz)}/s"
 
 
 def span(lo: float, hi: float, unit: str = "clients") -> str:
@@ -69,3 +92,16 @@ def span(lo: float, hi: float, unit: str = "clients") -> str:
     if unit == "rate":
         return f"{level_rate(lo)} to {level_rate(hi)} offered"
     return f"{level(lo)} to {level(hi)} clients"
+
+
+def size(n: float) -> str:
+    """Bytes: '512 B', '1.50 kB', '10.0 MB', '1.20 GB' (decimal units, like transfer rates)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{sig3(n / scale)} {unit}"
+    return f"{n:.0f} B"
+
+
+def transfer(bytes_per_s: float) -> str:
+    """A transfer rate in MB/s and Mbit/s: '2.50 MB/s (20.0 Mbit/s)'."""
+    return f"{sig3(bytes_per_s / 1e6)} MB/s ({sig3(bytes_per_s * 8 / 1e6)} Mbit/s)"

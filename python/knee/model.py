@@ -1,23 +1,108 @@
-"""The data knee passes between its parts: a step's measured groups, a run, a verdict.
+"""The data knee passes between its parts: the engine's summary, a step's measured groups, a run,
+a verdict.
 
 Everything here is plain data (pydantic models) that round-trips through JSON:
 `run.json` in the run directory is a `RunRecord` dumped with `model_dump(mode="json")`.
-The engine's own summary (see docs/engine-spec.md) is turned into `GroupStats` by
-`GroupStats.from_engine`; all latencies here are in milliseconds.
+The engine's own summary (`EngineSummary`, the mirror of `crates/engine/src/summary.rs`: every
+field required, no unknown field allowed, so a renamed key fails loudly) is turned into
+`GroupStats` by `GroupStats.from_engine`; all latencies from there on are in milliseconds.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
+from knee.scenario import Scenario
+
+SCHEMA_VERSION = 2
 
 # A sweep level: a client count (closed loop) or an offered rate in operations per second (open
 # loop, `[sweep] rates`); whole numbers stay ints so client levels read 50, not 50.0.
 Level = int | float
 LevelUnit = Literal["clients", "rate"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class EngineLatency(_Strict):
+    """One histogram's figures in µs (summary.rs `LatencySummary`)."""
+
+    count: int
+    min: int
+    mean: float
+    stdev: float
+    p50: int
+    p90: int
+    p95: int
+    p99: int
+    p999: int
+    max: int
+
+
+class EngineReason(_Strict):
+    """Failures of one class with one normalised message (summary.rs `ReasonSummary`)."""
+
+    class_: str = Field(alias="class")
+    key: str
+    sample: str
+    count: int
+
+
+class EngineSeriesPoint(_Strict):
+    t: float
+    succeeded: int
+    failed: int
+    hung: int
+
+
+class EngineGroup(_Strict):
+    """One group of the engine's summary (summary.rs `GroupSummary`)."""
+
+    name: str
+    kind: str
+    clients: int
+    started: int
+    succeeded: int
+    failed: int
+    hung: int
+    abandoned: int
+    warmup_ops: int
+    elapsed_s: float
+    failures: dict[str, int]
+    error_samples: dict[str, list[str]]
+    reasons: list[EngineReason]
+    bytes_sent: int
+    bytes_received: int
+    payload_bytes: int
+    latency_us: EngineLatency
+    connect_us: EngineLatency
+    ttfb_us: EngineLatency
+    latency_uncorrected_us: EngineLatency
+    processing_us: EngineLatency
+    open_loop: bool
+    offered: int
+    late: int
+    dropped: int
+    offered_rate_hz: float | None
+    achieved_rate_hz: float
+    percentiles: list[tuple[float, int]]
+    series: list[EngineSeriesPoint]
+    per_client: list[int]
+    hung_clients: list[int]
+
+
+class EngineSummary(_Strict):
+    """The engine's summary of a shard result (summary.rs `Summary`)."""
+
+    elapsed_s: float
+    started_unix: float
+    interval_s: float
+    stopped: bool
+    groups: list[EngineGroup]
 
 
 class LatencyStats(BaseModel):
@@ -35,10 +120,8 @@ class LatencyStats(BaseModel):
     max: float = 0.0
 
     @classmethod
-    def from_engine_us(cls, d: dict[str, Any] | None) -> LatencyStats:
-        if not d:
-            return cls()
-        return cls(count=int(d.get("count", 0)), **{k: float(d.get(k, 0)) / 1000.0 for k in _LAT_KEYS})
+    def from_engine_us(cls, e: EngineLatency) -> LatencyStats:
+        return cls(count=e.count, **{k: float(getattr(e, k)) / 1000.0 for k in _LAT_KEYS})
 
 
 _LAT_KEYS = ("min", "mean", "stdev", "p50", "p90", "p95", "p99", "p999", "max")
@@ -64,21 +147,37 @@ class OpenLoopStats(BaseModel):
     )
 
     @classmethod
-    def from_engine(cls, g: dict[str, Any]) -> OpenLoopStats | None:
-        if not g.get("open_loop"):
+    def from_engine(cls, g: EngineGroup) -> OpenLoopStats | None:
+        if not g.open_loop:
             return None
         return cls(
-            offered=int(g.get("offered", 0)),
-            offered_rate_hz=float(g.get("offered_rate_hz") or 0.0),
-            achieved_rate_hz=float(g.get("achieved_rate_hz", 0.0)),
-            late=int(g.get("late", 0)),
-            dropped=int(g.get("dropped", 0)),
-            latency_uncorrected_ms=LatencyStats.from_engine_us(g.get("latency_uncorrected_us")),
+            offered=g.offered,
+            offered_rate_hz=g.offered_rate_hz or 0.0,
+            achieved_rate_hz=g.achieved_rate_hz,
+            late=g.late,
+            dropped=g.dropped,
+            latency_uncorrected_ms=LatencyStats.from_engine_us(g.latency_uncorrected_us),
         )
 
 
+class Reason(BaseModel):
+    """Failures of one class with one normalised message: "24 × FATAL: sorry, too many clients already"."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    class_: str = Field(alias="class", serialization_alias="class")
+    key: str = Field(description="the message with numbers, ids and addresses masked (the grouping key)")
+    sample: str = Field(description="the first such message, as the client said it")
+    count: int
+
+
 class GroupStats(BaseModel):
-    """One client group's measurement over one step."""
+    """One client group's measurement over one step.
+
+    Every operation that started ended as exactly one of succeeded, failed, hung or abandoned (in
+    flight when the step ended or was stopped): `started` is their sum, and it is what the service
+    saw (plus `warmup_ops`, the operations that ended during warm-up).
+    """
 
     name: str
     kind: str = ""
@@ -86,13 +185,20 @@ class GroupStats(BaseModel):
     succeeded: int
     failed: int
     hung: int
+    abandoned: int = 0
+    warmup_ops: int = 0
     elapsed_s: float
     rate_hz: float = Field(description="succeeded / elapsed_s")
     failures: dict[str, int] = Field(default_factory=dict)
     error_samples: dict[str, list[str]] = Field(default_factory=dict)
+    reasons: list[Reason] = Field(default_factory=list, description="failures by class and normalised message")
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    payload_bytes: int = Field(default=0, description="document bytes of succeeded operations")
     latency_ms: LatencyStats = Field(default_factory=LatencyStats)
     connect_ms: LatencyStats = Field(default_factory=LatencyStats)
     ttfb_ms: LatencyStats = Field(default_factory=LatencyStats)
+    processing_ms: LatencyStats = Field(default_factory=LatencyStats)
     percentiles_ms: list[tuple[float, float]] = Field(default_factory=list)
     series: list[SeriesPoint] = Field(default_factory=list)
     interval_s: float = 1.0
@@ -102,7 +208,13 @@ class GroupStats(BaseModel):
 
     @property
     def total(self) -> int:
+        """Operations that ended: succeeded + failed + hung."""
         return self.succeeded + self.failed + self.hung
+
+    @property
+    def started(self) -> int:
+        """succeeded + failed + hung + abandoned."""
+        return self.total + self.abandoned
 
     @property
     def failure_ratio(self) -> float:
@@ -111,47 +223,98 @@ class GroupStats(BaseModel):
         return (self.failed + self.hung) / n if n else 0.0
 
     @classmethod
-    def from_engine(cls, g: dict[str, Any], interval_s: float = 1.0) -> GroupStats:
-        """Build from one entry of the engine summary's `groups` list."""
-        elapsed = float(g.get("elapsed_s", 0.0))
-        succeeded = int(g["succeeded"])
+    def from_engine(cls, g: EngineGroup, interval_s: float = 1.0) -> GroupStats:
+        """Build from one group of the engine's summary."""
         return cls(
-            name=g["name"],
-            kind=g.get("kind", ""),
-            clients=int(g.get("clients", 0)),
-            succeeded=succeeded,
-            failed=int(g["failed"]),
-            hung=int(g["hung"]),
-            elapsed_s=elapsed,
-            rate_hz=succeeded / elapsed if elapsed > 0 else 0.0,
-            failures={k: int(v) for k, v in g.get("failures", {}).items()},
-            error_samples=g.get("error_samples", {}),
-            latency_ms=LatencyStats.from_engine_us(g.get("latency_us")),
-            connect_ms=LatencyStats.from_engine_us(g.get("connect_us")),
-            ttfb_ms=LatencyStats.from_engine_us(g.get("ttfb_us")),
-            percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in g.get("percentiles", [])],
-            series=[SeriesPoint(**p) for p in g.get("series", [])],
+            name=g.name,
+            kind=g.kind,
+            clients=g.clients,
+            succeeded=g.succeeded,
+            failed=g.failed,
+            hung=g.hung,
+            abandoned=g.abandoned,
+            warmup_ops=g.warmup_ops,
+            elapsed_s=g.elapsed_s,
+            rate_hz=g.succeeded / g.elapsed_s if g.elapsed_s > 0 else 0.0,
+            failures=dict(g.failures),
+            error_samples=dict(g.error_samples),
+            reasons=[Reason.model_validate(r.model_dump(by_alias=True)) for r in g.reasons],
+            bytes_sent=g.bytes_sent,
+            bytes_received=g.bytes_received,
+            payload_bytes=g.payload_bytes,
+            latency_ms=LatencyStats.from_engine_us(g.latency_us),
+            connect_ms=LatencyStats.from_engine_us(g.connect_us),
+            ttfb_ms=LatencyStats.from_engine_us(g.ttfb_us),
+            processing_ms=LatencyStats.from_engine_us(g.processing_us),
+            percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in g.percentiles],
+            series=[SeriesPoint(t=p.t, succeeded=p.succeeded, failed=p.failed, hung=p.hung) for p in g.series],
             interval_s=interval_s,
-            per_client=list(g.get("per_client", [])),
-            hung_clients=list(g.get("hung_clients", [])),
+            per_client=list(g.per_client),
+            hung_clients=list(g.hung_clients),
             open_loop=OpenLoopStats.from_engine(g),
         )
 
 
 class GeneratorStats(BaseModel):
-    """knee's own CPU use during a step (to flag a saturated load generator)."""
+    """The load side's CPU during a step: knee's own, its child processes' (exec clients, worker
+    programs) and the whole machine's, to flag a step the load side rather than the service limited."""
 
-    cpu_s: float = 0.0
+    cpu_s: float = 0.0  # knee's own process
     cpu_cores: float = 0.0  # cpu_s / elapsed_s: 1.0 = one core fully busy
+    children_cpu_s: float = 0.0  # knee's child processes (exec clients, worker programs)
+    children_cpu_cores: float = 0.0
+    machine_cpu_cores: float = 0.0  # busy cores of the whole machine, every process included
     cores_available: int = 1
-    saturated: bool = False
+    saturated: bool = False  # knee and its children used ≥ 90 % of the cores they may run on
+
+    @property
+    def load_cores(self) -> float:
+        """knee's cores plus its children's."""
+        return self.cpu_cores + self.children_cpu_cores
+
+
+class WorkerShare(BaseModel):
+    """One load machine's part of a step (distributed runs): who starved, who saw errors, whose CPU was busy."""
+
+    worker: str
+    host: str
+    clients: int
+    started_unix: float = 0.0
+    succeeded: int = 0
+    failed: int = 0
+    hung: int = 0
+    abandoned: int = 0
+    rate_hz: float = 0.0
+    generator: GeneratorStats = Field(default_factory=GeneratorStats)
+    lost: bool = False  # the worker died or was unreachable: its shard's numbers are missing
+
+
+class Counts(BaseModel):
+    """How operations ended, for accounting outside a step (a continuous baseload between steps)."""
+
+    succeeded: int = 0
+    failed: int = 0
+    hung: int = 0
+    abandoned: int = 0
+    warmup_ops: int = 0
+
+    @property
+    def started(self) -> int:
+        return self.succeeded + self.failed + self.hung + self.abandoned
+
+    def add(self, g: GroupStats) -> None:
+        self.succeeded += g.succeeded
+        self.failed += g.failed
+        self.hung += g.hung
+        self.abandoned += g.abandoned
+        self.warmup_ops += g.warmup_ops
 
 
 class StepResult(BaseModel):
     """One step of a plan: one level (or a recovery probe), all its groups."""
 
     index: int
-    level: Level = Field(description="client count, or the offered rate (/s) of a rate sweep (rate_hz set)")
+    level: Level = Field(description="client count, or the offered rate (/s) of a rate sweep (RunRecord.level_unit)")
     label: str = ""  # e.g. the operation type of a fixed-work stage ("store", "fetch")
     phase: Literal["sweep", "recovery"] = "sweep"
     direction: Literal["up", "down"] = "up"
@@ -160,7 +323,9 @@ class StepResult(BaseModel):
     elapsed_s: float
     groups: dict[str, GroupStats]
     generator: GeneratorStats = Field(default_factory=GeneratorStats)
-    rate_hz: float | None = Field(default=None, description="open-loop offered rate for this step, if any")
+    workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
+    start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
+    lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
 
 
 class USLFit(BaseModel):
@@ -214,7 +379,32 @@ class RunRecord(BaseModel):
     status: Literal["running", "complete", "interrupted", "aborted", "stopped"] = "running"
     knee_version: str = ""
     machine: dict[str, Any] = Field(default_factory=dict)
-    scenario: dict[str, Any] = Field(default_factory=dict)
+    # the scenario as run, secrets as ${placeholders} (what --resume starts from)
+    scenario: Scenario
     measured_group: str = "main"  # the group whose level the sweep varies
+    level_unit: LevelUnit = "clients"  # "rate": every step's level is an offered rate (/s), not a client count
+    executor: str = "local"  # "local", or the Dask cluster the steps ran on
     steps: list[StepResult] = Field(default_factory=list)
+    # a continuous baseload's operations outside the steps (pauses, before the first and after the last)
+    between: dict[str, Counts] = Field(default_factory=dict)
     verdicts: list[Verdict] = Field(default_factory=list)
+
+    @property
+    def rates(self) -> bool:
+        """The levels are offered rates (a rate sweep), not client counts."""
+        return self.level_unit == "rate"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older(cls, data: Any) -> Any:
+        """run.json of schema 1: the scenario's groups carried think_s; steps carried rate_hz."""
+        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < SCHEMA_VERSION:
+            data = dict(data)
+            sc = dict(data.get("scenario") or {})
+            groups = sc.get("groups")
+            if isinstance(groups, dict):
+                sc["groups"] = {n: {k: v for k, v in g.items() if k != "think_s"} for n, g in groups.items()}
+            data["scenario"] = sc
+            if "level_unit" not in data and any(s.get("rate_hz") is not None for s in data.get("steps", [])):
+                data["level_unit"] = "rate"
+        return data

@@ -1,4 +1,7 @@
-"""Every scenario becomes one plan: a list of Steps, and an engine spec per step.
+"""Every scenario becomes one plan: a list of Steps, and an engine spec per step (`knee.spec`).
+
+This is the one road: `knee run`, `knee sweep FILE`, `knee sweep TARGET`, `knee demo` and the
+Python API all build a Scenario and come here for their engine specs.
 
 A plain sweep is one step per level (a client count, or an arrival rate: `[sweep] rates`);
 stages (fixed work per operation type) give one step per level and stage; `direction = "up-down"`
@@ -11,7 +14,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from knee.scenario import ExecGroup, HttpGroup, Scenario, TcpGroup
+from knee.scenario import DEFAULT_MAX_IN_FLIGHT, Group, HttpGroup, Scenario, TcpGroup
+from knee.spec import (
+    ClientSpec,
+    ClosedPacer,
+    DurationMs,
+    EngineSpec,
+    ExecClient,
+    FileCheck,
+    GroupSpec,
+    HttpClient,
+    PerClient,
+    RatePacer,
+    StopRule,
+    TcpClient,
+    Total,
+    WhileOthers,
+)
 
 Phase = Literal["sweep", "recovery"]
 Direction = Literal["up", "down"]
@@ -56,47 +75,116 @@ def step_seconds(scenario: Scenario) -> float | None:
     return max(durations) + scenario.sweep.warmup if durations else None
 
 
-def engine_spec(scenario: Scenario, step: PlannedStep) -> dict[str, Any]:
-    """The engine spec (docs/engine-spec.md) of one step."""
+def engine_spec(scenario: Scenario, step: PlannedStep, *, continuous: bool = False) -> EngineSpec:
+    """The engine spec of one step. With `continuous`, background groups are left out: they run across
+    the steps in a shard of their own (`background_spec`)."""
+    groups = [
+        _group(scenario, name, g, step) for name, g in scenario.groups.items() if not (continuous and g.background)
+    ]
+    return EngineSpec(threads=scenario.sweep.threads, interval_ms=_interval_ms(scenario), groups=groups)
+
+
+def background_spec(scenario: Scenario) -> EngineSpec | None:
+    """The shard of a sweep's background groups, run across all its steps and cut into per-step windows
+    (a baseload that never restarts); None without background groups."""
+    first = sweep_plan(scenario)[0]
+    groups = [_group(scenario, name, g, first) for name, g in scenario.groups.items() if g.background]
+    if not groups:
+        return None
+    return EngineSpec(threads=scenario.sweep.threads, interval_ms=_interval_ms(scenario), groups=groups)
+
+
+def _interval_ms(scenario: Scenario) -> int:
+    return max(1, round(scenario.sweep.interval * 1000))
+
+
+def _stop(scenario: Scenario, g: Group, step: PlannedStep) -> StopRule:
     sweep = scenario.sweep
-    groups = []
-    for name, g in scenario.groups.items():
-        if g.background:
-            stop: dict[str, Any] = {"while_others": True}
-        elif g.per_client is not None:
-            stop = {"per_client": g.per_client}
-        elif g.total is not None:
-            stop = {"total": g.total}
-        elif g.duration is not None:
-            stop = {"duration_ms": round(g.duration * 1000)}
-        else:
-            stop = dict(sweep.stop_spec() or {})
-        if step.phase == "recovery" and scenario.recovery.probe is not None and "duration_ms" in stop:
-            stop = {"duration_ms": round(scenario.recovery.probe * 1000)}
-        group: dict[str, Any] = {
-            "name": name,
-            "clients": g.client_count(step.level),
-            "stop": stop,
-            "think_ms": round(g.think * 1000),
-            "timeout_ms": max(1, round(g.timeout * 1000)),
-            "warmup_ms": round(sweep.warmup * 1000) if "duration_ms" in stop else 0,
-            "client": _fill_stage(_client(g), step.label),
-        }
-        if g.rate == "level":
-            group["pacer"] = sweep.pacer(step.level)
-        groups.append(group)
-    return {"threads": 0, "interval_ms": max(1, round(sweep.interval * 1000)), "groups": groups}
+    if g.background:
+        return WhileOthers()
+    if g.per_client is not None:
+        return PerClient(per_client=g.per_client)
+    if g.total is not None:
+        return Total(total=g.total)
+    seconds = g.duration if g.duration is not None else sweep.duration
+    if step.phase == "recovery" and scenario.recovery.probe is not None and seconds is not None:
+        seconds = scenario.recovery.probe
+    if seconds is not None:
+        return DurationMs(duration_ms=round(seconds * 1000))
+    if sweep.per_client is not None:
+        return PerClient(per_client=sweep.per_client)
+    if sweep.total is not None:
+        return Total(total=sweep.total)
+    raise AssertionError("Scenario validation guarantees every group a stop")
 
 
-def _client(g: HttpGroup | TcpGroup | ExecGroup) -> dict[str, Any]:
-    return {k: v for k, v in g.client_spec().items() if v is not None}
+def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep) -> GroupSpec:
+    stop = _stop(scenario, g, step)
+    pacer: ClosedPacer | RatePacer = ClosedPacer()
+    if g.rate == "level":
+        pacer = RatePacer(
+            rate_hz=float(step.level),
+            poisson=scenario.sweep.arrival == "poisson",
+            max_in_flight=scenario.sweep.max_in_flight or DEFAULT_MAX_IN_FLIGHT,
+        )
+    return GroupSpec(
+        name=name,
+        clients=g.client_count(step.level),
+        stop=stop,
+        think_ms=round(g.think * 1000),
+        timeout_ms=max(1, round(g.timeout * 1000)),
+        warmup_ms=round(scenario.sweep.warmup * 1000) if isinstance(stop, DurationMs) else 0,
+        pacer=pacer,
+        client=_fill_stage(client_spec(g), step.label),
+    )
 
 
-def _fill_stage(value: Any, stage: str) -> Any:
+def client_spec(g: Group) -> ClientSpec:
+    """The engine's client spec of a group: the one place that turns a group's keys into the engine's
+    (a body makes the default method POST; cookies become one Cookie header)."""
+    if isinstance(g, HttpGroup):
+        headers = list(g.headers.items())
+        if g.cookies:
+            headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in g.cookies.items())))
+        has_body = g.body is not None or g.body_file is not None
+        return HttpClient(
+            url=g.url,
+            method=(g.method or ("POST" if has_body else "GET")).upper(),
+            headers=headers,
+            body=g.body,
+            body_file=g.body_file,
+            insecure=g.insecure,
+            new_connection=g.new_connection,
+            http2=g.http2,
+            expect_status=list(g.expect_status),
+            expect_body=g.expect_body,
+            expect_body_regex=g.expect_body_regex,
+            expect_length=g.expect_length,
+        )
+    if isinstance(g, TcpGroup):
+        return TcpClient(addr=g.addr, send=g.send, expect=g.expect)
+    return ExecClient(
+        argv=list(g.argv),
+        env=list(g.env.items()),
+        cwd=g.cwd,
+        expect_stdout=g.expect_stdout,
+        expect_stderr=g.expect_stderr,
+        expect_file=FileCheck(path=g.expect_file.path, min_size=g.expect_file.min_size) if g.expect_file else None,
+        bytes_from=g.bytes_from,
+    )
+
+
+def _fill_stage(client: ClientSpec, stage: str) -> ClientSpec:
+    """`${stage}` in every string of the client spec replaced by the step's stage (fixed-work label)."""
+    data = _replace(client.model_dump(), stage)
+    return type(client).model_validate(data)
+
+
+def _replace(value: Any, stage: str) -> Any:
     if isinstance(value, dict):
-        return {k: _fill_stage(v, stage) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill_stage(v, stage) for v in value]
+        return {k: _replace(v, stage) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_replace(v, stage) for v in value]
     if isinstance(value, str):
         return value.replace("${stage}", stage)
     return value

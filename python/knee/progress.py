@@ -7,23 +7,25 @@ only the finished-step lines are printed.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from knee import fmt
+from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
 
 
 class SweepProgress:
     def __init__(
-        self, console: Console, total_steps: int, step_s: float | None, pause_s: float, rates: bool = False
+        self, console: Console, step_s: float | None, pause_s: float, rates: bool = False, group: str = "main"
     ) -> None:
         self.console = console
         self.rates = rates
-        self.total_steps = total_steps
+        self.group = group
+        self.total_steps = 0
         self.step_s = step_s
         self.pause_s = pause_s
         self._live: Live | None = None
@@ -43,45 +45,45 @@ class SweepProgress:
             self._live.__exit__(None, None, None)
             self._live = None
 
-    def begin(self, number: int, step: PlannedStep) -> None:
+    def begin(self, number: int, total: int, step: PlannedStep) -> None:
         self._number = number
+        self.total_steps = total
         self._step = step
         self._t0 = time.monotonic()
         self._last = None
         self._show(Text(f"{self._title()}  starting…"))
 
-    def update(self, snapshot: dict[str, Any], group: str) -> None:
-        g = next((x for x in snapshot.get("groups", []) if x.get("name") == group), None)
+    def update(self, snapshot: Snapshot) -> None:
+        g = snapshot.group(self.group)
         if g is None or self._live is None:
             return
-        now = float(snapshot.get("elapsed_s", time.monotonic() - self._t0))
-        ok = int(g.get("succeeded", 0))
+        now = snapshot.elapsed_s
         last_t, last_ok = self._last or (0.0, 0)
-        rate = (ok - last_ok) / (now - last_t) if now > last_t else 0.0
-        self._last = (now, ok)
-        elapsed = now
+        rate = (g.succeeded - last_ok) / (now - last_t) if now > last_t else 0.0
+        self._last = (now, g.succeeded)
         line = (
-            f"{self._title()} {clock(elapsed)}{self._of()}{self._remaining(elapsed)} | {rate:,.1f}/s"
-            f" | ok {ok:,} failed {int(g.get('failed', 0)):,} hung {int(g.get('hung', 0)):,}"
-            f" busy {int(g.get('in_flight', 0)):,}"
+            f"{self._title()} {clock(now)}{self._of()}{self._remaining(now)} | {rate:,.1f}/s"
+            f" | ok {g.succeeded:,} failed {g.failed:,} hung {g.hung:,} busy {g.in_flight:,}"
         )
         self._show(Text(line, no_wrap=True, overflow="ellipsis"))
 
-    def end(self, step: StepResult, group: str) -> None:
-        g = step.groups.get(group)
+    def end(self, step: StepResult) -> None:
+        g = step.groups.get(self.group)
         if g is None:
             return
         tags = []
         if step.partial:
             tags.append("partial")
         if step.generator.saturated:
-            tags.append("knee saturated")
+            tags.append("load side saturated")
+        if step.lost_workers:
+            tags.append(f"lost {', '.join(step.lost_workers)}")
         tag = f"  [{', '.join(tags)}]" if tags else ""
         label = f" {step.label}" if step.label else ""
         self.console.print(
-            f"{step.phase:<8} {step.direction:<4} {_level(step.level, step.rate_hz is not None)}{label}: "
+            f"{step.phase:<8} {step.direction:<4} {_level(step.level, self.rates)}{label}: "
             f"{g.succeeded:,} ok ({g.rate_hz:,.1f}/s), {g.failed:,} failed, {g.hung:,} hung, "
-            f"p99 {_ms(g.latency_ms.p99)} in {step.elapsed_s:.1f} s{tag}",
+            f"{g.abandoned:,} abandoned, p99 {fmt.ms(g.latency_ms.p99)} in {step.elapsed_s:.1f} s{tag}",
             highlight=False,
             soft_wrap=True,
             markup=False,
@@ -112,10 +114,6 @@ class SweepProgress:
 def _level(level: float, rates: bool) -> str:
     """'level     50', or a rate sweep's 'rate  500/s'."""
     return f"rate {f'{level:g}/s':>7}" if rates else f"level {level:>6}"
-
-
-def _ms(value: float) -> str:
-    return f"{value:,.0f} ms" if value >= 100 else f"{value:.3g} ms"
 
 
 def clock(seconds: float) -> str:

@@ -1,57 +1,83 @@
-"""A one-line live status for a single run, drawn on stderr once a second."""
+"""The progress of `knee run`: one live line on stderr, then each step's ab-style report when it ends."""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any
-
+import click
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from knee import fmt
+from knee.engine import Snapshot
+from knee.model import StepResult
+from knee.plan import PlannedStep
+from knee.scenario import Scenario
 
-class LiveLine:
-    """`with LiveLine() as live: ... live.update(snapshot)`; draws nothing when disabled."""
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
+class RunProgress:
+    """`knee run`'s progress: a live line while a step runs (when `live`), its report when it ends.
+    `headers`: several steps (one per rate) each get a heading."""
+
+    def __init__(self, scenario: Scenario, live: bool = True, headers: bool = False) -> None:
+        self.scenario = scenario
+        self.live = live
+        self.headers = headers
         self._live: Live | None = None
         self._last: tuple[float, int] | None = None
+        self._shown = 0
 
-    def __enter__(self) -> LiveLine:
-        if self.enabled:
-            self._live = Live(Text("starting…"), console=Console(stderr=True), transient=True, auto_refresh=False)
-            self._live.__enter__()
+    def __enter__(self) -> RunProgress:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
         if self._live is not None:
-            self._live.__exit__(exc_type, exc, tb)
+            self._live.__exit__(None, None, None)
             self._live = None
 
-    def update(self, snap: dict[str, Any]) -> None:
+    def begin(self, number: int, total: int, step: PlannedStep) -> None:
+        self._last = None
+        if self.live:
+            self._live = Live(Text("starting…"), console=Console(stderr=True), transient=True, auto_refresh=False)
+            self._live.__enter__()
+
+    def update(self, snap: Snapshot) -> None:
         if self._live is None:
             return
-        t = float(snap.get("elapsed_s", 0.0))
-        groups = snap.get("groups", [])
-        ok = sum(int(g.get("succeeded", 0)) for g in groups)
-        failed = sum(int(g.get("failed", 0)) for g in groups)
-        hung = sum(int(g.get("hung", 0)) for g in groups)
-        in_flight = sum(int(g.get("in_flight", 0)) for g in groups)
+        ok = sum(g.succeeded for g in snap.groups)
+        failed = sum(g.failed for g in snap.groups)
+        hung = sum(g.hung for g in snap.groups)
+        in_flight = sum(g.in_flight for g in snap.groups)
         rate = 0.0
-        if self._last is not None and t > self._last[0]:
-            rate = (ok - self._last[1]) / (t - self._last[0])
-        self._last = (t, ok)
-        p99 = max((float(g.get("p99_us", 0)) for g in groups), default=0.0) / 1000.0
+        if self._last is not None and snap.elapsed_s > self._last[0]:
+            rate = (ok - self._last[1]) / (snap.elapsed_s - self._last[0])
+        self._last = (snap.elapsed_s, ok)
+        p99 = max((g.p99_us for g in snap.groups), default=0) / 1000.0
         line = Text.assemble(
-            (f"{t:7.1f} s  ", "bold"),
+            (f"{snap.elapsed_s:7.1f} s  ", "bold"),
             (f"{ok} ok", "green"),
             "  ",
             (f"{failed} failed", "red" if failed else ""),
             "  ",
             (f"{hung} hung", "magenta" if hung else ""),
-            f"  {rate:,.1f}/s  in flight {in_flight}  p99 {p99:.1f} ms",
+            f"  {rate:,.1f}/s  in flight {in_flight}  p99 {fmt.ms(p99)}",
         )
         self._live.update(line, refresh=True)
+
+    def end(self, step: StepResult) -> None:
+        from knee.report import abtext
+
+        self._close()
+        if self.headers:
+            click.echo(f"{'' if self._shown == 0 else chr(10)}== Rate {fmt.level_rate(step.level)} ==")
+        self._shown += 1
+        click.echo(abtext.render(self.scenario, step))
+        gen = step.generator
+        if gen.saturated:
+            click.echo(
+                f"\nwarning: the load side was saturated: knee used {gen.cpu_cores:.2f} and its child processes "
+                f"{gen.children_cpu_cores:.2f} of {gen.cores_available} cores; these numbers measure the load "
+                "generator as much as the service (use more or bigger load machines)"
+            )

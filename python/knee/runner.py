@@ -1,10 +1,14 @@
-"""Run a scenario level by level, keep every result, end with a verdict and a report.
+"""Run a scenario's plan step by step, keep every result, end with a verdict and a report.
 
-`start_run` / `resume_run` prepare the run directory and RunRecord; `execute` runs
-the plan (sweep steps, stop rules, recovery probes) and `finish` analyses and
-writes the reports. Each step's result is saved before the next one starts, so a
-killed knee loses at most the step in progress; `--resume` replays the recorded
-steps through the same stop rules and runs only what is missing.
+The one runner: `knee run` (one step, or one per rate), `knee sweep FILE`, `knee sweep TARGET`,
+`knee demo` and `knee.run()` / `knee.sweep()` all come here with a Scenario.
+
+`start_run` / `resume_run` prepare the run directory and its RunRecord; `execute` runs the plan
+(sweep steps, stop rules, recovery probes) on an executor and `finish` analyses and writes the
+reports. Each step's result is saved before the next one starts, so a killed knee loses at most the
+step in progress; `--resume` replays the recorded steps through the same stop rules and runs only
+what is missing. A scenario's background groups run in a shard of their own across every step (a
+baseload that never restarts), cut into a window per step.
 """
 
 from __future__ import annotations
@@ -13,61 +17,83 @@ import os
 import platform
 import socket
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from rich.console import Console
 
-from knee import __version__
-from knee.analysis import words
-from knee.diagnose import preflight
-from knee.engine import group_stats, summary
+from knee import __version__, fmt
+from knee.analysis.levels import collapse, pool
+from knee.analysis.recovery import back
+from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
-from knee.executor import Interrupts, StepRun, run_step
-from knee.model import LevelUnit, RunRecord, StepResult
-from knee.plan import PlannedStep, engine_spec, probe_step, quick, step_seconds, sweep_plan
-from knee.progress import SweepProgress
-from knee.scenario import Scenario, parse_scenario, scenario_from_record
+from knee.executor import Interrupts, LocalExecutor, StepRun, on_hard_exit
+from knee.executor.local import Background
+from knee.model import Counts, GroupStats, RunRecord, StepResult
+from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
+from knee.scenario import Loaded, Scenario, scenario_from_record
+from knee.spec import EngineSpec
 from knee.store import RunDir
 
 Status = Literal["complete", "stopped", "aborted"]
 EXIT_SLO_FAILED = 3
 EXIT_INTERRUPTED = 130
-COLLAPSE_RATE_SHARE = 0.5
-COLLAPSE_FAILURE_RATIO = 0.5
 
 
-def start_run(path: Path, out: Path, variables: dict[str, str], shorten: bool = False) -> tuple[Scenario, RunDir]:
-    """Validate the scenario file, make `out/<run-id>/`, save the scenario and an empty run.json."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from exc
-    return start_run_text(text, path.name, out, variables, shorten)
+class Progress(Protocol):
+    """What the runner tells whoever shows progress."""
+
+    def __enter__(self) -> Progress: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def begin(self, number: int, total: int, step: PlannedStep) -> None: ...
+    def update(self, snapshot: Snapshot) -> None: ...
+    def end(self, step: StepResult) -> None: ...
 
 
-def start_run_text(
-    text: str, source: str, out: Path, variables: dict[str, str], shorten: bool = False
-) -> tuple[Scenario, RunDir]:
-    """As `start_run`, from the scenario's text (`source` names it in error messages)."""
-    scenario = parse_scenario(text, source, variables)
-    if shorten:
-        scenario = quick(scenario)
-    run_dir = RunDir.create(out, scenario.name or Path(source).stem)
-    run_dir.write_scenario(text)
-    record = RunRecord(
-        run_id=run_dir.path.name,
+class Executor(Protocol):
+    """Where steps run: this machine (`LocalExecutor`) or a Dask cluster."""
+
+    name: str
+
+    def run_step(
+        self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: Callable[[Snapshot], None] | None = None
+    ) -> StepRun: ...
+    def start_background(self, spec: EngineSpec) -> Background: ...
+    def close(self) -> None: ...
+
+
+def new_record(loaded: Loaded, run_id: str) -> RunRecord:
+    scenario = loaded.scenario
+    return RunRecord(
+        run_id=run_id,
         created_unix=time.time(),
         knee_version=__version__,
-        machine=_machine(),
-        scenario=scenario.record_dict(),
+        machine=machine(),
+        scenario=loaded.record,
         measured_group=scenario.measured_group,
+        level_unit="rate" if scenario.rate_sweep else "clients",
     )
+
+
+def start_run(
+    loaded: Loaded, out: Path | None, name: str, text: str | None = None, shorten: bool = False
+) -> tuple[Scenario, RunDir]:
+    """Make `out/<run-id>/` (or, without `out`, a run directory that keeps nothing), save the scenario
+    as recorded and an empty run.json; return the scenario as it runs. `text`: the scenario file as given,
+    kept when it holds no secret. `shorten`: `--quick`."""
+    if shorten:
+        loaded = Loaded(quick(loaded.scenario), quick(loaded.record), loaded.secrets)
+    run_dir = RunDir.create(out, loaded.scenario.name or name) if out is not None else RunDir.memory()
+    keep_text = text is not None and not loaded.secrets and not shorten
+    run_dir.write_scenario(text if keep_text and text is not None else loaded.record.to_toml())
+    record = new_record(loaded, run_dir.path.name if run_dir.kept else time.strftime("%Y%m%d-%H%M%S-run"))
     run_dir.save(record)
-    return scenario, run_dir
+    return loaded.scenario, run_dir
 
 
-def resume_run(path: Path) -> tuple[Scenario, RunDir]:
+def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scenario, RunDir]:
     """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept."""
     run_dir = RunDir(path)
     record = run_dir.load()
@@ -75,67 +101,155 @@ def resume_run(path: Path) -> tuple[Scenario, RunDir]:
         raise UserError(
             f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
         )
+    loaded = scenario_from_record(record.scenario, secrets)
     record.steps = [s for s in record.steps if not s.partial]
     record.status = "running"
     record.verdicts = []
     run_dir.save(record)
-    return scenario_from_record(record.scenario), run_dir
+    return loaded.scenario, run_dir
 
 
-def execute(scenario: Scenario, run_dir: RunDir, console: Console) -> int:
-    """Run what is left of the plan, then analyse and report. Returns the process exit code."""
+@dataclass
+class Outcome:
+    """What `execute` leaves behind: the record, the last step's engine result, the exit code."""
+
+    record: RunRecord
+    code: int
+    results: list[ShardResult] = field(default_factory=list)  # every step's engine result, in order
+
+    @property
+    def interrupted(self) -> bool:
+        return self.record.status == "interrupted"
+
+
+def execute(
+    scenario: Scenario,
+    run_dir: RunDir,
+    console: Console,
+    *,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    show: bool = True,
+    write: bool = True,
+    check: Callable[[Scenario], list[str]] | None = None,
+) -> Outcome:
+    """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
+    report files into the run directory."""
+    from knee.diagnose import preflight_scenario
+    from knee.progress import SweepProgress
+
     record = run_dir.load()
-    check = preflight(_clients_by_kind(scenario), _new_connections(scenario))
-    for w in check.warnings:
+    for w in (check or preflight_scenario)(scenario):
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
+    if run_dir.kept:
+        console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
+    on = executor or LocalExecutor()
+    record.executor = on.name
+    display = progress or SweepProgress(
+        console, step_seconds(scenario), scenario.sweep.pause, record.rates, record.measured_group
+    )
     with Interrupts() as intr:
-        runner = _Runner(scenario, run_dir, record, console, intr)
-        runner.sweep()
-        if not intr.requested and runner.status != "aborted" and scenario.recovery_enabled():
-            runner.recovery()
+        runner = _Runner(scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display)
+        try:
+            runner.start_background()
+            runner.sweep()
+            if not intr.requested and runner.status != "aborted" and scenario.recovery_enabled():
+                runner.recovery()
+        finally:
+            runner.stop_background()
         record.status = "interrupted" if intr.requested else runner.status
         run_dir.save(record)
-        code = finish(record, run_dir, console)
-    return EXIT_INTERRUPTED if record.status == "interrupted" else code
+        code = finish(record, run_dir, console, show=show, write=write)
+    return Outcome(record, EXIT_INTERRUPTED if record.status == "interrupted" else code, runner.results)
 
 
-def finish(record: RunRecord, run_dir: RunDir, console: Console) -> int:
-    """Verdicts into run.json, reports into the run directory, the table on the terminal."""
+def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = True, write: bool = True) -> int:
+    """Verdicts into run.json, reports into the run directory (`write`), the table on the terminal (`show`)."""
     from knee.analysis import analyze_run
     from knee.report import render_terminal, write_reports
 
     record.verdicts = analyze_run(record)
     run_dir.save(record)
-    write_reports(run_dir.path, record)
-    render_terminal(record, console)
-    console.print(f"report: {run_dir.path / 'report.html'}", highlight=False, soft_wrap=True, markup=False)
+    if write and run_dir.kept:
+        write_reports(run_dir, record)
+    if show:
+        render_terminal(record, console)
+        if write and run_dir.kept:
+            console.print(
+                f"report: {run_dir.report_path('report.html')}", highlight=False, soft_wrap=True, markup=False
+            )
     if any(v.slo_passed is False for v in record.verdicts):
-        console.print("[red]SLO not met[/]")
+        if show:
+            console.print("[red]SLO not met[/]")
         return EXIT_SLO_FAILED
     return 0
 
 
 class _Runner:
-    def __init__(self, scenario: Scenario, run_dir: RunDir, record: RunRecord, console: Console, intr: Interrupts):
+    def __init__(
+        self,
+        scenario: Scenario,
+        run_dir: RunDir,
+        record: RunRecord,
+        *,
+        console: Console,
+        intr: Interrupts,
+        executor: Executor,
+        progress: Progress,
+    ) -> None:
         self.scenario = scenario
         self.run_dir = run_dir
         self.record = record
         self.console = console
         self.intr = intr
+        self.executor = executor
+        self.progress = progress
         self.group = record.measured_group
         self.status: Status = "complete"
-        self.unit: LevelUnit = "rate" if scenario.rate_sweep else "clients"
+        self.results: list[ShardResult] = []
         self._ran_one = False
+        self._bg: Background | None = None
+        self._between: ShardResult | None = None
+        self._forget_bg: Callable[[], object] | None = None
+
+    # ---- the continuous baseload ------------------------------------------------------------
+
+    def start_background(self) -> None:
+        spec = background_spec(self.scenario)
+        if spec is not None:
+            self._bg = self.executor.start_background(spec)
+            self._forget_bg = on_hard_exit(self._bg.stop)  # a second Ctrl-C stops its clients too
+
+    def _cut_between(self) -> None:
+        """The baseload's window since its last cut belongs to no step (a pause, the start)."""
+        if self._bg is not None:
+            self._add_between(self._bg.cut())
+
+    def _add_between(self, window: ShardResult) -> None:
+        if self._between is None:
+            self._between = window
+        else:
+            self._between.merge(window)
+        for name, g in group_stats(window).items():
+            self.record.between.setdefault(name, Counts()).add(g)
+        self.run_dir.write_between(self._between.to_bytes())
+
+    def stop_background(self) -> None:
+        if self._bg is not None:
+            self._add_between(self._bg.stop())
+            self._bg = None
+            if self._forget_bg is not None:
+                self._forget_bg()
+            self.run_dir.save(self.record)
+
+    # ---- steps ------------------------------------------------------------------------------
 
     def sweep(self) -> None:
         plan = sweep_plan(self.scenario)
         recorded = iter([s for s in self.record.steps if s.phase == "sweep"])
         collapsed: dict[str, int | float] = {}  # label -> level where it collapsed
         stop = self.scenario.stop
-        rates = self.scenario.rate_sweep
-        progress = SweepProgress(self.console, len(plan), step_seconds(self.scenario), self.scenario.sweep.pause, rates)
-        with progress:
+        with self.progress:
             for number, planned in enumerate(plan, 1):
                 if self.intr.requested:
                     return
@@ -148,14 +262,15 @@ class _Runner:
                         self._sleep(self.scenario.sweep.pause)
                         if self.intr.requested:
                             return
-                    step = self._run(planned, number, progress)
+                    step = self._run(planned, number, len(plan))
                     if step.partial:
                         return
-                at = words.load(step.level, self.unit)
-                if stop.max_failure_ratio is not None and self._ratio(step) > stop.max_failure_ratio:
+                at = fmt.load(step.level, self.record.level_unit)
+                ratio = self._ratio(step)
+                if stop.max_failure_ratio is not None and ratio > stop.max_failure_ratio:
                     self.status = "aborted"
                     self.console.print(
-                        f"[red]aborted:[/] failure ratio {self._ratio(step):.1%} at {at} is over "
+                        f"[red]aborted:[/] failure ratio {fmt.pct(ratio)} at {at} is over "
                         f"stop.max_failure_ratio = {stop.max_failure_ratio}"
                     )
                     return
@@ -180,48 +295,49 @@ class _Runner:
             return
         spent = sum(s.elapsed_s for s in probes)
         t0 = time.monotonic()
-        progress = SweepProgress(self.console, 1, None, 0.0, self.scenario.rate_sweep)
-        with progress:
+        with self.progress:
             while spent + (time.monotonic() - t0) < rec.limit and not self.intr.requested:
-                step = self._run(probe, 0, progress)
+                step = self._run(probe, 0, 1)
                 if step.partial or self._within(step, target):
                     return
                 self._sleep(rec.pause)
         if not self.intr.requested:
-            self.console.print(f"not recovered within {rec.limit:g} s (recovery.limit)")
+            self.console.print(f"not recovered within {fmt.duration(rec.limit)} (recovery.limit)")
 
-    def _run(self, planned: PlannedStep, number: int, progress: SweepProgress) -> StepResult:
+    def _run(self, planned: PlannedStep, number: int, total: int) -> StepResult:
         self._ran_one = True
-        spec = engine_spec(self.scenario, planned)
-        progress.begin(number, planned)
-        run = run_step(spec, self.intr, lambda snap: progress.update(snap, self.group))
-        step = self._save(planned, run, [g["name"] for g in spec["groups"]])
-        progress.end(step, self.group)
+        spec = engine_spec(self.scenario, planned, continuous=True)
+        self.progress.begin(number, total, planned)
+        self._cut_between()
+        run = self.executor.run_step(spec, self.intr, self.progress.update)
+        if self._bg is not None:
+            run.result.merge(self._bg.cut())
+        step = self._save(planned, run)
+        self.progress.end(step)
         return step
 
-    def _save(self, planned: PlannedStep, run: StepRun, names: list[str]) -> StepResult:
+    def _save(self, planned: PlannedStep, run: StepRun) -> StepResult:
         index = len(self.record.steps)
-        histograms: dict[str, bytes] = {}
-        for i, name in enumerate(names):
-            data = run.result.histogram(i, "latency")
-            if data:
-                histograms[name] = data
-        self.run_dir.write_step(index, run.result.to_bytes(), histograms)
         s = summary(run.result)
+        histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
+        self.run_dir.write_step(index, run.result.to_bytes(), histograms)
         step = StepResult(
             index=index,
             level=planned.level,
             label=planned.label,
             phase=planned.phase,
             direction=planned.direction,
-            partial=run.partial,
-            started_unix=float(s.get("started_unix") or run.started_unix),
-            elapsed_s=float(s.get("elapsed_s", 0.0)),
-            groups=group_stats(run.result),
+            partial=run.partial or bool(run.lost),
+            started_unix=s.started_unix or run.started_unix,
+            elapsed_s=s.elapsed_s,
+            groups={g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups},
             generator=run.generator,
-            rate_hz=float(planned.level) if self.scenario.rate_sweep else None,
+            workers=run.workers,
+            start_skew_s=run.start_skew_s,
+            lost_workers=run.lost,
         )
         self.record.steps.append(step)
+        self.results.append(run.result)
         self.run_dir.save(self.record)
         return step
 
@@ -230,26 +346,17 @@ class _Runner:
         return g.failure_ratio if g else 0.0
 
     def _collapsed(self, step: StepResult) -> bool:
-        """DESIGN.md: past the peak, rate below half the peak's or failure ratio over 50 %."""
-        ups = [
-            s
-            for s in self.record.steps
-            if s.phase == "sweep" and s.direction == "up" and s.label == step.label and self.group in s.groups
-        ]
-        if not ups or self.group not in step.groups:
+        """The verdict's definition of collapse (analysis.levels.collapse), on the levels measured so far."""
+        rows = pool([s for s in self.record.steps if s.label == step.label], self.group, "up")
+        row = next((r for r in rows if r.level == step.level), None)
+        if not rows or row is None:
             return False
-        peak = max(ups, key=lambda s: s.groups[self.group].rate_hz)
-        if step.level <= peak.level:
-            return False
-        g = step.groups[self.group]
-        return (
-            g.rate_hz < COLLAPSE_RATE_SHARE * peak.groups[self.group].rate_hz
-            or g.failure_ratio > COLLAPSE_FAILURE_RATIO
-        )
+        peak = max(rows, key=lambda r: r.rate)
+        return collapse(row, peak, fmt.rate, fmt.pct) is not None
 
     def _within(self, step: StepResult, target: float) -> bool:
         g = step.groups.get(self.group)
-        return g is not None and abs(g.rate_hz - target) <= self.scenario.recovery.tolerance * target
+        return g is not None and back(g.rate_hz, target, self.scenario.recovery.tolerance)
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -257,19 +364,7 @@ class _Runner:
             time.sleep(min(0.1, left))
 
 
-def _clients_by_kind(scenario: Scenario) -> dict[str, int]:
-    top = max(scenario.levels())
-    out: dict[str, int] = {}
-    for g in scenario.groups.values():
-        out[g.kind] = out.get(g.kind, 0) + g.client_count(top)
-    return out
-
-
-def _new_connections(scenario: Scenario) -> bool:
-    return any(g.kind == "tcp" or getattr(g, "new_connection", False) for g in scenario.groups.values())
-
-
-def _machine() -> dict[str, object]:
+def machine() -> dict[str, object]:
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,7 @@ from pydantic import (
 )
 
 from knee.errors import UserError
+from knee.secrets import lift_credentials, remember, resolve
 from knee.units import parse_duration, parse_status_ranges
 
 # Placeholders the engine (or the plan) fills in itself, left untouched here.
@@ -115,14 +117,11 @@ class _GroupBase(_Model):
         """Its clients in a step at `level` (an open-loop group's clients are its connections)."""
         return int(level) if self.clients == "level" else self.clients
 
-    def client_spec(self) -> dict[str, Any]:  # pragma: no cover - overridden
-        raise NotImplementedError
-
 
 class HttpGroup(_GroupBase):
     kind: Literal["http"]
     url: str
-    method: str = "GET"
+    method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
     headers: dict[str, str] = Field(default_factory=dict)
     cookies: dict[str, str] = Field(default_factory=dict)
     body: str | None = None
@@ -139,7 +138,7 @@ class HttpGroup(_GroupBase):
     @classmethod
     def _url(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+", v):
-            raise ValueError("must be an http:// or https:// URL")
+            raise ValueError("must be an http:// or https:// URL with a host, like http://host:port/path")
         return v
 
     @field_validator("expect_status", mode="before")
@@ -159,25 +158,13 @@ class HttpGroup(_GroupBase):
             return out
         return v
 
-    def client_spec(self) -> dict[str, Any]:
-        headers = [[k, v] for k, v in self.headers.items()]
-        if self.cookies:
-            headers.append(["Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items())])
-        return {
-            "kind": "http",
-            "url": self.url,
-            "method": self.method.upper(),
-            "headers": headers,
-            "body": self.body,
-            "body_file": self.body_file,
-            "insecure": self.insecure,
-            "new_connection": self.new_connection,
-            "http2": self.http2,
-            "expect_status": [list(r) for r in self.expect_status],
-            "expect_body": self.expect_body,
-            "expect_body_regex": self.expect_body_regex,
-            "expect_length": self.expect_length,
-        }
+    @model_validator(mode="after")
+    def _one_body(self) -> HttpGroup:
+        if self.body is not None and self.body_file is not None:
+            raise ValueError("give either body or body_file, not both")
+        if self.http2:
+            raise ValueError("http2 = true is not supported yet (knee speaks HTTP/1.1); remove it")
+        return self
 
 
 class TcpGroup(_GroupBase):
@@ -193,9 +180,6 @@ class TcpGroup(_GroupBase):
             raise ValueError("must be host:port, like 127.0.0.1:9000")
         return v
 
-    def client_spec(self) -> dict[str, Any]:
-        return {"kind": "tcp", "addr": self.addr, "send": self.send, "expect": self.expect}
-
 
 class ExpectFile(_Model):
     path: str
@@ -210,17 +194,7 @@ class ExecGroup(_GroupBase):
     expect_stdout: str | None = None
     expect_stderr: str | None = None
     expect_file: ExpectFile | None = None
-
-    def client_spec(self) -> dict[str, Any]:
-        return {
-            "kind": "exec",
-            "argv": list(self.argv),
-            "env": [[k, v] for k, v in self.env.items()],
-            "cwd": self.cwd,
-            "expect_stdout": self.expect_stdout,
-            "expect_stderr": self.expect_stderr,
-            "expect_file": self.expect_file.model_dump() if self.expect_file else None,
-        }
+    bytes_from: Annotated[str, Field(min_length=1)] | None = None  # "stdout" or a file path: the payload's size
 
 
 Group = Annotated[HttpGroup | TcpGroup | ExecGroup, Field(discriminator="kind")]
@@ -301,6 +275,7 @@ class Sweep(_Model):
     direction: Literal["up", "up-down"] = "up"
     interval: Duration = 1.0
     stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    threads: Annotated[int, Field(ge=0)] = 0  # engine threads; 0 = one per core
 
     @model_validator(mode="after")
     def _check(self) -> Sweep:
@@ -320,23 +295,9 @@ class Sweep(_Model):
             return list(values.expand())
         return sorted({_whole(v) for v in values})
 
-    def pacer(self, rate_hz: float) -> dict[str, Any]:
-        """The engine's open-loop pacer at `rate_hz` (docs/engine-spec.md)."""
-        return {
-            "kind": "rate",
-            "rate_hz": float(rate_hz),
-            "poisson": self.arrival == "poisson",
-            "max_in_flight": self.max_in_flight or DEFAULT_MAX_IN_FLIGHT,
-        }
-
-    def stop_spec(self) -> dict[str, int] | None:
-        if self.duration is not None:
-            return {"duration_ms": round(self.duration * 1000)}
-        if self.per_client is not None:
-            return {"per_client": self.per_client}
-        if self.total is not None:
-            return {"total": self.total}
-        return None
+    def has_stop(self) -> bool:
+        """The sweep gives its groups a stop (duration, per_client or total)."""
+        return self.duration is not None or self.per_client is not None or self.total is not None
 
 
 class StopRules(_Model):
@@ -355,11 +316,46 @@ class Recovery(_Model):
 
 
 class Slo(_Model):
+    """Limits every level up to the capacity must stay within (docs/analysis.md); None: no limit."""
+
     p99_ms: Annotated[float, Field(gt=0)] | None = None
     failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
     # The SLO must hold up to this many clients (rate sweeps: this offered rate); without it, at every level.
     min_clients: Annotated[int, Field(ge=1)] | None = None
     min_rate: PositiveRate | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Slo | None:
+        """From a table like {"p99_ms": 500, "failure_ratio": 0.01}; None when it sets no limit. One sentence per
+        mistake (with the key), as in a scenario file."""
+        if not d:
+            return None
+        try:
+            slo = cls.model_validate(d)
+        except ValidationError as exc:
+            msgs = (_describe(e, Source("slo")).replace("slo: ", "slo.", 1) for e in exc.errors())
+            raise UserError("; ".join(msgs)) from None
+        return None if slo.p99_ms is None and slo.failure_ratio is None else slo
+
+    @property
+    def required(self) -> float | None:
+        """The level the SLO must hold up to (clients, or an offered rate), if any."""
+        return self.min_rate if self.min_rate is not None else self.min_clients
+
+    def describe(self) -> str:
+        """'p99 ≤ 500 ms, failures ≤ 1 %'."""
+        from knee.fmt import pct
+
+        parts = []
+        if self.p99_ms is not None:
+            parts.append(f"p99 ≤ {self.p99_ms:g} ms")
+        if self.failure_ratio is not None:
+            parts.append(f"failures ≤ {pct(self.failure_ratio)}")
+        if self.min_clients is not None:
+            parts.append(f"up to {self.min_clients} clients")
+        if self.min_rate is not None:
+            parts.append(f"up to {self.min_rate:g}/s offered")
+        return ", ".join(parts) or "no limits"
 
 
 class Analysis(_Model):
@@ -370,6 +366,8 @@ class Scenario(_Model):
     name: str = ""
     description: str = ""
     vars: dict[str, str] = Field(default_factory=dict)
+    # names of ${placeholders} whose values come from --secret or the environment and are never written
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
     groups: Annotated[dict[str, Group], Field(min_length=1)]
     sweep: Sweep = Field(default_factory=Sweep)
     stop: StopRules = Field(default_factory=StopRules)
@@ -392,7 +390,7 @@ class Scenario(_Model):
                 "every group has background = true, so none would end the step; "
                 "give at least one group no background (it sets how long each step lasts)"
             )
-        if self.sweep.stop_spec() is None:
+        if not self.sweep.has_stop():
             missing = [
                 n
                 for n, g in self.groups.items()
@@ -512,27 +510,52 @@ class Scenario(_Model):
     def recovery_enabled(self) -> bool:
         return self.recovery.enabled if self.recovery.enabled is not None else len(self.levels()) > 1
 
-    def record_dict(self) -> dict[str, Any]:
-        """What run.json keeps under `scenario` (also how `--resume` rebuilds the scenario)."""
-        d = self.model_dump(mode="json", exclude={"slo"} if self.slo is None else set())
-        for g in d["groups"].values():
-            g["think_s"] = g["think"]  # the name knee.analysis reads (Little's law)
-        return d
+    def to_toml(self) -> str:
+        """The scenario as a TOML file that loads back to an equal scenario (`--save-scenario`)."""
+        from knee.tomlout import to_toml
+
+        return to_toml(self.model_dump(mode="json", exclude_defaults=True, exclude_none=True))
 
 
 # ---- loading -------------------------------------------------------------------------------------------------
 
 
-def load_scenario(path: Path, variables: dict[str, str] | None = None) -> Scenario:
+@dataclass(frozen=True)
+class Loaded:
+    """A scenario as it runs, and as it is written down."""
+
+    scenario: Scenario  # every placeholder filled: what runs
+    record: Scenario  # secrets (and credentials given literally) as ${placeholders}: what run.json keeps
+    secrets: dict[str, str]  # name -> value of every secret the run uses
+
+
+def load_scenario(
+    path: Path, variables: dict[str, str] | None = None, secrets: dict[str, str] | None = None
+) -> Scenario:
     """Read, fill placeholders, validate. Every problem becomes a UserError naming the line and key."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from exc
-    return parse_scenario(text, path.name, variables)
+    return read_scenario(text, path.name, variables, secrets).scenario
 
 
-def parse_scenario(text: str, source: str = "scenario.toml", variables: dict[str, str] | None = None) -> Scenario:
+def parse_scenario(
+    text: str,
+    source: str = "scenario.toml",
+    variables: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
+) -> Scenario:
+    return read_scenario(text, source, variables, secrets).scenario
+
+
+def read_scenario(
+    text: str,
+    source: str = "scenario.toml",
+    variables: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
+) -> Loaded:
+    """Parse TOML text into the scenario as it runs and as it is recorded."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -540,43 +563,99 @@ def parse_scenario(text: str, source: str = "scenario.toml", variables: dict[str
         where = f" line {m.group(1)}" if m else ""
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         raise UserError(f"{source}{where}: not valid TOML: {msg}") from exc
+    return from_raw(raw, Source(source, text), variables, secrets)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a scenario came from, for error messages: a file's name and text (for line numbers), or the
+    command line, whose keys are named by the options that set them."""
+
+    name: str
+    text: str = ""
+    options: dict[str, str] | None = None  # scenario key -> the command-line option that sets it
+
+
+def from_raw(
+    raw: dict[str, Any],
+    source: Source,
+    variables: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
+) -> Loaded:
+    """Fill placeholders and validate a scenario's tables (from TOML, or built from the command line)."""
     file_vars = raw.get("vars", {})
     if not isinstance(file_vars, dict):
-        raise UserError(f'{source} line {_find_line(text, ("vars",))}: vars must be a table of name = "value"')
+        raise UserError(
+            f'{source.name} line {_find_line(source.text, ("vars",))}: vars must be a table of name = "value"'
+        )
+    declared = raw.get("secrets", [])
+    if not isinstance(declared, list) or not all(isinstance(n, str) for n in declared):
+        raise UserError(f'{source.name}: secrets must be a list of names, e.g. secrets = ["token"]')
     values = {str(k): str(v) for k, v in file_vars.items()}
     values.update(variables or {})
-    raw = _substitute(raw, values, text, source)
+    given = dict(secrets or {})
+    secret_values = {**resolve([n for n in declared if n not in given], {}, f"{source.name} uses"), **given}
+    run_raw = _substitute(raw, {**values, **secret_values}, source, keep=set())
+    record_raw = _substitute(raw, values, source, keep=set(secret_values))
+    known = dict(secret_values)
+    if isinstance(record_raw.get("groups"), dict) and isinstance(run_raw.get("groups"), dict):
+        record_raw["groups"] = lift_credentials(record_raw["groups"], run_raw["groups"], known)
+    lifted = {k: v for k, v in known.items() if k not in secret_values}
+    names = list(dict.fromkeys([*declared, *given, *lifted]))
+    if names:
+        run_raw["secrets"] = record_raw["secrets"] = names
+    scenario = _validate(run_raw, source)
+    try:
+        record = Scenario.model_validate(record_raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise UserError(
+            f"{source.name}: {key} holds a secret placeholder where the value is checked ({err['msg']}); "
+            "use secrets in header, cookie, env, body and argv values only"
+        ) from None
+    all_secrets = {**secret_values, **lifted}
+    remember(all_secrets)
+    return Loaded(scenario, record, all_secrets)
+
+
+def scenario_from_record(record: Scenario, secrets: dict[str, str] | None = None) -> Loaded:
+    """The scenario a run was started with (run.json's), its secrets filled in again for `--resume`."""
+    values = resolve(record.secrets, secrets or {}, "this run uses")
+    raw = record.model_dump(mode="json", exclude_none=True)
+    run_raw = _substitute(raw, values, Source("run.json"), keep=set(), strict=False)
+    remember(values)
+    return Loaded(_validate(run_raw, Source("run.json")), record, values)
+
+
+def _validate(raw: dict[str, Any], source: Source) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise UserError("\n".join(_describe(e, text, source) for e in exc.errors())) from None
+        raise UserError("\n".join(_describe(e, source) for e in exc.errors())) from None
 
 
-def scenario_from_record(d: dict[str, Any]) -> Scenario:
-    """Rebuild the scenario a run was started with (from run.json)."""
-    d = dict(d, groups={name: {k: v for k, v in g.items() if k != "think_s"} for name, g in d["groups"].items()})
-    try:
-        return Scenario.model_validate(d)
-    except ValidationError as exc:
-        raise UserError(f"run.json holds a scenario this knee cannot read: {exc.errors()[0]['msg']}") from None
-
-
-def _substitute(value: Any, values: dict[str, str], text: str, source: str) -> Any:
+def _substitute(value: Any, values: dict[str, str], source: Source, keep: set[str], strict: bool = True) -> Any:
+    """Fill `${name}` from `values`; leave runtime placeholders and those in `keep` as they are. An undefined
+    name is an error (`strict`) or left as it is."""
     if isinstance(value, dict):
-        return {k: _substitute(v, values, text, source) for k, v in value.items()}
+        return {k: _substitute(v, values, source, keep, strict) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, values, text, source) for v in value]
+        return [_substitute(v, values, source, keep, strict) for v in value]
     if isinstance(value, str):
 
         def repl(m: re.Match[str]) -> str:
             name = m.group(1)
-            if name in RUNTIME_PLACEHOLDERS:
+            if name in RUNTIME_PLACEHOLDERS or name in keep:
                 return m.group(0)
             if name not in values:
-                line = next((i for i, ln in enumerate(text.splitlines(), 1) if m.group(0) in ln), None)
+                if not strict:
+                    return m.group(0)
+                line = next((i for i, ln in enumerate(source.text.splitlines(), 1) if m.group(0) in ln), None)
                 where = f" line {line}" if line else ""
                 raise UserError(
-                    f"{source}{where}: ${{{name}}} is not defined; pass --var {name}=VALUE or add it under [vars]"
+                    f"{source.name}{where}: ${{{name}}} is not defined; pass --var {name}=VALUE or add it under "
+                    f"[vars] (or --secret {name}=VALUE for a value knee must never write)"
                 )
             return values[name]
 
@@ -587,7 +666,7 @@ def _substitute(value: Any, values: dict[str, str], text: str, source: str) -> A
 _KIND_TAGS = {"http", "tcp", "exec"}
 
 
-def _describe(err: Any, text: str, source: str) -> str:
+def _describe(err: Any, source: Source) -> str:
     loc = [str(p) for p in err["loc"]]
     # drop the discriminator tag pydantic inserts (groups.<name>.http.url) and union branch names
     if len(loc) >= 3 and loc[0] == "groups" and loc[2] in _KIND_TAGS:
@@ -596,8 +675,18 @@ def _describe(err: Any, text: str, source: str) -> str:
         del loc[2]
     key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".")
     msg = _phrase(err)
-    line = _find_line(text, tuple(loc) if loc else tuple(msg.split()[0].split(".")))
-    where = f"{source} line {line}" if line else source
+    if source.options is not None:
+        # the command line: name the option that set the key (or the key's own option, for a whole table)
+        option = next((o for k, o in source.options.items() if key == k or key.startswith(k + ".")), None)
+        if option is None:
+            option = next((o for k, o in source.options.items() if k.startswith(key + ".")), None) if key else None
+        return (
+            f"{option or key or source.name} {msg}"
+            if msg.startswith(("must", "is ", "needs"))
+            else (f"{option or key or source.name}: {msg}")
+        )
+    line = _find_line(source.text, tuple(loc) if loc else tuple(msg.split()[0].split(".")))
+    where = f"{source.name} line {line}" if line else source.name
     if not key:
         return f"{where}: {msg}"
     sep = " " if msg.startswith(("must", "is ", "needs", "kind")) else ": "
@@ -618,7 +707,7 @@ def _phrase(err: Any) -> str:
         return f"must be {word} {_bound(ctx.get('ge', ctx.get('gt')))}{got_s}"
     if t in ("less_than_equal", "less_than"):
         word = "at most" if t == "less_than_equal" else "less than"
-        return f"must be {word} {ctx.get('le', ctx.get('lt'))}{got_s}"
+        return f"must be {word} {_bound(ctx.get('le', ctx.get('lt')))}{got_s}"
     if t == "literal_error":
         return f"must be {ctx.get('expected')}{got_s}"
     if t == "union_tag_invalid":

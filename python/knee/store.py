@@ -1,18 +1,22 @@
-"""The run directory: everything a sweep measured, written as it goes, never lost.
+"""The run directory: everything a run measured, written as it goes, never lost.
 
     runs/<run-id>/
-      scenario.toml          the scenario file as given
+      scenario.toml          the scenario as run (secrets as ${placeholders})
       run.json               the RunRecord, rewritten atomically after every step
       steps/<n>.knee         step n's engine ShardResult (lossless, mergeable)
       steps/<n>-<group>.hgrm step n's latency histogram of one group (HdrHistogram V2 deflate)
-      report.md, report.html, levels.csv, series.csv   written by knee.report at the end
+      steps/between.knee     a continuous baseload's operations outside the steps
+      report.md, report.html, levels.csv, series.csv   the reports, written at the end
 
-Every file is written to a temporary name, fsynced and renamed, so a killed knee
-leaves either the old or the new version of a file, never half of one.
+`RunDir` is the only code that knows these paths. Every file is written to a temporary name,
+fsynced and renamed, so a killed knee leaves either the old or the new version of a file, never half
+of one; every text goes through `knee.secrets.scrub` first. `RunDir.memory()` is a run directory
+that writes nothing (a `knee run` without `--out`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -21,7 +25,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from knee.errors import UserError
-from knee.model import RunRecord
+from knee.model import SCHEMA_VERSION, RunRecord
+from knee.secrets import scrub
+
+REPORT_FILES = ("report.md", "report.html", "levels.csv", "series.csv")
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -40,11 +47,32 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-class RunDir:
-    """One run's directory."""
+def write_text(path: Path, text: str) -> None:
+    """Write a text file knee produced (report, JSON) atomically, secrets scrubbed."""
+    atomic_write(path, scrub(text).encode())
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+
+class RunDir:
+    """One run's directory (or, from `memory()`, none: nothing is written)."""
+
+    def __init__(self, path: Path | str | None) -> None:
+        self._path = Path(path) if path is not None else None
+        self._record: RunRecord | None = None  # a memory run directory's record
+
+    @classmethod
+    def memory(cls) -> RunDir:
+        """A run directory that keeps nothing on disk (its record lives in memory)."""
+        return cls(None)
+
+    @property
+    def kept(self) -> bool:
+        return self._path is not None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            raise UserError("this run keeps no run directory; pass --out DIR to keep one")
+        return self._path
 
     @property
     def record_path(self) -> Path:
@@ -57,6 +85,20 @@ class RunDir:
     @property
     def steps_dir(self) -> Path:
         return self.path / "steps"
+
+    def report_path(self, name: str) -> Path:
+        """One of REPORT_FILES."""
+        return self.path / name
+
+    def step_path(self, index: int) -> Path:
+        return self.steps_dir / f"{index}.knee"
+
+    def hgrm_path(self, index: int, group: str) -> Path:
+        return self.steps_dir / f"{index}-{group}.hgrm"
+
+    @property
+    def between_path(self) -> Path:
+        return self.steps_dir / "between.knee"
 
     @classmethod
     def create(cls, out: Path, name: str) -> RunDir:
@@ -78,29 +120,82 @@ class RunDir:
         raise UserError(f"--out {str(out)!r} has too many runs named {stamp}-{slug}; choose another directory")
 
     def load(self) -> RunRecord:
-        try:
-            text = self.record_path.read_text()
-        except OSError as exc:
+        """The RunRecord in run.json, or a UserError naming the path, what is wrong and the fix."""
+        if not self.kept and self._record is not None:
+            return self._record
+        path = self.path
+        if not path.exists():
+            raise UserError(f"run directory '{path}' does not exist; pass a directory like runs/<run-id>")
+        if not path.is_dir():
+            raise UserError(f"'{path}' is a file, not a run directory; pass the directory that holds run.json")
+        if not self.record_path.is_file():
             raise UserError(
-                f"{str(self.path)!r} is not a run directory (no readable run.json: {exc.strerror}); "
-                "pass a directory made by knee sweep"
-            ) from exc
+                f"'{path}' is not a run directory (it has no run.json); pass a directory like runs/<run-id>"
+            )
         try:
-            return RunRecord.model_validate_json(text)
+            data = json.loads(self.record_path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise UserError(f"'{self.record_path}' is not text (corrupt run.json); restore it or re-run") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"'{self.record_path}' is not valid JSON (line {exc.lineno}: {exc.msg}); restore it or re-run"
+            ) from None
+        except OSError as exc:
+            raise UserError(f"cannot read '{self.record_path}': {exc.strerror}; check its permissions") from None
+        if not isinstance(data, dict):
+            raise UserError(f"'{self.record_path}' holds a JSON {type(data).__name__}, not a run record; restore it")
+        version = data.get("schema_version")
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise UserError(
+                f"'{self.record_path}' has schema_version {version} but this knee reads up to {SCHEMA_VERSION}; "
+                "upgrade knee to read it"
+            )
+        try:
+            return RunRecord.model_validate(data)
         except ValidationError as exc:
-            raise UserError(f"{str(self.record_path)!r} is not a valid run record: {exc.errors()[0]['msg']}") from None
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+            raise UserError(
+                f"'{self.record_path}' does not match the run schema at {where} ({err['msg']}); "
+                "it is damaged or not written by knee"
+            ) from None
 
     def save(self, record: RunRecord) -> None:
-        atomic_write(self.record_path, record.model_dump_json(indent=2).encode())
+        self._record = None if self.kept else record
+        if self.kept:
+            write_text(self.record_path, record.model_dump_json(indent=2, by_alias=True))
 
     def write_scenario(self, text: str) -> None:
-        atomic_write(self.scenario_path, text.encode())
+        if self.kept:
+            write_text(self.scenario_path, text)
+
+    def scenario_text(self) -> str | None:
+        """The scenario file as run, if the directory has one."""
+        if self.kept and self.scenario_path.is_file():
+            return self.scenario_path.read_text(encoding="utf-8", errors="replace")
+        return None
 
     def write_step(self, index: int, result_bytes: bytes, histograms: dict[str, bytes]) -> None:
         """Save step `index`'s engine result and each group's latency histogram."""
-        atomic_write(self.steps_dir / f"{index}.knee", result_bytes)
+        if not self.kept:
+            return
+        atomic_write(self.step_path(index), result_bytes)
         for group, data in histograms.items():
-            atomic_write(self.steps_dir / f"{index}-{group}.hgrm", data)
+            atomic_write(self.hgrm_path(index, group), data)
+
+    def write_between(self, result_bytes: bytes) -> None:
+        if self.kept:
+            atomic_write(self.between_path, result_bytes)
 
     def step_result_bytes(self, index: int) -> bytes:
-        return (self.steps_dir / f"{index}.knee").read_bytes()
+        return self.step_path(index).read_bytes()
+
+    def write_report(self, name: str, text: str) -> Path:
+        path = self.report_path(name)
+        write_text(path, text)
+        return path
+
+
+def load_run(path: Path | str) -> RunRecord:
+    """The RunRecord of a run directory (`knee report`, `knee compare`)."""
+    return RunDir(path).load()

@@ -22,41 +22,10 @@ from types import TracebackType
 from typing import Any
 
 from knee.errors import UserError
+from knee.tomlout import to_toml
 
 # Config keys whose value is a table.
 _TABLES = ("recovery", "tcp", "paths")
-
-
-def to_toml(table: dict[str, Any]) -> str:
-    """Write a config dict (scalars, and tables of scalars or of tables) as TOML."""
-    lines: list[str] = []
-    _emit(table, [], lines)
-    return "\n".join(lines) + "\n"
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-
-
-def _scalar(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    raise UserError(f"config value {v!r} is not a number, string or boolean; use one of those")
-
-
-def _emit(table: dict[str, Any], prefix: list[str], lines: list[str]) -> None:
-    subs = {k: v for k, v in table.items() if isinstance(v, dict)}
-    if prefix and (len(subs) < len(table) or not table):
-        lines.append("[" + ".".join(_key(p) for p in prefix) + "]")
-    for k, v in table.items():
-        if not isinstance(v, dict) and v is not None:
-            lines.append(f"{_key(k)} = {_scalar(v)}")
-    for k, v in subs.items():
-        _emit(v, [*prefix, k], lines)
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

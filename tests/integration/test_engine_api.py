@@ -10,6 +10,7 @@ from hdrh.histogram import HdrHistogram
 
 import knee
 from knee import _engine, engine
+from knee.spec import EngineSpec
 
 from servers import Nginx
 
@@ -26,14 +27,14 @@ def test_percentiles_equal_hdrhistogram(nginx: Nginx) -> None:
     blob = r.result.histogram(0, "latency")
     assert blob is not None
     h = decode(blob)
-    lat = r.summary["groups"][0]["latency_us"]
-    assert h.get_total_count() == lat["count"] == 5000
+    lat = r.summary.groups[0].latency_us
+    assert h.get_total_count() == lat.count == 5000
     for key, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
-        assert lat[key] == h.get_value_at_percentile(q), key
-    assert lat["max"] == h.get_max_value()
-    assert lat["min"] == h.get_min_value()
-    assert lat["mean"] == pytest.approx(h.get_mean_value(), rel=1e-3)
-    for q, v in r.summary["groups"][0]["percentiles"]:
+        assert getattr(lat, key) == h.get_value_at_percentile(q), key
+    assert lat.max == h.get_max_value()
+    assert lat.min == h.get_min_value()
+    assert lat.mean == pytest.approx(h.get_mean_value(), rel=1e-3)
+    for q, v in r.summary.groups[0].percentiles:
         assert v == h.get_value_at_percentile(q), q
 
 
@@ -44,9 +45,9 @@ def test_merge_equals_the_sum_and_bytes_round_trip(nginx: Nginx) -> None:
     ha.add(hb)
     merged = _engine.ShardResult.from_bytes(a.to_bytes())
     merged.merge(b)
-    g = engine.summary(merged)["groups"][0]
-    assert g["succeeded"] == 2500
-    assert len(g["per_client"]) == 10 and sum(g["per_client"]) == 2500
+    g = engine.summary(merged).groups[0]
+    assert g.succeeded == 2500
+    assert len(g.per_client) == 10 and sum(g.per_client) == 2500
     hm = decode(merged.histogram(0, "latency"))
     assert hm.get_total_count() == ha.get_total_count() == 2500
     for q in (50, 90, 99, 99.9, 100):
@@ -55,29 +56,35 @@ def test_merge_equals_the_sum_and_bytes_round_trip(nginx: Nginx) -> None:
     assert json.loads(again.summary()) == json.loads(merged.summary())
 
 
-def test_bad_spec_is_a_value_error_naming_the_key() -> None:
+def test_bad_spec_is_a_typed_engine_error_naming_the_key() -> None:
     spec = {"groups": [{"name": "g", "clients": 0, "stop": {"total": 1}, "client": {"kind": "exec", "argv": ["true"]}}]}
-    with pytest.raises(ValueError, match="clients"):
-        engine.Engine(spec)
+    with pytest.raises(knee.SpecError, match=r"groups\[0\]\.clients must be at least 1 \(got 0\)") as err:
+        engine.Engine(EngineSpec.model_validate(spec))
+    assert isinstance(err.value, knee.EngineError) and not isinstance(err.value, ValueError)
+    assert type(err.value).__module__ == "knee._engine"
+    with pytest.raises(knee.EngineError, match="format version"):
+        _engine.ShardResult.from_bytes(b'{"version": 1, "started_unix": 0, "elapsed_s": 0, "interval_s": 1, '
+                                       b'"stopped": false, "groups": []}')  # fmt: skip
 
 
 def test_snapshot_and_stop_from_python() -> None:
     spec = {"groups": [{"name": "g", "clients": 2, "stop": {"duration_ms": 30000},
                         "client": {"kind": "exec", "argv": ["sleep", "0.05"]}}]}  # fmt: skip
-    eng = engine.Engine(spec).start()
+    eng = engine.Engine(EngineSpec.model_validate(spec)).start()
     assert not eng.wait(1.0)
     snap = eng.snapshot()
-    assert snap["groups"][0]["name"] == "g" and snap["groups"][0]["succeeded"] > 0
+    assert snap.groups[0].name == "g" and snap.groups[0].succeeded > 0
     eng.stop()
     assert eng.wait(10.0)
-    g = engine.summary(eng.result())["groups"][0]
-    assert 0 < g["succeeded"] < 200
+    g = engine.summary(eng.result()).groups[0]
+    assert 0 < g.succeeded < 200
+    assert g.started == g.succeeded + g.failed + g.hung + g.abandoned and 1 <= g.abandoned <= 2
 
 
 def test_processing_is_latency_less_connect(nginx: Nginx) -> None:
     r = knee.run(nginx.url + "/", clients=4, n=800, new_connection=True)
-    g = r.summary["groups"][0]
-    proc, lat, conn = g["processing_us"], g["latency_us"], g["connect_us"]
-    assert proc["count"] == lat["count"] == conn["count"] == 800
-    assert proc["mean"] == pytest.approx(lat["mean"] - conn["mean"], abs=max(2.0, 0.02 * lat["mean"]))
+    g = r.summary.groups[0]
+    proc, lat, conn = g.processing_us, g.latency_us, g.connect_us
+    assert proc.count == lat.count == conn.count == 800
+    assert proc.mean == pytest.approx(lat.mean - conn.mean, abs=max(2.0, 0.02 * lat.mean))
     assert decode(r.result.histogram(0, "processing")).get_total_count() == 800

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 from knee.report import write_reports
-from knee.report.sample import sample_record
+from knee.store import RunDir
+
+from sample_records import sample_record
 
 REPO = Path(__file__).resolve().parents[2]
 CHECK = REPO / "scripts" / "chromium-check.py"
@@ -34,8 +36,8 @@ def chromium_check(html: Path, screenshot: Path | None = None) -> dict:  # type:
 
 def test_report_renders_in_chromium(tmp_path: Path) -> None:
     record = sample_record(error_sample=f"body: {HOSTILE}")
-    record.scenario["name"] = HOSTILE
-    write_reports(tmp_path, record)
+    record.scenario = record.scenario.model_copy(update={"name": HOSTILE})
+    write_reports(RunDir(tmp_path), record)
     html = tmp_path / "report.html"
     shot = ARTIFACTS / "report.png"
     shot.unlink(missing_ok=True)

@@ -22,6 +22,7 @@ import knee
 from knee.target import TargetProcess, start_target
 
 from conftest import REPO, knee_cli
+from servers import settled
 
 SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
 
@@ -43,20 +44,26 @@ def run_json(tmp_path: Path, *args: str) -> tuple[dict, subprocess.CompletedProc
 
 
 def test_a_rate_within_capacity_is_achieved_within_one_percent(target: TargetProcess, tmp_path: Path) -> None:
-    before = target.stats()
+    before = target.stats()["requests"]
     doc, proc = run_json(tmp_path, target.url + "/", "--rate", "200", "-c", "20", "-d", "3s")
     o = doc["open_loop"]
-    assert o["target_rate_hz"] == 200.0 and o["poisson"] is False and o["max_in_flight"] is None
+    assert o["target_rate_hz"] == 200.0 and o["poisson"] is False and o["max_in_flight"] == 10_000
     assert abs(o["offered_rate_hz"] / 200.0 - 1) < 0.01, o
     assert abs(o["achieved_rate_hz"] / o["offered_rate_hz"] - 1) < 0.01, o
     assert o["dropped"] == 0 and doc["failed"] == doc["hung"] == 0, doc
     assert o["latency_uncorrected_ms"]["count"] == doc["latency_ms"]["count"] == doc["succeeded"]
     # Corrected latency counts from the intended start: never below the uncorrected figure's median.
     assert doc["latency_ms"]["p50"] >= o["latency_uncorrected_ms"]["p50"]
-    # The server itself saw the operations (nothing counted that was not sent).
-    served = target.stats()
-    assert json.dumps(served) != json.dumps(before)
-    assert doc["spec"]["groups"][0]["pacer"] == {"kind": "rate", "rate_hz": 200.0, "poisson": False}
+    # The server saw exactly the operations knee started (and those of the warm-up): nothing more, nothing less.
+    seen = doc["started"] + doc["warmup_ops"]
+    assert doc["started"] == doc["succeeded"] + doc["failed"] + doc["hung"] + doc["abandoned"]
+    assert settled(lambda: target.stats()["requests"] - before, seen) == seen
+    assert doc["spec"]["groups"][0]["pacer"] == {
+        "kind": "rate",
+        "rate_hz": 200.0,
+        "poisson": False,
+        "max_in_flight": 10_000,
+    }
     for line in ("Offered rate:", "Achieved rate:", "Late (> 10 ms after due):", "Dropped (never started):"):
         assert line in proc.stdout, proc.stdout
     assert "uncorrected" in proc.stdout and "(from the intended start)" in proc.stdout
@@ -90,12 +97,12 @@ def test_the_in_flight_cap_drops_over_a_slow_service(tmp_path: Path) -> None:
 
 def test_python_api_open_loop_and_uncorrected_histogram(target: TargetProcess) -> None:
     r = knee.run(target.url + "/", clients=4, duration=1.0, rate=100.0)
-    g = r.summary["groups"][0]
-    assert g["open_loop"] is True and g["offered"] >= 99
+    g = r.summary.groups[0]
+    assert g.open_loop is True and g.offered >= 99
     raw = r.result.histogram(0, "latency_uncorrected")
     assert raw is not None
     h = HdrHistogram.decode(base64.b64encode(raw))  # hdrh decodes only the base64-wrapped V2 form
-    assert h.get_total_count() == g["latency_uncorrected_us"]["count"] == g["succeeded"]
+    assert h.get_total_count() == g.latency_uncorrected_us.count == g.succeeded
 
 
 @pytest.mark.parametrize(

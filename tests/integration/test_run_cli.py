@@ -195,7 +195,10 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: 
     [
         (["http://127.0.0.1:1/", "--bogus"], r"No such option '--bogus'"),
         (["ftp://127.0.0.1/"], r"unsupported target 'ftp://127.0.0.1/'"),
-        (["http://"], r"bad URL 'http://'"),
+        (
+            ["http://"],
+            r"TARGET must be an http:// or https:// URL with a host, like http://host:port/path \(got 'http://'\)",
+        ),
         (["http://127.0.0.1:99999/"], r"bad URL .*port"),
         (["http://127.0.0.1:1/", "-c", "0"], r"0 is not in the range x>=1"),
         (["--", "no-such-command-knee"], r"command not found or not executable: 'no-such-command-knee'"),

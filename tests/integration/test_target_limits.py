@@ -10,11 +10,11 @@ from knee import engine
 from knee.model import GroupStats
 from knee.target import TargetProcess, start_target
 
-from servers import http_spec
+from servers import http_spec, run_spec
 
 
 def run(s: dict[str, Any]) -> GroupStats:
-    return engine.group_stats(engine.run(s))["main"]
+    return engine.group_stats(run_spec(s))["main"]
 
 
 def test_error_onset_is_the_pool_size() -> None:

@@ -8,6 +8,23 @@ from test_analysis_helpers import step
 from knee.analysis import analyze_run
 from knee.errors import UserError
 from knee.model import GroupStats, RunRecord
+from knee.scenario import parse_scenario
+
+SCENARIO = """
+[groups.stress]
+kind = "http"
+url = "http://127.0.0.1:1/"
+think = "{think}"
+
+[groups.base]
+kind = "http"
+url = "http://127.0.0.1:1/base"
+clients = 50
+
+[sweep]
+levels = [1, 10, 20, 40, 80]
+duration = "10s"
+"""
 
 
 def _base(level: int, succeeded: int, failed: int = 0) -> GroupStats:
@@ -16,17 +33,18 @@ def _base(level: int, succeeded: int, failed: int = 0) -> GroupStats:
     )
 
 
-def _record(scenario: dict) -> RunRecord:
+def _record(extra: str = "", think: str = "0s") -> RunRecord:
     levels = [(1, 100), (10, 800), (20, 1200), (40, 1000), (80, 300)]
     steps = [
         step(i, lvl, ok, failed=2 if lvl >= 40 else 0, group="stress", extra={"base": _base(lvl, 500 - i)})
         for i, (lvl, ok) in enumerate(levels)
     ]
-    return RunRecord(run_id="r1", created_unix=0.0, scenario=scenario, measured_group="stress", steps=steps)
+    sc = parse_scenario(SCENARIO.format(think=think) + extra)
+    return RunRecord(run_id="r1", created_unix=0.0, scenario=sc, measured_group="stress", steps=steps)
 
 
 def test_one_verdict_per_group_measured_group_first() -> None:
-    verdicts = analyze_run(_record({}))
+    verdicts = analyze_run(_record())
     assert [v.group for v in verdicts] == ["stress", "base"]
     stress, base = verdicts
     assert stress.peak_level == 20 and stress.collapse_level == 80
@@ -36,39 +54,42 @@ def test_one_verdict_per_group_measured_group_first() -> None:
 
 
 def test_scenario_onset_and_slo_are_used() -> None:
-    stress = analyze_run(_record({"analysis": {"onset": 0.01}, "slo": {"failure_ratio": 0.0}}))[0]
+    stress = analyze_run(_record("[analysis]\nonset = 0.01\n[slo]\nfailure_ratio = 0.0\n"))[0]
     assert stress.error_onset_level is None
     assert stress.capacity_under_slo == 20 and stress.slo_passed is False
 
 
 def test_think_time_from_the_scenario_groups() -> None:
-    record = _record({"groups": [{"name": "stress", "think_ms": 1000}]})
+    record = _record(think="1s")
     a = analyze_run(record)[0].little[0].expected_n
-    b = analyze_run(_record({}))[0].little[0].expected_n
+    b = analyze_run(_record())[0].little[0].expected_n
     assert a == pytest.approx(b + 10.0)  # X = 10/s at level 1, Z = 1 s
 
 
 @pytest.mark.parametrize(
-    ("scenario", "message"),
-    [({"analysis": {"onset": 2}}, "analysis.onset"), ({"slo": 500}, "slo must be a table")],
+    ("extra", "message"),
+    [
+        ("[analysis]\nonset = 2\n", r"analysis.onset must be at most 1 \(got 2\)"),
+        ("slo = 500\n", r"slo must be a table \(got 500\)"),
+    ],
 )
-def test_bad_scenario_values_are_user_errors(scenario: dict, message: str) -> None:
+def test_bad_analysis_settings_are_refused_when_the_scenario_is_read(extra: str, message: str) -> None:
     with pytest.raises(UserError, match=message):
-        analyze_run(_record(scenario))
+        _record(extra) if not extra.startswith("slo") else parse_scenario(extra + SCENARIO.format(think="0s"))
 
 
 def test_recovery_tolerance_from_the_scenario() -> None:
-    record = _record({})
+    record = _record()
     end = max(s.started_unix + s.elapsed_s for s in record.steps)
     record.steps.append(step(10, 1, 70, group="stress", phase="recovery", started=end + 5))  # 7 Hz vs 10 Hz at first
     assert analyze_run(record)[0].recovered is False
-    record.scenario = {"recovery": {"tolerance": 0.5}}
+    record.scenario = _record("[recovery]\ntolerance = 0.5\n").scenario
     stress = analyze_run(record)[0]
     assert stress.recovered is True and stress.time_to_recover_s == pytest.approx(15.0)
 
 
 def test_verdicts_survive_run_json() -> None:
-    record = _record({"slo": {"p99_ms": 500, "failure_ratio": None}})
+    record = _record("[slo]\np99_ms = 500\n")
     record.verdicts = analyze_run(record)
     back = RunRecord.model_validate_json(record.model_dump_json(indent=2))
     assert back.verdicts == record.verdicts

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from knee.compare import compare_runs, interval_rates, rate_test, render_comparison
-from knee.report.sample import make_group, sample_record
+from knee.analysis.compare import compare_runs
+from knee.analysis.stats import interval_rates, rate_test
+from knee.report.compare import render_comparison
+
+from sample_records import make_group, sample_record
 
 LEVELS = (1, 5, 20, 50, 100, 400, 1000)
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from knee.report.sample import sample_record
+from sample_records import sample_record
 
 
 def knee(*args: str) -> subprocess.CompletedProcess[str]:

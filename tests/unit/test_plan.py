@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from knee.plan import PlannedStep, engine_spec, probe_step, quick, step_seconds, sweep_plan
+from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.scenario import parse_scenario
 
 SWEEP = """\
@@ -48,7 +48,7 @@ def test_stages_give_one_labelled_step_per_level_and_stage() -> None:
 
 def test_spec_follows_the_level_and_keeps_fixed_groups() -> None:
     s = parse_scenario(SWEEP + 'stages = ["store"]\n')
-    spec = engine_spec(s, PlannedStep(20, "store"))
+    spec = spec_of(s, PlannedStep(20, "store"))
     main, base = spec["groups"]
     assert spec["interval_ms"] == 500
     assert main["clients"] == 20
@@ -68,7 +68,7 @@ def test_recovery_probe_reruns_the_first_level_with_the_probe_length() -> None:
     s = parse_scenario(SWEEP + '[recovery]\nprobe = "3s"\n')
     probe = probe_step(s)
     assert (probe.level, probe.phase) == (5, "recovery")
-    assert engine_spec(s, probe)["groups"][0]["stop"] == {"duration_ms": 3000}
+    assert spec_of(s, probe)["groups"][0]["stop"] == {"duration_ms": 3000}
     assert s.recovery_enabled()
 
 
@@ -99,10 +99,24 @@ def test_quick_shrinks_sizes_but_keeps_the_shape() -> None:
     assert set(q.groups) == set(s.groups)
 
 
+def spec_of(scenario, step, **kw):  # type: ignore[no-untyped-def]
+    """The engine spec of a step as the JSON the engine reads."""
+    return engine_spec(scenario, step, **kw).model_dump(mode="json")
+
+
 def test_a_background_group_gets_the_engines_while_others_stop() -> None:
     text = SWEEP.replace("clients = 3\nper_client = 7", "clients = 3\nbackground = true")
-    spec = engine_spec(parse_scenario(text), sweep_plan(parse_scenario(text))[0])
+    spec = spec_of(parse_scenario(text), sweep_plan(parse_scenario(text))[0])
     base = next(g for g in spec["groups"] if g["name"] == "base")
     assert base["stop"] == {"while_others": True} and base["warmup_ms"] == 0
     # The step lasts as long as the group that sets it: the background group adds nothing.
     assert step_seconds(parse_scenario(text)) == 11.0
+    # A sweep runs it across the steps in a shard of its own, cut into per-step windows.
+    s = parse_scenario(text)
+    continuous = spec_of(s, sweep_plan(s)[1], continuous=True)
+    assert [g["name"] for g in continuous["groups"]] == ["main"]
+    bg = background_spec(s)
+    assert bg is not None and [(g.name, g.clients, g.stop.model_dump()) for g in bg.groups] == [
+        ("base", 3, {"while_others": True})
+    ]
+    assert background_spec(parse_scenario(SWEEP)) is None

@@ -58,8 +58,8 @@ def test_fd_limit_beyond_the_hard_limit_is_one_sentence_with_the_fix() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env, check=True)
     assert out.stdout.strip() == (
-        "the open-file limit (ulimit -n) is 512 but 1000 clients need about 3064 file descriptors; "
-        "raise it (ulimit -n 3064) or lower the largest level in sweep.levels"
+        "the open-file limit is 512 (ulimit -n) but 1000 clients need about 3064 file descriptors; "
+        "raise it with `ulimit -n 3064` or run fewer clients per machine"
     )
 
 

@@ -11,6 +11,8 @@ from knee.errors import UserError
 from knee.model import RunRecord
 from knee.store import RunDir, atomic_write
 
+from sample_records import scenario
+
 
 def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "a" / "run.json"
@@ -26,7 +28,7 @@ def test_run_dirs_are_unique_and_round_trip(tmp_path: Path) -> None:
     assert a.path != b.path
     assert a.path.name.endswith("my-sweep-1")
     assert a.steps_dir.is_dir()
-    rec = RunRecord(run_id=a.path.name, created_unix=1.0, scenario={"name": "x"})
+    rec = RunRecord(run_id=a.path.name, created_unix=1.0, scenario=scenario())
     a.save(rec)
     assert json.loads(a.record_path.read_text())["run_id"] == a.path.name
     assert a.load() == rec
@@ -36,5 +38,15 @@ def test_loading_a_non_run_directory_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="is not a run directory"):
         RunDir(tmp_path).load()
     (tmp_path / "run.json").write_text("{}")
-    with pytest.raises(UserError, match="is not a valid run record"):
+    with pytest.raises(UserError, match="does not match the run schema at run_id"):
         RunDir(tmp_path).load()
+
+
+def test_a_memory_run_directory_writes_nothing(tmp_path: Path) -> None:
+    rd = RunDir.memory()
+    rec = RunRecord(run_id="m", created_unix=1.0, scenario=scenario())
+    rd.save(rec)
+    rd.write_step(0, b"x", {"main": b"y"})
+    assert rd.load() is rec and not rd.kept
+    with pytest.raises(UserError, match="pass --out DIR"):
+        _ = rd.path

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 
 from knee.analysis import analyze, analyze_run
-from knee.analysis.slo import Slo
 from knee.analysis.usl import usl
 from knee.errors import UserError
 from knee.model import GroupStats, LatencyStats, OpenLoopStats, RunRecord, StepResult
 from knee.plan import engine_spec, probe_step, quick, sweep_plan
-from knee.report import rows as R
+from knee.report import view as V
 from knee.report.csvout import levels_csv
 from knee.report.markdown import render_markdown
-from knee.report.sample import make_group
-from knee.scenario import parse_scenario, scenario_from_record
+from knee.scenario import Slo, parse_scenario, scenario_from_record
+from knee.spec import ClosedPacer, RatePacer
 from knee.store import RunDir
+
+from sample_records import make_group
 
 RATES = """\
 [groups.main]
@@ -159,12 +160,12 @@ def test_open_loop_keys_are_refused_in_a_client_sweep(extra: str, message: str) 
 def test_engine_spec_paces_the_rate_group_and_leaves_the_baseload_closed() -> None:
     s = parse_scenario(RATES.replace('duration = "1s"', 'duration = "1s"\narrival = "poisson"\nmax_in_flight = 500'))
     spec = engine_spec(s, sweep_plan(s)[1])
-    main, base = spec["groups"]
-    assert main["clients"] == 20
-    assert main["pacer"] == {"kind": "rate", "rate_hz": 100.0, "poisson": True, "max_in_flight": 500}
-    assert "pacer" not in base and base["clients"] == 3
-    default = engine_spec(parse_scenario(RATES), sweep_plan(parse_scenario(RATES))[0])["groups"][0]["pacer"]
-    assert default == {"kind": "rate", "rate_hz": 2.5, "poisson": False, "max_in_flight": 10_000}
+    main, base = spec.groups
+    assert main.clients == 20
+    assert main.pacer == RatePacer(rate_hz=100.0, poisson=True, max_in_flight=500)
+    assert base.pacer == ClosedPacer() and base.clients == 3
+    default = engine_spec(parse_scenario(RATES), sweep_plan(parse_scenario(RATES))[0]).groups[0].pacer
+    assert default == RatePacer(rate_hz=2.5, poisson=False, max_in_flight=10_000)
 
 
 def test_up_down_recovery_and_quick_work_on_rates() -> None:
@@ -180,7 +181,8 @@ def test_up_down_recovery_and_quick_work_on_rates() -> None:
     q = quick(s)
     assert q.rate_sweep and q.sweep.duration == 1.0 and q.stop.max_rate is None
     assert q.levels() == [50, 200, 400, 1600]  # at most 4 rates, first and last kept, none dropped for size
-    assert engine_spec(q, sweep_plan(q)[3])["groups"][0]["pacer"]["rate_hz"] == 1600.0
+    pacer = engine_spec(q, sweep_plan(q)[3]).groups[0].pacer
+    assert isinstance(pacer, RatePacer) and pacer.rate_hz == 1600.0
 
 
 def open_group(rate: float, achieved: float, *, late: int = 0, dropped: int = 0, w_ms: float = 10.0) -> GroupStats:
@@ -199,7 +201,7 @@ def open_group(rate: float, achieved: float, *, late: int = 0, dropped: int = 0,
 
 def rate_steps(points: Sequence[tuple[float, GroupStats]]) -> list[StepResult]:
     return [
-        StepResult(index=i, level=rate, rate_hz=float(rate), started_unix=100.0 + 11 * i, elapsed_s=10.0, groups={
+        StepResult(index=i, level=rate, started_unix=100.0 + 11 * i, elapsed_s=10.0, groups={
             "main": g, "base": make_group("base", 3, 30.0, noise=0.0)})
         for i, (rate, g) in enumerate(points)
     ]  # fmt: skip
@@ -214,7 +216,7 @@ def test_saturation_is_the_first_rate_not_kept_up_with() -> None:
             (800, open_group(800, 290.0, late=4000, dropped=2000, w_ms=30.0)),
         ]
     )
-    v = analyze(steps, "main")
+    v = analyze(steps, "main", unit="rate")
     assert v.level_unit == "rate"
     assert v.saturation_level == 400
     assert v.peak_level == 400 and v.peak_rate == pytest.approx(300.0)
@@ -222,7 +224,7 @@ def test_saturation_is_the_first_rate_not_kept_up_with() -> None:
     assert "peaked at 300 Hz at 400/s offered" in text
     assert "saturated at 400/s offered: achieved 300 Hz (75 % of offered), 900 late, 50 dropped" in text
     assert "clients" not in text
-    base = analyze(steps, "base", fit=False)
+    base = analyze(steps, "base", fit=False, unit="rate")
     assert base.level_unit == "rate" and base.saturation_level is None
     assert "no errors up to 800/s offered" in base.sentences
 
@@ -231,10 +233,10 @@ def test_late_arrivals_alone_mark_saturation_and_in_service_ones_do_not() -> Non
     # 1 s in service at 10/s: about 10 arrivals are still in service when a 10 s window closes
     slow = open_group(10, 9.0, w_ms=1000.0)
     steps = rate_steps([(10, slow), (20, open_group(20, 19.9, late=11, w_ms=50.0))])  # 5.5 % of 200 late
-    v = analyze(steps, "main")
+    v = analyze(steps, "main", unit="rate")
     assert v.saturation_level == 20
     steps = rate_steps([(10, slow), (20, open_group(20, 19.9, late=9, dropped=1, w_ms=50.0))])  # jitter
-    v = analyze(steps, "main")
+    v = analyze(steps, "main", unit="rate")
     assert v.saturation_level is None
     assert "kept up with every offered rate up to 20/s" in v.sentences
 
@@ -245,7 +247,7 @@ def test_usl_is_fitted_on_littles_law_concurrency() -> None:
     for n in (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 22.0):
         x = usl(n, sigma, kappa, lam)
         points.append((round(x), open_group(round(x), x, w_ms=n / x * 1000)))
-    v = analyze(rate_steps(points), "main")
+    v = analyze(rate_steps(points), "main", unit="rate")
     assert v.usl is not None
     assert v.usl.sigma == pytest.approx(sigma, rel=0.05)
     assert v.usl.kappa == pytest.approx(kappa, rel=0.05)
@@ -255,16 +257,16 @@ def test_usl_is_fitted_on_littles_law_concurrency() -> None:
 
 def test_slo_min_rate() -> None:
     steps = rate_steps([(100, open_group(100, 100.0)), (200, open_group(200, 200.0, w_ms=900.0))])
-    v = analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=100))
+    v = analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=100), unit="rate")
     assert v.capacity_under_slo == 100 and v.slo_passed is True
     assert "capacity under SLO (p99 ≤ 100 ms, up to 100/s offered): 100/s offered" in v.sentences
-    assert analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=150)).slo_passed is False
+    assert analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=150), unit="rate").slo_passed is False
 
 
 def rate_record() -> RunRecord:
     s = parse_scenario(RATES)
     steps = rate_steps([(100, open_group(100, 100.0)), (200, open_group(200, 120.0, late=700, w_ms=40.0))])
-    return RunRecord(run_id="r", created_unix=1.0, scenario=s.record_dict(), measured_group="main", steps=steps)
+    return RunRecord(run_id="r", created_unix=1.0, scenario=s, measured_group="main", level_unit="rate", steps=steps)
 
 
 def test_rate_steps_and_the_scenario_round_trip_through_the_run_directory(tmp_path: Path) -> None:
@@ -276,7 +278,7 @@ def test_rate_steps_and_the_scenario_round_trip_through_the_run_directory(tmp_pa
     assert back == record
     assert back.steps[0].level == 2.5 and back.steps[1].level == 200
     assert back.steps[1].groups["main"].open_loop == record.steps[1].groups["main"].open_loop
-    again = scenario_from_record(back.scenario)
+    again = scenario_from_record(back.scenario).scenario
     assert again.rate_sweep and again.levels() == parse_scenario(RATES).levels()
 
 
@@ -284,14 +286,17 @@ def test_reports_name_offered_rates_and_show_achieved_late_dropped() -> None:
     record = rate_record()
     record.verdicts = analyze_run(record)
     md = render_markdown(record)
-    assert "| Offered | Achieved | Succeeded | Failed | Hung | Late | Dropped | p50 | p99 | p99 uncorr. |" in md
-    assert "| 200/s | 120 Hz (60.0 %) |" in md
+    assert (
+        "| Offered | Achieved | Succeeded | Failed | Hung | Abandoned | Late | Dropped | p50 | p99 | p99 uncorr. |"
+        in md
+    )
+    assert "| 200/s | 120 Hz (60 %) |" in md
     assert "saturated at 200/s offered" in md
     rows = list(csv.DictReader(io.StringIO(levels_csv(record))))
-    assert list(rows[0])[-5:] == R.OPEN_LOOP_COLUMNS
+    assert list(rows[0])[-5:] == V.OPEN_LOOP_COLUMNS
     main = [r for r in rows if r["group"] == "main"]
     assert [(r["level"], r["offered_rate_hz"], r["late"]) for r in main] == [("100", "100", "0"), ("200", "200", "700")]
     base = next(r for r in rows if r["group"] == "base")
     assert base["offered_rate_hz"] == "" and base["late"] == ""
     fallback = record.verdicts[0].model_copy(update={"sentences": []})
-    assert R.verdict_sentence(fallback).startswith("peaked at 120 Hz at 200/s offered")
+    assert V.verdict_line(fallback).startswith("peaked at 120 Hz at 200/s offered")

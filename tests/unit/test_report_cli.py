@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from knee.model import SCHEMA_VERSION
-from knee.report.sample import sample_record
+
+from sample_records import sample_record
 
 
 def knee(*args: str) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,8 @@ import csv
 import io
 
 from knee.report.csvout import levels_csv, series_csv
-from knee.report.sample import make_group, sample_record
+
+from sample_records import make_group, sample_record
 
 LEVEL_COLUMNS = [
     "index",
@@ -16,17 +17,22 @@ LEVEL_COLUMNS = [
     "level",
     "group",
     "clients",
+    "started",
     "succeeded",
     "failed",
     "hung",
+    "abandoned",
     "rate_hz",
     "failure_ratio",
     "p50_ms",
     "p90_ms",
     "p99_ms",
     "max_ms",
+    "bytes_received",
+    "transfer_bps",
     "partial",
     "generator_cpu_cores",
+    "machine_cpu_cores",
 ]
 
 

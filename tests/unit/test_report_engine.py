@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import threading
@@ -12,11 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from knee.engine import group_stats, run
-from knee.model import RunRecord, StepResult
-from knee.report import write_reports
-from knee.report.csvout import levels_csv
-from knee.report.hgrm import hgrm_path, read_percentiles
+import knee
+from knee.store import RunDir
 
 TOTAL = 300
 
@@ -46,35 +44,22 @@ def server() -> Iterator[str]:
 
 
 def test_reports_of_a_real_engine_run(server: str, tmp_path: Path) -> None:
-    spec = {
-        "threads": 1,
-        "interval_ms": 1000,
-        "groups": [
-            {
-                "name": "main",
-                "clients": 2,
-                "stop": {"total": TOTAL},
-                "timeout_ms": 5000,
-                "client": {"kind": "http", "url": server + "/x"},
-            }
-        ],
-    }
-    result = run(spec)
-    g = group_stats(result)["main"]
-    assert g.succeeded == TOTAL
-    step = StepResult(index=0, level=2, started_unix=time.time(), elapsed_s=g.elapsed_s, groups={"main": g})
-    record = RunRecord(run_id="engine", created_unix=time.time(), status="complete", steps=[step])
-    path = hgrm_path(tmp_path, 0, "main")
-    path.parent.mkdir()
-    path.write_bytes(result.histogram(0, "latency"))
+    """knee.run keeps a run directory; its step histogram decodes (Python's HdrHistogram port) to the
+    percentiles the engine put in run.json, and the reports render."""
+    from hdrh.histogram import HdrHistogram
 
-    pts = dict(read_percentiles(tmp_path, 0, "main") or [])
-    engine_pts = dict(g.percentiles_ms)
-    for q in (50.0, 99.0, 100.0):  # the same histogram, decoded by the Python HdrHistogram port
-        assert pts[q] == pytest.approx(engine_pts[q], rel=0.002), q
-    row = next(csv.DictReader(io.StringIO(levels_csv(record))))
-    assert int(row["succeeded"]) == TOTAL and int(row["failed"]) == 0
+    r = knee.run(server + "/x", clients=2, n=TOTAL, threads=1, out=tmp_path)
+    assert r.stats.succeeded == TOTAL and r.run_dir is not None
+    rd = RunDir(r.run_dir)
+    record = rd.load()
+    g = record.steps[0].groups["main"]
+    h = HdrHistogram.decode(base64.b64encode(rd.hgrm_path(0, "main").read_bytes()), b64_wrap=True)
+    for q, ms in g.percentiles_ms:  # the same histogram, decoded by the Python port
+        assert h.get_value_at_percentile(q) / 1000.0 == pytest.approx(ms, rel=0.002), q
+    row = next(csv.DictReader(io.StringIO(rd.report_path("levels.csv").read_text())))
+    assert int(row["succeeded"]) == TOTAL and int(row["failed"]) == 0 and int(row["abandoned"]) == 0
     assert abs(float(row["p99_ms"]) - g.latency_ms.p99) <= 1e-5 * g.latency_ms.p99
-    paths = write_reports(tmp_path, record)
-    assert all(p.stat().st_size > 0 for p in paths)
-    assert "Latency distribution per level" in (tmp_path / "report.html").read_text()
+    html = rd.report_path("report.html").read_text()
+    assert "Latency distribution per level" in html
+    # bytes: each response is 2 bytes of body
+    assert g.payload_bytes == 2 * TOTAL

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 import re
 from pathlib import Path
 
 import pytest
-from hdrh.histogram import HdrHistogram
 
 from knee.model import RunRecord
 from knee.report import write_reports
-from knee.report.hgrm import hgrm_path, read_percentiles
 from knee.report.html import render_html
-from knee.report.sample import fixed_work_record, sample_record
+from knee.store import RunDir
+
+from sample_records import fixed_work_record, sample_record, scenario
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -46,10 +45,11 @@ def test_html_has_the_plots_and_the_verdict(page: str) -> None:
     for svg, title in zip(svgs, titles, strict=True):
         assert title in svg
         assert svg.count("<path") > 5
-    assert "USL fit" in svgs[0] and "N* = 50" in svgs[0]
+    n_star = re.search(r"N\* = (\d+)", svgs[0])
+    assert "USL fit" in svgs[0] and n_star is not None and 45 <= int(n_star.group(1)) <= 55  # configured: 50
     record = sample_record()
     assert f'<p class="verdict">{"; ".join(record.verdicts[0].sentences)}</p>' in page
-    assert "<h2>Scenario</h2>" in page and "&quot;levels&quot;" in page
+    assert "<h2>Scenario</h2>" in page and "levels = [1, 2, 5," in page
     assert "loadgen-1" in page and "knee_version" in page
 
 
@@ -62,7 +62,7 @@ def test_no_usl_curve_without_a_fit() -> None:
 
 def test_hostile_text_appears_only_escaped() -> None:
     record = sample_record(levels=(1, 10, 600, 1000), group=HOSTILE, error_sample=f"body: {HOSTILE}")
-    record.scenario["name"] = HOSTILE
+    record.scenario = record.scenario.model_copy(update={"name": HOSTILE})
     record.machine["hostname"] = HOSTILE
     record.verdicts[0].sentences = [f"peaked {HOSTILE}"]
     page = render_html(record)
@@ -78,32 +78,20 @@ def test_dollar_signs_in_group_names_do_not_break_the_plots() -> None:
     assert len(re.findall(r"<svg\b", page)) == 5
 
 
-def _encoded(values_us: list[int]) -> bytes:
-    h = HdrHistogram(1, 3_600_000_000, 3)
-    for v in values_us:
-        h.record_value(v)
-    return base64.b64decode(h.encode())
-
-
-def test_latency_distribution_is_read_from_the_step_histogram(tmp_path: Path) -> None:
+def test_latency_distribution_is_drawn_from_the_engines_percentiles() -> None:
     record = sample_record(levels=(1, 10, 100))
-    values = list(range(1000, 101_000, 100))  # 1 ms .. 101 ms, uniform
-    path = hgrm_path(tmp_path, 1, "main")
-    path.parent.mkdir()
-    path.write_bytes(_encoded(values))
-    pts = dict(read_percentiles(tmp_path, 1, "main") or [])
-    assert pts[50.0] == pytest.approx(51.0, rel=0.01)
-    assert pts[99.0] == pytest.approx(100.0, rel=0.01)
-    assert read_percentiles(tmp_path, 0, "main") is None
-    hgrm_path(tmp_path, 0, "main").write_bytes(b"not a histogram")
-    assert read_percentiles(tmp_path, 0, "main") is None
-    assert len(re.findall(r"<svg\b", render_html(record, tmp_path))) == 5
+    g = record.steps[1].groups["main"]
+    g.percentiles_ms = [(50.0, 51.0), (90.0, 91.0), (99.0, 100.0), (99.9, 100.9), (100.0, 101.0)]
+    page = render_html(record)
+    dist = re.findall(r"<svg\b.*?</svg>", page, re.S)[4]
+    assert "Latency distribution per level" in dist
+    assert len(re.findall(r"<svg\b", page)) == 5
 
 
 def test_write_reports_writes_the_four_files(tmp_path: Path) -> None:
     record = sample_record(levels=(1, 10, 100))
     (tmp_path / "scenario.toml").write_text(f'name = "{HOSTILE}"\n')
-    paths = write_reports(tmp_path, record)
+    paths = write_reports(RunDir(tmp_path), record)
     assert [p.name for p in paths] == ["report.md", "report.html", "levels.csv", "series.csv"]
     assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
     page = (tmp_path / "report.html").read_text()
@@ -116,5 +104,5 @@ def test_fixed_work_runs_skip_the_concurrency_plots_and_empty_runs_render() -> N
     svgs = re.findall(r"<svg\b.*?</svg>", page, re.S)
     assert len(svgs) == 2 and "Per-interval series" in svgs[0]
     assert "<h3>Per stage</h3>" in page and "<td>store</td>" in page
-    empty = render_html(RunRecord(run_id="fresh", created_unix=0.0))
+    empty = render_html(RunRecord(run_id="fresh", created_unix=0.0, scenario=scenario()))
     assert "No steps yet." in empty and "<svg" not in empty

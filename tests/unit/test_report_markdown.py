@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from knee.report.markdown import render_markdown
-from knee.report.sample import sample_record
+
+from sample_records import sample_record
 
 
 def _md_rows(md: str) -> list[list[str]]:
+    """The rows of the first table (the group's levels)."""
     out = []
-    for line in md.splitlines():
-        if line.startswith("| ") and not line.startswith("| Concurrency"):
+    for line in md.split("\n\n| Concurrency", 1)[1].split("\n\n", 1)[0].splitlines()[1:]:
+        if line.startswith("| "):
             cells = [c.strip() for c in line.strip().strip("|").replace("\\|", "\x00").split("|")]
             out.append([c.replace("\x00", "|") for c in cells])
     return out
@@ -18,17 +20,18 @@ def _md_rows(md: str) -> list[list[str]]:
 def test_markdown_table_has_a_row_per_step_with_the_numbers() -> None:
     record = sample_record()
     md = render_markdown(record)
-    assert "| Concurrency | Succeeded (rate) | Failed | Hung | p50 | p99 |" in md
-    assert "|:---|---:|---:|---:|---:|---:|" in md
+    assert "| Concurrency | Succeeded (rate) | Failed | Hung | Abandoned | p50 | p99 |" in md
+    assert "|:---|---:|---:|---:|---:|---:|---:|" in md
     rows = _md_rows(md)
     assert len(rows) == len(record.steps)
     for row, step in zip(rows, record.steps, strict=True):
         g = step.groups["main"]
-        assert len(row) == 6
+        assert len(row) == 7
         assert row[0].split(" ")[0] == str(g.clients)
         assert row[1].startswith(f"{g.succeeded:,} (")
         assert row[3] == str(g.hung)
     assert "**Verdict:** " + "; ".join(record.verdicts[0].sentences) in md
+    assert "### Failure reasons" in md and "| status |" in md
 
 
 def test_markdown_neutralises_pipes_and_html_in_group_names_and_verdicts() -> None:
@@ -38,4 +41,4 @@ def test_markdown_neutralises_pipes_and_html_in_group_names_and_verdicts() -> No
     assert "<script>" not in md
     assert "<b>" not in md
     assert "a\\|b&lt;script&gt;" in md
-    assert all(len(r) == 6 for r in _md_rows(md))
+    assert all(len(r) == 7 for r in _md_rows(md))

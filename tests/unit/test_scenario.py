@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from knee.errors import UserError
-from knee.scenario import ExecGroup, HttpGroup, load_scenario, parse_scenario, scenario_from_record
+from knee.scenario import (
+    ExecGroup,
+    HttpGroup,
+    Scenario,
+    load_scenario,
+    parse_scenario,
+    read_scenario,
+    scenario_from_record,
+)
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 VARS = {"target": "http://127.0.0.1:1", "tcp": "127.0.0.1:2"}
@@ -133,7 +141,10 @@ def test_variables_fill_placeholders_and_command_line_wins() -> None:
 
 def test_undefined_variable_says_how_to_define_it() -> None:
     msg = error_of(MINIMAL.replace("http://127.0.0.1:1/x", "${host}/x"))
-    assert msg == "s.toml line 3: ${host} is not defined; pass --var host=VALUE or add it under [vars]"
+    assert msg == (
+        "s.toml line 3: ${host} is not defined; pass --var host=VALUE or add it under [vars] "
+        "(or --secret host=VALUE for a value knee must never write)"
+    )
 
 
 def test_exec_group_and_hang_after_alias() -> None:
@@ -157,8 +168,13 @@ def test_status_ranges_accept_text_and_numbers() -> None:
 
 def test_record_round_trip_rebuilds_the_same_scenario() -> None:
     for path in EXAMPLES:
-        s = load_scenario(path, VARS)
-        assert scenario_from_record(s.record_dict()) == s
+        loaded = read_scenario(path.read_text(), path.name, VARS)
+        s, record = loaded.scenario, loaded.record
+        assert scenario_from_record(record, loaded.secrets).scenario == s
+        # and through run.json's JSON and a saved TOML file
+        again = Scenario.model_validate_json(record.model_dump_json())
+        assert scenario_from_record(again, loaded.secrets).scenario == s
+        assert parse_scenario(record.to_toml(), secrets=loaded.secrets) == s, path.name
 
 
 def test_measured_group_is_the_one_that_follows_the_level() -> None:

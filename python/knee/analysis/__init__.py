@@ -11,8 +11,8 @@ The definitions are in docs/analysis.md.
 from __future__ import annotations
 
 from knee.analysis.run import analyze_run
-from knee.analysis.slo import Slo
 from knee.analysis.usl import FitError, fit_usl, usl
 from knee.analysis.verdict import analyze
+from knee.scenario import Slo
 
 __all__ = ["FitError", "Slo", "analyze", "analyze_run", "fit_usl", "usl"]

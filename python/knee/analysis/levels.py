@@ -8,10 +8,14 @@ group) also pool what was offered, late and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from knee.model import StepResult
+
+# DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
+COLLAPSE_RATE = 0.5
+COLLAPSE_FAILURES = 0.5
 
 
 @dataclass
@@ -122,3 +126,16 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
             r.p99_uncorrected_ms = max(r.p99_uncorrected_ms, o.latency_uncorrected_ms.p99)
         r.steps += 1
     return [rows[k] for k in sorted(rows)]
+
+
+def collapse(row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Callable[[float], str]) -> str | None:
+    """Why `row` is a collapse past `peak` (the reason in words, via the formatters `say` for a rate and
+    `pct` for a share), or None when it is not one. The one definition the sweep's stop rule and the
+    verdict share."""
+    if row.level <= peak.level:
+        return None
+    if row.failure_ratio > COLLAPSE_FAILURES:
+        return f"{pct(row.failure_ratio)} of operations failed"
+    if peak.rate > 0 and row.rate < COLLAPSE_RATE * peak.rate:
+        return f"{say(row.rate)}, {pct(row.rate / peak.rate)} of the peak"
+    return None

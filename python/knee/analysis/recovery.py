@@ -28,6 +28,12 @@ class Recovery:
     note: str | None = None  # why recovery could not be judged
 
 
+def back(rate: float, reference: float, tolerance: float = WITHIN) -> bool:
+    """A probe's rate is back: within `tolerance` of the reference rate, either way (the one test the
+    sweep's probing and the verdict share)."""
+    return abs(rate - reference) <= tolerance * reference
+
+
 def _rate(step: StepResult, group: str) -> float:
     g = step.groups[group]
     return g.succeeded / g.elapsed_s if g.elapsed_s > 0 else 0.0
@@ -52,6 +58,6 @@ def recovery(steps: Sequence[StepResult], group: str, tolerance: float = WITHIN)
     origin = max(s.started_unix + s.elapsed_s for s in before) if before else probes[0].started_unix
     waited = probes[-1].started_unix + probes[-1].elapsed_s - origin
     for p in probes:
-        if abs(_rate(p, group) - reference) <= tolerance * reference:
+        if back(_rate(p, group), reference, tolerance):
             return Recovery(True, max(0.0, p.started_unix + p.elapsed_s - origin), waited, baseline)
     return Recovery(False, None, waited, baseline)

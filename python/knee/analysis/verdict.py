@@ -1,4 +1,4 @@
-"""analyze(): from a group's steps to a Verdict — the numbers and the verdict in words.
+"""analyze(): from a group's steps to a Verdict — the numbers and the verdict in fmt.
 
 Definitions (DESIGN.md; docs/analysis.md says more):
 - the sweep is the steps of phase "sweep" in direction "up", pooled per level;
@@ -27,16 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from knee.analysis import little, words
-from knee.analysis.levels import LevelRow, pool, sweep_steps
+from knee import fmt
+from knee.analysis import little
+from knee.analysis.levels import COLLAPSE_FAILURES, LevelRow, collapse, pool, sweep_steps
 from knee.analysis.recovery import WITHIN, recovery
-from knee.analysis.slo import Slo, capacity
+from knee.analysis.slo import capacity
 from knee.analysis.usl import MIN_POINTS, fit_usl
 from knee.errors import UserError
 from knee.model import LevelUnit, StepResult, Verdict
+from knee.scenario import Slo
 
-COLLAPSE_RATE = 0.5
-COLLAPSE_FAILURES = 0.5
 HYSTERESIS_NOTE = 0.10
 SATURATION_SHORTFALL = 0.05
 SATURATION_LATE = 0.05  # above timer and scheduling jitter on a busy load machine
@@ -52,15 +52,16 @@ def analyze(
     think_s: float = 0.0,
     fit: bool = True,
     recovery_tolerance: float = WITHIN,
+    unit: LevelUnit = "clients",
 ) -> Verdict:
     """The verdict on one group.
 
     `fit=False` skips the USL (for a group whose clients do not follow the level);
-    `recovery_tolerance` is how close to its first rate the baseline level must come back.
+    `recovery_tolerance` is how close to its first rate the baseline level must come back;
+    `unit`: the levels are client counts or offered rates (a rate sweep, `RunRecord.level_unit`).
     Steps with different labels (fixed-work stages: store, fetch …) are separate curves.
     """
     labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
-    unit: LevelUnit = "rate" if any(s.rate_hz is not None for s in steps) else "clients"
     options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit, "unit": unit}
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
@@ -129,7 +130,7 @@ def _merge(group: str, parts: list[tuple[str, Verdict]], with_slo: bool) -> Verd
 
 def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
     def where(level: float) -> str:
-        return words.load(level, "rate") if v.level_unit == "rate" else f"level {level}"
+        return fmt.load(level, "rate") if v.level_unit == "rate" else f"level {level}"
 
     for s in sweep_steps(steps, group):
         if s.partial:
@@ -144,42 +145,34 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
     at = "at" if unit == "rate" else "with"  # "peaked at 900 Hz at 1000/s offered" / "… with 50 clients"
     if len(rows) == 1:
         v.warnings.append(
-            f"only one level ({words.load(rows[0].level, unit)}) was measured: "
+            f"only one level ({fmt.load(rows[0].level, unit)}) was measured: "
             "no curve, so no peak, collapse or USL model"
         )
     best = max(rows, key=lambda r: r.rate)
-    span = words.span(rows[0].level, rows[-1].level, unit)
+    span = fmt.span(rows[0].level, rows[-1].level, unit)
     if best.rate <= 0:
         v.sentences.append(f"no operation succeeded ({span})")
     elif len(rows) == 1:
         v.peak_level, v.peak_rate = best.level, best.rate
-        v.sentences.append(f"{words.rate(best.rate)} {at} {words.load(best.level, unit)}")
+        v.sentences.append(f"{fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}")
     else:
         v.peak_level, v.peak_rate = best.level, best.rate
         edge = " (the highest level measured: it may go higher)" if best is rows[-1] else ""
-        v.sentences.append(f"peaked at {words.rate(best.rate)} {at} {words.load(best.level, unit)}{edge}")
+        v.sentences.append(f"peaked at {fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}{edge}")
     first_err = next((r for r in rows if r.failure_ratio > onset), None)
     if first_err is not None:
         v.error_onset_level = first_err.level
-        v.sentences.append(
-            f"errors from {words.load(first_err.level, unit)} ({words.pct(first_err.failure_ratio)} failed)"
-        )
+        v.sentences.append(f"errors from {fmt.load(first_err.level, unit)} ({fmt.pct(first_err.failure_ratio)} failed)")
     elif best.rate > 0:
-        v.sentences.append(f"no errors up to {words.load(rows[-1].level, unit)}")
+        v.sentences.append(f"no errors up to {fmt.load(rows[-1].level, unit)}")
     if v.peak_level is None or v.peak_rate is None:
         return
     for r in rows:
-        if r.level <= v.peak_level:
-            continue
-        if r.failure_ratio > COLLAPSE_FAILURES:
-            why = f"{words.pct(r.failure_ratio)} of operations failed"
-        elif r.rate < COLLAPSE_RATE * v.peak_rate:
-            why = f"{words.rate(r.rate)}, {words.pct(r.rate / v.peak_rate)} of the peak"
-        else:
-            continue
-        v.collapse_level = r.level
-        v.sentences.append(f"collapsed at {words.load(r.level, unit)} ({why})")
-        break
+        why = collapse(r, best, fmt.rate, fmt.pct)
+        if why is not None:
+            v.collapse_level = r.level
+            v.sentences.append(f"collapsed at {fmt.load(r.level, unit)} ({why})")
+            break
 
 
 def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
@@ -195,13 +188,13 @@ def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
             continue
         v.saturation_level = r.level
         v.sentences.append(
-            f"saturated at {words.load(r.level, 'rate')}: achieved {words.rate(r.achieved_rate)} "
-            f"({words.pct(r.achieved_rate / r.offered_rate if r.offered_rate else 0.0)} of offered), "
+            f"saturated at {fmt.load(r.level, 'rate')}: achieved {fmt.rate(r.achieved_rate)} "
+            f"({fmt.pct(r.achieved_rate / r.offered_rate if r.offered_rate else 0.0)} of offered), "
             f"{r.late:,} late, {r.dropped:,} dropped"
         )
         return
     top = max(rows, key=lambda r: r.level)
-    v.sentences.append(f"kept up with every offered rate up to {words.level_rate(top.level)}")
+    v.sentences.append(f"kept up with every offered rate up to {fmt.level_rate(top.level)}")
 
 
 def _hung(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
@@ -211,7 +204,7 @@ def _hung(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
     if total:
         first = min(lvl for lvl, n in v.hung_by_level.items() if n)
         v.sentences.append(
-            f"{total:,} operation{'s' if total != 1 else ''} hung (from {words.load(first, v.level_unit)})"
+            f"{total:,} operation{'s' if total != 1 else ''} hung (from {fmt.load(first, v.level_unit)})"
         )
 
 
@@ -224,7 +217,7 @@ def _hysteresis(v: Verdict, up: list[LevelRow], down: list[LevelRow]) -> None:
     worst = max(v.hysteresis.items(), key=lambda kv: kv[1], default=None)
     if worst is not None and worst[1] > HYSTERESIS_NOTE:
         v.sentences.append(
-            f"on the way down it was {words.pct(worst[1])} slower at {words.load(worst[0], v.level_unit)} "
+            f"on the way down it was {fmt.pct(worst[1])} slower at {fmt.load(worst[0], v.level_unit)} "
             "than on the way up"
         )
 
@@ -235,11 +228,11 @@ def _recovery(v: Verdict, steps: Sequence[StepResult], group: str, tolerance: fl
     if rec.note:
         v.warnings.append(f"recovery not judged: {rec.note}")
     elif rec.recovered is True and rec.time_to_recover_s is not None:
-        v.sentences.append(f"recovered in {words.duration(rec.time_to_recover_s)}")
+        v.sentences.append(f"recovered in {fmt.duration(rec.time_to_recover_s)}")
     elif rec.recovered is False and rec.waited_s is not None:
         v.sentences.append(
-            f"did not recover after {words.duration(rec.waited_s)} "
-            f"(level {rec.baseline_level} stayed more than {words.pct(tolerance)} off its first rate)"
+            f"did not recover after {fmt.duration(rec.waited_s)} "
+            f"(level {rec.baseline_level} stayed more than {fmt.pct(tolerance)} off its first rate)"
         )
 
 
@@ -247,9 +240,9 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     v.capacity_under_slo, v.slo_passed = capacity(rows, slo)
     unit = v.level_unit
     if v.capacity_under_slo is None:
-        v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {words.load(rows[0].level, unit)}")
+        v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {fmt.load(rows[0].level, unit)}")
     else:
-        v.sentences.append(f"capacity under SLO ({slo.describe()}): {words.load(v.capacity_under_slo, unit)}")
+        v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}")
 
 
 def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
@@ -284,4 +277,4 @@ def _usl(v: Verdict, rows: list[LevelRow]) -> None:
     v.usl = f
     peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
-    v.sentences.append(f"USL{on}: σ={words.num(f.sigma)}, κ={words.num(f.kappa)}, {peak}, R²={f.r2:.2f}")
+    v.sentences.append(f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}")

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from knee.compare import compare_runs, render_comparison
+from knee.analysis.compare import compare_runs
 from knee.errors import UserError
-from knee.report.load import load_run
+from knee.report.compare import render_comparison
 from knee.report.terminal import make_console
+from knee.store import load_run
 
 
 @click.command(name="compare")

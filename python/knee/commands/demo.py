@@ -9,7 +9,8 @@ import click
 from rich.console import Console
 
 from knee.executor import on_hard_exit
-from knee.sweep import execute, start_run_text
+from knee.runner import execute, start_run
+from knee.scenario import read_scenario
 
 DEMO_PROFILE = "srm-fast"
 
@@ -63,8 +64,9 @@ def command(out: Path, profile: str, quick: bool) -> None:
         try:
             console.print(f"demo service ({profile}) at {target.url}", highlight=False, soft_wrap=True)
             variables = {"target": target.url, "profile": profile}
-            scenario, run_dir = start_run_text(DEMO_SCENARIO, "demo.toml", out, variables, quick)
-            code = execute(scenario, run_dir, console)
+            loaded = read_scenario(DEMO_SCENARIO, "demo.toml", variables)
+            scenario, run_dir = start_run(loaded, out, "demo", DEMO_SCENARIO, shorten=quick)
+            code = execute(scenario, run_dir, console).code
         finally:
             forget()
     if code:

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from knee.report import render_terminal, write_reports
-from knee.report.load import load_run
 from knee.report.terminal import make_console
+from knee.store import RunDir
 
 
 @click.command(name="report")
@@ -21,12 +21,13 @@ from knee.report.terminal import make_console
 def command(run_dir: Path, keep_verdicts: bool) -> None:
     """Regenerate report.md, report.html, levels.csv and series.csv of RUN_DIR (a runs/<run-id> directory)
     from its run.json, and print the terminal report."""
-    record = load_run(run_dir)
+    rd = RunDir(run_dir)
+    record = rd.load()
     if not keep_verdicts:
         from knee.analysis import analyze_run
 
         record.verdicts = analyze_run(record)
     console = make_console()
     render_terminal(record, console)
-    for path in write_reports(run_dir, record):
+    for path in write_reports(rd, record):
         console.print(f"wrote {path}", highlight=False, markup=False)

@@ -1,30 +1,48 @@
-"""`knee sweep SCENARIO`: run a scenario level by level into a run directory, then report."""
+"""`knee sweep SCENARIO` or `knee sweep TARGET --levels …`: run a sweep level by level into a run
+directory, then report."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
+from knee.commands.options import load_options, parse_vars, target_options, to_options
 from knee.errors import UserError
-from knee.sweep import execute, resume_run, start_run
+
+EPILOG = """\b
+Examples:
+  knee sweep examples/http-sweep.toml --var target=http://127.0.0.1:8080
+  knee sweep http://127.0.0.1:8080/ls --levels 5,20,50,100 -d 2m
+  knee sweep --levels 5,20,50 -d 20m --timeout 1h -- lcg-ls -b -D srmv2 '$dir'
+  knee sweep http://127.0.0.1:8080/ --rates 100,200,400 -c 50 -d 30s --slo-p99 200
+  knee sweep http://127.0.0.1:8080/ --levels 5,50,500 -d 1m --save-scenario ls.toml
+  knee sweep --resume runs/20261122-101500-ls
+"""
 
 
-def parse_vars(values: tuple[str, ...]) -> dict[str, str]:
-    """`--var name=value` pairs → dict (one sentence per mistake)."""
-    out: dict[str, str] = {}
-    for item in values:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise UserError(f"--var must look like name=value (got {item!r})")
-        out[name.strip()] = value
-    return out
-
-
-@click.command(name="sweep")
-@click.argument("scenario", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.command(name="sweep", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target", nargs=-1)
+@click.option("--levels", help="Client levels of a one-line sweep, e.g. 5,20,50,100.")
+@click.option("--rates", help="Offered rates of a one-line open-loop sweep (/s), e.g. 100,200,400; -c connections.")
+@click.option("-c", "--clients", type=click.IntRange(min=1), help="Open loop (--rates): the connections.")
+@load_options
+@target_options
+@click.option("--pause", help="Pause between levels (default 0s).")
+@click.option("--up-down", is_flag=True, help="After the highest level, the same levels back down (hysteresis).")
+@click.option("--no-recovery", is_flag=True, help="No recovery probes after the sweep (default: probe level one).")
+@click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), help="SLO: p99 latency limit in ms.")
+@click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %).")
+@click.option("--name", default="", help="Name of the run (names the run directory).")
+@click.option(
+    "--save-scenario",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the one-line sweep as a scenario file (TOML) and stop; `knee sweep FILE` then runs the same plan.",
+)
 @click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
@@ -40,27 +58,69 @@ def parse_vars(values: tuple[str, ...]) -> dict[str, str]:
     help="Continue an interrupted run from its last complete step.",
 )
 @click.option("--quick", is_flag=True, help="Shortened run (about 1 s per level, small counts) to try a scenario.")
-@click.option(
-    "--var",
-    "variables",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Fill ${NAME} in the scenario (overrides [vars]); repeatable.",
-)
-def command(scenario: Path | None, out: Path, resume: Path | None, quick: bool, variables: tuple[str, ...]) -> None:
-    """Run SCENARIO (a TOML file, see docs/scenarios.md) level by level and write a report.
+def command(target: tuple[str, ...], **opts: Any) -> None:
+    """Run a sweep level by level and write a report: from SCENARIO (a TOML file, see docs/scenarios.md), or
+    from a TARGET (http(s):// URL, tcp://host:port, or -- COMMAND ARGS) with --levels or --rates.
 
-    Exit status: 0 done, 3 the SLO in [slo] was not met, 130 interrupted (resume with --resume).
+    Exit status: 0 done, 3 the SLO was not met, 130 interrupted (resume with --resume).
     """
+    from knee.oneline import OPTION_NAMES, parse_list, scenario_table
+    from knee.runner import execute, resume_run, start_run
+    from knee.scenario import Source, from_raw, read_scenario
+    from knee.secrets import parse_secret_options
+
     console = Console()
-    if resume is not None:
-        if scenario is not None or quick or variables:
-            raise UserError("--resume continues a run as it was started; drop SCENARIO, --quick and --var")
-        sc, run_dir = resume_run(resume)
+    secrets = parse_secret_options(opts["secrets"])
+    variables = parse_vars(opts["variables"])
+    one_line = to_options(
+        opts,
+        levels=parse_list(opts["levels"], "--levels", whole=True),
+        rates=parse_list(opts["rates"], "--rates", whole=False),
+    )
+    given = [f.name for f in fields(one_line) if getattr(one_line, f.name) not in (None, False, [], "")]
+    if opts["resume"] is not None:
+        if target or opts["quick"] or variables or given or opts["save_scenario"]:
+            raise UserError("--resume continues a run as it was started; drop SCENARIO or TARGET and its options")
+        scenario, run_dir = resume_run(opts["resume"], secrets)
     else:
-        if scenario is None:
-            raise UserError("knee sweep needs a SCENARIO file (or --resume RUN_DIR); see docs/scenarios.md")
-        sc, run_dir = start_run(scenario, out, parse_vars(variables), quick)
-    code = execute(sc, run_dir, console)
-    if code:
-        sys.exit(code)
+        scenario_file = len(target) == 1 and target[0].endswith(".toml") and "://" not in target[0]
+        if scenario_file:
+            if given:
+                raise UserError(
+                    f"{_option(given[0])} is an option of a one-line sweep (knee sweep TARGET --levels …); "
+                    "a scenario file says it itself: edit the file, or pass --var"
+                )
+            path = Path(target[0])
+            try:
+                text = path.read_text()
+            except OSError as exc:
+                raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from exc
+            loaded = read_scenario(text, path.name, variables, secrets)
+            name = path.stem
+        else:
+            if not target:
+                raise UserError(
+                    "knee sweep needs a SCENARIO file, or a TARGET with --levels (or --rates); see knee sweep --help"
+                )
+            if one_line.levels is None and one_line.rates is None:
+                raise UserError("a one-line sweep needs --levels (client counts, e.g. 5,20,50) or --rates (/s)")
+            tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
+            table = scenario_table(tgt, one_line, run=False)
+            loaded = from_raw(table, Source("command line", options=OPTION_NAMES), variables, secrets)
+            text, name = None, one_line.name or "sweep"
+        if opts["save_scenario"] is not None:
+            save = opts["save_scenario"]
+            try:
+                save.write_text(loaded.record.to_toml())
+            except OSError as exc:
+                raise UserError(f"--save-scenario {str(save)!r}: cannot write it ({exc.strerror})") from None
+            click.echo(f"scenario written to {save}; run it with: knee sweep {save}")
+            return
+        scenario, run_dir = start_run(loaded, opts["out"], name, text, shorten=opts["quick"])
+    outcome = execute(scenario, run_dir, console)
+    if outcome.code:
+        sys.exit(outcome.code)
+
+
+def _option(key: str) -> str:
+    return "--" + key.replace("_", "-")

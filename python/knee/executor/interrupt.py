@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
@@ -39,11 +40,15 @@ class Interrupts:
         self._previous: Any = None
 
     def __enter__(self) -> Interrupts:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        # Only the main thread may handle signals (knee.run() from another thread runs without Ctrl-C handling).
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if not self.requested:

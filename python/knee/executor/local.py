@@ -1,40 +1,48 @@
-"""Run one step on this machine: start the engine, poll it, stop it early when asked."""
+"""Run steps on this machine: start the engine, poll it, stop it early when asked.
+
+`LocalExecutor` is the default executor. `run_step` is the one loop over the engine that every way
+of running knee goes through (`knee run`, sweeps, the demo, the Python API); `start_background`
+starts a baseload that runs across a sweep's steps and is cut into per-step windows.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from knee.diagnose import CpuMeter
-from knee.engine import Engine, ShardResult
-from knee.errors import UserError
+from knee.engine import Engine, ShardResult, Snapshot
 from knee.executor.interrupt import Interrupts
-from knee.model import GeneratorStats
+from knee.model import GeneratorStats, WorkerShare
+from knee.spec import EngineSpec
 
 POLL_S = 0.2
+
+OnSnapshot = Callable[[Snapshot], None]
 
 
 @dataclass
 class StepRun:
+    """What running one step's spec produced."""
+
     result: ShardResult
     partial: bool
     started_unix: float
     generator: GeneratorStats
+    workers: list[WorkerShare] = field(default_factory=list)
+    start_skew_s: float | None = None  # distributed: latest minus earliest shard start
+    lost: list[str] = field(default_factory=list)  # distributed: workers whose shard was lost
 
 
 def run_step(
-    spec: dict[str, Any],
+    spec: EngineSpec,
     interrupts: Interrupts,
-    on_snapshot: Callable[[dict[str, Any]], None] | None = None,
+    on_snapshot: OnSnapshot | None = None,
     every_s: float = 1.0,
 ) -> StepRun:
     """Run `spec` to its end, or until `interrupts.requested` (then the result is partial)."""
-    try:
-        engine = Engine(spec)
-    except ValueError as exc:
-        raise UserError(f"the engine refused this step: {exc}") from None
+    engine = Engine(spec)
     meter = CpuMeter().start()
     started = time.time()
     interrupts.engine = engine
@@ -55,3 +63,34 @@ def run_step(
     finally:
         interrupts.engine = None
     return StepRun(engine.result(), partial, started, meter.stop())
+
+
+class Background:
+    """A shard of background groups running across steps: `cut()` takes the window since the last
+    cut, `stop()` ends it and returns the last window."""
+
+    def __init__(self, spec: EngineSpec) -> None:
+        self._engine = Engine(spec).start()
+
+    def cut(self) -> ShardResult:
+        return self._engine.cut()
+
+    def stop(self) -> ShardResult:
+        self._engine.stop()
+        self._engine.wait(None)
+        return self._engine.result()
+
+
+class LocalExecutor:
+    """Every step on this machine, one engine at a time."""
+
+    name = "local"
+
+    def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None = None) -> StepRun:
+        return run_step(spec, interrupts, on_snapshot)
+
+    def start_background(self, spec: EngineSpec) -> Background:
+        return Background(spec)
+
+    def close(self) -> None:
+        pass

@@ -1,44 +1,110 @@
 """The report of one level (`knee run`): ab's layout, plus what ab cannot tell.
 
-`render` returns plain text (what the terminal shows); `to_json` the `--json`
-document described by schemas/knee-run.schema.json.
+`render(scenario, step)` returns the text the terminal shows for one step; `to_json` the `--json`
+document (`RunJson`, whose schema is schemas/knee-run.schema.json); `render_rate_steps` the table of
+`knee run --rate 100,200,400`. The scenario is the recorded one (secrets as placeholders): nothing
+here can print a secret.
 """
 
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, Literal
 
-from knee import __version__
-from knee.api import RunResult
-from knee.model import GroupStats, LatencyStats
+from pydantic import BaseModel, Field
 
-JSON_SCHEMA_VERSION = 1
+from knee import __version__, fmt
+from knee.analysis.stats import interval_counts
+from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesPoint, StepResult
+from knee.plan import PlannedStep, client_spec, engine_spec
+from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, Scenario, TcpGroup
 
-
-def _stop_rule(spec: dict[str, Any]) -> str:
-    stop = spec["groups"][0]["stop"]
-    if "total" in stop:
-        return f"{stop['total']} operations in all"
-    if "per_client" in stop:
-        return f"{stop['per_client']} operations per client"
-    return f"{stop['duration_ms'] / 1000:g} s"
+JSON_SCHEMA_VERSION: Literal[2] = 2
 
 
-def _target(spec: dict[str, Any]) -> str:
-    c = spec["groups"][0]["client"]
-    if c["kind"] == "http":
-        return f"{c['method']} {c['url']}"
-    if c["kind"] == "tcp":
-        return f"tcp://{c['addr']}"
-    return " ".join(c["argv"])
+class OpenLoopJson(BaseModel):
+    target_rate_hz: float
+    poisson: bool
+    max_in_flight: int = Field(description="arrivals beyond this many waiting or running are dropped")
+    offered: int = Field(description="arrivals due inside the measured window")
+    offered_rate_hz: float
+    achieved_rate_hz: float = Field(description="(succeeded + failed + hung) / elapsed_s")
+    late: int = Field(description="operations started more than 10 ms after their intended start")
+    dropped: int = Field(description="arrivals never started: over --max-in-flight, or waited past --timeout")
+    latency_uncorrected_ms: LatencyStats = Field(description="latency from the actual start")
 
 
-def interval_counts(stats: GroupStats) -> list[int]:
-    """Succeeded per interval, over whole intervals only (a final partial interval is left out)."""
-    counts = [p.succeeded for p in stats.series]
-    whole = int(stats.elapsed_s / stats.interval_s + 1e-9) if stats.interval_s > 0 else len(counts)
-    return counts[:whole] if 0 < whole < len(counts) else counts
+class RunJson(BaseModel):
+    """`knee run --json`: one level of load against one target."""
+
+    schema_version: Literal[2] = JSON_SCHEMA_VERSION
+    knee_version: str
+    target: str = Field(description="method and URL, tcp://addr, or the command line")
+    clients: int
+    interrupted: bool = Field(description="true when Ctrl-C ended the run early")
+    started: int = Field(description="succeeded + failed + hung + abandoned: what the service saw (warm-up aside)")
+    succeeded: int
+    failed: int
+    hung: int = Field(description="operations that exceeded --timeout and were abandoned or killed")
+    abandoned: int = Field(description="operations in flight when the run ended or was stopped")
+    warmup_ops: int = Field(description="operations that ended during --warmup (not measured)")
+    elapsed_s: float
+    rate_hz: float = Field(description="succeeded / elapsed_s")
+    failures: dict[str, int] = Field(description="error class -> count")
+    error_samples: dict[str, list[str]]
+    reasons: list[Reason] = Field(description="failures by class and normalised message, most frequent first")
+    bytes_sent: int
+    bytes_received: int
+    payload_bytes: int = Field(description="document bytes of succeeded operations")
+    transfer_rate_bps: float = Field(description="bytes_received / elapsed_s")
+    latency_ms: LatencyStats
+    connect_ms: LatencyStats
+    ttfb_ms: LatencyStats
+    processing_ms: LatencyStats
+    percentiles_ms: list[tuple[float, float]] = Field(description="[percent, milliseconds] up to 100")
+    interval_s: float
+    series: list[SeriesPoint]
+    hung_clients: list[int]
+    per_client: list[int]
+    open_loop: OpenLoopJson | None = Field(description="open-loop figures (--rate); null for a closed loop")
+    generator: GeneratorStats
+    spec: dict[str, Any] = Field(description="the engine spec that ran (docs/engine-spec.md), secrets as placeholders")
+    run_dir: str | None = Field(default=None, description="the run directory (--out), if kept")
+
+
+class RunStepsJson(BaseModel):
+    """`knee run --rate 100,200,400 --json`: one run document per rate, in order."""
+
+    schema_version: Literal[2] = JSON_SCHEMA_VERSION
+    knee_version: str
+    target: str
+    interrupted: bool
+    rate_steps: list[RunJson]
+    run_dir: str | None = None
+
+
+def target(scenario: Scenario, group: str) -> str:
+    """The target in words: 'GET http://…', 'tcp://addr' or the command line."""
+    g = scenario.groups[group]
+    if isinstance(g, HttpGroup):
+        c = client_spec(g)
+        return f"{getattr(c, 'method', 'GET')} {g.url}"
+    if isinstance(g, TcpGroup):
+        return f"tcp://{g.addr}"
+    assert isinstance(g, ExecGroup)
+    return " ".join(g.argv)
+
+
+def _stop_rule(scenario: Scenario, group: str) -> str:
+    g, sw = scenario.groups[group], scenario.sweep
+    per_client = g.per_client or sw.per_client
+    total = g.total or sw.total
+    duration = g.duration if g.duration is not None else sw.duration
+    if per_client is not None:
+        return f"{per_client} operations per client"
+    if total is not None:
+        return f"{total} operations in all"
+    return f"{duration or 0:g} s"
 
 
 def _times_row(name: str, s: LatencyStats) -> str:
@@ -47,72 +113,40 @@ def _times_row(name: str, s: LatencyStats) -> str:
     return f"{name:<12}{s.min:8.1f}{s.mean:8.1f}{s.stdev:8.1f}{s.p50:8.1f}{s.max:8.1f}"
 
 
-def _pacer(r: RunResult) -> dict[str, Any] | None:
-    """The open-loop pacer of the run's group, or None for a closed loop."""
-    pacer = r.spec["groups"][0].get("pacer")
-    return pacer if pacer and pacer.get("kind") == "rate" else None
-
-
-def open_loop(r: RunResult) -> dict[str, Any] | None:
-    """The open-loop figures of a run (None for a closed loop): rates, late, dropped, both latencies."""
-    pacer = _pacer(r)
-    if pacer is None:
-        return None
-    g = r.summary["groups"][0]
-    return {
-        "target_rate_hz": float(pacer["rate_hz"]),
-        "poisson": bool(pacer.get("poisson", False)),
-        "max_in_flight": pacer.get("max_in_flight"),
-        "offered": int(g.get("offered", 0)),
-        "offered_rate_hz": float(g.get("offered_rate_hz") or 0.0),
-        "achieved_rate_hz": float(g.get("achieved_rate_hz", 0.0)),
-        "late": int(g.get("late", 0)),
-        "dropped": int(g.get("dropped", 0)),
-        "latency_uncorrected_ms": LatencyStats.from_engine_us(g.get("latency_uncorrected_us")).model_dump(),
-    }
-
-
-def _open_loop_lines(r: RunResult, add: Any) -> None:
-    o = open_loop(r)
+def open_loop(scenario: Scenario, step: StepResult, g: GroupStats) -> OpenLoopJson | None:
+    """The open-loop figures of a step (None for a closed loop)."""
+    o = g.open_loop
     if o is None:
-        return
-    shape = "Poisson" if o["poisson"] else "constant"
-    cap = f", at most {o['max_in_flight']} in flight" if o["max_in_flight"] else ""
-    add(f"{'Offered rate:':<28}{o['offered_rate_hz']:.2f} [#/sec] ({o['offered']} arrivals; target "
-        f"{o['target_rate_hz']:g}/s, {shape}{cap})")  # fmt: skip
-    add(f"{'Achieved rate:':<28}{o['achieved_rate_hz']:.2f} [#/sec] (completed operations)")
-    add(f"{'Late (> 10 ms after due):':<28}{o['late']}")
-    add(f"{'Dropped (never started):':<28}{o['dropped']}")
+        return None
+    return OpenLoopJson(
+        target_rate_hz=float(step.level),
+        poisson=scenario.sweep.arrival == "poisson",
+        max_in_flight=scenario.sweep.max_in_flight or DEFAULT_MAX_IN_FLIGHT,
+        offered=o.offered,
+        offered_rate_hz=o.offered_rate_hz,
+        achieved_rate_hz=o.achieved_rate_hz,
+        late=o.late,
+        dropped=o.dropped,
+        latency_uncorrected_ms=o.latency_uncorrected_ms,
+    )
 
 
-def _latency_pair_lines(r: RunResult, add: Any) -> None:
-    o = open_loop(r)
-    if o is None or not r.stats.latency_ms.count:
-        return
-    c, u = r.stats.latency_ms, LatencyStats(**o["latency_uncorrected_ms"])
-    add("")
-    add("Latency (ms)                  p50       p99       max")
-    add(f"  {'corrected':<24}{c.p50:10.3f}{c.p99:10.3f}{c.max:10.3f}  (from the intended start)")
-    add(f"  {'uncorrected':<24}{u.p50:10.3f}{u.p99:10.3f}{u.max:10.3f}  (from the actual start)")
-
-
-def render(r: RunResult) -> str:
-    s = r.stats
-    group = r.summary["groups"][0]
-    spec_group = r.spec["groups"][0]
-    kind = spec_group["client"]["kind"]
+def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
+    s = step.groups[group]
+    g = scenario.groups[group]
     lines: list[str] = []
     add = lines.append
-    if r.interrupted:
+    if step.partial:
         add("Interrupted: the figures below cover the part of the run that completed.")
         add("")
     mode = ""
-    if kind == "http":
-        mode = " (new connection per request)" if spec_group["client"].get("new_connection") else " (keep-alive)"
-    add(f"{'Target:':<28}{_target(r.spec)}")
+    if isinstance(g, HttpGroup):
+        mode = " (new connection per request)" if g.new_connection else " (keep-alive)"
+    add(f"{'Target:':<28}{target(scenario, group)}")
     add(f"{'Clients:':<28}{s.clients}{mode}")
-    add(f"{'Stop rule:':<28}{_stop_rule(r.spec)}")
+    add(f"{'Stop rule:':<28}{_stop_rule(scenario, group)}")
     add(f"{'Time taken:':<28}{s.elapsed_s:.3f} s")
+    add(f"{'Started operations:':<28}{s.started}  (succeeded + failed + hung + abandoned)")
     add(f"{'Complete operations:':<28}{s.total}")
     add(f"{'Succeeded:':<28}{s.succeeded}")
     failed = f"{s.failed}"
@@ -120,7 +154,24 @@ def render(r: RunResult) -> str:
         failed += "  (" + ", ".join(f"{k}: {v}" for k, v in sorted(s.failures.items(), key=lambda kv: -kv[1])) + ")"
     add(f"{'Failed:':<28}{failed}")
     add(f"{'Hung (timed out, killed):':<28}{s.hung}")
-    _open_loop_lines(r, add)
+    add(f"{'Abandoned (in flight at end):':<28}{s.abandoned}")
+    if s.warmup_ops:
+        add(f"{'Warm-up (not measured):':<28}{s.warmup_ops}")
+    o = open_loop(scenario, step, s)
+    if o is not None:
+        shape = "Poisson" if o.poisson else "constant"
+        cap = f", at most {o.max_in_flight} in flight" if o.max_in_flight else ""
+        add(f"{'Offered rate:':<28}{o.offered_rate_hz:.2f} [#/sec] ({o.offered} arrivals; target "
+            f"{o.target_rate_hz:g}/s, {shape}{cap})")  # fmt: skip
+        add(f"{'Achieved rate:':<28}{o.achieved_rate_hz:.2f} [#/sec] (completed operations)")
+        add(f"{'Late (> 10 ms after due):':<28}{o.late}")
+        add(f"{'Dropped (never started):':<28}{o.dropped}")
+    if s.succeeded and (s.payload_bytes or s.bytes_received):
+        add(f"{'Document length:':<28}{s.payload_bytes / s.succeeded:.0f} bytes (mean)")
+    if s.bytes_received or s.bytes_sent:
+        add(f"{'Total transferred:':<28}{s.bytes_received} bytes received, {s.bytes_sent} sent")
+        if s.elapsed_s > 0:
+            add(f"{'Transfer rate:':<28}{fmt.transfer(s.bytes_received / s.elapsed_s)} received")
     add(f"{'Operations per second:':<28}{s.rate_hz:.2f} [#/sec] (succeeded, mean)")
     if s.latency_ms.count:
         add(f"{'Time per operation:':<28}{s.latency_ms.mean:.3f} [ms] (mean)")
@@ -129,17 +180,21 @@ def render(r: RunResult) -> str:
     add("")
     add("Connection Times (ms)")
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
-    if kind in ("http", "tcp"):
+    if isinstance(g, HttpGroup | TcpGroup):
         add(_times_row("Connect:", s.connect_ms))
-    if "processing_us" in group:
-        add(_times_row("Processing:", LatencyStats.from_engine_us(group["processing_us"])))
-    if kind == "http":
+    add(_times_row("Processing:", s.processing_ms))
+    if isinstance(g, HttpGroup):
         add(_times_row("Waiting:", s.ttfb_ms))
     add(_times_row("Total:", s.latency_ms))
-    _latency_pair_lines(r, add)
+    if o is not None and s.latency_ms.count:
+        c, u = s.latency_ms, o.latency_uncorrected_ms
+        add("")
+        add("Latency (ms)                  p50       p99       max")
+        add(f"  {'corrected':<24}{c.p50:10.3f}{c.p99:10.3f}{c.max:10.3f}  (from the intended start)")
+        add(f"  {'uncorrected':<24}{u.p50:10.3f}{u.p99:10.3f}{u.max:10.3f}  (from the actual start)")
     if s.percentiles_ms:
         add("")
-        corrected = " (from the intended start)" if _pacer(r) else ""
+        corrected = " (from the intended start)" if o is not None else ""
         add(f"Percentage of the operations served within a certain time (ms){corrected}")
         for q, v in s.percentiles_ms:
             suffix = " (longest operation)" if q >= 100.0 else ""
@@ -158,12 +213,13 @@ def render(r: RunResult) -> str:
         more = f" … and {len(s.hung_clients) - 20} more" if len(s.hung_clients) > 20 else ""
         add("")
         add(f"Clients that hung: {shown}{more}")
-    if s.error_samples:
+    if s.reasons:
         add("")
-        add("Error samples")
-        for cls, msgs in s.error_samples.items():
-            for m in msgs[:3]:
-                add(f"  [{cls}] {m[:200]}")
+        add("Failure reasons")
+        for r in s.reasons[:10]:
+            add(f"  {r.count:>8,} × [{r.class_}] {r.sample[:200]}")
+        if len(s.reasons) > 10:
+            add(f"  … and {len(s.reasons) - 10} more")
     return "\n".join(lines)
 
 
@@ -184,59 +240,72 @@ def _histogram_lines(counts: list[int], bins: int = 8, width: int = 40) -> str:
     return "\n".join(out)
 
 
-def to_json(r: RunResult) -> dict[str, Any]:
-    s = r.stats
-    return {
-        "schema_version": JSON_SCHEMA_VERSION,
-        "knee_version": __version__,
-        "target": _target(r.spec),
-        "clients": s.clients,
-        "interrupted": r.interrupted,
-        "succeeded": s.succeeded,
-        "failed": s.failed,
-        "hung": s.hung,
-        "elapsed_s": s.elapsed_s,
-        "rate_hz": s.rate_hz,
-        "failures": s.failures,
-        "error_samples": s.error_samples,
-        "latency_ms": s.latency_ms.model_dump(),
-        "connect_ms": s.connect_ms.model_dump(),
-        "ttfb_ms": s.ttfb_ms.model_dump(),
-        "percentiles_ms": [[q, v] for q, v in s.percentiles_ms],
-        "interval_s": s.interval_s,
-        "series": [p.model_dump() for p in s.series],
-        "hung_clients": s.hung_clients,
-        "per_client": s.per_client,
-        "open_loop": open_loop(r),
-        "spec": r.spec,
-    }
+def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: str | None = None) -> RunJson:
+    s = step.groups[group]
+    planned = PlannedStep(step.level, step.label, step.direction, step.phase)
+    spec = engine_spec(scenario, planned).model_dump(mode="json")
+    return RunJson(
+        knee_version=__version__,
+        target=target(scenario, group),
+        clients=s.clients,
+        interrupted=step.partial,
+        started=s.started,
+        succeeded=s.succeeded,
+        failed=s.failed,
+        hung=s.hung,
+        abandoned=s.abandoned,
+        warmup_ops=s.warmup_ops,
+        elapsed_s=s.elapsed_s,
+        rate_hz=s.rate_hz,
+        failures=s.failures,
+        error_samples=s.error_samples,
+        reasons=s.reasons,
+        bytes_sent=s.bytes_sent,
+        bytes_received=s.bytes_received,
+        payload_bytes=s.payload_bytes,
+        transfer_rate_bps=s.bytes_received / s.elapsed_s if s.elapsed_s > 0 else 0.0,
+        latency_ms=s.latency_ms,
+        connect_ms=s.connect_ms,
+        ttfb_ms=s.ttfb_ms,
+        processing_ms=s.processing_ms,
+        percentiles_ms=s.percentiles_ms,
+        interval_s=s.interval_s,
+        series=s.series,
+        hung_clients=s.hung_clients,
+        per_client=s.per_client,
+        open_loop=open_loop(scenario, step, s),
+        generator=step.generator,
+        spec=spec,
+        run_dir=run_dir,
+    )
 
 
-def render_rate_steps(results: list[RunResult]) -> str:
+def steps_to_json(scenario: Scenario, steps: list[StepResult], run_dir: str | None = None) -> RunStepsJson:
+    """The --json document of several rates: one run document per rate, in order."""
+    return RunStepsJson(
+        knee_version=__version__,
+        target=target(scenario, "main"),
+        interrupted=any(s.partial for s in steps),
+        rate_steps=[to_json(scenario, s) for s in steps],
+        run_dir=run_dir,
+    )
+
+
+def render_rate_steps(scenario: Scenario, steps: list[StepResult], group: str = "main") -> str:
     """One row per rate of `knee run --rate 100,200,400`."""
     lines = ["Rate steps (latency in ms; corrected from the intended start, uncorrected from the actual start)"]
     lines.append(
         f"  {'target/s':>9}{'offered/s':>11}{'achieved/s':>12}{'late':>8}{'dropped':>9}{'failed':>8}"
         f"{'p50':>9}{'p99':>9}{'p99 uncorr':>12}"
     )
-    for r in results:
-        o = open_loop(r)
+    for step in steps:
+        s = step.groups[group]
+        o = open_loop(scenario, step, s)
         if o is None:
             continue
-        c, u = r.stats.latency_ms, LatencyStats(**o["latency_uncorrected_ms"])
+        c, u = s.latency_ms, o.latency_uncorrected_ms
         lines.append(
-            f"  {o['target_rate_hz']:>9g}{o['offered_rate_hz']:>11.1f}{o['achieved_rate_hz']:>12.1f}"
-            f"{o['late']:>8}{o['dropped']:>9}{r.stats.failed + r.stats.hung:>8}{c.p50:>9.3f}{c.p99:>9.3f}{u.p99:>12.3f}"
+            f"  {o.target_rate_hz:>9g}{o.offered_rate_hz:>11.1f}{o.achieved_rate_hz:>12.1f}"
+            f"{o.late:>8}{o.dropped:>9}{s.failed + s.hung:>8}{c.p50:>9.3f}{c.p99:>9.3f}{u.p99:>12.3f}"
         )
     return "\n".join(lines)
-
-
-def steps_to_json(results: list[RunResult]) -> dict[str, Any]:
-    """The --json document of several rates: one run document per rate, in order."""
-    return {
-        "schema_version": JSON_SCHEMA_VERSION,
-        "knee_version": __version__,
-        "target": _target(results[0].spec),
-        "interrupted": any(r.interrupted for r in results),
-        "rate_steps": [to_json(r) for r in results],
-    }

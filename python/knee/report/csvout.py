@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import io
 
+from knee.analysis.run import group_names
 from knee.model import RunRecord
-from knee.report import rows as R
+from knee.report.view import ReportView, build
 
 SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung"]
 
@@ -21,13 +22,13 @@ def _fmt(v: object) -> object:
     return v
 
 
-def levels_csv(record: RunRecord) -> str:
+def levels_csv(record: RunRecord, view: ReportView | None = None) -> str:
+    view = view or build(record)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    open_loop = R.rate_sweep(record)
-    w.writerow(R.level_columns(record))
-    for r in R.level_rows(record):
-        w.writerow([_fmt(v) for v in r.as_dict(open_loop).values()])
+    w.writerow(view.level_columns)
+    for r in view.rows:
+        w.writerow([_fmt(v) for v in r.as_dict(view.open_loop).values()])
     return buf.getvalue()
 
 
@@ -35,7 +36,7 @@ def series_csv(record: RunRecord) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(SERIES_COLUMNS)
-    names = R.group_names(record)
+    names = group_names(record)
     for s in record.steps:
         for n in names:
             if n not in s.groups:

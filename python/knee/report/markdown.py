@@ -1,9 +1,9 @@
-"""report.md: the terminal report as Markdown (tables, verdicts, warnings)."""
+"""report.md: the terminal report as Markdown (tables, verdicts, warnings, reasons)."""
 
 from __future__ import annotations
 
 from knee.model import RunRecord
-from knee.report import rows as R
+from knee.report.view import ReportView, Table, build
 
 
 def md_cell(text: str) -> str:
@@ -18,39 +18,45 @@ def md_cell(text: str) -> str:
     )
 
 
-def md_table(header: list[str], body: list[list[str]]) -> list[str]:
+def md_table(t: Table) -> list[str]:
     lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(header))) + "|",
+        "| " + " | ".join(md_cell(h) for h in t.header) + " |",
+        "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(t.header))) + "|",
     ]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in body]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in t.rows]
     return lines
 
 
-def render_markdown(record: RunRecord) -> str:
-    out = [f"# knee run {md_cell(record.run_id)}", "", f"Status: {md_cell(record.status)}", ""]
-    for group in R.group_names(record):
-        out += [f"## Group {md_cell(group)}", ""]
-        rates = R.rate_sweep(record)
-        out += md_table(R.table_header(record), [R.table_cells(r, rates) for r in R.rows_for(record, group)])
+def render_markdown(record: RunRecord, view: ReportView | None = None) -> str:
+    view = view or build(record)
+    out = [f"# knee run {md_cell(view.run_id)}", "", f"Status: {md_cell(view.status)}", ""]
+    for g in view.groups:
+        out += [f"## Group {md_cell(g.name)}", ""]
+        out += md_table(g.table)
         out.append("")
-        v = R.verdict_for(record, group)
-        if v is not None:
-            out += [f"**Verdict:** {md_cell(R.verdict_sentence(v))}", ""]
-            if (line := R.usl_line(v)) is not None:
-                out += [md_cell(line), ""]
-        warnings = R.warning_lines(record, group)
-        out += [f"- warning: {md_cell(w)}" for w in warnings]
-        if warnings:
+        if g.verdict is not None:
+            out += [f"**Verdict:** {md_cell(g.verdict)}", ""]
+        if g.usl is not None:
+            out += [md_cell(g.usl), ""]
+        out += [f"- warning: {md_cell(w)}" for w in g.warnings]
+        if g.warnings:
             out.append("")
-        labels = R.label_rows(record, group)
-        if labels:
+        if g.between:
+            out += [md_cell(g.between), ""]
+        if g.reasons.rows:
+            out += ["### Failure reasons", ""]
+            out += md_table(g.reasons)
+            out.append("")
+        if g.stages is not None:
             out += ["### Per stage", ""]
-            out += md_table(R.LABEL_HEADER, [R.label_cells(r) for r in labels])
+            out += md_table(g.stages)
             out.append("")
-        for _, g in R.long_levels(record, group):
-            d = R.interval_distribution(g)
-            out += ["### Per-interval distribution", "", md_cell(R.distribution_line(d)), "", "```"]
-            out += R.text_histogram(d)
+        for iv in g.intervals:
+            out += ["### Per-interval distribution", "", md_cell(iv.line), "", "```"]
+            out += iv.histogram
             out += ["```", ""]
+        if g.workers is not None:
+            out += ["### Per worker", ""]
+            out += md_table(g.workers)
+            out.append("")
     return "\n".join(out).rstrip() + "\n"

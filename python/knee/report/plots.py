@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import matplotlib
 
@@ -13,10 +12,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from knee.analysis import words
+from knee import fmt
 from knee.analysis.usl import usl
 from knee.model import RunRecord, StepResult, USLFit
-from knee.report.hgrm import read_percentiles
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -41,13 +39,13 @@ def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepRes
     return [s for s in record.steps if s.phase == "sweep" and s.direction == direction and group in s.groups]
 
 
-def _x(s: StepResult, group: str) -> float:
-    """A step's place on the x axis: its clients, or the offered rate of a rate sweep."""
-    return s.level if s.rate_hz is not None else s.groups[group].clients
-
-
 def _rates(record: RunRecord) -> bool:
-    return any(s.rate_hz is not None for s in record.steps)
+    return record.rates
+
+
+def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
+    """The steps' places on the x axis: their clients, or the offered rates of a rate sweep."""
+    return [float(s.level) if record.rates else float(s.groups[group].clients) for s in steps]
 
 
 def _levels_axis(ax: plt.Axes, levels: list[float], rates: bool = False) -> None:
@@ -69,12 +67,12 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
     fig, ax = plt.subplots(figsize=_SIZE)
     rates = _rates(record)
     up = _sweep(record, group)
-    levels = [_x(s, group) for s in up]
+    levels = _xs(record, up, group)
     ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="succeeded (up)", color="C0")
     open_up = [s for s in up if s.groups[group].open_loop is not None]
     if open_up:
         ax.plot(
-            [_x(s, group) for s in open_up],
+            _xs(record, open_up, group),
             [s.groups[group].open_loop.achieved_rate_hz for s in open_up],  # type: ignore[union-attr]
             "^:",
             color="C2",
@@ -84,7 +82,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
     down = _sweep(record, group, "down")
     if down:
         ax.plot(
-            [_x(s, group) for s in down],
+            _xs(record, down, group),
             [s.groups[group].rate_hz for s in down],
             "s--",
             label="succeeded (down)",
@@ -92,7 +90,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
     rec = [s for s in record.steps if s.phase == "recovery" and group in s.groups]
     if rec:
         ax.plot(
-            [_x(s, group) for s in rec],
+            _xs(record, rec, group),
             [s.groups[group].rate_hz for s in rec],
             "x",
             color="C3",
@@ -115,7 +113,7 @@ def failures(record: RunRecord, group: str) -> str:
     fig, ax = plt.subplots(figsize=_SIZE)
     rates = _rates(record)
     up = _sweep(record, group)
-    levels = [_x(s, group) for s in up]
+    levels = _xs(record, up, group)
     ax.plot(levels, [s.groups[group].failed for s in up], "o-", color="C3", label="failed")
     ax.plot(levels, [s.groups[group].hung for s in up], "s-", color="C4", label="hung")
     worst = max((max(s.groups[group].failed, s.groups[group].hung) for s in up), default=0)
@@ -145,7 +143,7 @@ def latency(record: RunRecord, group: str) -> str:
     fig, ax = plt.subplots(figsize=_SIZE)
     rates = _rates(record)
     up = _sweep(record, group)
-    levels = [_x(s, group) for s in up]
+    levels = _xs(record, up, group)
     for key, style in (("p50", "o-"), ("p90", "^-"), ("p99", "s-"), ("max", ".:")):
         ax.plot(levels, [getattr(s.groups[group].latency_ms, key) for s in up], style, label=key)
     loops = [s.groups[group].open_loop for s in up]
@@ -177,7 +175,7 @@ def series(record: RunRecord, group: str) -> str:
         if any(bad):
             ax.plot(t, bad, "-", color="C3", lw=1)
         top = max(p.succeeded / per for p in g.series)
-        mark = words.level_rate(s.level) if s.rate_hz is not None else str(g.clients)
+        mark = fmt.level_rate(s.level) if record.rates else str(g.clients)
         ax.annotate(mark, (t[0], top), textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
     ax.plot([], [], "-", color="C0", label="succeeded / s")
     ax.plot([], [], "-", color="C3", label="failed + hung / s")
@@ -195,21 +193,18 @@ def series(record: RunRecord, group: str) -> str:
     return to_svg(fig)
 
 
-def distribution(record: RunRecord, group: str, run_dir: Path | None) -> str:
-    """Latency percentile curves per level, from the step's histogram file when present."""
+def distribution(record: RunRecord, group: str) -> str:
+    """Latency percentile curves per level, from the percentiles the engine took of each step's histogram."""
     fig, ax = plt.subplots(figsize=_SIZE)
     up = [s for s in record.steps if group in s.groups and s.phase == "sweep"]
     cmap = plt.get_cmap("viridis")
     drawn = 0
     for i, s in enumerate(up):
-        pts = read_percentiles(run_dir, s.index, group) if run_dir is not None else None
-        if not pts:
-            pts = s.groups[group].percentiles_ms
-        pts = [(q, v) for q, v in pts if q < 100.0 and v > 0]
+        pts = [(q, v) for q, v in s.groups[group].percentiles_ms if q < 100.0 and v > 0]
         if not pts:
             continue
         x = [1 / (1 - q / 100) for q, _ in pts]
-        name = words.level_rate(s.level) if s.rate_hz is not None else f"{s.groups[group].clients}"
+        name = fmt.level_rate(s.level) if record.rates else f"{s.groups[group].clients}"
         ax.plot(x, [v for _, v in pts], "-", color=cmap(i / max(1, len(up) - 1)), label=name)
         drawn += 1
     ax.set_xscale("log")

@@ -1,4 +1,4 @@
-"""The terminal report: a table per group, the verdict in words, then warnings and the model."""
+"""The terminal report: a table per group, the verdict in words, then warnings, the model, reasons."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from knee.model import RunRecord
-from knee.report import rows as R
+from knee.report.view import ReportView, Table, build
+
+MAX_REASON_ROWS = 20
 
 
 def make_console() -> Console:
@@ -17,48 +19,41 @@ def make_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=120)
 
 
-def render_terminal(record: RunRecord, console: Console) -> None:
-    """Print the run's table (per group), verdicts, warnings, USL fit and the per-label / per-interval views."""
-    console.print(f"[bold]run {escape(record.run_id)}[/] ({escape(record.status)})")
-    for group in R.group_names(record):
-        _group_table(record, group, console)
-        v = R.verdict_for(record, group)
-        if v is not None:
-            console.print(f"[bold]{escape(group)}:[/] {escape(R.verdict_sentence(v))}")
-            if (line := R.usl_line(v)) is not None:
-                console.print(escape(line))
-        for w in R.warning_lines(record, group):
+def _table(t: Table, title: str) -> RichTable:
+    out = RichTable(title=escape(title), title_justify="left")
+    for i, h in enumerate(t.header):
+        out.add_column(escape(h), justify="left" if i == 0 else "right")
+    for i, cells in enumerate(t.rows):
+        style = t.styles[i] if t.styles else ""
+        out.add_row(*(escape(c) for c in cells), style={"recovery": "dim", "bad": "red"}.get(style))
+    return out
+
+
+def render_terminal(record: RunRecord, console: Console, view: ReportView | None = None) -> None:
+    """Print the run's table (per group), verdicts, warnings, USL fit, reasons and the per-stage and
+    per-interval views."""
+    view = view or build(record)
+    console.print(f"[bold]run {escape(view.run_id)}[/] ({escape(view.status)})")
+    for g in view.groups:
+        console.print(_table(g.table, f"group {g.name}"))
+        if g.verdict is not None:
+            console.print(f"[bold]{escape(g.name)}:[/] {escape(g.verdict)}")
+        if g.usl is not None:
+            console.print(escape(g.usl))
+        for w in g.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
-        _labels(record, group, console)
-        _intervals(record, group, console)
-
-
-def _group_table(record: RunRecord, group: str, console: Console) -> None:
-    table = Table(title=f"group {escape(group)}", title_justify="left")
-    rates = R.rate_sweep(record)
-    for i, h in enumerate(R.table_header(record)):
-        table.add_column(h, justify="left" if i == 0 else "right")
-    for r in R.rows_for(record, group):
-        style = "dim" if r.phase == "recovery" else ("red" if r.failure_ratio > 0.5 else None)
-        table.add_row(*(escape(c) for c in R.table_cells(r, rates)), style=style)
-    console.print(table)
-
-
-def _labels(record: RunRecord, group: str, console: Console) -> None:
-    rows = R.label_rows(record, group)
-    if not rows:
-        return
-    table = Table(title=f"group {escape(group)} per stage", title_justify="left")
-    for i, h in enumerate(R.LABEL_HEADER):
-        table.add_column(h, justify="left" if i == 0 else "right")
-    for r in rows:
-        table.add_row(*(escape(c) for c in R.label_cells(r)))
-    console.print(table)
-
-
-def _intervals(record: RunRecord, group: str, console: Console) -> None:
-    for _, g in R.long_levels(record, group):
-        d = R.interval_distribution(g)
-        console.print(escape(R.distribution_line(d)))
-        for line in R.text_histogram(d):
-            console.print(escape(line), highlight=False)
+        if g.between:
+            console.print(escape(g.between))
+        if g.reasons.rows:
+            shown = Table(g.reasons.header, g.reasons.rows[:MAX_REASON_ROWS])
+            console.print(_table(shown, f"group {g.name}: failure reasons"))
+            if len(g.reasons.rows) > MAX_REASON_ROWS:
+                console.print(f"… {len(g.reasons.rows) - MAX_REASON_ROWS} more in report.md")
+        if g.stages is not None:
+            console.print(_table(g.stages, f"group {g.name} per stage"))
+        for iv in g.intervals:
+            console.print(escape(iv.line))
+            for line in iv.histogram:
+                console.print(escape(line), highlight=False)
+        if g.workers is not None:
+            console.print(_table(g.workers, "per worker"))

@@ -1,0 +1,98 @@
+"""The options `knee run` and `knee sweep` share: the target's, the load's, vars and secrets.
+
+Both commands turn them into `knee.oneline.Options`, then a Scenario: one set of defaults and messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from knee.oneline import Options
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_TARGET = [
+    click.option("-m", "--method", help="HTTP method (default GET, or POST with a body)."),
+    click.option("-H", "--header", "headers", multiple=True, help="HTTP header 'Name: value' (repeatable)."),
+    click.option("-C", "--cookie", "cookies", multiple=True, help="Cookie 'name=value' (repeatable)."),
+    click.option("--body", help="Request body (the method becomes POST unless -m says otherwise)."),
+    click.option("--body-file", help="Request body from a file."),
+    click.option("--insecure", "-k", is_flag=True, help="Do not verify TLS certificates."),
+    click.option("--new-connection", is_flag=True, help="A new connection per operation (ab without -k)."),
+    click.option("--expect-status", help="Statuses that count as success, e.g. 200 or 200-299,404 (default 2xx-3xx)."),
+    click.option("--expect-body", help="Succeed only if the response body contains this text."),
+    click.option("--expect-body-regex", help="Succeed only if the response body matches this regex."),
+    click.option("--expect-length", type=click.IntRange(min=0), help="Succeed only if the body has this many bytes."),
+    click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
+    click.option("--expect", help="tcp: read until this regex matches the reply."),
+    click.option("-e", "--env", "env", multiple=True, help="exec: NAME=value (repeatable)."),
+    click.option("--cwd", help="exec: run the command in this directory."),
+    click.option("--expect-stdout", help="exec: succeed only if stdout matches this regex."),
+    click.option("--expect-stderr", help="exec: succeed only if stderr matches this regex."),
+    click.option("--expect-file", help="exec: succeed only if this file exists afterwards (PATH or PATH:MIN_BYTES)."),
+    click.option("--bytes-from", help="exec: the operation's payload is its stdout ('stdout') or this file's size."),
+]
+
+_LOAD = [
+    click.option("-n", "--requests", "n", type=click.IntRange(min=1), help="Stop after this many operations in all."),
+    click.option("--iterations", type=click.IntRange(min=1), help="Stop after this many operations per client."),
+    click.option("-d", "--duration", help="Stop after this long (10s, 2m, 500ms). Default 10s if no -n/--iterations."),
+    click.option("--timeout", help="An operation still running after this is hung (default 30s)."),
+    click.option("--think", help="Pause after each operation (closed loop)."),
+    click.option("--warmup", help="Leave operations ending this early out."),
+    click.option("--interval", help="Granularity of the per-interval counts (default 1s)."),
+    click.option("--threads", type=click.IntRange(min=0), help="Engine threads (0 = one per core)."),
+    click.option("--poisson", is_flag=True, help="Open loop: Poisson arrivals (random gaps) instead of evenly spaced."),
+    click.option(
+        "--max-in-flight",
+        type=click.IntRange(min=1),
+        help="Open loop: arrivals beyond this many waiting or running are dropped (counted).",
+    ),
+    click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Fill ${NAME} (repeatable)."),
+    click.option(
+        "--secret",
+        "secrets",
+        multiple=True,
+        metavar="NAME[=VALUE]",
+        help="Fill ${NAME} with a value knee never writes anywhere (without =VALUE: from $NAME). Repeatable.",
+    ),
+]
+
+
+def _apply(decorators: Sequence[Callable[[Any], Any]], f: F) -> F:
+    out: Any = f
+    for d in reversed(decorators):
+        out = d(out)
+    return out
+
+
+def target_options(f: F) -> F:
+    return _apply(_TARGET, f)
+
+
+def load_options(f: F) -> F:
+    return _apply(_LOAD, f)
+
+
+def to_options(o: dict[str, Any], **extra: Any) -> Options:
+    """The parsed click options as `Options` (keys it does not know are ignored)."""
+    fields = set(Options.__dataclass_fields__)
+    values: dict[str, Any] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in o.items() if k in fields}
+    values.update(extra)
+    return Options(**values)
+
+
+def parse_vars(values: tuple[str, ...]) -> dict[str, str]:
+    """`--var name=value` pairs → dict (one sentence per mistake)."""
+    from knee.errors import UserError
+
+    out: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--var must look like name=value (got {item!r})")
+        out[name.strip()] = value
+    return out

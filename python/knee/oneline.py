@@ -1,0 +1,308 @@
+"""A scenario from a target and options: what `knee run TARGET` and `knee sweep TARGET --levels …`
+(and `knee.run()` / `knee.sweep()`) describe in one line.
+
+`scenario_table(target, options)` builds the same tables a scenario file holds (one group, "main");
+`knee.scenario.from_raw` then fills placeholders and validates them exactly as it does a file, so both
+roads share one set of defaults and one set of messages. Messages name the option that set a key
+(`OPTION_NAMES`), not the key. `--save-scenario` writes the tables back as TOML.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from knee.errors import UserError
+from knee.units import parse_header
+
+Target = str | Sequence[str]
+
+# scenario key -> the option that sets it, for messages about a one-line scenario
+OPTION_NAMES: dict[str, str] = {
+    "groups.main.url": "TARGET",
+    "groups.main.addr": "TARGET",
+    "groups.main.argv": "COMMAND",
+    "groups.main.clients": "-c/--clients",
+    "groups.main.timeout": "--timeout",
+    "groups.main.think": "--think",
+    "groups.main.method": "-m/--method",
+    "groups.main.headers": "-H/--header",
+    "groups.main.cookies": "-C/--cookie",
+    "groups.main.body": "--body",
+    "groups.main.body_file": "--body-file",
+    "groups.main.expect_status": "--expect-status",
+    "groups.main.expect_body": "--expect-body",
+    "groups.main.expect_body_regex": "--expect-body-regex",
+    "groups.main.expect_length": "--expect-length",
+    "groups.main.send": "--send",
+    "groups.main.expect": "--expect",
+    "groups.main.env": "-e/--env",
+    "groups.main.cwd": "--cwd",
+    "groups.main.expect_stdout": "--expect-stdout",
+    "groups.main.expect_stderr": "--expect-stderr",
+    "groups.main.expect_file": "--expect-file",
+    "groups.main.bytes_from": "--bytes-from",
+    "sweep.levels": "--levels",
+    "sweep.rates": "--rates",
+    "sweep.duration": "-d/--duration",
+    "sweep.total": "-n",
+    "sweep.per_client": "--iterations",
+    "sweep.warmup": "--warmup",
+    "sweep.pause": "--pause",
+    "sweep.interval": "--interval",
+    "sweep.threads": "--threads",
+    "sweep.max_in_flight": "--max-in-flight",
+    "slo.p99_ms": "--slo-p99",
+    "slo.failure_ratio": "--slo-failure-ratio",
+}
+
+_KIND_WORDS = {"http": "http(s):// targets", "tcp": "tcp:// targets", "exec": "commands"}
+# options that belong to one kind of target: (option name, key in `options`)
+_KIND_OPTIONS = {
+    "http": (
+        ("-m/--method", "method"),
+        ("-H/--header", "headers"),
+        ("-C/--cookie", "cookies"),
+        ("--body", "body"),
+        ("--body-file", "body_file"),
+        ("-k/--insecure", "insecure"),
+        ("--new-connection", "new_connection"),
+        ("--expect-status", "expect_status"),
+        ("--expect-body", "expect_body"),
+        ("--expect-body-regex", "expect_body_regex"),
+        ("--expect-length", "expect_length"),
+    ),
+    "tcp": (("--send", "send"), ("--expect", "expect")),
+    "exec": (
+        ("-e/--env", "env"),
+        ("--cwd", "cwd"),
+        ("--expect-stdout", "expect_stdout"),
+        ("--expect-stderr", "expect_stderr"),
+        ("--expect-file", "expect_file"),
+        ("--bytes-from", "bytes_from"),
+    ),
+}
+
+
+@dataclass
+class Options:
+    """What the command line (or `knee.run` / `knee.sweep` keywords) said about the target and the load.
+    Durations are strings with units or numbers of seconds; None means "not given"."""
+
+    clients: int | None = None
+    levels: list[int] | None = None
+    rates: list[float] | None = None
+    n: int | None = None
+    iterations: int | None = None
+    duration: str | float | None = None
+    timeout: str | float | None = None
+    think: str | float | None = None
+    warmup: str | float | None = None
+    pause: str | float | None = None
+    interval: str | float | None = None
+    threads: int | None = None
+    poisson: bool = False
+    max_in_flight: int | None = None
+    up_down: bool = False
+    no_recovery: bool = False
+    slo_p99: float | None = None
+    slo_failure_ratio: float | None = None
+    name: str = ""
+    # the target's own options
+    method: str | None = None
+    headers: list[str | tuple[str, str]] = field(default_factory=list)
+    cookies: list[str] = field(default_factory=list)
+    body: str | None = None
+    body_file: str | None = None
+    insecure: bool = False
+    new_connection: bool = False
+    expect_status: str | None = None
+    expect_body: str | None = None
+    expect_body_regex: str | None = None
+    expect_length: int | None = None
+    send: str | None = None
+    expect: str | None = None
+    env: list[str | tuple[str, str]] = field(default_factory=list)
+    cwd: str | None = None
+    expect_stdout: str | None = None
+    expect_stderr: str | None = None
+    expect_file: str | None = None
+    bytes_from: str | None = None
+
+
+def kind_of(target: Target) -> str:
+    if isinstance(target, str):
+        scheme = urllib.parse.urlsplit(target).scheme.lower()
+        if scheme in ("http", "https"):
+            return "http"
+        if scheme == "tcp":
+            return "tcp"
+    return "exec"
+
+
+def _pairs(items: Sequence[str | tuple[str, str]], option: str, sep: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, tuple):
+            name, value = item
+        elif sep == ":":
+            name, value = parse_header(item)
+        else:
+            name, s, value = item.partition(sep)
+            if not s or not name:
+                raise UserError(f"{option} must look like NAME{sep}value (got {item!r})")
+        out[name] = value
+    return out
+
+
+def _group(target: Target, o: Options) -> dict[str, Any]:
+    kind = kind_of(target)
+    for other, options in _KIND_OPTIONS.items():
+        if other == kind:
+            continue
+        given = next((name for name, key in options if getattr(o, key) not in (None, False, [], "")), None)
+        if given is not None:
+            raise UserError(f"{given} applies to {_KIND_WORDS[other]} only, not to {_KIND_WORDS[kind]}")
+    if isinstance(target, str) and kind == "http":
+        g: dict[str, Any] = {"kind": "http", "url": target}
+        if o.headers:
+            g["headers"] = _pairs(o.headers, "-H/--header", ":")
+        if o.cookies:
+            g["cookies"] = _pairs(o.cookies, "-C/--cookie", "=")
+        for key in (
+            "method",
+            "body",
+            "body_file",
+            "expect_status",
+            "expect_body",
+            "expect_body_regex",
+            "expect_length",
+        ):
+            if getattr(o, key) is not None:
+                g[key] = getattr(o, key)
+        for flag in ("insecure", "new_connection"):
+            if getattr(o, flag):
+                g[flag] = True
+        return g
+    if isinstance(target, str) and kind == "tcp":
+        parts = urllib.parse.urlsplit(target)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or not port:
+            raise UserError(f"a tcp target must look like tcp://host:port (got {target!r})")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        g = {"kind": "tcp", "addr": f"{host}:{port}"}
+        if o.send is not None:
+            g["send"] = o.send.encode().decode("unicode_escape")
+        if o.expect is not None:
+            g["expect"] = o.expect
+        return g
+    if isinstance(target, str):
+        if "://" in target:
+            raise UserError(
+                f"unsupported target {target!r}: use http://, https://, tcp://host:port, "
+                "or -- COMMAND ARGS for a command"
+            )
+        target = [target]
+    argv = list(target)
+    if not argv or not argv[0]:
+        raise UserError("no target given: use a URL (http://…, tcp://host:port) or -- COMMAND ARGS")
+    g = {"kind": "exec", "argv": argv}
+    if o.env:
+        g["env"] = _pairs(o.env, "-e/--env", "=")
+    for key in ("cwd", "expect_stdout", "expect_stderr", "bytes_from"):
+        if getattr(o, key) is not None:
+            g[key] = getattr(o, key)
+    if o.expect_file:
+        path, sep, size = o.expect_file.rpartition(":")
+        g["expect_file"] = {"path": path, "min_size": int(size)} if sep and size.isdigit() else {"path": o.expect_file}
+    return g
+
+
+def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
+    """The scenario's tables for `target` and `o`. `run`: `knee run` (one level, or one step per rate; no
+    recovery probe, no stop at collapse), else a one-line sweep."""
+    rate_option = "--rate" if run else "--rates"
+    given = [
+        k for k, v in (("-n", o.n), ("--iterations", o.iterations), ("-d/--duration", o.duration)) if v is not None
+    ]
+    if len(given) > 1:
+        raise UserError(f"give only one of -n, --iterations and --duration (got {' and '.join(given)})")
+    rates = o.rates
+    if rates is None:
+        if o.poisson:
+            raise UserError(f"--poisson shapes an open loop: give {rate_option} too (e.g. {rate_option} 500 --poisson)")
+        if o.max_in_flight is not None:
+            raise UserError(f"--max-in-flight caps an open loop: give {rate_option} too (e.g. {rate_option} 500)")
+    group = _group(target, o)
+    sweep: dict[str, Any] = {}
+    if rates is not None:
+        if o.levels is not None:
+            raise UserError("--levels and --rates exclude each other: give client levels or arrival rates, not both")
+        if o.think is not None and o.think not in ("0", "0s", 0, 0.0):
+            raise UserError(
+                f"--think applies to closed loops only (got {o.think} with {rate_option}): drop one of them"
+            )
+        group["clients"] = o.clients if o.clients is not None else 1
+        group["rate"] = "level"
+        sweep["rates"] = rates
+        if o.poisson:
+            sweep["arrival"] = "poisson"
+        if o.max_in_flight is not None:
+            sweep["max_in_flight"] = o.max_in_flight
+    else:
+        group["clients"] = "level"
+        if o.levels is not None:
+            if o.clients is not None:
+                raise UserError("-c/--clients and --levels exclude each other: --levels gives the clients of each step")
+            sweep["levels"] = o.levels
+        else:
+            sweep["levels"] = [o.clients if o.clients is not None else 1]
+    for key, value in (("timeout", o.timeout), ("think", o.think)):
+        if value is not None:
+            group[key] = value
+    if o.n is not None:
+        sweep["total"] = o.n
+    elif o.iterations is not None:
+        sweep["per_client"] = o.iterations
+    else:
+        sweep["duration"] = o.duration if o.duration is not None else "10s"
+    for key in ("warmup", "pause", "interval", "threads"):
+        if getattr(o, key) is not None:
+            sweep[key] = getattr(o, key)
+    if o.up_down:
+        sweep["direction"] = "up-down"
+    table: dict[str, Any] = {"groups": {"main": group}, "sweep": sweep}
+    if o.name:
+        table["name"] = o.name
+    if run:
+        table["stop"] = {"at_collapse": False}
+    if run or o.no_recovery:
+        table["recovery"] = {"enabled": False}
+    slo = {k: v for k, v in (("p99_ms", o.slo_p99), ("failure_ratio", o.slo_failure_ratio)) if v is not None}
+    if slo:
+        table["slo"] = slo
+    return table
+
+
+def parse_list(value: str | None, option: str, whole: bool) -> list[Any] | None:
+    """`--levels 5,20,50` / `--rates 100,200/s` → numbers; None when not given."""
+    if value is None:
+        return None
+    out: list[Any] = []
+    for part in value.split(","):
+        text = part.strip().removesuffix("/s")
+        unit = "a whole number of clients, e.g. 5,20,50" if whole else "operations per second, e.g. 500 or 100,200"
+        try:
+            x: float = int(text) if whole else float(text)
+        except ValueError:
+            raise UserError(f"{option} {value!r}: {part.strip()!r} is not a number; use {unit}") from None
+        if not (0 < x < float("inf")):
+            what = "level must be a positive number of clients" if whole else "rate must be a positive number"
+            raise UserError(f"{option} {value!r}: every {what} ({unit})")
+        out.append(x)
+    return out

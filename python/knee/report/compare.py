@@ -1,0 +1,59 @@
+"""`knee compare`'s terminal view of a Comparison (knee.analysis.compare)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from knee import fmt
+from knee.analysis.compare import Comparison, level_name
+
+
+def _opt(v: float | None, f: Callable[[float], str]) -> str:
+    return "-" if v is None else f(v)
+
+
+def _failures(n: int | None, ratio: float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n:,} ({fmt.pct(ratio or 0)})" if n else "0"
+
+
+def _hz(x: float) -> str:
+    return fmt.rate(x).removesuffix(" Hz")
+
+
+_SHORT = {"within noise": "noise", "only in A": "only A", "only in B": "only B"}
+_STYLE = {"better": "green", "worse": "red", "mixed": "yellow"}
+
+
+def render_comparison(cmp: Comparison, console: Console) -> None:
+    console.print(f"[bold]A[/] = {escape(cmp.run_a)}   [bold]B[/] = {escape(cmp.run_b)}")
+    for group in dict.fromkeys(d.group for d in cmp.levels):
+        table = Table(title=f"group {escape(group)}", title_justify="left")
+        header = ["Level", "Rate A Hz", "Rate B Hz", "Change", "p99 A", "p99 B", "Fail A", "Fail B", "B vs A"]
+        for i, h in enumerate(header):
+            table.add_column(h, justify="left" if i in (0, 8) else "right")
+        for d in (d for d in cmp.levels if d.group == group):
+            table.add_row(
+                escape(level_name(d)),
+                _opt(d.rate_a, _hz),
+                _opt(d.rate_b, _hz),
+                _opt(d.change_pct, lambda x: f"{x:+.1f} %"),
+                _opt(d.p99_a_ms, fmt.ms),
+                _opt(d.p99_b_ms, fmt.ms),
+                _failures(d.failures_a, d.failure_ratio_a),
+                _failures(d.failures_b, d.failure_ratio_b),
+                _SHORT.get(d.overall, d.overall),
+                style=_STYLE.get(d.overall),
+            )
+        console.print(table)
+    for line in cmp.summary:
+        console.print(escape(line))
+    console.print(
+        f"[dim]noise: Welch's t-test on per-interval rates (Poisson z-test without a series), "
+        f"two-proportion z-test on failures; alpha {cmp.alpha:g}, changes under {cmp.min_change * 100:g} % ignored[/]"
+    )

@@ -1,0 +1,118 @@
+"""Secrets: values knee uses but never writes.
+
+A secret is a `${name}` placeholder whose value comes from `--secret name=VALUE`, `--secret name`
+(the environment variable `name`) or the environment (a scenario's `secrets = ["name"]`). What knee
+writes (run.json, scenario.toml in the run directory, every report, `--json`) keeps the placeholder,
+never the value, and `--resume` asks for the value again by name.
+
+Credential-bearing values given literally — the value of an `Authorization`, `Proxy-Authorization`
+or `Cookie` header, of any header or exec environment variable named like a token, key, secret,
+password or session, and of every cookie — are made secrets of their own (`main_header_authorization`
+…): the run uses them, the files hold the placeholder.
+
+As a last line of defence every text knee writes goes through `scrub`, which replaces any secret
+value of 4 or more characters still found in it (an error message that echoed a token, say).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from knee.errors import UserError
+
+REDACTED = "<redacted>"
+_SENSITIVE = re.compile(r"authorization|cookie|token|key|secret|passw|pwd|session|cred|auth", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MIN_SCRUB = 4
+
+# Every secret value this process knows, for `scrub`.
+_KNOWN: set[str] = set()
+
+
+def remember(values: dict[str, str]) -> None:
+    """Make `scrub` replace these values wherever they appear."""
+    _KNOWN.update(v for v in values.values() if len(v) >= MIN_SCRUB)
+
+
+def scrub(text: str) -> str:
+    """`text` with every known secret value replaced by <redacted> (longest first)."""
+    for v in sorted(_KNOWN, key=len, reverse=True):
+        if v in text:
+            text = text.replace(v, REDACTED)
+    return text
+
+
+def sensitive(name: str) -> bool:
+    """A header, cookie or environment variable name that carries credentials."""
+    return bool(_SENSITIVE.search(name))
+
+
+def parse_secret_options(items: tuple[str, ...] | list[str], option: str = "--secret") -> dict[str, str]:
+    """`--secret name=VALUE` or `--secret name` (from the environment) → {name: value}."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not _NAME.match(name):
+            raise UserError(
+                f"{option} {item.split('=')[0]!r}: a secret's name is letters, digits and '_' (not starting with a "
+                "digit), e.g. --secret token=VALUE"
+            )
+        if not sep:
+            if name not in os.environ:
+                raise UserError(
+                    f"{option} {name}: ${name} is not set in the environment; export it or pass {option} {name}=VALUE"
+                )
+            value = os.environ[name]
+        out[name] = value
+    return out
+
+
+def resolve(names: list[str], given: dict[str, str], why: str = "this run uses") -> dict[str, str]:
+    """The values of secrets `names`: given on the command line, else from the environment."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name in given:
+            out[name] = given[name]
+        elif name in os.environ:
+            out[name] = os.environ[name]
+        else:
+            raise UserError(f"{why} the secret {name!r}: pass --secret {name}=VALUE (or set {name} in the environment)")
+    return out
+
+
+def lift_credentials(record: dict[str, Any], run: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
+    """Credential-bearing literal values in the groups of `record` (raw scenario tables, secrets still
+    as placeholders) become placeholders of new secrets, whose values (from `run`, the same tables
+    filled in) are added to `secrets`. A value that uses a secret already ("Bearer ${token}") stays.
+    Returns the record's new group tables."""
+    out: dict[str, Any] = {}
+    for gname, table_of_group in record.items():
+        if not isinstance(table_of_group, dict):
+            out[gname] = table_of_group
+            continue
+        g = dict(table_of_group)
+        for field, word, every in (("headers", "header", False), ("cookies", "cookie", True), ("env", "env", False)):
+            table = g.get(field)
+            if not isinstance(table, dict):
+                continue
+            filled = run.get(gname, {}).get(field, {})
+            new = {}
+            for key, value in table.items():
+                if (
+                    isinstance(value, str)
+                    and value
+                    and (every or sensitive(str(key)))
+                    and not any(m.group(1) in secrets for m in _PLACEHOLDER.finditer(value))
+                ):
+                    name = re.sub(r"[^A-Za-z0-9_]", "_", f"{gname}_{word}_{key}").lower()
+                    secrets[name] = str(filled.get(key, value))
+                    new[key] = f"${{{name}}}"
+                else:
+                    new[key] = value
+            g[field] = new
+        out[gname] = g
+    return out

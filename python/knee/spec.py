@@ -1,0 +1,145 @@
+"""The engine spec, typed: the Python mirror of `crates/engine/src/spec.rs` (docs/engine-spec.md).
+
+Every way of running knee builds a `Scenario`, a plan of steps, and one `EngineSpec` per step
+(`knee.plan.engine_spec`); this module is the only place that knows the spec's shape. Field names
+and defaults are the engine's: `tests/unit/test_boundary.py` holds a spec with every field set
+against the engine's own reading of it (`knee._engine.check_spec`), so a key renamed on either
+side fails a test instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---- stop rules (serde: externally tagged, snake_case) ------------------------------------------
+
+
+class Total(_Spec):
+    """Operations over the whole group."""
+
+    total: int
+
+
+class PerClient(_Spec):
+    """Operations per client."""
+
+    per_client: int
+
+
+class DurationMs(_Spec):
+    """Measured run time (after warm-up)."""
+
+    duration_ms: int
+
+
+class WhileOthers(_Spec):
+    """A background group: runs until every other group of the shard has ended (in a shard of
+    background groups only: until `stop()`, with `cut()` windows)."""
+
+    while_others: Literal[True] = True
+
+
+StopRule = Total | PerClient | DurationMs | WhileOthers
+
+
+# ---- pacers (serde: internally tagged by "kind") -------------------------------------------------
+
+
+class ClosedPacer(_Spec):
+    kind: Literal["closed"] = "closed"
+
+
+class RatePacer(_Spec):
+    """Open loop: `rate_hz` arrivals per second over the group; latency from the intended start."""
+
+    kind: Literal["rate"] = "rate"
+    rate_hz: float
+    poisson: bool = False
+    max_in_flight: int | None = None
+
+
+Pacer = Annotated[ClosedPacer | RatePacer, Field(discriminator="kind")]
+
+
+# ---- clients (serde: internally tagged by "kind") ------------------------------------------------
+
+
+class HttpClient(_Spec):
+    kind: Literal["http"] = "http"
+    url: str
+    method: str = "GET"
+    headers: list[tuple[str, str]] = Field(default_factory=list)
+    body: str | None = None
+    body_file: str | None = None
+    insecure: bool = False
+    new_connection: bool = False
+    http2: bool = False
+    expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
+    expect_body: str | None = None
+    expect_body_regex: str | None = None
+    expect_length: int | None = None
+
+
+class TcpClient(_Spec):
+    kind: Literal["tcp"] = "tcp"
+    addr: str
+    send: str | None = None
+    expect: str | None = None
+
+
+class FileCheck(_Spec):
+    path: str
+    min_size: int = 0
+
+
+class ExecClient(_Spec):
+    kind: Literal["exec"] = "exec"
+    argv: list[str]
+    env: list[tuple[str, str]] = Field(default_factory=list)
+    cwd: str | None = None
+    expect_stdout: str | None = None
+    expect_stderr: str | None = None
+    expect_file: FileCheck | None = None
+    bytes_from: str | None = None
+
+
+ClientSpec = Annotated[HttpClient | TcpClient | ExecClient, Field(discriminator="kind")]
+
+
+# ---- groups and the shard ------------------------------------------------------------------------
+
+
+class GroupSpec(_Spec):
+    name: str
+    clients: int
+    stop: StopRule
+    think_ms: int = 0
+    timeout_ms: int = 30_000
+    warmup_ms: int = 0
+    client_offset: int = 0
+    pacer: Pacer = Field(default_factory=ClosedPacer)
+    client: ClientSpec
+
+    @property
+    def background(self) -> bool:
+        return isinstance(self.stop, WhileOthers)
+
+
+class EngineSpec(_Spec):
+    """One shard: client groups started together."""
+
+    threads: int = 0
+    interval_ms: int = 1000
+    start_at_unix: float | None = None
+    groups: list[GroupSpec]
+
+    def to_json(self) -> str:
+        """The JSON the engine reads (every field, as the engine writes it back)."""
+        return self.model_dump_json()

@@ -1,0 +1,55 @@
+"""Write TOML: the demo target's config (`knee target --config`) and saved scenarios (`--save-scenario`).
+
+Tables of scalars, lists (of scalars or of lists, e.g. status ranges) and tables; `None` values are
+left out. Whatever `tomllib` reads back equals what was written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from knee.errors import UserError
+
+
+def to_toml(table: dict[str, Any]) -> str:
+    """`table` as TOML text."""
+    lines: list[str] = []
+    _emit(table, [], lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _key(k: str) -> str:
+    return k if k and k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise UserError(f"value {v!r} cannot be written as TOML; use a finite number")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None) + "}"
+    raise UserError(f"value {v!r} is not a number, string, boolean, list or table; use one of those")
+
+
+def _emit(table: dict[str, Any], prefix: list[str], lines: list[str]) -> None:
+    subs = {k: v for k, v in table.items() if isinstance(v, dict)}
+    if prefix and (len(subs) < len(table) or not table):
+        if lines:
+            lines.append("")
+        lines.append("[" + ".".join(_key(p) for p in prefix) + "]")
+    for k, v in table.items():
+        if not isinstance(v, dict) and v is not None:
+            lines.append(f"{_key(k)} = {_value(v)}")
+    for k, v in subs.items():
+        _emit(v, [*prefix, k], lines)
