@@ -165,6 +165,8 @@ def execute(
 
 def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = True, write: bool = True) -> int:
     """Verdicts into run.json, reports into the run directory (`write`), the table on the terminal (`show`)."""
+    if not (show or write):  # knee run without --out: nobody reads a verdict (and analysis costs start-up)
+        return 0
     from knee.analysis import analyze_run
     from knee.report import render_terminal, write_reports
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 from knee.target import start_target
 
@@ -31,3 +32,19 @@ def test_readme_knee_run_examples_work() -> None:
             assert proc.returncode == 0, f"{example}\n{proc.stderr}"
             assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
             assert re.search(r"Hung \(timed out, killed\):\s+0\b", proc.stdout), example
+
+
+def test_readme_one_line_sweeps_work(tmp_path: Path) -> None:
+    text = (REPO / "README.md").read_text()
+    examples = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("knee sweep http")]
+    assert len(examples) >= 2
+    with start_target("basic") as target:
+        for example in examples:
+            line = example.replace("http://127.0.0.1:8080", target.url)
+            line = re.sub(r"-d \S+", "-d 0.3s", line)
+            line = re.sub(r"--levels \S+", "--levels 2,4", line)
+            line = re.sub(r"--rates \S+", "--rates 50,100", line)
+            args = shlex.split(line)[2:]
+            proc = knee_cli("sweep", *args, "--no-recovery", "--out", str(tmp_path), timeout=90)
+            assert proc.returncode == 0, f"{example}\n{proc.stderr}"
+            assert "report:" in proc.stdout, example

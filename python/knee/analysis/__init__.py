@@ -10,9 +10,30 @@ The definitions are in docs/analysis.md.
 
 from __future__ import annotations
 
-from knee.analysis.run import analyze_run
-from knee.analysis.usl import FitError, fit_usl, usl
-from knee.analysis.verdict import analyze
-from knee.scenario import Slo
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from knee.analysis.run import analyze_run
+    from knee.analysis.usl import FitError, fit_usl, usl
+    from knee.analysis.verdict import analyze
+    from knee.scenario import Slo
 
 __all__ = ["FitError", "Slo", "analyze", "analyze_run", "fit_usl", "usl"]
+
+_WHERE = {
+    "analyze_run": "knee.analysis.run",
+    "analyze": "knee.analysis.verdict",
+    "FitError": "knee.analysis.usl",
+    "fit_usl": "knee.analysis.usl",
+    "usl": "knee.analysis.usl",
+    "Slo": "knee.scenario",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: a module of the package (stats, levels) imports without numpy and the fit.
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'knee.analysis' has no attribute {name!r}")

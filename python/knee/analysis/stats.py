@@ -1,15 +1,12 @@
 """Statistics over measured intervals: per-interval counts and their distribution, and the noise tests
 `knee compare` judges differences with (Welch's t-test on per-interval rates, Poisson and two-proportion
-z-tests)."""
+z-tests). numpy and scipy are imported where they are needed: `knee run` must not pay for them."""
 
 from __future__ import annotations
 
 import math
 import warnings
 from dataclasses import dataclass
-
-import numpy as np
-from scipy import stats
 
 from knee.model import GroupStats
 
@@ -38,6 +35,8 @@ class IntervalDistribution:
 
 
 def interval_distribution(g: GroupStats, n_bins: int = 8) -> IntervalDistribution:
+    import numpy as np
+
     counts = np.array([p.succeeded for p in g.series], dtype=float)
     lo, hi = float(counts.min()), float(counts.max())
     edges = np.linspace(lo, hi if hi > lo else lo + 1, n_bins + 1)
@@ -65,6 +64,9 @@ def interval_rates(g: GroupStats, elapsed_s: float | None = None) -> list[float]
 def rate_test(a: GroupStats, b: GroupStats) -> tuple[float | None, str]:
     """(p-value that A's and B's rates are equal, the test used): Welch's t-test on per-interval rates
     with at least 3 complete intervals each, else a Poisson z-test on the counts."""
+    import numpy as np
+    from scipy import stats
+
     xa, xb = interval_rates(a), interval_rates(b)
     if len(xa) >= MIN_INTERVALS and len(xb) >= MIN_INTERVALS:
         va, vb = float(np.var(xa, ddof=1)), float(np.var(xb, ddof=1))
@@ -85,6 +87,8 @@ def rate_test(a: GroupStats, b: GroupStats) -> tuple[float | None, str]:
 
 def failures_test(a: GroupStats, b: GroupStats) -> float | None:
     """p-value that A's and B's failure ratios ((failed + hung) / all) are equal: two-proportion z-test."""
+    from scipy import stats
+
     na, nb = a.total, b.total
     if na == 0 or nb == 0:
         return None

@@ -8,12 +8,24 @@ once from the RunRecord and only formats it, so `knee report RUN_DIR` regenerate
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from knee.model import RunRecord
-from knee.report.terminal import render_terminal
 from knee.store import RunDir
 
+if TYPE_CHECKING:
+    from knee.report.terminal import render_terminal
+
 __all__ = ["render_terminal", "write_reports"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `knee run` imports knee.report.abtext without paying for the sweep reports (numpy, plots).
+    if name == "render_terminal":
+        from knee.report.terminal import render_terminal
+
+        return render_terminal
+    raise AttributeError(f"module 'knee.report' has no attribute {name!r}")
 
 
 def write_reports(run_dir: RunDir, record: RunRecord) -> list[Path]:
