@@ -15,7 +15,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip "maturin>=1.5,<2"
 
 install: $(PY) ## build the engine and install knee (with dev extras) into .venv
-	$(VENV)/bin/maturin develop --release -q -E dev
+	$(VENV)/bin/maturin develop --release -q -E dev,dask
 
 ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium)
 	bash scripts/install-system-deps.sh

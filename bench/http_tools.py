@@ -202,7 +202,7 @@ class Vegeta(Tool):
 
 class Locust(Tool):
     name = "locust"
-    modes = ("keepalive",)
+    modes = ("keepalive", "flow")
 
     def binary(self) -> str | None:
         return find_binary("locust")
@@ -212,6 +212,9 @@ class Locust(Tool):
 
     def command(self, run: Run) -> list[str]:
         n = str(run.concurrency)
+        if run.mode == "flow":  # a no-op task, no HTTP
+            return [self.binary() or "locust", "-f", str(BENCH / "locust_noop.py"), "--headless", "--only-summary",
+                    "-u", n, "-r", n, "-t", f"{run.duration_s}s"]  # fmt: skip
         return [
             self.binary() or "locust",
             "-f",

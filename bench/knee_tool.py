@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 from measure import Measured
-from tool import ParseError, Run, Sample, Tool, find_binary, first_line
+from tool import BENCH, ROOT, TOOLS_BIN, ParseError, Run, Sample, Tool, find_binary, first_line
 
 HOLD_S = 20  # exec-hold: how long each client's process lives
 
 
 class Knee(Tool):
     name = "knee"
-    modes = ("keepalive", "close", "exec", "exec-hold")
+    modes = ("keepalive", "close", "exec", "exec-hold", "flow", "worker")
 
     def binary(self) -> str | None:
         return find_binary("knee")
@@ -26,6 +28,10 @@ class Knee(Tool):
         common = ["-q", "-c", str(run.concurrency), "-d", f"{run.duration_s}s", "--json", str(out)]
         if run.mode == "exec":
             return [self.binary() or "knee", "run", *common, "--", "/bin/true"]
+        if run.mode == "flow":
+            return [self.binary() or "knee", "run", *common, "--python", "noopflow:noop", "--path", str(BENCH)]
+        if run.mode == "worker":
+            return [self.binary() or "knee", "run", *common, "--worker", "--", noop_worker()]
         if run.mode == "exec-hold":
             # One `sleep 20` per client: all 5 000 are alive together if the last starts within 20 s.
             hold = ["-q", "-c", str(run.concurrency), "--iterations", "1", "--timeout", "60s", "--json", str(out)]
@@ -51,4 +57,19 @@ class Knee(Tool):
             p50_ms=float(latency["p50"]) if "p50" in latency else None,
             p99_ms=float(latency["p99"]) if "p99" in latency else None,
             errors=failed + hung,
+            own_cpu_s=float(data["generator"]["cpu_s"]) if data.get("generator") else None,
+            started=int(data["started"]) + int(data.get("warmup_ops", 0)) if "started" in data else None,
         )
+
+
+def noop_worker() -> str:
+    """examples/workers/c/noop_worker.c, compiled into bench/tools/bin when missing or older than its source."""
+    source = ROOT / "examples" / "workers" / "c" / "noop_worker.c"
+    binary = TOOLS_BIN / "noop_worker"
+    if not binary.is_file() or binary.stat().st_mtime < source.stat().st_mtime:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise ParseError("no C compiler (cc or gcc) for the no-op worker")
+        TOOLS_BIN.mkdir(parents=True, exist_ok=True)
+        subprocess.run([cc, "-O2", "-o", str(binary), str(source)], check=True, timeout=120)
+    return str(binary)

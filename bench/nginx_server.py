@@ -81,6 +81,12 @@ class Nginx:
             self._stop()
         raise RuntimeError(f"nginx did not start: {(self.dir / 'stderr.log').read_text()[-500:]}")
 
+    def requests(self) -> int:
+        """nginx's count of the requests it has read (stub_status), this one included."""
+        with urllib.request.urlopen(self.url + "__nginx_requests", timeout=5) as resp:
+            lines = resp.read().decode().splitlines()
+        return int(lines[2].split()[2])  # " accepts handled requests" below "server accepts handled requests"
+
     def _wait_ready(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

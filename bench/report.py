@@ -21,6 +21,15 @@ COLUMNS = (
     "peak RSS MB",
 )
 HOLD_COLUMNS = ("operations completed", "wall s", "CPU s", "errors", "peak RSS MB", "all alive at once")
+WORKER_COLUMNS = (
+    "operations/s",
+    "CPU s: knee + worker",
+    "knee CPU µs per operation",
+    "operations per CPU-s (both)",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+)
 EXEC_COLUMNS = ("operations/s", "CPU s", "operations per CPU-s", "errors", "peak RSS MB", "ops/s vs the C loop")
 
 
@@ -81,6 +90,17 @@ def _table(summary: list[Row], runs: list[Row], scenario: str) -> list[str]:
             ]
             lines.append(f"| {r['tool']}{_failed(r)} | " + " | ".join(cells) + " |")
         return lines
+    if scenario == "worker":
+        lines = ["| generator | " + " | ".join(WORKER_COLUMNS) + " |", "|---" * (len(WORKER_COLUMNS) + 1) + "|"]
+        for r in rows:
+            own, cpu = _val(r, "own_cpu_s"), _val(r, "cpu_s")
+            split = f"{_num(own, 2)} + {_num(cpu - own, 2)}" if own is not None and cpu is not None else _num(cpu, 2)
+            cells = [_num(r["rps"]), split, _num(_us_per_op(r), 2), _per(r), _ms(r["p50_ms"]), _ms(r["p99_ms"]),
+                     _num(r["errors"])]  # fmt: skip
+            lines.append(f"| {r['tool']}{_failed(r)} | " + " | ".join(cells) + " |")
+        return lines
+    if scenario == "distributed":
+        return _distributed_table(rows)
     if scenario == "exec":
         lines = ["| generator | " + " | ".join(EXEC_COLUMNS) + " |", "|---" * (len(EXEC_COLUMNS) + 1) + "|"]
         for r in rows:
@@ -190,7 +210,54 @@ def targets(summary: list[Row], runs: list[Row]) -> list[str]:
     per_cpu = paired_ratio(runs, "exec", "knee", "forkexec-c", "per_cpu_s")
     extra = f" (per CPU-s: {per_cpu:.0%})" if per_cpu is not None else ""
     out.append(f"| exec: operations/s ≥ 90 % of the C fork/exec loop's | {seen}{extra} | {_verdict(ok)} |")
+    seen, ok = _vs(runs, "flow", "locust", "per_cpu_s", 5.0)
+    out.append(f"| no-op Python flow: operations per CPU-s (knee + its workers) ≥ 5 × Locust's | {seen} "
+               f"| {_verdict(ok)} |")  # fmt: skip
+    us = _us_per_op(_find(summary, "worker", "knee"))
+    seen = "—" if us is None else f"{us:.2f} µs of knee CPU per operation"
+    out.append(f"| worker protocol: knee's own cost per operation (no-op C worker), measured | {seen} "
+               f"| {'measured' if us is not None else 'not measured'} |")  # fmt: skip
+    scale = _scaling(runs)
+    seen = "—" if scale is None else f"{scale:.2f}× the rate of 1 worker"
+    ok = None if scale is None else scale >= 1.8
+    out.append(f"| Dask: exec on 2 pinned worker processes ≥ 1.8 × on 1 (generator-bound) | {seen} | {_verdict(ok)} |")
     return out
+
+
+def _distributed_table(rows: list[Row]) -> list[str]:
+    over = next((r for r in rows if r["tool"] == "knee-3-workers"), None)
+    lines = [
+        "| 3 local workers, per step | median |",
+        "|---|---|",
+        f"| step start until every shard runs | {_num(_val(over, 'start_ms'), 1)} ms |",
+        f"| last shard's end until the merged result is back | {_num(_val(over, 'merge_ms'), 1)} ms |",
+        f"| start skew between the shards | {_num(_val(over, 'skew_ms'), 2)} ms |",
+        "",
+        "| exec of /bin/true, 8 clients | operations/s | load-side cores busy | errors |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        if str(r["tool"]).endswith("-pinned"):
+            cells = [_num(r.get("rps")), _num(_val(r, "load_cores"), 2), _num(r.get("errors"))]
+            lines.append(f"| {r['tool']}{_failed(r)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _scaling(runs: list[Row]) -> float | None:
+    """Median over repetitions of (2 pinned workers' rate ÷ 1 pinned worker's rate), paired by repetition."""
+    ratios = []
+    for rep in sorted({r.get("rep") for r in runs if r["scenario"] == "distributed"}, key=str):
+        one = next((r for r in runs if r.get("rep") == rep and r["tool"] == "knee-1-pinned" and "rps" in r), None)
+        two = next((r for r in runs if r.get("rep") == rep and r["tool"] == "knee-2-pinned" and "rps" in r), None)
+        if one and two and float(one["rps"]) > 0:  # type: ignore[arg-type]
+            ratios.append(float(two["rps"]) / float(one["rps"]))  # type: ignore[arg-type]
+    return statistics.median(ratios) if ratios else None
+
+
+def _us_per_op(r: Row | None) -> float | None:
+    """knee's own CPU (its child processes excluded) per operation, in µs."""
+    own, done = _val(r, "own_cpu_s"), _val(r, "requests")
+    return own / done * 1e6 if own is not None and done else None
 
 
 def _all_alive_together(hold: Row | None) -> bool:
@@ -247,7 +314,7 @@ def write_report(
         "A load generator that is slower than the service it tests measures itself. This page compares knee",
         "with the generators its users know, on one machine, per CPU core.",
         "",
-        f"- **Machine:** {machine()}.",
+        f"- **Machine:** {meta.get('machine') or machine()}.",
         f"- **Date:** {when}; {meta['reps']} repetition(s) of {meta['duration_s']} s per generator and scenario.",
         f"- **Load average** before / after: {load_before[0]:.2f} / {load_after[0]:.2f} (1 min). "
         "The load after is the benchmark's own (it keeps both cores busy); a load before well above 0 "
@@ -279,11 +346,27 @@ def write_report(
         "- exec: each generator runs `/bin/true` with 4 in flight on core 1 for the run's duration:",
         "  knee `run -- /bin/true`, the C fork/exec loop `bench/forkexec.c`, `xargs -P 4 -n 1` (count-based,",
         "  sized from the C loop's rate, timed by wall clock) and Python threads calling `subprocess.run`.",
+        "- No-op Python flow: knee `run --python noopflow:noop` (bench/noopflow.py: `async def noop(ctx)`)",
+        "  with its Python worker processes, against Locust (bench/locust_noop.py: a `User` whose task only",
+        "  fires Locust's request event, as a custom client does, `wait_time = constant(0)`). Both on core 1;",
+        "  CPU s counts knee and its workers together.",
+        "- No-op worker: knee `run --worker -- noop_worker` (examples/workers/c/noop_worker.c, answering every",
+        "  request at once); **knee CPU µs per operation** is knee's own CPU (its `--json` generator.cpu_s,",
+        "  without the worker's) ÷ operations: what the protocol costs knee per operation.",
+        "- Dask executor (bench/dask_bench.py): a real `dask scheduler` and `dask worker --nthreads 1`",
+        "  processes on this machine. Overhead: 7 steps of 3 exec operations on 3 workers, timed by the",
+        "  executor (step start → common start; last shard's end → merged result). Scaling: `/bin/true`",
+        "  with 8 clients for the run's duration on 1 worker pinned to core 0, then on 2 workers pinned to",
+        "  cores 0 and 1 (their client processes inherit the pinning); the ratio is the median of paired runs.",
         "- 5 000 concurrent exec clients: knee `run -c 5000 --iterations 1 -- sleep 20`. The run taking",
         "  under 40 s proves all 5 000 processes were alive at once (the last started before the first",
         "  ended); peak RSS is knee's own, CPU s includes the 5 000 children's start-up.",
         "",
         "## Targets",
+        "",
+        "Each share is the median, over the repetitions, of knee's figure divided by the peer's figure of",
+        "the same repetition (the runs are interleaved, so a pair shares the machine's state). It can differ",
+        "from the ratio of the two medians in the tables below.",
         "",
         *targets(summary, runs),
         "",
@@ -298,6 +381,12 @@ def write_report(
     skipped: list[str] = meta.get("skipped") or []  # type: ignore[assignment]
     if skipped:
         lines += ["", f"Not installed, so not measured: {', '.join(skipped)}."]
-    lines += ["", "Reproduce: `make bench` (or `.venv/bin/python bench/run.py --duration 10 --reps 3`).", ""]
+    lines += ["", "Reproduce: `make bench` (or `.venv/bin/python bench/run.py --duration 10 --reps 3`)."]
+    if meta.get("results_file"):
+        lines += [
+            f"Every number on this page comes from `{meta['results_file']}`, every run's raw figures;",
+            f"`.venv/bin/python bench/run.py --from-json {meta['results_file']}` writes this page again from it.",
+        ]
+    lines += [""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

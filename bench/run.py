@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`make bench`: knee against wrk, ab, oha, hey, vegeta and Locust (and exec baselines), on this machine.
+"""`make bench`: knee against wrk, ab, oha, hey, vegeta and Locust (and exec and flow baselines), on this machine.
 
 nginx (1 worker) is pinned to core 0, each generator to core 1; runs of one scenario are interleaved and
 repeated; the medians go to docs/performance.md. `--smoke` is the short version `make test` runs.
@@ -8,6 +8,7 @@ repeated; the medians go to docs/performance.md. `--smoke` is the short version 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import raise_nofile_limit, run_measured
 from nginx_server import Nginx, nginx_version
-from report import write_report
+from report import machine, write_report
 from scenarios import TOOLS, Scenario, scenarios
 from tool import BENCH, ROOT, ParseError, Run, Tool
 
@@ -41,6 +42,11 @@ MEDIAN_KEYS = (
     "p99_ms",
     "errors",
     "maxrss_mb",
+    "own_cpu_s",
+    "start_ms",
+    "merge_ms",
+    "skew_ms",
+    "load_cores",
 )
 
 
@@ -80,12 +86,18 @@ def install_missing(names: list[str]) -> None:
             print(f"bench/install.sh failed ({result.returncode}); those generators are skipped", flush=True)
 
 
-def one_run(tool: Tool, scenario: Scenario, url: str, duration: int, expected_ops: int) -> dict[str, object]:
+def one_run(
+    tool: Tool, scenario: Scenario, server: Nginx | _NoServer, duration: int, expected_ops: int
+) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix=f"knee-bench-{tool.name}-"))
-    run = Run(scenario.mode, scenario.concurrency, duration, url, workdir, expected_ops)
+    run = Run(scenario.mode, scenario.concurrency, duration, server.url, workdir, expected_ops)
     row: dict[str, object] = {"scenario": scenario.name, "tool": tool.name}
+    http = scenario.mode in ("keepalive", "close")
     try:
+        before = server.requests() if http else 0
         measured = run_measured(tool.command(run), GENERATOR_CPU, timeout_s=duration * 3 + 60, cwd=workdir)
+        if http:  # what nginx read, the counter's own request excluded: held against the tool's own count
+            row["server_requests"] = server.requests() - before - 1
         row |= {"cpu_s": measured.cpu_s, "user_s": measured.user_s, "sys_s": measured.sys_s}
         row |= {"maxrss_mb": measured.maxrss_mb, "wall_s": measured.wall_s}
         if measured.timed_out:
@@ -103,12 +115,14 @@ def one_run(tool: Tool, scenario: Scenario, url: str, duration: int, expected_op
     return row
 
 
-def run_scenario(scenario: Scenario, tools: list[Tool], url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+def run_scenario(
+    scenario: Scenario, tools: list[Tool], server: Nginx | _NoServer, args: argparse.Namespace
+) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for rep in range(args.reps):
         expected_ops = 1000 * args.duration
         for tool in tools:
-            row = one_run(tool, scenario, url, args.duration, expected_ops)
+            row = one_run(tool, scenario, server, args.duration, expected_ops)
             row["rep"] = rep
             if tool.name == "forkexec-c" and isinstance(row.get("rps"), float):
                 expected_ops = max(100, int(float(row["rps"]) * args.duration))  # type: ignore[arg-type]
@@ -186,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows: list[dict[str, object]] = []
     meta_extra: dict[str, object] = {}
-    needs_http = any(not s.mode.startswith("exec") for s in chosen)
+    needs_http = any(s.mode in ("keepalive", "close") for s in chosen)
     with Nginx(cpu=SERVER_CPU) if needs_http else _NoServer() as server:
         if "knee" in tools and needs_http and not args.smoke:
             meta_extra["knee_fixed_cpu_s"] = fixed_cost(tools["knee"], server.url)
@@ -195,7 +209,12 @@ def main(argv: list[str] | None = None) -> int:
             if not present:
                 continue
             print(f"{scenario.title} ({args.duration} s × {args.reps})", flush=True)
-            rows += run_scenario(scenario, present, server.url, args)
+            if scenario.mode == "distributed":
+                import dask_bench
+
+                rows += dask_bench.measure(args.duration, args.reps)
+                continue
+            rows += run_scenario(scenario, present, server, args)
     summary = medians(rows)
     meta = {
         "started_unix": started,
@@ -207,12 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": skipped,
         "smoke": args.smoke,
         "titles": {s.name: s.title for s in chosen},
+        "machine": machine(),
         **meta_extra,
     }
     if args.json is None and not args.smoke:  # keep the raw numbers: `--from-json` re-renders the report
         args.json = BENCH / "results" / time.strftime("bench-%Y%m%dT%H%M%SZ.json", time.gmtime(started))
         args.json.parent.mkdir(exist_ok=True)
     if args.json:
+        with contextlib.suppress(ValueError):  # a file outside the repository is named as given
+            meta["results_file"] = str(args.json.resolve().relative_to(ROOT))
+        meta.setdefault("results_file", str(args.json))
         args.json.write_text(json.dumps({"meta": meta, "runs": rows, "medians": summary}, indent=2))
         print(f"wrote {args.json}", flush=True)
     if not args.smoke:
@@ -224,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
 
 class _NoServer:
     url = ""
+
+    def requests(self) -> int:
+        return 0
 
     def __enter__(self) -> _NoServer:
         return self

@@ -47,6 +47,14 @@ def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
             ("forkexec-c", "knee", "xargs", "python-subprocess"),
             True,
         ),
+        # Clients that are code: a no-op Python flow (knee plus its worker processes) against Locust's no-op task.
+        Scenario("flow", f"No-op Python flow, {c} clients", "flow", c, ("knee", "locust"), True),
+        # The worker protocol's own cost: a no-op worker in C; knee's own CPU per operation.
+        Scenario("worker", f"No-op worker program (C), {c} clients", "worker", c, ("knee",), True),
+        # Many load machines on one (Dask): orchestration overhead, and 1 against 2 pinned worker processes.
+        Scenario(
+            "distributed", "Dask executor: overhead, and exec on 1 vs 2 workers", "distributed", 8, ("knee",), False
+        ),
         # Memory at scale for exec clients (issue 5): every client holds a running process at once.
         Scenario(
             "exec5000", "5 000 concurrent exec clients, each running sleep 20", "exec-hold", 5000, ("knee",), False

@@ -19,7 +19,8 @@ VENV_BIN = ROOT / ".venv" / "bin"
 @dataclass
 class Run:
     """One run's parameters. mode: keepalive | close (new connection per request) | exec (/bin/true) |
-    exec-hold (one `sleep 20` per client: every client holds a running process at once)."""
+    exec-hold (one `sleep 20` per client: every client holds a running process at once) | flow (a no-op
+    Python flow) | worker (a no-op worker program in C)."""
 
     mode: str
     concurrency: int
@@ -38,6 +39,8 @@ class Sample:
     p50_ms: float | None
     p99_ms: float | None
     errors: int
+    own_cpu_s: float | None = None  # the generator's own CPU, without its child processes (knee reports it)
+    started: int | None = None  # knee: every operation it started (succeeded, failed, hung, abandoned, warm-up)
 
 
 class ParseError(Exception):

@@ -30,11 +30,11 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
-    log_format counted '$connection $request_method $uri $status';
+    log_format counted '$connection $request_method $uri $status $remote_addr';
     access_log {dir}/access.log counted;
     keepalive_requests 1000000;
     server {{
-        listen 127.0.0.1:{port};
+        listen {listen}:{port};
         location / {{ default_type text/plain; return 200 "hello from nginx\\n"; }}
         location /files/ {{ alias {dir}/files/; }}
         location /missing {{ return 404; }}
@@ -90,14 +90,16 @@ class Nginx:
                 self.proc.wait(5)
 
 
-def start_nginx(tmp: Path) -> Nginx:
+def start_nginx(tmp: Path, listen: str = "127.0.0.1") -> Nginx:
+    """nginx on a free port of `listen` (0.0.0.0: every address of this namespace, for tests that make their
+    own network namespaces); its access log names each request's connection, method, path, status, peer."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(binary):
         raise RuntimeError("nginx is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=tmp, port=port))
+    conf.write_text(NGINX_CONF.format(dir=tmp, port=port, listen=listen))
     proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)
     wait_for_port(port)
     return Nginx(dir=tmp, port=port, proc=proc)

@@ -118,6 +118,7 @@ def run(
     out: str | Path | None = None,
     check: bool = True,
     console: Console | None = None,
+    client: Any = None,
     **options: Any,
 ) -> RunResult:
     """Drive `target` with `clients` closed-loop clients (or, with `rate`, an open loop of that many
@@ -125,7 +126,8 @@ def run(
 
     Stops after `n` operations in all, `iterations` per client, or `duration` (10 s if none is given).
     `timeout`: an operation still running after it is hung. `check`: refuse to start (UserError) if
-    the target cannot be reached at all. `out`: keep a run directory there. On Ctrl-C the partial result
+    the target cannot be reached at all. `out`: keep a run directory there. `client`: a
+    `distributed.Client` whose workers run the load (left open). On Ctrl-C the partial result
     is returned with `interrupted=True`.
     """
     from knee.runner import execute, start_run
@@ -136,6 +138,7 @@ def run(
         scenario,
         run_dir,
         console or Console(quiet=True),
+        executor=_executor(client, scenario),
         progress=_Quiet(),
         show=False,
         write=run_dir.kept,
@@ -162,17 +165,29 @@ def sweep(
     out: str | Path | None = "runs",
     console: Console | None = None,
     quick: bool = False,
+    client: Any = None,
     **options: Any,
 ) -> Run:
     """Run a sweep: of `target` with the options of `knee sweep TARGET` (`levels=[5, 20, 50]` or
     `rates=[…]`, `duration`, `slo_p99` …), or of a `scenario` (a TOML file's path or a Scenario).
-    Returns the run: `.verdict`, `.levels()`, `.dataframe()`, `.run_dir`. `out=None` keeps no directory."""
+    Returns the run: `.verdict`, `.levels()`, `.dataframe()`, `.run_dir`. `out=None` keeps no directory.
+    `client`: a `distributed.Client` (of a LocalCluster, dask-jobqueue's HTCondorCluster or SLURMCluster,
+    dask-kubernetes …) whose workers run the load; it is left open."""
     from knee.runner import execute, start_run
 
     loaded = _loaded(target, scenario, False, dict(options))
     sc, run_dir = start_run(loaded, Path(out) if out is not None else None, "sweep", shorten=quick)
-    outcome = execute(sc, run_dir, console or Console(quiet=True), write=run_dir.kept)
+    outcome = execute(sc, run_dir, console or Console(quiet=True), executor=_executor(client, sc), write=run_dir.kept)
     return Run(outcome.record, run_dir.path if run_dir.kept else None, outcome.code)
+
+
+def _executor(client: Any, scenario: Scenario) -> Any:
+    """The Dask executor on the caller's `distributed.Client`, or None (the scenario's own choice)."""
+    if client is None:
+        return None
+    from knee.executor.dask import DaskExecutor
+
+    return DaskExecutor(client, scenario.cluster.weights)
 
 
 class _Quiet:

@@ -25,7 +25,7 @@ import psutil
 
 from knee.errors import UserError
 from knee.model import GeneratorStats
-from knee.scenario import ExecGroup, HttpGroup, Scenario, TcpGroup
+from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 
 SATURATED_SHARE = 0.9
 # file descriptors one client may hold: a socket; exec: a pidfd and, when its output is checked,
@@ -127,6 +127,11 @@ def preflight(clients_by_kind: dict[str, int], new_connections: bool) -> Preflig
     if soft != resource.RLIM_INFINITY and soft < need:
         if hard == resource.RLIM_INFINITY or hard >= need:
             resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+            total = sum(clients_by_kind.values())
+            out.warnings.append(
+                f"the open-file limit (ulimit -n) was {soft}, too low for {total} clients: knee raised it to {need} "
+                "for this run"
+            )
             soft = need
         else:
             total = sum(clients_by_kind.values())
@@ -168,9 +173,11 @@ def preflight_scenario(scenario: Scenario, connect_timeout_s: float = 3.0) -> li
     return preflight(clients, new_connections).warnings
 
 
-def reachable(g: HttpGroup | TcpGroup | ExecGroup, connect_timeout_s: float = 3.0) -> None:
+def reachable(g: Group, connect_timeout_s: float = 3.0) -> None:
     """Catch what would make every operation fail before any load starts: one sentence each."""
-    if isinstance(g, ExecGroup):
+    if isinstance(g, PythonGroup):
+        return  # the worker's start message says whether the flow can be imported
+    if isinstance(g, ExecGroup | WorkerGroup):
         prog = g.argv[0]
         if "${" in prog:
             return

@@ -10,6 +10,8 @@ bare ValueError.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel, ConfigDict
 
 from knee import _engine
@@ -45,6 +47,7 @@ class Snapshot(BaseModel):
     elapsed_s: float
     finished: bool
     groups: list[GroupSnapshot]
+    workers: tuple[int, int] | None = None  # distributed: (workers reporting, workers running the step)
 
     def group(self, name: str) -> GroupSnapshot | None:
         return next((g for g in self.groups if g.name == name), None)
@@ -57,8 +60,13 @@ class Engine:
         self._inner = _engine.Engine(spec.to_json())
         self.spec = spec
 
-    def start(self) -> Engine:
-        self._inner.start()
+    def start(self, ready: Callable[[], object] | None = None) -> Engine:
+        """Start the clients; `ready`, if given, is called once every engine thread is ready (worker programs
+        answering) and the clients start when it returns (a distributed step's common start)."""
+        if ready is None:
+            self._inner.start()
+        else:
+            self._inner.start(ready)
         return self
 
     def snapshot(self) -> Snapshot:

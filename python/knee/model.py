@@ -59,6 +59,13 @@ class EngineSeriesPoint(_Strict):
     hung: int
 
 
+class EngineStep(_Strict):
+    """A named step's durations (summary.rs `StepSummary`)."""
+
+    name: str
+    latency_us: EngineLatency
+
+
 class EngineGroup(_Strict):
     """One group of the engine's summary (summary.rs `GroupSummary`)."""
 
@@ -93,6 +100,7 @@ class EngineGroup(_Strict):
     series: list[EngineSeriesPoint]
     per_client: list[int]
     hung_clients: list[int]
+    steps: list[EngineStep]
 
 
 class EngineSummary(_Strict):
@@ -205,6 +213,9 @@ class GroupStats(BaseModel):
     per_client: list[int] = Field(default_factory=list)
     hung_clients: list[int] = Field(default_factory=list)
     open_loop: OpenLoopStats | None = None  # set for a group paced by an arrival rate
+    steps: dict[str, LatencyStats] = Field(
+        default_factory=dict, description="worker clients: the named steps their programs timed (connect, auth …)"
+    )
 
     @property
     def total(self) -> int:
@@ -252,6 +263,7 @@ class GroupStats(BaseModel):
             per_client=list(g.per_client),
             hung_clients=list(g.hung_clients),
             open_loop=OpenLoopStats.from_engine(g),
+            steps={s.name: LatencyStats.from_engine_us(s.latency_us) for s in g.steps},
         )
 
 

@@ -44,6 +44,10 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.expect_stderr": "--expect-stderr",
     "groups.main.expect_file": "--expect-file",
     "groups.main.bytes_from": "--bytes-from",
+    "groups.main.function": "--python",
+    "groups.main.path": "--path",
+    "groups.main.processes": "--processes",
+    "groups.main.start_timeout": "--start-timeout",
     "sweep.levels": "--levels",
     "sweep.rates": "--rates",
     "sweep.duration": "-d/--duration",
@@ -58,7 +62,12 @@ OPTION_NAMES: dict[str, str] = {
     "slo.failure_ratio": "--slo-failure-ratio",
 }
 
-_KIND_WORDS = {"http": "http(s):// targets", "tcp": "tcp:// targets", "exec": "commands"}
+_KIND_WORDS = {
+    "http": "http(s):// targets",
+    "tcp": "tcp:// targets",
+    "exec": "commands",
+    "worker": "worker programs (--worker) and Python flows (--python)",
+}
 # options that belong to one kind of target: (option name, key in `options`)
 _KIND_OPTIONS = {
     "http": (
@@ -76,14 +85,16 @@ _KIND_OPTIONS = {
     ),
     "tcp": (("--send", "send"), ("--expect", "expect")),
     "exec": (
-        ("-e/--env", "env"),
-        ("--cwd", "cwd"),
         ("--expect-stdout", "expect_stdout"),
         ("--expect-stderr", "expect_stderr"),
         ("--expect-file", "expect_file"),
         ("--bytes-from", "bytes_from"),
     ),
+    "worker": (("--processes", "processes"), ("--path", "path"), ("--start-timeout", "start_timeout")),
+    # a child process's environment and directory: commands and worker programs (a flow has -e, not --cwd)
+    "process": (("-e/--env", "env"), ("--cwd", "cwd")),
 }
+_PROCESS_KINDS = ("exec", "worker")
 
 
 @dataclass
@@ -130,9 +141,17 @@ class Options:
     expect_stderr: str | None = None
     expect_file: str | None = None
     bytes_from: str | None = None
+    # clients that are code: a worker program (the command speaks knee's worker protocol) or a Python flow
+    worker: bool = False
+    python: str | None = None  # module:function
+    path: str | None = None  # where the flow's module is imported from
+    processes: int | None = None
+    start_timeout: str | float | None = None
 
 
-def kind_of(target: Target) -> str:
+def kind_of(target: Target, o: Options | None = None) -> str:
+    if o is not None and (o.worker or o.python):
+        return "worker"
     if isinstance(target, str):
         scheme = urllib.parse.urlsplit(target).scheme.lower()
         if scheme in ("http", "https"):
@@ -158,13 +177,16 @@ def _pairs(items: Sequence[str | tuple[str, str]], option: str, sep: str) -> dic
 
 
 def _group(target: Target, o: Options) -> dict[str, Any]:
-    kind = kind_of(target)
+    kind = kind_of(target, o)
     for other, options in _KIND_OPTIONS.items():
-        if other == kind:
+        if other == kind or (other == "process" and kind in _PROCESS_KINDS):
             continue
         given = next((name for name, key in options if getattr(o, key) not in (None, False, [], "")), None)
         if given is not None:
-            raise UserError(f"{given} applies to {_KIND_WORDS[other]} only, not to {_KIND_WORDS[kind]}")
+            words = "commands and worker programs" if other == "process" else _KIND_WORDS[other]
+            raise UserError(f"{given} applies to {words} only, not to {_KIND_WORDS[kind]}")
+    if kind == "worker":
+        return _code_group(target, o)
     if isinstance(target, str) and kind == "http":
         g: dict[str, Any] = {"kind": "http", "url": target}
         if o.headers:
@@ -220,6 +242,39 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     if o.expect_file:
         path, sep, size = o.expect_file.rpartition(":")
         g["expect_file"] = {"path": path, "min_size": int(size)} if sep and size.isdigit() else {"path": o.expect_file}
+    return g
+
+
+def _code_group(target: Target, o: Options) -> dict[str, Any]:
+    """A worker program (`--worker -- PROGRAM ARGS`) or a Python flow (`--python module:function`)."""
+    if o.python and o.worker:
+        raise UserError("--python runs knee's own worker: drop --worker (or give --worker -- PROGRAM ARGS instead)")
+    g: dict[str, Any]
+    if o.python:
+        if target:
+            raise UserError(
+                f"--python runs a flow, not a target: drop {target!r} (the flow reaches the service itself)"
+            )
+        if o.cwd is not None:
+            raise UserError("--cwd is for a --worker program; a --python flow is imported from --path")
+        g = {"kind": "python", "function": o.python}
+        if o.path is not None:
+            g["path"] = o.path
+    else:
+        argv = [target] if isinstance(target, str) else list(target)
+        if not argv or not argv[0]:
+            raise UserError("--worker needs the program: --worker -- PROGRAM ARGS (it speaks docs/worker-protocol.md)")
+        if o.path is not None:
+            raise UserError("--path is where a --python flow is imported from; a --worker program has --cwd")
+        g = {"kind": "worker", "argv": argv}
+        if o.cwd is not None:
+            g["cwd"] = o.cwd
+    if o.env:
+        g["env"] = _pairs(o.env, "-e/--env", "=")
+    if o.processes is not None:
+        g["processes"] = o.processes
+    if o.start_timeout is not None:
+        g["start_timeout"] = o.start_timeout
     return g
 
 

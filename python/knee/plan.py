@@ -11,10 +11,11 @@ Recovery probes are decided while running (see knee.sweep) but built here too.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from knee.scenario import DEFAULT_MAX_IN_FLIGHT, Group, HttpGroup, Scenario, TcpGroup
+from knee.scenario import DEFAULT_MAX_IN_FLIGHT, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 from knee.spec import (
     ClientSpec,
     ClosedPacer,
@@ -30,6 +31,7 @@ from knee.spec import (
     TcpClient,
     Total,
     WhileOthers,
+    WorkerClient,
 )
 
 Phase = Literal["sweep", "recovery"]
@@ -135,11 +137,11 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep) -> GroupS
         timeout_ms=max(1, round(g.timeout * 1000)),
         warmup_ms=round(scenario.sweep.warmup * 1000) if isinstance(stop, DurationMs) else 0,
         pacer=pacer,
-        client=_fill_stage(client_spec(g), step.label),
+        client=_fill_stage(client_spec(g, scenario.vars), step.label),
     )
 
 
-def client_spec(g: Group) -> ClientSpec:
+def client_spec(g: Group, scenario_vars: dict[str, str] | None = None) -> ClientSpec:
     """The engine's client spec of a group: the one place that turns a group's keys into the engine's
     (a body makes the default method POST; cookies become one Cookie header)."""
     if isinstance(g, HttpGroup):
@@ -163,6 +165,21 @@ def client_spec(g: Group) -> ClientSpec:
         )
     if isinstance(g, TcpGroup):
         return TcpClient(addr=g.addr, send=g.send, expect=g.expect)
+    if isinstance(g, WorkerGroup | PythonGroup):
+        if isinstance(g, PythonGroup):
+            argv = [sys.executable, "-m", "knee.pyworker", g.function, *(["--path", g.path] if g.path else [])]
+            cwd = None
+        else:
+            argv, cwd = list(g.argv), g.cwd
+        return WorkerClient(
+            argv=argv,
+            env=list(g.env.items()),
+            cwd=cwd,
+            processes=g.processes,
+            vars=dict(scenario_vars or {}),
+            operation="${stage}",
+            start_timeout_ms=max(1, round(g.start_timeout * 1000)),
+        )
     return ExecClient(
         argv=list(g.argv),
         env=list(g.env.items()),

@@ -17,6 +17,8 @@ from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
 
+SKEW_WARN_SHARE = 0.05  # shards that start further apart than this share of the step did not load together
+
 
 class SweepProgress:
     def __init__(
@@ -65,6 +67,9 @@ class SweepProgress:
             f"{self._title()} {clock(now)}{self._of()}{self._remaining(now)} | {rate:,.1f}/s"
             f" | ok {g.succeeded:,} failed {g.failed:,} hung {g.hung:,} busy {g.in_flight:,}"
         )
+        if snapshot.workers is not None:
+            line += f" | workers {snapshot.workers[0]}/{snapshot.workers[1]}"
+
         self._show(Text(line, no_wrap=True, overflow="ellipsis"))
 
     def end(self, step: StepResult) -> None:
@@ -78,6 +83,8 @@ class SweepProgress:
             tags.append("load side saturated")
         if step.lost_workers:
             tags.append(f"lost {', '.join(step.lost_workers)}")
+        if step.start_skew_s is not None and step.start_skew_s > SKEW_WARN_SHARE * step.elapsed_s > 0:
+            tags.append(f"shards started {fmt.ms(step.start_skew_s * 1000)} apart")
         tag = f"  [{', '.join(tags)}]" if tags else ""
         label = f" {step.label}" if step.label else ""
         self.console.print(

@@ -30,7 +30,6 @@ from knee.analysis.recovery import back
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, StepRun, on_hard_exit
-from knee.executor.local import Background
 from knee.model import Counts, GroupStats, RunRecord, StepResult
 from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.scenario import Loaded, Scenario, scenario_from_record
@@ -52,6 +51,13 @@ class Progress(Protocol):
     def end(self, step: StepResult) -> None: ...
 
 
+class BackgroundShard(Protocol):
+    """A baseload running across steps: `cut()` the window since the last cut, `stop()` it."""
+
+    def cut(self) -> ShardResult: ...
+    def stop(self) -> ShardResult: ...
+
+
 class Executor(Protocol):
     """Where steps run: this machine (`LocalExecutor`) or a Dask cluster."""
 
@@ -60,7 +66,7 @@ class Executor(Protocol):
     def run_step(
         self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: Callable[[Snapshot], None] | None = None
     ) -> StepRun: ...
-    def start_background(self, spec: EngineSpec) -> Background: ...
+    def start_background(self, spec: EngineSpec) -> BackgroundShard: ...
     def close(self) -> None: ...
 
 
@@ -97,7 +103,7 @@ def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scena
     """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept."""
     run_dir = RunDir(path)
     record = run_dir.load()
-    if record.status in ("complete", "stopped", "aborted"):
+    if record.status in ("complete", "stopped", "aborted") and not any(s.partial for s in record.steps):
         raise UserError(
             f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
         )
@@ -128,19 +134,38 @@ def execute(
     console: Console,
     *,
     executor: Executor | None = None,
+    cluster: str | None = None,
     progress: Progress | None = None,
     show: bool = True,
     write: bool = True,
     check: Callable[[Scenario], list[str]] | None = None,
 ) -> Outcome:
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
-    report files into the run directory."""
+    report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
+    (`--cluster`) or the scenario's `[cluster] address`, else on this machine."""
     from knee.diagnose import preflight_scenario
+
+    address = cluster or scenario.cluster.address
+    if executor is None and address:
+        from knee.executor import connect
+
+        owned = connect(address, scenario.cluster.weights)
+        try:
+            return execute(
+                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check
+            )
+        finally:
+            owned.close()
     from knee.progress import SweepProgress
 
     record = run_dir.load()
-    for w in (check or preflight_scenario)(scenario):
+    describe = getattr(executor, "describe", None)
+    if describe is not None:
+        console.print(f"cluster: {describe()}", highlight=False, soft_wrap=True, markup=False)
+    # The preflight runs where the load comes from: this machine, or every worker of a cluster.
+    for w in (check or getattr(executor, "preflight", None) or preflight_scenario)(scenario):
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+
     if run_dir.kept:
         console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
     on = executor or LocalExecutor()
@@ -210,7 +235,7 @@ class _Runner:
         self.status: Status = "complete"
         self.results: list[ShardResult] = []
         self._ran_one = False
-        self._bg: Background | None = None
+        self._bg: BackgroundShard | None = None
         self._between: ShardResult | None = None
         self._forget_bg: Callable[[], object] | None = None
 
@@ -248,7 +273,10 @@ class _Runner:
 
     def sweep(self) -> None:
         plan = sweep_plan(self.scenario)
-        recorded = iter([s for s in self.record.steps if s.phase == "sweep"])
+        # Steps recorded before a --resume, by what they measured (a dropped partial step leaves a gap).
+        recorded: dict[tuple[float, str, str], StepResult] = {
+            (s.level, s.label, s.direction): s for s in self.record.steps if s.phase == "sweep"
+        }
         collapsed: dict[str, int | float] = {}  # label -> level where it collapsed
         stop = self.scenario.stop
         with self.progress:
@@ -258,14 +286,16 @@ class _Runner:
                 limit = collapsed.get(planned.label)
                 if limit is not None and (planned.direction == "up" or planned.level >= limit):
                     continue
-                step = next(recorded, None)
+                step = recorded.pop((planned.level, planned.label, planned.direction), None)
                 if step is None:
                     if self._ran_one:
                         self._sleep(self.scenario.sweep.pause)
                         if self.intr.requested:
                             return
                     step = self._run(planned, number, len(plan))
-                    if step.partial:
+                    # A step cut short by Ctrl-C ends the sweep; one that lost a worker is kept (marked
+                    # partial, the worker named) and the sweep goes on by its stop rules.
+                    if step.partial and (self.intr.requested or not step.lost_workers):
                         return
                 at = fmt.load(step.level, self.record.level_unit)
                 ratio = self._ratio(step)
@@ -319,7 +349,7 @@ class _Runner:
         return step
 
     def _save(self, planned: PlannedStep, run: StepRun) -> StepResult:
-        index = len(self.record.steps)
+        index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
         self.run_dir.write_step(index, run.result.to_bytes(), histograms)

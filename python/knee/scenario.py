@@ -197,7 +197,30 @@ class ExecGroup(_GroupBase):
     bytes_from: Annotated[str, Field(min_length=1)] | None = None  # "stdout" or a file path: the payload's size
 
 
-Group = Annotated[HttpGroup | TcpGroup | ExecGroup, Field(discriminator="kind")]
+class WorkerGroup(_GroupBase):
+    """A client program in any language speaking knee's worker protocol (docs/worker-protocol.md)."""
+
+    kind: Literal["worker"]
+    argv: Annotated[list[str], Field(min_length=1)]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    processes: Annotated[int, Field(ge=0)] = 0  # in all; 0 = one per engine thread (one per core)
+    start_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
+
+
+class PythonGroup(_GroupBase):
+    """A flow: a Python function `module:name` run by knee's own worker (knee.pyworker), many clients per
+    process, one process per core by default."""
+
+    kind: Literal["python"]
+    function: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+    path: str | None = None  # where to import the module from (default: the current directory)
+    env: dict[str, str] = Field(default_factory=dict)
+    processes: Annotated[int, Field(ge=0)] = 0
+    start_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
+
+
+Group = Annotated[HttpGroup | TcpGroup | ExecGroup | WorkerGroup | PythonGroup, Field(discriminator="kind")]
 
 
 class _Range(_Model):
@@ -358,6 +381,13 @@ class Slo(_Model):
         return ", ".join(parts) or "no limits"
 
 
+class Cluster(_Model):
+    """Where the steps run (docs/distributed.md): this machine (no address), or a Dask cluster."""
+
+    address: Annotated[str, Field(min_length=1)] | None = None  # tcp://host:8786, or local:N worker processes
+    weights: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # host -> share of clients
+
+
 class Analysis(_Model):
     onset: Annotated[float, Field(ge=0, le=1)] = 0.001
 
@@ -374,6 +404,7 @@ class Scenario(_Model):
     recovery: Recovery = Field(default_factory=Recovery)
     slo: Slo | None = None
     analysis: Analysis = Field(default_factory=Analysis)
+    cluster: Cluster = Field(default_factory=Cluster)
 
     @field_validator("groups")
     @classmethod
@@ -597,6 +628,8 @@ def from_raw(
     secret_values = {**resolve([n for n in declared if n not in given], {}, f"{source.name} uses"), **given}
     run_raw = _substitute(raw, {**values, **secret_values}, source, keep=set())
     record_raw = _substitute(raw, values, source, keep=set(secret_values))
+    if values:  # the effective [vars], command-line ones included (worker programs get them)
+        run_raw["vars"] = record_raw["vars"] = dict(values)
     known = dict(secret_values)
     if isinstance(record_raw.get("groups"), dict) and isinstance(run_raw.get("groups"), dict):
         record_raw["groups"] = lift_credentials(record_raw["groups"], run_raw["groups"], known)
@@ -663,7 +696,7 @@ def _substitute(value: Any, values: dict[str, str], source: Source, keep: set[st
     return value
 
 
-_KIND_TAGS = {"http", "tcp", "exec"}
+_KIND_TAGS = {"http", "tcp", "exec", "worker", "python"}
 
 
 def _describe(err: Any, source: Source) -> str:
@@ -708,12 +741,16 @@ def _phrase(err: Any) -> str:
     if t in ("less_than_equal", "less_than"):
         word = "at most" if t == "less_than_equal" else "less than"
         return f"must be {word} {_bound(ctx.get('le', ctx.get('lt')))}{got_s}"
+    if t == "string_pattern_mismatch":
+        if "function" in [str(p) for p in err["loc"]]:
+            return f"must be module:function, like flows:login{got_s}"
+        return f"must be a name of letters, digits and '_' not starting with a digit{got_s}"
     if t == "literal_error":
         return f"must be {ctx.get('expected')}{got_s}"
     if t == "union_tag_invalid":
         return f"kind must be one of {ctx.get('expected_tags')} (got {ctx.get('tag')!r})"
     if t == "union_tag_not_found":
-        return 'needs kind = "http", "tcp" or "exec"'
+        return 'needs kind = "http", "tcp", "exec", "worker" or "python"'
     if t in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a whole number{got_s}"
     if t in ("float_type", "float_parsing"):

@@ -110,7 +110,20 @@ class ExecClient(_Spec):
     bytes_from: str | None = None
 
 
-ClientSpec = Annotated[HttpClient | TcpClient | ExecClient, Field(discriminator="kind")]
+class WorkerClient(_Spec):
+    """A long-lived client program speaking knee's worker protocol (docs/worker-protocol.md)."""
+
+    kind: Literal["worker"] = "worker"
+    argv: list[str]
+    env: list[tuple[str, str]] = Field(default_factory=list)
+    cwd: str | None = None
+    processes: int = 0  # in all; 0 = one per engine thread
+    vars: dict[str, str] = Field(default_factory=dict)  # sent in every process's start message
+    operation: str = ""  # sent with every request (a fixed-work stage's name)
+    start_timeout_ms: int = 30_000
+
+
+ClientSpec = Annotated[HttpClient | TcpClient | ExecClient | WorkerClient, Field(discriminator="kind")]
 
 
 # ---- groups and the shard ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from knee.errors import UserError
 from knee.tomlout import to_toml
 
 # Config keys whose value is a table.
-_TABLES = ("recovery", "tcp", "paths")
+_TABLES = ("recovery", "tcp", "login", "paths")
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_path_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """`/copy=cost:2,bytes:10485760` → ("/copy", {"cost": 2.0, "bytes": 10485760})."""
+    """`/copy=cost:2,bytes:10485760` → ("/copy", {"cost": 2.0, "bytes": 10485760}); `session:true` too."""
     path, sep, rest = spec.partition("=")
     if not sep or not path.startswith("/"):
         raise UserError(f"--path {spec!r} is not PATH=KEY:VALUE,...; write e.g. --path /copy=cost:2,bytes:10485760")
@@ -52,11 +52,13 @@ def parse_path_spec(spec: str) -> tuple[str, dict[str, Any]]:
                 entry["cost"] = float(value)
             elif key == "bytes":
                 entry["bytes"] = int(value)
+            elif key == "session" and value in ("true", "false"):
+                entry["session"] = value == "true"
             else:
                 raise ValueError
         except ValueError:
             raise UserError(
-                f"--path {spec!r}: {item!r} is not cost:NUMBER or bytes:INTEGER; "
+                f"--path {spec!r}: {item!r} is not cost:NUMBER, bytes:INTEGER or session:true|false; "
                 "write e.g. --path /copy=cost:2,bytes:1024"
             ) from None
     return path, entry
@@ -149,7 +151,8 @@ def start_target(
 ) -> TargetProcess:
     """Start `knee target` as its own process and wait until it listens.
 
-    `overrides` are config keys (`pool=20`, `recovery={"mode": "stuck"}`, `lam=50.0` for lambda).
+    `overrides` are config keys (`pool=20`, `recovery={"mode": "stuck"}`, `lam=50.0` for lambda;
+    `login={"path": "/login"}, paths={"/files/x": {"session": True}}` for login sessions).
     Raises UserError (with the target's own one-line message) if it does not start.
     """
     workdir = tempfile.TemporaryDirectory(prefix="knee-target-")

@@ -157,10 +157,10 @@ enabled = false
     sent = sum(g.started + g.warmup_ops for g in base) + between.started + between.warmup_ops
     assert settled(lambda: sum(1 for x in nginx.access_lines() if x.split()[2] == "/base"), sent) == sent
     lines = [line.split() for line in nginx.access_lines()]
-    connections = Counter(conn for conn, _, uri, _ in lines if uri == "/base")
+    connections = Counter(conn for conn, _, uri, *_ in lines if uri == "/base")
     # 50 connections for the whole sweep (not 50 per step), each used in every step
     assert len(connections) == 50, connections
-    stress = {conn for conn, _, uri, _ in lines if uri == "/stress"}
+    stress = {conn for conn, _, uri, *_ in lines if uri == "/stress"}
     assert len(stress) == 2 + 4 + 8  # the stress group's clients reconnect with each step
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import jsonschema
+import psutil
 import pytest
 
 import knee
@@ -38,7 +39,7 @@ def test_counts_equal_what_nginx_logged(nginx: Nginx, tmp_path: Path) -> None:
     lines = nginx.access_lines()
     assert doc["succeeded"] == 20000 == len(lines)
     assert doc["failed"] == doc["hung"] == 0
-    assert all(line.endswith(" GET / 200") for line in lines)
+    assert all(line.split()[1:4] == ["GET", "/", "200"] for line in lines)
     assert len({line.split()[0] for line in lines}) <= 50  # keep-alive: at most one connection per client
     assert sum(doc["per_client"]) == 20000
     assert "Requests per second" in proc.stdout or "Operations per second" in proc.stdout
@@ -161,6 +162,10 @@ def interrupt_under_load(proc: subprocess.Popen[str], nginx: Nginx, requests: in
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(nginx.access_lines()) < requests:
         time.sleep(0.1)
+    if len(nginx.access_lines()) < requests:
+        proc.kill()
+        proc.communicate(timeout=20)
+        pytest.fail(f"the load never started: nginx logged {len(nginx.access_lines())} of {requests} requests in 30 s")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err
@@ -264,10 +269,17 @@ def test_tcp_target(nginx: Nginx, tmp_path: Path) -> None:
 
 def test_no_descriptor_or_child_leak_in_process(nginx: Nginx) -> None:
     before = len(os.listdir("/proc/self/fd"))
+    children = {p.pid for p in psutil.Process().children(recursive=True)}
+    threads = psutil.Process().num_threads()
     for _ in range(3):
         r = knee.run(nginx.url + "/", clients=10, n=500)
         assert r.stats.succeeded == 500
+        # exec clients too: every client process is reaped, none outlives its run
+        r = knee.run(["/bin/sh", "-c", "sleep 0.01"], clients=4, n=20)
+        assert r.stats.succeeded == 20
     assert len(os.listdir("/proc/self/fd")) <= before + 2
+    assert {p.pid for p in psutil.Process().children(recursive=True)} == children
+    assert psutil.Process().num_threads() <= threads + 1  # the engine's threads end with each run
 
 
 @pytest.mark.parametrize(
@@ -276,8 +288,13 @@ def test_no_descriptor_or_child_leak_in_process(nginx: Nginx) -> None:
         (["--send", "x", "--", "true"], "--send applies to tcp:// targets only, not to commands"),
         (["-H", "a: b", "tcp://127.0.0.1:1"], "-H/--header applies to http(s):// targets only, not to tcp:// targets"),
         (["--expect-stdout", "x", "http://127.0.0.1:1/"], "--expect-stdout applies to commands only"),
+        (["--expect-stdout", "x", "--worker", "--", "true"],
+         "--expect-stdout applies to commands only, not to worker programs (--worker) and Python flows (--python)"),
+        (["-e", "A=1", "http://127.0.0.1:1/"], "-e/--env applies to commands and worker programs only"),
+        (["--python", "m:f", "--cwd", "/tmp"], "--cwd is for a --worker program; a --python flow is imported from"),
+        (["--processes", "2", "--", "true"], "--processes applies to worker programs (--worker) and Python flows"),
     ],
-)
+)  # fmt: skip
 def test_options_of_another_client_kind_are_refused(args: list[str], message: str) -> None:
     proc = knee_cli("run", "-n", "1", *args, timeout=30)
     assert proc.returncode == 2

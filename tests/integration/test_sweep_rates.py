@@ -56,13 +56,15 @@ def sweep(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
 
 
-def measured(record: RunRecord) -> list[tuple[float, float, float, int, int]]:
-    """(level, offered/s, achieved/s, late, dropped) of the measured group's sweep steps."""
+def measured(record: RunRecord) -> list[tuple[float, float, float, float, float]]:
+    """(level, offered/s, achieved/s, late share, dropped share) of the measured group's sweep steps; the
+    shares are of the step's arrivals (offered rate × the step's time)."""
     out = []
     for s in record.steps:
         o = s.groups["main"].open_loop
         if s.phase == "sweep" and o is not None:
-            out.append((s.level, o.offered_rate_hz, o.achieved_rate_hz, o.late, o.dropped))
+            arrivals = o.offered_rate_hz * s.elapsed_s
+            out.append((s.level, o.offered_rate_hz, o.achieved_rate_hz, o.late / arrivals, o.dropped / arrivals))
     return out
 
 
@@ -84,19 +86,20 @@ def test_rate_sweep_keeps_up_below_capacity_and_saturates_above(tmp_path: Path) 
         resumed = sweep("--resume", str(run))
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     rows = measured(record)
-    print("\nlevel offered/s achieved/s late dropped")
+    print("\nlevel offered/s achieved/s late dropped (shares of the arrivals)")
     for row in rows:
-        print("{:>5} {:>9.1f} {:>10.1f} {:>4} {:>7}".format(*row))
+        print("{:>5} {:>9.1f} {:>10.1f} {:>5.1%} {:>7.1%}".format(*row))
     assert [r[0] for r in rows] == RATES
     assert record.level_unit == "rate" and record.rates
     for level, offered, achieved, late, dropped in rows:
         assert offered == pytest.approx(level, rel=0.02)
         if level < CAPACITY:
             assert achieved == pytest.approx(offered, rel=0.03)
-            assert dropped == 0 and late <= 0.05 * offered  # late: timer jitter on a busy machine at most
+            # late (over 10 ms after due): timer jitter on a busy machine, a small share at most
+            assert dropped == 0 and late <= 0.2, rows
         else:
             assert achieved < 0.95 * offered
-            assert late + dropped > 0.1 * offered
+            assert late + dropped > 0.3, rows  # arrivals queue for a connection: most start late
     v = next(v for v in record.verdicts if v.group == "main")
     assert v.level_unit == "rate"
     assert v.saturation_level == 400  # the first offered rate above the capacity

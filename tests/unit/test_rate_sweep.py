@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from knee.analysis import analyze, analyze_run
-from knee.analysis.usl import usl
+from knee.analysis.uslfit import usl
 from knee.errors import UserError
 from knee.model import GroupStats, LatencyStats, OpenLoopStats, RunRecord, StepResult
 from knee.plan import engine_spec, probe_step, quick, sweep_plan

@@ -19,6 +19,7 @@ from knee.scenario import (
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 VARS = {"target": "http://127.0.0.1:1", "tcp": "127.0.0.1:2"}
+SECRETS = {"password": "pw"}  # the examples that log in take their password as a secret
 
 MINIMAL = """\
 [groups.main]
@@ -39,7 +40,7 @@ def error_of(text: str, variables: dict[str, str] | None = None) -> str:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_example_validates(path: Path) -> None:
-    scenario = load_scenario(path, VARS)
+    scenario = load_scenario(path, VARS, SECRETS)
     assert scenario.groups
     assert scenario.levels()
 
@@ -89,7 +90,9 @@ direction = "sideways"
 
 
 def test_unknown_kind_and_missing_url() -> None:
-    assert "groups.a kind must be one of 'http', 'tcp', 'exec' (got 'ftp')" in error_of('[groups.a]\nkind = "ftp"\n')
+    assert "groups.a kind must be one of 'http', 'tcp', 'exec', 'worker', 'python' (got 'ftp')" in error_of(
+        '[groups.a]\nkind = "ftp"\n'
+    )
     msg = error_of('[groups.a]\nkind = "http"\n[sweep]\nduration = 1\n')
     assert msg == "s.toml line 1: groups.a.url is required; add it"
 
@@ -168,7 +171,7 @@ def test_status_ranges_accept_text_and_numbers() -> None:
 
 def test_record_round_trip_rebuilds_the_same_scenario() -> None:
     for path in EXAMPLES:
-        loaded = read_scenario(path.read_text(), path.name, VARS)
+        loaded = read_scenario(path.read_text(), path.name, VARS, SECRETS)
         s, record = loaded.scenario, loaded.record
         assert scenario_from_record(record, loaded.secrets).scenario == s
         # and through run.json's JSON and a saved TOML file

@@ -21,11 +21,15 @@ pub enum ErrorClass {
     Stdout,
     Stderr,
     File,
+    /// A worker program reported the operation failed (its own class is in the message).
+    Worker,
+    /// A worker program exited (or was lost) while the operation ran.
+    WorkerExit,
 }
 
 impl ErrorClass {
     /// Every class, in the order of their indices.
-    pub const ALL: [ErrorClass; 18] = [
+    pub const ALL: [ErrorClass; 20] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectError,
@@ -44,6 +48,8 @@ impl ErrorClass {
         ErrorClass::Stdout,
         ErrorClass::Stderr,
         ErrorClass::File,
+        ErrorClass::Worker,
+        ErrorClass::WorkerExit,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -71,6 +77,8 @@ impl ErrorClass {
             ErrorClass::Stdout => "stdout",
             ErrorClass::Stderr => "stderr",
             ErrorClass::File => "file",
+            ErrorClass::Worker => "worker",
+            ErrorClass::WorkerExit => "worker_exit",
         }
     }
 

@@ -1,7 +1,7 @@
 //! `Engine`: starts a shard's worker threads, answers live snapshots, stops, and collects the result.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,8 +13,8 @@ use crate::error::EngineError;
 use crate::limits;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult};
-use crate::spec::{Spec, StopRule};
-use crate::worker::{run_thread, GroupShared, Shared, ThreadOutput};
+use crate::spec::Spec;
+use crate::worker::{run_thread, Gate, GroupShared, Shared, ThreadOutput};
 
 /// How long `cut` waits for every thread to hand over its recording.
 const CUT_WAIT: Duration = Duration::from_secs(10);
@@ -77,6 +77,13 @@ fn unix_now() -> f64 {
 impl Engine {
     /// Validate, prepare every group (body files, addresses, TLS), and start the worker threads.
     pub fn start(spec: Spec) -> Result<Engine, EngineError> {
+        Engine::start_after(spec, || Ok(()))
+    }
+
+    /// As `start`, but once every thread is ready (worker programs started and answering) call
+    /// `barrier` and start the clients when it returns: shards on many machines, each ready, released
+    /// together. An error from `barrier` ends the threads (their worker programs too) and is returned.
+    pub fn start_after(spec: Spec, barrier: impl FnOnce() -> Result<(), EngineError>) -> Result<Engine, EngineError> {
         spec.validate()?;
         let mut preps = Vec::with_capacity(spec.groups.len());
         let mut fds = 64u64;
@@ -91,49 +98,35 @@ impl Engine {
         let threads = threads.clamp(1, total_clients.clamp(1, 1024) as usize);
         limits::ensure_open_files(fds.saturating_add(threads as u64 * SPAWN_FDS))?;
 
-        let mut delay = LEAD_TIME;
-        let now_unix = unix_now();
-        if let Some(at) = spec.start_at_unix {
-            if at > now_unix + delay.as_secs_f64() {
-                delay = Duration::from_secs_f64(at - now_unix);
-            }
-        }
-        let start = Instant::now() + delay;
-        // Whole microseconds: a decimal that short parses back to the same f64 (to_bytes is lossless).
-        let started_unix = ((now_unix + delay.as_secs_f64()) * 1e6).round() / 1e6;
         let groups = spec
             .groups
             .iter()
             .zip(preps)
-            .map(|(g, prep)| {
-                let measured_start = start + Duration::from_millis(g.warmup_ms);
-                let end_at = match g.stop {
-                    StopRule::DurationMs(ms) => Some(measured_start + Duration::from_millis(ms)),
-                    _ => None,
-                };
-                GroupShared {
-                    spec: g.clone(),
-                    prep,
-                    live: LiveGroup::new(threads),
-                    tickets: AtomicU64::new(0),
-                    measured_start,
-                    end_at,
-                }
+            .map(|(g, prep)| GroupShared {
+                spec: g.clone(),
+                prep,
+                live: LiveGroup::new(threads),
+                tickets: AtomicU64::new(0),
+                clock: OnceLock::new(),
             })
             .collect();
-        // Round-robin every group's clients over the threads.
+        // Round-robin every group's clients over the threads; a worker group with fewer processes than
+        // threads over as many threads as it has processes (each thread runs its own processes).
         let mut plan: Vec<Vec<(usize, u64)>> = vec![Vec::new(); threads];
         let mut k = 0usize;
         for (gi, g) in spec.groups.iter().enumerate() {
+            let over = hosting_threads(&g.client, threads);
             for c in 0..g.clients {
-                plan[k % threads].push((gi, c));
+                let t = if over < threads { c as usize % over } else { k % threads };
+                plan[t].push((gi, c));
                 k += 1;
             }
         }
         let (stop_tx, _) = watch::channel(false);
         let (bg_stop_tx, _) = watch::channel(false);
         let shared = Arc::new(Shared {
-            start,
+            start: OnceLock::new(),
+            threads,
             interval: Duration::from_millis(spec.interval_ms),
             groups,
             stop_tx,
@@ -145,19 +138,23 @@ impl Engine {
             cut_tx: watch::channel(None).0,
             cut_reply: Mutex::new(None),
         });
+        // The threads get ready (worker programs started and answering), then wait at the gate for the
+        // common start, which is set only once every one of them is ready.
+        let gate = Arc::new(Gate::default());
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), EngineError>>();
         let mut handles = Vec::with_capacity(threads);
         for (t, clients) in plan.into_iter().enumerate() {
-            let sh = shared.clone();
+            let (sh, gt, ready) = (shared.clone(), gate.clone(), ready_tx.clone());
             // Subscribed here, before any cut can be sent, so a thread never misses one.
             let cuts = shared.cut_tx.subscribe();
             let h = std::thread::Builder::new()
                 .name(format!("knee-worker-{t}"))
-                .spawn(move || run_thread(sh, t, clients, cuts))
+                .spawn(move || run_thread(sh, t, clients, cuts, &ready, &gt))
                 .map_err(|e| EngineError::Thread(e.to_string()));
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    shared.stop_all();
+                    gate.set(false);
                     for h in handles {
                         let _ = h.join();
                     }
@@ -165,6 +162,45 @@ impl Engine {
                 }
             }
         }
+        drop(ready_tx);
+        let mut failure = None;
+        for _ in 0..threads {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    failure.get_or_insert(e);
+                }
+                Err(_) => {
+                    failure.get_or_insert(EngineError::Thread("a worker thread ended before it was ready".into()));
+                }
+            }
+        }
+        let failure = match failure {
+            Some(e) => Some(e),
+            None => barrier().err(),
+        };
+        if let Some(e) = failure {
+            gate.set(false);
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+        let mut delay = LEAD_TIME;
+        let now_unix = unix_now();
+        if let Some(at) = spec.start_at_unix {
+            if at > now_unix + delay.as_secs_f64() {
+                delay = Duration::from_secs_f64(at - now_unix);
+            }
+        }
+        let start = Instant::now() + delay;
+        // Whole microseconds: a decimal that short parses back to the same f64 (to_bytes is lossless).
+        let started_unix = ((now_unix + delay.as_secs_f64()) * 1e6).round() / 1e6;
+        let _ = shared.start.set(start);
+        for g in &shared.groups {
+            g.set_start(start);
+        }
+        gate.set(true);
         let done: Arc<(Mutex<Done>, Condvar)> = Arc::default();
         let window = Arc::new(Mutex::new(start));
         let (sh, dn, sp, win) = (shared.clone(), done.clone(), spec.clone(), window.clone());
@@ -208,7 +244,7 @@ impl Engine {
             ));
         }
         let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        let at = Instant::now().max(self.shared.start);
+        let at = Instant::now().max(self.shared.start());
         let (tx, rx) = mpsc::channel();
         *self.shared.cut_reply.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         self.shared.cut_tx.send_replace(Some(at));
@@ -235,7 +271,7 @@ impl Engine {
     pub fn snapshot(&self) -> Snapshot {
         let finished = self.done.0.lock().unwrap_or_else(|e| e.into_inner()).finished;
         let elapsed_s = Instant::now()
-            .saturating_duration_since(self.shared.start)
+            .saturating_duration_since(self.shared.start())
             .as_secs_f64();
         let groups = self
             .shared
@@ -312,7 +348,7 @@ fn assemble(
         let mut res = GroupResult::new(&g.spec.name, g.spec.client.kind(), g.spec.clients);
         let mut per_client = vec![0u64; g.spec.clients as usize];
         let mut last_end: Option<Instant> = None;
-        let mut origin = g.measured_start.max(from);
+        let mut origin = g.measured_start().max(from);
         for out in &outputs {
             let part = &out.groups[gi];
             // Threads record with the same kind and bounds, so this cannot fail.
@@ -324,7 +360,7 @@ fn assemble(
             origin = origin.max(part.origin);
         }
         res.per_client = per_client;
-        res.elapsed_s = match (cut, g.end_at, last_end) {
+        res.elapsed_s = match (cut, g.end_at(), last_end) {
             (Some(at), _, _) => at.saturating_duration_since(origin).as_secs_f64(),
             // A duration stop measures its whole window unless stopped early.
             (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) => {
@@ -336,7 +372,7 @@ fn assemble(
         groups.push(res);
     }
     let end = cut.unwrap_or_else(Instant::now);
-    let offset = from.saturating_duration_since(shared.start).as_secs_f64();
+    let offset = from.saturating_duration_since(shared.start()).as_secs_f64();
     ShardResult {
         started_unix: ((started_unix + offset) * 1e6).round() / 1e6,
         elapsed_s: end.saturating_duration_since(from).as_secs_f64(),
@@ -351,6 +387,15 @@ pub fn run(spec: Spec) -> Result<ShardResult, EngineError> {
     let engine = Engine::start(spec)?;
     engine.wait(None);
     Ok(engine.result().expect("a finished engine has a result"))
+}
+
+/// How many threads a group's clients are spread over: all of them, but a worker group with `processes`
+/// set below the thread count over that many (a process belongs to one thread).
+pub(crate) fn hosting_threads(client: &crate::spec::ClientSpec, threads: usize) -> usize {
+    match client {
+        crate::spec::ClientSpec::Worker(w) if w.processes > 0 => (w.processes as usize).min(threads),
+        _ => threads,
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,12 @@ pub enum EngineError {
     Thread(String),
     #[error("{0}")]
     Cut(String),
+    /// A worker program did not start, or did not answer its start message.
+    #[error("{0}")]
+    Worker(String),
+    /// The barrier given to `Engine::start_after` said not to start (a distributed step stopped early).
+    #[error("{0}")]
+    Barrier(String),
 }
 
 /// `ShardResult::from_bytes` could not decode its input.

@@ -34,12 +34,17 @@ pub(crate) struct Traffic {
     pub payload: u64,
 }
 
-/// One operation's outcome plus its HTTP/TCP phase times and bytes.
+/// One operation's outcome plus its HTTP/TCP phase times, bytes and (worker clients) named steps.
 pub(crate) struct OpReport {
     pub outcome: Outcome,
     pub connect: Option<Duration>,
     pub ttfb: Option<Duration>,
     pub bytes: Traffic,
+    /// Durations the client program reported for named steps of the operation (connect, auth …).
+    pub steps: Vec<(String, Duration)>,
+    /// Abandoned before any of its request left knee (still connecting): the service never saw it,
+    /// so it is not counted as started at all.
+    pub unsent: bool,
 }
 
 impl OpReport {
@@ -49,6 +54,8 @@ impl OpReport {
             connect: None,
             ttfb: None,
             bytes: Traffic::default(),
+            steps: Vec::new(),
+            unsent: false,
         }
     }
 }

@@ -89,6 +89,11 @@ impl GroupRec {
             );
             histo::record(&mut self.res.latency, t.latency);
             histo::record(&mut self.recent, t.latency);
+            for (name, d) in &rep.steps {
+                if let Some(h) = self.res.step(name) {
+                    histo::record(h, *d);
+                }
+            }
             self.res.bytes_sent += rep.bytes.sent;
             self.res.bytes_received += rep.bytes.received;
         }

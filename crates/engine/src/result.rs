@@ -102,7 +102,13 @@ pub struct GroupResult {
     pub series: Vec<Tick>,
     pub per_client: Vec<u64>,
     pub hung_clients: Vec<u64>,
+    /// Worker clients: the durations of the named steps their programs reported (connect, auth …),
+    /// one histogram per name, in order of first appearance (at most `MAX_STEPS`).
+    pub steps: Vec<(String, Histogram<u64>)>,
 }
+
+/// Distinct step names kept per group (later names are not recorded).
+pub const MAX_STEPS: usize = 32;
 
 impl GroupResult {
     pub fn new(name: &str, kind: &str, clients: u64) -> GroupResult {
@@ -133,6 +139,19 @@ impl GroupResult {
             series: Vec::new(),
             per_client: Vec::new(),
             hung_clients: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// The histogram of step `name`, created on first use (None past `MAX_STEPS` names).
+    pub(crate) fn step(&mut self, name: &str) -> Option<&mut Histogram<u64>> {
+        match self.steps.iter().position(|(n, _)| n == name) {
+            Some(i) => Some(&mut self.steps[i].1),
+            None if self.steps.len() < MAX_STEPS => {
+                self.steps.push((name.to_string(), histo::new_histogram()));
+                self.steps.last_mut().map(|(_, h)| h)
+            }
+            None => None,
         }
     }
 
@@ -201,6 +220,13 @@ impl GroupResult {
         for (a, b) in self.series.iter_mut().zip(&o.series) {
             a.add(b);
         }
+        for (name, h) in &o.steps {
+            let group = self.name.clone();
+            if let Some(mine) = self.step(name) {
+                mine.add(h)
+                    .map_err(|e| MergeError::Histogram(group, format!("{e:?}")))?;
+            }
+        }
         self.per_client.extend_from_slice(&o.per_client);
         self.hung_clients.extend_from_slice(&o.hung_clients);
         self.hung_clients.sort_unstable();
@@ -250,6 +276,7 @@ struct WireGroup {
     series: Vec<Tick>,
     per_client: Vec<u64>,
     hung_clients: Vec<u64>,
+    steps: Vec<(String, String)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -328,6 +355,7 @@ impl ShardResult {
                     series: g.series.clone(),
                     per_client: g.per_client.clone(),
                     hung_clients: g.hung_clients.clone(),
+                    steps: g.steps.iter().map(|(n, h)| (n.clone(), histo::encode_b64(h))).collect(),
                 })
                 .collect(),
         };
@@ -383,6 +411,9 @@ impl ShardResult {
             g.series = w.series;
             g.per_client = w.per_client;
             g.hung_clients = w.hung_clients;
+            for (name, b64) in &w.steps {
+                g.steps.push((name.clone(), hist(&format!("steps.{name}"), b64)?));
+            }
             groups.push(g);
         }
         Ok(ShardResult {

@@ -91,6 +91,7 @@ pub enum ClientSpec {
     Http(HttpSpec),
     Tcp(TcpSpec),
     Exec(ExecSpec),
+    Worker(WorkerSpec),
 }
 
 impl ClientSpec {
@@ -100,6 +101,7 @@ impl ClientSpec {
             ClientSpec::Http(_) => "http",
             ClientSpec::Tcp(_) => "tcp",
             ClientSpec::Exec(_) => "exec",
+            ClientSpec::Worker(_) => "worker",
         }
     }
 }
@@ -165,6 +167,31 @@ pub struct ExecSpec {
     pub bytes_from: Option<String>,
 }
 
+/// A long-lived client program speaking knee's worker protocol over stdin/stdout
+/// (docs/worker-protocol.md): started before the run, a few processes hosting the clients.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSpec {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Processes for the group in all; 0 = one per engine thread. Fewer than the threads: the group's
+    /// clients run on that many threads (a process belongs to one thread).
+    #[serde(default)]
+    pub processes: u64,
+    /// Sent to every process in its start message.
+    #[serde(default)]
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// The operation's name, sent with every request (a fixed-work stage's).
+    #[serde(default)]
+    pub operation: String,
+    /// How long a process may take to answer its start message.
+    #[serde(default = "default_start_timeout_ms")]
+    pub start_timeout_ms: u64,
+}
+
 /// The command must leave a file of at least `min_size` bytes at `path`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -178,6 +205,9 @@ fn default_interval_ms() -> u64 {
     1000
 }
 fn default_timeout_ms() -> u64 {
+    30_000
+}
+fn default_start_timeout_ms() -> u64 {
     30_000
 }
 fn default_method() -> String {
@@ -276,6 +306,7 @@ impl GroupSpec {
             ClientSpec::Http(h) => h.validate(&ckey),
             ClientSpec::Tcp(t) => t.validate(&ckey),
             ClientSpec::Exec(e) => e.validate(&ckey),
+            ClientSpec::Worker(w) => w.validate(&ckey),
         }
     }
 }
@@ -368,6 +399,23 @@ impl TcpSpec {
             )));
         }
         check_regex(&format!("{key}.expect"), &self.expect)
+    }
+}
+
+impl WorkerSpec {
+    fn validate(&self, key: &str) -> Result<(), SpecError> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(SpecError::new(format!(
+                "{key}.argv must name the worker program, e.g. [\"java\", \"-cp\", \"w\", \"Worker\"] (got {:?})",
+                self.argv
+            )));
+        }
+        if self.start_timeout_ms == 0 {
+            return Err(SpecError::new(format!(
+                "{key}.start_timeout_ms must be at least 1 (got 0)"
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -64,6 +64,13 @@ pub struct ReasonSummary {
     pub count: u64,
 }
 
+/// A named step's durations (worker clients: connect, auth …), beside the operation's total.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StepSummary {
+    pub name: String,
+    pub latency_us: LatencySummary,
+}
+
 /// One group's figures.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct GroupSummary {
@@ -105,6 +112,8 @@ pub struct GroupSummary {
     pub series: Vec<SeriesPoint>,
     pub per_client: Vec<u64>,
     pub hung_clients: Vec<u64>,
+    /// Worker clients' named steps, in order of first appearance.
+    pub steps: Vec<StepSummary>,
 }
 
 /// A shard's figures.
@@ -187,6 +196,14 @@ impl GroupSummary {
                 .collect(),
             per_client: g.per_client.clone(),
             hung_clients: g.hung_clients.clone(),
+            steps: g
+                .steps
+                .iter()
+                .map(|(name, h)| StepSummary {
+                    name: name.clone(),
+                    latency_us: LatencySummary::of(h),
+                })
+                .collect(),
         }
     }
 }

@@ -11,13 +11,14 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
 use crate::cancel::{sleep_unless_stopped, Cancel};
-use crate::clients::{Client, Prepared};
+use crate::clients::{Client, Host, HostedGroup, Hosts, Prepared};
+use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Schedule, LATE_AFTER};
 use crate::recorder::{GroupRec, LiveGroup, Timing};
@@ -30,15 +31,61 @@ pub(crate) struct GroupShared {
     pub live: LiveGroup,
     /// Operations claimed so far (for `StopRule::Total`).
     pub tickets: AtomicU64,
+    /// (start of the measurement = start + warm-up, end of a duration stop): set with the start.
+    pub clock: OnceLock<(Instant, Option<Instant>)>,
+}
+
+impl GroupShared {
     /// Start of the measurement (start + warm-up).
-    pub measured_start: Instant,
+    pub fn measured_start(&self) -> Instant {
+        self.clock.get().expect("the start is set before any client runs").0
+    }
+
     /// End of the group for duration stops.
-    pub end_at: Option<Instant>,
+    pub fn end_at(&self) -> Option<Instant> {
+        self.clock.get().expect("the start is set before any client runs").1
+    }
+
+    /// Set the clock from the common start instant.
+    pub fn set_start(&self, start: Instant) {
+        let measured = start + Duration::from_millis(self.spec.warmup_ms);
+        let end = match self.spec.stop {
+            StopRule::DurationMs(ms) => Some(measured + Duration::from_millis(ms)),
+            _ => None,
+        };
+        let _ = self.clock.set((measured, end));
+    }
+}
+
+/// Holds the threads between getting ready (worker programs started) and the common start.
+#[derive(Default)]
+pub(crate) struct Gate {
+    open: Mutex<Option<bool>>,
+    cv: Condvar,
+}
+
+impl Gate {
+    /// Let the threads go (`true`) or send them home (`false`).
+    pub fn set(&self, go: bool) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) -> bool {
+        let guard = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self
+            .cv
+            .wait_while(guard, |o| o.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        guard.unwrap_or(false)
+    }
 }
 
 /// Everything the threads share.
 pub(crate) struct Shared {
-    pub start: Instant,
+    /// The common start instant, set once every thread is ready.
+    pub start: OnceLock<Instant>,
+    pub threads: usize,
     pub interval: Duration,
     pub groups: Vec<GroupShared>,
     pub stop_tx: watch::Sender<bool>,
@@ -58,6 +105,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The common start instant.
+    pub fn start(&self) -> Instant {
+        *self.start.get().expect("the start is set before any client runs")
+    }
+
     /// Stop everything (`Engine::stop`).
     pub fn stop_all(&self) {
         self.stopped.store(true, Ordering::Relaxed);
@@ -125,12 +177,15 @@ fn output(recs: Vec<GroupRec>) -> ThreadOutput {
     }
 }
 
-/// Run this thread's clients (`(group, client index)` pairs) to the end.
+/// Run this thread's clients (`(group, client index)` pairs) to the end: get ready (start the worker
+/// programs its clients need), say so on `ready`, wait at the `gate` for the common start, run.
 pub(crate) fn run_thread(
     shared: Arc<Shared>,
     thread: usize,
     clients: Vec<(usize, u64)>,
     cuts: watch::Receiver<Option<Instant>>,
+    ready: &mpsc::Sender<Result<(), EngineError>>,
+    gate: &Gate,
 ) -> ThreadOutput {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -141,6 +196,30 @@ pub(crate) fn run_thread(
     let mut mine: Vec<Vec<u64>> = vec![Vec::new(); shared.groups.len()];
     for &(g, c) in &clients {
         mine[g].push(c);
+    }
+    let hosted: Vec<HostedGroup> = shared
+        .groups
+        .iter()
+        .map(|g| HostedGroup {
+            prep: g.prep.clone(),
+            name: g.spec.name.clone(),
+            client_offset: g.spec.client_offset,
+        })
+        .collect();
+    let hosts = local.block_on(&rt, Hosts::start(&hosted, &mine, thread, shared.threads));
+    let hosts = match hosts {
+        Ok(h) => {
+            let _ = ready.send(Ok(()));
+            h
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return output(Vec::new());
+        }
+    };
+    if !gate.wait() {
+        local.block_on(&rt, hosts.close(true));
+        return output(Vec::new());
     }
     let interval_s = shared.interval.as_secs_f64();
     let rec: Recs = Rc::new(RefCell::new(
@@ -153,7 +232,7 @@ pub(crate) fn run_thread(
                     &g.spec.name,
                     g.spec.client.kind(),
                     cs.clone(),
-                    g.measured_start,
+                    g.measured_start(),
                     interval_s,
                 )
             })
@@ -169,7 +248,7 @@ pub(crate) fn run_thread(
             if matches!(shared.groups[g].spec.pacer, PacerSpec::Rate { .. }) {
                 // One scheduler per thread and group feeds this thread's clients of the group.
                 foreground += counts;
-                let fut = open_group(shared.clone(), rec.clone(), g, cs.clone());
+                let fut = open_group(shared.clone(), rec.clone(), g, cs.clone(), hosts.of(g, cs.len()));
                 tasks.push(tokio::task::spawn_local(fut));
                 continue;
             }
@@ -179,6 +258,7 @@ pub(crate) fn run_thread(
                     pacer: Closed::new(shared.groups[g].spec.think_ms),
                     prev_end: None,
                 };
+                let host = hosts.host(g, slot);
                 tasks.push(tokio::task::spawn_local(client(
                     shared.clone(),
                     rec.clone(),
@@ -186,6 +266,7 @@ pub(crate) fn run_thread(
                     c,
                     slot,
                     source,
+                    host,
                 )));
             }
         }
@@ -198,6 +279,7 @@ pub(crate) fn run_thread(
         }
         ticker.abort();
         cutter.abort();
+        hosts.close(shared.stopped.load(Ordering::Relaxed)).await;
     });
     drop(local);
     drop(rt);
@@ -207,7 +289,7 @@ pub(crate) fn run_thread(
 
 /// Once a second hand each group's last-second latency histogram to the live view.
 async fn publish_recent(shared: Arc<Shared>, rec: Recs, thread: usize) {
-    let mut tick = tokio::time::interval_at((shared.start + Duration::from_secs(1)).into(), Duration::from_secs(1));
+    let mut tick = tokio::time::interval_at((shared.start() + Duration::from_secs(1)).into(), Duration::from_secs(1));
     loop {
         tick.tick().await;
         let mut recs = rec.borrow_mut();
@@ -245,7 +327,7 @@ async fn run_one(
     group.live.in_flight.fetch_add(1, Ordering::Relaxed);
     let mut cancel = Cancel {
         timeout_at,
-        end_at: group.end_at,
+        end_at: group.end_at(),
         stop,
     };
     let report = op.run(iteration, &mut cancel).await;
@@ -297,7 +379,7 @@ impl Source {
                 let proceed = match group.spec.stop {
                     StopRule::PerClient(n) => measured < n,
                     StopRule::Total(n) => group.tickets.fetch_add(1, Ordering::Relaxed) < n,
-                    StopRule::DurationMs(_) => group.end_at.is_some_and(|e| Instant::now() < e),
+                    StopRule::DurationMs(_) => group.end_at().is_some_and(|e| Instant::now() < e),
                     StopRule::WhileOthers(_) => true,
                 };
                 if !proceed || stopped.load(Ordering::Relaxed) {
@@ -306,8 +388,9 @@ impl Source {
                 // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
                 tokio::task::coop::consume_budget().await;
                 let due = pacer.next_start(*prev_end, Instant::now());
-                let wake = group.end_at.map_or(due, |e| due.min(e));
-                if !sleep_unless_stopped(wake, stop, stopped).await || group.end_at.is_some_and(|e| Instant::now() >= e)
+                let wake = group.end_at().map_or(due, |e| due.min(e));
+                if !sleep_unless_stopped(wake, stop, stopped).await
+                    || group.end_at().is_some_and(|e| Instant::now() >= e)
                 {
                     return None;
                 }
@@ -328,10 +411,10 @@ impl Source {
                     }
                 };
                 let now = Instant::now();
-                if group.end_at.is_some_and(|e| now >= e) {
+                if group.end_at().is_some_and(|e| now >= e) {
                     return None;
                 }
-                let measured_arrival = intended >= group.measured_start;
+                let measured_arrival = intended >= group.measured_start();
                 if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
                     if measured_arrival {
                         rec.borrow_mut()[g].res.dropped += 1;
@@ -368,7 +451,15 @@ impl Source {
 }
 
 /// A client: take the next operation from the source, run it, record it, until the source says stop.
-async fn client(shared: Arc<Shared>, rec: Recs, g: usize, client: u64, slot: usize, mut source: Source) {
+async fn client(
+    shared: Arc<Shared>,
+    rec: Recs,
+    g: usize,
+    client: u64,
+    slot: usize,
+    mut source: Source,
+    host: Option<Host>,
+) {
     let group = &shared.groups[g];
     let spec = &group.spec;
     let global_client = spec.client_offset + client;
@@ -378,9 +469,9 @@ async fn client(shared: Arc<Shared>, rec: Recs, g: usize, client: u64, slot: usi
         .flatten();
     let (mut stop, stopped) = shared.stop_of(g);
     let timeout = Duration::from_millis(spec.timeout_ms);
-    let mut op = Client::new(group.prep.clone(), global_client);
+    let mut op = Client::new(group.prep.clone(), global_client, host);
     let (mut iteration, mut measured) = (0u64, 0u64);
-    if !sleep_unless_stopped(shared.start, &mut stop, stopped).await {
+    if !sleep_unless_stopped(shared.start(), &mut stop, stopped).await {
         return;
     }
     while let Some(start) = source.next(group, measured, &mut stop, stopped, &rec, g).await {
@@ -388,9 +479,14 @@ async fn client(shared: Arc<Shared>, rec: Recs, g: usize, client: u64, slot: usi
         source.begin();
         let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
         iteration += 1;
+        if report.unsent {
+            // Cut off while connecting: nothing reached the service, so it never started.
+            source.end(group, end, false);
+            break;
+        }
         // Only operations that end inside a duration window count; the rest were cut short.
-        let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at.is_some_and(|e| end > e);
-        let warmup = !cut_short && end < group.measured_start;
+        let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at().is_some_and(|e| end > e);
+        let warmup = !cut_short && end < group.measured_start();
         source.end(group, end, warmup);
         if warmup {
             rec.borrow_mut()[g].res.warmup_ops += 1;
@@ -433,7 +529,7 @@ const TIMER_SLACK: Duration = Duration::from_millis(1);
 /// share of the group's rate; idle clients take them in order. An arrival that finds more than the
 /// cap (`max_in_flight`, split over threads like the rate) waiting or running is dropped; one that
 /// waits longer than `timeout_ms` for a client is dropped too. Both are counted, never skipped.
-async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>) {
+async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>, hosts: Vec<Option<Host>>) {
     let group = &shared.groups[g];
     let spec = &group.spec;
     let PacerSpec::Rate {
@@ -451,7 +547,7 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>)
     let mut sched = Schedule::new(
         rate_hz * share,
         poisson,
-        shared.start,
+        shared.start(),
         phase,
         spec.client_offset + first,
     );
@@ -465,10 +561,11 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>)
     });
     let workers: Vec<_> = clients
         .iter()
+        .zip(hosts)
         .enumerate()
-        .map(|(slot, &c)| {
+        .map(|(slot, (&c, host))| {
             let source = Source::Open(q.clone());
-            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source))
+            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source, host))
         })
         .collect();
     let _foreground = Foreground::enter(&shared, g);
@@ -479,7 +576,7 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>)
     };
     let mut issued = 0u64;
     loop {
-        if stopped.load(Ordering::Relaxed) || group.end_at.is_some_and(|e| sched.peek() >= e) {
+        if stopped.load(Ordering::Relaxed) || group.end_at().is_some_and(|e| sched.peek() >= e) {
             break;
         }
         let more = match spec.stop {
@@ -488,13 +585,13 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>)
         };
         // Timers tick in whole milliseconds and fire late, which would add up to 1 ms to every
         // corrected latency; aim 1 ms early instead (an early start counts from its actual start).
-        let wake = sched.peek().checked_sub(TIMER_SLACK).unwrap_or(shared.start);
+        let wake = sched.peek().checked_sub(TIMER_SLACK).unwrap_or(shared.start());
         if !more || !sleep_unless_stopped(wake, &mut stop, stopped).await {
             break;
         }
         let at = sched.next_arrival();
         issued += 1;
-        let measured = at >= group.measured_start;
+        let measured = at >= group.measured_start();
         if measured {
             rec.borrow_mut()[g].res.offered += 1;
         }

@@ -125,7 +125,7 @@ fn timeout_kills_the_whole_process_group_and_counts_hung() {
     let mut pids = pids_in(&dir.join("pids-0"));
     pids.extend(pids_in(&dir.join("pids-1")));
     assert_eq!(pids.len(), 8, "shell and sleep pids of 4 operations: {pids:?}");
-    std::thread::sleep(Duration::from_millis(100));
+    wait_until(Duration::from_secs(2), || pids.iter().all(|&p| not_running(p)));
     for pid in pids {
         assert!(not_running(pid), "pid {pid} still runs");
     }
@@ -140,7 +140,9 @@ fn stop_from_another_thread_kills_every_process_group() {
     let mut s = one_group(4, json!({"duration_ms": 60_000}), exec(&["/bin/sh", "-c", &script]));
     s.groups[0].timeout_ms = 60_000;
     let engine = std::sync::Arc::new(Engine::start(s).unwrap());
-    std::thread::sleep(Duration::from_millis(400));
+    // Every client's shell has started its sleep (both pids written), however busy the machine.
+    let written = || (0..4).all(|c| pids_in(&dir.join(format!("pids-{c}"))).len() == 2);
+    assert!(wait_until(Duration::from_secs(10), written), "the 4 clients never started");
     assert_eq!(engine.snapshot().groups[0].in_flight, 4);
     let e2 = engine.clone();
     let t = Instant::now();
@@ -158,7 +160,7 @@ fn stop_from_another_thread_kills_every_process_group() {
         pids.extend(pids_in(&dir.join(format!("pids-{c}"))));
     }
     assert_eq!(pids.len(), 8, "{pids:?}");
-    std::thread::sleep(Duration::from_millis(100));
+    wait_until(Duration::from_secs(2), || pids.iter().all(|&p| not_running(p)));
     for pid in pids {
         assert!(not_running(pid), "pid {pid} still runs");
     }
@@ -171,13 +173,16 @@ fn dropping_a_running_engine_kills_its_processes() {
     let pidfile = dir.join("pids");
     let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
     let engine = Engine::start(one_group(1, json!({"total": 1}), exec(&["/bin/sh", "-c", &script]))).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        wait_until(Duration::from_secs(10), || pids_in(&pidfile).len() == 2),
+        "the client never started"
+    );
     let t = Instant::now();
     drop(engine);
     assert!(t.elapsed() < Duration::from_secs(2), "drop took {:?}", t.elapsed());
     let pids = pids_in(&pidfile);
     assert_eq!(pids.len(), 2, "{pids:?}");
-    std::thread::sleep(Duration::from_millis(100));
+    wait_until(Duration::from_secs(2), || pids.iter().all(|&p| not_running(p)));
     for pid in pids {
         assert!(not_running(pid), "pid {pid} still runs");
     }

@@ -89,7 +89,7 @@ fn duration_stop_ends_on_time() {
 }
 
 #[test]
-fn fixed_20ms_service_has_p50_within_1ms() {
+fn fixed_20ms_service_has_p50_just_above_20ms() {
     let server = TestServer::start(ServerOpts {
         delay: Duration::from_millis(20),
         ..ServerOpts::default()
@@ -97,7 +97,9 @@ fn fixed_20ms_service_has_p50_within_1ms() {
     let r = run(one_group(4, json!({"total": 120}), http(&server.url()))).unwrap();
     let s = summary(&r);
     let p50 = s["groups"][0]["latency_us"]["p50"].as_u64().unwrap();
-    assert!((19_000..=21_000).contains(&p50), "p50 {p50} µs");
+    // Never below the server's 20 ms; above it by knee's and the server's overhead, which a busy
+    // machine stretches by a few ms (a unit slip or a lost wait would be far outside).
+    assert!((20_000..=25_000).contains(&p50), "p50 {p50} µs");
     assert!(s["groups"][0]["ttfb_us"]["p50"].as_u64().unwrap() >= 20_000);
 }
 

@@ -59,6 +59,12 @@ mod exceptions {
     );
     create_exception!(
         knee._engine,
+        WorkerError,
+        EngineError,
+        "A worker program did not start or did not answer its start message."
+    );
+    create_exception!(
+        knee._engine,
         DecodeError,
         EngineError,
         "Result bytes cannot be decoded."
@@ -82,6 +88,8 @@ fn engine_err(e: core::EngineError) -> PyErr {
         core::EngineError::FdLimit { .. } => FdLimitError::new_err(msg),
         core::EngineError::Thread(_) => ThreadError::new_err(msg),
         core::EngineError::Cut(_) => CutError::new_err(msg),
+        core::EngineError::Worker(_) => WorkerError::new_err(msg),
+        core::EngineError::Barrier(_) => EngineError::new_err(msg),
     }
 }
 
@@ -115,15 +123,31 @@ impl Engine {
         })
     }
 
-    /// Start the worker threads and return at once.
-    fn start(&self, py: Python<'_>) -> PyResult<()> {
+    /// Start the worker threads and return once the clients run. `ready`: called (with no
+    /// arguments) once every thread is ready, before the clients start; the clients start when it
+    /// returns, and what it raises is raised here, with nothing started (a distributed barrier).
+    #[pyo3(signature = (ready=None))]
+    fn start(&self, py: Python<'_>, ready: Option<PyObject>) -> PyResult<()> {
         let spec = self
             .spec
             .lock()
             .map_err(|_| PyRuntimeError::new_err("engine state poisoned"))?
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("the engine was already started"))?;
-        let engine = py.allow_threads(|| core::Engine::start(spec)).map_err(engine_err)?;
+        let raised: Mutex<Option<PyErr>> = Mutex::new(None);
+        let barrier = || match &ready {
+            None => Ok(()),
+            Some(f) => Python::with_gil(|py| f.call0(py)).map(|_| ()).map_err(|e| {
+                let text = e.to_string();
+                *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                core::EngineError::Barrier(text)
+            }),
+        };
+        let started = py.allow_threads(|| core::Engine::start_after(spec, barrier));
+        if let Some(e) = raised.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e);
+        }
+        let engine = started.map_err(engine_err)?;
         self.running
             .set(engine)
             .map_err(|_| PyRuntimeError::new_err("the engine was already started"))
@@ -245,6 +269,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("FdLimitError", py.get_type_bound::<FdLimitError>()),
         ("ThreadError", py.get_type_bound::<ThreadError>()),
         ("CutError", py.get_type_bound::<CutError>()),
+        ("WorkerError", py.get_type_bound::<WorkerError>()),
         ("DecodeError", py.get_type_bound::<DecodeError>()),
         ("MergeError", py.get_type_bound::<MergeError>()),
     ] {

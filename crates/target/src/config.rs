@@ -83,6 +83,28 @@ impl Default for TcpConfig {
     }
 }
 
+/// The `[login]` table: an endpoint that hands out session cookies (see `PathCost::session`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Login {
+    /// The login endpoint: `POST user=NAME&password=PW` there gets a session cookie ("": none).
+    pub path: String,
+    /// The password every user logs in with.
+    pub password: String,
+    /// Service time multiplier of a login request.
+    pub cost: f64,
+}
+
+impl Default for Login {
+    fn default() -> Self {
+        Login {
+            path: String::new(),
+            password: "knee".into(),
+            cost: 1.0,
+        }
+    }
+}
+
 /// A `[paths."/name"]` entry: what one path costs.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -91,11 +113,17 @@ pub struct PathCost {
     pub cost: f64,
     /// Response body size in bytes (None: the config's `body_bytes`).
     pub bytes: Option<usize>,
+    /// The path needs a session cookie from the `[login]` endpoint (without one: 401 at once).
+    pub session: bool,
 }
 
 impl Default for PathCost {
     fn default() -> Self {
-        PathCost { cost: 1.0, bytes: None }
+        PathCost {
+            cost: 1.0,
+            bytes: None,
+            session: false,
+        }
     }
 }
 
@@ -140,6 +168,7 @@ pub struct Config {
     pub body_bytes: usize,
     pub recovery: Recovery,
     pub tcp: TcpConfig,
+    pub login: Login,
     pub paths: BTreeMap<String, PathCost>,
 }
 
@@ -166,6 +195,7 @@ impl Default for Config {
             body_bytes: 0,
             recovery: Recovery::default(),
             tcp: TcpConfig::default(),
+            login: Login::default(),
             paths: BTreeMap::new(),
         }
     }
@@ -278,6 +308,21 @@ impl Config {
             );
         }
         self.host_ip()?;
+        let login = &self.login.path;
+        if !login.is_empty() && (!login.starts_with('/') || login.starts_with("/admin")) {
+            return bad(
+                "login.path",
+                format!("\"{login}\""),
+                "is not a request path; use one that starts with '/' and not with /admin (\"\" = no login endpoint)",
+            );
+        }
+        if !(self.login.cost.is_finite() && self.login.cost >= 0.0) {
+            return bad(
+                "login.cost",
+                self.login.cost.to_string(),
+                "is out of range; use a cost ≥ 0",
+            );
+        }
         for (path, pc) in &self.paths {
             if !path.starts_with('/') || path.starts_with("/admin") {
                 return bad(
@@ -291,6 +336,20 @@ impl Config {
                     &format!("paths.\"{path}\".cost"),
                     pc.cost.to_string(),
                     "is out of range; use a cost ≥ 0",
+                );
+            }
+            if pc.session && login.is_empty() {
+                return bad(
+                    &format!("paths.\"{path}\".session"),
+                    "true".into(),
+                    "needs a login endpoint to get a session from; set one with [login] path = \"/login\"",
+                );
+            }
+            if pc.session && path == login {
+                return bad(
+                    &format!("paths.\"{path}\".session"),
+                    "true".into(),
+                    "is on the login path itself, so no one could log in; set it on the paths the login protects",
                 );
             }
         }
@@ -337,6 +396,16 @@ impl Config {
             }
         }
         Some(best)
+    }
+
+    /// True when `path` is the login endpoint.
+    pub fn is_login(&self, path: &str) -> bool {
+        !self.login.path.is_empty() && path == self.login.path
+    }
+
+    /// True when a request to `path` needs a session cookie.
+    pub fn needs_session(&self, path: &str) -> bool {
+        self.paths.get(path).is_some_and(|p| p.session)
     }
 
     /// (cost multiplier, response body bytes) of a request path.

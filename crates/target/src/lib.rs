@@ -1,6 +1,7 @@
 //! knee's demo service: a real HTTP + TCP server whose capacity follows the Universal
 //! Scalability Law, with the limits real services have (a worker pool, a listen backlog, a
-//! connection limit, timeouts, hung requests, metastable overload).
+//! connection limit, timeouts, hung requests, metastable overload), and optional login sessions
+//! (a `[login]` endpoint handing out cookies that `session = true` paths require).
 //!
 //! With `n` requests in flight (counting the new one, at its arrival) a request of unit cost
 //! waits `S(n) = (1 + σ(n−1) + κn(n−1)) / λ` seconds on a timer — it never burns CPU — so `N`
@@ -25,7 +26,7 @@ mod state;
 mod tcp;
 mod timer;
 
-pub use config::{Config, PathCost, Recovery, RecoveryMode, TcpConfig};
+pub use config::{Config, Login, PathCost, Recovery, RecoveryMode, TcpConfig};
 pub use error::TargetError;
 pub use profiles::{profiles, text as profile_text};
 pub use server::Server;

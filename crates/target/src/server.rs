@@ -266,7 +266,12 @@ async fn serve_http(shared: Arc<Shared>, stream: TcpStream, open: Open) {
     let _open = open;
     let _ = stream.set_nodelay(true);
     let conn = Arc::new(ConnState::default());
-    let svc = service_fn(move |req| http::handle(Arc::clone(&shared), Arc::clone(&conn), req));
+    let svc = service_fn(move |req| {
+        // Counted when hyper hands the request over: a client that closes right after sending
+        // may have this future dropped unpolled, and the server still saw the request.
+        http::count(&shared, &req);
+        http::handle(Arc::clone(&shared), Arc::clone(&conn), req)
+    });
     let keep_alive = _open.shared.cfg.keep_alive;
     let _ = http1::Builder::new()
         .keep_alive(keep_alive)

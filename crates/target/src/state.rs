@@ -1,10 +1,12 @@
 //! What every connection shares: the config, the in-flight count, the counters the server
-//! reports at `/admin/stats`, and the overload/recovery state machine.
+//! reports at `/admin/stats`, the overload/recovery state machine, and the login sessions.
 
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -30,10 +32,16 @@ pub struct Counters {
     pub tcp_handshakes: AtomicU64,
     pub tcp_lines: AtomicU64,
     pub times_degraded: AtomicU64,
+    /// Successful logins (each also counts in `served`).
+    pub logins: AtomicU64,
+    /// Logins with a wrong password (403).
+    pub logins_refused: AtomicU64,
+    /// Requests to a session path without a valid session cookie (401).
+    pub unauthorized: AtomicU64,
 }
 
 impl Counters {
-    fn all(&self) -> [&AtomicU64; 15] {
+    fn all(&self) -> [&AtomicU64; 18] {
         [
             &self.requests,
             &self.served,
@@ -50,6 +58,9 @@ impl Counters {
             &self.tcp_handshakes,
             &self.tcp_lines,
             &self.times_degraded,
+            &self.logins,
+            &self.logins_refused,
+            &self.unauthorized,
         ]
     }
 }
@@ -84,6 +95,11 @@ pub struct Shared {
     pub last_accept_error: Mutex<Option<String>>,
     /// Response bodies are slices of this.
     pub body: Bytes,
+    /// Session tokens handed out by the login endpoint and not forgotten by a reset.
+    sessions: Mutex<HashSet<u64>>,
+    /// Tokens are `token_start + k` for the k-th login (never reused, not even after a reset).
+    token_start: u64,
+    token_seq: AtomicU64,
 }
 
 /// The outcome of admitting a request.
@@ -123,6 +139,9 @@ impl Shared {
             degraded: AtomicBool::new(false),
             overload: Mutex::new(Overload::default()),
             last_accept_error: Mutex::new(None),
+            sessions: Mutex::new(HashSet::new()),
+            token_start: token_start(),
+            token_seq: AtomicU64::new(0),
         }
     }
 
@@ -169,6 +188,18 @@ impl Shared {
         }
     }
 
+    /// A new session: its token, remembered until `reset`.
+    pub fn new_session(&self) -> u64 {
+        let token = self.token_start.wrapping_add(self.token_seq.fetch_add(1, Relaxed));
+        lock(&self.sessions).insert(token);
+        token
+    }
+
+    /// Is `token` a session handed out since the last reset?
+    pub fn has_session(&self, token: u64) -> bool {
+        lock(&self.sessions).contains(&token)
+    }
+
     /// One tick of the recovery state machine (called every few milliseconds when the mode needs it).
     pub fn tick(&self, now: Instant) {
         let rc = &self.cfg.recovery;
@@ -210,6 +241,7 @@ impl Shared {
         self.max_in_flight.store(self.in_flight.load(Relaxed), Relaxed);
         self.hang_seq.store(0, Relaxed);
         *self.last_accept_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        lock(&self.sessions).clear();
     }
 
     pub fn degraded(&self) -> bool {
@@ -249,6 +281,10 @@ impl Shared {
             "hung": g(&c.hung),
             "hanging": self.hanging.load(Relaxed),
             "aborted": g(&c.aborted),
+            "logins": g(&c.logins),
+            "logins_refused": g(&c.logins_refused),
+            "unauthorized": g(&c.unauthorized),
+            "sessions": lock(&self.sessions).len(),
             "in_flight": self.in_flight.load(Relaxed),
             "max_in_flight": self.max_in_flight.load(Relaxed),
             "bytes_sent": g(&c.bytes_sent),
@@ -279,4 +315,14 @@ impl Shared {
             },
         })
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A random start for this server's session tokens: std's randomly keyed hasher over the time and the pid.
+fn token_start() -> u64 {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    RandomState::new().hash_one((nanos, std::process::id()))
 }

@@ -46,7 +46,8 @@ fn pool_rejects_past_its_size_and_counts_match() {
 
 #[test]
 fn slow_requests_time_out_with_504() {
-    let server = start("lambda = 100.0\nsigma = 0.0\nkappa = 0.0\ntimeout_s = 0.05\n[paths.\"/slow\"]\ncost = 10.0\n");
+    // /slow would take 1 s; the 50 ms timeout answers 504 long before.
+    let server = start("lambda = 100.0\nsigma = 0.0\nkappa = 0.0\ntimeout_s = 0.05\n[paths.\"/slow\"]\ncost = 100.0\n");
     let addr = server.http_addr();
     let rt = runtime();
     rt.block_on(async {
@@ -55,7 +56,7 @@ fn slow_requests_time_out_with_504() {
         assert_eq!(c.request("GET", "/slow").await.unwrap().0, 504);
         let took = t.elapsed();
         assert!(
-            took >= Duration::from_millis(45) && took < Duration::from_millis(95),
+            took >= Duration::from_millis(45) && took < Duration::from_millis(500),
             "504 after the timeout: {took:?}"
         );
         assert_eq!(c.request("GET", "/fast").await.unwrap().0, 200);

@@ -27,7 +27,8 @@ fn greeting_ping_echo_quit() {
         assert_eq!(line(&mut rd).await, "HELLO knee-target\n");
         let took = t.elapsed();
         assert!(
-            took >= Duration::from_millis(19) && took < Duration::from_millis(60),
+            // at least the cost; well under ten times it (a cost charged per byte, or in the wrong unit)
+            took >= Duration::from_millis(19) && took < Duration::from_millis(200),
             "handshake costs 2 x 10 ms: {took:?}"
         );
         rd.get_mut().write_all(b"PING\nhello there\nQUIT\n").await.unwrap();

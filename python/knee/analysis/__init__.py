@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from knee.analysis.run import analyze_run
-    from knee.analysis.usl import FitError, fit_usl, usl
+    from knee.analysis.uslfit import FitError, fit_usl, usl
     from knee.analysis.verdict import analyze
     from knee.scenario import Slo
 
 __all__ = ["FitError", "Slo", "analyze", "analyze_run", "fit_usl", "usl"]
 
+# The fit lives in `uslfit`, not `usl`: a submodule named like the function would replace it as this
+# package's attribute once imported (`from knee.analysis import usl` would then give the module).
 _WHERE = {
     "analyze_run": "knee.analysis.run",
     "analyze": "knee.analysis.verdict",
-    "FitError": "knee.analysis.usl",
-    "fit_usl": "knee.analysis.usl",
-    "usl": "knee.analysis.usl",
+    "FitError": "knee.analysis.uslfit",
+    "fit_usl": "knee.analysis.uslfit",
+    "usl": "knee.analysis.uslfit",
     "Slo": "knee.scenario",
 }
 

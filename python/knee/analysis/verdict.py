@@ -32,7 +32,7 @@ from knee.analysis import little
 from knee.analysis.levels import COLLAPSE_FAILURES, LevelRow, collapse, pool, sweep_steps
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.slo import capacity
-from knee.analysis.usl import MIN_POINTS, fit_usl
+from knee.analysis.uslfit import MIN_POINTS, fit_usl
 from knee.errors import UserError
 from knee.model import LevelUnit, StepResult, Verdict
 from knee.scenario import Slo

@@ -34,6 +34,15 @@ _TARGET = [
     click.option("--expect-stderr", help="exec: succeed only if stderr matches this regex."),
     click.option("--expect-file", help="exec: succeed only if this file exists afterwards (PATH or PATH:MIN_BYTES)."),
     click.option("--bytes-from", help="exec: the operation's payload is its stdout ('stdout') or this file's size."),
+    click.option(
+        "--worker",
+        is_flag=True,
+        help="The command is a worker program speaking docs/worker-protocol.md.",
+    ),
+    click.option("--python", metavar="MODULE:FUNCTION", help="Clients are a Python flow: this function, run by knee."),
+    click.option("--path", help="--python: the directory the flow's module is imported from."),
+    click.option("--processes", type=click.IntRange(min=0), help="--worker/--python: processes (0 = one per core)."),
+    click.option("--start-timeout", help="--worker/--python: how long a process may take to answer start (30s)."),
 ]
 
 _LOAD = [

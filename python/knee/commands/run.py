@@ -30,7 +30,7 @@ Examples:
 
 
 @click.command(name="run", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("target", nargs=-1, required=True)
+@click.argument("target", nargs=-1)
 @click.option("-c", "--clients", type=click.IntRange(min=1), help="Concurrent clients (default 1).")
 @click.option(
     "--rate",
@@ -44,6 +44,12 @@ Examples:
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
     help="Keep a run directory under this directory (run.json, reports, histograms), like a sweep's.",
+)
+@click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler) or local:N (N worker processes); "
+    "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No live progress.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
@@ -76,7 +82,9 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     console = Console()
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)
-    outcome = execute(scenario, run_dir, console, progress=progress, show=False, write=run_dir.kept)
+    outcome = execute(
+        scenario, run_dir, console, cluster=opts["cluster"], progress=progress, show=False, write=run_dir.kept
+    )
     steps = outcome.record.steps
     if several:
         click.echo("")

@@ -57,6 +57,12 @@ Examples:
     default=None,
     help="Continue an interrupted run from its last complete step.",
 )
+@click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler) or local:N (N worker processes); "
+    "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
+)
 @click.option("--quick", is_flag=True, help="Shortened run (about 1 s per level, small counts) to try a scenario.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
     """Run a sweep level by level and write a report: from SCENARIO (a TOML file, see docs/scenarios.md), or
@@ -98,7 +104,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             loaded = read_scenario(text, path.name, variables, secrets)
             name = path.stem
         else:
-            if not target:
+            if not target and not one_line.python:
                 raise UserError(
                     "knee sweep needs a SCENARIO file, or a TARGET with --levels (or --rates); see knee sweep --help"
                 )
@@ -117,7 +123,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             click.echo(f"scenario written to {save}; run it with: knee sweep {save}")
             return
         scenario, run_dir = start_run(loaded, opts["out"], name, text, shorten=opts["quick"])
-    outcome = execute(scenario, run_dir, console)
+    outcome = execute(scenario, run_dir, console, cluster=opts["cluster"])
     if outcome.code:
         sys.exit(outcome.code)
 

@@ -1,7 +1,21 @@
 """Executors run one step's engine spec and hand back its result: this machine (`LocalExecutor`, the
 default) or a Dask cluster (`knee.executor.dask`, with the `knee[dask]` extra)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from knee.executor.interrupt import Interrupts, on_hard_exit
 from knee.executor.local import Background, LocalExecutor, StepRun, run_step
 
-__all__ = ["Background", "Interrupts", "LocalExecutor", "StepRun", "on_hard_exit", "run_step"]
+if TYPE_CHECKING:
+    from knee.executor.dask import DaskExecutor
+
+__all__ = ["Background", "Interrupts", "LocalExecutor", "StepRun", "connect", "on_hard_exit", "run_step"]
+
+
+def connect(cluster: str, weights: dict[str, float] | None = None) -> DaskExecutor:
+    """The Dask executor for `--cluster` / `[cluster] address`: `tcp://host:8786` or `local:N`."""
+    from knee.executor.dask import DaskExecutor
+
+    return DaskExecutor.connect(cluster, weights)

@@ -17,7 +17,7 @@ from knee import __version__, fmt
 from knee.analysis.stats import interval_counts
 from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesPoint, StepResult
 from knee.plan import PlannedStep, client_spec, engine_spec
-from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, Scenario, TcpGroup
+from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 
 JSON_SCHEMA_VERSION: Literal[2] = 2
 
@@ -61,6 +61,7 @@ class RunJson(BaseModel):
     connect_ms: LatencyStats
     ttfb_ms: LatencyStats
     processing_ms: LatencyStats
+    steps: dict[str, LatencyStats] = Field(description="worker clients: named steps the client program timed")
     percentiles_ms: list[tuple[float, float]] = Field(description="[percent, milliseconds] up to 100")
     interval_s: float
     series: list[SeriesPoint]
@@ -91,8 +92,10 @@ def target(scenario: Scenario, group: str) -> str:
         return f"{getattr(c, 'method', 'GET')} {g.url}"
     if isinstance(g, TcpGroup):
         return f"tcp://{g.addr}"
-    assert isinstance(g, ExecGroup)
-    return " ".join(g.argv)
+    if isinstance(g, PythonGroup):
+        return f"python flow {g.function}"
+    assert isinstance(g, ExecGroup | WorkerGroup)
+    return ("worker " if isinstance(g, WorkerGroup) else "") + " ".join(g.argv)
 
 
 def _stop_rule(scenario: Scenario, group: str) -> str:
@@ -153,8 +156,8 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     if s.failures:
         failed += "  (" + ", ".join(f"{k}: {v}" for k, v in sorted(s.failures.items(), key=lambda kv: -kv[1])) + ")"
     add(f"{'Failed:':<28}{failed}")
-    add(f"{'Hung (timed out, killed):':<28}{s.hung}")
-    add(f"{'Abandoned (in flight at end):':<28}{s.abandoned}")
+    add(f"{'Hung (timed out):':<28}{s.hung}")
+    add(f"{'Abandoned (in flight):':<28}{s.abandoned}")
     if s.warmup_ops:
         add(f"{'Warm-up (not measured):':<28}{s.warmup_ops}")
     o = open_loop(scenario, step, s)
@@ -192,6 +195,18 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
         add("Latency (ms)                  p50       p99       max")
         add(f"  {'corrected':<24}{c.p50:10.3f}{c.p99:10.3f}{c.max:10.3f}  (from the intended start)")
         add(f"  {'uncorrected':<24}{u.p50:10.3f}{u.p99:10.3f}{u.max:10.3f}  (from the actual start)")
+    if s.steps:
+        add("")
+        add("Timed steps (ms), reported by the client program     share: of all the operations' time")
+        add(f"  {'step':<16}{'count':>8}{'min':>9}{'mean':>9}{'p50':>9}{'p99':>9}{'max':>9}{'share':>8}")
+        for name, st in s.steps.items():
+            share = step_share(st, s.latency_ms)
+            add(
+                f"  {name[:16]:<16}{st.count:>8}{st.min:>9.3f}{st.mean:>9.3f}{st.p50:>9.3f}{st.p99:>9.3f}"
+                f"{st.max:>9.3f}{fmt.pct(share):>8}"
+            )
+        add(f"  {'(operation)':<16}{s.latency_ms.count:>8}{s.latency_ms.min:>9.3f}{s.latency_ms.mean:>9.3f}"
+            f"{s.latency_ms.p50:>9.3f}{s.latency_ms.p99:>9.3f}{s.latency_ms.max:>9.3f}")  # fmt: skip
     if s.percentiles_ms:
         add("")
         corrected = " (from the intended start)" if o is not None else ""
@@ -221,6 +236,12 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
         if len(s.reasons) > 10:
             add(f"  … and {len(s.reasons) - 10} more")
     return "\n".join(lines)
+
+
+def step_share(step: LatencyStats, operation: LatencyStats) -> float:
+    """The share of all the operations' time spent in a step (steps run in some operations only)."""
+    whole = operation.mean * operation.count
+    return step.mean * step.count / whole if whole > 0 else 0.0
 
 
 def _histogram_lines(counts: list[int], bins: int = 8, width: int = 40) -> str:
@@ -268,6 +289,7 @@ def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: 
         connect_ms=s.connect_ms,
         ttfb_ms=s.ttfb_ms,
         processing_ms=s.processing_ms,
+        steps=s.steps,
         percentiles_ms=s.percentiles_ms,
         interval_s=s.interval_s,
         series=s.series,

@@ -61,6 +61,8 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
+    if g.steps is not None:
+        out += ["<h3>Timed steps</h3>", _table(g.steps)]
     if g.stages is not None:
         out += ["<h3>Per stage</h3>", _table(g.stages)]
     for iv in g.intervals:

@@ -47,6 +47,10 @@ def render_markdown(record: RunRecord, view: ReportView | None = None) -> str:
             out += ["### Failure reasons", ""]
             out += md_table(g.reasons)
             out.append("")
+        if g.steps is not None:
+            out += ["### Timed steps", ""]
+            out += md_table(g.steps)
+            out.append("")
         if g.stages is not None:
             out += ["### Per stage", ""]
             out += md_table(g.stages)

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from knee import fmt
-from knee.analysis.usl import usl
+from knee.analysis.uslfit import usl
 from knee.model import RunRecord, StepResult, USLFit
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})

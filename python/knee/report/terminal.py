@@ -49,6 +49,8 @@ def render_terminal(record: RunRecord, console: Console, view: ReportView | None
             console.print(_table(shown, f"group {g.name}: failure reasons"))
             if len(g.reasons.rows) > MAX_REASON_ROWS:
                 console.print(f"… {len(g.reasons.rows) - MAX_REASON_ROWS} more in report.md")
+        if g.steps is not None:
+            console.print(_table(g.steps, f"group {g.name}: timed steps"))
         if g.stages is not None:
             console.print(_table(g.stages, f"group {g.name} per stage"))
         for iv in g.intervals:

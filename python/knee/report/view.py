@@ -122,6 +122,7 @@ class GroupView:
     usl: str | None
     warnings: list[str]
     reasons: Table  # failures by level and reason: "24 × FATAL: sorry, too many clients already"
+    steps: Table | None  # worker clients: the named steps beside the operation's total, per level
     stages: Table | None  # fixed work per stage
     intervals: list[Intervals]
     between: str | None  # a continuous baseload's operations outside the steps
@@ -319,6 +320,33 @@ def reasons_table(record: RunRecord, group: str) -> Table:
     return Table(REASONS_HEADER, rows)
 
 
+STEPS_HEADER = ["Level", "Step", "Count", "Mean", "p50", "p99", "Share of the time"]
+
+
+def steps_table(record: RunRecord, group: str) -> Table | None:
+    """The named steps the client program timed (connect, auth, fetch …), beside the operation, per level."""
+    rows: list[list[str]] = []
+    # One order for every level: the order the names first appear in the run (engine threads merge
+    # their steps in the order they met them, which differs from level to level).
+    order: dict[str, None] = {}
+    for s in record.steps:
+        if group in s.groups:
+            order.update(dict.fromkeys(s.groups[group].steps))
+    for s in record.steps:
+        g = s.groups.get(group)
+        if g is None or not g.steps:
+            continue
+        level = level_cell(row(s, g), record.rates)
+        for name in (n for n in order if n in g.steps):
+            st = g.steps[name]
+            whole = g.latency_ms.mean * g.latency_ms.count
+            share = st.mean * st.count / whole if whole > 0 else 0.0
+            rows.append([level, name, f"{st.count:,}", fmt.ms(st.mean), fmt.ms(st.p50), fmt.ms(st.p99), fmt.pct(share)])
+        lat = g.latency_ms
+        rows.append([level, "(operation)", f"{lat.count:,}", fmt.ms(lat.mean), fmt.ms(lat.p50), fmt.ms(lat.p99), ""])
+    return Table(STEPS_HEADER, rows) if rows else None
+
+
 STAGE_HEADER = ["Stage", "Clients", "Operations", "ops/s", "Elapsed", "Failed", "p50", "p99"]
 
 
@@ -425,6 +453,7 @@ def _group_view(record: RunRecord, group: str, rows: list[Row], workers: Table |
         usl=usl_line(v) if v is not None else None,
         warnings=warning_lines(record, group, v),
         reasons=reasons_table(record, group),
+        steps=steps_table(record, group),
         stages=stages_table(record, group),
         intervals=intervals(record, group),
         between=between_line(record, group),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use regex::bytes::Regex;
 use tokio::io::AsyncReadExt;
 
+use super::group::{kill_group, GroupGuard};
 use super::template::Template;
 use super::Prepared;
 use crate::cancel::Cancel;
@@ -72,25 +73,6 @@ impl ExecPrep {
                 None => Payload::None,
             },
         }
-    }
-}
-
-/// Kill a whole process group (ignoring "no such process").
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: kill(2) with a negative pid signals a process group; it has no memory effects.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Kills the process group if the operation is dropped before it reaped its leader.
-struct GroupGuard(i32);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        kill_group(self.0);
     }
 }
 
@@ -253,6 +235,8 @@ impl ExecClient {
                 received: out_bytes,
                 payload,
             },
+            steps: Vec::new(),
+            unsent: false,
         }
     }
 }

@@ -151,6 +151,8 @@ pub(crate) struct HttpClient {
     rx: h1::Rx,
     /// The body, kept only when a body check needs it.
     body: Vec<u8>,
+    /// The current operation has begun writing its request (it may have reached the server).
+    wrote: bool,
 }
 
 async fn connect(p: &HttpPrep, d: &mut Detail) -> Result<Conn, ErrorClass> {
@@ -187,15 +189,17 @@ impl HttpClient {
             conn: None,
             rx: h1::Rx::default(),
             body: Vec::new(),
+            wrote: false,
         }
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        let report = tokio::select! {
+        let mut report = tokio::select! {
             biased;
             r = self.exchange(d) => r,
             o = cancel.fired() => OpReport::of(o),
         };
+        report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
         // A failed check leaves the connection usable; anything else may have broken it.
         let usable = matches!(
             report.outcome,
@@ -222,6 +226,7 @@ impl HttpClient {
         };
         let check_body = p.expect_body.is_some() || p.expect_body_regex.is_some();
         let mut sent = 0u64;
+        self.wrote = false;
         let resp = loop {
             let reused = self.conn.is_some();
             if !reused {
@@ -233,6 +238,7 @@ impl HttpClient {
                 self.rx.reset();
                 connect_time = Some(t.elapsed());
             }
+            self.wrote = true;
             let result = match self.conn.as_mut().expect("connected above") {
                 Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, &mut self.body, check_body, d).await,
                 Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, &mut self.body, check_body, d).await,
@@ -286,6 +292,8 @@ impl HttpClient {
                 received: resp.wire,
                 payload: len,
             },
+            steps: Vec::new(),
+            unsent: false,
         }
     }
 }

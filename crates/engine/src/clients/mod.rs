@@ -8,17 +8,22 @@ use crate::outcome::{Detail, OpReport};
 use crate::spec::ClientSpec;
 
 mod exec;
+mod group;
 mod h1;
 mod http;
 mod tcp;
 mod template;
 mod tls;
+mod worker;
+
+pub(crate) use worker::{Host, HostedGroup, Hosts};
 
 /// What a group's clients share: parsed URL, resolved address, body bytes, compiled regexes, TLS config.
 pub(crate) enum Prepared {
     Http(Box<http::HttpPrep>),
     Tcp(tcp::TcpPrep),
     Exec(exec::ExecPrep),
+    Worker(worker::WorkerPrep),
 }
 
 /// Descriptors one spawn holds for a moment (see `fds_per_client`), per worker thread.
@@ -30,6 +35,7 @@ impl Prepared {
             ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, key)?)),
             ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, key)?),
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e)),
+            ClientSpec::Worker(w) => Prepared::Worker(worker::WorkerPrep::new(w)),
         }))
     }
 
@@ -51,6 +57,7 @@ enum Kind {
     Http(http::HttpClient),
     Tcp(tcp::TcpClient),
     Exec(exec::ExecClient),
+    Worker(worker::WorkerClient),
 }
 
 /// One client: its state between operations and the message of its last failure.
@@ -61,11 +68,14 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub fn new(prep: Arc<Prepared>, client: u64) -> Client {
-        let kind = match &*prep {
-            Prepared::Http(_) => Kind::Http(http::HttpClient::new(prep)),
-            Prepared::Tcp(_) => Kind::Tcp(tcp::TcpClient::new(prep)),
-            Prepared::Exec(_) => Kind::Exec(exec::ExecClient::new(prep, client)),
+    /// `host`: a worker client's place in a worker process (None for the other kinds).
+    pub fn new(prep: Arc<Prepared>, client: u64, host: Option<Host>) -> Client {
+        let kind = match (&*prep, host) {
+            (Prepared::Worker(_), Some(host)) => Kind::Worker(worker::WorkerClient::new(host, client)),
+            (Prepared::Worker(_), None) => unreachable!("a worker client always has a host"),
+            (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep)),
+            (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep)),
+            (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep, client)),
         };
         Client {
             kind,
@@ -80,6 +90,7 @@ impl Client {
             Kind::Http(c) => c.run(cancel, d).await,
             Kind::Tcp(c) => c.run(cancel, d).await,
             Kind::Exec(c) => c.run(iteration, cancel, d).await,
+            Kind::Worker(c) => c.run(iteration, cancel, d).await,
         }
     }
 }

@@ -86,6 +86,8 @@ impl TcpClient {
             connect,
             ttfb: None,
             bytes: Traffic::default(),
+            steps: Vec::new(),
+            unsent: false,
         };
         if !p.send.is_empty() {
             if let Err(e) = stream.write_all(&p.send).await {

@@ -79,9 +79,12 @@ impl TestServer {
                     let keep_alive = !opts.close;
                     tokio::spawn(async move {
                         let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
-                            let (req, opts) = (req.clone(), opts.clone());
+                            // Counted when hyper hands over the parsed request, not when the response
+                            // future is first polled: a client that closes right after sending would
+                            // otherwise make the count race hyper's dropping of that future.
+                            req.fetch_add(1, Ordering::Relaxed);
+                            let opts = opts.clone();
                             async move {
-                                req.fetch_add(1, Ordering::Relaxed);
                                 if !opts.delay.is_zero() {
                                     let d = opts.delay;
                                     let _ = tokio::task::spawn_blocking(move || std::thread::sleep(d)).await;
@@ -195,6 +198,18 @@ pub fn settled(count: impl Fn() -> u64, want: u64) -> u64 {
         std::thread::sleep(Duration::from_millis(10));
     }
     count()
+}
+
+/// Wait until `cond` holds, at most `timeout`; whether it held. For conditions a busy machine only delays.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while !cond() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
 }
 
 /// A fresh temporary directory for one test.

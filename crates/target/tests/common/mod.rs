@@ -79,6 +79,51 @@ pub async fn get(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// A response read to its end: status, headers (name lowercased) and body text.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    /// The first header of that (lowercase) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Send one request with extra header lines and a body on a fresh connection; read the whole reply.
+pub async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let s = TcpStream::connect(addr).await.unwrap();
+    let mut rd = BufReader::new(s);
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    req += &format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    rd.get_mut().write_all(req.as_bytes()).await.unwrap();
+    let mut all = String::new();
+    rd.read_to_string(&mut all).await.unwrap();
+    let (head, body) = all.split_once("\r\n\r\n").unwrap_or((&all, ""));
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
 pub async fn stats(addr: SocketAddr) -> serde_json::Value {
     serde_json::from_str(&get(addr, "GET", "/admin/stats").await.1).unwrap()
 }

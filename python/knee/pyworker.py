@@ -1,0 +1,287 @@
+"""knee's Python worker: runs a flow, a Python function, for many clients in one process, speaking knee's
+worker protocol (docs/worker-protocol.md) on stdin/stdout.
+
+    python -m knee.pyworker flows:login_and_fetch --path examples/flows
+
+The function takes one argument, a `Context`:
+
+    async def login_and_fetch(ctx):          # or a plain `def` (run in a thread per client)
+        if "cookie" not in ctx.session:      # ctx.session lives across a client's iterations
+            with ctx.step("login"):          # a named step, timed and reported beside the total
+                ctx.session["cookie"] = await login(ctx.vars["target"], ctx.client)
+        with ctx.step("fetch"):
+            await fetch(ctx.vars["target"], ctx.session["cookie"])
+
+Raising marks the operation failed with the exception's class and message; returning an int counts it
+as the operation's bytes. knee times the whole operation itself, applies the timeout and keeps the
+accounting; this process only runs the functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+PROTOCOL = 1
+
+
+class Context:
+    """What a flow function gets for one operation."""
+
+    __slots__ = ("_steps", "client", "iteration", "operation", "session", "vars")
+
+    def __init__(self, client: int, iteration: int, operation: str, variables: dict[str, str], session: dict) -> None:
+        self.client = client  # the client's number, unique across every process and machine
+        self.iteration = iteration  # its operation's number, from 0
+        self.operation = operation  # the stage's name (fixed-work stages), else ""
+        self.vars = variables  # the scenario's [vars]
+        self.session = session  # this client's dict, kept across its operations
+        self._steps: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Time a named step of the operation (`with ctx.step("auth"): …`); steps of one name add up."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._steps[name] = self._steps.get(name, 0.0) + time.perf_counter() - t0
+
+
+def load(spec: str, path: str | None) -> Callable[[Context], Any]:
+    """`module:function` → the function; a sentence naming what is missing otherwise."""
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise LookupError(f"the flow must be given as module:function (got {spec!r})")
+    if path:
+        sys.path.insert(0, os.path.abspath(path))
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        where = f" in {path!r} or" if path else ""
+        raise LookupError(
+            f"no module {exc.name!r}{where} on the Python path (for {spec!r}); check the name and --path"
+        ) from None
+    except Exception as exc:
+        raise LookupError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    func = getattr(module, func_name, None)
+    if func is None:
+        raise LookupError(f"module {module_name!r} has no function {func_name!r}")
+    if not callable(func):
+        raise LookupError(f"{spec!r} is not a function")
+    return func
+
+
+class _Continue:
+    """Awaitable that carries on a coroutine which already ran up to its first suspension (`first`, what it
+    yielded). The worker runs each operation eagerly, in the call that read its request: a flow that never
+    waits finishes there, without the cost of an asyncio Task; one that waits becomes a Task from there."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Any, first: Any) -> None:
+        self.coro, self.first = coro, first
+
+    def __await__(self) -> Any:
+        coro, pending = self.coro, self.first
+        while True:
+            try:
+                sent = yield pending
+            except BaseException as exc:  # cancelled, or the awaited future failed: pass it on
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+class Worker:
+    """One process's clients, their sessions, and the replies waiting to be written."""
+
+    def __init__(self, func: Callable[[Context], Any], start: dict[str, Any]) -> None:
+        self.func = func
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.vars = {str(k): str(v) for k, v in (start.get("vars") or {}).items()}
+        clients = list(start.get("clients") or [])
+        self.sessions: dict[int, dict] = {c: {} for c in clients}
+        # A client's operations run one after another: while one is unfinished (it waits, or it is late and
+        # knee already sent the next), the client's next operation waits for it.
+        self.busy: dict[int, asyncio.Future[None]] = {}
+        self.threads = None if self.is_async else ThreadPoolExecutor(max_workers=max(1, len(clients)))
+        self.loop = asyncio.get_running_loop()
+        self.out: list[bytes] = []
+        self.flush_soon = False
+
+    def reply(self, client: int, op_id: int, ctx: Context, result: Any, exc: BaseException | None) -> None:
+        if exc is None and not ctx._steps and (type(result) is not int or result < 0):
+            self.out.append(b'{"client":%d,"id":%d,"ok":true}\n' % (client, op_id))
+        else:
+            line: dict[str, Any] = {"client": client, "id": op_id, "ok": exc is None}
+            if exc is not None:  # the flow said no: the operation failed, with its reason
+                text = str(exc).strip()
+                line["error"] = type(exc).__name__
+                line["message"] = text.splitlines()[0] if text else ""
+            if ctx._steps:
+                line["steps"] = ctx._steps
+            if exc is None and type(result) is int and result >= 0:
+                line["bytes"] = result
+            self.out.append(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+        if not self.flush_soon:
+            self.flush_soon = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_soon = False
+        if self.out:
+            data, self.out = b"".join(self.out), []
+            _write(data)
+
+    def start(self, client: int, op_id: int, operation: str) -> None:
+        """Run one operation: at once if the client is idle, else after its unfinished one."""
+        if client in self.busy:
+            self._track(client, self.loop.create_task(self._after(self.busy[client], client, op_id, operation)))
+            return
+        ctx = Context(client, op_id, operation, self.vars, self.sessions.setdefault(client, {}))
+        if not self.is_async:
+            future = self.loop.run_in_executor(self.threads, self.func, ctx)
+            self._track(client, self.loop.create_task(self._finish(future, client, op_id, ctx)))
+            return
+        coro = self.func(ctx)
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            self.reply(client, op_id, ctx, stop.value, None)
+        except Exception as exc:
+            self.reply(client, op_id, ctx, None, exc)
+        else:
+            self._track(client, self.loop.create_task(self._finish(_Continue(coro, first), client, op_id, ctx)))
+
+    def _track(self, client: int, task: asyncio.Task[None]) -> None:
+        self.busy[client] = task
+
+        def idle(t: asyncio.Task[None]) -> None:
+            if self.busy.get(client) is t:
+                del self.busy[client]
+
+        task.add_done_callback(idle)
+
+    async def _finish(self, awaitable: Any, client: int, op_id: int, ctx: Context) -> None:
+        try:
+            result = await awaitable
+        except Exception as exc:
+            self.reply(client, op_id, ctx, None, exc)
+        else:
+            self.reply(client, op_id, ctx, result, None)
+
+    async def _after(self, previous: asyncio.Future[None], client: int, op_id: int, operation: str) -> None:
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(previous)
+        ctx = Context(client, op_id, operation, self.vars, self.sessions.setdefault(client, {}))
+        if self.is_async:
+            await self._finish(self.func(ctx), client, op_id, ctx)
+        else:
+            await self._finish(self.loop.run_in_executor(self.threads, self.func, ctx), client, op_id, ctx)
+
+
+def _parse(lines: list[bytes]) -> list[Any]:
+    """Many request lines in one json.loads (a line at a time costs several times more)."""
+    try:
+        return json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        return [json.loads(line) for line in lines]  # names the bad line
+
+
+def _write(data: bytes) -> None:
+    """All of `data` to stdout (a pipe knee keeps reading)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view) :]
+
+
+async def serve(spec: str, path: str | None) -> int:
+    loop = asyncio.get_running_loop()
+    pending = b""
+    while b"\n" not in pending:  # the start message, before anything else runs
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+    first, _, pending = pending.partition(b"\n")
+    try:
+        start = json.loads(first)
+        if start.get("op") != "start":
+            raise ValueError("not a start message")
+    except ValueError:
+        print(f"knee.pyworker: expected knee's start message, got {first[:200]!r}", file=sys.stderr)
+        return 2
+    try:
+        func = load(spec, path)
+    except LookupError as exc:
+        _write(json.dumps({"ready": False, "error": str(exc)}).encode() + b"\n")
+        return 2
+    worker = Worker(func, start)
+    _write(b'{"ready":true}\n')
+    stopped: asyncio.Future[None] = loop.create_future()
+    run = worker.start
+
+    def take(chunk: bytes) -> None:
+        """Run the requests in `chunk` (with what was left of the last one); stop at knee's stop or EOF."""
+        nonlocal pending
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for msg in _parse([raw for raw in lines if raw.strip()]):
+            if msg.get("op") == "run":
+                run(msg["client"], msg["id"], msg.get("operation", ""))
+            elif msg.get("op") == "stop":
+                chunk = b""
+                break
+        worker.flush()
+        if not chunk and not stopped.done():
+            loop.remove_reader(0)
+            stopped.set_result(None)
+
+    def readable() -> None:
+        with contextlib.suppress(BlockingIOError):
+            take(os.read(0, 1 << 16))
+
+    os.set_blocking(0, False)
+    loop.add_reader(0, readable)
+    if b"\n" in pending:  # requests that came with the start message
+        early, pending = pending, b""
+        take(early)
+    await stopped
+    tasks = set(worker.busy.values())
+    if tasks:
+        await asyncio.wait(tasks, timeout=1.0)
+    worker.flush()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    path = None
+    if "--path" in args:
+        i = args.index("--path")
+        path = args[i + 1] if i + 1 < len(args) else None
+        del args[i : i + 2]
+    if len(args) != 1:
+        print("usage: python -m knee.pyworker MODULE:FUNCTION [--path DIR]", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(args[0], path))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Flows the tests run through knee's Python worker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import urllib.request
+
+
+async def noop(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Nothing: the worker's and the protocol's own cost (make bench)."""
+
+
+def sync_noop(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Nothing, as a plain function (run in a thread)."""
+
+
+async def slow_once(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Client 1's third operation outlasts a 0.5 s timeout (its reply comes late); the rest are quick.
+
+    A client's operations run one after another, so its next one starts when the late one ends (0.8 s).
+    """
+    with ctx.step("work"):
+        if ctx.client == 1 and ctx.iteration == 2:
+            await asyncio.sleep(0.8)
+
+
+def sleepy(ctx) -> None:  # type: ignore[no-untyped-def]
+    """A long blocking operation (for Ctrl-C)."""
+    time.sleep(0.2)
+
+
+def sync_fetch(ctx) -> int:  # type: ignore[no-untyped-def]
+    """A plain function (run in a thread): one GET of the target's /, failing on every 4th iteration."""
+    if ctx.iteration % 4 == 3:
+        raise ValueError(f"iteration {ctx.iteration} refused on purpose")
+    with ctx.step("get"), urllib.request.urlopen(ctx.vars["target"] + "/", timeout=5) as reply:
+        return len(reply.read())
+
+
+def mark_pid(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Leaves a file named after this worker process's PID in the directory ctx.vars["pids"]."""
+    open(os.path.join(ctx.vars["pids"], str(os.getpid())), "a").close()

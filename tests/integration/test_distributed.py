@@ -1,0 +1,525 @@
+"""Many load machines (docs/distributed.md): a real `dask scheduler` and three `dask worker` processes on
+127.0.0.1 run sweeps against `knee target`; counts exact against the target's own, split exactly, started
+together; a worker killed mid-step, Ctrl-C on the driver, a scheduler that is not there."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from knee.model import RunRecord
+from knee.store import RunDir
+from knee.target import TargetProcess, start_target
+
+from conftest import knee_cli
+from servers import free_port, pids_alive, start_nginx
+
+distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
+
+DASK = str(Path(sys.executable).parent / "dask")
+
+
+@dataclass
+class Cluster:
+    """A `dask scheduler` and its `dask worker` processes (no nanny: a killed worker stays dead)."""
+
+    address: str
+    scheduler: subprocess.Popen[bytes]
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: Path | None = None
+
+    def add_worker(self, name: str, prefix: list[str] | None = None, host: str = "127.0.0.1") -> None:
+        log = open(self.logs / f"{name}.log", "wb") if self.logs else subprocess.DEVNULL  # noqa: SIM115
+        self.workers.append(
+            subprocess.Popen(
+                [
+                    *(prefix or []),
+                    DASK,
+                    "worker",
+                    self.address,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    name,
+                    "--host",
+                    host,
+                ],
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
+        )
+
+    def wait_for(self, n: int, timeout_s: float = 60) -> None:
+        with distributed.Client(self.address, timeout=30) as c:  # connecting waits for the scheduler
+            if n:
+                c.wait_for_workers(n, timeout=timeout_s)
+
+    def worker_pids(self) -> dict[str, int]:
+        """Each worker's name → the PID of the process running it (under `ip netns exec` too)."""
+        with distributed.Client(self.address, timeout=10) as c:
+            pids = c.run(os.getpid)
+            return {str(w["name"]): pids[a] for a, w in c.scheduler_info(n_workers=-1)["workers"].items()}
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p.poll() is None:
+                p.terminate()
+        for p in [*self.workers, self.scheduler]:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+
+def start_cluster(tmp: Path, workers: int, host: str = "127.0.0.1") -> Cluster:
+    port = free_port()
+    logs = tmp / "dask-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = open(logs / "scheduler.log", "wb")  # noqa: SIM115
+    scheduler = subprocess.Popen(
+        [DASK, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+    )
+    cluster = Cluster(f"tcp://{host}:{port}", scheduler, logs=logs)
+    for i in range(workers):
+        cluster.add_worker(f"w{i}")
+    try:
+        cluster.wait_for(workers)
+    except Exception:
+        cluster.stop()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path_factory.mktemp("dask"), 3)
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[TargetProcess]:
+    with start_target("basic") as t:
+        yield t
+
+
+def sweep(tmp_path: Path, *args: str, timeout: float = 180) -> tuple[RunRecord, subprocess.CompletedProcess[str]]:
+    out = tmp_path / f"runs{time.monotonic_ns()}"
+    one_line = not args[0].endswith(".toml")  # a scenario file says itself that it has no recovery probe
+    proc = knee_cli("sweep", "--out", str(out), *(["--no-recovery"] if one_line else []), *args, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return RunDir(run_dir).load(), proc
+
+
+def sent(record: RunRecord) -> int:
+    for s in record.steps:
+        for g in s.groups.values():
+            assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
+    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())
+
+
+def test_a_sweep_on_three_workers_counts_exactly_and_starts_together(
+    cluster: Cluster, target: TargetProcess, tmp_path: Path
+) -> None:
+    before = target.stats()["requests"]
+    record, proc = sweep(
+        tmp_path, target.url + "/", "--levels", "2,7", "--iterations", "30", "--cluster", cluster.address
+    )
+    assert record.executor == f"dask {cluster.address}"
+    assert target.stats()["requests"] - before == sent(record) == (2 + 7) * 30
+    for step in record.steps:
+        g = step.groups["main"]
+        assert (g.succeeded, g.failed, g.hung, g.abandoned) == (step.level * 30, 0, 0, 0)
+        assert g.per_client == [30] * int(step.level)  # every client, numbered globally, did its 30
+        assert sum(w.clients for w in step.workers) == step.level
+        assert [w.clients for w in step.workers if w.clients] in ([1, 1], [3, 2, 2], [2, 2, 3], [2, 3, 2])
+        assert step.start_skew_s is not None and step.start_skew_s < 0.05, step.start_skew_s
+        assert not step.partial and step.lost_workers == []
+    assert "cluster: 3 Dask workers on 1 host" in proc.stdout
+    # the same fixed work on this machine alone counts the same
+    before = target.stats()["requests"]
+    local, _ = sweep(tmp_path, target.url + "/", "--levels", "2,7", "--iterations", "30")
+    assert target.stats()["requests"] - before == sent(local) == sent(record)
+    assert [s.groups["main"].per_client for s in local.steps] == [s.groups["main"].per_client for s in record.steps]
+
+
+def test_client_numbers_are_global_and_total_work_is_split_exactly(cluster: Cluster, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    record, _ = sweep(
+        tmp_path,
+        "--levels",
+        "5",
+        "-n",
+        "23",
+        "--cluster",
+        cluster.address,
+        "--",
+        "sh",
+        "-c",
+        f"echo x >> {marks}/${{client}}",
+    )
+    g = record.steps[0].groups["main"]
+    assert (g.succeeded, g.failed) == (23, 0)
+    assert sorted(int(p.name) for p in marks.iterdir()) == [0, 1, 2, 3, 4]
+    assert sum(len(p.read_text().split()) for p in marks.iterdir()) == 23
+
+
+def test_an_open_loop_rate_is_split_across_workers(cluster: Cluster, target: TargetProcess, tmp_path: Path) -> None:
+    before = target.stats()["requests"]
+    out = tmp_path / "r.json"
+    proc = knee_cli(
+        "run",
+        "-q",
+        target.url + "/",
+        "--rate",
+        "150",
+        "-c",
+        "6",
+        "-d",
+        "2s",
+        "--json",
+        str(out),
+        "--cluster",
+        cluster.address,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert target.stats()["requests"] - before == doc["started"]
+    assert 150 * 2 * 0.9 <= doc["started"] <= 150 * 2 * 1.1
+
+
+def test_an_unreachable_scheduler_is_one_sentence(tmp_path: Path) -> None:
+    port = free_port()
+    proc = knee_cli("run", "-n", "1", "http://127.0.0.1:1/", "--cluster", f"tcp://127.0.0.1:{port}", timeout=60)
+    assert proc.returncode == 2
+    assert f"--cluster tcp://127.0.0.1:{port}: cannot reach the Dask scheduler" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_worker_without_knee_is_named_before_any_load(tmp_path: Path) -> None:
+    c = start_cluster(tmp_path, 0)
+    try:
+        # A worker whose Python cannot import knee: no site processing, so knee's editable .pth is not read.
+        site = next(p for p in sys.path if p.endswith("site-packages"))
+        code = (
+            f"import sys; sys.path.append({site!r}); sys.argv = ['dask-worker'] + sys.argv[1:]; "
+            "from distributed.cli.dask_worker import main; main()"
+        )
+        c.workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-S",
+                    "-c",
+                    code,
+                    c.address,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    "bare",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        c.wait_for(1)
+        proc = knee_cli("run", "-n", "1", "http://127.0.0.1:1/", "--cluster", c.address, timeout=60)
+        assert proc.returncode == 2
+        assert "has no knee" in proc.stderr and "install the same knee there" in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1
+    finally:
+        c.stop()
+
+
+def test_a_killed_worker_makes_the_step_partial_and_names_it(tmp_path: Path) -> None:
+    c = start_cluster(tmp_path, 3)
+    try:
+        pids = c.worker_pids()
+        out = tmp_path / "runs"
+        driver = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "knee",
+                "sweep",
+                "--out",
+                str(out),
+                "--no-recovery",
+                "--levels",
+                "6,9",
+                "-d",
+                "3s",
+                "--cluster",
+                c.address,
+                "--",
+                "sleep",
+                "30",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        others = [p for name, p in pids.items() if name != "w1"]
+        children = wait_for_children(others, want=2)
+        time.sleep(1.0)
+        os.kill(pids["w1"], signal.SIGKILL)
+        out_text, err = driver.communicate(timeout=120)
+        assert driver.returncode == 0, out_text + err
+        (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+        record = RunDir(run_dir).load()
+        first = record.steps[0]
+        assert first.partial and len(first.lost_workers) == 1 and "127.0.0.1" in first.lost_workers[0]
+        lost = [w for w in first.workers if w.lost]
+        assert len(lost) == 1 and lost[0].host == "127.0.0.1"
+        # every client runs one `sleep 30`: in flight when the step ends, abandoned (and its process killed)
+        assert sum(w.abandoned for w in first.workers) == first.groups["main"].abandoned == 4
+        assert not record.steps[1].partial and len(record.steps[1].workers) == 2  # the sweep went on
+        assert "lost" in out_text
+        # no client process of the other workers outlived the run
+        assert pids_alive(children) == []
+        # the run directory is complete, and resumable: the partial step runs again
+        assert (run_dir / "report.html").is_file()
+        proc = knee_cli("sweep", "--resume", str(run_dir), "--cluster", c.address, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        again = RunDir(run_dir).load()
+        assert sorted(s.level for s in again.steps) == [6, 9] and not any(s.partial for s in again.steps)
+        assert len(again.steps[-1].workers) == 2
+    finally:
+        c.stop()
+
+
+def wait_for_children(parents: list[int], want: int, timeout_s: float = 30) -> list[int]:
+    """PIDs of the client processes under `parents`, once `want` of the parents have some."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found: dict[int, list[int]] = {}
+        for p in parents:
+            try:
+                found[p] = [k.pid for k in psutil.Process(p).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+        if sum(1 for v in found.values() if v) >= want:
+            return [k for v in found.values() for k in v]
+        time.sleep(0.05)
+    raise AssertionError(f"the workers {parents} never ran client processes")
+
+
+def test_ctrl_c_on_the_driver_ends_every_workers_clients(cluster: Cluster, tmp_path: Path) -> None:
+    pids = list(cluster.worker_pids().values())
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "knee",
+            "sweep",
+            "--out",
+            str(tmp_path / "runs"),
+            "--no-recovery",
+            "--levels",
+            "6",
+            "-d",
+            "60s",
+            "--cluster",
+            cluster.address,
+            "--",
+            "sleep",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    children = wait_for_children(pids, want=3)
+    time.sleep(0.5)
+    driver.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    while pids_alive(children) and time.monotonic() - t0 < 2.0:
+        time.sleep(0.05)
+    assert pids_alive(children) == [], "client processes outlived Ctrl-C by 2 s"
+    out, err = driver.communicate(timeout=30)
+    assert driver.returncode == 130, out + err
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+@contextlib.contextmanager
+def namespaces(n: int) -> Iterator[list[tuple[str, str, str]]]:
+    """`n` network namespaces of this test's own, each joined to this one by a veth pair on 10.213.i.0/24 and
+    routed to 10.214.0.1 (an address added here): (namespace, its address, this side's address) each."""
+    tag = f"kt{os.getpid() % 100000}"
+    made: list[str] = []
+    try:
+        _ip("addr", "add", "10.214.0.1/32", "dev", "lo")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        err = getattr(exc, "stderr", b"") or b""
+        pytest.skip(f"this machine does not let the test add addresses or namespaces: {err.decode().strip() or exc}")
+    try:
+        out = []
+        for i in range(1, n + 1):
+            ns, here, there = f"{tag}n{i}", f"{tag}h{i}", f"{tag}p{i}"
+            _ip("netns", "add", ns)
+            made.append(ns)
+            _ip("link", "add", here, "type", "veth", "peer", "name", there)
+            _ip("link", "set", there, "netns", ns)
+            _ip("addr", "add", f"10.213.{i}.1/24", "dev", here)
+            _ip("link", "set", here, "up")
+            _ip("-n", ns, "addr", "add", f"10.213.{i}.2/24", "dev", there)
+            _ip("-n", ns, "link", "set", there, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "route", "add", "default", "via", f"10.213.{i}.1")
+            out.append((ns, f"10.213.{i}.2", f"10.213.{i}.1"))
+        yield out
+    finally:
+        for ns in made:  # deleting a namespace deletes its end of the veth pair, and with it this end
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+        subprocess.run(["ip", "addr", "del", "10.214.0.1/32", "dev", "lo"], capture_output=True, timeout=10)
+
+
+def test_workers_in_network_namespaces_load_the_target_from_three_addresses(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2 (`ip`)")
+    with namespaces(3) as spaces:
+        nginx = start_nginx(tmp_path / "nginx", listen="0.0.0.0")
+        port = free_port()
+        log = open(tmp_path / "scheduler.log", "wb")  # noqa: SIM115
+        scheduler = subprocess.Popen(
+            [DASK, "scheduler", "--host", "0.0.0.0", "--port", str(port), "--no-dashboard"],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+        c = Cluster(f"tcp://127.0.0.1:{port}", scheduler, logs=tmp_path)
+        try:
+            for i, (ns, addr, here) in enumerate(spaces):
+                # each worker reaches the scheduler over its own veth pair, and listens on its own address
+                c.workers.append(
+                    subprocess.Popen(
+                        [
+                            "ip",
+                            "netns",
+                            "exec",
+                            ns,
+                            DASK,
+                            "worker",
+                            f"tcp://{here}:{port}",
+                            "--nthreads",
+                            "1",
+                            "--no-nanny",
+                            "--no-dashboard",
+                            "--name",
+                            f"ns{i}",
+                            "--host",
+                            addr,
+                        ],
+                        stdout=log,
+                        stderr=log,
+                        stdin=subprocess.DEVNULL,
+                    )
+                )
+            c.wait_for(3)
+            # The cluster comes from the scenario, with a weight per host: 10.213.1.2 takes half the clients.
+            scenario = tmp_path / "ns.toml"
+            scenario.write_text(
+                f'[groups.main]\nkind = "http"\nurl = "http://10.214.0.1:{nginx.port}/"\n'
+                "[sweep]\nlevels = [4, 8]\ntotal = 300\n[recovery]\nenabled = false\n"
+                f'[cluster]\naddress = "{c.address}"\n'
+                '[cluster.weights]\n"10.213.1.2" = 2\n"10.213.2.2" = 1\n"10.213.3.2" = 1\n'
+            )
+            record, _ = sweep(tmp_path, str(scenario))
+            peers = [line.split()[-1] for line in nginx.access_lines()]
+            assert len(peers) == sent(record) == 600
+            assert sorted(set(peers)) == ["10.213.1.2", "10.213.2.2", "10.213.3.2"]
+            by_host: dict[str, int] = {}
+            for step in record.steps:
+                shares = {w.host: w.clients for w in step.workers}
+                half = int(step.level) // 2
+                assert shares == {"10.213.1.2": half, "10.213.2.2": half // 2, "10.213.3.2": half // 2}
+                assert sum(w.succeeded for w in step.workers) == 300
+                for w in step.workers:
+                    by_host[w.host] = by_host.get(w.host, 0) + w.succeeded
+            # what each worker says it did is what nginx saw from its address
+            assert by_host == {a: peers.count(a) for a in set(peers)}
+            # the report's per-worker breakdown names the three load machines
+            (run_dir,) = [p for p in (tmp_path).glob("runs*/*") if p.is_dir()]
+            md = (run_dir / "report.md").read_text()
+            assert all(f"| {a} |" in md for a in ("10.213.1.2", "10.213.2.2", "10.213.3.2")), md
+        finally:
+            c.stop()
+            nginx.stop()
+
+
+def test_local_cluster_and_the_python_api_on_a_users_client(
+    target: TargetProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    import knee
+
+    # --cluster local:2: knee starts (and ends) a LocalCluster of two worker processes itself
+    before = target.stats()["requests"]
+    out = tmp_path / "local.json"
+    proc = knee_cli("run", "-q", target.url + "/", "-c", "4", "-n", "200", "--json", str(out), "--cluster", "local:2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["succeeded"] == 200 and target.stats()["requests"] - before == 200
+    assert "cluster: 2 Dask workers on 1 host (a LocalCluster)" in proc.stdout
+    # knee.sweep(client=…): any distributed.Client, left open for its owner
+    with distributed.Client(cluster.address, timeout=10) as client:
+        before = target.stats()["requests"]
+        run = knee.sweep(target.url + "/", levels=[3, 5], iterations=4, no_recovery=True, out=None, client=client)
+        assert [s.groups["main"].succeeded for s in run.record.steps] == [12, 20]
+        assert target.stats()["requests"] - before == 32
+        assert all(len(s.workers) >= 2 for s in run.record.steps)
+        assert client.status == "running"
+
+
+def test_a_python_flow_runs_on_the_workers_with_their_own_python(cluster: Cluster, tmp_path: Path) -> None:
+    flows = Path(__file__).parents[1] / "flows"
+    out = tmp_path / "flow.json"
+    proc = knee_cli(
+        "run",
+        "-q",
+        "--python",
+        "testflows:noop",
+        "--path",
+        str(flows),
+        "-c",
+        "6",
+        "-n",
+        "600",
+        "--json",
+        str(out),
+        "--cluster",
+        cluster.address,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert (doc["succeeded"], doc["failed"], doc["hung"]) == (600, 0, 0)

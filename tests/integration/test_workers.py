@@ -1,0 +1,270 @@
+"""Clients that are code (docs/worker-protocol.md): a Python flow, a Java worker and a C worker against
+knee target with a login; counts exact against the target's own; hangs, deaths, bad lines and bad starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from knee.model import RunRecord
+from knee.store import RunDir
+from knee.target import TargetProcess, start_target
+
+from conftest import REPO, knee_cli
+from servers import pids_alive
+
+FLOWS = REPO / "examples" / "flows"
+TEST_FLOWS = REPO / "tests" / "flows"
+PASSWORD = "s3cret-pw"
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[TargetProcess]:
+    with start_target(
+        "basic", login={"path": "/login", "password": PASSWORD}, paths={"/files/doc": {"session": True, "bytes": 1000}}
+    ) as t:
+        yield t
+
+
+@pytest.fixture(scope="module")
+def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("java")
+    javac = shutil.which("javac")
+    assert javac is not None, "the tests need a JDK (javac): it is part of this machine's toolchain"
+    subprocess.run(
+        [javac, "-d", str(out), str(REPO / "examples/workers/java/KneeWorker.java")], check=True, timeout=120
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def c_worker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("c") / "noop_worker"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc is not None
+    subprocess.run([cc, "-O2", "-o", str(out), str(REPO / "examples/workers/c/noop_worker.c")], check=True, timeout=60)
+    return out
+
+
+def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    out = tmp_path / f"r{time.monotonic_ns()}.json"
+    proc = knee_cli("run", "-q", "--json", str(out), *args, timeout=120, env=dict(os.environ, **(env or {})), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(out.read_text()), proc
+
+
+def exact(target: TargetProcess, before: dict, logins: int, fetches: int) -> None:
+    """The target saw exactly these logins and fetches, and served them all."""
+    after = target.stats()
+    assert after["logins"] - before["logins"] == logins
+    assert after["requests"] - before["requests"] == logins + fetches
+    assert after["served"] - before["served"] == logins + fetches
+    assert after["unauthorized"] == before["unauthorized"]
+
+
+def test_a_python_flow_counts_exactly_with_its_steps(target: TargetProcess, tmp_path: Path) -> None:
+    before = target.stats()
+    doc, proc = run(
+        tmp_path, "--python", "content:login_and_fetch", "--path", str(FLOWS), "-c", "10", "--iterations", "20",
+        "--var", f"target={target.url}", env={"CONTENT_PASSWORD": PASSWORD},
+    )  # fmt: skip
+    assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (200, 0, 0, 0)
+    exact(target, before, logins=10, fetches=200)
+    steps = doc["steps"]
+    assert list(steps) == ["connect", "login", "fetch"]
+    assert (steps["connect"]["count"], steps["login"]["count"], steps["fetch"]["count"]) == (10, 10, 200)
+    assert doc["latency_ms"]["count"] == steps["fetch"]["count"] == 200
+    assert doc["payload_bytes"] == 200 * 1000
+    assert "Timed steps (ms)" in proc.stdout and "fetch" in proc.stdout
+
+
+def test_a_plain_function_flow_runs_in_threads_and_counts_exactly(target: TargetProcess, tmp_path: Path) -> None:
+    before = target.stats()
+    doc, _ = run(
+        tmp_path, "--python", "testflows:sync_fetch", "--path", str(TEST_FLOWS), "-c", "5", "--iterations", "8",
+        "--var", f"target={target.url}",
+    )  # fmt: skip
+    assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (30, 10, 0, 0)
+    assert target.stats()["requests"] - before["requests"] == 30
+    assert doc["steps"]["get"]["count"] == 30
+    (reason,) = doc["reasons"]
+    assert reason["key"] == "ValueError: iteration <n> refused on purpose" and reason["count"] == 10
+
+
+@pytest.mark.parametrize("processes", [None, 1, 3])
+def test_processes_is_the_number_of_worker_processes(processes: int | None, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    extra = [] if processes is None else ["--processes", str(processes)]
+    doc, _ = run(tmp_path, "--python", "testflows:mark_pid", "--path", str(TEST_FLOWS), "-c", "6", "--iterations",
+                 "5", "--var", f"pids={pids}", *extra)  # fmt: skip
+    assert doc["succeeded"] == 30
+    threads = min(len(os.sched_getaffinity(0)), 6)  # the engine's threads: one per core, at most one per client
+    assert len(list(pids.iterdir())) == (threads if processes is None else max(processes, 1))
+
+
+def test_failed_logins_are_grouped_by_reason_in_every_report(target: TargetProcess, tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    doc, proc = run(
+        tmp_path, "--python", "content:login_and_fetch", "--path", str(FLOWS), "-c", "10", "--iterations", "5",
+        "--var", f"target={target.url}", "--var", "refuse_every=5", "--out", str(out),
+        env={"CONTENT_PASSWORD": PASSWORD},
+    )  # fmt: skip
+    assert (doc["succeeded"], doc["failed"]) == (40, 10)  # clients 0 and 5 are refused, 5 times each
+    (reason,) = doc["reasons"]
+    assert (reason["class"], reason["count"]) == ("worker", 10)
+    assert reason["key"] == "LoginRefused: bad password for user<n>"
+    assert reason["sample"].startswith("LoginRefused: bad password for user")
+    line = f"10 × [worker] {reason['sample']}"
+    assert line in proc.stdout
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    assert reason["sample"] in (run_dir / "report.md").read_text()
+    assert reason["sample"] in (run_dir / "report.html").read_text()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["steps"][0]["groups"]["main"]["reasons"][0]["count"] == 10
+    assert (
+        "CONTENT_PASSWORD" not in (run_dir / "run.json").read_text()
+        or PASSWORD not in (run_dir / "run.json").read_text()
+    )
+
+
+def test_a_java_worker_counts_exactly_with_its_steps(target: TargetProcess, java_classes: Path, tmp_path: Path) -> None:
+    before = target.stats()
+    doc, _ = run(
+        tmp_path, "-c", "10", "--iterations", "20", "--var", f"target={target.url}", "--processes", "1",
+        "--worker", "--", "java", "-cp", str(java_classes), "KneeWorker", env={"CONTENT_PASSWORD": PASSWORD},
+    )  # fmt: skip
+    assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (200, 0, 0, 0)
+    exact(target, before, logins=10, fetches=200)
+    steps = doc["steps"]
+    assert {k: v["count"] for k, v in steps.items()} == {"connect": 10, "auth": 10, "fetch": 200}
+    assert doc["payload_bytes"] == 200 * 1000
+
+
+def test_a_hung_operation_is_counted_and_its_late_reply_discarded(tmp_path: Path) -> None:
+    doc, _ = run(
+        tmp_path, "--python", "testflows:slow_once", "--path", str(TEST_FLOWS), "-c", "3", "--iterations", "5",
+        "--timeout", "0.5s", "--processes", "1",
+    )  # fmt: skip
+    assert (doc["succeeded"], doc["failed"], doc["hung"]) == (14, 0, 1)
+    assert doc["hung_clients"] == [1]
+    assert doc["per_client"] == [5, 4, 5]  # client 1 went on after its hung operation
+    assert doc["steps"]["work"]["count"] == 14  # the late reply (its steps too) was discarded
+
+
+def test_a_worker_that_dies_fails_its_in_flight_operations_and_is_restarted(c_worker: Path, tmp_path: Path) -> None:
+    doc, _ = run(tmp_path, "-c", "4", "--iterations", "100", "--processes", "1", "--worker", "--",
+                    str(c_worker), "--exit-after", "100")  # fmt: skip
+    assert doc["succeeded"] + doc["failed"] == 400 and doc["hung"] == doc["abandoned"] == 0
+    assert doc["failed"] > 0 and set(doc["failures"]) == {"worker_exit"}
+    samples = [r["sample"] for r in doc["reasons"]]
+    assert any("exit status: 3" in s and "exiting after 100 replies, as told" in s for s in samples), samples
+    # it came back: 400 operations could not have run on one process that exits after 100 replies
+    assert doc["succeeded"] > 100
+
+
+def test_a_line_that_is_not_a_reply_is_quoted(c_worker: Path, tmp_path: Path) -> None:
+    doc, _ = run(tmp_path, "-c", "2", "--iterations", "50", "--processes", "1", "--worker", "--",
+                 str(c_worker), "--garbage-after", "20")  # fmt: skip
+    assert doc["succeeded"] + doc["failed"] == 100 and set(doc["failures"]) == {"protocol"}
+    (reason,) = doc["reasons"]
+    assert reason["sample"] == 'the worker wrote a line that is not a reply: "this is not a reply"'
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--start-timeout", "1s", "--worker", "--", "{c}", "--no-ready"],
+         'groups[0]: the worker program "{c}" did not answer start within 1 s (it must reply {"ready": true} on '
+         "stdout); it said: noop_worker: not answering start, as told"),
+        (["--python", "nosuch:flow"], "no module 'nosuch' on the Python path (for 'nosuch:flow')"),
+        (["--python", "content:nope", "--path", str(FLOWS)], "module 'content' has no function 'nope'"),
+        (["--python", "content"], "--python must be module:function, like flows:login (got 'content')"),
+    ],
+)  # fmt: skip
+def test_a_worker_that_cannot_start_is_one_sentence(c_worker: Path, args: list[str], message: str) -> None:
+    args = [a.replace("{c}", str(c_worker)) for a in args]
+    proc = knee_cli("run", "-q", "-c", "2", "-n", "10", *args, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message.replace("{c}", str(c_worker)) in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_leaves_no_worker_process(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee", "run", "-q", "-c", "4", "-d", "60s", "--processes", "2",
+         "--python", "testflows:sleepy", "--path", str(TEST_FLOWS)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    knee_proc = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 30
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2:
+        workers = [c.pid for c in knee_proc.children(recursive=True) if "knee.pyworker" in " ".join(c.cmdline())]
+        time.sleep(0.1)
+    assert len(workers) == 2, "the two worker processes never started"
+    time.sleep(1.0)  # operations under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert "Interrupted" in out
+    deadline = time.monotonic() + 2
+    while pids_alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pids_alive(workers) == []
+
+
+def sweep_example(name: str, tmp_path: Path, *args: str) -> tuple[RunRecord, subprocess.CompletedProcess[str]]:
+    out = tmp_path / "runs"
+    proc = knee_cli("sweep", str(REPO / "examples" / f"{name}.toml"), "--quick", "--out", str(out), *args,
+                    timeout=180, cwd=REPO)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    assert PASSWORD not in "".join(p.read_text() for p in run_dir.iterdir() if p.is_file())
+    return RunDir(run_dir).load(), proc
+
+
+def sent(record: RunRecord) -> int:
+    """Every operation the sweep started: in its steps (each ends as one outcome) and in its warm-ups."""
+    for s in record.steps:
+        for g in s.groups.values():
+            assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
+    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())
+
+
+def test_the_python_flow_example_sweeps(target: TargetProcess, tmp_path: Path) -> None:
+    before = target.stats()
+    record, proc = sweep_example("python-flow", tmp_path, "--var", f"target={target.url}", "--secret",
+                                 f"password={PASSWORD}")  # fmt: skip
+    after = target.stats()
+    # An operation is one fetch or one refused login, plus a login for a client without a session.
+    assert (after["requests"] - before["requests"]) - (after["logins"] - before["logins"]) == sent(record)
+    assert after["unauthorized"] == before["unauthorized"]
+    failed = sum(g.failed for s in record.steps for g in s.groups.values())
+    assert 0 < failed <= after["logins_refused"] - before["logins_refused"]  # warm-ups are refused too
+    for s in record.steps:
+        assert {r.class_ for r in s.groups["users"].reasons} == {"worker"}
+        # connect and login happen in the warm-up (its sessions carry on), bar the refused clients' retries
+        assert {"login", "fetch"} <= set(s.groups["users"].steps) <= {"connect", "login", "fetch"}
+    assert "LoginRefused: bad password for user" in proc.stdout
+
+
+def test_the_java_worker_example_sweeps(target: TargetProcess, java_classes: Path, tmp_path: Path) -> None:
+    before = target.stats()
+    record, _ = sweep_example("java-worker", tmp_path, "--var", f"target={target.url}", "--var",
+                              f"classes={java_classes}", "--secret", f"password={PASSWORD}")  # fmt: skip
+    after = target.stats()
+    fetches = (after["requests"] - before["requests"]) - (after["logins"] - before["logins"])
+    assert fetches == sent(record) and after["unauthorized"] == before["unauthorized"]
+    assert all(g.failed == g.hung == 0 for s in record.steps for g in s.groups.values())
+    assert all("fetch" in s.groups["content"].steps for s in record.steps)
