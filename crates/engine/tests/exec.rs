@@ -142,7 +142,10 @@ fn stop_from_another_thread_kills_every_process_group() {
     let engine = std::sync::Arc::new(Engine::start(s).unwrap());
     // Every client's shell has started its sleep (both pids written), however busy the machine.
     let written = || (0..4).all(|c| pids_in(&dir.join(format!("pids-{c}"))).len() == 2);
-    assert!(wait_until(Duration::from_secs(10), written), "the 4 clients never started");
+    assert!(
+        wait_until(Duration::from_secs(10), written),
+        "the 4 clients never started"
+    );
     assert_eq!(engine.snapshot().groups[0].in_flight, 4);
     let e2 = engine.clone();
     let t = Instant::now();
