@@ -90,9 +90,11 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut Vec
     let Some(r) = r else { return 0 };
     let mut total = 0u64;
     loop {
-        if buf.capacity() - buf.len() < 1024 {
+        // Grow from a small buffer: most commands print little or nothing, and 5 000 clients holding
+        // two 4 KiB buffers each would be 40 MB of memory for nothing.
+        if buf.capacity() - buf.len() < 128 {
             if whole || buf.capacity() < READ_CAP {
-                buf.reserve(4096);
+                buf.reserve(buf.capacity().max(256));
             } else {
                 buf.drain(..buf.len() - TAIL);
             }
