@@ -4,6 +4,11 @@ set -euo pipefail
 pkgs=(nginx curl wrk apache2-utils chromium)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Commands the tests run, from whichever package provides them here: network namespaces (ip), the Java
+# worker example (javac, java), the C worker example (cc).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"
 $SUDO apt-get update -qq

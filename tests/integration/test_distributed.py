@@ -384,6 +384,9 @@ def namespaces(n: int) -> Iterator[list[tuple[str, str, str]]]:
         err = getattr(exc, "stderr", b"") or b""
         pytest.skip(f"this machine does not let the test add addresses or namespaces: {err.decode().strip() or exc}")
     try:
+        if subprocess.run(["ip", "netns", "add", f"{tag}probe"], capture_output=True, timeout=10).returncode:
+            pytest.skip("this machine does not let the test make network namespaces (ip netns add failed)")
+        subprocess.run(["ip", "netns", "del", f"{tag}probe"], capture_output=True, timeout=10)
         out = []
         for i in range(1, n + 1):
             ns, here, there = f"{tag}n{i}", f"{tag}h{i}", f"{tag}p{i}"
@@ -406,8 +409,9 @@ def namespaces(n: int) -> Iterator[list[tuple[str, str, str]]]:
 
 
 def test_workers_in_network_namespaces_load_the_target_from_three_addresses(tmp_path: Path) -> None:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2 (`ip`)")
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    assert shutil.which("ip"), "iproute2 is not installed: run `make ci-deps` (scripts/install-system-deps.sh)"
     with namespaces(3) as spaces:
         nginx = start_nginx(tmp_path / "nginx", listen="0.0.0.0")
         port = free_port()
