@@ -322,6 +322,9 @@ class Counts(BaseModel):
         self.warmup_ops += g.warmup_ops
 
 
+SKEW_WARN_SHARE = 0.05
+
+
 class StepResult(BaseModel):
     """One step of a plan: one level (or a recovery probe), all its groups."""
 
@@ -338,6 +341,13 @@ class StepResult(BaseModel):
     workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
     start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
     lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
+
+    @property
+    def skewed(self) -> bool:
+        """A distributed step whose shards started further apart than SKEW_WARN_SHARE of its time: its
+        workers did not load the service together."""
+        skew = self.start_skew_s
+        return skew is not None and self.elapsed_s > 0 and skew > SKEW_WARN_SHARE * self.elapsed_s
 
 
 class USLFit(BaseModel):

@@ -17,8 +17,6 @@ from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
 
-SKEW_WARN_SHARE = 0.05  # shards that start further apart than this share of the step did not load together
-
 
 class SweepProgress:
     def __init__(
@@ -83,7 +81,7 @@ class SweepProgress:
             tags.append("load side saturated")
         if step.lost_workers:
             tags.append(f"lost {', '.join(step.lost_workers)}")
-        if step.start_skew_s is not None and step.start_skew_s > SKEW_WARN_SHARE * step.elapsed_s > 0:
+        if step.skewed and step.start_skew_s is not None:
             tags.append(f"shards started {fmt.ms(step.start_skew_s * 1000)} apart")
         tag = f"  [{', '.join(tags)}]" if tags else ""
         label = f" {step.label}" if step.label else ""

@@ -50,3 +50,12 @@ def test_a_memory_run_directory_writes_nothing(tmp_path: Path) -> None:
     assert rd.load() is rec and not rd.kept
     with pytest.raises(UserError, match="pass --out DIR"):
         _ = rd.path
+
+
+def test_a_step_is_skewed_when_its_shards_started_over_5_percent_of_it_apart() -> None:
+    from knee.model import StepResult
+
+    def step(skew: float | None, elapsed: float = 10.0) -> StepResult:
+        return StepResult(index=0, level=1, started_unix=0.0, elapsed_s=elapsed, groups={}, start_skew_s=skew)
+
+    assert step(0.6).skewed and not step(0.5).skewed and not step(None).skewed and not step(1.0, elapsed=0.0).skewed

@@ -34,7 +34,6 @@ from knee.spec import EngineSpec, GroupSpec, RatePacer, Total
 POLL_S = 0.2
 STOP_POLL_S = 0.25  # how often a shard asks whether to stop
 READY_TIMEOUT_S = 120.0  # a shard that is not ready by then (worker programs starting) fails the step
-SKEW_WARN_SHARE = 0.05
 CONNECT_TIMEOUT_S = 10.0
 
 OnSnapshot = Callable[[Snapshot], None]

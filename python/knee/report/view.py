@@ -279,7 +279,7 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
                 f"{gen.cpu_cores:.2f} and its child processes {gen.children_cpu_cores:.2f} of "
                 f"{gen.cores_available} cores); its numbers measure the load generator as much as the service"
             )
-        if s.start_skew_s is not None and s.elapsed_s > 0 and s.start_skew_s > 0.05 * s.elapsed_s:
+        if s.skewed and s.start_skew_s is not None:
             out.append(
                 f"step {s.index}'s shards started {fmt.ms(s.start_skew_s * 1000)} apart, over 5 % of the step: "
                 "its workers did not load the service together"
