@@ -15,6 +15,7 @@ from typing import Any
 
 from knee.engine import ShardResult
 from knee.executor import Interrupts, run_step
+from knee.model import RunRecord
 from knee.spec import EngineSpec
 
 NGINX_CONF = """\
@@ -151,3 +152,11 @@ def settled(count: Callable[[], int], want: int, timeout_s: float = 2.0) -> int:
         time.sleep(0.01)
         value = count()
     return value
+
+
+def sent(record: RunRecord) -> int:
+    """Every operation a run started: in its steps (each ends as one outcome) and in its warm-ups."""
+    for s in record.steps:
+        for g in s.groups.values():
+            assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
+    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())

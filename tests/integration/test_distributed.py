@@ -24,7 +24,7 @@ from knee.store import RunDir
 from knee.target import TargetProcess, start_target
 
 from conftest import knee_cli
-from servers import free_port, pids_alive, start_nginx
+from servers import free_port, pids_alive, sent, start_nginx
 
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
@@ -129,13 +129,6 @@ def sweep(tmp_path: Path, *args: str, timeout: float = 180) -> tuple[RunRecord, 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     return RunDir(run_dir).load(), proc
-
-
-def sent(record: RunRecord) -> int:
-    for s in record.steps:
-        for g in s.groups.values():
-            assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
-    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())
 
 
 def test_a_sweep_on_three_workers_counts_exactly_and_starts_together(
@@ -262,30 +255,7 @@ def test_a_killed_worker_makes_the_step_partial_and_names_it(tmp_path: Path) -> 
     try:
         pids = c.worker_pids()
         out = tmp_path / "runs"
-        driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "knee",
-                "sweep",
-                "--out",
-                str(out),
-                "--no-recovery",
-                "--levels",
-                "6,9",
-                "-d",
-                "3s",
-                "--cluster",
-                c.address,
-                "--",
-                "sleep",
-                "30",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            stdin=subprocess.DEVNULL,
-        )
+        driver = sleeping_sweep(out, "6,9", "3s", c.address)
         others = [p for name, p in pids.items() if name != "w1"]
         children = wait_for_children(others, want=2)
         time.sleep(1.0)
@@ -315,6 +285,18 @@ def test_a_killed_worker_makes_the_step_partial_and_names_it(tmp_path: Path) -> 
         c.stop()
 
 
+def sleeping_sweep(out: Path, levels: str, duration: str, cluster: str) -> subprocess.Popen[str]:
+    """`knee sweep` in the background whose clients each run one `sleep 30` on the cluster's workers."""
+    argv = ["sweep", "--out", str(out), "--no-recovery", "--levels", levels, "-d", duration, "--cluster", cluster]
+    return subprocess.Popen(
+        [sys.executable, "-m", "knee", *argv, "--", "sleep", "30"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def wait_for_children(parents: list[int], want: int, timeout_s: float = 30) -> list[int]:
     """PIDs of the client processes under `parents`, once `want` of the parents have some."""
     deadline = time.monotonic() + timeout_s
@@ -333,30 +315,7 @@ def wait_for_children(parents: list[int], want: int, timeout_s: float = 30) -> l
 
 def test_ctrl_c_on_the_driver_ends_every_workers_clients(cluster: Cluster, tmp_path: Path) -> None:
     pids = list(cluster.worker_pids().values())
-    driver = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "knee",
-            "sweep",
-            "--out",
-            str(tmp_path / "runs"),
-            "--no-recovery",
-            "--levels",
-            "6",
-            "-d",
-            "60s",
-            "--cluster",
-            cluster.address,
-            "--",
-            "sleep",
-            "30",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    driver = sleeping_sweep(tmp_path / "runs", "6", "60s", cluster.address)
     children = wait_for_children(pids, want=3)
     time.sleep(0.5)
     driver.send_signal(signal.SIGINT)

@@ -21,7 +21,7 @@ from knee.store import RunDir
 from knee.target import TargetProcess, start_target
 
 from conftest import REPO, knee_cli
-from servers import pids_alive
+from servers import pids_alive, sent
 
 FLOWS = REPO / "examples" / "flows"
 TEST_FLOWS = REPO / "tests" / "flows"
@@ -232,14 +232,6 @@ def sweep_example(name: str, tmp_path: Path, *args: str) -> tuple[RunRecord, sub
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     assert PASSWORD not in "".join(p.read_text() for p in run_dir.iterdir() if p.is_file())
     return RunDir(run_dir).load(), proc
-
-
-def sent(record: RunRecord) -> int:
-    """Every operation the sweep started: in its steps (each ends as one outcome) and in its warm-ups."""
-    for s in record.steps:
-        for g in s.groups.values():
-            assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
-    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())
 
 
 def test_the_python_flow_example_sweeps(target: TargetProcess, tmp_path: Path) -> None:

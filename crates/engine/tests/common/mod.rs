@@ -193,10 +193,7 @@ pub fn summary(r: &ShardResult) -> Value {
 /// `count()` once it equals `want`, or after 2 s of waiting for that (a server may count a request
 /// a moment after knee has dropped its connection).
 pub fn settled(count: impl Fn() -> u64, want: u64) -> u64 {
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while count() != want && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(2), || count() == want);
     count()
 }
 
