@@ -28,7 +28,7 @@ def test_error_onset_is_the_first_level_above_the_threshold() -> None:
     ]
     assert analyze(steps, "main").error_onset_level == 20
     assert analyze(steps, "main", onset=0.01).error_onset_level == 30
-    assert "errors from 20 clients (0.2 % failed)" in analyze(steps, "main").sentences
+    assert "errors from 20 clients (0.2 % failed or hung: 2 failed, 0 hung)" in analyze(steps, "main").sentences
 
 
 def test_collapse_at_the_first_level_past_the_peak() -> None:
@@ -55,7 +55,7 @@ def test_failure_based_collapse() -> None:
     assert v.peak_level == 50
     assert v.error_onset_level == 100
     assert v.collapse_level == 200
-    assert "collapsed at 200 clients (53 % of operations failed)" in v.sentences
+    assert "collapsed at 200 clients (53 % failed or hung: 800 failed, 0 hung)" in v.sentences
 
 
 def test_failures_below_the_peak_are_not_a_collapse() -> None:

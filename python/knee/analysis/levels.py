@@ -128,6 +128,12 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
     return [rows[k] for k in sorted(rows)]
 
 
+def failed_or_hung(row: LevelRow, pct: Callable[[float], str]) -> str:
+    """The failure ratio in words, never calling a hung operation failed: '3.1 % failed or hung: 120 failed,
+    4 hung', with `pct` the formatter of a share."""
+    return f"{pct(row.failure_ratio)} failed or hung: {row.failed:,} failed, {row.hung:,} hung"
+
+
 def collapse(row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Callable[[float], str]) -> str | None:
     """Why `row` is a collapse past `peak` (the reason in words, via the formatters `say` for a rate and
     `pct` for a share), or None when it is not one. The one definition the sweep's stop rule and the
@@ -135,7 +141,7 @@ def collapse(row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Ca
     if row.level <= peak.level:
         return None
     if row.failure_ratio > COLLAPSE_FAILURES:
-        return f"{pct(row.failure_ratio)} of operations failed"
+        return failed_or_hung(row, pct)
     if peak.rate > 0 and row.rate < COLLAPSE_RATE * peak.rate:
         return f"{say(row.rate)}, {pct(row.rate / peak.rate)} of the peak"
     return None

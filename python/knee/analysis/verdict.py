@@ -2,15 +2,21 @@
 
 Definitions (DESIGN.md; docs/analysis.md says more):
 - the sweep is the steps of phase "sweep" in direction "up", pooled per level;
-- peak: the level with the highest rate (successes ÷ measured seconds);
+- failure ratio: (failed + hung) ÷ all operations; the sentences say "failed or hung" and give both counts;
+- peak: the level with the highest rate (successes ÷ measured seconds) among the levels whose failure
+  ratio is at most `onset`; a higher rate reached with errors is said separately; with no such level,
+  the highest rate, said to come with errors;
 - error onset: the lowest level whose failure ratio exceeds `onset`;
-- collapse: the lowest level above the peak whose rate is below 50 % of the peak or
-  whose failure ratio exceeds 50 %;
+- collapse: the lowest level above the highest rate's level whose rate is below 50 % of that rate or
+  whose failure ratio exceeds 50 % (the stop rule's definition, levels.collapse);
 - hung: hung operations per level, over all sweep steps (both directions);
 - hysteresis: (up − down) / up rate for each level measured both ways;
 - recovery and the SLO: see recovery.py and slo.py;
 - USL: fitted to the levels up to and including the collapse, leaving out levels
-  whose failure ratio exceeds 50 % (their rate measures failures, not the service).
+  whose failure ratio exceeds `onset` (their rate is not the service's alone); the
+  left-out levels are `usl_left_out`, named in a warning;
+- shape (closed-loop client sweeps, the fitted group): the curve's shape named with its
+  evidence, shape.py.
 
 A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
 levels, and its open-loop group adds:
@@ -29,8 +35,9 @@ from typing import Any
 
 from knee import fmt
 from knee.analysis import little
-from knee.analysis.levels import COLLAPSE_FAILURES, LevelRow, collapse, pool, sweep_steps
+from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, sweep_steps
 from knee.analysis.recovery import WITHIN, recovery
+from knee.analysis.shape import name_shape
 from knee.analysis.slo import capacity
 from knee.analysis.uslfit import MIN_POINTS, fit_usl
 from knee.errors import UserError
@@ -102,7 +109,9 @@ def _curve(
         _slo(v, rows, slo)
     _little(v, rows, think_s)
     if fit:
-        _usl(v, rows)
+        _usl(v, rows, onset)
+        if unit == "clients" and not any(r.open_loop for r in rows):
+            _shape(v, rows, steps, onset)
     return v
 
 
@@ -148,7 +157,9 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
             f"only one level ({fmt.load(rows[0].level, unit)}) was measured: "
             "no curve, so no peak, collapse or USL model"
         )
-    best = max(rows, key=lambda r: r.rate)
+    highest = max(rows, key=lambda r: r.rate)  # the raw best: collapse is measured from it (the stop rule's)
+    clean = [r for r in rows if r.failure_ratio <= onset and r.rate > 0]
+    best = max(clean, key=lambda r: r.rate) if clean else highest  # the peak: the best level without errors
     span = fmt.span(rows[0].level, rows[-1].level, unit)
     if best.rate <= 0:
         v.sentences.append(f"no operation succeeded ({span})")
@@ -158,17 +169,24 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
     else:
         v.peak_level, v.peak_rate = best.level, best.rate
         edge = " (the highest level measured: it may go higher)" if best is rows[-1] else ""
+        if not clean:
+            edge += f", but with errors at every level (at the peak {failed_or_hung(best, fmt.pct)})"
         v.sentences.append(f"peaked at {fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}{edge}")
+        if highest.rate > best.rate:
+            v.sentences.append(
+                f"a higher rate, {fmt.rate(highest.rate)} {at} {fmt.load(highest.level, unit)}, came with "
+                f"{failed_or_hung(highest, fmt.pct)}"
+            )
     first_err = next((r for r in rows if r.failure_ratio > onset), None)
     if first_err is not None:
         v.error_onset_level = first_err.level
-        v.sentences.append(f"errors from {fmt.load(first_err.level, unit)} ({fmt.pct(first_err.failure_ratio)} failed)")
+        v.sentences.append(f"errors from {fmt.load(first_err.level, unit)} ({failed_or_hung(first_err, fmt.pct)})")
     elif best.rate > 0:
         v.sentences.append(f"no errors up to {fmt.load(rows[-1].level, unit)}")
     if v.peak_level is None or v.peak_rate is None:
         return
     for r in rows:
-        why = collapse(r, best, fmt.rate, fmt.pct)
+        why = collapse(r, highest, fmt.rate, fmt.pct)
         if why is not None:
             v.collapse_level = r.level
             v.sentences.append(f"collapsed at {fmt.load(r.level, unit)} ({why})")
@@ -251,17 +269,27 @@ def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
     v.warnings.extend(little.warning(c, clients[c.level], v.level_unit) for c in v.little if c.gap > little.GAP)
 
 
-def _usl(v: Verdict, rows: list[LevelRow]) -> None:
-    cut = v.collapse_level if v.collapse_level is not None else rows[-1].level
-    points = [r for r in rows if r.level <= cut and r.failure_ratio <= COLLAPSE_FAILURES and r.level > 0]
+def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> None:
     if len(rows) == 1:
         return  # already said: one level, no curve
+    unit = v.level_unit
+    cut = v.collapse_level if v.collapse_level is not None else rows[-1].level
+    failing = [r for r in rows if r.level <= cut and r.failure_ratio > onset]
+    points = [r for r in rows if r.level <= cut and r.failure_ratio <= onset and r.level > 0]
     open_loop = all(r.open_loop for r in points)
     if open_loop:  # N by Little's law: the concurrency the service had at each offered rate
         points = [r for r in points if r.concurrency > 0]
-    if len(points) < MIN_POINTS:
+    v.usl_left_out = [r.level for r in rows if r not in points]
+    if failing:
         v.warnings.append(
-            f"no USL fit: it needs at least {MIN_POINTS} levels with fewer than half failed (got {len(points)})"
+            f"the USL fit left out {_levels([r.level for r in failing], unit)}: more than {fmt.pct(onset)} of "
+            f"{'its' if len(failing) == 1 else 'their'} operations failed or hung"
+        )
+    if len(points) < MIN_POINTS:
+        past = " up to the collapse" if v.collapse_level is not None else ""
+        v.warnings.append(
+            f"no USL fit: it needs at least {MIN_POINTS} levels{past} with at most {fmt.pct(onset)} failed or hung "
+            f"(got {len(points)})"
         )
         return
     try:
@@ -269,8 +297,7 @@ def _usl(v: Verdict, rows: list[LevelRow]) -> None:
             f = fit_usl([r.concurrency for r in points], [r.rate for r in points])
             f.advice = []  # its levels are concurrencies, which a rate sweep does not set
         else:
-            left_out = [r.level for r in rows if r not in points]
-            f = fit_usl([r.level for r in points], [r.rate for r in points], left_out=left_out)
+            f = fit_usl([r.level for r in points], [r.rate for r in points], left_out=v.usl_left_out)
     except UserError as exc:
         v.warnings.append(f"no USL fit: {exc}")
         return
@@ -278,3 +305,27 @@ def _usl(v: Verdict, rows: list[LevelRow]) -> None:
     peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
     v.sentences.append(f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}")
+
+
+def _levels(levels: list[int | float], unit: LevelUnit) -> str:
+    """[200, 400] → '200 and 400 clients'; for a rate sweep '200/s and 400/s offered'."""
+    if unit == "rate":
+        return f"{_and([fmt.level_rate(x) for x in levels])} offered"
+    return f"{_and([fmt.level(x) for x in levels])} clients"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _shape(v: Verdict, rows: list[LevelRow], steps: Sequence[StepResult], onset: float) -> None:
+    """Name the curve's shape (shape.py); a pool disowns the USL's N*, which it does not support."""
+    v.shape = name_shape(rows, steps, v.group, peak_level=v.peak_level, onset=onset, usl=v.usl)
+    if v.shape is None:
+        return
+    v.sentences.append(v.shape.evidence)
+    if v.shape.name == "pool" and v.usl is not None and v.usl.n_star is not None:
+        v.usl.warnings.append(
+            f"N*={v.usl.n_star:.0f} is not supported by this curve: it is a fixed pool with a queue, whose rate "
+            "flattens rather than turns down; its capacity is the pool's, not N*"
+        )

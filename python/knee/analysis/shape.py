@@ -1,0 +1,208 @@
+"""The shape of a closed-loop curve, named with its evidence: why the rate stopped rising.
+
+One name per curve, tried in this order (the first that fits wins):
+- refusing: errors start at (or next to) the peak and then dominate — a limit that turns work away;
+- load_side: one step doubled the clients (or more) but neither the rate nor the mean latency moved —
+  the clients were not all in the service, so the limit is on the load side;
+- retrograde: past the peak the rate falls, without errors dominating — contention and coherency (the USL);
+- pool: a flat plateau over at least a doubling of the clients, with mean latency growing in proportion
+  to the clients — a fixed pool with a queue, of about peak rate × single-client latency;
+- rising: the rate was still climbing at the highest level.
+Nothing else is named (a curve of fewer than 3 levels, or none of the above): `name_shape` returns None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+from knee import fmt
+from knee.analysis.levels import LevelRow, failed_or_hung, sweep_steps
+from knee.model import CurveShape, StepResult, USLFit
+
+MIN_LEVELS = 3  # a shape needs a curve: fewer levels name nothing
+ERRORS_DOMINATE = 0.05  # errors dominate a level when more than 5 % of its operations failed or hung
+REFUSING_NEAR = 1  # refusing: errors start at the peak or at most this many levels past it
+PLATEAU_BAND = 0.10  # pool: every level from the plateau's start on is within 10 % of the peak's rate …
+PLATEAU_SPAN = 2.0  # … while the clients grow at least 2× over the plateau
+POOL_LATENCY = 0.25  # pool: (latency ratio ÷ clients ratio) from the plateau's start is within 25 % of 1
+RETROGRADE_FALL = 0.85  # retrograde: the highest level's rate is below 85 % of the peak
+LOAD_SIDE_SPAN = 2.0  # load side: a step that at least doubled the clients …
+LOAD_SIDE_RATE = 0.10  # … while the rate grew less than 10 % …
+LOAD_SIDE_LATENCY = 0.15  # … and the mean latency stayed within 15 % of the previous level's
+STILL_RISING = 0.05  # rising: the highest level is the peak, more than 5 % above the level before
+
+
+def name_shape(
+    rows: Sequence[LevelRow],
+    steps: Sequence[StepResult],
+    group: str,
+    *,
+    peak_level: float | None,
+    onset: float,
+    usl: USLFit | None = None,
+) -> CurveShape | None:
+    """The curve's shape (closed loop, levels = clients), or None when it has none worth naming.
+
+    `peak_level`: the verdict's peak (the best level without errors past `onset`); `steps` give the load
+    side's CPU (`StepResult.generator`); `usl`: the verdict's fit, cited by retrograde and disowned by pool.
+    """
+    rows = list(rows)
+    if len(rows) < MIN_LEVELS or peak_level is None:
+        return None
+    top = next((i for i, r in enumerate(rows) if r.level == peak_level), None)
+    if top is None or rows[top].rate <= 0:
+        return None
+    for named in (
+        _refusing(rows, top, onset),
+        _load_side(rows, steps, group),
+        _retrograde(rows, top, usl),
+        _pool(rows, top, usl),
+        _rising(rows, top),
+    ):
+        if named is not None:
+            return named
+    return None
+
+
+def _n(r: LevelRow) -> float:
+    return float(r.clients or r.level)
+
+
+def _at(r: LevelRow) -> str:
+    """'8 clients', '1 client'."""
+    return "1 client" if r.level == 1 else fmt.load(r.level)
+
+
+def _refusing(rows: list[LevelRow], top: int, onset: float) -> CurveShape | None:
+    first = next((i for i, r in enumerate(rows) if r.failure_ratio > onset), None)
+    if first is None or first == 0 or abs(first - top) > REFUSING_NEAR:  # errors from the start are no limit
+        return None
+    worst = max(rows[first:], key=lambda r: r.failure_ratio)
+    if worst.failure_ratio <= ERRORS_DOMINATE:
+        return None
+    peak, start = rows[top], rows[first]
+    where = "at the peak" if first == top else ("next to the peak" if first > top else "just below the peak")
+    return CurveShape(
+        name="refusing",
+        evidence=(
+            f"a limit that refuses: errors start at {_at(start)}, {where} ({fmt.rate(peak.rate)} with "
+            f"{_at(peak)}), and rise sharply (at {_at(worst)} {failed_or_hung(worst, fmt.pct)}): past its limit "
+            "the service turns work away instead of queueing it"
+        ),
+    )
+
+
+def _load_side(rows: list[LevelRow], steps: Sequence[StepResult], group: str) -> CurveShape | None:
+    for a, b in pairwise(rows):
+        if min(a.rate, a.mean_latency_ms, b.mean_latency_ms) <= 0 or _n(a) <= 0:
+            continue
+        if max(a.failure_ratio, b.failure_ratio) > ERRORS_DOMINATE:
+            continue
+        grew, moved = b.rate / a.rate - 1, b.mean_latency_ms / a.mean_latency_ms - 1
+        if _n(b) / _n(a) >= LOAD_SIDE_SPAN and grew < LOAD_SIDE_RATE and abs(moved) <= LOAD_SIDE_LATENCY:
+            evidence = (
+                f"the limit points at the load side: from {fmt.level(a.level)} to {_at(b)} the rate grew only "
+                f"{fmt.pct(max(grew, 0.0))} ({fmt.rate(a.rate)} → {fmt.rate(b.rate)}) while the mean latency "
+                f"stayed flat ({fmt.ms(a.mean_latency_ms)} → {fmt.ms(b.mean_latency_ms)}), so the added clients "
+                "never reached the service (the load generator, its connections or the network held them back)"
+            )
+            busy = next((s for s in sweep_steps(steps, group) if s.generator.saturated), None)
+            if busy is not None:
+                g = busy.generator
+                evidence += (
+                    f"; knee and its child processes used {g.load_cores:.2f} of {g.cores_available} cores "
+                    f"at {fmt.load(busy.level)} (saturated)"
+                )
+            return CurveShape(name="load_side", evidence=evidence)
+    return None
+
+
+def _retrograde(rows: list[LevelRow], top: int, usl: USLFit | None) -> CurveShape | None:
+    peak, last = rows[top], rows[-1]
+    if top == len(rows) - 1 or last.rate >= RETROGRADE_FALL * peak.rate:
+        return None
+    if any(r.failure_ratio > ERRORS_DOMINATE for r in rows[top:]):
+        return None
+    worst = max(r.failure_ratio for r in rows[top:])
+    errors = "without errors" if worst == 0 else f"with few errors (at most {fmt.pct(worst)} failed or hung)"
+    model = (
+        f"the USL's shape (σ={fmt.num(usl.sigma)}, κ={fmt.num(usl.kappa)})"
+        if usl is not None
+        else "the USL's shape (not fitted here)"
+    )
+    return CurveShape(
+        name="retrograde",
+        evidence=(
+            f"retrograde: past its peak ({fmt.rate(peak.rate)} with {_at(peak)}) the rate fell to "
+            f"{fmt.rate(last.rate)} at {_at(last)} ({fmt.pct(last.rate / peak.rate)} of the peak) {errors}: "
+            f"contention and coherency, {model} — more clients make every operation slower than they add"
+        ),
+    )
+
+
+def _pool(rows: list[LevelRow], top: int, usl: USLFit | None) -> CurveShape | None:
+    peak = rows[top]
+    start = None
+    for i in range(len(rows) - 1, -1, -1):  # the plateau: the longest tail of levels near the peak's rate
+        r = rows[i]
+        if r.rate < (1 - PLATEAU_BAND) * peak.rate or r.failure_ratio > ERRORS_DOMINATE:
+            break
+        start = i
+    if start is None:
+        return None
+    first, last = rows[start], rows[-1]
+    if _n(first) <= 0 or _n(last) / _n(first) < PLATEAU_SPAN or first.mean_latency_ms <= 0:
+        return None
+    for r in rows[start + 1 :]:
+        proportion = (r.mean_latency_ms / first.mean_latency_ms) / (_n(r) / _n(first))
+        if abs(proportion - 1) > POOL_LATENCY:
+            return None
+    lowest = rows[0]
+    size = peak.rate * lowest.mean_latency_ms / 1000.0 if lowest.mean_latency_ms > 0 else None
+    if size is None:
+        estimate = "the pool's size is unknown (no latency at the lowest level)"
+    elif start == 0 and _n(lowest) > 1:
+        estimate = (
+            f"the pool holds at most about {_count(size)} ({fmt.rate(peak.rate)} × {fmt.ms(lowest.mean_latency_ms)} "
+            f"at {_at(lowest)}, already on the plateau: measure lower levels)"
+        )
+    else:
+        assume = (
+            "" if _n(lowest) <= 1 else f", taking the latency at {_at(lowest)}, the lowest level, for the service time"
+        )
+        estimate = (
+            f"the pool holds about {_count(size)} ({fmt.rate(peak.rate)} × {fmt.ms(lowest.mean_latency_ms)} "
+            f"at {_at(lowest)}{assume})"
+        )
+    disown = ""
+    if usl is not None and usl.n_star is not None:
+        disown = f"; the USL's N*={usl.n_star:.0f} is not supported by this curve (it flattens, it does not turn down)"
+    return CurveShape(
+        name="pool",
+        evidence=(
+            f"a fixed pool with a queue: from {fmt.level(first.level)} to {_at(last)} the rate stayed within "
+            f"{fmt.pct(PLATEAU_BAND)} of its peak ({fmt.rate(peak.rate)}) while the mean latency grew with the "
+            f"clients ({fmt.ms(first.mean_latency_ms)} → {fmt.ms(last.mean_latency_ms)} for "
+            f"{_n(last) / _n(first):.3g}× the clients); {estimate}{disown}"
+        ),
+        pool_size=size,
+    )
+
+
+def _count(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def _rising(rows: list[LevelRow], top: int) -> CurveShape | None:
+    last, before = rows[-1], rows[-2]
+    if top != len(rows) - 1 or before.rate <= 0 or last.rate <= (1 + STILL_RISING) * before.rate:
+        return None
+    return CurveShape(
+        name="rising",
+        evidence=(
+            f"still rising at the highest level: {fmt.rate(last.rate)} with {_at(last)}, "
+            f"{fmt.pct(last.rate / before.rate - 1)} above {fmt.rate(before.rate)} with {_at(before)}: "
+            "no limit reached yet, measure higher levels"
+        ),
+    )
