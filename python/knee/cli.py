@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "report": "report",
     "compare": "compare",
     "fit": "fit",
+    "doctor": "doctor",
 }
 
 

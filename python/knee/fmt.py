@@ -82,7 +82,7 @@ def load(value: float, unit: str = "clients") -> str:
     """A sweep level in words: '50 clients', or for a rate sweep '500/s offered'."""
     if unit == "rate":
         return f"{level_rate(value)} offered"
-    return f"{level(value)} clients"
+    return f"{level(value)} client{'' if value == 1 else 's'}"
 
 
 def span(lo: float, hi: float, unit: str = "clients") -> str:

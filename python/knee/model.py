@@ -285,6 +285,84 @@ class GeneratorStats(BaseModel):
         return self.cpu_cores + self.children_cpu_cores
 
 
+class HostCounters(BaseModel):
+    """The load machine's kernel counters over a step (knee.counters), sampled about once a second:
+    deltas of event counters, peaks of gauges. Linux only; empty elsewhere."""
+
+    samples: int = 0
+    # /proc/net/netstat TcpExt: connections the kernel dropped because a listen queue was full
+    listen_overflows: int = 0
+    listen_drops: int = 0
+    syn_retrans: int = 0  # TcpExt TCPSynRetrans: SYNs sent again (a SYN dropped or unanswered)
+    # /proc/net/snmp Tcp
+    attempt_fails: int = 0  # connects that failed (refused, reset in SYN-RECV)
+    estab_resets: int = 0  # established connections reset
+    out_rsts: int = 0  # resets sent
+    retrans_segs: int = 0
+    # /proc/net/sockstat gauges (peaks over the step)
+    tcp_inuse_peak: int = 0
+    time_wait_peak: int = 0
+    ephemeral_ports: int = 0  # the size of net.ipv4.ip_local_port_range
+    somaxconn: int = 0  # net.core.somaxconn: the cap on every listen queue of this machine
+    mem_used_mb_peak: float = 0.0  # MemTotal - MemAvailable
+    mem_total_mb: float = 0.0
+
+    def merge(self, other: HostCounters) -> None:
+        """Another machine's counters: events add up, peaks take the highest."""
+        for k in ("samples", "listen_overflows", "listen_drops", "syn_retrans", "attempt_fails", "estab_resets"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.out_rsts += other.out_rsts
+        self.retrans_segs += other.retrans_segs
+        peaks = ("tcp_inuse_peak", "time_wait_peak", "ephemeral_ports", "somaxconn", "mem_used_mb_peak", "mem_total_mb")
+        for k in peaks:
+            setattr(self, k, max(getattr(self, k), getattr(other, k)))
+
+
+class ListenSocket(BaseModel):
+    """One listening socket of the monitored target: its port, its backlog and how full its queue got."""
+
+    port: int
+    backlog: int = 0  # the accept queue's length limit (min of the server's backlog and somaxconn); 0 = unknown
+    queue_peak: int = 0  # the most connections waiting to be accepted in one sample
+
+
+class TargetStats(BaseModel):
+    """The monitored target's process tree over a step (`--monitor-pid`, `--monitor-name`, `[monitor]`)."""
+
+    pid: int
+    name: str = ""
+    alive: bool = True  # False: the process was gone at some sample (it crashed or was restarted)
+    samples: int = 0
+    processes_peak: int = 0
+    cpu_s: float = 0.0  # CPU seconds of the tree over the step
+    cpu_cores_mean: float = 0.0
+    cpu_cores_peak: float = 0.0
+    rss_mb_mean: float = 0.0
+    rss_mb_peak: float = 0.0
+    threads_peak: int = 0
+    fds_peak: int = 0
+    fd_limit: int = 0  # the top process's soft RLIMIT_NOFILE; 0 = unknown
+    connections_peak: dict[str, int] = Field(default_factory=dict, description="TCP connections by state, peaks")
+    listen: list[ListenSocket] = Field(default_factory=list)
+
+
+class Finding(BaseModel):
+    """A reason the analysis found, with its evidence and the fix: one sentence each."""
+
+    kind: str  # listen_overflow, ports, refused, load_side, shared_machine, target_memory, fd_limit …
+    level: Level | None = None  # the lowest level where it appeared
+    what: str
+    fix: str = ""
+
+
+class CurveShape(BaseModel):
+    """The shape of the curve, named with its evidence (analysis.shape)."""
+
+    name: Literal["pool", "retrograde", "refusing", "load_side", "rising", "flat"]
+    evidence: str
+    pool_size: float | None = None  # "pool": peak rate × single-client latency
+
+
 class WorkerShare(BaseModel):
     """One load machine's part of a step (distributed runs): who starved, who saw errors, whose CPU was busy."""
 
@@ -298,6 +376,7 @@ class WorkerShare(BaseModel):
     abandoned: int = 0
     rate_hz: float = 0.0
     generator: GeneratorStats = Field(default_factory=GeneratorStats)
+    counters: HostCounters | None = None
     lost: bool = False  # the worker died or was unreachable: its shard's numbers are missing
 
 
@@ -338,6 +417,8 @@ class StepResult(BaseModel):
     elapsed_s: float
     groups: dict[str, GroupStats]
     generator: GeneratorStats = Field(default_factory=GeneratorStats)
+    counters: HostCounters | None = Field(default=None, description="the load machines' kernel counters")
+    target: TargetStats | None = Field(default=None, description="the monitored target's process tree")
     workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
     start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
     lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
@@ -388,6 +469,9 @@ class Verdict(BaseModel):
     slo_passed: bool | None = None
     little: list[LittleCheck] = Field(default_factory=list)
     usl: USLFit | None = None
+    usl_left_out: list[Level] = Field(default_factory=list, description="levels the USL fit left out, and why")
+    shape: CurveShape | None = None
+    findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)
 

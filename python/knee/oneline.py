@@ -25,6 +25,8 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.addr": "TARGET",
     "groups.main.argv": "COMMAND",
     "groups.main.clients": "-c/--clients",
+    "monitor.pid": "--monitor-pid",
+    "monitor.name": "--monitor-name",
     "groups.main.timeout": "--timeout",
     "groups.main.think": "--think",
     "groups.main.method": "-m/--method",
@@ -121,6 +123,8 @@ class Options:
     slo_p99: float | None = None
     slo_failure_ratio: float | None = None
     name: str = ""
+    monitor_pid: int | None = None
+    monitor_name: str | None = None
     # the target's own options
     method: str | None = None
     headers: list[str | tuple[str, str]] = field(default_factory=list)
@@ -338,6 +342,9 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         table["stop"] = {"at_collapse": False}
     if run or o.no_recovery:
         table["recovery"] = {"enabled": False}
+    monitor = {k: v for k, v in (("pid", o.monitor_pid), ("name", o.monitor_name)) if v is not None}
+    if monitor:
+        table["monitor"] = monitor
     slo = {k: v for k, v in (("p99_ms", o.slo_p99), ("failure_ratio", o.slo_failure_ratio)) if v is not None}
     if slo:
         table["slo"] = slo

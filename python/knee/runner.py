@@ -27,10 +27,11 @@ from rich.console import Console
 from knee import __version__, fmt
 from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
+from knee.counters import TargetMonitor
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, StepRun, on_hard_exit
-from knee.model import Counts, GroupStats, RunRecord, StepResult
+from knee.model import Counts, GroupStats, RunRecord, StepResult, TargetStats
 from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.spec import EngineSpec
@@ -170,11 +171,22 @@ def execute(
         console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
     on = executor or LocalExecutor()
     record.executor = on.name
+    monitor = None
+    if scenario.monitor.enabled:
+        monitor = TargetMonitor(scenario.monitor.pid, scenario.monitor.name)
+        console.print(
+            f"monitoring the target: pid {monitor.proc.pid} ({monitor.proc.name()}) and its children",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
     display = progress or SweepProgress(
         console, step_seconds(scenario), scenario.sweep.pause, record.rates, record.measured_group
     )
     with Interrupts() as intr:
-        runner = _Runner(scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display)
+        runner = _Runner(
+            scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display, monitor=monitor
+        )
         try:
             runner.start_background()
             runner.sweep()
@@ -223,8 +235,10 @@ class _Runner:
         intr: Interrupts,
         executor: Executor,
         progress: Progress,
+        monitor: TargetMonitor | None = None,
     ) -> None:
         self.scenario = scenario
+        self.monitor = monitor
         self.run_dir = run_dir
         self.record = record
         self.console = console
@@ -341,14 +355,19 @@ class _Runner:
         spec = engine_spec(self.scenario, planned, continuous=True)
         self.progress.begin(number, total, planned)
         self._cut_between()
-        run = self.executor.run_step(spec, self.intr, self.progress.update)
+        if self.monitor is not None:
+            self.monitor.start()
+        try:
+            run = self.executor.run_step(spec, self.intr, self.progress.update)
+        finally:
+            target = self.monitor.stop() if self.monitor is not None else None
         if self._bg is not None:
             run.result.merge(self._bg.cut())
-        step = self._save(planned, run)
+        step = self._save(planned, run, target)
         self.progress.end(step)
         return step
 
-    def _save(self, planned: PlannedStep, run: StepRun) -> StepResult:
+    def _save(self, planned: PlannedStep, run: StepRun, target: TargetStats | None = None) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
@@ -364,6 +383,8 @@ class _Runner:
             elapsed_s=s.elapsed_s,
             groups={g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups},
             generator=run.generator,
+            counters=run.counters,
+            target=target,
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,

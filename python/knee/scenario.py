@@ -388,6 +388,23 @@ class Cluster(_Model):
     weights: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # host -> share of clients
 
 
+class Monitor(_Model):
+    """The target's process tree to sample on this machine (docs/diagnosis.md): by pid or by name."""
+
+    pid: Annotated[int, Field(gt=0)] | None = None
+    name: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Monitor:
+        if self.pid is not None and self.name is not None:
+            raise ValueError("give pid or name, not both")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.pid is not None or self.name is not None
+
+
 class Analysis(_Model):
     onset: Annotated[float, Field(ge=0, le=1)] = 0.001
 
@@ -405,6 +422,7 @@ class Scenario(_Model):
     slo: Slo | None = None
     analysis: Analysis = Field(default_factory=Analysis)
     cluster: Cluster = Field(default_factory=Cluster)
+    monitor: Monitor = Field(default_factory=Monitor)
 
     @field_validator("groups")
     @classmethod

@@ -148,6 +148,10 @@ def test_a_sweep_on_three_workers_counts_exactly_and_starts_together(
         assert [w.clients for w in step.workers if w.clients] in ([1, 1], [3, 2, 2], [2, 2, 3], [2, 3, 2])
         assert step.start_skew_s is not None and step.start_skew_s < 0.05, step.start_skew_s
         assert not step.partial and step.lost_workers == []
+        # every worker sampled its machine's kernel counters; the step counts the one host once
+        assert all(w.counters is not None and w.counters.samples >= 2 for w in step.workers if w.clients)
+        assert step.counters is not None and step.counters.ephemeral_ports > 0
+        assert step.counters.samples == next(w.counters.samples for w in step.workers if w.counters)
     assert "cluster: 3 Dask workers on 1 host" in proc.stdout
     # the same fixed work on this machine alone counts the same
     before = target.stats()["requests"]

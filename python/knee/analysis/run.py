@@ -7,6 +7,7 @@ follow the level) gets a USL fit.
 
 from __future__ import annotations
 
+from knee.analysis.findings import findings
 from knee.analysis.verdict import analyze
 from knee.model import RunRecord, Verdict
 
@@ -23,9 +24,10 @@ def group_names(record: RunRecord) -> list[str]:
 
 
 def analyze_run(record: RunRecord) -> list[Verdict]:
-    """One verdict per group, with the scenario's analysis.onset, slo, recovery.tolerance and think times."""
+    """One verdict per group, with the scenario's analysis.onset, slo, recovery.tolerance and think times;
+    the measured group's carries the findings (why it broke: analysis.findings)."""
     sc = record.scenario
-    return [
+    verdicts = [
         analyze(
             record.steps,
             name,
@@ -38,3 +40,7 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
         )
         for name in group_names(record)
     ]
+    for v in verdicts:
+        if v.group == record.measured_group:
+            v.findings = findings(record, v)
+    return verdicts

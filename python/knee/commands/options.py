@@ -6,11 +6,16 @@ Both commands turn them into `knee.oneline.Options`, then a Scenario: one set of
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from knee.errors import UserError
 from knee.oneline import Options
+
+if TYPE_CHECKING:
+    from knee.scenario import Loaded
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +65,8 @@ _LOAD = [
         type=click.IntRange(min=1),
         help="Open loop: arrivals beyond this many waiting or running are dropped (counted).",
     ),
+    click.option("--monitor-pid", type=click.IntRange(min=1), help="Sample this process tree (the target) per step."),
+    click.option("--monitor-name", metavar="NAME", help="Sample the process tree of the process named NAME."),
     click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Fill ${NAME} (repeatable)."),
     click.option(
         "--secret",
@@ -105,3 +112,28 @@ def parse_vars(values: tuple[str, ...]) -> dict[str, str]:
             raise UserError(f"--var must look like name=value (got {item!r})")
         out[name.strip()] = value
     return out
+
+
+def is_scenario_file(target: tuple[str, ...]) -> bool:
+    """TARGET is one scenario file (a .toml path), not a URL or a command."""
+    return len(target) == 1 and target[0].endswith(".toml") and "://" not in target[0]
+
+
+def read_scenario_file(
+    file: str, given: list[str], variables: dict[str, str], secrets: dict[str, str], usage: str
+) -> tuple[Loaded, str]:
+    """The scenario in `file` and its text. `given`: one-line options also given (a mistake: the file says
+    it itself); `usage` shows the one-line form in that message, e.g. "knee sweep TARGET --levels …"."""
+    from knee.scenario import read_scenario
+
+    if given:
+        raise UserError(
+            f"--{given[0].replace('_', '-')} is an option of a one-line {usage.split()[1]} ({usage}); "
+            "a scenario file says it itself: edit the file, or pass --var"
+        )
+    path = Path(file)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from None
+    return read_scenario(text, path.name, variables, secrets), text

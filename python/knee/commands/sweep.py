@@ -11,7 +11,14 @@ from typing import Any
 import click
 from rich.console import Console
 
-from knee.commands.options import load_options, parse_vars, target_options, to_options
+from knee.commands.options import (
+    is_scenario_file,
+    load_options,
+    parse_vars,
+    read_scenario_file,
+    target_options,
+    to_options,
+)
 from knee.errors import UserError
 
 EPILOG = """\b
@@ -72,7 +79,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     """
     from knee.oneline import OPTION_NAMES, parse_list, scenario_table
     from knee.runner import execute, resume_run, start_run
-    from knee.scenario import Source, from_raw, read_scenario
+    from knee.scenario import Source, from_raw
     from knee.secrets import parse_secret_options
 
     console = Console()
@@ -89,20 +96,9 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             raise UserError("--resume continues a run as it was started; drop SCENARIO or TARGET and its options")
         scenario, run_dir = resume_run(opts["resume"], secrets)
     else:
-        scenario_file = len(target) == 1 and target[0].endswith(".toml") and "://" not in target[0]
-        if scenario_file:
-            if given:
-                raise UserError(
-                    f"{_option(given[0])} is an option of a one-line sweep (knee sweep TARGET --levels …); "
-                    "a scenario file says it itself: edit the file, or pass --var"
-                )
-            path = Path(target[0])
-            try:
-                text = path.read_text()
-            except OSError as exc:
-                raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from exc
-            loaded = read_scenario(text, path.name, variables, secrets)
-            name = path.stem
+        if is_scenario_file(target):
+            loaded, text = read_scenario_file(target[0], given, variables, secrets, "knee sweep TARGET --levels …")
+            name = Path(target[0]).stem
         else:
             if not target and not one_line.python:
                 raise UserError(
@@ -126,7 +122,3 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"])
     if outcome.code:
         sys.exit(outcome.code)
-
-
-def _option(key: str) -> str:
-    return "--" + key.replace("_", "-")

@@ -28,7 +28,7 @@ from knee.engine import Engine, EngineError, ShardResult, Snapshot, group_stats,
 from knee.errors import UserError
 from knee.executor.interrupt import Interrupts
 from knee.executor.local import StepRun
-from knee.model import GeneratorStats, WorkerShare
+from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.spec import EngineSpec, GroupSpec, RatePacer, Total
 
 POLL_S = 0.2
@@ -136,6 +136,7 @@ def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any
     told; return the result as bytes with this worker's CPU use. Runs outside the worker's thread pool."""
     import distributed
 
+    from knee.counters import HostSampler
     from knee.diagnose import CpuMeter
 
     distributed.secede()
@@ -147,6 +148,7 @@ def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any
     live = distributed.Queue(f"{key}-live", client=client)
     engine = Engine(_here(EngineSpec.model_validate_json(spec_json)))
     meter = CpuMeter().start()
+    host = HostSampler().start()
 
     def wait_for_go() -> None:
         ready.put(index)
@@ -158,6 +160,7 @@ def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any
     try:
         engine.start(wait_for_go if barrier else None)
     except _Stopped:
+        host.stop()
         return {"index": index, "address": worker.address, "stopped_before_start": True}
     next_live, next_poll = time.monotonic() + 1.0, time.monotonic() + STOP_POLL_S
     partial = False
@@ -177,6 +180,7 @@ def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any
         "address": worker.address,
         "result": result.to_bytes(),
         "generator": meter.stop().model_dump(),
+        "counters": host.stop().model_dump(),
         "partial": partial,
         "started_unix": summary(result).started_unix,  # the engine's start instant, on this worker's clock
     }
@@ -451,6 +455,7 @@ class DaskExecutor:
                     abandoned=sum(g.abandoned for g in stats.values()),
                     rate_hz=sum(g.rate_hz for g in stats.values()),
                     generator=GeneratorStats.model_validate(got["generator"]),
+                    counters=HostCounters.model_validate(got["counters"]) if got.get("counters") else None,
                 )
             )
         self.client.cancel([f for i, f in enumerate(futures) if i in lost])  # never left pending on the scheduler
@@ -463,6 +468,7 @@ class DaskExecutor:
             partial=partial or bool(lost),
             started_unix=min(starts) if starts else started_unix,
             generator=_combined([s.generator for s in shares_out if not s.lost]),
+            counters=_hosts_counters(shares_out),
             workers=shares_out,
             start_skew_s=(max(starts) - min(starts)) if len(starts) > 1 else 0.0,
             lost=[lost[i] for i in sorted(lost)],
@@ -510,6 +516,20 @@ def merge_snapshots(latest: dict[int, Snapshot], of: int) -> Snapshot:
             "workers": (len(latest), of),
         }
     )
+
+
+def _hosts_counters(shares: list[WorkerShare]) -> HostCounters | None:
+    """The load machines' kernel counters: one worker's per host (they share its kernel), added up."""
+    seen: dict[str, HostCounters] = {}
+    for s in shares:
+        if s.counters is not None and s.host not in seen:
+            seen[s.host] = s.counters
+    if not seen:
+        return None
+    out = HostCounters()
+    for c in seen.values():
+        out.merge(c)
+    return out
 
 
 def _combined(stats: list[GeneratorStats]) -> GeneratorStats:

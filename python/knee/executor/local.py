@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from knee.counters import HostSampler
 from knee.diagnose import CpuMeter
 from knee.engine import Engine, ShardResult, Snapshot
 from knee.executor.interrupt import Interrupts
-from knee.model import GeneratorStats, WorkerShare
+from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.spec import EngineSpec
 
 POLL_S = 0.2
@@ -33,6 +34,7 @@ class StepRun:
     workers: list[WorkerShare] = field(default_factory=list)
     start_skew_s: float | None = None  # distributed: latest minus earliest shard start
     lost: list[str] = field(default_factory=list)  # distributed: workers whose shard was lost
+    counters: HostCounters | None = None  # the load machines' kernel counters (knee.counters)
 
 
 def run_step(
@@ -44,6 +46,7 @@ def run_step(
     """Run `spec` to its end, or until `interrupts.requested` (then the result is partial)."""
     engine = Engine(spec)
     meter = CpuMeter().start()
+    host = HostSampler().start()
     started = time.time()
     interrupts.engine = engine
     partial = False
@@ -62,7 +65,8 @@ def run_step(
                 on_snapshot(engine.snapshot())
     finally:
         interrupts.engine = None
-    return StepRun(engine.result(), partial, started, meter.stop())
+        counters = host.stop()
+    return StepRun(engine.result(), partial, started, meter.stop(), counters=counters)
 
 
 class Background:

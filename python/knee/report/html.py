@@ -18,6 +18,7 @@ main{max-width:1000px;margin:0 auto;padding:24px 28px 60px;background:#fff;box-s
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #e3e6ea;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 6px}.meta{color:#5b6573;margin:0 0 12px}
 .verdict{background:#eef5ff;border-left:4px solid #2f6fdb;padding:10px 14px;font-size:16px;margin:10px 0}
+.why{background:#f3edff;border-left:4px solid #7a4fd6;padding:6px 12px;margin:6px 0}
 .warn{background:#fff6e0;border-left:4px solid #e0a100;padding:6px 12px;margin:6px 0}
 table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}
 th,td{padding:3px 10px;border-bottom:1px solid #e3e6ea;text-align:right}th{background:#f0f2f5}
@@ -49,6 +50,9 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
         out.append(f'<p class="verdict">{esc(g.verdict)}</p>')
     if g.usl is not None:
         out.append(f"<p>{esc(g.usl)}</p>")
+    if g.findings:
+        out.append("<h3>Why</h3>")
+        out += [f'<p class="why">{esc(f)}</p>' for f in g.findings]
     out += [f'<p class="warn">warning: {esc(w)}</p>' for w in g.warnings]
     out.append(_table(g.table))
     if g.between:
@@ -59,6 +63,8 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
         out.append(_figure(plots.throughput(record, g.name, v.usl if v else None), f"throughput vs {x}"))
         out.append(_figure(plots.failures(record, g.name), f"failures and hung vs {x}"))
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))
+        if g.counters is not None:
+            out.append(_figure(plots.counters(record, g.name), f"machine and target counters beside throughput vs {x}"))
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
     if g.steps is not None:
@@ -70,6 +76,8 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
         out.append(f"<pre>{esc(chr(10).join(iv.histogram))}</pre>")
     out.append("<h3>Failure reasons</h3>")
     out.append(_table(g.reasons, kind="kv") if g.reasons.rows else "<p>No failures.</p>")
+    if g.counters is not None:
+        out += ["<h3>Machine and target counters</h3>", _table(g.counters)]
     if g.workers is not None:
         out += ["<h3>Per worker</h3>", _table(g.workers)]
     return "\n".join(out)

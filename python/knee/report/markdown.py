@@ -38,6 +38,8 @@ def render_markdown(record: RunRecord, view: ReportView | None = None) -> str:
             out += [f"**Verdict:** {md_cell(g.verdict)}", ""]
         if g.usl is not None:
             out += [md_cell(g.usl), ""]
+        if g.findings:
+            out += ["### Why", ""] + [f"- {md_cell(f)}" for f in g.findings] + [""]
         out += [f"- warning: {md_cell(w)}" for w in g.warnings]
         if g.warnings:
             out.append("")
@@ -59,6 +61,10 @@ def render_markdown(record: RunRecord, view: ReportView | None = None) -> str:
             out += ["### Per-interval distribution", "", md_cell(iv.line), "", "```"]
             out += iv.histogram
             out += ["```", ""]
+        if g.counters is not None:
+            out += ["### Machine and target counters", ""]
+            out += md_table(g.counters)
+            out.append("")
         if g.workers is not None:
             out += ["### Per worker", ""]
             out += md_table(g.workers)

@@ -109,6 +109,37 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
     return to_svg(fig)
 
 
+def counters(record: RunRecord, group: str) -> str:
+    """The machine's and the target's counters beside throughput, level by level: throughput on the left axis;
+    TIME_WAIT sockets, listen overflows and SYN retransmits (and the target's RSS) on the right."""
+    fig, ax = plt.subplots(figsize=_SIZE)
+    rates = _rates(record)
+    up = [s for s in _sweep(record, group) if s.counters is not None or s.target is not None]
+    levels = _xs(record, up, group)
+    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", color="C0", label="succeeded / s")
+    ax.set_ylabel("operations / s")
+    ax2 = ax.twinx()
+    ax2.grid(False)
+    series = [
+        ("TIME_WAIT sockets", "s--", lambda s: s.counters.time_wait_peak if s.counters else None),
+        ("listen overflows", "^--", lambda s: s.counters.listen_overflows if s.counters else None),
+        ("SYN retransmits", "v--", lambda s: s.counters.syn_retrans if s.counters else None),
+        ("target RSS, MB", "d:", lambda s: s.target.rss_mb_peak if s.target else None),
+        ("target threads", "x:", lambda s: s.target.threads_peak if s.target else None),
+    ]
+    for i, (label, style, get) in enumerate(series, start=1):
+        ys = [get(s) for s in up]
+        if any(y for y in ys):
+            ax2.plot(levels, [float("nan") if y is None else y for y in ys], style, color=f"C{i}", label=label)
+    ax2.set_ylabel("count (peak or per step)")
+    _levels_axis(ax, levels, rates)
+    ax.set_title(f"Counters beside throughput vs {_vs(rates)}")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left")
+    return to_svg(fig)
+
+
 def failures(record: RunRecord, group: str) -> str:
     fig, ax = plt.subplots(figsize=_SIZE)
     rates = _rates(record)

@@ -40,6 +40,8 @@ def render_terminal(record: RunRecord, console: Console, view: ReportView | None
             console.print(f"[bold]{escape(g.name)}:[/] {escape(g.verdict)}")
         if g.usl is not None:
             console.print(escape(g.usl))
+        for f in g.findings:
+            console.print(f"[bold magenta]why:[/] {escape(f)}")
         for w in g.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
         if g.between:

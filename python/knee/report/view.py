@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from knee import fmt
 from knee.analysis.run import group_names
 from knee.analysis.stats import IntervalDistribution, interval_distribution
-from knee.model import GroupStats, RunRecord, StepResult, Verdict
+from knee.model import Finding, GroupStats, RunRecord, StepResult, Verdict
 
 LONG_LEVEL_INTERVALS = 10
 LITTLE_GAP = 0.2
@@ -121,6 +121,8 @@ class GroupView:
     verdict: str | None
     usl: str | None
     warnings: list[str]
+    findings: list[str]  # why it broke: each finding with its fix
+    counters: Table | None  # the machine's and the target's counters per level
     reasons: Table  # failures by level and reason: "24 × FATAL: sorry, too many clients already"
     steps: Table | None  # worker clients: the named steps beside the operation's total, per level
     stages: Table | None  # fixed work per stage
@@ -302,6 +304,55 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
     return out
 
 
+def finding_line(f: Finding) -> str:
+    return f"{f.what}. Fix: {f.fix}" if f.fix else f.what
+
+
+COUNTERS_HEADER = ["Step", "Level", "TIME_WAIT", "Listen overflows", "SYN retrans", "Resets", "Memory used"]
+TARGET_HEADER = ["Target CPU", "Target RSS", "Threads", "Open files", "Connections", "Accept queue"]
+
+
+def counters_table(record: RunRecord) -> Table | None:
+    """Per step: the load machine's kernel counters, and the monitored target's process tree when there is one."""
+    steps = [s for s in record.steps if s.counters is not None or s.target is not None]
+    if not steps:
+        return None
+    monitored = any(s.target is not None for s in steps)
+    rows = []
+    for s in steps:
+        c = s.counters
+        cells = [str(s.index), fmt.load(s.level, record.level_unit)]
+        if c is not None:
+            cells += [
+                f"{c.time_wait_peak:,} of {c.ephemeral_ports:,} ports",
+                f"{c.listen_overflows:,}",
+                f"{c.syn_retrans:,}",
+                f"{c.estab_resets + c.attempt_fails:,}",
+                f"{c.mem_used_mb_peak / 1000:.1f} of {c.mem_total_mb / 1000:.1f} GB",
+            ]
+        else:
+            cells += [""] * 5
+        if monitored:
+            t = s.target
+            if t is None:
+                cells += [""] * 6
+            else:
+                queue = ", ".join(
+                    f"{ls.port}: {ls.queue_peak}" + (f" of {ls.backlog}" if ls.backlog else "") for ls in t.listen
+                )
+                conns = t.connections_peak.get("ESTABLISHED", 0)
+                cells += [
+                    f"{t.cpu_cores_mean:.2f} cores (peak {t.cpu_cores_peak:.2f})",
+                    f"{t.rss_mb_peak:.1f} MB",
+                    str(t.threads_peak),
+                    f"{t.fds_peak:,}",
+                    f"{conns:,} established",
+                    queue + ("" if t.alive else " (exited)"),
+                ]
+        rows.append(cells)
+    return Table(COUNTERS_HEADER + (TARGET_HEADER if monitored else []), rows)
+
+
 # ---- the parts of a group's section --------------------------------------------------------------------
 
 
@@ -452,6 +503,8 @@ def _group_view(record: RunRecord, group: str, rows: list[Row], workers: Table |
         verdict=verdict_line(v) if v is not None else None,
         usl=usl_line(v) if v is not None else None,
         warnings=warning_lines(record, group, v),
+        findings=[finding_line(f) for f in v.findings] if v is not None else [],
+        counters=counters_table(record) if group == record.measured_group else None,
         reasons=reasons_table(record, group),
         steps=steps_table(record, group),
         stages=stages_table(record, group),

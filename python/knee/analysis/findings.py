@@ -1,0 +1,343 @@
+"""Why it broke: rules that turn the machine's and the target's counters and the failure reasons into
+findings, each one sentence with its evidence and its fix (docs/diagnosis.md).
+
+The rules read the sweep's steps (counters, the target's process tree, the load side's CPU, the
+failure reasons) in level order and report the lowest level where each condition appeared:
+
+- listen_overflow: the kernel dropped connections because a listen queue was full;
+- accept_queue: the monitored target's accept queue reached its limit;
+- syn_retrans: connection attempts were sent again (SYNs dropped by a full queue or a firewall);
+- ports: sockets in TIME_WAIT took most of the ephemeral port range;
+- refused: the reason the service gave for the first failures, with a fix where it is a known limit;
+- load_side / shared_machine: knee and its client processes, or the whole machine, ran out of CPU;
+- target_cpu, target_fds, target_exit: the monitored target's CPU, open files, or its exit;
+- target_memory: memory per concurrent client and CPU per operation of the monitored target.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import urllib.parse
+from collections.abc import Callable, Sequence
+
+from knee import fmt
+from knee.analysis.levels import sweep_steps
+from knee.model import Finding, Level, RunRecord, StepResult, TargetStats, Verdict
+
+PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
+CPU_SHARE = 0.9  # of the cores: busy
+FDS_SHARE = 0.9  # of the target's open-file limit
+MIN_EVENTS = 1  # kernel events needed for a finding (they are 0 on a quiet machine)
+
+# Known limits in failure messages -> the fix to suggest
+_FIXES: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"too many (clients|connections)|max_connections|connection limit", re.I),
+        "the service's connection limit was reached: raise it, or put a connection pool in front of it",
+    ),
+    (
+        re.compile(r"connection refused|econnrefused", re.I),
+        "nothing accepted the connection: the service was down, restarting, or its listen queue was full",
+    ),
+    (
+        re.compile(r"cannot assign requested address|eaddrnotavail|address not available", re.I),
+        "the load machine ran out of ephemeral ports: keep connections alive or spread clients over machines",
+    ),
+    (
+        re.compile(r"too many open files|emfile", re.I),
+        "a process ran out of file descriptors: raise its open-file limit (ulimit -n, LimitNOFILE=)",
+    ),
+    (
+        re.compile(r"\b503\b|service unavailable|\b429\b|too many requests", re.I),
+        "the service rejected work it had no room for (a full pool, queue or rate limit): raise the limit or "
+        "add instances",
+    ),
+    (
+        re.compile(r"\b504\b|gateway time", re.I),
+        "a proxy gave up waiting for the service behind it: the backend is the bottleneck",
+    ),
+]
+
+
+def _where(level: Level, unit: str) -> str:
+    return fmt.load(level, unit)
+
+
+def _target_port(record: RunRecord) -> int | None:
+    g = record.scenario.groups.get(record.measured_group)
+    url = getattr(g, "url", None)
+    addr = getattr(g, "addr", None)
+    try:
+        if url:
+            parts = urllib.parse.urlsplit(url)
+            return parts.port or (443 if parts.scheme == "https" else 80)
+        if addr:
+            return int(addr.rpartition(":")[2])
+    except ValueError:
+        return None
+    return None
+
+
+def _local(record: RunRecord) -> bool:
+    """The measured group's target runs on this machine (a loopback or local address)."""
+    g = record.scenario.groups.get(record.measured_group)
+    url = getattr(g, "url", None)
+    addr = getattr(g, "addr", None)
+    host = None
+    if url:
+        host = urllib.parse.urlsplit(url).hostname
+    elif addr:
+        host = addr.rpartition(":")[0].strip("[]")
+    if not host or "${" in host:
+        return False
+    return is_local(host)
+
+
+def is_local(host: str) -> bool:
+    """`host` is this machine: a loopback address, or one of its own addresses."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    try:
+        own = {i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None)}
+    except OSError:
+        own = set()
+    for info in infos:
+        a = str(info[4][0])
+        if ipaddress.ip_address(a.split("%", maxsplit=1)[0]).is_loopback or a in own:
+            return True
+    return False
+
+
+def findings(record: RunRecord, v: Verdict) -> list[Finding]:
+    """The findings for the measured group's sweep, lowest level first within each rule."""
+    steps = [s for s in sweep_steps(record.steps, v.group) if s.direction == "up"]
+    steps.sort(key=lambda s: (s.level, s.index))
+    unit = record.level_unit
+    out: list[Finding] = []
+    for rule in (_listen, _accept_queue, _syn, _ports, _refused, _load_side, _target):
+        out.extend(rule(steps, v, unit, record))
+    return out
+
+
+def _first(steps: Sequence[StepResult], ok: object) -> StepResult | None:
+    return next((s for s in steps if ok(s)), None)  # type: ignore[operator]
+
+
+def _listen(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    hit = [s for s in steps if s.counters is not None and s.counters.listen_overflows >= MIN_EVENTS]
+    if not hit:
+        return []
+    first = hit[0]
+    c = first.counters
+    assert c is not None
+    total = sum(s.counters.listen_overflows for s in hit if s.counters is not None)
+    ports = ""
+    if first.target is not None and first.target.listen:
+        # the target's listening sockets that filled up, else the one the load went to, else all of them
+        full = [ls for ls in first.target.listen if ls.backlog and ls.queue_peak >= ls.backlog]
+        aimed = [ls for ls in first.target.listen if ls.port == _target_port(record)]
+        named = full or aimed or first.target.listen
+        ports = (" of port " if len(named) == 1 else " of ports ") + ", ".join(
+            f"{ls.port} (backlog {ls.backlog})" if ls.backlog else str(ls.port) for ls in named
+        )
+    somax = f", somaxconn {c.somaxconn}" if c.somaxconn else ""
+    where = (
+        "" if _local(record) else " on the load machine (another service on it, not the target, which runs elsewhere)"
+    )
+    return [
+        Finding(
+            kind="listen_overflow",
+            level=first.level,
+            what=f"from {_where(first.level, unit)} the listen queue{ports} overflowed {c.listen_overflows:,} times"
+            f"{where} ({total:,} over the sweep{somax}): the kernel dropped connections the server did not accept "
+            "fast enough",
+            fix="raise the server's accept backlog (listen(2) backlog: nginx `listen … backlog=`, Tomcat "
+            "acceptCount) and net.core.somaxconn, or accept faster",
+        )
+    ]
+
+
+def _accept_queue(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    for s in steps:
+        t = s.target
+        if t is None:
+            continue
+        for ls in t.listen:
+            if ls.backlog and ls.queue_peak >= ls.backlog:
+                return [
+                    Finding(
+                        kind="accept_queue",
+                        level=s.level,
+                        what=f"at {_where(s.level, unit)} the accept queue of port {ls.port} was full "
+                        f"({ls.queue_peak} waiting, backlog {ls.backlog}): the server accepted connections slower "
+                        "than they came",
+                        fix="give the server more accepting threads or a larger backlog",
+                    )
+                ]
+    return []
+
+
+def _syn(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    s = _first(steps, lambda s: s.counters is not None and s.counters.syn_retrans >= MIN_EVENTS)
+    if s is None or s.counters is None:
+        return []
+    return [
+        Finding(
+            kind="syn_retrans",
+            level=s.level,
+            what=f"from {_where(s.level, unit)} {s.counters.syn_retrans:,} connection attempts were sent again "
+            f"(SYN retransmits; {s.counters.attempt_fails:,} connects failed): the server's listen queue was full "
+            "or something dropped SYNs, and each retry costs a second or more",
+            fix="raise the server's accept backlog and somaxconn on the server; check firewalls and conntrack limits",
+        )
+    ]
+
+
+def _ports(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    for s in steps:
+        c = s.counters
+        if c is None or not c.ephemeral_ports:
+            continue
+        if c.time_wait_peak >= PORTS_SHARE * c.ephemeral_ports:
+            return [
+                Finding(
+                    kind="ports",
+                    level=s.level,
+                    what=f"TIME_WAIT reached {c.time_wait_peak:,} sockets against {c.ephemeral_ports:,} ephemeral "
+                    f"ports at {_where(s.level, unit)}: above this level the results measure the client host's "
+                    "port supply, not the service",
+                    fix="keep connections alive, or spread clients over more machines (--cluster); widen "
+                    "net.ipv4.ip_local_port_range and set net.ipv4.tcp_tw_reuse=1",
+                )
+            ]
+    return []
+
+
+def _fix_for(text: str) -> str:
+    return next((fix for pat, fix in _FIXES if pat.search(text)), "")
+
+
+def _refused(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    """The reason of the first failures: what the service said at the error onset."""
+    for s in steps:
+        g = s.groups.get(v.group)
+        if g is None or not g.reasons:
+            continue
+        if v.error_onset_level is not None and s.level < v.error_onset_level:
+            continue
+        top = max(g.reasons, key=lambda r: r.count)
+        total = g.failed + g.hung
+        others = f" of {total:,} failed or hung" if total > top.count else ""
+        fix = _fix_for(f"{top.class_} {top.sample}")
+        return [
+            Finding(
+                kind="refused",
+                level=s.level,
+                what=f"from {_where(s.level, unit)} the service answered {top.count:,}{others} operations with "
+                f"“{top.sample}” ({top.class_})",
+                fix=fix,
+            )
+        ]
+    return []
+
+
+def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    out: list[Finding] = []
+    s = _first(steps, lambda s: s.generator.saturated)
+    if s is not None:
+        g = s.generator
+        what = (
+            f"at {_where(s.level, unit)} knee used {g.cpu_cores:.2f} and its client processes "
+            f"{g.children_cpu_cores:.2f} of {g.cores_available} cores: the load side, not the service, was the limit"
+        )
+        if _local(record):
+            what += "; the service shared the machine with its clients"
+        out.append(Finding(kind="load_side", level=s.level, what=what, fix="measure from other machines (--cluster)"))
+        return out
+    if not _local(record):
+        return out
+    s = _first(steps, lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available))
+    if s is not None:
+        g = s.generator
+        out.append(
+            Finding(
+                kind="shared_machine",
+                level=s.level,
+                what=f"at {_where(s.level, unit)} the machine's CPUs were busy ({g.machine_cpu_cores:.2f} of "
+                f"{g.cores_available} cores; knee and its clients {g.load_cores:.2f}): the service shared the "
+                "machine with its clients, so the machine, not the service alone, was the limit",
+                fix="run knee on other machines than the service (--cluster)",
+            )
+        )
+    return out
+
+
+def _target(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    mon = [s for s in steps if s.target is not None and s.target.samples]
+    if not mon:
+        return []
+    out: list[Finding] = []
+    name = mon[0].target.name if mon[0].target else "the target"
+    gone = _first(mon, lambda s: s.target is not None and not s.target.alive)
+    if gone is not None:
+        out.append(
+            Finding(
+                kind="target_exit",
+                level=gone.level,
+                what=f"the monitored process {name} (pid {gone.target.pid if gone.target else '?'}) exited during "
+                f"the step at {_where(gone.level, unit)}",
+                fix="look at the service's log for why it stopped (out of memory, a crash, a restart)",
+            )
+        )
+    cores = max((s.generator.cores_available for s in mon), default=1)
+    rules: list[tuple[str, Callable[[TargetStats], bool], Callable[[TargetStats], str], str]] = [
+        (
+            "target_cpu",
+            lambda t: t.cpu_cores_mean >= CPU_SHARE * cores,
+            lambda t: f"{name} used {t.cpu_cores_mean:.2f} of {cores} cores: the service was CPU-bound",
+            "profile the service, or give it more cores",
+        ),
+        (
+            "target_fds",
+            lambda t: 0 < t.fd_limit * FDS_SHARE <= t.fds_peak,
+            lambda t: f"{name} held {t.fds_peak:,} open files of its limit {t.fd_limit:,}",
+            "raise the service's open-file limit (ulimit -n, LimitNOFILE=)",
+        ),
+    ]
+    for kind, hit, say, fix in rules:
+        at = next((s for s in mon if s.target is not None and hit(s.target)), None)
+        if at is not None and at.target is not None:
+            what = f"at {_where(at.level, unit)} {say(at.target)}"
+            out.append(Finding(kind=kind, level=at.level, what=what, fix=fix))
+    usage = _usage(mon, v, unit, name)
+    if usage is not None:
+        out.append(usage)
+    return out
+
+
+def _usage(mon: Sequence[StepResult], v: Verdict, unit: str, name: str) -> Finding | None:
+    """Memory per concurrent client (between the lowest and highest monitored level) and CPU per operation."""
+    lo, hi = mon[0], mon[-1]
+    if lo.target is None or hi.target is None:
+        return None
+    parts = []
+    clients_lo = lo.groups[v.group].clients
+    clients_hi = hi.groups[v.group].clients
+    if unit == "clients" and clients_hi > clients_lo:
+        per = (hi.target.rss_mb_peak - lo.target.rss_mb_peak) / (clients_hi - clients_lo)
+        parts.append(
+            f"its memory went from {lo.target.rss_mb_peak:.1f} MB at {clients_lo} to {hi.target.rss_mb_peak:.1f} MB "
+            f"at {clients_hi} clients ({per * 1000:.0f} kB per concurrent client), threads from "
+            f"{lo.target.threads_peak} to {hi.target.threads_peak}"
+        )
+    ops = sum(s.groups[v.group].total for s in mon)
+    cpu = sum(s.target.cpu_s for s in mon if s.target is not None)
+    if ops:
+        parts.append(f"it used {cpu / ops * 1e6:.0f} µs of CPU per operation")
+    if not parts:
+        return None
+    return Finding(kind="target_usage", level=None, what=f"{name}: " + "; ".join(parts))

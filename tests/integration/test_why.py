@@ -1,0 +1,200 @@
+"""Why it broke, provoked for real on loopback: a listen queue that overflows, ephemeral ports used up
+inside a namespace of the test's own, a CLI that says why on stderr, client processes that take the
+machine's CPU, and the target's process tree sampled per level (docs/diagnosis.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knee.counters import events
+from knee.target import start_target
+
+from conftest import knee_cli
+
+KNEE = str(Path(sys.executable).with_name("knee"))
+
+
+def _record(out: Path) -> dict[str, Any]:
+    (run,) = out.iterdir()
+    doc: dict[str, Any] = json.loads((run / "run.json").read_text())
+    return doc
+
+
+def _findings(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    main = next(v for v in doc["verdicts"] if v["group"] == doc["measured_group"])
+    return {f["kind"]: f for f in main["findings"]}
+
+
+def test_a_listen_queue_that_overflows_is_counted_like_the_kernel_and_named(tmp_path: Path) -> None:
+    # The server accepts 2 connections and no more; its listen queue holds 1: the other clients' SYNs are
+    # dropped by the kernel (ListenOverflows), and retried.
+    t = start_target(lam=1000.0, sigma=0.0, kappa=0.0, max_connections=2, backlog=1)
+    try:
+        before = events()
+        r = knee_cli(
+            "sweep", f"{t.url}/", "--levels", "2,24", "-d", "3", "--timeout", "10s", "--no-recovery",
+            "--monitor-pid", str(t.pid), "--out", str(tmp_path),
+        )  # fmt: skip
+        after = events()
+    finally:
+        t.stop()
+    assert r.returncode == 0, r.stderr
+    doc = _record(tmp_path)
+    kernel = after["listen_overflows"] - before["listen_overflows"]
+    counted = [s["counters"]["listen_overflows"] for s in doc["steps"]]
+    assert counted[0] == 0, "2 clients fit in the 2 accepted connections: nothing may overflow"
+    assert kernel > 10, f"the test did not provoke overflows (kernel delta {kernel})"
+    assert abs(sum(counted) - kernel) <= 0.05 * kernel, (counted, kernel)
+    found = _findings(doc)
+    assert found["listen_overflow"]["level"] == 24
+    assert f"overflowed {counted[1]:,} times" in found["listen_overflow"]["what"]
+    assert f"port {t.http_port} (backlog 1)" in found["listen_overflow"]["what"]
+    # The target's own accept queue, sampled from /proc/net/tcp, was full at 24 clients.
+    listen = {x["port"]: x for x in doc["steps"][1]["target"]["listen"]}
+    assert listen[t.http_port]["backlog"] == 1 and listen[t.http_port]["queue_peak"] >= 1
+    assert found["accept_queue"]["level"] == 24
+    assert "why: from 24 clients the listen queue" in r.stdout.replace("\n", " ")
+    md = (next(tmp_path.iterdir()) / "report.md").read_text()
+    assert "### Why" in md and "### Machine and target counters" in md
+
+
+def test_connections_per_request_use_up_a_narrow_port_range_inside_a_namespace(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    assert shutil.which("ip"), "iproute2 is not installed: run `make ci-deps` (scripts/install-system-deps.sh)"
+    ns = f"kneeports{os.getpid() % 100000}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True, timeout=10).returncode:
+        pytest.skip("this machine does not let the test make network namespaces (ip netns add failed)")
+    target = None
+    try:
+        inside = ["ip", "netns", "exec", ns]
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, timeout=10)
+        # 50 ephemeral ports, and no reuse of a port in TIME_WAIT: a few hundred connections use them up.
+        for key, value in (("net.ipv4.ip_local_port_range", "40000 40049"), ("net.ipv4.tcp_tw_reuse", "0")):
+            subprocess.run([*inside, "sysctl", "-qw", f"{key}={value}"], check=True, timeout=10)
+        ready = tmp_path / "ready.json"
+        target = subprocess.Popen(
+            [*inside, KNEE, "target", "--ready-file", str(ready), "--quiet", "--port", "39001", "--tcp-port", "39000"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        addr = json.loads(ready.read_text())["tcp_addr"]
+        out = tmp_path / "runs"
+        r = subprocess.run(
+            [*inside, KNEE, "sweep", f"tcp://{addr}", "--send", "GET /\\n", "--expect", ".", "--levels", "2,4",
+             "-d", "2", "--no-recovery", "--out", str(out)],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    finally:
+        if target is not None:
+            target.terminate()
+            target.wait(timeout=10)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    doc = _record(out)
+    c = doc["steps"][0]["counters"]
+    assert c["ephemeral_ports"] == 50
+    assert c["time_wait_peak"] >= 40, c
+    found = _findings(doc)
+    assert found["ports"]["level"] == 2
+    assert f"TIME_WAIT reached {c['time_wait_peak']:,} sockets against 50 ephemeral ports" in found["ports"]["what"]
+    # The reason the connects gave, and its fix.
+    assert "Cannot assign requested address" in found["refused"]["what"]
+    assert "ran out of ephemeral ports" in found["refused"]["fix"]
+
+
+def test_a_cli_that_says_why_on_stderr_is_grouped_in_every_report(tmp_path: Path) -> None:
+    script = "echo 'FATAL: sorry, too many clients already (pid '$$')' >&2; exit 2"
+    out = tmp_path / "runs"
+    js = tmp_path / "run.json"
+    r = knee_cli(
+        "sweep", "--levels", "1,2", "--iterations", "6", "--no-recovery", "--out", str(out), "--", "sh", "-c", script,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = _record(out)
+    counts = [s["groups"]["main"]["reasons"] for s in doc["steps"]]
+    assert [[x["count"] for x in rs] for rs in counts] == [[6], [12]]
+    key = counts[1][0]["key"]
+    assert key == "sh exited with code 2: FATAL: sorry, too many clients already (pid <n>)", key
+    run = next(out.iterdir())
+    assert "FATAL: sorry, too many clients already" in (run / "report.md").read_text()
+    assert "FATAL: sorry, too many clients already" in (run / "report.html").read_text()
+    assert "FATAL: sorry, too many clients already" in r.stdout
+    found = _findings(doc)
+    assert found["refused"]["level"] == 1
+    assert (
+        "from 1 client the service answered 6 operations with “sh exited with code 2: FATAL: sorry, too many clients"
+        in found["refused"]["what"]
+    )
+    assert "connection limit" in found["refused"]["fix"]
+    single = knee_cli("run", "-c", "2", "--iterations", "3", "--json", str(js), "--", "sh", "-c", script)
+    assert single.returncode == 0, single.stderr
+    (reason,) = json.loads(js.read_text())["reasons"]
+    assert reason["count"] == 6 and "too many clients" in reason["sample"]
+
+
+def test_client_processes_that_take_the_cpu_are_named_as_the_load_side(tmp_path: Path) -> None:
+    if not shutil.which("taskset"):
+        pytest.skip("taskset (util-linux) is not installed")
+    # Pinned to one core, 3 clients each running a CPU-bound command keep it busy: the limit is the load side.
+    busy = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"
+    out = tmp_path / "runs"
+    r = subprocess.run(
+        ["taskset", "-c", "0", KNEE, "sweep", "--levels", "1,3", "-d", "2", "--no-recovery", "--out", str(out),
+         "--", "sh", "-c", busy],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = _record(out)
+    gen = doc["steps"][1]["generator"]
+    assert gen["cores_available"] == 1 and gen["saturated"], gen
+    assert gen["children_cpu_cores"] > gen["cpu_cores"], "the shells, not knee, used the core"
+    found = _findings(doc)
+    assert found["load_side"]["level"] <= 3
+    assert "the load side, not the service, was the limit" in found["load_side"]["what"]
+
+
+def test_monitoring_knee_target_gives_its_memory_threads_and_connections_per_level(tmp_path: Path) -> None:
+    t = start_target(lam=2000.0, sigma=0.0, kappa=0.0)
+    try:
+        r = knee_cli(
+            "sweep", f"{t.url}/", "--levels", "1,16", "-d", "1.5", "--no-recovery", "--monitor-pid", str(t.pid),
+            "--out", str(tmp_path),
+        )  # fmt: skip
+        stats = t.stats()
+    finally:
+        t.stop()
+    assert r.returncode == 0, r.stderr
+    doc = _record(tmp_path)
+    lo, hi = (s["target"] for s in doc["steps"])
+    assert lo["pid"] == hi["pid"] == t.pid
+    assert hi["samples"] >= 2 and hi["alive"]
+    assert lo["rss_mb_peak"] > 1 and hi["threads_peak"] >= 1 and hi["fds_peak"] > 16
+    # every client holds one keep-alive connection to the target
+    assert lo["connections_peak"]["ESTABLISHED"] == 1
+    assert hi["connections_peak"]["ESTABLISHED"] == 16
+    assert hi["cpu_s"] > 0
+    usage = _findings(doc)["target_usage"]["what"]
+    assert "per concurrent client" in usage and "of CPU per operation" in usage
+    assert stats["requests"] >= sum(s["groups"]["main"]["succeeded"] for s in doc["steps"])
+
+
+def test_a_monitor_that_names_no_process_is_one_sentence(tmp_path: Path) -> None:
+    r = knee_cli("run", "-n", "1", "--monitor-name", "no-such-process-knee", "--", "true")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--monitor-name 'no-such-process-knee': no running process has that name" in r.stderr
+    r = knee_cli("run", "-n", "1", "--monitor-pid", "999999999", "--", "true")
+    assert r.returncode != 0 and "Traceback" not in r.stderr

@@ -1,0 +1,95 @@
+"""The findings' rules, each from steps built with its counter set and each without it: the rule fires at
+the right level with its numbers, and stays quiet when the condition is absent. (The conditions provoked
+for real are in tests/integration/test_why.py.)"""
+
+from __future__ import annotations
+
+from knee.analysis import analyze_run
+from knee.analysis.findings import findings
+from knee.model import GeneratorStats, HostCounters, ListenSocket, RunRecord, StepResult, TargetStats
+
+from sample_records import make_group, scenario
+
+LEVELS = (1, 10, 100)
+
+
+def _record(
+    counters: dict[int, HostCounters] | None = None,
+    target: dict[int, TargetStats] | None = None,
+    generator: dict[int, GeneratorStats] | None = None,
+    url: str = "http://127.0.0.1:8080/obj",
+) -> RunRecord:
+    sc = scenario(LEVELS)
+    sc.groups["main"].url = url  # type: ignore[union-attr]
+    steps = [
+        StepResult(
+            index=i,
+            level=n,
+            started_unix=1000.0 + 10 * i,
+            elapsed_s=10.0,
+            groups={"main": make_group("main", n, 10.0 * n, seed=i)},
+            counters=(counters or {}).get(n, HostCounters(samples=10, ephemeral_ports=28232, somaxconn=4096)),
+            target=(target or {}).get(n),
+            generator=(generator or {}).get(n, GeneratorStats(cores_available=2)),
+        )
+        for i, n in enumerate(LEVELS)
+    ]
+    record = RunRecord(run_id="r", created_unix=1000.0, scenario=sc, steps=steps)
+    record.verdicts = analyze_run(record)
+    return record
+
+
+def _kinds(record: RunRecord) -> dict[str, object]:
+    return {f.kind: f for f in findings(record, record.verdicts[0])}
+
+
+def test_a_quiet_run_has_no_findings() -> None:
+    assert _kinds(_record()) == {}
+
+
+def test_syn_retransmits_are_found_at_the_first_level_with_them() -> None:
+    c = {10: HostCounters(syn_retrans=7, attempt_fails=2), 100: HostCounters(syn_retrans=300)}
+    f = _kinds(_record(counters=c))["syn_retrans"]
+    assert f.level == 10  # type: ignore[attr-defined]
+    assert "from 10 clients 7 connection attempts were sent again" in f.what  # type: ignore[attr-defined]
+
+
+def test_time_wait_over_half_the_ports_is_the_client_host() -> None:
+    c = {100: HostCounters(time_wait_peak=15_000, ephemeral_ports=28_232)}
+    assert _kinds(_record(counters=c))["ports"].level == 100  # type: ignore[attr-defined]
+    c = {100: HostCounters(time_wait_peak=14_000, ephemeral_ports=28_232)}  # under half: not yet
+    assert "ports" not in _kinds(_record(counters=c))
+
+
+def test_a_busy_machine_is_named_only_when_the_target_shares_it() -> None:
+    busy = {100: GeneratorStats(cpu_cores=0.3, children_cpu_cores=0.2, machine_cpu_cores=1.9, cores_available=2)}
+    f = _kinds(_record(generator=busy))["shared_machine"]
+    assert f.level == 100 and "1.90 of 2 cores" in f.what  # type: ignore[attr-defined]
+    assert "shared_machine" not in _kinds(_record(generator=busy, url="http://192.0.2.10:8080/"))
+
+
+def test_a_saturated_load_side_says_whose_cores() -> None:
+    sat = {10: GeneratorStats(cpu_cores=0.4, children_cpu_cores=1.5, cores_available=2, saturated=True)}
+    f = _kinds(_record(generator=sat))["load_side"]
+    assert f.level == 10 and "knee used 0.40 and its client processes 1.50 of 2 cores" in f.what  # type: ignore[attr-defined]
+    assert "shared the machine" in f.what  # type: ignore[attr-defined]
+
+
+def test_the_target_monitor_rules() -> None:
+    def t(**kw: object) -> TargetStats:
+        base: dict[str, object] = {"pid": 42, "name": "svc", "samples": 10, "rss_mb_peak": 100.0, "threads_peak": 4}
+        base.update(kw)
+        return TargetStats.model_validate(base)
+
+    mon = {
+        1: t(cpu_s=1.0, cpu_cores_mean=0.1),
+        10: t(cpu_s=10.0, cpu_cores_mean=1.85, fds_peak=950, fd_limit=1024, rss_mb_peak=110.0),
+        100: t(alive=False, rss_mb_peak=200.0, listen=[ListenSocket(port=8080, backlog=128, queue_peak=129)]),
+    }
+    k = _kinds(_record(target=mon))
+    assert k["target_cpu"].level == 10 and "svc used 1.85 of 2 cores" in k["target_cpu"].what  # type: ignore[attr-defined]
+    assert k["target_fds"].level == 10 and "950 open files of its limit 1,024" in k["target_fds"].what  # type: ignore[attr-defined]
+    assert k["target_exit"].level == 100  # type: ignore[attr-defined]
+    assert "accept queue of port 8080 was full (129 waiting, backlog 128)" in k["accept_queue"].what  # type: ignore[attr-defined]
+    # 100 MB at 1 client to 200 MB at 100: about 1 MB (1010 kB) per concurrent client
+    assert "(1010 kB per concurrent client)" in k["target_usage"].what  # type: ignore[attr-defined]
