@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from knee.diagnose import ephemeral_port_range, sysctl_int
 from knee.errors import UserError
 from knee.model import HostCounters, ListenSocket, TargetStats
 
@@ -105,21 +106,6 @@ def meminfo() -> tuple[float, float]:
     return (vm.total - vm.available) / 1e6, vm.total / 1e6
 
 
-def port_range_size(path: Path = _PROC / "sys/net/ipv4/ip_local_port_range") -> int:
-    try:
-        lo, hi = (int(x) for x in path.read_text().split())
-    except (OSError, ValueError):
-        return 0
-    return hi - lo + 1
-
-
-def _read_int(path: Path) -> int:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 class _Ticker:
     """Call `sample` now, then every SAMPLE_S on a daemon thread, and once more at `finish()`."""
 
@@ -149,8 +135,8 @@ class HostSampler:
     def __init__(self, every_s: float = SAMPLE_S) -> None:
         self._first: dict[str, int] = {}
         self._last: dict[str, int] = {}
-        somaxconn = _read_int(_PROC / "sys/net/core/somaxconn")
-        self._out = HostCounters(ephemeral_ports=port_range_size(), somaxconn=somaxconn)
+        lo, hi = ephemeral_port_range()
+        self._out = HostCounters(ephemeral_ports=hi - lo + 1, somaxconn=sysctl_int("net/core/somaxconn") or 0)
         self._lock = threading.Lock()
         self._ticker = _Ticker(self._sample, every_s)
 

@@ -163,8 +163,8 @@ class Machine:
             fd_soft=None if soft == resource.RLIM_INFINITY else int(soft),
             fd_hard=None if hard == resource.RLIM_INFINITY else int(hard),
             port_range=ephemeral_port_range(),
-            tw_reuse=_sysctl("net/ipv4/tcp_tw_reuse"),
-            somaxconn=_sysctl("net/core/somaxconn"),
+            tw_reuse=sysctl_int("net/ipv4/tcp_tw_reuse"),
+            somaxconn=sysctl_int("net/core/somaxconn"),
             mem_available=int(psutil.virtual_memory().available),  # Linux: MemAvailable in /proc/meminfo
             cores=cores_available(),
         )
@@ -182,7 +182,7 @@ class Machine:
         }
 
 
-def _sysctl(name: str, root: Path = Path("/proc/sys")) -> int | None:
+def sysctl_int(name: str, root: Path = Path("/proc/sys")) -> int | None:
     try:
         return int((root / name).read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -220,6 +220,15 @@ class Endpoint:
     def local(self) -> bool:
         """The service runs on this machine: a loopback address, or one of this machine's own."""
         return self.loopback or self.ip.split("%")[0] in _local_addresses()
+
+
+def host_is_local(host: str) -> bool:
+    """`host` (a name or an address) resolves to this machine: loopback, or one of its own addresses."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return any(Endpoint(host, 0, str(info[4][0])).local for info in infos)
 
 
 def _local_addresses() -> set[str]:

@@ -16,14 +16,13 @@ failure reasons) in level order and report the lowest level where each condition
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import socket
 import urllib.parse
 from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
+from knee.diagnose import host_is_local
 from knee.model import Finding, Level, RunRecord, StepResult, TargetStats, Verdict
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
@@ -92,24 +91,7 @@ def _local(record: RunRecord) -> bool:
         host = addr.rpartition(":")[0].strip("[]")
     if not host or "${" in host:
         return False
-    return is_local(host)
-
-
-def is_local(host: str) -> bool:
-    """`host` is this machine: a loopback address, or one of its own addresses."""
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    try:
-        own = {i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None)}
-    except OSError:
-        own = set()
-    for info in infos:
-        a = str(info[4][0])
-        if ipaddress.ip_address(a.split("%", maxsplit=1)[0]).is_loopback or a in own:
-            return True
-    return False
+    return host_is_local(host)
 
 
 def findings(record: RunRecord, v: Verdict) -> list[Finding]:
