@@ -57,11 +57,12 @@ TCP_STATES = {
 }
 
 
-def read_snmp(name: str) -> dict[tuple[str, str], int]:
-    """`/proc/net/netstat` or `/proc/net/snmp` as {(section, field): value}: header and value lines alternate."""
+def read_snmp(name: str, net: Path = _PROC / "net") -> dict[tuple[str, str], int]:
+    """`/proc/net/netstat` or `/proc/net/snmp` as {(section, field): value}: header and value lines alternate.
+    `net` names another network namespace's tables (`/proc/PID/net`)."""
     out: dict[tuple[str, str], int] = {}
     try:
-        lines = (_PROC / "net" / name).read_text().splitlines()
+        lines = (net / name).read_text().splitlines()
     except OSError:
         return out
     for head, values in zip(lines[::2], lines[1::2], strict=False):
@@ -75,9 +76,9 @@ def read_snmp(name: str) -> dict[tuple[str, str], int]:
     return out
 
 
-def events() -> dict[str, int]:
-    """The event counters HostCounters keeps, now."""
-    tables = {"netstat": read_snmp("netstat"), "snmp": read_snmp("snmp")}
+def events(net: Path = _PROC / "net") -> dict[str, int]:
+    """The event counters HostCounters keeps, now (in the namespace of `net`, this process's by default)."""
+    tables = {"netstat": read_snmp("netstat", net), "snmp": read_snmp("snmp", net)}
     return {field: tables[f].get((sec, key), 0) for (f, sec, key), field in _EVENTS.items()}
 
 

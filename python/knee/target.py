@@ -147,18 +147,20 @@ def start_target(
     *,
     ready_timeout_s: float = 20.0,
     extra_args: list[str] | None = None,
+    wrap: list[str] | None = None,
     **overrides: Any,
 ) -> TargetProcess:
     """Start `knee target` as its own process and wait until it listens.
 
     `overrides` are config keys (`pool=20`, `recovery={"mode": "stuck"}`, `lam=50.0` for lambda;
     `login={"path": "/login"}, paths={"/files/x": {"session": True}}` for login sessions).
-    Raises UserError (with the target's own one-line message) if it does not start.
+    `wrap` is a command that execs it (`["ip", "netns", "exec", NS]`: it runs inside a network namespace,
+    with the same pid). Raises UserError (with the target's own one-line message) if it does not start.
     """
     workdir = tempfile.TemporaryDirectory(prefix="knee-target-")
     ready_file = Path(workdir.name) / "ready.json"
     log = Path(workdir.name) / "target.log"
-    argv = [sys.executable, "-m", "knee", "target", "--ready-file", str(ready_file), "--quiet"]
+    argv = [*(wrap or []), sys.executable, "-m", "knee", "target", "--ready-file", str(ready_file), "--quiet"]
     if profile is not None:
         argv += ["--profile", profile]
     table = overrides_to_table(overrides)

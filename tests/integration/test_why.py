@@ -4,6 +4,7 @@ machine's CPU, and the target's process tree sampled per level (docs/diagnosis.m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +37,30 @@ def _findings(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {f["kind"]: f for f in main["findings"]}
 
 
+@contextlib.contextmanager
+def _namespace(name: str) -> Iterator[list[str]]:
+    """A network namespace of the test's own, its loopback up: its kernel counters and sysctls are the
+    test's alone. Yields the command prefix that runs a program inside it; deleted on the way out."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    assert shutil.which("ip"), "iproute2 is not installed: run `make ci-deps` (scripts/install-system-deps.sh)"
+    ns = f"{name}{os.getpid() % 100000}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True, timeout=10).returncode:
+        pytest.skip("this machine does not let the test make network namespaces (ip netns add failed)")
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, timeout=10)
+        yield ["ip", "netns", "exec", ns]
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+
 class _KernelTrace:
     """ListenOverflows read every 2 ms on a thread of the test's own, with the time of each change: the
-    kernel's count inside a window of time, independent of knee's sampler."""
+    kernel's count inside a window of time, independent of knee's sampler. `net` is the namespace's
+    tables (`/proc/PID/net` of a process inside it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, net: Path) -> None:
+        self.net = net
         self.changes: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
@@ -47,7 +68,7 @@ class _KernelTrace:
     def _poll(self) -> None:
         last = None
         while not self._stop.is_set():
-            now, v = time.time(), events()["listen_overflows"]
+            now, v = time.time(), events(self.net)["listen_overflows"]
             if v != last:
                 self.changes.append((now, v))
                 last = v
@@ -68,16 +89,19 @@ class _KernelTrace:
 
 def test_a_listen_queue_that_overflows_is_counted_like_the_kernel_and_named(tmp_path: Path) -> None:
     # The server accepts 2 connections and no more; its listen queue holds 1: the other clients' SYNs are
-    # dropped by the kernel (ListenOverflows), and retried.
-    t = start_target(lam=1000.0, sigma=0.0, kappa=0.0, max_connections=2, backlog=1)
-    try:
-        with _KernelTrace() as kernel:
-            r = knee_cli(
-                "sweep", f"{t.url}/", "--levels", "2,24", "-d", "3", "--timeout", "10s", "--no-recovery",
-                "--monitor-pid", str(t.pid), "--out", str(tmp_path),
-            )  # fmt: skip
-    finally:
-        t.stop()
+    # dropped by the kernel (ListenOverflows), and retried. Inside a namespace of its own, no other test's
+    # traffic reaches the counter.
+    with _namespace("kneeovf") as inside:
+        t = start_target(lam=1000.0, sigma=0.0, kappa=0.0, max_connections=2, backlog=1, wrap=inside)
+        try:
+            with _KernelTrace(Path(f"/proc/{t.pid}/net")) as kernel:
+                r = subprocess.run(
+                    [*inside, KNEE, "sweep", f"{t.url}/", "--levels", "2,24", "-d", "3", "--timeout", "10s",
+                     "--no-recovery", "--monitor-pid", str(t.pid), "--out", str(tmp_path)],
+                    capture_output=True, text=True, timeout=120,
+                )  # fmt: skip
+        finally:
+            t.stop()
     assert r.returncode == 0, r.stderr
     doc = _record(tmp_path)
     counted = [s["counters"]["listen_overflows"] for s in doc["steps"]]
@@ -104,41 +128,21 @@ def test_a_listen_queue_that_overflows_is_counted_like_the_kernel_and_named(tmp_
 
 
 def test_connections_per_request_use_up_a_narrow_port_range_inside_a_namespace(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces need root")
-    assert shutil.which("ip"), "iproute2 is not installed: run `make ci-deps` (scripts/install-system-deps.sh)"
-    ns = f"kneeports{os.getpid() % 100000}"
-    if subprocess.run(["ip", "netns", "add", ns], capture_output=True, timeout=10).returncode:
-        pytest.skip("this machine does not let the test make network namespaces (ip netns add failed)")
-    target = None
-    try:
-        inside = ["ip", "netns", "exec", ns]
-        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, timeout=10)
+    with _namespace("kneeports") as inside:
         # 50 ephemeral ports, and no reuse of a port in TIME_WAIT: a few hundred connections use them up.
         for key, value in (("net.ipv4.ip_local_port_range", "40000 40049"), ("net.ipv4.tcp_tw_reuse", "0")):
             subprocess.run([*inside, "sysctl", "-qw", f"{key}={value}"], check=True, timeout=10)
-        ready = tmp_path / "ready.json"
-        target = subprocess.Popen(
-            [*inside, KNEE, "target", "--ready-file", str(ready), "--quiet", "--port", "39001", "--tcp-port", "39000"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 20
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        addr = json.loads(ready.read_text())["tcp_addr"]
+        # Its ports outside the ephemeral range, so that the clients' connections cannot take them.
+        target = start_target(wrap=inside, extra_args=["--port", "39001", "--tcp-port", "39000"])
         out = tmp_path / "runs"
-        r = subprocess.run(
-            [*inside, KNEE, "sweep", f"tcp://{addr}", "--send", "GET /\\n", "--expect", ".", "--levels", "2,4",
-             "-d", "2", "--no-recovery", "--out", str(out)],
-            capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
-    finally:
-        if target is not None:
-            target.terminate()
-            target.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+        try:
+            r = subprocess.run(
+                [*inside, KNEE, "sweep", f"tcp://{target.tcp_addr}", "--send", "GET /\\n", "--expect", ".",
+                 "--levels", "2,4", "-d", "2", "--no-recovery", "--out", str(out)],
+                capture_output=True, text=True, timeout=90,
+            )  # fmt: skip
+        finally:
+            target.stop()
     assert r.returncode == 0, r.stderr
     doc = _record(out)
     c = doc["steps"][0]["counters"]
