@@ -10,6 +10,7 @@ from test_analysis_helpers import step
 
 from knee.analysis import analyze, usl
 from knee.model import StepResult
+from knee.report.view import usl_line
 
 SERVICE_S = 0.020  # every shaped curve below: 20 ms per operation
 
@@ -46,7 +47,11 @@ def test_a_pool_disowns_the_usls_peak() -> None:
     assert v.usl is not None and v.usl.n_star is not None  # the fit stays: only its N* is not a capacity
     n_star = f"{v.usl.n_star:.0f}"
     assert f"the USL's N*={n_star} is not supported by this curve" in v.shape.evidence  # type: ignore[union-attr]
-    assert any(w.startswith(f"N*={n_star} is not supported by this curve") for w in v.usl.warnings)
+    # The verdict's USL sentence, the report's USL line and its plot quote no N*.
+    (said,) = [x for x in v.sentences if x.startswith("USL")]
+    assert "N*=" not in said and "no N* (the curve is a fixed pool" in said
+    line = usl_line(v)
+    assert line is not None and "N* =" not in line and "no N*: the curve is a fixed pool" in line
 
 
 def test_a_pool_measured_from_above_one_client_says_what_it_assumes() -> None:

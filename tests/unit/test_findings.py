@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from knee.analysis import analyze_run
 from knee.analysis.findings import findings
-from knee.model import GeneratorStats, HostCounters, ListenSocket, RunRecord, StepResult, TargetStats
+from knee.model import GeneratorStats, HostCounters, ListenSocket, Reason, RunRecord, StepResult, TargetStats
 
 from sample_records import make_group, scenario
 
@@ -93,3 +93,19 @@ def test_the_target_monitor_rules() -> None:
     assert "accept queue of port 8080 was full (129 waiting, backlog 128)" in k["accept_queue"].what  # type: ignore[attr-defined]
     # 100 MB at 1 client to 200 MB at 100: about 1 MB (1010 kB) per concurrent client
     assert "(1010 kB per concurrent client)" in k["target_usage"].what  # type: ignore[attr-defined]
+
+
+def test_every_group_gets_its_own_reason_and_only_the_measured_group_the_machines_counters() -> None:
+    counters = {n: HostCounters(samples=10, syn_retrans=50 if n >= 10 else 0) for n in LEVELS}
+    record = _record(counters=counters)
+    for i, s in enumerate(record.steps):
+        base = make_group("base", 5, 20.0, seed=i, failed=8 if s.level >= 100 else 0)
+        if s.level >= 100:
+            base.reasons = [Reason(class_="status", key="HTTP 503 Service Unavailable", sample="HTTP 503", count=8)]
+        s.groups["base"] = base
+    record.verdicts = analyze_run(record)
+    by_group = {v.group: {f.kind: f for f in v.findings} for v in record.verdicts}
+    assert set(by_group["main"]) == {"syn_retrans"}
+    (refused,) = by_group["base"].values()
+    assert refused.kind == "refused" and refused.level == 100
+    assert "answered 8 operations with “HTTP 503”" in refused.what and "rejected work" in refused.fix

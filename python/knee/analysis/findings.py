@@ -95,12 +95,15 @@ def _local(record: RunRecord) -> bool:
 
 
 def findings(record: RunRecord, v: Verdict) -> list[Finding]:
-    """The findings for the measured group's sweep, lowest level first within each rule."""
+    """The findings for group `v.group`'s sweep, lowest level first within each rule. The machine's and the
+    target's counters belong to every group of a step: they are told once, in the measured group's verdict;
+    every group gets the reason its own operations failed."""
     steps = [s for s in sweep_steps(record.steps, v.group) if s.direction == "up"]
     steps.sort(key=lambda s: (s.level, s.index))
     unit = record.level_unit
+    rules = (_listen, _accept_queue, _syn, _ports, _refused, _load_side, _target)
     out: list[Finding] = []
-    for rule in (_listen, _accept_queue, _syn, _ports, _refused, _load_side, _target):
+    for rule in rules if v.group == record.measured_group else (_refused,):
         out.extend(rule(steps, v, unit, record))
     return out
 

@@ -25,7 +25,8 @@ def group_names(record: RunRecord) -> list[str]:
 
 def analyze_run(record: RunRecord) -> list[Verdict]:
     """One verdict per group, with the scenario's analysis.onset, slo, recovery.tolerance and think times;
-    the measured group's carries the findings (why it broke: analysis.findings)."""
+    each carries its findings (why it broke: analysis.findings; the machine's and the target's in the
+    measured group's)."""
     sc = record.scenario
     verdicts = [
         analyze(
@@ -41,6 +42,5 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
         for name in group_names(record)
     ]
     for v in verdicts:
-        if v.group == record.measured_group:
-            v.findings = findings(record, v)
+        v.findings = findings(record, v)
     return verdicts

@@ -41,7 +41,7 @@ from knee.analysis.shape import name_shape
 from knee.analysis.slo import capacity
 from knee.analysis.uslfit import MIN_POINTS, fit_usl
 from knee.errors import UserError
-from knee.model import LevelUnit, StepResult, Verdict
+from knee.model import LevelUnit, StepResult, USLFit, Verdict
 from knee.scenario import Slo
 
 HYSTERESIS_NOTE = 0.10
@@ -302,9 +302,17 @@ def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> None:
         v.warnings.append(f"no USL fit: {exc}")
         return
     v.usl = f
-    peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
+    v.sentences.append(_usl_sentence(f, open_loop))
+
+
+def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
+    """The fit in a sentence; a pool's quotes no N*, which its curve does not support."""
+    if is_pool:
+        peak = "no N* (the curve is a fixed pool: it flattens, it does not turn down)"
+    else:
+        peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
-    v.sentences.append(f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}")
+    return f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}"
 
 
 def _levels(levels: list[int | float], unit: LevelUnit) -> str:
@@ -324,8 +332,6 @@ def _shape(v: Verdict, rows: list[LevelRow], steps: Sequence[StepResult], onset:
     if v.shape is None:
         return
     v.sentences.append(v.shape.evidence)
-    if v.shape.name == "pool" and v.usl is not None and v.usl.n_star is not None:
-        v.usl.warnings.append(
-            f"N*={v.usl.n_star:.0f} is not supported by this curve: it is a fixed pool with a queue, whose rate "
-            "flattens rather than turns down; its capacity is the pool's, not N*"
-        )
+    if v.shape.name == "pool" and v.usl is not None:
+        said = _usl_sentence(v.usl, open_loop=False)
+        v.sentences = [_usl_sentence(v.usl, False, is_pool=True) if x == said else x for x in v.sentences]

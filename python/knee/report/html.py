@@ -60,7 +60,9 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
     v = next((x for x in record.verdicts if x.group == g.name), None)
     x = "offered rate" if rates else "concurrency"
     if g.plot_levels >= 2:
-        out.append(_figure(plots.throughput(record, g.name, v.usl if v else None), f"throughput vs {x}"))
+        pool = v is not None and v.shape is not None and v.shape.name == "pool"
+        fit = plots.throughput(record, g.name, v.usl if v else None, n_star=not pool)
+        out.append(_figure(fit, f"throughput vs {x}"))
         out.append(_figure(plots.failures(record, g.name), f"failures and hung vs {x}"))
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))
         if g.counters is not None:

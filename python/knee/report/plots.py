@@ -58,11 +58,12 @@ def _vs(rates: bool) -> str:
     return "offered rate" if rates else "concurrency"
 
 
-def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
+def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool = True) -> str:
     """Rate vs concurrency (or offered rate), the USL curve through it, and the recovery probes.
 
     A rate sweep shows the offered rate as a diagonal and what was achieved; its USL is fitted
-    on Little's-law concurrency, another axis, so it is not drawn here.
+    on Little's-law concurrency, another axis, so it is not drawn here. `n_star=False` leaves out the
+    USL's peak (a pool's curve does not support it).
     """
     fig, ax = plt.subplots(figsize=_SIZE)
     rates = _rates(record)
@@ -100,7 +101,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
     if fit is not None and levels and not rates:
         n = np.geomspace(max(1, min(levels)), max(levels), 200)
         ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
-        if fit.n_star:
+        if fit.n_star and n_star:
             ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
     _levels_axis(ax, levels, rates)
     ax.set_ylabel("operations / s")
