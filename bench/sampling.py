@@ -1,10 +1,13 @@
 """What knee's per-step counters cost (docs/diagnosis.md): CPU seconds per second of sampling.
 
-`python bench/sampling.py` starts `knee target`, holds N keep-alive connections open to it (the
-target then has N sockets, and /proc/net/tcp N × 2 lines to read), and times the samplers' own CPU
-(`time.thread_time`, the sampling thread's CPU only) over many samples:
+`python bench/sampling.py [CONNECTIONS] [TIME_WAIT]` starts `knee target`, holds CONNECTIONS keep-alive
+connections open to it (the target then has N sockets, the machine 2 N), leaves TIME_WAIT more closed by
+this side (each a socket in TIME_WAIT for a minute), and times the samplers' own CPU (`time.thread_time`,
+the sampling thread's CPU only) over many samples:
 
 - the load machine's counters (HostSampler: /proc/net/netstat, snmp, sockstat, meminfo);
+- its socket census (a netlink dump of every TCP socket: sockets by state, ephemeral ports in use), which
+  the sampler runs as often as it stays within CENSUS_SHARE of a core;
 - the target's process tree (TargetMonitor: psutil per process, its fds, /proc/net/tcp).
 
 At one sample a second, CPU per sample is CPU per second of sampling.
@@ -18,7 +21,8 @@ import statistics
 import sys
 import time
 
-from knee.counters import HostSampler, TargetMonitor
+from knee.counters import CENSUS_SHARE, SAMPLE_S, HostSampler, TargetMonitor, tcp_census
+from knee.diagnose import ephemeral_port_range
 from knee.target import start_target
 
 SAMPLES = 200
@@ -35,20 +39,30 @@ def _cost(sample: object, n: int = SAMPLES) -> float:
     return statistics.median(per)
 
 
-def main(connections: int = 1000) -> dict[str, float]:
+def main(connections: int = 1000, time_wait: int = 0) -> dict[str, float]:
     t = start_target(lam=1000.0, sigma=0.0, kappa=0.0)
     socks = []
     try:
+        for _ in range(time_wait):
+            socket.create_connection((t.host, t.http_port)).close()
         for _ in range(connections):
             socks.append(socket.create_connection((t.host, t.http_port)))
         host = HostSampler()
+        host._census_due = float("inf")  # the census is timed on its own: it runs as often as its budget allows
         mon = TargetMonitor(pid=t.pid)
+        ports = ephemeral_port_range()
+        census = _cost(lambda: tcp_census(ports), 40)
         out = {
             "connections": float(connections),
+            "time_wait": float(time_wait),
             "host_cpu_ms_per_sample": round(_cost(host._sample) * 1000, 3),
+            "census_cpu_ms_per_call": round(census * 1000, 3),
+            "census_every_s": round(max(SAMPLE_S, census / CENSUS_SHARE), 2),
             "target_cpu_ms_per_sample": round(_cost(mon._sample) * 1000, 3),
         }
-        out["cpu_share_at_1_hz"] = round((out["host_cpu_ms_per_sample"] + out["target_cpu_ms_per_sample"]) / 1000, 5)
+        census_ms = min(census * 1000, CENSUS_SHARE * 1000)
+        per_s = out["host_cpu_ms_per_sample"] + census_ms + out["target_cpu_ms_per_sample"]
+        out["cpu_share_at_1_hz"] = round(per_s / 1000, 5)
         return out
     finally:
         for s in socks:
@@ -57,4 +71,5 @@ def main(connections: int = 1000) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000)))
+    args = [int(a) for a in sys.argv[1:3]]
+    print(json.dumps(main(*args)))

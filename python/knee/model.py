@@ -303,6 +303,9 @@ class HostCounters(BaseModel):
     tcp_inuse_peak: int = 0
     time_wait_peak: int = 0
     ephemeral_ports: int = 0  # the size of net.ipv4.ip_local_port_range
+    # netlink sock_diag: ports of that range held by a socket that is not listening (TIME_WAIT included)
+    ephemeral_in_use_peak: int = 0
+    tcp_states_peak: dict[str, int] = Field(default_factory=dict)  # TCP sockets by state: each state's peak
     somaxconn: int = 0  # net.core.somaxconn: the cap on every listen queue of this machine
     mem_used_mb_peak: float = 0.0  # MemTotal - MemAvailable
     mem_total_mb: float = 0.0
@@ -313,9 +316,11 @@ class HostCounters(BaseModel):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.out_rsts += other.out_rsts
         self.retrans_segs += other.retrans_segs
-        peaks = ("tcp_inuse_peak", "time_wait_peak", "ephemeral_ports", "somaxconn", "mem_used_mb_peak", "mem_total_mb")
-        for k in peaks:
+        peaks = ("tcp_inuse_peak", "time_wait_peak", "ephemeral_ports", "ephemeral_in_use_peak", "somaxconn")
+        for k in (*peaks, "mem_used_mb_peak", "mem_total_mb"):
             setattr(self, k, max(getattr(self, k), getattr(other, k)))
+        for state, n in other.tcp_states_peak.items():
+            self.tcp_states_peak[state] = max(self.tcp_states_peak.get(state, 0), n)
 
 
 class ListenSocket(BaseModel):

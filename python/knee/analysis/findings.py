@@ -183,18 +183,26 @@ def _syn(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) 
 
 
 def _ports(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    """The ephemeral ports the client host held (counted by the socket census; TIME_WAIT sockets from
+    sockstat where no census ran) against its range."""
     for s in steps:
         c = s.counters
         if c is None or not c.ephemeral_ports:
             continue
-        if c.time_wait_peak >= PORTS_SHARE * c.ephemeral_ports:
+        held = c.ephemeral_in_use_peak or c.time_wait_peak
+        if held >= PORTS_SHARE * c.ephemeral_ports:
+            tw = f" ({c.time_wait_peak:,} sockets in TIME_WAIT)"
+            what = (
+                f"{held:,} of the {c.ephemeral_ports:,} ephemeral ports were in use{tw}"
+                if c.ephemeral_in_use_peak
+                else f"TIME_WAIT reached {c.time_wait_peak:,} sockets against {c.ephemeral_ports:,} ephemeral ports"
+            )
             return [
                 Finding(
                     kind="ports",
                     level=s.level,
-                    what=f"TIME_WAIT reached {c.time_wait_peak:,} sockets against {c.ephemeral_ports:,} ephemeral "
-                    f"ports at {_where(s.level, unit)}: above this level the results measure the client host's "
-                    "port supply, not the service",
+                    what=f"{what} at {_where(s.level, unit)}: above this level the results measure the client "
+                    "host's port supply, not the service",
                     fix="keep connections alive, or spread clients over more machines (--cluster); widen "
                     "net.ipv4.ip_local_port_range and set net.ipv4.tcp_tw_reuse=1",
                 )

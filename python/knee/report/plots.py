@@ -112,7 +112,8 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
 
 def counters(record: RunRecord, group: str) -> str:
     """The machine's and the target's counters beside throughput, level by level: throughput on the left axis;
-    TIME_WAIT sockets, listen overflows and SYN retransmits (and the target's RSS) on the right."""
+    ephemeral ports in use, TIME_WAIT sockets, listen overflows and SYN retransmits (and the target's RSS) on
+    the right."""
     fig, ax = plt.subplots(figsize=_SIZE)
     rates = _rates(record)
     up = [s for s in _sweep(record, group) if s.counters is not None or s.target is not None]
@@ -122,6 +123,7 @@ def counters(record: RunRecord, group: str) -> str:
     ax2 = ax.twinx()
     ax2.grid(False)
     series = [
+        ("ephemeral ports in use", "o--", lambda s: s.counters.ephemeral_in_use_peak if s.counters else None),
         ("TIME_WAIT sockets", "s--", lambda s: s.counters.time_wait_peak if s.counters else None),
         ("listen overflows", "^--", lambda s: s.counters.listen_overflows if s.counters else None),
         ("SYN retransmits", "v--", lambda s: s.counters.syn_retrans if s.counters else None),

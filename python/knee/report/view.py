@@ -313,7 +313,9 @@ def finding_line(f: Finding) -> str:
     return f"{f.what}. Fix: {f.fix}" if f.fix else f.what
 
 
-COUNTERS_HEADER = ["Step", "Level", "TIME_WAIT", "Listen overflows", "SYN retrans", "Resets", "Memory used"]
+COUNTERS_HEADER = [
+    *("Step", "Level", "Ephemeral ports", "TIME_WAIT", "Listen overflows", "SYN retrans", "Resets", "Memory used")
+]
 TARGET_HEADER = ["Target CPU", "Target RSS", "Threads", "Open files", "Connections", "Accept queue"]
 
 
@@ -329,14 +331,15 @@ def counters_table(record: RunRecord) -> Table | None:
         cells = [str(s.index), fmt.load(s.level, record.level_unit)]
         if c is not None:
             cells += [
-                f"{c.time_wait_peak:,} of {c.ephemeral_ports:,} ports",
+                f"{c.ephemeral_in_use_peak:,} of {c.ephemeral_ports:,}" if c.ephemeral_in_use_peak else "",
+                f"{c.time_wait_peak:,}",
                 f"{c.listen_overflows:,}",
                 f"{c.syn_retrans:,}",
                 f"{c.estab_resets + c.attempt_fails:,}",
                 f"{c.mem_used_mb_peak / 1000:.1f} of {c.mem_total_mb / 1000:.1f} GB",
             ]
         else:
-            cells += [""] * 5
+            cells += [""] * 6
         if monitored:
             t = s.target
             if t is None:
