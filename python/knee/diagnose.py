@@ -3,7 +3,8 @@
 - `CpuMeter`: knee's own CPU seconds over a step (`getrusage(RUSAGE_SELF)`), its child
   processes' (exec clients and worker programs: `RUSAGE_CHILDREN` for the ones reaped, the
   live ones' CPU times by psutil) and the machine's, as a GeneratorStats; the step is flagged
-  saturated when knee and its children used ≥ 90 % of the cores they may run on.
+  saturated when knee and its children used ≥ 90 % of the cores they may run on, or when those cores
+  were ≥ 90 % busy and knee and its children held at least half of them (other processes took the rest).
 - `preflight_scenario`: before any load (every run and sweep), the target can be reached (or the
   command exists), then the machine (`Machine`) against the largest step (`Load`): the open-file limit
   (raised to what the step needs when the hard limit allows, else an error with the fix), the ephemeral
@@ -30,6 +31,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -39,6 +41,7 @@ from knee.model import GeneratorStats
 from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 
 SATURATED_SHARE = 0.9
+BUSY_SHARE = 0.5  # of its cores, knee and its children's share when the cores were full: saturated too
 # file descriptors one client may hold: a socket; exec: a pidfd and, when its output is checked,
 # a pipe per stream (the engine's own check, crates/engine/src/clients/mod.rs, counts exactly)
 _FDS_PER_CLIENT = {"http": 1, "tcp": 1, "exec": 3}
@@ -73,9 +76,18 @@ def _live_children_cpu() -> dict[int, float]:
     return out
 
 
-def _machine_busy() -> float:
-    t = psutil.cpu_times()
+def _busy(t: Any) -> float:
     return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+
+
+def _machine_busy() -> tuple[float, float]:
+    """Busy CPU seconds so far: the whole machine's, and those of the cores this process may run on."""
+    per = psutil.cpu_times(percpu=True)
+    try:
+        mine = os.sched_getaffinity(0)
+    except AttributeError:  # pragma: no cover - not Linux
+        mine = set(range(len(per)))
+    return sum(_busy(t) for t in per), sum(_busy(t) for i, t in enumerate(per) if i in mine)
 
 
 @dataclass
@@ -85,7 +97,7 @@ class CpuMeter:
     _cpu0: float = 0.0
     _reaped0: float = 0.0
     _live0: dict[int, float] = field(default_factory=dict)
-    _machine0: float = 0.0
+    _machine0: tuple[float, float] = (0.0, 0.0)
     _t0: float = 0.0
 
     def start(self) -> CpuMeter:
@@ -105,7 +117,7 @@ class CpuMeter:
         reaped = max(0.0, _cpu_seconds(resource.RUSAGE_CHILDREN) - self._reaped0)
         reaped -= sum(v for pid, v in self._live0.items() if pid not in live)
         children = max(0.0, reaped) + sum(max(0.0, v - self._live0.get(pid, 0.0)) for pid, v in live.items())
-        machine = max(0.0, _machine_busy() - self._machine0)
+        machine, own = (max(0.0, b - a) / elapsed for a, b in zip(self._machine0, _machine_busy(), strict=True))
         cores = cores_available()
         used = cpu / elapsed
         kids = children / elapsed
@@ -114,10 +126,18 @@ class CpuMeter:
             cpu_cores=round(used, 4),
             children_cpu_s=round(children, 4),
             children_cpu_cores=round(kids, 4),
-            machine_cpu_cores=round(machine / elapsed, 4),
+            machine_cpu_cores=round(machine, 4),
+            cores_busy=round(min(own, cores), 4),
             cores_available=cores,
-            saturated=used + kids >= SATURATED_SHARE * cores,
+            saturated=saturated(used + kids, own, cores),
         )
+
+
+def saturated(load: float, busy: float, cores: int) -> bool:
+    """The load side could not get more CPU: knee and its children (`load` cores) used nearly all of the `cores`
+    they may run on, or those cores were full (`busy`, every process's) and knee and its children held at least
+    half of them: other processes took the rest."""
+    return load >= SATURATED_SHARE * cores or (busy >= SATURATED_SHARE * cores and load >= BUSY_SHARE * cores)
 
 
 # ---- preflight: will this machine let knee do what the largest step needs? -------------------------------------
@@ -562,6 +582,23 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
     return load
 
 
+def host_port(g: Group) -> tuple[str, int] | None:
+    """A network group's (host, port), the URL's default port when it names none; None for commands and flows.
+    A URL without a host or with a bad port: UserError."""
+    if isinstance(g, HttpGroup):
+        parts = urllib.parse.urlsplit(g.url)
+        if not parts.hostname:
+            raise UserError(f"bad URL {g.url!r}: it has no host")
+        try:
+            return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise UserError(f"bad URL {g.url!r}: the port is not a number from 1 to 65535") from None
+    if isinstance(g, TcpGroup):
+        host, _, port = g.addr.rpartition(":")
+        return host.strip("[]"), int(port)
+    return None
+
+
 def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
     """Catch what would make every operation fail before any load starts: one sentence each. A network group's
     endpoint (with one connect's time) comes back."""
@@ -575,20 +612,12 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
         if found is None:
             raise UserError(f"command not found or not executable: {prog!r} (check the name and your PATH)")
         return None
-    if isinstance(g, HttpGroup):
-        parts = urllib.parse.urlsplit(g.url)
-        if not parts.hostname:
-            raise UserError(f"bad URL {g.url!r}: it has no host")
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            raise UserError(f"bad URL {g.url!r}: the port is not a number from 1 to 65535") from None
-        host = parts.hostname
-        if g.body_file is not None and not os.access(g.body_file, os.R_OK):
-            raise UserError(f"body_file {g.body_file!r} cannot be read (does it exist?)")
-    else:
-        host_s, _, port_s = g.addr.rpartition(":")
-        host, port = host_s.strip("[]"), int(port_s)
+    if isinstance(g, HttpGroup) and g.body_file is not None and not os.access(g.body_file, os.R_OK):
+        raise UserError(f"body_file {g.body_file!r} cannot be read (does it exist?)")
+    where = host_port(g)
+    if where is None:
+        return None
+    host, port = where
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:

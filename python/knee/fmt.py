@@ -2,11 +2,13 @@
 
 rate(44.62) == "44.6 Hz"      rate(1853.2) == "1,853 Hz"      rate(4.6) == "4.60 Hz"
 pct(0.004) == "0.4 %"         ms(0.3) == "0.300 ms"           duration(260) == "4.3 min"
-load(50) == "50 clients"      load(500, "rate") == "500/s offered"
+load(50) == "50 clients"      load(500, "rate") == "500/s offered"      and_list(["1", "2", "5"]) == "1, 2 and 5"
 transfer(2_500_000) == "2.50 MB/s (20.0 Mbit/s)"
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 def sig3(x: float) -> str:
@@ -71,6 +73,11 @@ def num(x: float) -> str:
 def level(n: float) -> str:
     """A level as an integer when it is one."""
     return f"{n:.0f}" if float(n).is_integer() else f"{n:g}"
+
+
+def and_list(items: Sequence[str]) -> str:
+    """['a'] → 'a'; ['a', 'b', 'c'] → 'a, b and c'."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
 def level_rate(hz: float) -> str:

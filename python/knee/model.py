@@ -276,13 +276,21 @@ class GeneratorStats(BaseModel):
     children_cpu_s: float = 0.0  # knee's child processes (exec clients, worker programs)
     children_cpu_cores: float = 0.0
     machine_cpu_cores: float = 0.0  # busy cores of the whole machine, every process included
+    cores_busy: float = 0.0  # busy cores among those knee may run on (its affinity), every process included
     cores_available: int = 1
-    saturated: bool = False  # knee and its children used ≥ 90 % of the cores they may run on
+    # knee and its children used ≥ 90 % of the cores they may run on, or those cores were ≥ 90 % busy and
+    # knee and its children held at least half of them
+    saturated: bool = False
 
     @property
     def load_cores(self) -> float:
         """knee's cores plus its children's."""
         return self.cpu_cores + self.children_cpu_cores
+
+    def others(self) -> str:
+        """'; other processes took 0.40 of them' when others used a tenth of knee's cores or more, else ''."""
+        rest = self.cores_busy - self.load_cores
+        return f"; other processes took {rest:.2f} of them" if rest >= 0.1 * self.cores_available else ""
 
 
 class HostCounters(BaseModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from knee.analysis import analyze_run
 from knee.analysis.findings import findings
+from knee.diagnose import saturated
 from knee.model import GeneratorStats, HostCounters, ListenSocket, Reason, RunRecord, StepResult, TargetStats
 
 from sample_records import make_group, scenario
@@ -73,6 +74,12 @@ def test_a_saturated_load_side_says_whose_cores() -> None:
     f = _kinds(_record(generator=sat))["load_side"]
     assert f.level == 10 and "knee used 0.40 and its client processes 1.50 of 2 cores" in f.what  # type: ignore[attr-defined]
     assert "shared the machine" in f.what  # type: ignore[attr-defined]
+    assert "other processes" not in f.what  # type: ignore[attr-defined]
+    # Its cores full, knee and its clients holding 1.2 of them: other processes took the rest.
+    full = {100: GeneratorStats(cpu_cores=0.2, children_cpu_cores=1.0, cores_busy=1.95, cores_available=2)}
+    full[100].saturated = saturated(full[100].load_cores, full[100].cores_busy, 2)
+    f = _kinds(_record(generator=full))["load_side"]
+    assert f.level == 100 and "of 2 cores; other processes took 0.75 of them: the load side" in f.what  # type: ignore[attr-defined]
 
 
 def test_the_target_monitor_rules() -> None:

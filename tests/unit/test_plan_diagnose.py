@@ -20,6 +20,7 @@ from knee.diagnose import (
     ephemeral_port_range,
     fds_needed,
     preflight,
+    saturated,
 )
 
 
@@ -33,13 +34,21 @@ def test_cpu_meter_sees_a_busy_loop_and_an_idle_wait() -> None:
     assert busy.cpu_s >= 0.1
     assert busy.cpu_cores >= 0.3
     assert busy.cores_available == cores_available()
-    assert busy.saturated is (busy.cpu_cores >= 0.9 * busy.cores_available)
+    assert busy.cores_busy >= busy.cpu_cores * 0.9  # the busy loop ran on knee's own cores
+    assert busy.saturated is saturated(busy.load_cores, busy.cores_busy, busy.cores_available)
 
     meter = CpuMeter().start()
     time.sleep(0.3)
     idle = meter.stop()
     assert idle.cpu_cores < 0.3
     assert not idle.saturated
+
+
+def test_the_load_side_is_saturated_by_its_own_use_or_by_full_cores_it_held_half_of() -> None:
+    assert saturated(1.8, 1.8, 2) and not saturated(1.7, 1.7, 2)
+    # Its cores full: saturated when knee and its children held half of them, not when others took most.
+    assert saturated(1.0, 1.9, 2) and not saturated(0.9, 1.9, 2)
+    assert not saturated(1.5, 1.7, 2)
 
 
 def test_fd_limit_is_raised_when_the_hard_limit_allows() -> None:

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from knee import fmt
+
 MIN_LEVELS = 4
 MIN_BELOW_PEAK = 2
 _NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
@@ -24,10 +26,7 @@ def nice(x: float) -> int:
 
 def level_list(levels: Iterable[float]) -> str:
     """[10, 25] → '10 and 25'; [5, 10, 25] → '5, 10 and 25'."""
-    items = [f"{v:.0f}" if float(v).is_integer() else f"{v:.3g}" for v in levels]
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
+    return fmt.and_list([f"{v:.0f}" if float(v).is_integer() else f"{v:.3g}" for v in levels])
 
 
 def between(lo: float, hi: float, measured: Iterable[float], count: int = 2) -> list[int]:

@@ -17,12 +17,12 @@ failure reasons) in level order and report the lowest level where each condition
 from __future__ import annotations
 
 import re
-import urllib.parse
 from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
-from knee.diagnose import host_is_local
+from knee.diagnose import host_is_local, host_port
+from knee.errors import UserError
 from knee.model import Finding, Level, RunRecord, StepResult, TargetStats, Verdict
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
@@ -64,34 +64,25 @@ def _where(level: Level, unit: str) -> str:
     return fmt.load(level, unit)
 
 
-def _target_port(record: RunRecord) -> int | None:
+def _endpoint(record: RunRecord) -> tuple[str, int] | None:
+    """The measured group's (host, port), when it is a network group with a literal address."""
     g = record.scenario.groups.get(record.measured_group)
-    url = getattr(g, "url", None)
-    addr = getattr(g, "addr", None)
     try:
-        if url:
-            parts = urllib.parse.urlsplit(url)
-            return parts.port or (443 if parts.scheme == "https" else 80)
-        if addr:
-            return int(addr.rpartition(":")[2])
-    except ValueError:
+        where = host_port(g) if g is not None else None
+    except (UserError, ValueError):
         return None
-    return None
+    return where if where is not None and "${" not in where[0] else None
+
+
+def _target_port(record: RunRecord) -> int | None:
+    where = _endpoint(record)
+    return where[1] if where else None
 
 
 def _local(record: RunRecord) -> bool:
     """The measured group's target runs on this machine (a loopback or local address)."""
-    g = record.scenario.groups.get(record.measured_group)
-    url = getattr(g, "url", None)
-    addr = getattr(g, "addr", None)
-    host = None
-    if url:
-        host = urllib.parse.urlsplit(url).hostname
-    elif addr:
-        host = addr.rpartition(":")[0].strip("[]")
-    if not host or "${" in host:
-        return False
-    return host_is_local(host)
+    where = _endpoint(record)
+    return where is not None and host_is_local(where[0])
 
 
 def findings(record: RunRecord, v: Verdict) -> list[Finding]:
@@ -245,7 +236,8 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
         g = s.generator
         what = (
             f"at {_where(s.level, unit)} knee used {g.cpu_cores:.2f} and its client processes "
-            f"{g.children_cpu_cores:.2f} of {g.cores_available} cores: the load side, not the service, was the limit"
+            f"{g.children_cpu_cores:.2f} of {g.cores_available} cores{g.others()}: the load side, not the service, "
+            "was the limit"
         )
         if _local(record):
             what += "; the service shared the machine with its clients"

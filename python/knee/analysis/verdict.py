@@ -318,12 +318,8 @@ def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
 def _levels(levels: list[int | float], unit: LevelUnit) -> str:
     """[200, 400] → '200 and 400 clients'; for a rate sweep '200/s and 400/s offered'."""
     if unit == "rate":
-        return f"{_and([fmt.level_rate(x) for x in levels])} offered"
-    return f"{_and([fmt.level(x) for x in levels])} clients"
-
-
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+        return f"{fmt.and_list([fmt.level_rate(x) for x in levels])} offered"
+    return f"{fmt.and_list([fmt.level(x) for x in levels])} clients"
 
 
 def _shape(v: Verdict, rows: list[LevelRow], steps: Sequence[StepResult], onset: float) -> None:

@@ -284,7 +284,8 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
             out.append(
                 f"the load side was saturated at step {s.index} ({fmt.load(s.level, record.level_unit)}: knee "
                 f"{gen.cpu_cores:.2f} and its child processes {gen.children_cpu_cores:.2f} of "
-                f"{gen.cores_available} cores); its numbers measure the load generator as much as the service"
+                f"{gen.cores_available} cores{gen.others()}); its numbers measure the load generator as much as the "
+                "service"
             )
         if s.skewed and s.start_skew_s is not None:
             out.append(
