@@ -67,10 +67,7 @@ fn per_client_iterations_are_exact() {
 
 #[test]
 fn duration_stop_ends_on_time() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(5),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(5));
     let t = Instant::now();
     let mut s = one_group(10, json!({"duration_ms": 800}), http(&server.url()));
     s.interval_ms = 200;
@@ -90,10 +87,7 @@ fn duration_stop_ends_on_time() {
 
 #[test]
 fn fixed_20ms_service_has_p50_just_above_20ms() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(20),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(20));
     let r = run(one_group(4, json!({"total": 120}), http(&server.url()))).unwrap();
     let s = summary(&r);
     let p50 = s["groups"][0]["latency_us"]["p50"].as_u64().unwrap();
@@ -211,10 +205,7 @@ fn refused_connections_are_classed_connect_refused() {
 
 #[test]
 fn slow_responses_past_the_timeout_are_hung() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(400),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(400));
     let mut s = one_group(3, json!({"per_client": 2}), http(&server.url()));
     s.groups[0].timeout_ms = 100;
     let t = Instant::now();
@@ -228,10 +219,7 @@ fn slow_responses_past_the_timeout_are_hung() {
 
 #[test]
 fn baseload_and_stress_groups_run_together_with_separate_results() {
-    let base = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
+    let base = TestServer::delayed(Duration::from_millis(2));
     let stress = TestServer::start(ServerOpts {
         status: 500,
         ..ServerOpts::default()
@@ -258,14 +246,8 @@ fn baseload_and_stress_groups_run_together_with_separate_results() {
 
 #[test]
 fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
-    let base = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
-    let stress = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(5),
-        ..ServerOpts::default()
-    });
+    let base = TestServer::delayed(Duration::from_millis(2));
+    let stress = TestServer::delayed(Duration::from_millis(5));
     // Both kinds of foreground task: closed-loop clients and an open-loop scheduler.
     for stress_pacer in [json!({"kind": "rate", "rate_hz": 400.0}), json!({"kind": "closed"})] {
         let mut stress_group = group("stress", 4, json!({"total": 160}), http(&stress.url()));
@@ -299,10 +281,7 @@ fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
 
 #[test]
 fn a_shard_of_background_groups_runs_until_stopped_and_cuts_into_windows() {
-    let base = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
+    let base = TestServer::delayed(Duration::from_millis(2));
     let s = spec(json!({"threads": 2, "interval_ms": 100, "groups": [
         group("baseload", 4, json!({"while_others": true}), http(&base.url())),
     ]}));
@@ -372,10 +351,7 @@ fn while_others_must_be_true() {
 
 #[test]
 fn warmup_operations_are_not_recorded() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(5),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(5));
     let mut s = one_group(2, json!({"duration_ms": 300}), http(&server.url()));
     s.groups[0].warmup_ms = 200;
     let r = run(s).unwrap();
@@ -580,10 +556,7 @@ fn cut_off_responses_are_classed_reset_or_closed() {
 /// not lost.
 #[test]
 fn started_equals_what_the_server_saw() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(3),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(3));
     let mut s = one_group(8, json!({"duration_ms": 400}), http(&server.url()));
     s.groups[0].warmup_ms = 100;
     let r = run(s).unwrap();

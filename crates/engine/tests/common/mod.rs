@@ -121,6 +121,14 @@ impl TestServer {
         }
     }
 
+    /// The default answer, after `delay`.
+    pub fn delayed(delay: Duration) -> TestServer {
+        TestServer::start(ServerOpts {
+            delay,
+            ..ServerOpts::default()
+        })
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
     }
