@@ -7,15 +7,12 @@ import re
 import subprocess
 
 from measure import Measured
-from tool import BENCH, ParseError, Run, Sample, Tool, debian_version, find_binary, first_line, search, to_ms
+from tool import BENCH, ParseError, Run, Sample, Tool, debian_version, first_line, search, to_ms
 
 
 class Wrk(Tool):
     name = "wrk"
     modes = ("keepalive", "close")
-
-    def binary(self) -> str | None:
-        return find_binary("wrk")
 
     def version(self) -> str:
         deb = debian_version("wrk")
@@ -45,9 +42,6 @@ class Wrk(Tool):
 class Ab(Tool):
     name = "ab"
     modes = ("keepalive", "close")
-
-    def binary(self) -> str | None:
-        return find_binary("ab")
 
     def version(self) -> str:
         own = first_line([self.binary() or "ab", "-V"]).removeprefix("This is ApacheBench, ").split(" <")[0]
@@ -79,9 +73,6 @@ class Ab(Tool):
 class Oha(Tool):
     name = "oha"
     modes = ("keepalive", "close")
-
-    def binary(self) -> str | None:
-        return find_binary("oha")
 
     def version(self) -> str:
         return first_line([self.binary() or "oha", "--version"])
@@ -125,9 +116,6 @@ class Hey(Tool):
     name = "hey"
     modes = ("keepalive", "close")
 
-    def binary(self) -> str | None:
-        return find_binary("hey")
-
     def version(self) -> str:
         # hey has no version flag; the Go build info records the module version.
         try:
@@ -166,9 +154,6 @@ class Vegeta(Tool):
     name = "vegeta"
     modes = ("keepalive", "close")
 
-    def binary(self) -> str | None:
-        return find_binary("vegeta")
-
     def version(self) -> str:
         return first_line([self.binary() or "vegeta", "-version"]).removeprefix("Version: ")
 
@@ -203,9 +188,6 @@ class Vegeta(Tool):
 class Locust(Tool):
     name = "locust"
     modes = ("keepalive", "flow")
-
-    def binary(self) -> str | None:
-        return find_binary("locust")
 
     def version(self) -> str:
         return first_line([self.binary() or "locust", "--version"]).split(" from ")[0].removeprefix("locust ")

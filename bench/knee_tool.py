@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 from measure import Measured
-from tool import BENCH, ROOT, TOOLS_BIN, ParseError, Run, Sample, Tool, find_binary, first_line
+from tool import BENCH, ROOT, TOOLS_BIN, ParseError, Run, Sample, Tool, first_line
 
 HOLD_S = 20  # exec-hold: how long each client's process lives
 
@@ -15,9 +15,6 @@ HOLD_S = 20  # exec-hold: how long each client's process lives
 class Knee(Tool):
     name = "knee"
     modes = ("keepalive", "close", "exec", "exec-hold", "flow", "worker")
-
-    def binary(self) -> str | None:
-        return find_binary("knee")
 
     def version(self) -> str:
         return first_line([self.binary() or "knee", "--version"]).removeprefix("knee, version ")

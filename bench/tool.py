@@ -52,7 +52,8 @@ class Tool:
     modes: tuple[str, ...] = ()
 
     def binary(self) -> str | None:
-        raise NotImplementedError
+        """The tool's program, found by its name (`find_binary`); None when it is not installed."""
+        return find_binary(self.name)
 
     def available(self) -> bool:
         return self.binary() is not None

@@ -14,15 +14,19 @@ from knee.model import RunRecord, Verdict
 from knee.store import RunDir
 from knee.target import start_target
 
-OVERLOAD = """\
-name = "overload"
-
+# The demo service's /ls, one client per level: the group both the overload and the up-down sweep drive.
+LS_GROUP = """\
 [groups.main]
 kind = "http"
 url = "${target}/ls"
 clients = "level"
 timeout = "5s"
+"""
 
+OVERLOAD = f"""\
+name = "overload"
+
+{LS_GROUP}
 [sweep]
 levels = [5, 50, 700]
 duration = "2500ms"
@@ -149,13 +153,8 @@ def test_demo_quick_writes_a_report_and_stops_its_service(tmp_path: Path) -> Non
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-UP_DOWN = """\
-[groups.main]
-kind = "http"
-url = "${target}/ls"
-clients = "level"
-timeout = "5s"
-
+UP_DOWN = f"""\
+{LS_GROUP}
 [sweep]
 levels = [5, 50, 700, 900]
 duration = "1s"

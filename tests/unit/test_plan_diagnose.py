@@ -51,6 +51,13 @@ def test_the_load_side_is_saturated_by_its_own_use_or_by_full_cores_it_held_half
     assert not saturated(1.5, 1.7, 2)
 
 
+def _in_child(code: str) -> str:
+    """What `code` prints, run in a child Python (its resource limits are its own) that imports this knee."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env, check=True)
+    return out.stdout
+
+
 def test_fd_limit_is_raised_when_the_hard_limit_allows() -> None:
     # in a child process whose soft limit is lowered to 256 first (here and in CI soft == hard, so raising
     # it in this process would exercise nothing)
@@ -63,9 +70,8 @@ def test_fd_limit_is_raised_when_the_hard_limit_allows() -> None:
         "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], check.fd_limit)\n"
         "print(*check.warnings, sep='\\n')\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env, check=True)
-    first, said = out.stdout.splitlines()[0], out.stdout.splitlines()[1:]
+    out = _in_child(code)
+    first, said = out.splitlines()[0], out.splitlines()[1:]
     need = fds_needed({"http": 1000})
     assert first == f"{need} {need}"
     assert said == [
@@ -85,9 +91,8 @@ def test_fd_limit_beyond_the_hard_limit_is_one_sentence_with_the_fix() -> None:
         "except UserError as e:\n"
         "    print(e)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env, check=True)
-    assert out.stdout.strip() == (
+    out = _in_child(code)
+    assert out.strip() == (
         "the open-file limit is 512 (ulimit -n) but 1000 clients need about 3064 file descriptors; "
         "raise it with `ulimit -n 3064` or run fewer clients per machine"
     )

@@ -67,10 +67,7 @@ fn per_client_iterations_are_exact() {
 
 #[test]
 fn duration_stop_ends_on_time() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(5),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(5));
     let t = Instant::now();
     let mut s = one_group(10, json!({"duration_ms": 800}), http(&server.url()));
     s.interval_ms = 200;
@@ -90,10 +87,7 @@ fn duration_stop_ends_on_time() {
 
 #[test]
 fn fixed_20ms_service_has_p50_just_above_20ms() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(20),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(20));
     let r = run(one_group(4, json!({"total": 120}), http(&server.url()))).unwrap();
     let s = summary(&r);
     let p50 = s["groups"][0]["latency_us"]["p50"].as_u64().unwrap();
@@ -211,10 +205,7 @@ fn refused_connections_are_classed_connect_refused() {
 
 #[test]
 fn slow_responses_past_the_timeout_are_hung() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(400),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(400));
     let mut s = one_group(3, json!({"per_client": 2}), http(&server.url()));
     s.groups[0].timeout_ms = 100;
     let t = Instant::now();
@@ -228,10 +219,7 @@ fn slow_responses_past_the_timeout_are_hung() {
 
 #[test]
 fn baseload_and_stress_groups_run_together_with_separate_results() {
-    let base = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
+    let base = TestServer::delayed(Duration::from_millis(2));
     let stress = TestServer::start(ServerOpts {
         status: 500,
         ..ServerOpts::default()
@@ -258,14 +246,8 @@ fn baseload_and_stress_groups_run_together_with_separate_results() {
 
 #[test]
 fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
-    let base = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
-    let stress = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(5),
-        ..ServerOpts::default()
-    });
+    let base = TestServer::delayed(Duration::from_millis(2));
+    let stress = TestServer::delayed(Duration::from_millis(5));
     // Both kinds of foreground task: closed-loop clients and an open-loop scheduler.
     for stress_pacer in [json!({"kind": "rate", "rate_hz": 400.0}), json!({"kind": "closed"})] {
         let mut stress_group = group("stress", 4, json!({"total": 160}), http(&stress.url()));
@@ -299,10 +281,7 @@ fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
 
 #[test]
 fn a_shard_of_background_groups_runs_until_stopped_and_cuts_into_windows() {
-    let base = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
+    let base = TestServer::delayed(Duration::from_millis(2));
     let s = spec(json!({"threads": 2, "interval_ms": 100, "groups": [
         group("baseload", 4, json!({"while_others": true}), http(&base.url())),
     ]}));
@@ -372,10 +351,7 @@ fn while_others_must_be_true() {
 
 #[test]
 fn warmup_operations_are_not_recorded() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(5),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(5));
     let mut s = one_group(2, json!({"duration_ms": 300}), http(&server.url()));
     s.groups[0].warmup_ms = 200;
     let r = run(s).unwrap();
@@ -423,7 +399,7 @@ fn run_with(url: &str, clients: u64, total: u64, extra: serde_json::Value) -> kn
 fn chunked_bodies_are_decoded_whole_or_split_across_reads() {
     let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n knee\n\r\n0\r\nX-Trailer: 1\r\n\r\n";
     for split in [false, true] {
-        let server = RawServer::start(resp.to_vec(), After::KeepOpen, split);
+        let server = TestServer::raw(resp.to_vec(), After::KeepOpen, split);
         let total = if split { 20 } else { 400 };
         let r = run_with(
             &server.url(),
@@ -442,7 +418,7 @@ fn chunked_bodies_are_decoded_whole_or_split_across_reads() {
 
 #[test]
 fn connection_close_responses_reconnect_without_errors() {
-    let server = RawServer::start(
+    let server = TestServer::raw(
         b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nok\n".to_vec(),
         After::Close,
         false,
@@ -457,7 +433,7 @@ fn connection_close_responses_reconnect_without_errors() {
 #[test]
 fn silently_closed_keep_alive_connections_are_retried_once() {
     // No `Connection: close`: the client learns of the close only when it reuses the connection.
-    let server = RawServer::start(
+    let server = TestServer::raw(
         b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n".to_vec(),
         After::Close,
         false,
@@ -470,7 +446,7 @@ fn silently_closed_keep_alive_connections_are_retried_once() {
 
 #[test]
 fn http10_close_delimited_bodies_are_read_to_the_end() {
-    let server = RawServer::start(b"HTTP/1.0 200 OK\r\n\r\nhello 1.0 body".to_vec(), After::Close, false);
+    let server = TestServer::raw(b"HTTP/1.0 200 OK\r\n\r\nhello 1.0 body".to_vec(), After::Close, false);
     let r = run_with(
         &server.url(),
         3,
@@ -488,7 +464,7 @@ fn a_1mb_body_is_counted_and_length_checked() {
     let mut resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n").into_bytes();
     resp.extend(std::iter::repeat_n(b'x', n - 4));
     resp.extend_from_slice(b"END\n");
-    let server = RawServer::start(resp, After::KeepOpen, false);
+    let server = TestServer::raw(resp, After::KeepOpen, false);
     let r = run_with(&server.url(), 2, 30, json!({"expect_length": n}));
     let g = &r.groups[0];
     assert_eq!((g.succeeded, g.failed, g.hung), (30, 0, 0), "{}", r.summary_json());
@@ -507,7 +483,7 @@ fn a_1mb_body_is_counted_and_length_checked() {
 #[test]
 fn head_and_204_responses_have_no_body() {
     // A HEAD response announces a length but sends no body; waiting for it would hang.
-    let server = RawServer::start(
+    let server = TestServer::raw(
         b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n".to_vec(),
         After::KeepOpen,
         false,
@@ -517,7 +493,7 @@ fn head_and_204_responses_have_no_body() {
     assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (100, 2));
 
-    let server = RawServer::start(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(), After::KeepOpen, false);
+    let server = TestServer::raw(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(), After::KeepOpen, false);
     let r = run_with(&server.url(), 2, 100, json!({"expect_status": [[204, 204]]}));
     let g = &r.groups[0];
     assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
@@ -526,7 +502,7 @@ fn head_and_204_responses_have_no_body() {
 
 #[test]
 fn interim_100_continue_responses_are_skipped() {
-    let server = RawServer::start(
+    let server = TestServer::raw(
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok".to_vec(),
         After::KeepOpen,
         true,
@@ -541,7 +517,7 @@ fn interim_100_continue_responses_are_skipped() {
 
 #[test]
 fn garbage_responses_are_classed_protocol() {
-    let server = RawServer::start(b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec(), After::KeepOpen, false);
+    let server = TestServer::raw(b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec(), After::KeepOpen, false);
     let r = run_with(&server.url(), 2, 20, json!({}));
     let g = &r.groups[0];
     assert_eq!(g.failures_of(ErrorClass::Protocol), 20, "{}", r.summary_json());
@@ -556,14 +532,14 @@ fn garbage_responses_are_classed_protocol() {
 #[test]
 fn cut_off_responses_are_classed_reset_or_closed() {
     let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial".to_vec();
-    let server = RawServer::start(resp.clone(), After::Reset, false);
+    let server = TestServer::raw(resp.clone(), After::Reset, false);
     let r = run_with(&server.url(), 2, 20, json!({}));
     let g = &r.groups[0];
     let (reset, closed) = (g.failures_of(ErrorClass::Reset), g.failures_of(ErrorClass::Closed));
     assert_eq!((reset + closed, g.succeeded), (20, 0), "{}", r.summary_json());
     assert!(reset > 0, "an RST mid-body is a reset: {}", r.summary_json());
 
-    let server = RawServer::start(resp, After::Close, false);
+    let server = TestServer::raw(resp, After::Close, false);
     let r = run_with(&server.url(), 2, 20, json!({}));
     let g = &r.groups[0];
     assert_eq!(g.failures_of(ErrorClass::Closed), 20, "{}", r.summary_json());
@@ -580,10 +556,7 @@ fn cut_off_responses_are_classed_reset_or_closed() {
 /// not lost.
 #[test]
 fn started_equals_what_the_server_saw() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(3),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(3));
     let mut s = one_group(8, json!({"duration_ms": 400}), http(&server.url()));
     s.groups[0].warmup_ms = 100;
     let r = run(s).unwrap();
@@ -601,7 +574,7 @@ fn started_equals_what_the_server_saw() {
 #[test]
 fn bytes_sent_and_received_are_counted_exactly() {
     let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello knee\n";
-    let server = RawServer::start(resp.to_vec(), After::KeepOpen, false);
+    let server = TestServer::raw(resp.to_vec(), After::KeepOpen, false);
     let r = run_with(&server.url(), 2, 100, json!({"method": "POST", "body": "0123456789"}));
     let g = &r.groups[0];
     let host = server
@@ -616,7 +589,7 @@ fn bytes_sent_and_received_are_counted_exactly() {
     assert_eq!(g.payload_bytes, 100 * 11);
     // Chunked: the wire bytes include the framing, the payload is the decoded body.
     let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
-    let server = RawServer::start(chunked.to_vec(), After::KeepOpen, false);
+    let server = TestServer::raw(chunked.to_vec(), After::KeepOpen, false);
     let r = run_with(&server.url(), 1, 10, json!({}));
     let g = &r.groups[0];
     assert_eq!((g.bytes_received, g.payload_bytes), (10 * chunked.len() as u64, 50));

@@ -38,7 +38,7 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations made while running `total` keep-alive requests with 4 clients on one thread, the
 /// fewest of three runs (thread start-up and timers vary a little from run to run).
-fn allocations_for(server: &RawServer, total: u64, succeeded: bool) -> u64 {
+fn allocations_for(server: &TestServer, total: u64, succeeded: bool) -> u64 {
     let client = json!({"kind": "http", "url": server.url(), "expect_status": [[200, 200]]});
     let mut spec = one_group(4, json!({"total": total}), client);
     spec.threads = 1;
@@ -66,7 +66,7 @@ fn assert_no_allocation_per_request(response: &[u8], succeeded: bool) {
     static SERIAL: Mutex<()> = Mutex::new(());
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The raw server allocates nothing per request either (one thread per connection).
-    let server = RawServer::start(response.to_vec(), After::KeepOpen, false);
+    let server = TestServer::raw(response.to_vec(), After::KeepOpen, false);
     let small = allocations_for(&server, 2_000, succeeded);
     let large = allocations_for(&server, 22_000, succeeded);
     assert!(

@@ -116,10 +116,7 @@ fn poisson_rate_holds_its_mean() {
 /// counted; those that waited for a slot are late.
 #[test]
 fn the_in_flight_cap_drops_and_counts_late_arrivals() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(50),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(50));
     let mut s = one_group(2, json!({"duration_ms": 1000}), http(&server.url()));
     open(&mut s, 200.0, Some(6));
     let r = run(s).unwrap();
@@ -139,10 +136,7 @@ fn the_in_flight_cap_drops_and_counts_late_arrivals() {
 /// Without a cap, an arrival that waits longer than `timeout_ms` for a slot is dropped.
 #[test]
 fn arrivals_waiting_longer_than_the_timeout_are_dropped() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(50),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(50));
     let mut s = one_group(1, json!({"duration_ms": 1000}), http(&server.url()));
     s.groups[0].timeout_ms = 200;
     open(&mut s, 100.0, None);

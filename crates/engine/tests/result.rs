@@ -94,10 +94,7 @@ fn merge_appends_unknown_groups_and_rejects_mismatches() {
 
 #[test]
 fn stop_mid_run_ends_promptly_with_partial_counts() {
-    let server = TestServer::start(ServerOpts {
-        delay: Duration::from_millis(2),
-        ..ServerOpts::default()
-    });
+    let server = TestServer::delayed(Duration::from_millis(2));
     let engine =
         std::sync::Arc::new(Engine::start(one_group(10, json!({"total": 1_000_000}), http(&server.url()))).unwrap());
     std::thread::sleep(Duration::from_millis(1300));

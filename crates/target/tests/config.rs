@@ -1,10 +1,9 @@
 //! Config parsing, profiles, and the one-sentence errors for bad values.
 
-use knee_target::{profiles, Config, RecoveryMode};
+mod common;
 
-fn err(toml: &str) -> String {
-    Config::from_toml(toml).expect_err("should be rejected").to_string()
-}
+use common::rejected;
+use knee_target::{profiles, Config, RecoveryMode};
 
 #[test]
 fn every_profile_is_valid_and_documents_its_peak() {
@@ -48,23 +47,23 @@ fn usl_model_helpers() {
 
 #[test]
 fn bad_values_get_one_sentence_naming_key_value_and_fix() {
-    let e = err("sigma = -0.1");
+    let e = rejected("sigma = -0.1");
     assert!(e.contains("sigma = -0.1") && e.contains("0 ≤ sigma < 1"), "{e}");
-    let e = err("lambda = 0");
+    let e = rejected("lambda = 0");
     assert!(e.contains("lambda = 0") && e.contains("> 0"), "{e}");
-    let e = err("hang_fraction = 1.5");
+    let e = rejected("hang_fraction = 1.5");
     assert!(e.contains("hang_fraction = 1.5"), "{e}");
-    let e = err("[recovery]\nmode = \"stuck\"\n");
+    let e = rejected("[recovery]\nmode = \"stuck\"\n");
     assert!(e.contains("recovery.threshold = 0"), "{e}");
-    let e = err("[paths.\"/admin/x\"]\ncost = 1.0\n");
+    let e = rejected("[paths.\"/admin/x\"]\ncost = 1.0\n");
     assert!(e.contains("/admin/x"), "{e}");
-    let e = err("host = \"example\"");
+    let e = rejected("host = \"example\"");
     assert!(e.contains("host = 'example'"), "{e}");
     for e in [
-        err("sigma = -0.1"),
-        err("profile = \"nope\""),
-        err("sigmaa = 1.0"),
-        err("a = \n"),
+        rejected("sigma = -0.1"),
+        rejected("profile = \"nope\""),
+        rejected("sigmaa = 1.0"),
+        rejected("a = \n"),
     ] {
         assert!(!e.contains('\n'), "one line: {e}");
     }
@@ -72,16 +71,16 @@ fn bad_values_get_one_sentence_naming_key_value_and_fix() {
 
 #[test]
 fn unknown_names_and_syntax_errors_are_reported() {
-    let e = err("profile = \"nope\"");
+    let e = rejected("profile = \"nope\"");
     assert!(e.contains("'nope'") && e.contains("srm-fast"), "{e}");
-    let e = err("sigmaa = 1.0");
+    let e = rejected("sigmaa = 1.0");
     assert!(e.contains("sigmaa"), "{e}");
-    let e = err("lambda = 1.0\npool = \n");
+    let e = rejected("lambda = 1.0\npool = \n");
     assert!(e.contains("line 2"), "{e}");
-    let e = err("[recovery]\nmode = \"sometimes\"\n");
+    let e = rejected("[recovery]\nmode = \"sometimes\"\n");
     assert!(e.contains("sometimes"), "{e}");
-    let e = err("lambda = \"fast\"");
+    let e = rejected("lambda = \"fast\"");
     assert!(e.contains("key lambda") && e.contains("fast"), "{e}");
-    let e = err("[recovery]\nmode = \"sometimes\"\n");
+    let e = rejected("[recovery]\nmode = \"sometimes\"\n");
     assert!(e.contains("key recovery.mode"), "{e}");
 }

@@ -2,9 +2,7 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{closed_loop, runtime, start, stats};
+use common::{closed_loop, ms, runtime, start, stats};
 
 #[test]
 fn closed_loop_rate_follows_usl_within_10_percent() {
@@ -16,14 +14,7 @@ fn closed_loop_rate_follows_usl_within_10_percent() {
     let mut rates = Vec::new();
     for n in [1usize, 5, 10, 20] {
         server.reset();
-        let run = rt.block_on(closed_loop(
-            addr,
-            "/",
-            n,
-            Duration::from_millis(500),
-            Duration::from_secs(2),
-            Duration::from_secs(5),
-        ));
+        let run = rt.block_on(closed_loop(addr, "/", n, ms(500), ms(2000), ms(5000)));
         let want = cfg.usl_rate(n);
         let got = run.rate();
         eprintln!("N={n}: measured {got:.1}/s, USL {want:.1}/s");
@@ -53,14 +44,7 @@ fn path_cost_and_body_size_apply() {
     );
     let addr = server.http_addr();
     let rt = runtime();
-    let cheap = rt.block_on(closed_loop(
-        addr,
-        "/cheap",
-        1,
-        Duration::from_millis(200),
-        Duration::from_secs(1),
-        Duration::from_secs(2),
-    ));
+    let cheap = rt.block_on(closed_loop(addr, "/cheap", 1, ms(200), ms(1000), ms(2000)));
     assert!(
         (cheap.rate() - 100.0).abs() < 10.0,
         "cost 0.5 should double the rate: {:.1}",

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{closed_loop, get, runtime, start, stats, Conn};
+use common::{closed_loop, get, ms, runtime, start, stats, Conn};
 use knee_target::{Config, Server};
 use tokio::net::TcpStream;
 
@@ -15,24 +15,10 @@ fn pool_rejects_past_its_size_and_counts_match() {
     let server = start("lambda = 20.0\nsigma = 0.0\nkappa = 0.0\npool = 5\nreject_ms = 2.0\n");
     let addr = server.http_addr();
     let rt = runtime();
-    let under = rt.block_on(closed_loop(
-        addr,
-        "/",
-        5,
-        Duration::ZERO,
-        Duration::from_secs(1),
-        Duration::from_secs(2),
-    ));
+    let under = rt.block_on(closed_loop(addr, "/", 5, ms(0), ms(1000), ms(2000)));
     assert_eq!(under.status_503, 0, "5 clients fit a pool of 5: {under:?}");
     server.reset();
-    let over = rt.block_on(closed_loop(
-        addr,
-        "/",
-        8,
-        Duration::from_millis(200),
-        Duration::from_secs(1),
-        Duration::from_secs(2),
-    ));
+    let over = rt.block_on(closed_loop(addr, "/", 8, ms(200), ms(1000), ms(2000)));
     assert!(over.status_503 > 0, "{over:?}");
     // The pool serves at most 5 at a time: 5 / 50 ms = 100/s.
     assert!((over.rate() - 100.0).abs() < 10.0, "{over:?}");
@@ -74,14 +60,7 @@ fn a_configured_fraction_of_requests_hangs_silently() {
     let server = start("lambda = 100.0\nsigma = 0.0\nkappa = 0.0\nhang_after = 0\nhang_fraction = 0.25\n");
     let addr = server.http_addr();
     let rt = runtime();
-    let run = rt.block_on(closed_loop(
-        addr,
-        "/",
-        4,
-        Duration::ZERO,
-        Duration::from_secs(1),
-        Duration::from_millis(150),
-    ));
+    let run = rt.block_on(closed_loop(addr, "/", 4, ms(0), ms(1000), ms(150)));
     let total = run.ok + run.gave_up;
     assert!(total > 40, "{run:?}");
     let frac = run.gave_up as f64 / total as f64;
@@ -106,23 +85,9 @@ fn requests_below_hang_after_never_hang() {
     let server = start("lambda = 200.0\nsigma = 0.0\nkappa = 0.0\nhang_after = 3\nhang_fraction = 1.0\n");
     let addr = server.http_addr();
     let rt = runtime();
-    let run = rt.block_on(closed_loop(
-        addr,
-        "/",
-        3,
-        Duration::ZERO,
-        Duration::from_millis(500),
-        Duration::from_millis(200),
-    ));
+    let run = rt.block_on(closed_loop(addr, "/", 3, ms(0), ms(500), ms(200)));
     assert_eq!(run.gave_up, 0, "{run:?}");
-    let over = rt.block_on(closed_loop(
-        addr,
-        "/",
-        5,
-        Duration::ZERO,
-        Duration::from_millis(500),
-        Duration::from_millis(200),
-    ));
+    let over = rt.block_on(closed_loop(addr, "/", 5, ms(0), ms(500), ms(200)));
     assert!(over.gave_up > 0, "{over:?}");
 }
 

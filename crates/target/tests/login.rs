@@ -5,7 +5,7 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{get, runtime, send, start, stats, Reply};
+use common::{get, rejected, runtime, send, start, stats, Reply};
 use knee_target::Config;
 
 /// Fast and flat (S = 1 ms), a login endpoint and one protected path.
@@ -255,31 +255,30 @@ fn login_config_defaults_errors_and_admin_config() {
     let cfg = Config::from_toml("[paths.\"/a\"]\ncost = 2.0\n").unwrap();
     assert!(!cfg.paths["/a"].session);
 
-    let err = |toml: &str| Config::from_toml(toml).expect_err("should be rejected").to_string();
-    let e = err("[login]\npath = \"/login\"\ncost = -1.0\n");
+    let e = rejected("[login]\npath = \"/login\"\ncost = -1.0\n");
     assert!(e.contains("login.cost = -1") && e.contains("cost ≥ 0"), "{e}");
-    let e = err("[login]\npath = \"login\"\n");
+    let e = rejected("[login]\npath = \"login\"\n");
     assert!(e.contains("login.path = \"login\"") && e.contains("'/'"), "{e}");
-    let e = err("[login]\npath = \"/admin/login\"\n");
+    let e = rejected("[login]\npath = \"/admin/login\"\n");
     assert!(e.contains("login.path = \"/admin/login\""), "{e}");
-    let e = err("[paths.\"/x\"]\nsession = true\n");
+    let e = rejected("[paths.\"/x\"]\nsession = true\n");
     assert!(
         e.contains("paths.\"/x\".session = true") && e.contains("[login] path"),
         "{e}"
     );
-    let e = err("[login]\npath = \"/in\"\n[paths.\"/in\"]\nsession = true\n");
+    let e = rejected("[login]\npath = \"/in\"\n[paths.\"/in\"]\nsession = true\n");
     assert!(
         e.contains("paths.\"/in\".session = true") && e.contains("login path"),
         "{e}"
     );
-    let e = err("[login]\npasword = \"x\"\n");
+    let e = rejected("[login]\npasword = \"x\"\n");
     assert!(e.contains("pasword"), "{e}");
-    let e = err("[paths.\"/x\"]\nsession = \"yes\"\n");
+    let e = rejected("[paths.\"/x\"]\nsession = \"yes\"\n");
     assert!(e.contains("paths"), "{e}");
     for e in [
-        err("[login]\ncost = -1.0\n"),
-        err("[paths.\"/x\"]\nsession = true\n"),
-        err("[login]\npath = \"x\"\n"),
+        rejected("[login]\ncost = -1.0\n"),
+        rejected("[paths.\"/x\"]\nsession = true\n"),
+        rejected("[login]\npath = \"x\"\n"),
     ] {
         assert!(!e.contains('\n'), "one line: {e}");
     }

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{closed_loop, get, runtime, start, stats};
+use common::{closed_loop, get, ms, runtime, start, stats};
 
 /// S = 10 ms flat; more than 4 in flight for 0.3 s is an overload; degraded means 4x slower.
 fn server(mode: &str) -> knee_target::Server {
@@ -14,26 +14,11 @@ fn server(mode: &str) -> knee_target::Server {
 }
 
 fn one_client_rate(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) -> f64 {
-    rt.block_on(closed_loop(
-        addr,
-        "/",
-        1,
-        Duration::ZERO,
-        Duration::from_millis(500),
-        Duration::from_secs(2),
-    ))
-    .rate()
+    rt.block_on(closed_loop(addr, "/", 1, ms(0), ms(500), ms(2000))).rate()
 }
 
 fn overload(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) {
-    rt.block_on(closed_loop(
-        addr,
-        "/",
-        8,
-        Duration::ZERO,
-        Duration::from_millis(700),
-        Duration::from_secs(2),
-    ));
+    rt.block_on(closed_loop(addr, "/", 8, ms(0), ms(700), ms(2000)));
 }
 
 fn near(got: f64, want: f64) -> bool {

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from knee.commands.options import RUNS_OUT
 from knee.executor import on_hard_exit
 from knee.runner import execute, start_run
 from knee.scenario import read_scenario
@@ -45,13 +46,7 @@ onset = 0.001
 
 
 @click.command(name="demo")
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("runs"),
-    show_default=True,
-    help="Directory that receives the run directory.",
-)
+@RUNS_OUT
 @click.option("--profile", default=DEMO_PROFILE, show_default=True, help="The demo service's profile.")
 @click.option("--quick", is_flag=True, help="About 10 seconds instead of two minutes.")
 def command(out: Path, profile: str, quick: bool) -> None:

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from knee.commands.options import (
-    is_scenario_file,
-    load_options,
-    parse_vars,
-    read_scenario_file,
-    target_options,
-    to_options,
-)
+from knee.commands.options import is_scenario_file, one_line_sweep, parse_vars, read_scenario_file, sweep_target_options
 from knee.errors import UserError
 
 if TYPE_CHECKING:
@@ -37,12 +29,11 @@ EXIT_FOUND = 1  # a finding that would make the run fail (knee: error: … for b
 
 
 @click.command(name="doctor", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("target", nargs=-1)
-@click.option("--levels", help="Client levels of a one-line sweep, e.g. 5,20,50,100 (the largest is checked).")
-@click.option("--rates", help="Offered rates of a one-line open-loop sweep (/s); -c connections.")
-@click.option("-c", "--clients", type=click.IntRange(min=1), help="Concurrent clients, as in knee run (default 1).")
-@load_options
-@target_options
+@sweep_target_options(
+    levels="Client levels of a one-line sweep, e.g. 5,20,50,100 (the largest is checked).",
+    rates="Offered rates of a one-line open-loop sweep (/s); -c connections.",
+    clients="Concurrent clients, as in knee run (default 1).",
+)
 @click.option("--no-probe", is_flag=True, help="Do not run an exec command once (it may have side effects).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings and the values read as JSON.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
@@ -54,15 +45,9 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     Exit status: 0 no finding would make the run fail, 1 one would, 2 bad input.
     """
     from knee.diagnose import DOCTOR_CLIENTS, check_machine, check_scenario, memory_needed
-    from knee.oneline import parse_list
     from knee.secrets import scrub
 
-    one_line = to_options(
-        opts,
-        levels=parse_list(opts["levels"], "--levels", whole=True),
-        rates=parse_list(opts["rates"], "--rates", whole=False),
-    )
-    given = [f.name for f in fields(one_line) if getattr(one_line, f.name) not in (None, False, [], "")]
+    one_line, given = one_line_sweep(opts)
     if not target and not one_line.python:
         extra = [g for g in given if g not in ("levels", "clients")]
         if extra or opts["variables"] or opts["secrets"]:

@@ -1,11 +1,13 @@
-"""The options `knee run` and `knee sweep` share: the target's, the load's, vars and secrets.
+"""The options the commands share: the target's, the load's, vars and secrets (`knee run`, `knee sweep`,
+`knee doctor`), a one-line sweep's levels or rates (`knee sweep`, `knee doctor`), and where runs go.
 
-Both commands turn them into `knee.oneline.Options`, then a Scenario: one set of defaults and messages.
+The commands turn them into `knee.oneline.Options`, then a Scenario: one set of defaults and messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -78,6 +80,22 @@ _LOAD = [
 ]
 
 
+CLUSTER = click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler) or local:N (N worker processes); "
+    "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
+)
+
+RUNS_OUT = click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("runs"),
+    show_default=True,
+    help="Directory that receives the run directory <out>/<run-id>/.",
+)
+
+
 def _apply(decorators: Sequence[Callable[[Any], Any]], f: F) -> F:
     out: Any = f
     for d in reversed(decorators):
@@ -91,6 +109,34 @@ def target_options(f: F) -> F:
 
 def load_options(f: F) -> F:
     return _apply(_LOAD, f)
+
+
+def sweep_target_options(*, levels: str, rates: str, clients: str) -> Callable[[F], F]:
+    """TARGET, --levels, --rates and -c, then the load's and the target's options: a one-line sweep (read with
+    `one_line_sweep`). The help of the first three is the command's own."""
+    decorators = [
+        click.argument("target", nargs=-1),
+        click.option("--levels", help=levels),
+        click.option("--rates", help=rates),
+        click.option("-c", "--clients", type=click.IntRange(min=1), help=clients),
+        *_LOAD,
+        *_TARGET,
+    ]
+    return lambda f: _apply(decorators, f)
+
+
+def one_line_sweep(o: dict[str, Any]) -> tuple[Options, list[str]]:
+    """The options of `sweep_target_options` as a one-line sweep's `Options`, and the names of those given (a
+    scenario file takes none of them: `read_scenario_file`)."""
+    from knee.oneline import parse_list
+
+    one_line = to_options(
+        o,
+        levels=parse_list(o["levels"], "--levels", whole=True),
+        rates=parse_list(o["rates"], "--rates", whole=False),
+    )
+    given = [f.name for f in fields(one_line) if getattr(one_line, f.name) not in (None, False, [], "")]
+    return one_line, given
 
 
 def to_options(o: dict[str, Any], **extra: Any) -> Options:

@@ -14,7 +14,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from knee.commands.options import load_options, parse_vars, target_options, to_options
+from knee.commands.options import CLUSTER, load_options, parse_vars, target_options, to_options
 from knee.errors import UserError
 
 EPILOG = """\b
@@ -45,12 +45,7 @@ Examples:
     type=click.Path(path_type=Path, file_okay=False),
     help="Keep a run directory under this directory (run.json, reports, histograms), like a sweep's.",
 )
-@click.option(
-    "--cluster",
-    metavar="ADDRESS",
-    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler) or local:N (N worker processes); "
-    "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
-)
+@CLUSTER
 @click.option("-q", "--quiet", is_flag=True, help="No live progress.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
     """Drive TARGET with N concurrent clients and report exactly what happened.

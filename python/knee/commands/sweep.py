@@ -4,7 +4,6 @@ directory, then report."""
 from __future__ import annotations
 
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +11,13 @@ import click
 from rich.console import Console
 
 from knee.commands.options import (
+    CLUSTER,
+    RUNS_OUT,
     is_scenario_file,
-    load_options,
+    one_line_sweep,
     parse_vars,
     read_scenario_file,
-    target_options,
-    to_options,
+    sweep_target_options,
 )
 from knee.errors import UserError
 
@@ -33,12 +33,11 @@ Examples:
 
 
 @click.command(name="sweep", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("target", nargs=-1)
-@click.option("--levels", help="Client levels of a one-line sweep, e.g. 5,20,50,100.")
-@click.option("--rates", help="Offered rates of a one-line open-loop sweep (/s), e.g. 100,200,400; -c connections.")
-@click.option("-c", "--clients", type=click.IntRange(min=1), help="Open loop (--rates): the connections.")
-@load_options
-@target_options
+@sweep_target_options(
+    levels="Client levels of a one-line sweep, e.g. 5,20,50,100.",
+    rates="Offered rates of a one-line open-loop sweep (/s), e.g. 100,200,400; -c connections.",
+    clients="Open loop (--rates): the connections.",
+)
 @click.option("--pause", help="Pause between levels (default 0s).")
 @click.option("--up-down", is_flag=True, help="After the highest level, the same levels back down (hysteresis).")
 @click.option("--no-recovery", is_flag=True, help="No recovery probes after the sweep (default: probe level one).")
@@ -50,13 +49,7 @@ Examples:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Write the one-line sweep as a scenario file (TOML) and stop; `knee sweep FILE` then runs the same plan.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("runs"),
-    show_default=True,
-    help="Directory that receives the run directory <out>/<run-id>/.",
-)
+@RUNS_OUT
 @click.option(
     "--resume",
     "resume",
@@ -64,12 +57,7 @@ Examples:
     default=None,
     help="Continue an interrupted run from its last complete step.",
 )
-@click.option(
-    "--cluster",
-    metavar="ADDRESS",
-    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler) or local:N (N worker processes); "
-    "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
-)
+@CLUSTER
 @click.option("--quick", is_flag=True, help="Shortened run (about 1 s per level, small counts) to try a scenario.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
     """Run a sweep level by level and write a report: from SCENARIO (a TOML file, see docs/scenarios.md), or
@@ -77,7 +65,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
 
     Exit status: 0 done, 3 the SLO was not met, 130 interrupted (resume with --resume).
     """
-    from knee.oneline import OPTION_NAMES, parse_list, scenario_table
+    from knee.oneline import OPTION_NAMES, scenario_table
     from knee.runner import execute, resume_run, start_run
     from knee.scenario import Source, from_raw
     from knee.secrets import parse_secret_options
@@ -85,12 +73,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     console = Console()
     secrets = parse_secret_options(opts["secrets"])
     variables = parse_vars(opts["variables"])
-    one_line = to_options(
-        opts,
-        levels=parse_list(opts["levels"], "--levels", whole=True),
-        rates=parse_list(opts["rates"], "--rates", whole=False),
-    )
-    given = [f.name for f in fields(one_line) if getattr(one_line, f.name) not in (None, False, [], "")]
+    one_line, given = one_line_sweep(opts)
     if opts["resume"] is not None:
         if target or opts["quick"] or variables or given or opts["save_scenario"]:
             raise UserError("--resume continues a run as it was started; drop SCENARIO or TARGET and its options")

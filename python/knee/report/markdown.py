@@ -45,28 +45,18 @@ def render_markdown(record: RunRecord, view: ReportView | None = None) -> str:
             out.append("")
         if g.between:
             out += [md_cell(g.between), ""]
-        if g.reasons.rows:
-            out += ["### Failure reasons", ""]
-            out += md_table(g.reasons)
-            out.append("")
-        if g.steps is not None:
-            out += ["### Timed steps", ""]
-            out += md_table(g.steps)
-            out.append("")
-        if g.stages is not None:
-            out += ["### Per stage", ""]
-            out += md_table(g.stages)
-            out.append("")
+        out += _section("Failure reasons", g.reasons if g.reasons.rows else None)
+        out += _section("Timed steps", g.steps)
+        out += _section("Per stage", g.stages)
         for iv in g.intervals:
             out += ["### Per-interval distribution", "", md_cell(iv.line), "", "```"]
             out += iv.histogram
             out += ["```", ""]
-        if g.counters is not None:
-            out += ["### Machine and target counters", ""]
-            out += md_table(g.counters)
-            out.append("")
-        if g.workers is not None:
-            out += ["### Per worker", ""]
-            out += md_table(g.workers)
-            out.append("")
+        out += _section("Machine and target counters", g.counters)
+        out += _section("Per worker", g.workers)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _section(title: str, table: Table | None) -> list[str]:
+    """A `###` heading and its table, or nothing without a table."""
+    return [] if table is None else [f"### {title}", "", *md_table(table), ""]

@@ -58,6 +58,16 @@ def _vs(rates: bool) -> str:
     return "offered rate" if rates else "concurrency"
 
 
+def _twin_svg(fig: Figure, ax: plt.Axes, ax2: plt.Axes, levels: list[float], rates: bool, *, title: str) -> str:
+    """Finish a plot with a second y axis on the right: the levels axis, the title, one legend for both axes."""
+    _levels_axis(ax, levels, rates)
+    ax.set_title(title)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper left")
+    return to_svg(fig)
+
+
 def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool = True) -> str:
     """Rate vs concurrency (or offered rate), the USL curve through it, and the recovery probes.
 
@@ -135,12 +145,7 @@ def counters(record: RunRecord, group: str) -> str:
         if any(y for y in ys):
             ax2.plot(levels, [float("nan") if y is None else y for y in ys], style, color=f"C{i}", label=label)
     ax2.set_ylabel("count (peak or per step)")
-    _levels_axis(ax, levels, rates)
-    ax.set_title(f"Counters beside throughput vs {_vs(rates)}")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper left")
-    return to_svg(fig)
+    return _twin_svg(fig, ax, ax2, levels, rates, title=f"Counters beside throughput vs {_vs(rates)}")
 
 
 def failures(record: RunRecord, group: str) -> str:
@@ -164,13 +169,8 @@ def failures(record: RunRecord, group: str) -> str:
     ax.set_ylim(0, max(1, worst) * 1.08)
     ax2.set_ylim(0, max(1.0, max((s.groups[group].failure_ratio * 100 for s in up), default=0.0)) * 1.08)
     ax2.grid(False)
-    _levels_axis(ax, levels, rates)
     ax.set_ylabel("operations")
-    ax.set_title(f"Failures and hung operations vs {_vs(rates)}")
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper left")
-    return to_svg(fig)
+    return _twin_svg(fig, ax, ax2, levels, rates, title=f"Failures and hung operations vs {_vs(rates)}")
 
 
 def latency(record: RunRecord, group: str) -> str:

@@ -44,6 +44,8 @@ impl Default for ServerOpts {
     }
 }
 
+/// A server on 127.0.0.1:0 that counts the requests it answered and the connections it accepted: hyper's
+/// (`start`) or one that writes raw bytes (`raw`, in raw.rs).
 pub struct TestServer {
     pub addr: SocketAddr,
     pub requests: Arc<AtomicU64>,
@@ -117,6 +119,14 @@ impl TestServer {
             shutdown: Some(tx),
             thread: Some(thread),
         }
+    }
+
+    /// The default answer, after `delay`.
+    pub fn delayed(delay: Duration) -> TestServer {
+        TestServer::start(ServerOpts {
+            delay,
+            ..ServerOpts::default()
+        })
     }
 
     pub fn url(&self) -> String {

@@ -1,12 +1,14 @@
-//! A hand-rolled HTTP/1.1 server on 127.0.0.1:0 that answers every request with the same raw
+//! `TestServer::raw`: a hand-rolled HTTP/1.1 server on 127.0.0.1:0 that answers every request with the same raw
 //! bytes (so tests can send chunked, close-delimited, garbage or cut-off responses), one thread
 //! per connection, counting requests and connections. No allocation per request.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use super::TestServer;
 
 /// What the server does after writing a response.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -19,16 +21,10 @@ pub enum After {
     Reset,
 }
 
-pub struct RawServer {
-    pub addr: SocketAddr,
-    requests: Arc<AtomicU64>,
-    connections: Arc<AtomicU64>,
-}
-
-impl RawServer {
-    /// Answer each request with `response`; `split` = write it in 5-byte pieces, 100 µs apart
-    /// (so the client sees it across many reads).
-    pub fn start(response: Vec<u8>, after: After, split: bool) -> RawServer {
+impl TestServer {
+    /// A hand-rolled server that answers each request with `response`; `split` = write it in 5-byte
+    /// pieces, 100 µs apart (so the client sees it across many reads). Its threads live as long as the test.
+    pub fn raw(response: Vec<u8>, after: After, split: bool) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(AtomicU64::new(0));
@@ -43,23 +39,13 @@ impl RawServer {
                 std::thread::spawn(move || serve(stream, &response, after, split, &req));
             }
         });
-        RawServer {
+        TestServer {
             addr,
             requests,
             connections,
+            shutdown: None,
+            thread: None,
         }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-
-    pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
-    }
-
-    pub fn connections(&self) -> u64 {
-        self.connections.load(Ordering::Relaxed)
     }
 }
 

@@ -14,6 +14,16 @@ pub fn start(toml: &str) -> Server {
     Server::start(Config::from_toml(toml).expect("config")).expect("start")
 }
 
+/// The error for a config the target rejects (the test fails if it is accepted).
+pub fn rejected(toml: &str) -> String {
+    Config::from_toml(toml).expect_err("should be rejected").to_string()
+}
+
+/// `n` milliseconds: closed-loop calls stay on one line.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
