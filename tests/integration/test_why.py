@@ -32,6 +32,11 @@ def _record(out: Path) -> dict[str, Any]:
     return doc
 
 
+def _sweep_under(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`knee sweep ARGS` run by `prefix` (inside a namespace, pinned to a core)."""
+    return subprocess.run([*prefix, KNEE, "sweep", *args], capture_output=True, text=True, timeout=120)
+
+
 def _findings(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     main = next(v for v in doc["verdicts"] if v["group"] == doc["measured_group"])
     return {f["kind"]: f for f in main["findings"]}
@@ -95,10 +100,9 @@ def test_a_listen_queue_that_overflows_is_counted_like_the_kernel_and_named(tmp_
         t = start_target(lam=1000.0, sigma=0.0, kappa=0.0, max_connections=2, backlog=1, wrap=inside)
         try:
             with _KernelTrace(Path(f"/proc/{t.pid}/net")) as kernel:
-                r = subprocess.run(
-                    [*inside, KNEE, "sweep", f"{t.url}/", "--levels", "2,24", "-d", "3", "--timeout", "10s",
-                     "--no-recovery", "--monitor-pid", str(t.pid), "--out", str(tmp_path)],
-                    capture_output=True, text=True, timeout=120,
+                r = _sweep_under(
+                    inside, f"{t.url}/", "--levels", "2,24", "-d", "3", "--timeout", "10s", "--no-recovery",
+                    "--monitor-pid", str(t.pid), "--out", str(tmp_path),
                 )  # fmt: skip
         finally:
             t.stop()
@@ -136,10 +140,9 @@ def test_connections_per_request_use_up_a_narrow_port_range_inside_a_namespace(t
         target = start_target(wrap=inside, extra_args=["--port", "39001", "--tcp-port", "39000"])
         out = tmp_path / "runs"
         try:
-            r = subprocess.run(
-                [*inside, KNEE, "sweep", f"tcp://{target.tcp_addr}", "--send", "GET /\\n", "--expect", ".",
-                 "--levels", "2,4", "-d", "2", "--no-recovery", "--out", str(out)],
-                capture_output=True, text=True, timeout=90,
+            r = _sweep_under(
+                inside, f"tcp://{target.tcp_addr}", "--send", "GET /\\n", "--expect", ".", "--levels", "2,4",
+                "-d", "2", "--no-recovery", "--out", str(out),
             )  # fmt: skip
         finally:
             target.stop()
@@ -197,11 +200,9 @@ def test_client_processes_that_take_the_cpu_are_named_as_the_load_side(tmp_path:
     # Pinned to one core, 3 clients each running a CPU-bound command keep it busy: the limit is the load side.
     busy = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"
     out = tmp_path / "runs"
-    r = subprocess.run(
-        ["taskset", "-c", "0", KNEE, "sweep", "--levels", "1,3", "-d", "2", "--no-recovery", "--out", str(out),
-         "--", "sh", "-c", busy],
-        capture_output=True, text=True, timeout=90,
-    )  # fmt: skip
+    r = _sweep_under(
+        ["taskset", "-c", "0"], "--levels", "1,3", "-d", "2", "--no-recovery", "--out", str(out), "--", "sh", "-c", busy
+    )
     assert r.returncode == 0, r.stderr
     doc = _record(out)
     gen = doc["steps"][1]["generator"]
