@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from knee.model import RunRecord
+from knee import fmt
+from knee.model import GroupStats, RunRecord
 from knee.store import RunDir
 from knee.target import TargetProcess, start_target
 
@@ -86,6 +87,34 @@ def test_every_report_of_a_real_sweep_shows_its_numbers(swept: RunDir) -> None:
             assert f"{g.succeeded:,}" in text and f"{g.failed:,}" in text
     assert "503" in md and "503" in html  # the refusals' reason, grouped
     assert f"{record.steps[2].groups['main'].failed:,}" in html
+
+
+def _cells(g: GroupStats) -> list[str]:
+    """A level's row as every report writes it: clients, succeeded (rate), failed, hung, abandoned, p50, p99."""
+    total = g.succeeded + g.failed + g.hung
+    failed = f"{g.failed:,} ({fmt.pct(g.failed / total)})" if g.failed else "0"
+    rate = f"{g.succeeded:,} ({fmt.rate(g.rate_hz)})"
+    latency = [fmt.ms(g.latency_ms.p50), fmt.ms(g.latency_ms.p99)]
+    return [str(g.clients), rate, failed, f"{g.hung:,}", f"{g.abandoned:,}", *latency]
+
+
+def test_every_report_shows_run_json_level_by_level_cell_by_cell(swept: RunDir) -> None:
+    # The rates and percentiles too, not only the counts: each report's row holds run.json's numbers.
+    record = swept.load()
+    md = (swept.path / "report.md").read_text()
+    html = (swept.path / "report.html").read_text()
+    proc = knee_cli("report", str(swept.path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    terminal = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines() if line.count("│") >= 7]
+    rows = list(csv.DictReader((swept.path / "levels.csv").open()))
+    for s, row in zip(record.steps, rows, strict=True):
+        g = s.groups["main"]
+        cells = _cells(g)
+        assert "| " + " | ".join(cells) + " |" in md, cells
+        assert "".join(f"<td>{c}</td>" for c in cells) in html, cells
+        assert any(r[: len(cells)] == cells for r in terminal), (cells, terminal)
+        assert float(row["p50_ms"]) == g.latency_ms.p50 and float(row["p99_ms"]) == g.latency_ms.p99
+        assert float(row["rate_hz"]) == pytest.approx(g.rate_hz, abs=0.005)  # to the hundredth
 
 
 def test_knee_run_json_of_a_real_run_validates(target: TargetProcess, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 import knee
 
 from conftest import REPO, knee_cli
-from servers import Nginx, free_port, pids_alive
+from servers import Nginx, free_port, pids_alive, settled
 
 SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
 
@@ -280,6 +280,17 @@ def test_no_descriptor_or_child_leak_in_process(nginx: Nginx) -> None:
     assert len(os.listdir("/proc/self/fd")) <= before + 2
     assert {p.pid for p in psutil.Process().children(recursive=True)} == children
     assert psutil.Process().num_threads() <= threads + 1  # the engine's threads end with each run
+
+
+def test_what_an_exec_command_leaves_running_is_killed_after_its_normal_exit(tmp_path: Path) -> None:
+    # Each operation's shell exits at once, leaving a `sleep 30` behind in its process group. An orphan is
+    # re-parented to init, so no children() of this process can see it: its pid is written down instead.
+    pidfile = tmp_path / "pids"
+    r = knee.run(["/bin/sh", "-c", f"sleep 30 >/dev/null 2>&1 & echo $! >> {pidfile}"], clients=2, n=6)
+    assert r.stats.succeeded == 6
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 6
+    assert settled(lambda: len(pids_alive(pids)), 0) == 0, f"processes the commands left behind still run: {pids}"
 
 
 @pytest.mark.parametrize(
