@@ -6,8 +6,8 @@
   state and the ephemeral ports held (peaks). `knee.diagnose.CpuMeter` measures the CPU beside it.
 - `TargetMonitor`: the target's process tree on this machine (`--monitor-pid`, `--monitor-name`,
   `[monitor]`): CPU, RSS, threads, open files, TCP connections by state and how full the accept
-  queue of each listening socket got (`/proc/net/tcp*`: a listening socket's rx_queue is its accept
-  queue; the queue's limit comes from `ss` once, when installed).
+  queue of each listening socket got (netlink sock_diag, as `ss`: a listening socket's receive queue
+  is its accept queue, its send queue that queue's limit).
 
 Each sample costs a few reads of `/proc` (measured in docs/diagnosis.md); a sampler that cannot read
 a file records nothing for it and never fails a step.
