@@ -118,6 +118,7 @@ def test_a_listen_queue_that_overflows_is_counted_like_the_kernel_and_named(tmp_
     in_step = kernel.at(end + 0.15) - kernel.at(start - 0.2)
     assert in_step > 10, f"the test did not provoke overflows (kernel count in the step {in_step})"
     assert abs(counted[1] - in_step) <= 0.05 * in_step, (counted, in_step, kernel.changes)
+    print(f"listen overflows at 24 clients: knee {counted[1]}, the kernel {in_step}")
     found = _findings(doc)
     assert found["listen_overflow"]["level"] == 24
     assert f"overflowed {counted[1]:,} times" in found["listen_overflow"]["what"]
