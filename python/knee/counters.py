@@ -43,19 +43,19 @@ _EVENTS = {
     ("snmp", "Tcp", "OutRsts"): "out_rsts",
     ("snmp", "Tcp", "RetransSegs"): "retrans_segs",
 }
-# /proc/net/tcp state codes
-TCP_STATES = {
-    "01": "ESTABLISHED",
-    "02": "SYN_SENT",
-    "03": "SYN_RECV",
-    "04": "FIN_WAIT1",
-    "05": "FIN_WAIT2",
-    "06": "TIME_WAIT",
-    "07": "CLOSE",
-    "08": "CLOSE_WAIT",
-    "09": "LAST_ACK",
-    "0A": "LISTEN",
-    "0B": "CLOSING",
+# the kernel's TCP state codes (include/net/tcp_states.h), as sock_diag reports them
+_TCP_STATE_NAMES = {
+    1: "ESTABLISHED",
+    2: "SYN_SENT",
+    3: "SYN_RECV",
+    4: "FIN_WAIT1",
+    5: "FIN_WAIT2",
+    6: "TIME_WAIT",
+    7: "CLOSE",
+    8: "CLOSE_WAIT",
+    9: "LAST_ACK",
+    10: "LISTEN",
+    11: "CLOSING",
 }
 
 
@@ -165,8 +165,8 @@ class HostSampler:
             o.mem_total_mb = round(total, 1)
 
     def _census(self) -> tuple[dict[str, int], int]:
-        """tcp_census(), as often as it costs at most CENSUS_SHARE of a core (about 2 µs per socket: every
-        sample below 5 000 sockets, every 5 s at 25 000); nothing new between."""
+        """tcp_census(), as often as it costs at most CENSUS_SHARE of a core (about 1.5 µs per socket: every
+        sample up to some 6 000 sockets, less often above; docs/diagnosis.md); nothing new between."""
         if time.monotonic() < self._census_due:
             return {}, 0
         t0 = time.thread_time()
@@ -235,7 +235,6 @@ def _socket_inodes(pids: list[int]) -> set[int]:
     return out
 
 
-_TCP_STATE_NAMES = {int(k, 16): v for k, v in TCP_STATES.items()}
 _SOCK_DIAG_BY_FAMILY = 20
 _NLM_F_DUMP_REQUEST = 0x1 | 0x300
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
@@ -305,7 +304,7 @@ class TargetMonitor:
         self.proc = find_process(pid, name)
         self._name = name or self.proc.name()
         self._lock = threading.Lock()
-        self._ticker = _Ticker(self._sample, every_s)
+        self._every = every_s
         self._reset()
 
     def _reset(self) -> None:
@@ -379,7 +378,7 @@ class TargetMonitor:
     def start(self) -> TargetMonitor:
         with self._lock:
             self._reset()
-        self._ticker = _Ticker(self._sample, self._ticker._every)
+        self._ticker = _Ticker(self._sample, self._every)
         self._ticker.start()
         return self
 

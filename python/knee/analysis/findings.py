@@ -182,9 +182,9 @@ def _ports(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord
             continue
         held = c.ephemeral_in_use_peak or c.time_wait_peak
         if held >= PORTS_SHARE * c.ephemeral_ports:
-            tw = f" ({c.time_wait_peak:,} sockets in TIME_WAIT)"
             what = (
-                f"{held:,} of the {c.ephemeral_ports:,} ephemeral ports were in use{tw}"
+                f"{held:,} of the {c.ephemeral_ports:,} ephemeral ports were in use ({c.time_wait_peak:,} sockets "
+                "in TIME_WAIT)"
                 if c.ephemeral_in_use_peak
                 else f"TIME_WAIT reached {c.time_wait_peak:,} sockets against {c.ephemeral_ports:,} ephemeral ports"
             )

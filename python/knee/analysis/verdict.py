@@ -109,9 +109,14 @@ def _curve(
         _slo(v, rows, slo)
     _little(v, rows, think_s)
     if fit:
-        _usl(v, rows, onset)
+        open_loop = _usl(v, rows, onset)
         if unit == "clients" and not any(r.open_loop for r in rows):
-            _shape(v, rows, steps, onset)
+            # The curve's shape, named (shape.py); a pool disowns the USL's N*, which it does not support.
+            v.shape = name_shape(rows, steps, group, peak_level=v.peak_level, onset=onset, usl=v.usl)
+        if v.usl is not None:
+            v.sentences.append(_usl_sentence(v.usl, open_loop, is_pool=v.shape is not None and v.shape.name == "pool"))
+        if v.shape is not None:
+            v.sentences.append(v.shape.evidence)
     return v
 
 
@@ -269,9 +274,10 @@ def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
     v.warnings.extend(little.warning(c, clients[c.level], v.level_unit) for c in v.little if c.gap > little.GAP)
 
 
-def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> None:
+def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> bool:
+    """Fit the USL (`v.usl`) on the levels without errors; True when it is fitted on Little's-law concurrency."""
     if len(rows) == 1:
-        return  # already said: one level, no curve
+        return False  # already said: one level, no curve
     unit = v.level_unit
     cut = v.collapse_level if v.collapse_level is not None else rows[-1].level
     failing = [r for r in rows if r.level <= cut and r.failure_ratio > onset]
@@ -291,7 +297,7 @@ def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> None:
             f"no USL fit: it needs at least {MIN_POINTS} levels{past} with at most {fmt.pct(onset)} failed or hung "
             f"(got {len(points)})"
         )
-        return
+        return open_loop
     try:
         if open_loop:
             f = fit_usl([r.concurrency for r in points], [r.rate for r in points])
@@ -300,9 +306,9 @@ def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> None:
             f = fit_usl([r.level for r in points], [r.rate for r in points], left_out=v.usl_left_out)
     except UserError as exc:
         v.warnings.append(f"no USL fit: {exc}")
-        return
+        return open_loop
     v.usl = f
-    v.sentences.append(_usl_sentence(f, open_loop))
+    return open_loop
 
 
 def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
@@ -320,14 +326,3 @@ def _levels(levels: list[int | float], unit: LevelUnit) -> str:
     if unit == "rate":
         return f"{fmt.and_list([fmt.level_rate(x) for x in levels])} offered"
     return f"{fmt.and_list([fmt.level(x) for x in levels])} clients"
-
-
-def _shape(v: Verdict, rows: list[LevelRow], steps: Sequence[StepResult], onset: float) -> None:
-    """Name the curve's shape (shape.py); a pool disowns the USL's N*, which it does not support."""
-    v.shape = name_shape(rows, steps, v.group, peak_level=v.peak_level, onset=onset, usl=v.usl)
-    if v.shape is None:
-        return
-    v.sentences.append(v.shape.evidence)
-    if v.shape.name == "pool" and v.usl is not None:
-        said = _usl_sentence(v.usl, open_loop=False)
-        v.sentences = [_usl_sentence(v.usl, False, is_pool=True) if x == said else x for x in v.sentences]
