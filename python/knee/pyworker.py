@@ -35,7 +35,8 @@ PROTOCOL = 1
 
 
 class Context:
-    """What a flow function gets for one operation."""
+    """What a flow function gets for one operation. Each client has one, renewed for each of its operations
+    (a client's operations run one after another): keep what must outlive an operation in `session`."""
 
     __slots__ = ("_steps", "client", "iteration", "operation", "session", "vars")
 
@@ -45,7 +46,7 @@ class Context:
         self.operation = operation  # the stage's name (fixed-work stages), else ""
         self.vars = variables  # the scenario's [vars]
         self.session = session  # this client's dict, kept across its operations
-        self._steps: dict[str, float] = {}
+        self._steps: dict[str, float] | None = None
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -54,6 +55,8 @@ class Context:
         try:
             yield
         finally:
+            if self._steps is None:
+                self._steps = {}
             self._steps[name] = self._steps.get(name, 0.0) + time.perf_counter() - t0
 
 
@@ -116,18 +119,19 @@ class Worker:
         self.is_async = inspect.iscoroutinefunction(func)
         self.vars = {str(k): str(v) for k, v in (start.get("vars") or {}).items()}
         clients = list(start.get("clients") or [])
-        self.sessions: dict[int, dict] = {c: {} for c in clients}
+        self.contexts = {c: Context(c, 0, "", self.vars, {}) for c in clients}
         # A client's operations run one after another: while one is unfinished (it waits, or it is late and
         # knee already sent the next), the client's next operation waits for it.
         self.busy: dict[int, asyncio.Future[None]] = {}
         self.threads = None if self.is_async else ThreadPoolExecutor(max_workers=max(1, len(clients)))
         self.loop = asyncio.get_running_loop()
         self.out: list[bytes] = []
+        self.done: list[int] = []  # plain successes, `client, id` after `client, id`, written as one line
         self.flush_soon = False
 
     def reply(self, client: int, op_id: int, ctx: Context, result: Any, exc: BaseException | None) -> None:
         if exc is None and not ctx._steps and (type(result) is not int or result < 0):
-            self.out.append(b'{"client":%d,"id":%d,"ok":true}\n' % (client, op_id))
+            self.done += (client, op_id)
         else:
             line: dict[str, Any] = {"client": client, "id": op_id, "ok": exc is None}
             if exc is not None:  # the flow said no: the operation failed, with its reason
@@ -136,25 +140,67 @@ class Worker:
                 line["message"] = text.splitlines()[0] if text else ""
             if ctx._steps:
                 line["steps"] = ctx._steps
+                ctx._steps = None
             if exc is None and type(result) is int and result >= 0:
                 line["bytes"] = result
-            self.out.append(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+            self.out.append(_compact(line).encode() + b"\n")
         if not self.flush_soon:
             self.flush_soon = True
             self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self.flush_soon = False
+        if self.done:
+            self.out.append(b'{"done":%s}\n' % _compact(self.done).encode())
+            self.done = []
         if self.out:
             data, self.out = b"".join(self.out), []
             _write(data)
+
+    def context(self, client: int, op_id: int, operation: str) -> Context:
+        """The client's context, set for its operation `op_id`."""
+        ctx = self.contexts.get(client)
+        if ctx is None:  # knee only sends the clients of the start message; a stray one still gets a session
+            ctx = self.contexts[client] = Context(client, op_id, operation, self.vars, {})
+        ctx.iteration, ctx.operation = op_id, operation
+        return ctx
+
+    def run_batch(self, ops: list[int], operation: str) -> None:
+        """`start` for each `client, id` pair of a batched run line, with the common case inline: an async
+        flow of an idle client that finishes without waiting, returns nothing and times no step."""
+        pairs = iter(ops)
+        if not self.is_async:
+            for client, op_id in zip(pairs, pairs, strict=True):
+                self.start(client, op_id, operation)
+            return
+        busy, contexts, func, done = self.busy, self.contexts, self.func, self.done
+        for client, op_id in zip(pairs, pairs, strict=True):
+            ctx = contexts.get(client)
+            if ctx is None or client in busy:
+                self.start(client, op_id, operation)
+                continue
+            ctx.iteration = op_id
+            ctx.operation = operation
+            coro = func(ctx)
+            try:
+                first = coro.send(None)
+            except StopIteration as stop:
+                if ctx._steps is None and stop.value is None:
+                    done.append(client)
+                    done.append(op_id)
+                else:
+                    self.reply(client, op_id, ctx, stop.value, None)
+            except Exception as exc:
+                self.reply(client, op_id, ctx, None, exc)
+            else:
+                self._track(client, self.loop.create_task(self._finish(_Continue(coro, first), client, op_id, ctx)))
 
     def start(self, client: int, op_id: int, operation: str) -> None:
         """Run one operation: at once if the client is idle, else after its unfinished one."""
         if client in self.busy:
             self._track(client, self.loop.create_task(self._after(self.busy[client], client, op_id, operation)))
             return
-        ctx = Context(client, op_id, operation, self.vars, self.sessions.setdefault(client, {}))
+        ctx = self.context(client, op_id, operation)
         if not self.is_async:
             future = self.loop.run_in_executor(self.threads, self.func, ctx)
             self._track(client, self.loop.create_task(self._finish(future, client, op_id, ctx)))
@@ -189,11 +235,14 @@ class Worker:
     async def _after(self, previous: asyncio.Future[None], client: int, op_id: int, operation: str) -> None:
         with contextlib.suppress(BaseException):
             await asyncio.shield(previous)
-        ctx = Context(client, op_id, operation, self.vars, self.sessions.setdefault(client, {}))
+        ctx = self.context(client, op_id, operation)
         if self.is_async:
             await self._finish(self.func(ctx), client, op_id, ctx)
         else:
             await self._finish(self.loop.run_in_executor(self.threads, self.func, ctx), client, op_id, ctx)
+
+
+_compact = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _parse(lines: list[bytes]) -> list[Any]:
@@ -233,9 +282,9 @@ async def serve(spec: str, path: str | None) -> int:
         _write(json.dumps({"ready": False, "error": str(exc)}).encode() + b"\n")
         return 2
     worker = Worker(func, start)
-    _write(b'{"ready":true}\n')
+    _write(b'{"ready":true,"batch":true}\n')
     stopped: asyncio.Future[None] = loop.create_future()
-    run = worker.start
+    run, run_batch = worker.start, worker.run_batch
 
     def take(chunk: bytes) -> None:
         """Run the requests in `chunk` (with what was left of the last one); stop at knee's stop or EOF."""
@@ -244,7 +293,10 @@ async def serve(spec: str, path: str | None) -> int:
         pending = lines.pop()
         for msg in _parse([raw for raw in lines if raw.strip()]):
             if msg.get("op") == "run":
-                run(msg["client"], msg["id"], msg.get("operation", ""))
+                if "ops" in msg:
+                    run_batch(msg["ops"], msg.get("operation", ""))
+                else:
+                    run(msg["client"], msg["id"], msg.get("operation", ""))
             elif msg.get("op") == "stop":
                 chunk = b""
                 break

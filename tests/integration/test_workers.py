@@ -181,6 +181,33 @@ def test_a_line_that_is_not_a_reply_is_quoted(c_worker: Path, tmp_path: Path) ->
     assert reason["sample"] == 'the worker wrote a line that is not a reply: "this is not a reply"'
 
 
+def test_a_batch_worker_gets_the_documented_lines_and_counts_exactly(tmp_path: Path) -> None:
+    lines = tmp_path / "lines.jsonl"
+    doc, _ = run(tmp_path, "-c", "6", "--iterations", "40", "--processes", "2", "--worker", "--",
+                 sys.executable, str(TEST_FLOWS / "batch_worker.py"), str(lines))  # fmt: skip
+    assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (240, 0, 0, 0)
+    assert doc["per_client"] == [40] * 6
+    hosted = []
+    for process in (0, 1):
+        msgs = [json.loads(line) for line in Path(f"{lines}.{process}").read_text().splitlines()]
+        runs = [m for m in msgs if m["op"] == "run"]
+        assert msgs[0]["op"] == "start" and msgs[-1] == {"op": "stop"}
+        assert all(set(m) == {"op", "operation", "ops"} and m["operation"] == "" for m in runs)
+        pairs = [(m["ops"][i], m["ops"][i + 1]) for m in runs for i in range(0, len(m["ops"]), 2)]
+        # the process's own clients, each operation id 0…39 once: one request per operation, none lost
+        assert sorted(pairs) == sorted((c, i) for c in msgs[0]["clients"] for i in range(40))
+        assert len(runs) < len(pairs)  # operations due together came in one line
+        hosted += msgs[0]["clients"]
+    assert sorted(hosted) == list(range(6))
+
+
+def test_a_done_line_with_an_odd_count_is_not_a_reply(tmp_path: Path) -> None:
+    doc, _ = run(tmp_path, "-c", "2", "--iterations", "5", "--processes", "1", "--worker", "--",
+                 sys.executable, str(TEST_FLOWS / "batch_worker.py"), str(tmp_path / "l"), "--odd")  # fmt: skip
+    assert doc["succeeded"] == 0 and doc["failed"] == 10 and set(doc["failures"]) == {"protocol"}
+    assert {r["sample"] for r in doc["reasons"]} == {'the worker wrote a line that is not a reply: "{\\"done\\":[0]}"'}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

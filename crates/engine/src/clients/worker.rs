@@ -6,14 +6,16 @@
 //! start handshake before the common start, so a slow start (a JVM) is never measured. Per
 //! operation the client writes `{"op":"run","client":C,"id":I,"operation":"…"}` into its process's
 //! outgoing buffer (written in batches by the process's writer) and waits for the reply that echoes
-//! its client and id. knee times the operation itself; its timeout makes it hung and a late reply is
-//! discarded. A process that exits (or writes a line that is not a reply) fails its clients'
+//! its client and id. A program that answers start with `"batch": true` gets the operations due at
+//! once as `client, id` pairs in one `run` line; plain successes may come back as one `done` line.
+//! knee times the operation itself; its timeout makes it hung and a late reply is discarded. A process that exits (or writes a line that is not a reply) fails its clients'
 //! in-flight operations (`worker_exit`, with the last line of its stderr; `protocol`, quoting the
 //! line) and is started again. Every process leads its own process group, killed at the end.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::Stdio;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -145,6 +147,11 @@ pub(crate) struct Proc {
     tail_done: Rc<Notify>,
     closing: Cell<bool>,
     pid: Cell<i32>,
+    /// The program said `"batch": true` in its start's answer: requests go as `client,id,` pairs, many in
+    /// one `run` line (the writer frames them).
+    batch: Cell<bool>,
+    /// The run is over: the writer sends `stop` after what is queued.
+    stop: Cell<bool>,
 }
 
 fn worker(prep: &Prepared) -> &WorkerPrep {
@@ -237,6 +244,12 @@ struct Line<'a> {
     steps: Option<Steps>,
     #[serde(default)]
     bytes: Option<u64>,
+    /// In the start's answer: the worker takes many operations in one `run` line.
+    #[serde(default)]
+    batch: Option<bool>,
+    /// Operations that succeeded with nothing to add: `client, id` after `client, id`.
+    #[serde(default)]
+    done: Option<Vec<u64>>,
 }
 
 impl Proc {
@@ -255,6 +268,8 @@ impl Proc {
             tail_done: Rc::new(Notify::new()),
             closing: Cell::new(false),
             pid: Cell::new(0),
+            batch: Cell::new(false),
+            stop: Cell::new(false),
         }
     }
 
@@ -347,7 +362,11 @@ impl Proc {
             Ok(Ok(got)) => got,
         };
         match serde_json::from_slice::<Line<'_>>(&line) {
-            Ok(Line { ready: Some(true), .. }) => {}
+            Ok(Line {
+                ready: Some(true),
+                batch,
+                ..
+            }) => self.batch.set(batch == Some(true)),
             Ok(Line {
                 ready: Some(false),
                 error,
@@ -381,13 +400,30 @@ impl Proc {
         let Io { stdin, stdout, .. } = io;
         let writer = async {
             let mut buf = Vec::new();
+            let mut frame = Vec::new();
+            let operation = &worker(&self.prep).operation_json;
             loop {
                 std::mem::swap(&mut buf, &mut *self.out.borrow_mut());
                 if buf.is_empty() {
+                    if self.stop.replace(false) && stdin.write_all(b"{\"op\":\"stop\"}\n").await.is_err() {
+                        return;
+                    }
                     self.wake.notified().await;
                     continue;
                 }
-                if stdin.write_all(&buf).await.is_err() {
+                let data = if self.batch.get() {
+                    // `c,i,c,i,` → one run line for every operation due by now.
+                    frame.clear();
+                    frame.extend_from_slice(br#"{"op":"run","operation":"#);
+                    frame.extend_from_slice(operation.as_bytes());
+                    frame.extend_from_slice(br#","ops":["#);
+                    frame.extend_from_slice(&buf[..buf.len() - 1]);
+                    frame.extend_from_slice(b"]}\n");
+                    &frame
+                } else {
+                    &buf
+                };
+                if stdin.write_all(data).await.is_err() {
                     return;
                 }
                 buf.clear();
@@ -434,19 +470,26 @@ impl Proc {
         }
         let bad = || format!("the worker wrote a line that is not a reply: {}", quote(line));
         let l: Line<'_> = serde_json::from_slice(line).map_err(|_| bad())?;
+        if let Some(done) = l.done {
+            if done.len() % 2 != 0 {
+                return Err(bad());
+            }
+            for pair in done.chunks_exact(2) {
+                if let Some(slot) = self.expecting(pair[0], pair[1], line)? {
+                    slot.deliver(Reply::Ok {
+                        steps: Vec::new(),
+                        bytes: 0,
+                    });
+                }
+            }
+            return Ok(());
+        }
         let (Some(client), Some(id), Some(ok)) = (l.client, l.id, l.ok) else {
             return Err(bad());
         };
-        let Ok(i) = self.clients.binary_search(&client) else {
-            return Err(format!(
-                "the worker replied for client {client}, which it does not host: {}",
-                quote(line)
-            ));
-        };
-        let slot = &self.slots[i];
-        if slot.expect.get() != Some(id) {
+        let Some(slot) = self.expecting(client, id, line)? else {
             return Ok(()); // a late reply of an operation that hung (or a duplicate): discarded
-        }
+        };
         let steps = l
             .steps
             .unwrap_or_default()
@@ -469,6 +512,19 @@ impl Proc {
         };
         slot.deliver(reply);
         Ok(())
+    }
+
+    /// The slot of `client` if it waits for operation `id` (else the reply is late, and discarded); an error
+    /// if the process does not host that client.
+    fn expecting(&self, client: u64, id: u64, line: &[u8]) -> Result<Option<&Slot>, String> {
+        let Ok(i) = self.clients.binary_search(&client) else {
+            return Err(format!(
+                "the worker replied for client {client}, which it does not host: {}",
+                quote(line)
+            ));
+        };
+        let slot = &self.slots[i];
+        Ok((slot.expect.get() == Some(id)).then_some(slot))
     }
 
     /// Fail every client waiting for a reply (its process went away) and drop requests not yet written.
@@ -512,6 +568,8 @@ impl Proc {
         loop {
             let (class, detail) = self.pump(&mut io).await;
             if self.closing.get() {
+                // It ends after stop, or is killed by `close`: reap it, so its CPU counts as knee's children's.
+                let _ = tokio::time::timeout(GRACE, io.child.wait()).await;
                 return;
             }
             let why = self.obituary(&mut io, class, detail).await;
@@ -669,7 +727,7 @@ impl Hosts {
         for p in &procs {
             p.closing.set(true);
             if !kill {
-                p.out.borrow_mut().extend_from_slice(b"{\"op\":\"stop\"}\n");
+                p.stop.set(true);
                 p.wake.notify_one();
             }
         }
@@ -685,8 +743,14 @@ impl Hosts {
         for p in &procs {
             kill_group(p.pid.get());
         }
-        for t in self.tasks.borrow_mut().drain(..) {
-            t.abort();
+        // Each process's task reaps it once it is gone; one that does not finish by then is aborted.
+        let tasks: Vec<_> = self.tasks.borrow_mut().drain(..).collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+        for t in tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
+                abort.abort();
+            }
         }
     }
 }
@@ -718,16 +782,18 @@ impl WorkerClient {
         slot.reply.borrow_mut().take();
         slot.expect.set(Some(iteration));
         {
-            let w = worker(&proc.prep);
             let mut out = proc.out.borrow_mut();
-            let mut line = String::new();
-            let _ = write!(
-                line,
-                r#"{{"op":"run","client":{},"id":{iteration},"operation":{}}}"#,
-                self.client, w.operation_json
-            );
-            line.push('\n');
-            out.extend_from_slice(line.as_bytes());
+            // Writes into a Vec cannot fail.
+            let _ = if proc.batch.get() {
+                write!(out, "{},{iteration},", self.client)
+            } else {
+                let operation = &worker(&proc.prep).operation_json;
+                writeln!(
+                    out,
+                    r#"{{"op":"run","client":{},"id":{iteration},"operation":{operation}}}"#,
+                    self.client
+                )
+            };
         }
         proc.wake.notify_one();
         let reply = tokio::select! {
