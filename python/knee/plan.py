@@ -213,6 +213,13 @@ def max_clients(scenario: Scenario) -> int:
     return sum(g.client_count(top) for g in scenario.groups.values())
 
 
+def _cap(d: dict[str, Any], **most: float) -> None:
+    """Lower each key of `d` that is set to at most its `most`."""
+    for key, cap in most.items():
+        if d[key] is not None:
+            d[key] = min(d[key], cap)
+
+
 def quick(scenario: Scenario) -> Scenario:
     """A shortened copy for smoke tests (`--quick`): about 1 s per level, small counts, at most 4 levels ≤ 100
     (rate sweeps: at most 4 rates, of any size; an open loop's cost is its connections, capped like clients).
@@ -229,29 +236,13 @@ def quick(scenario: Scenario) -> Scenario:
             idx = sorted({round(i * (len(levels) - 1) / 3) for i in range(4)})
             levels = [levels[i] for i in idx]
         sw["rates" if scenario.rate_sweep else "levels"] = levels
-    if sw["duration"] is not None:
-        sw["duration"] = min(sw["duration"], 1.0)
-    if sw["per_client"] is not None:
-        sw["per_client"] = min(sw["per_client"], 5)
-    if sw["total"] is not None:
-        sw["total"] = min(sw["total"], 200)
-    sw["warmup"] = min(sw["warmup"], 0.2)
-    sw["pause"] = min(sw["pause"], 0.2)
+    _cap(sw, duration=1.0, per_client=5, total=200, warmup=0.2, pause=0.2)
     longest = max([sw["duration"] or 1.0] + [g["duration"] or 0.0 for g in d["groups"].values()])
     sw["interval"] = min(sw["interval"], max(0.05, longest / 10))
     for g in d["groups"].values():
+        _cap(g, per_client=5, total=200, duration=1.5)
         if g["clients"] != "level":
             g["clients"] = min(g["clients"], 50)
-        if g["per_client"] is not None:
-            g["per_client"] = min(g["per_client"], 5)
-        if g["total"] is not None:
-            g["total"] = min(g["total"], 200)
-        if g["duration"] is not None:
-            g["duration"] = min(g["duration"], 1.5)
-    rec = d["recovery"]
-    rec["limit"] = min(rec["limit"], 3.0)
-    rec["pause"] = min(rec["pause"], 0.2)
-    if rec["probe"] is not None:
-        rec["probe"] = min(rec["probe"], 1.0)
+    _cap(d["recovery"], limit=3.0, pause=0.2, probe=1.0)
     d["stop"]["max_level"] = d["stop"]["max_rate"] = None
     return Scenario.model_validate(d)

@@ -111,6 +111,17 @@ class _Continue:
                     return stop.value
 
 
+class _Lane:
+    """A driver's state: the client whose operation it runs, and whether it left the line (that operation
+    waited, so the driver became its Task)."""
+
+    __slots__ = ("client", "detached")
+
+    def __init__(self) -> None:
+        self.client = -1
+        self.detached = False
+
+
 class Worker:
     """One process's clients, their sessions, and the replies waiting to be written."""
 
@@ -166,34 +177,46 @@ class Worker:
         return ctx
 
     def run_batch(self, ops: list[int], operation: str) -> None:
-        """`start` for each `client, id` pair of a batched run line, with the common case inline: an async
-        flow of an idle client that finishes without waiting, returns nothing and times no step."""
+        """Run the `client, id` pairs of a batched run line. Async flows run eagerly, one after another, in a
+        driver coroutine that awaits each (cheaper than stepping each flow's coroutine by hand); when one
+        has to wait, the driver becomes that operation's Task and a new driver goes on with the rest (so the
+        line is used up before this returns, and a driver that waited ends with its operation)."""
         pairs = iter(ops)
+        todo = zip(pairs, pairs, strict=True)
         if not self.is_async:
-            for client, op_id in zip(pairs, pairs, strict=True):
+            for client, op_id in todo:
                 self.start(client, op_id, operation)
             return
+        while True:
+            lane = _Lane()
+            driver = self._drive(todo, operation, lane)
+            try:
+                first = driver.send(None)
+            except StopIteration:
+                return
+            lane.detached = True  # the driver now is the Task of its waiting operation
+            self._track(lane.client, self.loop.create_task(_resume(_Continue(driver, first))))
+
+    async def _drive(self, todo: Iterator[tuple[int, int]], operation: str, lane: _Lane) -> None:
         busy, contexts, func, done = self.busy, self.contexts, self.func, self.done
-        for client, op_id in zip(pairs, pairs, strict=True):
+        for client, op_id in todo:
             ctx = contexts.get(client)
             if ctx is None or client in busy:
                 self.start(client, op_id, operation)
                 continue
             ctx.iteration = op_id
             ctx.operation = operation
-            coro = func(ctx)
+            lane.client = client
             try:
-                first = coro.send(None)
-            except StopIteration as stop:
-                if ctx._steps is None and stop.value is None:
-                    done.append(client)
-                    done.append(op_id)
-                else:
-                    self.reply(client, op_id, ctx, stop.value, None)
+                result = await func(ctx)
             except Exception as exc:
                 self.reply(client, op_id, ctx, None, exc)
             else:
-                self._track(client, self.loop.create_task(self._finish(_Continue(coro, first), client, op_id, ctx)))
+                if lane.detached or ctx._steps is not None or result is not None:
+                    self.reply(client, op_id, ctx, result, None)  # which also schedules the flush
+                else:
+                    done.append(client)  # run_batch's caller flushes
+                    done.append(op_id)
 
     def start(self, client: int, op_id: int, operation: str) -> None:
         """Run one operation: at once if the client is idle, else after its unfinished one."""
@@ -243,6 +266,10 @@ class Worker:
 
 
 _compact = json.JSONEncoder(separators=(",", ":")).encode
+
+
+async def _resume(awaitable: Any) -> None:
+    await awaitable
 
 
 def _parse(lines: list[bytes]) -> list[Any]:

@@ -42,3 +42,24 @@ def sync_fetch(ctx) -> int:  # type: ignore[no-untyped-def]
 def mark_pid(ctx) -> None:  # type: ignore[no-untyped-def]
     """Leaves a file named after this worker process's PID in the directory ctx.vars["pids"]."""
     open(os.path.join(ctx.vars["pids"], str(os.getpid())), "a").close()
+
+
+async def mixed(ctx) -> int | None:  # type: ignore[no-untyped-def]
+    """By client: 0 returns at once, 1 waits 20 ms, 2 raises, 3 times a step and returns 7 bytes. Each client
+    notes its operations in its session, in the order they ran, and fails if one started before the last."""
+    seen = ctx.session.setdefault("seen", [])
+    if seen and seen[-1] != ("end", ctx.iteration - 1):
+        raise RuntimeError(f"operation {ctx.iteration} began before {seen[-1]} ended")
+    seen.append(("begin", ctx.iteration))
+    kind = ctx.client % 4
+    result = None
+    if kind == 1:
+        await asyncio.sleep(0.02)
+    elif kind == 2:
+        seen.append(("end", ctx.iteration))
+        raise ValueError(f"client {ctx.client} says no to {ctx.iteration}")
+    elif kind == 3:
+        with ctx.step("work"):
+            result = 7
+    seen.append(("end", ctx.iteration))
+    return result

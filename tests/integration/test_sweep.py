@@ -58,6 +58,14 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def swept(tmp_path: Path, text: str, **recovery: str) -> tuple[RunRecord, subprocess.CompletedProcess[str]]:
+    """Sweep the scenario `text` against a fresh srm-fast target (its recovery mode `recovery`)."""
+    with start_target("srm-fast", **({"recovery": recovery} if recovery else {})) as target:
+        proc = sweep(write(tmp_path, text), tmp_path / "runs", "--var", f"target={target.url}")
+    assert proc.returncode == 0, proc.stderr
+    return only_run(tmp_path / "runs"), proc
+
+
 @pytest.mark.timeout(120)
 def test_stuck_service_peak_onset_collapse_and_no_recovery(tmp_path: Path) -> None:
     # srm-fast: N* = 50 clients, pool 600 (503 past it), stuck after 2 s over 500 in flight.
@@ -81,10 +89,7 @@ def test_stuck_service_peak_onset_collapse_and_no_recovery(tmp_path: Path) -> No
 
 @pytest.mark.timeout(120)
 def test_recovering_service_is_reported_recovered(tmp_path: Path) -> None:
-    with start_target("srm-fast", recovery={"mode": "recover"}) as target:
-        proc = sweep(write(tmp_path, OVERLOAD), tmp_path / "runs", "--var", f"target={target.url}")
-    assert proc.returncode == 0, proc.stderr
-    record = only_run(tmp_path / "runs")
+    record, _ = swept(tmp_path, OVERLOAD, mode="recover")
     v = verdict(record)
     assert v.collapse_level == 700
     assert record.status == "stopped"  # collapse ended the sweep
@@ -167,10 +172,7 @@ enabled = false
 
 @pytest.mark.timeout(90)
 def test_up_down_stops_climbing_at_collapse_and_comes_back_down(tmp_path: Path) -> None:
-    with start_target("srm-fast", recovery={"mode": "recover"}) as target:
-        proc = sweep(write(tmp_path, UP_DOWN), tmp_path / "runs", "--var", f"target={target.url}")
-    assert proc.returncode == 0, proc.stderr
-    record = only_run(tmp_path / "runs")
+    record, _ = swept(tmp_path, UP_DOWN, mode="recover")
     assert [(s.level, s.direction) for s in record.steps] == [
         (5, "up"),
         (50, "up"),
@@ -189,11 +191,8 @@ def test_failure_limit_aborts_the_run(tmp_path: Path) -> None:
         "[recovery]", "[stop]\nmax_failure_ratio = 0.2\n\n[recovery]"
     )
     text = text.replace("enabled = false", "enabled = true")
-    with start_target("srm-fast") as target:
-        proc = sweep(write(tmp_path, text), tmp_path / "runs", "--var", f"target={target.url}")
-    assert proc.returncode == 0, proc.stderr
+    record, proc = swept(tmp_path, text)
     assert "aborted: failure ratio" in proc.stdout
-    record = only_run(tmp_path / "runs")
     assert record.status == "aborted"
     assert [s.level for s in record.steps] == [5, 50, 700]  # no more levels, no recovery probe
     assert record.steps[-1].groups["main"].failure_ratio > 0.2

@@ -356,8 +356,10 @@ enum Source {
 
 /// An operation the pacer says to start now.
 struct Start {
-    /// When it was meant to start (open loop; closed loop: now).
+    /// When it was meant to start (open loop; closed loop: `began`).
     intended: Instant,
+    /// When the client took it (the clock is read once for the checks and the operation's start).
+    began: Instant,
     /// An open-loop arrival due inside the measured window.
     measured_arrival: bool,
 }
@@ -376,26 +378,33 @@ impl Source {
     ) -> Option<Start> {
         match self {
             Source::Closed { pacer, prev_end } => {
+                // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
+                tokio::task::coop::consume_budget().await;
+                // One clock read serves every check and the start, unless the client waits (think time).
+                let mut now = Instant::now();
                 let proceed = match group.spec.stop {
                     StopRule::PerClient(n) => measured < n,
                     StopRule::Total(n) => group.tickets.fetch_add(1, Ordering::Relaxed) < n,
-                    StopRule::DurationMs(_) => group.end_at().is_some_and(|e| Instant::now() < e),
+                    StopRule::DurationMs(_) => group.end_at().is_some_and(|e| now < e),
                     StopRule::WhileOthers(_) => true,
                 };
                 if !proceed || stopped.load(Ordering::Relaxed) {
                     return None;
                 }
-                // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
-                tokio::task::coop::consume_budget().await;
-                let due = pacer.next_start(*prev_end, Instant::now());
-                let wake = group.end_at().map_or(due, |e| due.min(e));
-                if !sleep_unless_stopped(wake, stop, stopped).await
-                    || group.end_at().is_some_and(|e| Instant::now() >= e)
-                {
+                let due = pacer.next_start(*prev_end, now);
+                if due > now {
+                    let wake = group.end_at().map_or(due, |e| due.min(e));
+                    if !sleep_unless_stopped(wake, stop, stopped).await {
+                        return None;
+                    }
+                    now = Instant::now();
+                }
+                if group.end_at().is_some_and(|e| now >= e) {
                     return None;
                 }
                 Some(Start {
-                    intended: Instant::now(),
+                    intended: now,
+                    began: now,
                     measured_arrival: false,
                 })
             }
@@ -423,6 +432,7 @@ impl Source {
                 }
                 return Some(Start {
                     intended,
+                    began: now,
                     measured_arrival,
                 });
             },
@@ -475,7 +485,7 @@ async fn client(
         return;
     }
     while let Some(start) = source.next(group, measured, &mut stop, stopped, &rec, g).await {
-        let began = Instant::now();
+        let began = start.began;
         source.begin();
         let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
         iteration += 1;

@@ -15,7 +15,6 @@
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::process::Stdio;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -223,6 +222,24 @@ impl<'de> Deserialize<'de> for Steps {
         }
         d.deserialize_map(Visit)
     }
+}
+
+/// `{"client":C,"id":I,"ok":true}` to the letter, the commonest reply, read without the JSON parser (any
+/// other spelling goes to it).
+fn plain_ok(line: &[u8]) -> Option<(u64, u64)> {
+    let (client, rest) = number(line.strip_prefix(br#"{"client":"#)?)?;
+    let (id, rest) = number(rest.strip_prefix(br#","id":"#)?)?;
+    (rest == br#","ok":true}"#).then_some((client, id))
+}
+
+/// The JSON unsigned integer `b` starts with, and what follows it.
+fn number(b: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 || (digits > 1 && b[0] == b'0') {
+        return None;
+    }
+    let n = std::str::from_utf8(&b[..digits]).ok()?.parse().ok()?;
+    Some((n, &b[digits..]))
 }
 
 /// One line from a worker: the start's answer or an operation's reply.
@@ -466,6 +483,15 @@ impl Proc {
     /// Hand one reply to its client; an error names a line that is not a reply.
     fn dispatch(&self, line: &[u8]) -> Result<(), String> {
         if line.is_empty() {
+            return Ok(());
+        }
+        if let Some((client, id)) = plain_ok(line) {
+            if let Some(slot) = self.expecting(client, id, line)? {
+                slot.deliver(Reply::Ok {
+                    steps: Vec::new(),
+                    bytes: 0,
+                });
+            }
             return Ok(());
         }
         let bad = || format!("the worker wrote a line that is not a reply: {}", quote(line));
@@ -783,17 +809,21 @@ impl WorkerClient {
         slot.expect.set(Some(iteration));
         {
             let mut out = proc.out.borrow_mut();
-            // Writes into a Vec cannot fail.
-            let _ = if proc.batch.get() {
-                write!(out, "{},{iteration},", self.client)
+            let mut n = itoa::Buffer::new();
+            if proc.batch.get() {
+                out.extend_from_slice(n.format(self.client).as_bytes());
+                out.push(b',');
+                out.extend_from_slice(n.format(iteration).as_bytes());
+                out.push(b',');
             } else {
-                let operation = &worker(&proc.prep).operation_json;
-                writeln!(
-                    out,
-                    r#"{{"op":"run","client":{},"id":{iteration},"operation":{operation}}}"#,
-                    self.client
-                )
-            };
+                out.extend_from_slice(br#"{"op":"run","client":"#);
+                out.extend_from_slice(n.format(self.client).as_bytes());
+                out.extend_from_slice(br#","id":"#);
+                out.extend_from_slice(n.format(iteration).as_bytes());
+                out.extend_from_slice(br#","operation":"#);
+                out.extend_from_slice(worker(&proc.prep).operation_json.as_bytes());
+                out.extend_from_slice(b"}\n");
+            }
         }
         proc.wake.notify_one();
         let reply = tokio::select! {
@@ -832,6 +862,30 @@ impl WorkerClient {
                 d.clear().put(format_args!("{message}"));
                 OpReport::of(Outcome::Fail(class))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_ok;
+
+    #[test]
+    fn only_the_exact_plain_reply_skips_the_parser() {
+        assert_eq!(plain_ok(br#"{"client":4,"id":17,"ok":true}"#), Some((4, 17)));
+        assert_eq!(
+            plain_ok(br#"{"client":0,"id":18446744073709551615,"ok":true}"#),
+            Some((0, u64::MAX))
+        );
+        for other in [
+            &br#"{"client": 4,"id":17,"ok":true}"#[..],             // spaces: the parser's
+            br#"{"client":4,"id":17,"ok":false}"#,                  // a failure
+            br#"{"client":4,"id":17,"ok":true,"bytes":9}"#,         // more keys
+            br#"{"client":04,"id":17,"ok":true}"#,                  // not JSON
+            br#"{"client":4,"id":18446744073709551616,"ok":true}"#, // over u64
+            br#"{"client":,"id":17,"ok":true}"#,
+        ] {
+            assert_eq!(plain_ok(other), None, "{}", String::from_utf8_lossy(other));
         }
     }
 }

@@ -1,0 +1,86 @@
+"""knee's Python worker as a process speaking the worker protocol's batches (docs/worker-protocol.md): flows
+that return at once, wait, fail or time steps, in one line, each answered once, each client in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+from conftest import REPO
+
+FLOWS = REPO / "tests" / "flows"
+
+
+class Replies:
+    """The worker's stdout, read with a deadline: every answer by (client, id), each exactly once."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd, self.buf, self.answers = proc.stdout.fileno(), b"", {}
+
+    def line(self, deadline: float) -> dict | None:
+        while b"\n" not in self.buf:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            self.buf += os.read(self.fd, 1 << 16)
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def until(self, count: int, seconds: float = 10) -> None:
+        deadline = time.monotonic() + seconds
+        while len(self.answers) < count:
+            line = self.line(deadline)
+            assert line is not None, f"only {sorted(self.answers)} answered within {seconds} s"
+            done = line.pop("done", None)
+            pairs = zip(done[::2], done[1::2], strict=True) if done is not None else None
+            for reply in [{"client": c, "id": i, "ok": True} for c, i in pairs] if pairs else [line]:
+                key = (reply["client"], reply["id"])
+                assert key not in self.answers, f"{key} answered twice"
+                self.answers[key] = reply
+
+
+def run_line(proc: subprocess.Popen[bytes], op_id: int) -> None:
+    assert proc.stdin is not None
+    ops = [n for client in range(8) for n in (client, op_id)]
+    proc.stdin.write(b'{"op":"run","operation":"fetch","ops":%s}\n' % json.dumps(ops).encode())
+    proc.stdin.flush()
+
+
+def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee.pyworker", "testflows:mixed", "--path", str(FLOWS)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+    )  # fmt: skip
+    assert proc.stdin is not None
+    replies = Replies(proc)
+    try:
+        proc.stdin.write(b'{"op":"start","protocol":1,"group":"g","process":0,"clients":[0,1,2,3,4,5,6,7],"vars":{}}\n')
+        proc.stdin.flush()
+        assert replies.line(time.monotonic() + 10) == {"ready": True, "batch": True}
+        run_line(proc, 0)
+        replies.until(8)  # clients 1 and 5 answer 20 ms later, with nothing else to come: they are sent anyway
+        run_line(proc, 1)  # two lines at once: every client's operation 2 comes while 1's and 5's operation 1 waits
+        run_line(proc, 2)
+        replies.until(24)
+        proc.stdin.write(b'{"op":"stop"}\n')
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sorted(replies.answers) == [(c, i) for c in range(8) for i in (0, 1, 2)]
+    for (client, op_id), reply in replies.answers.items():
+        kind = client % 4
+        if kind == 2:
+            assert reply == {"client": client, "id": op_id, "ok": False, "error": "ValueError",
+                             "message": f"client {client} says no to {op_id}"}  # fmt: skip
+        elif kind == 3:
+            assert reply["ok"] is True and reply["bytes"] == 7 and set(reply["steps"]) == {"work"}
+        else:
+            assert reply == {"client": client, "id": op_id, "ok": True}
