@@ -73,6 +73,10 @@ class RunJson(BaseModel):
     run_dir: str | None = Field(default=None, description="the run directory (--out), if kept")
 
 
+# What `knee run --json` says as the group's stats say it (open_loop is reshaped: `open_loop()`).
+_AS_IN_GROUP = sorted((RunJson.model_fields.keys() & GroupStats.model_fields.keys()) - {"open_loop"})
+
+
 class RunStepsJson(BaseModel):
     """`knee run --rate 100,200,400 --json`: one run document per rate, in order."""
 
@@ -266,35 +270,12 @@ def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: 
     planned = PlannedStep(step.level, step.label, step.direction, step.phase)
     spec = engine_spec(scenario, planned).model_dump(mode="json")
     return RunJson(
+        **{key: getattr(s, key) for key in _AS_IN_GROUP},
         knee_version=__version__,
         target=target(scenario, group),
-        clients=s.clients,
         interrupted=step.partial,
         started=s.started,
-        succeeded=s.succeeded,
-        failed=s.failed,
-        hung=s.hung,
-        abandoned=s.abandoned,
-        warmup_ops=s.warmup_ops,
-        elapsed_s=s.elapsed_s,
-        rate_hz=s.rate_hz,
-        failures=s.failures,
-        error_samples=s.error_samples,
-        reasons=s.reasons,
-        bytes_sent=s.bytes_sent,
-        bytes_received=s.bytes_received,
-        payload_bytes=s.payload_bytes,
         transfer_rate_bps=s.bytes_received / s.elapsed_s if s.elapsed_s > 0 else 0.0,
-        latency_ms=s.latency_ms,
-        connect_ms=s.connect_ms,
-        ttfb_ms=s.ttfb_ms,
-        processing_ms=s.processing_ms,
-        steps=s.steps,
-        percentiles_ms=s.percentiles_ms,
-        interval_s=s.interval_s,
-        series=s.series,
-        hung_clients=s.hung_clients,
-        per_client=s.per_client,
         open_loop=open_loop(scenario, step, s),
         generator=step.generator,
         spec=spec,

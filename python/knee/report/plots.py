@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 
 import matplotlib
 
@@ -39,8 +40,14 @@ def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepRes
     return [s for s in record.steps if s.phase == "sweep" and s.direction == direction and group in s.groups]
 
 
-def _rates(record: RunRecord) -> bool:
-    return record.rates
+def _sweep_figure(
+    record: RunRecord, group: str, keep: Callable[[StepResult], bool] | None = None
+) -> tuple[Figure, plt.Axes, bool, list[StepResult], list[float]]:
+    """A figure of the up sweep of `group` (its steps that `keep` accepts): the figure, its axes, whether x is
+    the offered rate, the steps and their x."""
+    fig, ax = plt.subplots(figsize=_SIZE)
+    up = [s for s in _sweep(record, group) if keep is None or keep(s)]
+    return fig, ax, record.rates, up, _xs(record, up, group)
 
 
 def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
@@ -75,10 +82,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
     on Little's-law concurrency, another axis, so it is not drawn here. `n_star=False` leaves out the
     USL's peak (a pool's curve does not support it).
     """
-    fig, ax = plt.subplots(figsize=_SIZE)
-    rates = _rates(record)
-    up = _sweep(record, group)
-    levels = _xs(record, up, group)
+    fig, ax, rates, up, levels = _sweep_figure(record, group)
     ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="succeeded (up)", color="C0")
     open_up = [s for s in up if s.groups[group].open_loop is not None]
     if open_up:
@@ -124,10 +128,7 @@ def counters(record: RunRecord, group: str) -> str:
     """The machine's and the target's counters beside throughput, level by level: throughput on the left axis;
     ephemeral ports in use, TIME_WAIT sockets, listen overflows and SYN retransmits (and the target's RSS) on
     the right."""
-    fig, ax = plt.subplots(figsize=_SIZE)
-    rates = _rates(record)
-    up = [s for s in _sweep(record, group) if s.counters is not None or s.target is not None]
-    levels = _xs(record, up, group)
+    fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: s.counters is not None or s.target is not None)
     ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", color="C0", label="succeeded / s")
     ax.set_ylabel("operations / s")
     ax2 = ax.twinx()
@@ -149,10 +150,7 @@ def counters(record: RunRecord, group: str) -> str:
 
 
 def failures(record: RunRecord, group: str) -> str:
-    fig, ax = plt.subplots(figsize=_SIZE)
-    rates = _rates(record)
-    up = _sweep(record, group)
-    levels = _xs(record, up, group)
+    fig, ax, rates, up, levels = _sweep_figure(record, group)
     ax.plot(levels, [s.groups[group].failed for s in up], "o-", color="C3", label="failed")
     ax.plot(levels, [s.groups[group].hung for s in up], "s-", color="C4", label="hung")
     worst = max((max(s.groups[group].failed, s.groups[group].hung) for s in up), default=0)
@@ -174,10 +172,7 @@ def failures(record: RunRecord, group: str) -> str:
 
 
 def latency(record: RunRecord, group: str) -> str:
-    fig, ax = plt.subplots(figsize=_SIZE)
-    rates = _rates(record)
-    up = _sweep(record, group)
-    levels = _xs(record, up, group)
+    fig, ax, rates, up, levels = _sweep_figure(record, group)
     for key, style in (("p50", "o-"), ("p90", "^-"), ("p99", "s-"), ("max", ".:")):
         ax.plot(levels, [getattr(s.groups[group].latency_ms, key) for s in up], style, label=key)
     loops = [s.groups[group].open_loop for s in up]
@@ -219,7 +214,7 @@ def series(record: RunRecord, group: str) -> str:
         (p.succeeded / (s.groups[group].interval_s or 1.0) for s in steps for p in s.groups[group].series), default=0
     )
     ax.set_ylim(0, max(1.0, peak) * 1.18)
-    what = "offered rate" if _rates(record) else "clients"
+    what = "offered rate" if record.rates else "clients"
     ax.set_xlabel(f"seconds since the first step (numbers: {what} of each step)")
     ax.set_ylabel("per second")
     ax.set_title("Per-interval series of each level")
@@ -250,5 +245,5 @@ def distribution(record: RunRecord, group: str) -> str:
     ax.set_ylabel("latency, ms")
     ax.set_title("Latency distribution per level")
     if drawn:
-        ax.legend(title="offered" if _rates(record) else "clients", fontsize=7, ncol=2, loc="upper left")
+        ax.legend(title="offered" if record.rates else "clients", fontsize=7, ncol=2, loc="upper left")
     return to_svg(fig)
