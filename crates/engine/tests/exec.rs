@@ -2,11 +2,12 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
-use knee_engine::{run, Engine, ErrorClass};
-use serde_json::json;
+use knee_engine::{run, Engine, ErrorClass, Spec};
+use serde_json::{json, Value};
 
 fn exec(argv: &[&str]) -> serde_json::Value {
     json!({"kind": "exec", "argv": argv})
@@ -109,22 +110,28 @@ fn pids_in(path: &std::path::Path) -> Vec<i32> {
         .collect()
 }
 
-#[test]
-fn timeout_kills_the_whole_process_group_and_counts_hung() {
-    let dir = temp_dir("hung");
+/// A fresh temporary directory and a one-group spec of `clients` exec clients, each running a shell that
+/// appends its pid and that of a 30 s sleep it starts to `pids-<client>` in that directory, then waits.
+fn sleepers(tag: &str, clients: u64, stop: Value) -> (PathBuf, Spec) {
+    let dir = temp_dir(tag);
     let pidfile = dir.join("pids-${client}");
     let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
-    let mut s = one_group(2, json!({"per_client": 2}), exec(&["/bin/sh", "-c", &script]));
-    s.groups[0].timeout_ms = 300;
-    let t = Instant::now();
-    let r = run(s).unwrap();
-    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
-    let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (0, 0, 4), "{}", r.summary_json());
-    assert_eq!(g.hung_clients, vec![0, 1]);
-    let mut pids = pids_in(&dir.join("pids-0"));
-    pids.extend(pids_in(&dir.join("pids-1")));
-    assert_eq!(pids.len(), 8, "shell and sleep pids of 4 operations: {pids:?}");
+    (dir, one_group(clients, stop, exec(&["/bin/sh", "-c", &script])))
+}
+
+/// The pids that the `clients` sleepers wrote to `dir` number `want`, and every one of them is gone
+/// (after at most 2 s of waiting for the kills to land); `dir` is removed.
+fn assert_killed(dir: PathBuf, clients: u64, want: usize) {
+    let mut pids = Vec::new();
+    for c in 0..clients {
+        pids.extend(pids_in(&dir.join(format!("pids-{c}"))));
+    }
+    assert_eq!(
+        pids.len(),
+        want,
+        "shell and sleep pids of {} operations: {pids:?}",
+        want / 2
+    );
     wait_until(Duration::from_secs(2), || pids.iter().all(|&p| not_running(p)));
     for pid in pids {
         assert!(not_running(pid), "pid {pid} still runs");
@@ -133,11 +140,21 @@ fn timeout_kills_the_whole_process_group_and_counts_hung() {
 }
 
 #[test]
+fn timeout_kills_the_whole_process_group_and_counts_hung() {
+    let (dir, mut s) = sleepers("hung", 2, json!({"per_client": 2}));
+    s.groups[0].timeout_ms = 300;
+    let t = Instant::now();
+    let r = run(s).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+    let g = &r.groups[0];
+    assert_eq!((g.succeeded, g.failed, g.hung), (0, 0, 4), "{}", r.summary_json());
+    assert_eq!(g.hung_clients, vec![0, 1]);
+    assert_killed(dir, 2, 8);
+}
+
+#[test]
 fn stop_from_another_thread_kills_every_process_group() {
-    let dir = temp_dir("stop");
-    let pidfile = dir.join("pids-${client}");
-    let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
-    let mut s = one_group(4, json!({"duration_ms": 60_000}), exec(&["/bin/sh", "-c", &script]));
+    let (dir, mut s) = sleepers("stop", 4, json!({"duration_ms": 60_000}));
     s.groups[0].timeout_ms = 60_000;
     let engine = std::sync::Arc::new(Engine::start(s).unwrap());
     // Every client's shell has started its sleep (both pids written), however busy the machine.
@@ -158,38 +175,21 @@ fn stop_from_another_thread_kills_every_process_group() {
     let r = engine.result().unwrap();
     assert!(r.stopped);
     assert_eq!(r.groups[0].succeeded + r.groups[0].failed + r.groups[0].hung, 0);
-    let mut pids = Vec::new();
-    for c in 0..4 {
-        pids.extend(pids_in(&dir.join(format!("pids-{c}"))));
-    }
-    assert_eq!(pids.len(), 8, "{pids:?}");
-    wait_until(Duration::from_secs(2), || pids.iter().all(|&p| not_running(p)));
-    for pid in pids {
-        assert!(not_running(pid), "pid {pid} still runs");
-    }
-    let _ = std::fs::remove_dir_all(dir);
+    assert_killed(dir, 4, 8);
 }
 
 #[test]
 fn dropping_a_running_engine_kills_its_processes() {
-    let dir = temp_dir("drop");
-    let pidfile = dir.join("pids");
-    let script = format!("echo $$ >> {p}; sleep 30 & echo $! >> {p}; wait", p = pidfile.display());
-    let engine = Engine::start(one_group(1, json!({"total": 1}), exec(&["/bin/sh", "-c", &script]))).unwrap();
+    let (dir, s) = sleepers("drop", 1, json!({"total": 1}));
+    let engine = Engine::start(s).unwrap();
     assert!(
-        wait_until(Duration::from_secs(10), || pids_in(&pidfile).len() == 2),
+        wait_until(Duration::from_secs(10), || pids_in(&dir.join("pids-0")).len() == 2),
         "the client never started"
     );
     let t = Instant::now();
     drop(engine);
     assert!(t.elapsed() < Duration::from_secs(2), "drop took {:?}", t.elapsed());
-    let pids = pids_in(&pidfile);
-    assert_eq!(pids.len(), 2, "{pids:?}");
-    wait_until(Duration::from_secs(2), || pids.iter().all(|&p| not_running(p)));
-    for pid in pids {
-        assert!(not_running(pid), "pid {pid} still runs");
-    }
-    let _ = std::fs::remove_dir_all(dir);
+    assert_killed(dir, 1, 2);
 }
 
 /// A CLI that says why it failed on stderr (psql, lcg-ls …): the reason is its last line there,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
-use knee_engine::{run, Engine, ErrorClass, Metric};
+use knee_engine::{run, Engine, ErrorClass, Metric, ShardResult};
 use serde_json::json;
 
 #[test]
@@ -349,12 +349,19 @@ fn while_others_must_be_true() {
     assert!(e.contains("groups[0].stop.while_others must be true"), "{e}");
 }
 
+/// `clients` clients GET a server that answers after `delay_ms` for `duration_ms`, the first `warmup_ms` of
+/// them a warm-up: the server and the result.
+fn run_with_warmup(delay_ms: u64, clients: u64, duration_ms: u64, warmup_ms: u64) -> (TestServer, ShardResult) {
+    let server = TestServer::delayed(Duration::from_millis(delay_ms));
+    let mut s = one_group(clients, json!({"duration_ms": duration_ms}), http(&server.url()));
+    s.groups[0].warmup_ms = warmup_ms;
+    let r = run(s).unwrap();
+    (server, r)
+}
+
 #[test]
 fn warmup_operations_are_not_recorded() {
-    let server = TestServer::delayed(Duration::from_millis(5));
-    let mut s = one_group(2, json!({"duration_ms": 300}), http(&server.url()));
-    s.groups[0].warmup_ms = 200;
-    let r = run(s).unwrap();
+    let (server, r) = run_with_warmup(5, 2, 300, 200);
     let g = &r.groups[0];
     assert!(g.warmup_ops > 10, "{}", r.summary_json());
     assert!(g.succeeded > 10);
@@ -515,17 +522,22 @@ fn interim_100_continue_responses_are_skipped() {
     assert_eq!(server.requests(), 20);
 }
 
+/// 20 GETs from 2 clients to `server` all fail as `class`: the first error sample of that class in the summary.
+fn all_fail_as(server: &TestServer, class: ErrorClass) -> String {
+    let r = run_with(&server.url(), 2, 20, json!({}));
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(class), 20, "{}", r.summary_json());
+    let s = summary(&r);
+    s["groups"][0]["error_samples"][class.as_str()][0]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn garbage_responses_are_classed_protocol() {
     let server = TestServer::raw(b"SSH-2.0-OpenSSH_9.6\r\n\r\n".to_vec(), After::KeepOpen, false);
-    let r = run_with(&server.url(), 2, 20, json!({}));
-    let g = &r.groups[0];
-    assert_eq!(g.failures_of(ErrorClass::Protocol), 20, "{}", r.summary_json());
-    let s = summary(&r);
-    let sample = s["groups"][0]["error_samples"]["protocol"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sample = all_fail_as(&server, ErrorClass::Protocol);
     assert!(sample.starts_with("invalid response head"), "{sample}");
 }
 
@@ -540,14 +552,7 @@ fn cut_off_responses_are_classed_reset_or_closed() {
     assert!(reset > 0, "an RST mid-body is a reset: {}", r.summary_json());
 
     let server = TestServer::raw(resp, After::Close, false);
-    let r = run_with(&server.url(), 2, 20, json!({}));
-    let g = &r.groups[0];
-    assert_eq!(g.failures_of(ErrorClass::Closed), 20, "{}", r.summary_json());
-    let s = summary(&r);
-    let sample = s["groups"][0]["error_samples"]["closed"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sample = all_fail_as(&server, ErrorClass::Closed);
     assert!(sample.contains("after 7 of 100 body bytes"), "{sample}");
 }
 
@@ -556,10 +561,7 @@ fn cut_off_responses_are_classed_reset_or_closed() {
 /// not lost.
 #[test]
 fn started_equals_what_the_server_saw() {
-    let server = TestServer::delayed(Duration::from_millis(3));
-    let mut s = one_group(8, json!({"duration_ms": 400}), http(&server.url()));
-    s.groups[0].warmup_ms = 100;
-    let r = run(s).unwrap();
+    let (server, r) = run_with_warmup(3, 8, 400, 100);
     let g = &r.groups[0];
     assert!(g.abandoned > 0 && g.abandoned <= 8, "{}", r.summary_json());
     assert_eq!(g.started(), g.succeeded + g.failed + g.hung + g.abandoned);

@@ -32,38 +32,27 @@ fn group_summary(r: &ShardResult) -> Value {
 /// A keep-alive HTTP server that answers at once, except that every request arriving inside
 /// `[from, to)` is held until `to` (a 2 s stall, once). Runs until the process ends.
 fn stalling_server(from: Instant, to: Instant) -> SocketAddr {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(async move {
-                    let svc = service_fn(move |_r: Request<hyper::body::Incoming>| async move {
-                        let now = Instant::now();
-                        if now >= from && now < to {
-                            tokio::time::sleep_until(to.into()).await;
-                        }
-                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+    tokio_server(1, move |listener| async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let svc = service_fn(move |_r: Request<hyper::body::Incoming>| async move {
+                    let now = Instant::now();
+                    if now >= from && now < to {
+                        tokio::time::sleep_until(to.into()).await;
+                    }
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
                 });
-            }
-        });
-    });
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("stalling server started")
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    })
+    .0
 }
 
 /// The one 10 s test: achieved and offered rate within 2 % of the target, nothing dropped.

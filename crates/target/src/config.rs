@@ -246,6 +246,13 @@ impl Config {
     pub fn validate(&self) -> Result<(), TargetError> {
         let bad = |key: &str, value: String, fix: &str| Err(TargetError::Config(format!("{key} = {value} {fix}")));
         let finite_nonneg = |v: f64| v.is_finite() && v >= 0.0;
+        let at_least = |key: &str, v: f64, min: f64, fix: &str| {
+            if v.is_finite() && v >= min {
+                Ok(())
+            } else {
+                bad(key, v.to_string(), fix)
+            }
+        };
         if !(self.lambda.is_finite() && self.lambda > 0.0) {
             return bad(
                 "lambda",
@@ -293,13 +300,12 @@ impl Config {
                 "is not a fraction; use 0 to 1 (0 = none hang)",
             );
         }
-        if !(self.recovery.factor.is_finite() && self.recovery.factor >= 1.0) {
-            return bad(
-                "recovery.factor",
-                self.recovery.factor.to_string(),
-                "is out of range; use a multiplier ≥ 1",
-            );
-        }
+        at_least(
+            "recovery.factor",
+            self.recovery.factor,
+            1.0,
+            "is out of range; use a multiplier ≥ 1",
+        )?;
         if self.recovery.mode != RecoveryMode::Recover && self.recovery.threshold == 0 {
             return bad(
                 "recovery.threshold",
@@ -316,13 +322,7 @@ impl Config {
                 "is not a request path; use one that starts with '/' and not with /admin (\"\" = no login endpoint)",
             );
         }
-        if !(self.login.cost.is_finite() && self.login.cost >= 0.0) {
-            return bad(
-                "login.cost",
-                self.login.cost.to_string(),
-                "is out of range; use a cost ≥ 0",
-            );
-        }
+        at_least("login.cost", self.login.cost, 0.0, "is out of range; use a cost ≥ 0")?;
         for (path, pc) in &self.paths {
             if !path.starts_with('/') || path.starts_with("/admin") {
                 return bad(

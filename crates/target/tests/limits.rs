@@ -5,16 +5,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{closed_loop, get, ms, runtime, start, stats, Conn};
+use common::{against, assert_stats, closed_loop, get, ms, serve, start, stats, Conn};
 use knee_target::{Config, Server};
 use tokio::net::TcpStream;
 
 #[test]
 fn pool_rejects_past_its_size_and_counts_match() {
     // S = 50 ms flat; pool of 5.
-    let server = start("lambda = 20.0\nsigma = 0.0\nkappa = 0.0\npool = 5\nreject_ms = 2.0\n");
-    let addr = server.http_addr();
-    let rt = runtime();
+    let (server, addr, rt) = serve("lambda = 20.0\nsigma = 0.0\nkappa = 0.0\npool = 5\nreject_ms = 2.0\n");
     let under = rt.block_on(closed_loop(addr, "/", 5, ms(0), ms(1000), ms(2000)));
     assert_eq!(under.status_503, 0, "5 clients fit a pool of 5: {under:?}");
     server.reset();
@@ -33,33 +31,26 @@ fn pool_rejects_past_its_size_and_counts_match() {
 #[test]
 fn slow_requests_time_out_with_504() {
     // /slow would take 1 s; the 50 ms timeout answers 504 long before.
-    let server = start("lambda = 100.0\nsigma = 0.0\nkappa = 0.0\ntimeout_s = 0.05\n[paths.\"/slow\"]\ncost = 100.0\n");
-    let addr = server.http_addr();
-    let rt = runtime();
-    rt.block_on(async {
-        let mut c = Conn::open(addr).await.unwrap();
-        let t = std::time::Instant::now();
-        assert_eq!(c.request("GET", "/slow").await.unwrap().0, 504);
-        let took = t.elapsed();
-        assert!(
-            took >= Duration::from_millis(45) && took < Duration::from_millis(500),
-            "504 after the timeout: {took:?}"
-        );
-        assert_eq!(c.request("GET", "/fast").await.unwrap().0, 200);
-        let s = stats(addr).await;
-        assert_eq!(
-            (s["timed_out"].as_u64(), s["served"].as_u64()),
-            (Some(1), Some(1)),
-            "{s}"
-        );
-    });
+    against(
+        "lambda = 100.0\nsigma = 0.0\nkappa = 0.0\ntimeout_s = 0.05\n[paths.\"/slow\"]\ncost = 100.0\n",
+        |addr| async move {
+            let mut c = Conn::open(addr).await.unwrap();
+            let t = std::time::Instant::now();
+            assert_eq!(c.request("GET", "/slow").await.unwrap().0, 504);
+            let took = t.elapsed();
+            assert!(
+                took >= Duration::from_millis(45) && took < Duration::from_millis(500),
+                "504 after the timeout: {took:?}"
+            );
+            assert_eq!(c.request("GET", "/fast").await.unwrap().0, 200);
+            assert_stats(addr, &[("timed_out", 1), ("served", 1)]).await;
+        },
+    );
 }
 
 #[test]
 fn a_configured_fraction_of_requests_hangs_silently() {
-    let server = start("lambda = 100.0\nsigma = 0.0\nkappa = 0.0\nhang_after = 0\nhang_fraction = 0.25\n");
-    let addr = server.http_addr();
-    let rt = runtime();
+    let (_server, addr, rt) = serve("lambda = 100.0\nsigma = 0.0\nkappa = 0.0\nhang_after = 0\nhang_fraction = 0.25\n");
     let run = rt.block_on(closed_loop(addr, "/", 4, ms(0), ms(1000), ms(150)));
     let total = run.ok + run.gave_up;
     assert!(total > 40, "{run:?}");
@@ -82,9 +73,7 @@ fn a_configured_fraction_of_requests_hangs_silently() {
 
 #[test]
 fn requests_below_hang_after_never_hang() {
-    let server = start("lambda = 200.0\nsigma = 0.0\nkappa = 0.0\nhang_after = 3\nhang_fraction = 1.0\n");
-    let addr = server.http_addr();
-    let rt = runtime();
+    let (_server, addr, rt) = serve("lambda = 200.0\nsigma = 0.0\nkappa = 0.0\nhang_after = 3\nhang_fraction = 1.0\n");
     let run = rt.block_on(closed_loop(addr, "/", 3, ms(0), ms(500), ms(200)));
     assert_eq!(run.gave_up, 0, "{run:?}");
     let over = rt.block_on(closed_loop(addr, "/", 5, ms(0), ms(500), ms(200)));
@@ -93,9 +82,7 @@ fn requests_below_hang_after_never_hang() {
 
 #[test]
 fn connections_past_max_wait_in_the_backlog() {
-    let server = start("max_connections = 2\nbacklog = 1\nlambda = 1000.0\n");
-    let addr = server.http_addr();
-    let rt = runtime();
+    let (server, addr, rt) = serve("max_connections = 2\nbacklog = 1\nlambda = 1000.0\n");
     rt.block_on(async {
         let mut a = Conn::open(addr).await.unwrap();
         let mut b = Conn::open(addr).await.unwrap();
@@ -153,10 +140,7 @@ fn port_in_use_is_a_clear_error() {
 
 #[test]
 fn admin_endpoints() {
-    let server = start("");
-    let addr = server.http_addr();
-    let rt = runtime();
-    rt.block_on(async {
+    against("", |addr| async move {
         assert_eq!(get(addr, "GET", "/x").await.0, 200);
         let (st, body) = get(addr, "GET", "/admin/config").await;
         assert_eq!(st, 200);

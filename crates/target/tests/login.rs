@@ -5,7 +5,7 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{get, rejected, runtime, send, start, stats, Reply};
+use common::{against, assert_rejected, assert_rejected_in_one_line, assert_stats, get, send, serve, stats, Reply};
 use knee_target::Config;
 
 /// Fast and flat (S = 1 ms), a login endpoint and one protected path.
@@ -42,9 +42,7 @@ async fn fetch(addr: SocketAddr, path: &str, cookie: Option<&str>) -> Reply {
 
 #[test]
 fn login_sets_a_session_cookie_that_opens_session_paths() {
-    let server = start(CONFIG);
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    against(CONFIG, |addr| async move {
         let r = login(addr, "user=alice&password=knee").await;
         assert_eq!((r.status, r.body.as_str()), (200, "welcome alice\n"), "{r:?}");
         let t = token(&r);
@@ -66,29 +64,28 @@ fn login_sets_a_session_cookie_that_opens_session_paths() {
 
 #[test]
 fn form_values_are_percent_decoded() {
-    let server = start("lambda = 1000.0\n[login]\npath = \"/in\"\npassword = \"s3cret & more\"\n");
-    let addr = server.http_addr();
-    runtime().block_on(async {
-        let r = send(
-            addr,
-            "POST",
-            "/in",
-            &[FORM],
-            "user=J%C3%B6rg+M%C3%BCller&password=s3cret+%26+more",
-        )
-        .await;
-        assert_eq!((r.status, r.body.as_str()), (200, "welcome Jörg Müller\n"), "{r:?}");
-        token(&r);
-        let r = send(addr, "POST", "/in", &[FORM], "user=a%2Bb&password=s3cret+more").await;
-        assert_eq!((r.status, r.body.as_str()), (403, "bad password for a+b\n"), "{r:?}");
-    });
+    against(
+        "lambda = 1000.0\n[login]\npath = \"/in\"\npassword = \"s3cret & more\"\n",
+        |addr| async move {
+            let r = send(
+                addr,
+                "POST",
+                "/in",
+                &[FORM],
+                "user=J%C3%B6rg+M%C3%BCller&password=s3cret+%26+more",
+            )
+            .await;
+            assert_eq!((r.status, r.body.as_str()), (200, "welcome Jörg Müller\n"), "{r:?}");
+            token(&r);
+            let r = send(addr, "POST", "/in", &[FORM], "user=a%2Bb&password=s3cret+more").await;
+            assert_eq!((r.status, r.body.as_str()), (403, "bad password for a+b\n"), "{r:?}");
+        },
+    );
 }
 
 #[test]
 fn a_wrong_password_is_403_without_a_session() {
-    let server = start(CONFIG);
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    against(CONFIG, |addr| async move {
         let r = login(addr, "user=alice&password=nope").await;
         assert_eq!((r.status, r.body.as_str()), (403, "bad password for alice\n"), "{r:?}");
         assert_eq!(r.header("set-cookie"), None, "{r:?}");
@@ -103,9 +100,7 @@ fn a_wrong_password_is_403_without_a_session() {
 
 #[test]
 fn session_paths_need_a_remembered_token() {
-    let server = start(CONFIG);
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    against(CONFIG, |addr| async move {
         let r = fetch(addr, "/files/x", None).await;
         assert_eq!(
             (r.status, r.body.as_str()),
@@ -137,9 +132,7 @@ fn session_paths_need_a_remembered_token() {
 
 #[test]
 fn the_login_path_takes_only_a_post_with_a_user() {
-    let server = start(CONFIG);
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    against(CONFIG, |addr| async move {
         let r = send(addr, "GET", "/login", &[], "").await;
         assert_eq!(
             (r.status, r.body.as_str()),
@@ -155,9 +148,8 @@ fn the_login_path_takes_only_a_post_with_a_user() {
 
 #[test]
 fn counters_count_logins_refusals_and_401s_and_reset_forgets_sessions() {
-    let server = start(CONFIG);
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    let (server, addr, rt) = serve(CONFIG);
+    rt.block_on(async {
         let t = token(&login(addr, "user=alice&password=knee").await);
         let cookie = format!("session={t}");
         assert_eq!(login(addr, "user=alice&password=x").await.status, 403);
@@ -215,33 +207,20 @@ fn counters_count_logins_refusals_and_401s_and_reset_forgets_sessions() {
 #[test]
 fn a_login_is_served_like_any_request() {
     // S(1) = 10 ms; a login costs 10 of them, past the 50 ms timeout: 504 and no session.
-    let server = start(
+    against(
         "lambda = 100.0\nsigma = 0.0\nkappa = 0.0\ntimeout_s = 0.05\n\
          [login]\npath = \"/login\"\ncost = 10.0\n",
+        |addr| async move {
+            let r = login(addr, "user=alice&password=knee").await;
+            assert_eq!(r.status, 504, "{r:?}");
+            assert_eq!(r.header("set-cookie"), None, "{r:?}");
+            assert_stats(addr, &[("timed_out", 1), ("logins", 0), ("sessions", 0)]).await;
+        },
     );
-    let addr = server.http_addr();
-    runtime().block_on(async {
-        let r = login(addr, "user=alice&password=knee").await;
-        assert_eq!(r.status, 504, "{r:?}");
-        assert_eq!(r.header("set-cookie"), None, "{r:?}");
-        let s = stats(addr).await;
-        assert_eq!(
-            (s["timed_out"].as_u64(), s["logins"].as_u64(), s["sessions"].as_u64()),
-            (Some(1), Some(0), Some(0)),
-            "{s}"
-        );
-    });
     // At cost 0 a login waits no service time but is still admitted and counted served.
-    let server = start("[login]\npath = \"/login\"\ncost = 0.0\n");
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    against("[login]\npath = \"/login\"\ncost = 0.0\n", |addr| async move {
         assert_eq!(login(addr, "user=a&password=knee").await.status, 200);
-        let s = stats(addr).await;
-        assert_eq!(
-            (s["served"].as_u64(), s["in_flight"].as_u64()),
-            (Some(1), Some(0)),
-            "{s}"
-        );
+        assert_stats(addr, &[("served", 1), ("in_flight", 0)]).await;
     });
 }
 
@@ -255,37 +234,29 @@ fn login_config_defaults_errors_and_admin_config() {
     let cfg = Config::from_toml("[paths.\"/a\"]\ncost = 2.0\n").unwrap();
     assert!(!cfg.paths["/a"].session);
 
-    let e = rejected("[login]\npath = \"/login\"\ncost = -1.0\n");
-    assert!(e.contains("login.cost = -1") && e.contains("cost ≥ 0"), "{e}");
-    let e = rejected("[login]\npath = \"login\"\n");
-    assert!(e.contains("login.path = \"login\"") && e.contains("'/'"), "{e}");
-    let e = rejected("[login]\npath = \"/admin/login\"\n");
-    assert!(e.contains("login.path = \"/admin/login\""), "{e}");
-    let e = rejected("[paths.\"/x\"]\nsession = true\n");
-    assert!(
-        e.contains("paths.\"/x\".session = true") && e.contains("[login] path"),
-        "{e}"
+    assert_rejected(
+        "[login]\npath = \"/login\"\ncost = -1.0\n",
+        &["login.cost = -1", "cost ≥ 0"],
     );
-    let e = rejected("[login]\npath = \"/in\"\n[paths.\"/in\"]\nsession = true\n");
-    assert!(
-        e.contains("paths.\"/in\".session = true") && e.contains("login path"),
-        "{e}"
+    assert_rejected("[login]\npath = \"login\"\n", &["login.path = \"login\"", "'/'"]);
+    assert_rejected("[login]\npath = \"/admin/login\"\n", &["login.path = \"/admin/login\""]);
+    assert_rejected(
+        "[paths.\"/x\"]\nsession = true\n",
+        &["paths.\"/x\".session = true", "[login] path"],
     );
-    let e = rejected("[login]\npasword = \"x\"\n");
-    assert!(e.contains("pasword"), "{e}");
-    let e = rejected("[paths.\"/x\"]\nsession = \"yes\"\n");
-    assert!(e.contains("paths"), "{e}");
-    for e in [
-        rejected("[login]\ncost = -1.0\n"),
-        rejected("[paths.\"/x\"]\nsession = true\n"),
-        rejected("[login]\npath = \"x\"\n"),
-    ] {
-        assert!(!e.contains('\n'), "one line: {e}");
-    }
+    assert_rejected(
+        "[login]\npath = \"/in\"\n[paths.\"/in\"]\nsession = true\n",
+        &["paths.\"/in\".session = true", "login path"],
+    );
+    assert_rejected("[login]\npasword = \"x\"\n", &["pasword"]);
+    assert_rejected("[paths.\"/x\"]\nsession = \"yes\"\n", &["paths"]);
+    assert_rejected_in_one_line(&[
+        "[login]\ncost = -1.0\n",
+        "[paths.\"/x\"]\nsession = true\n",
+        "[login]\npath = \"x\"\n",
+    ]);
 
-    let server = start(CONFIG);
-    let addr = server.http_addr();
-    runtime().block_on(async {
+    against(CONFIG, |addr| async move {
         let (status, body) = get(addr, "GET", "/admin/config").await;
         assert_eq!(status, 200);
         let doc: serde_json::Value = serde_json::from_str(&body).unwrap();

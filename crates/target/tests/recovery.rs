@@ -4,11 +4,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{closed_loop, get, ms, runtime, start, stats};
+use common::{closed_loop, get, ms, serve, stats};
 
-/// S = 10 ms flat; more than 4 in flight for 0.3 s is an overload; degraded means 4x slower.
-fn server(mode: &str) -> knee_target::Server {
-    start(&format!(
+/// S = 10 ms flat; more than 4 in flight for 0.3 s is an overload; degraded means 4x slower. The target,
+/// its address and a runtime.
+fn server(mode: &str) -> (knee_target::Server, std::net::SocketAddr, tokio::runtime::Runtime) {
+    serve(&format!(
         "lambda = 100.0\nsigma = 0.0\nkappa = 0.0\n[recovery]\nmode = \"{mode}\"\nthreshold = 4\nafter_s = 0.3\nfactor = 4.0\nrecover_s = 0.6\n"
     ))
 }
@@ -27,9 +28,7 @@ fn near(got: f64, want: f64) -> bool {
 
 #[test]
 fn stuck_stays_degraded_after_load_stops_until_reset() {
-    let s = server("stuck");
-    let addr = s.http_addr();
-    let rt = runtime();
+    let (_s, addr, rt) = server("stuck");
     let before = one_client_rate(&rt, addr);
     assert!(near(before, 100.0), "{before}");
     overload(&rt, addr);
@@ -54,9 +53,7 @@ fn stuck_stays_degraded_after_load_stops_until_reset() {
 
 #[test]
 fn slow_recovers_within_its_configured_time() {
-    let s = server("slow");
-    let addr = s.http_addr();
-    let rt = runtime();
+    let (_s, addr, rt) = server("slow");
     overload(&rt, addr);
     let load_gone = Instant::now();
     assert_eq!(rt.block_on(stats(addr))["state"], "degraded");
@@ -79,9 +76,7 @@ fn slow_recovers_within_its_configured_time() {
 
 #[test]
 fn recover_mode_is_normal_as_soon_as_load_drops() {
-    let s = server("recover");
-    let addr = s.http_addr();
-    let rt = runtime();
+    let (_s, addr, rt) = server("recover");
     overload(&rt, addr);
     let st = rt.block_on(stats(addr));
     assert_eq!(

@@ -190,18 +190,18 @@ impl ExecClient {
             d.clear().put(format_args!("{program} exited with code {code}")).fix();
             d.tail_line(said, QUOTED);
             Some(ErrorClass::ExitCode)
-        } else if p.stdout.as_ref().is_some_and(|re| !re.is_match(&self.out)) {
+        } else if let Some((name, _, text, class)) = [
+            ("stdout", &p.stdout, &self.out, ErrorClass::Stdout),
+            ("stderr", &p.stderr, &self.err, ErrorClass::Stderr),
+        ]
+        .into_iter()
+        .find(|(_, re, text, _)| re.as_ref().is_some_and(|re| !re.is_match(text)))
+        {
             d.clear()
-                .put(format_args!("stdout of {program} does not match expect_stdout"))
+                .put(format_args!("{name} of {program} does not match expect_{name}"))
                 .fix();
-            d.tail_line(&self.out, QUOTED);
-            Some(ErrorClass::Stdout)
-        } else if p.stderr.as_ref().is_some_and(|re| !re.is_match(&self.err)) {
-            d.clear()
-                .put(format_args!("stderr of {program} does not match expect_stderr"))
-                .fix();
-            d.tail_line(&self.err, QUOTED);
-            Some(ErrorClass::Stderr)
+            d.tail_line(text, QUOTED);
+            Some(class)
         } else if let Some((path, min)) = &p.file {
             let path = path.render(c, i);
             match std::fs::metadata(&path) {

@@ -268,15 +268,15 @@ impl HttpClient {
             let n = p.expect_length.unwrap_or_default();
             d.clear().put(format_args!("body of {len} bytes, expected {n}"));
             Outcome::Fail(ErrorClass::Length)
-        } else if p.expect_body.as_ref().is_some_and(|re| !re.is_match(&self.body)) {
+        } else if let Some(what) = [
+            (&p.expect_body, "contain expect_body"),
+            (&p.expect_body_regex, "match expect_body_regex"),
+        ]
+        .into_iter()
+        .find_map(|(re, what)| re.as_ref().is_some_and(|re| !re.is_match(&self.body)).then_some(what))
+        {
             d.clear()
-                .put(format_args!("body does not contain expect_body"))
-                .fix()
-                .head_line(&self.body, 120);
-            Outcome::Fail(ErrorClass::Body)
-        } else if p.expect_body_regex.as_ref().is_some_and(|re| !re.is_match(&self.body)) {
-            d.clear()
-                .put(format_args!("body does not match expect_body_regex"))
+                .put(format_args!("body does not {what}"))
                 .fix()
                 .head_line(&self.body, 120);
             Outcome::Fail(ErrorClass::Body)

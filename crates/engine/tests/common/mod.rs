@@ -59,59 +59,43 @@ impl TestServer {
         let requests = Arc::new(AtomicU64::new(0));
         let connections = Arc::new(AtomicU64::new(0));
         let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (req, conns) = (requests.clone(), connections.clone());
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                loop {
-                    let (stream, _) = tokio::select! {
-                        r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
-                        _ = &mut rx => break,
-                    };
-                    conns.fetch_add(1, Ordering::Relaxed);
-                    let _ = stream.set_nodelay(true);
-                    let (req, opts) = (req.clone(), opts.clone());
-                    let keep_alive = !opts.close;
-                    tokio::spawn(async move {
-                        let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
-                            // Counted when hyper hands over the parsed request, not when the response
-                            // future is first polled: a client that closes right after sending would
-                            // otherwise make the count race hyper's dropping of that future.
-                            req.fetch_add(1, Ordering::Relaxed);
-                            let opts = opts.clone();
-                            async move {
-                                if !opts.delay.is_zero() {
-                                    let d = opts.delay;
-                                    let _ = tokio::task::spawn_blocking(move || std::thread::sleep(d)).await;
-                                }
-                                let mut resp = Response::builder().status(opts.status);
-                                if opts.close {
-                                    resp = resp.header("connection", "close");
-                                }
-                                Ok::<_, Infallible>(
-                                    resp.body(Full::new(Bytes::from_static(opts.body.as_bytes()))).unwrap(),
-                                )
+        let (addr, thread) = tokio_server(2, move |listener| async move {
+            loop {
+                let (stream, _) = tokio::select! {
+                    r = listener.accept() => match r { Ok(s) => s, Err(_) => continue },
+                    _ = &mut rx => break,
+                };
+                conns.fetch_add(1, Ordering::Relaxed);
+                let _ = stream.set_nodelay(true);
+                let (req, opts) = (req.clone(), opts.clone());
+                let keep_alive = !opts.close;
+                tokio::spawn(async move {
+                    let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
+                        // Counted when hyper hands over the parsed request, not when the response
+                        // future is first polled: a client that closes right after sending would
+                        // otherwise make the count race hyper's dropping of that future.
+                        req.fetch_add(1, Ordering::Relaxed);
+                        let opts = opts.clone();
+                        async move {
+                            if !opts.delay.is_zero() {
+                                let d = opts.delay;
+                                let _ = tokio::task::spawn_blocking(move || std::thread::sleep(d)).await;
                             }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .keep_alive(keep_alive)
-                            .serve_connection(TokioIo::new(stream), svc)
-                            .await;
+                            let mut resp = Response::builder().status(opts.status);
+                            if opts.close {
+                                resp = resp.header("connection", "close");
+                            }
+                            Ok::<_, Infallible>(resp.body(Full::new(Bytes::from_static(opts.body.as_bytes()))).unwrap())
+                        }
                     });
-                }
-            });
-            rt.shutdown_background();
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .keep_alive(keep_alive)
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
         });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("test server started");
         TestServer {
             addr,
             requests,
@@ -151,6 +135,33 @@ impl Drop for TestServer {
             let _ = t.join();
         }
     }
+}
+
+/// A thread with a tokio runtime of `worker_threads` that runs `serve` on a listener bound to 127.0.0.1:0, then
+/// shuts the runtime down: the listener's address, once bound, and the thread.
+pub fn tokio_server<F, Fut>(worker_threads: usize, serve: F) -> (SocketAddr, JoinHandle<()>)
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(worker_threads)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            serve(listener).await;
+        });
+        rt.shutdown_background();
+    });
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("test server started");
+    (addr, thread)
 }
 
 /// A TCP server that echoes what it reads, one thread per connection.

@@ -14,9 +14,35 @@ pub fn start(toml: &str) -> Server {
     Server::start(Config::from_toml(toml).expect("config")).expect("start")
 }
 
+/// A target started from `toml`, its HTTP address, and a runtime for the clients.
+pub fn serve(toml: &str) -> (Server, SocketAddr, tokio::runtime::Runtime) {
+    let server = start(toml);
+    let addr = server.http_addr();
+    (server, addr, runtime())
+}
+
+/// Run `test` with the HTTP address of a target started from `toml`, which runs until `test` is done.
+pub fn against<Fut: std::future::Future<Output = ()>>(toml: &str, test: impl FnOnce(SocketAddr) -> Fut) {
+    let (_server, addr, rt) = serve(toml);
+    rt.block_on(test(addr));
+}
+
 /// The error for a config the target rejects (the test fails if it is accepted).
 pub fn rejected(toml: &str) -> String {
     Config::from_toml(toml).expect_err("should be rejected").to_string()
+}
+
+/// The target rejects `toml` with an error that says every one of `says`.
+pub fn assert_rejected(toml: &str, says: &[&str]) {
+    let e = rejected(toml);
+    assert!(says.iter().all(|s| e.contains(s)), "{e}");
+}
+
+/// The target rejects each of `tomls` with a one-line error.
+pub fn assert_rejected_in_one_line(tomls: &[&str]) {
+    for e in tomls.iter().map(|t| rejected(t)) {
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
 }
 
 /// `n` milliseconds: closed-loop calls stay on one line.
@@ -136,6 +162,14 @@ pub async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, 
 
 pub async fn stats(addr: SocketAddr) -> serde_json::Value {
     serde_json::from_str(&get(addr, "GET", "/admin/stats").await.1).unwrap()
+}
+
+/// The counters in /admin/stats named in `want` have the values given there.
+pub async fn assert_stats(addr: SocketAddr, want: &[(&str, u64)]) {
+    let s = stats(addr).await;
+    let got: Vec<Option<u64>> = want.iter().map(|(k, _)| s[k].as_u64()).collect();
+    let want: Vec<Option<u64>> = want.iter().map(|&(_, v)| Some(v)).collect();
+    assert_eq!(got, want, "{s}");
 }
 
 /// What a closed-loop run measured.
