@@ -86,8 +86,8 @@ def load(spec: str, path: str | None) -> Callable[[Context], Any]:
 
 class _Continue:
     """Awaitable that carries on a coroutine which already ran up to its first suspension (`first`, what it
-    yielded). The worker runs each operation eagerly, in the call that read its request: a flow that never
-    waits finishes there, without the cost of an asyncio Task; one that waits becomes a Task from there."""
+    yielded). The worker runs operations eagerly, in the call that read their requests (`run_batch`): flows
+    that never wait finish there, without the cost of an asyncio Task; one that waits becomes a Task from there."""
 
     __slots__ = ("coro", "first")
 
@@ -200,10 +200,10 @@ class Worker:
     async def _drive(self, todo: Iterator[tuple[int, int]], operation: str, lane: _Lane) -> None:
         busy, contexts, func, done = self.busy, self.contexts, self.func, self.done
         for client, op_id in todo:
-            ctx = contexts.get(client)
-            if ctx is None or client in busy:
+            if client in busy:
                 self.start(client, op_id, operation)
                 continue
+            ctx = contexts.get(client) or self.context(client, op_id, operation)
             ctx.iteration = op_id
             ctx.operation = operation
             lane.client = client
@@ -219,24 +219,14 @@ class Worker:
                     done.append(op_id)
 
     def start(self, client: int, op_id: int, operation: str) -> None:
-        """Run one operation: at once if the client is idle, else after its unfinished one."""
+        """Run one operation as a task: after the client's unfinished one, else (a plain function) in a thread.
+        An idle client's async flow runs in `run_batch`'s driver instead."""
         if client in self.busy:
             self._track(client, self.loop.create_task(self._after(self.busy[client], client, op_id, operation)))
             return
         ctx = self.context(client, op_id, operation)
-        if not self.is_async:
-            future = self.loop.run_in_executor(self.threads, self.func, ctx)
-            self._track(client, self.loop.create_task(self._finish(future, client, op_id, ctx)))
-            return
-        coro = self.func(ctx)
-        try:
-            first = coro.send(None)
-        except StopIteration as stop:
-            self.reply(client, op_id, ctx, stop.value, None)
-        except Exception as exc:
-            self.reply(client, op_id, ctx, None, exc)
-        else:
-            self._track(client, self.loop.create_task(self._finish(_Continue(coro, first), client, op_id, ctx)))
+        future = self.loop.run_in_executor(self.threads, self.func, ctx)
+        self._track(client, self.loop.create_task(self._finish(future, client, op_id, ctx)))
 
     def _track(self, client: int, task: asyncio.Task[None]) -> None:
         self.busy[client] = task
@@ -311,7 +301,7 @@ async def serve(spec: str, path: str | None) -> int:
     worker = Worker(func, start)
     _write(b'{"ready":true,"batch":true}\n')
     stopped: asyncio.Future[None] = loop.create_future()
-    run, run_batch = worker.start, worker.run_batch
+    run_batch = worker.run_batch
 
     def take(chunk: bytes) -> None:
         """Run the requests in `chunk` (with what was left of the last one); stop at knee's stop or EOF."""
@@ -320,10 +310,8 @@ async def serve(spec: str, path: str | None) -> int:
         pending = lines.pop()
         for msg in _parse([raw for raw in lines if raw.strip()]):
             if msg.get("op") == "run":
-                if "ops" in msg:
-                    run_batch(msg["ops"], msg.get("operation", ""))
-                else:
-                    run(msg["client"], msg["id"], msg.get("operation", ""))
+                ops = msg["ops"] if "ops" in msg else [msg["client"], msg["id"]]
+                run_batch(ops, msg.get("operation", ""))
             elif msg.get("op") == "stop":
                 chunk = b""
                 break

@@ -68,13 +68,17 @@ def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> N
         run_line(proc, 1)  # two lines at once: every client's operation 2 comes while 1's and 5's operation 1 waits
         run_line(proc, 2)
         replies.until(24)
+        for client in range(8):  # the protocol's single requests still work: the worker runs them as batches of one
+            proc.stdin.write(b'{"op":"run","client":%d,"id":3,"operation":"fetch"}\n' % client)
+        proc.stdin.flush()
+        replies.until(32)
         proc.stdin.write(b'{"op":"stop"}\n')
         proc.stdin.close()
         assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
     finally:
         proc.kill()
         proc.wait()
-    assert sorted(replies.answers) == [(c, i) for c in range(8) for i in (0, 1, 2)]
+    assert sorted(replies.answers) == [(c, i) for c in range(8) for i in (0, 1, 2, 3)]
     for (client, op_id), reply in replies.answers.items():
         kind = client % 4
         if kind == 2:

@@ -8,9 +8,10 @@
 //! outgoing buffer (written in batches by the process's writer) and waits for the reply that echoes
 //! its client and id. A program that answers start with `"batch": true` gets the operations due at
 //! once as `client, id` pairs in one `run` line; plain successes may come back as one `done` line.
-//! knee times the operation itself; its timeout makes it hung and a late reply is discarded. A process that exits (or writes a line that is not a reply) fails its clients'
-//! in-flight operations (`worker_exit`, with the last line of its stderr; `protocol`, quoting the
-//! line) and is started again. Every process leads its own process group, killed at the end.
+//! knee times the operation itself; its timeout makes it hung and a late reply is discarded. A
+//! process that exits (or writes a line that is not a reply) fails its clients' in-flight operations
+//! (`worker_exit`, with the last line of its stderr; `protocol`, quoting the line) and is started
+//! again. Every process leads its own process group, killed at the end.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -486,13 +487,7 @@ impl Proc {
             return Ok(());
         }
         if let Some((client, id)) = plain_ok(line) {
-            if let Some(slot) = self.expecting(client, id, line)? {
-                slot.deliver(Reply::Ok {
-                    steps: Vec::new(),
-                    bytes: 0,
-                });
-            }
-            return Ok(());
+            return self.succeeded(client, id, line);
         }
         let bad = || format!("the worker wrote a line that is not a reply: {}", quote(line));
         let l: Line<'_> = serde_json::from_slice(line).map_err(|_| bad())?;
@@ -500,15 +495,9 @@ impl Proc {
             if done.len() % 2 != 0 {
                 return Err(bad());
             }
-            for pair in done.chunks_exact(2) {
-                if let Some(slot) = self.expecting(pair[0], pair[1], line)? {
-                    slot.deliver(Reply::Ok {
-                        steps: Vec::new(),
-                        bytes: 0,
-                    });
-                }
-            }
-            return Ok(());
+            return done
+                .chunks_exact(2)
+                .try_for_each(|pair| self.succeeded(pair[0], pair[1], line));
         }
         let (Some(client), Some(id), Some(ok)) = (l.client, l.id, l.ok) else {
             return Err(bad());
@@ -551,6 +540,17 @@ impl Proc {
         };
         let slot = &self.slots[i];
         Ok((slot.expect.get() == Some(id)).then_some(slot))
+    }
+
+    /// Operation `id` of `client` succeeded, with no steps and no bytes.
+    fn succeeded(&self, client: u64, id: u64, line: &[u8]) -> Result<(), String> {
+        if let Some(slot) = self.expecting(client, id, line)? {
+            slot.deliver(Reply::Ok {
+                steps: Vec::new(),
+                bytes: 0,
+            });
+        }
+        Ok(())
     }
 
     /// Fail every client waiting for a reply (its process went away) and drop requests not yet written.
