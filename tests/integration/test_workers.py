@@ -88,6 +88,18 @@ def test_a_python_flow_counts_exactly_with_its_steps(target: TargetProcess, tmp_
     assert "Timed steps (ms)" in proc.stdout and "fetch" in proc.stdout
 
 
+def test_the_timed_steps_table_keeps_its_columns_apart(tmp_path: Path) -> None:
+    # testflows:mixed times a step of about a microsecond in operations of milliseconds: a share like "0.003 %"
+    _, proc = run(tmp_path, "--python", "testflows:mixed", "--path", str(TEST_FLOWS), "-c", "8", "--iterations", "3")
+    lines = proc.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Timed steps (ms)"))
+    assert lines[head + 1].split() == ["step", "count", "min", "mean", "p50", "p99", "max", "share"]
+    work = lines[head + 2].split()
+    assert work[:2] == ["work", "6"] and len(work) == 9 and work[-1] == "%", lines[head + 2]
+    assert float(work[-2]) < 1  # the share, a number of its own
+    assert lines[head + 3].split()[:2] == ["(operation)", "24"]
+
+
 def test_a_plain_function_flow_runs_in_threads_and_counts_exactly(target: TargetProcess, tmp_path: Path) -> None:
     before = target.stats()
     doc, _ = run(

@@ -202,12 +202,12 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     if s.steps:
         add("")
         add("Timed steps (ms), reported by the client program     share: of all the operations' time")
-        add(f"  {'step':<16}{'count':>8}{'min':>9}{'mean':>9}{'p50':>9}{'p99':>9}{'max':>9}{'share':>8}")
+        add(f"  {'step':<16}{'count':>8}{'min':>9}{'mean':>9}{'p50':>9}{'p99':>9}{'max':>9}{'share':>10}")
         for name, st in s.steps.items():
             share = step_share(st, s.latency_ms)
             add(
                 f"  {name[:16]:<16}{st.count:>8}{st.min:>9.3f}{st.mean:>9.3f}{st.p50:>9.3f}{st.p99:>9.3f}"
-                f"{st.max:>9.3f}{fmt.pct(share):>8}"
+                f"{st.max:>9.3f}{fmt.pct(share):>10}"
             )
         add(f"  {'(operation)':<16}{s.latency_ms.count:>8}{s.latency_ms.min:>9.3f}{s.latency_ms.mean:>9.3f}"
             f"{s.latency_ms.p50:>9.3f}{s.latency_ms.p99:>9.3f}{s.latency_ms.max:>9.3f}")  # fmt: skip
