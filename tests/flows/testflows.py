@@ -63,3 +63,15 @@ async def mixed(ctx) -> int | None:  # type: ignore[no-untyped-def]
             result = 7
     seen.append(("end", ctx.iteration))
     return result
+
+
+async def stuck_client_2(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Client 2's operations take 5 s (still running when a short duration ends); the rest are quick."""
+    if ctx.client == 2:
+        await asyncio.sleep(5)
+
+
+async def hangs_first(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Client 0's first operation takes 0.5 s (past a 0.3 s timeout; its next one, queued behind it, ends 0.2 s
+    after it was sent); the rest take 1 ms."""
+    await asyncio.sleep(0.5 if (ctx.client, ctx.iteration) == (0, 0) else 0.001)

@@ -174,6 +174,26 @@ def test_a_hung_operation_is_counted_and_its_late_reply_discarded(tmp_path: Path
     assert doc["steps"]["work"]["count"] == 14  # the late reply (its steps too) was discarded
 
 
+def test_an_operation_running_at_the_end_of_a_duration_is_abandoned_at_once(tmp_path: Path) -> None:
+    began = time.monotonic()
+    doc, _ = run(tmp_path, "--python", "testflows:stuck_client_2", "--path", str(TEST_FLOWS), "-c", "3", "-d", "1s",
+                 "--timeout", "20s", "--processes", "1")  # fmt: skip
+    assert time.monotonic() - began < 4.5  # not held up by the 5 s operation, nor by its 20 s timeout
+    assert (doc["hung"], doc["failed"]) == (0, 0)
+    # client 2's one operation, and at most one of each other client's quick ones, were cut short
+    assert 1 <= doc["abandoned"] <= 3
+    assert doc["per_client"][2] == 0 and doc["succeeded"] > 100
+
+
+def test_a_timeout_inside_a_duration_hangs_only_that_operation(tmp_path: Path) -> None:
+    doc, _ = run(tmp_path, "--python", "testflows:hangs_first", "--path", str(TEST_FLOWS), "-c", "2", "-d", "1.5s",
+                 "--timeout", "0.3s", "--processes", "1")  # fmt: skip
+    assert (doc["hung"], doc["hung_clients"], doc["failed"]) == (1, [0], 0)
+    assert doc["abandoned"] <= 2 and doc["succeeded"] > 100  # each client had at most one operation cut short
+    # client 0 went on once its late operation ended (0.5 s); client 1 ran all along
+    assert 0 < doc["per_client"][0] < doc["per_client"][1]
+
+
 def test_a_worker_that_dies_fails_its_in_flight_operations_and_is_restarted(c_worker: Path, tmp_path: Path) -> None:
     doc, _ = run(tmp_path, "-c", "4", "--iterations", "100", "--processes", "1", "--worker", "--",
                     str(c_worker), "--exit-after", "100")  # fmt: skip

@@ -8,23 +8,27 @@
 //! outgoing buffer (written in batches by the process's writer) and waits for the reply that echoes
 //! its client and id. A program that answers start with `"batch": true` gets the operations due at
 //! once as `client, id` pairs in one `run` line; plain successes may come back as one `done` line.
-//! knee times the operation itself; its timeout makes it hung and a late reply is discarded. A
-//! process that exits (or writes a line that is not a reply) fails its clients' in-flight operations
-//! (`worker_exit`, with the last line of its stderr; `protocol`, quoting the line) and is started
-//! again. Every process leads its own process group, killed at the end.
+//! knee times the operation itself; its timeout makes it hung and a late reply is discarded (one
+//! watchdog task per process applies the timeouts, the group's end and the run's stop, rather than
+//! a timer and a stop watch per operation). A process that exits (or writes a line that is not a
+//! reply) fails its clients' in-flight operations (`worker_exit`, with the last line of its stderr;
+//! `protocol`, quoting the line) and is started again. Every process leads its own process group,
+//! killed at the end.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
+use std::future::Future;
 use std::process::Stdio;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use super::group::{kill_group, GroupGuard};
 use super::Prepared;
@@ -77,6 +81,10 @@ impl WorkerPrep {
 
 /// What came back for one operation.
 enum Reply {
+    /// The watchdog ended it: its timeout (`hung`), or the group's end or the run's stop (abandoned).
+    Cut {
+        hung: bool,
+    },
     Ok {
         steps: Vec<(String, Duration)>,
         bytes: u64,
@@ -94,29 +102,35 @@ enum Reply {
     },
 }
 
-/// One hosted client's mailbox.
+/// One hosted client's mailbox (the client and the process's tasks share one thread).
 #[derive(Default)]
 struct Slot {
     /// The id (iteration) of the operation waiting for its reply, if any.
     expect: Cell<Option<u64>>,
+    /// When that operation times out.
+    deadline: Cell<Option<Instant>>,
     reply: RefCell<Option<Reply>>,
-    ready: Notify,
+    waiter: Cell<Option<Waker>>,
 }
 
 impl Slot {
     fn deliver(&self, reply: Reply) {
         *self.reply.borrow_mut() = Some(reply);
         self.expect.set(None);
-        self.ready.notify_one();
+        self.deadline.set(None);
+        if let Some(w) = self.waiter.take() {
+            w.wake();
+        }
     }
 
-    async fn wait(&self) -> Reply {
-        loop {
-            if let Some(r) = self.reply.borrow_mut().take() {
-                return r;
+    fn wait(&self) -> impl Future<Output = Reply> + '_ {
+        std::future::poll_fn(|cx| match self.reply.borrow_mut().take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                self.waiter.set(Some(cx.waker().clone()));
+                Poll::Pending
             }
-            self.ready.notified().await;
-        }
+        })
     }
 }
 
@@ -152,6 +166,13 @@ pub(crate) struct Proc {
     batch: Cell<bool>,
     /// The run is over: the writer sends `stop` after what is queued.
     stop: Cell<bool>,
+    /// The watchdog task runs (started by the first operation, which has the group's end and stop).
+    watched: Cell<bool>,
+    /// The watchdog waits with nothing in flight: the next operation wakes it.
+    idle: Cell<bool>,
+    rouse: Notify,
+    /// The group's end or the run's stop came: operations that still begin are abandoned unsent.
+    over: Cell<bool>,
 }
 
 fn worker(prep: &Prepared) -> &WorkerPrep {
@@ -288,6 +309,48 @@ impl Proc {
             pid: Cell::new(0),
             batch: Cell::new(false),
             stop: Cell::new(false),
+            watched: Cell::new(false),
+            idle: Cell::new(false),
+            rouse: Notify::new(),
+            over: Cell::new(false),
+        }
+    }
+
+    /// End operations that run past their timeout (hung) or past the group's end or the run's stop
+    /// (abandoned): one task per process instead of a timer and a stop watch per operation. Every
+    /// operation of the group has the same timeout and begins at the time it is sent, so one that
+    /// begins later never times out earlier: sleeping until the earliest deadline in flight is enough.
+    async fn watchdog(self: Rc<Proc>, mut stop: watch::Receiver<bool>, end_at: Option<Instant>) {
+        loop {
+            let now = Instant::now();
+            if end_at.is_some_and(|e| now >= e) {
+                break;
+            }
+            let mut next = end_at;
+            for slot in &self.slots {
+                match slot.deadline.get() {
+                    Some(d) if d <= now => slot.deliver(Reply::Cut { hung: true }),
+                    Some(d) => next = Some(next.map_or(d, |n| n.min(d))),
+                    None => {}
+                }
+            }
+            self.idle.set(next.is_none());
+            let sleep = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => self.rouse.notified().await,
+                }
+            };
+            tokio::select! {
+                () = sleep => {}
+                _ = stop.wait_for(|s| *s) => break,
+            }
+        }
+        self.over.set(true);
+        for slot in &self.slots {
+            if slot.expect.get().is_some() {
+                slot.deliver(Reply::Cut { hung: false });
+            }
         }
     }
 
@@ -804,9 +867,23 @@ impl WorkerClient {
 
     pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let proc = &self.host.proc;
+        if !proc.watched.replace(true) {
+            let watchdog = proc.clone().watchdog(cancel.stop.clone(), cancel.end_at);
+            tokio::task::spawn_local(watchdog);
+        }
+        if proc.over.get() {
+            return OpReport {
+                unsent: true,
+                ..OpReport::of(Outcome::Abandoned)
+            };
+        }
         let slot = &proc.slots[self.host.index];
         slot.reply.borrow_mut().take();
         slot.expect.set(Some(iteration));
+        slot.deadline.set(Some(cancel.timeout_at));
+        if proc.idle.replace(false) {
+            proc.rouse.notify_one();
+        }
         {
             let mut out = proc.out.borrow_mut();
             let mut n = itoa::Buffer::new();
@@ -826,15 +903,8 @@ impl WorkerClient {
             }
         }
         proc.wake.notify_one();
-        let reply = tokio::select! {
-            biased;
-            r = slot.wait() => r,
-            o = cancel.fired() => {
-                slot.expect.set(None);
-                return OpReport::of(o);
-            }
-        };
-        match reply {
+        match slot.wait().await {
+            Reply::Cut { hung } => OpReport::of(if hung { Outcome::Hung } else { Outcome::Abandoned }),
             Reply::Ok { steps, bytes } => OpReport {
                 outcome: Outcome::Ok,
                 connect: None,
