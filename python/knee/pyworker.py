@@ -255,6 +255,8 @@ class Worker:
             await self._finish(self.loop.run_in_executor(self.threads, self.func, ctx), client, op_id, ctx)
 
 
+_DRAIN = 16  # batches read in a row without returning to the event loop
+
 _compact = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -321,8 +323,16 @@ async def serve(spec: str, path: str | None) -> int:
             stopped.set_result(None)
 
     def readable() -> None:
-        with contextlib.suppress(BlockingIOError):
-            take(os.read(0, 1 << 16))
+        # Knee usually answers a batch's replies with the next batch at once (on a shared core, before our
+        # write returns): read again straight away rather than through the event loop, while no flow waits.
+        for _ in range(_DRAIN):
+            try:
+                chunk = os.read(0, 1 << 16)
+            except BlockingIOError:
+                return
+            take(chunk)
+            if stopped.done() or worker.busy:
+                return
 
     os.set_blocking(0, False)
     loop.add_reader(0, readable)
