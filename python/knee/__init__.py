@@ -8,16 +8,10 @@ Engine failures raise `knee.EngineError` (and its subclasses `SpecError`, `FdLim
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("knee")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0"
-
 if TYPE_CHECKING:
-    from knee._engine import EngineError, FdLimitError, SpecError
+    from knee._engine import EngineError, FdLimitError, SpecError, __version__
     from knee.api import Run, RunResult, run, sweep
 
 __all__ = ["EngineError", "FdLimitError", "Run", "RunResult", "SpecError", "__version__", "run", "sweep"]
@@ -32,6 +26,12 @@ def __getattr__(name: str) -> Any:
         from knee import api
 
         return getattr(api, name)
+    if name == "__version__":  # the engine's build carries it (cheaper than importlib.metadata)
+        try:
+            from knee._engine import __version__
+        except ImportError:  # a source tree without a built engine
+            return "0.0.0"
+        return __version__
     if name in _ERRORS:
         from knee import _engine
 

@@ -18,9 +18,12 @@ __all__ = [
     "ThreadError",
     "TlsError",
     "WorkerError",
+    "__version__",
     "check_spec",
     "target_profiles",
 ]
+
+__version__: str
 
 class EngineError(Exception): ...
 class SpecError(EngineError): ...

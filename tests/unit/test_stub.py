@@ -17,3 +17,11 @@ def test_engine_stub_matches_the_extension() -> None:
         cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_version_is_the_installed_packages() -> None:
+    from importlib.metadata import version
+
+    import knee
+
+    assert knee.__version__ == version("knee") != "0.0.0"
