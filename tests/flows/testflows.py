@@ -75,3 +75,9 @@ async def hangs_first(ctx) -> None:  # type: ignore[no-untyped-def]
     """Client 0's first operation takes 0.5 s (past a 0.3 s timeout; its next one, queued behind it, ends 0.2 s
     after it was sent); the rest take 1 ms."""
     await asyncio.sleep(0.5 if (ctx.client, ctx.iteration) == (0, 0) else 0.001)
+
+
+async def hangs_fourth(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Each client's fourth operation takes 0.6 s (past a 0.3 s timeout); the rest return at once."""
+    if ctx.iteration == 3:
+        await asyncio.sleep(0.6)

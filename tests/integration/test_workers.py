@@ -194,6 +194,15 @@ def test_a_timeout_inside_a_duration_hangs_only_that_operation(tmp_path: Path) -
     assert 0 < doc["per_client"][0] < doc["per_client"][1]
 
 
+def test_a_timeout_is_kept_after_idle_spells(tmp_path: Path) -> None:
+    # With think time, knee's watchdog often finds nothing in flight; an operation that begins later still hangs
+    # at its own timeout, not at the end of the run.
+    doc, _ = run(tmp_path, "--python", "testflows:hangs_fourth", "--path", str(TEST_FLOWS), "-c", "1", "-d", "2s",
+                 "--timeout", "0.3s", "--think", "200ms", "--processes", "1")  # fmt: skip
+    assert (doc["hung"], doc["hung_clients"], doc["failed"]) == (1, [0], 0)
+    assert doc["latency_ms"]["max"] < 300
+
+
 def test_a_worker_that_dies_fails_its_in_flight_operations_and_is_restarted(c_worker: Path, tmp_path: Path) -> None:
     doc, _ = run(tmp_path, "-c", "4", "--iterations", "100", "--processes", "1", "--worker", "--",
                     str(c_worker), "--exit-after", "100")  # fmt: skip

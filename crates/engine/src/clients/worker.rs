@@ -326,23 +326,26 @@ impl Proc {
             if end_at.is_some_and(|e| now >= e) {
                 break;
             }
-            let mut next = end_at;
+            let mut earliest: Option<Instant> = None;
             for slot in &self.slots {
                 match slot.deadline.get() {
                     Some(d) if d <= now => slot.deliver(Reply::Cut { hung: true }),
-                    Some(d) => next = Some(next.map_or(d, |n| n.min(d))),
+                    Some(d) => earliest = Some(earliest.map_or(d, |e| e.min(d))),
                     None => {}
                 }
             }
-            self.idle.set(next.is_none());
+            // Nothing in flight: the next operation to begin wakes the watchdog (its deadline may come
+            // before the group's end).
+            self.idle.set(earliest.is_none());
             let sleep = async {
-                match next {
+                match earliest.into_iter().chain(end_at).min() {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => self.rouse.notified().await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
                 () = sleep => {}
+                () = self.rouse.notified(), if earliest.is_none() => {}
                 _ = stop.wait_for(|s| *s) => break,
             }
         }
