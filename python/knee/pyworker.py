@@ -323,7 +323,7 @@ async def serve(spec: str, path: str | None) -> int:
             stopped.set_result(None)
 
     def readable() -> None:
-        # Knee usually answers a batch's replies with the next batch at once (on a shared core, before our
+        # knee usually answers a batch's replies with the next batch at once (on a shared core, before our
         # write returns): read again straight away rather than through the event loop, while no flow waits.
         for _ in range(_DRAIN):
             try:

@@ -105,10 +105,8 @@ enum Reply {
 /// One hosted client's mailbox (the client and the process's tasks share one thread).
 #[derive(Default)]
 struct Slot {
-    /// The id (iteration) of the operation waiting for its reply, if any.
-    expect: Cell<Option<u64>>,
-    /// When that operation times out.
-    deadline: Cell<Option<Instant>>,
+    /// The operation waiting for its reply, if any: its id (iteration) and when it times out.
+    pending: Cell<Option<(u64, Instant)>>,
     reply: RefCell<Option<Reply>>,
     waiter: Cell<Option<Waker>>,
 }
@@ -116,8 +114,7 @@ struct Slot {
 impl Slot {
     fn deliver(&self, reply: Reply) {
         *self.reply.borrow_mut() = Some(reply);
-        self.expect.set(None);
-        self.deadline.set(None);
+        self.pending.set(None);
         if let Some(w) = self.waiter.take() {
             w.wake();
         }
@@ -328,9 +325,9 @@ impl Proc {
             }
             let mut earliest: Option<Instant> = None;
             for slot in &self.slots {
-                match slot.deadline.get() {
-                    Some(d) if d <= now => slot.deliver(Reply::Cut { hung: true }),
-                    Some(d) => earliest = Some(earliest.map_or(d, |e| e.min(d))),
+                match slot.pending.get() {
+                    Some((_, d)) if d <= now => slot.deliver(Reply::Cut { hung: true }),
+                    Some((_, d)) => earliest = Some(earliest.map_or(d, |e| e.min(d))),
                     None => {}
                 }
             }
@@ -350,11 +347,7 @@ impl Proc {
             }
         }
         self.over.set(true);
-        for slot in &self.slots {
-            if slot.expect.get().is_some() {
-                slot.deliver(Reply::Cut { hung: false });
-            }
-        }
+        self.end_in_flight(|| Reply::Cut { hung: false });
     }
 
     /// Start the program and do the start handshake; the error is one sentence for the user.
@@ -605,7 +598,7 @@ impl Proc {
             ));
         };
         let slot = &self.slots[i];
-        Ok((slot.expect.get() == Some(id)).then_some(slot))
+        Ok((slot.pending.get().is_some_and(|(p, _)| p == id)).then_some(slot))
     }
 
     /// Operation `id` of `client` succeeded, with no steps and no bytes.
@@ -622,15 +615,18 @@ impl Proc {
     /// Fail every client waiting for a reply (its process went away) and drop requests not yet written.
     fn fail_pending(&self, class: ErrorClass, message: &str) {
         let message: Rc<str> = Rc::from(message);
-        for slot in &self.slots {
-            if slot.expect.get().is_some() {
-                slot.deliver(Reply::Lost {
-                    class,
-                    message: message.clone(),
-                });
-            }
-        }
+        self.end_in_flight(|| Reply::Lost {
+            class,
+            message: message.clone(),
+        });
         self.out.borrow_mut().clear();
+    }
+
+    /// Hand `reply()` to every client whose operation is in flight.
+    fn end_in_flight(&self, reply: impl Fn() -> Reply) {
+        for slot in self.slots.iter().filter(|s| s.pending.get().is_some()) {
+            slot.deliver(reply());
+        }
     }
 
     /// Why the process went away, in words: its exit status and the last line of its stderr.
@@ -882,8 +878,7 @@ impl WorkerClient {
         }
         let slot = &proc.slots[self.host.index];
         slot.reply.borrow_mut().take();
-        slot.expect.set(Some(iteration));
-        slot.deadline.set(Some(cancel.timeout_at));
+        slot.pending.set(Some((iteration, cancel.timeout_at)));
         if proc.idle.replace(false) {
             proc.rouse.notify_one();
         }
