@@ -1,0 +1,288 @@
+"""`levels = "auto"`: the search that picks a sweep's next level from the levels measured so far.
+
+The search is a pure function of what was measured: `next_level(points, config)` looks at every level so
+far (pooled, in any order) and says which level to measure next and why, or that the search is done and
+why. Nothing else is kept, so a resumed sweep continues its search from run.json's steps alone, and a
+level measured twice is simply pooled.
+
+Two phases, as a person would do it by hand but without the guessing:
+
+- **Ramp.** From `start`, each level is `factor` times the last (at least one more), until a level is bad
+  (failures above the onset, hung operations, the SLO broken, or a collapse), `max` is reached, or, without
+  a `max`, the rate has stopped growing over two doublings (a plateau or a fall).
+- **Refine.** Each located point gets a bracket, the highest good level below and the lowest bad level at or
+  above, and the search measures the middle of the widest open bracket until every bracket is within the
+  precision, in this order: the error onset, the capacity under the SLO, the peak (golden-section search on
+  the side of the peak that is wider; a flat top becomes a plateau, whose start is bisected instead), and the
+  collapse. When every bracket is narrow and no collapse was seen below `max`, the ramp goes on past the
+  highest level to find one.
+
+A plan can never run forever: `max`, `max_steps` and the time `budget` each end it, and the reason says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+# DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
+COLLAPSE_RATE = 0.5
+COLLAPSE_FAILURES = 0.5
+
+Kind = Literal["start", "ramp", "onset", "slo", "peak", "plateau", "collapse"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured level, pooled over its steps."""
+
+    level: float
+    rate: float  # successful operations per measured second
+    failure_ratio: float = 0.0  # (failed + hung) / completed
+    hung: int = 0
+    noise: float = 0.0  # the rate's half-width of its confidence interval (/s); 0 when unknown
+    slo_ok: bool | None = None  # None without an SLO
+
+
+@dataclass(frozen=True)
+class Config:
+    start: float = 1
+    max: float | None = None
+    precision: float = 0.10  # a share of the level when `relative`, else in the level's unit
+    relative: bool = True
+    resolution: float = 1.0  # the finest step: one client (or 1/s for rates)
+    factor: float = 2.0
+    onset: float = 0.001  # the failure ratio above which errors have started (DESIGN.md: 0.1 %)
+    noise: float = 0.05  # rates within this share of each other are the same when a point has no noise figure
+    max_steps: int = 40
+    budget_s: float | None = None  # total time for the search, with `step_s` the time one level takes
+    integer: bool = True  # client counts are whole; rates need not be
+
+
+@dataclass(frozen=True)
+class Next:
+    level: float
+    kind: Kind
+    reason: str
+
+
+@dataclass(frozen=True)
+class Done:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """A located point: the highest level tried below it (`below`, None when none was) and the lowest at or above
+    it (`at`)."""
+
+    below: float | None
+    at: float
+
+
+def _fmt(level: float) -> str:
+    return f"{level:g}"
+
+
+class _View:
+    """The measured points in order of level, with the analysis the search needs."""
+
+    def __init__(self, points: Sequence[Point], config: Config) -> None:
+        self.c = config
+        self.points = sorted(points, key=lambda p: p.level)
+        self.levels = [p.level for p in self.points]
+
+    def width_ok(self, lo: float, hi: float) -> bool:
+        """True when [lo, hi] is as narrow as the precision asks (or no level lies strictly between)."""
+        if self.mid(lo, hi) is None:
+            return True
+        tolerance = self.c.precision * hi if self.c.relative else self.c.precision
+        return hi - lo <= max(self.c.resolution, tolerance)
+
+    def mid(self, lo: float, hi: float) -> float | None:
+        """A level strictly between lo and hi, not measured yet; None when there is none."""
+        half = (lo + hi) / 2
+        m = float(round(half)) if self.c.integer else round(half / self.c.resolution) * self.c.resolution
+        if not lo < m < hi:
+            return None
+        return m
+
+    # --- what each level is
+
+    def peak(self) -> Point | None:
+        return max(self.points, key=lambda p: p.rate, default=None)
+
+    def tolerance(self, a: Point, b: Point) -> float:
+        """How far apart two rates may be and still be the same, within their noise."""
+        measured = (a.noise**2 + b.noise**2) ** 0.5
+        return max(measured, self.c.noise * max(a.rate, b.rate))
+
+    def same(self, a: Point, b: Point) -> bool:
+        return abs(a.rate - b.rate) <= self.tolerance(a, b)
+
+    def failing(self, p: Point) -> bool:
+        return p.failure_ratio > self.c.onset or p.hung > 0
+
+    def collapsed(self, p: Point) -> bool:
+        top = self.peak()
+        if top is None or p.level <= top.level:
+            return False
+        return p.failure_ratio > COLLAPSE_FAILURES or (top.rate > 0 and p.rate < COLLAPSE_RATE * top.rate)
+
+    def bad(self, p: Point) -> bool:
+        return self.failing(p) or p.slo_ok is False or self.collapsed(p)
+
+    def stopped_growing(self) -> bool:
+        """The rate has not grown over the last two doublings: the highest level is at least `factor`² times the
+        peak's."""
+        top, last = self.peak(), self.points[-1]
+        return top is not None and last.level >= top.level * self.c.factor**2
+
+    # --- brackets
+
+    def first_where(self, bad: Callable[[Point], bool]) -> Bracket | None:
+        """The bracket of the lowest level where `bad` holds."""
+        below: float | None = None
+        for p in self.points:
+            if bad(p):
+                return Bracket(below, p.level)
+            below = p.level
+        return None
+
+    def onset(self) -> Bracket | None:
+        return self.first_where(self.failing)
+
+    def slo(self) -> Bracket | None:
+        return self.first_where(lambda p: p.slo_ok is False)
+
+    def collapse(self) -> Bracket | None:
+        top = self.peak()
+        if top is None:
+            return None
+        below: float | None = None
+        for p in self.points:
+            if p.level > top.level and self.collapsed(p):
+                return Bracket(below, p.level)
+            below = p.level
+        return None
+
+    def plateau_start(self) -> Bracket | None:
+        """The lowest level whose rate is within noise of the peak's, when the top is flat (its lower or upper
+        neighbour is the same as the peak); None when the peak is a point."""
+        top = self.peak()
+        if top is None:
+            return None
+        i = self.points.index(top)
+        lower = self.points[i - 1] if i > 0 else None
+        upper = self.points[i + 1] if i + 1 < len(self.points) else None
+        if not any(n is not None and self.same(n, top) for n in (lower, upper)):
+            return None
+        j = i
+        while j > 0 and self.same(self.points[j - 1], top):
+            j -= 1
+        return Bracket(self.points[j - 1].level if j > 0 else None, self.points[j].level)
+
+
+def brackets(points: Sequence[Point], config: Config | None = None) -> dict[str, Bracket]:
+    """The located points of these measurements, each with its bracket: `onset`, `slo`, `collapse`, and `plateau`
+    (a flat top's start) or `peak` (with `below` the next level down)."""
+    v = _View(points, config or Config())
+    out: dict[str, Bracket] = {}
+    for name, b in (("onset", v.onset()), ("slo", v.slo()), ("collapse", v.collapse())):
+        if b is not None:
+            out[name] = b
+    plateau = v.plateau_start()
+    top = v.peak()
+    if plateau is not None:
+        out["plateau"] = plateau
+    elif top is not None:
+        i = v.points.index(top)
+        out["peak"] = Bracket(v.points[i - 1].level if i > 0 else None, top.level)
+    return out
+
+
+def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0, step_s: float = 0.0) -> Next | Done:
+    """The next level to measure and why, or why the search is done."""
+    c = config
+    if not points:
+        return Next(c.start, "start", f"the search starts at {_fmt(c.start)}")
+    if len(points) >= c.max_steps:
+        return Done(f"the search reached its cap of {c.max_steps} levels")
+    if c.budget_s is not None and spent_s + step_s > c.budget_s:
+        return Done(f"the search's budget ({c.budget_s:g} s) would be passed by another level")
+    v = _View(points, c)
+    last = v.points[-1]
+    bad_seen = any(v.bad(p) for p in v.points)
+    at_max = c.max is not None and last.level >= c.max
+
+    if not bad_seen and not at_max and not (c.max is None and v.stopped_growing()):
+        return _ramp(v, last, "no bound yet")
+    for step in (_onset, _slo, _peak, _collapse):
+        found = step(v)
+        if found is not None:
+            return found
+    # Every bracket is narrow. Past the highest level there may still be a collapse to find.
+    if v.collapse() is None and not at_max and (c.max is not None or not v.stopped_growing()):
+        return _ramp(v, last, "no collapse yet")
+    return Done(_done_reason(v, at_max))
+
+
+def _ramp(v: _View, last: Point, why: str) -> Next | Done:
+    c = v.c
+    up = last.level * c.factor
+    up = float(max(round(up), last.level + 1)) if c.integer else up
+    if c.max is not None:
+        up = min(up, c.max)
+    if up <= last.level:
+        return Done(_done_reason(v, True))
+    return Next(up, "ramp", f"ramp: {_fmt(up)} after {_fmt(last.level)} ({why})")
+
+
+def _bisect(v: _View, b: Bracket | None, kind: Kind, what: str) -> Next | None:
+    if b is None or b.below is None or v.width_ok(b.below, b.at):
+        return None
+    m = v.mid(b.below, b.at)
+    assert m is not None  # width_ok is True when there is no level between
+    return Next(m, kind, f"bisecting {what} between {_fmt(b.below)} and {_fmt(b.at)}")
+
+
+def _onset(v: _View) -> Next | None:
+    return _bisect(v, v.onset(), "onset", "the error onset")
+
+
+def _slo(v: _View) -> Next | None:
+    return _bisect(v, v.slo(), "slo", "the capacity under the SLO")
+
+
+def _collapse(v: _View) -> Next | None:
+    return _bisect(v, v.collapse(), "collapse", "the collapse")
+
+
+def _peak(v: _View) -> Next | None:
+    top = v.peak()
+    if top is None or top.rate <= 0:
+        return None
+    plateau = v.plateau_start()
+    if plateau is not None:
+        return _bisect(v, plateau, "plateau", "the plateau's start")
+    i = v.points.index(top)
+    sides = []
+    if i > 0 and not v.width_ok(v.points[i - 1].level, top.level):
+        sides.append((top.level - v.points[i - 1].level, v.points[i - 1].level, top.level))
+    if i + 1 < len(v.points) and not v.width_ok(top.level, v.points[i + 1].level):
+        sides.append((v.points[i + 1].level - top.level, top.level, v.points[i + 1].level))
+    if not sides:
+        return None
+    _, lo, hi = max(sides)
+    m = v.mid(lo, hi)
+    assert m is not None
+    return Next(m, "peak", f"narrowing the peak ({_fmt(top.level)} so far) between {_fmt(lo)} and {_fmt(hi)}")
+
+
+def _done_reason(v: _View, at_max: bool) -> str:
+    if at_max and v.collapse() is None:
+        return f"every point is located to the precision asked, up to the highest level allowed ({_fmt(v.c.max or 0)})"
+    if v.collapse() is None and v.stopped_growing():
+        return "every point is located to the precision asked; the rate stopped growing over two doublings"
+    return "every point is located to the precision asked"
