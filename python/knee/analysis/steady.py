@@ -1,0 +1,90 @@
+"""Steady state of a level: cut its warm-up from the per-interval series, then ask whether its rate has settled.
+
+docs/analysis.md: the warm-up is cut by MSER-5 (White's Marginal Standard Error Rule on batches of five
+intervals: the cut that minimises the standard error of the mean of what remains, searched over the first
+half), and the rate has settled when its 95 % confidence interval, by batch means over the intervals after
+the cut, is within ±5 % of its mean (both configurable). `duration = "auto"` runs a level until this says
+settled (at least `min`, at most `max`); every level records its cut and its interval either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+MSER_BATCH = 5  # MSER-5: intervals are averaged five at a time before the cut is searched
+MIN_BATCHES = 5  # fewer batch means than this give no confidence interval worth the name
+MAX_BATCHES = 20
+CONFIDENCE = 0.95
+WITHIN = 0.05  # the interval's half-width as a share of the mean
+
+
+@dataclass(frozen=True)
+class Steady:
+    """What the per-interval series says about its rate."""
+
+    cut: int  # intervals cut as warm-up, from the start
+    intervals: int  # intervals kept after the cut
+    mean: float  # the mean count per interval after the cut
+    half_width: float  # the confidence interval's half-width (same unit); inf when too few intervals
+    settled: bool  # half_width <= within × mean
+
+    @property
+    def relative(self) -> float:
+        """The half-width as a share of the mean (inf when there is no mean or no interval)."""
+        return self.half_width / self.mean if self.mean > 0 else math.inf
+
+
+def mser_cut(series: Sequence[float], batch: int = MSER_BATCH) -> int:
+    """The warm-up to cut, in intervals (a multiple of `batch`): the d minimising the MSER statistic
+    Σ_{i>d} (Y_i − Ȳ_d)² / (n − d)² over the batch means Y, for d in the first half."""
+    n = len(series) // batch
+    if n < 2:
+        return 0
+    means = [sum(series[i * batch : (i + 1) * batch]) / batch for i in range(n)]
+    best, best_d = math.inf, 0
+    for d in range(n // 2 + 1):
+        rest = means[d:]
+        m = sum(rest) / len(rest)
+        score = sum((y - m) ** 2 for y in rest) / len(rest) ** 2
+        if score < best - 1e-12:
+            best, best_d = score, d
+    return best_d * batch
+
+
+def batch_means(series: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The mean of `series` and its confidence interval's half-width by batch means: the series in
+    `MIN_BATCHES` to `MAX_BATCHES` batches of equal length (early intervals left over are dropped), Student's t
+    on the batch means. The half-width is inf when the series is too short for `MIN_BATCHES` batches."""
+    n = len(series)
+    if n == 0:
+        return 0.0, math.inf
+    mean = sum(series) / n
+    k = min(MAX_BATCHES, n)
+    if k < MIN_BATCHES:
+        return mean, math.inf
+    size = n // k
+    tail = series[n - k * size :]
+    bm = [sum(tail[i * size : (i + 1) * size]) / size for i in range(k)]
+    m = sum(bm) / k
+    sd = math.sqrt(sum((b - m) ** 2 for b in bm) / (k - 1))
+    t = float(stats.t.ppf(0.5 + confidence / 2, k - 1))
+    return mean, t * sd / math.sqrt(k)
+
+
+def steady(series: Sequence[float], within: float = WITHIN, confidence: float = CONFIDENCE) -> Steady:
+    """Cut the warm-up of a per-interval series (counts of successes per interval) and say whether the rest has
+    settled."""
+    cut = mser_cut(series)
+    rest = series[cut:]
+    mean, half = batch_means(rest, confidence)
+    return Steady(
+        cut=cut,
+        intervals=len(rest),
+        mean=mean,
+        half_width=half,
+        settled=mean > 0 and half <= within * mean,
+    )
