@@ -23,8 +23,8 @@ from rich.console import Console
 
 from knee.engine import ShardResult, summary
 from knee.model import EngineSummary, GroupStats, RunRecord, StepResult, Verdict
-from knee.oneline import OPTION_NAMES, Options, scenario_table
 from knee.scenario import Loaded, Scenario, Source, from_raw, read_scenario
+from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
 from knee.spec import EngineSpec
 
 Target = str | Sequence[str]

@@ -92,7 +92,7 @@ def start_run(
     kept when it holds no secret. `shorten`: `--quick`."""
     if shorten:
         loaded = Loaded(quick(loaded.scenario), quick(loaded.record), loaded.secrets)
-    run_dir = RunDir.create(out, loaded.scenario.name or name) if out is not None else RunDir.memory()
+    run_dir = RunDir.create(out, loaded.scenario.name or name, loaded.secrets) if out is not None else RunDir.memory()
     keep_text = text is not None and not loaded.secrets and not shorten
     run_dir.write_scenario(text if keep_text and text is not None else loaded.record.to_toml())
     record = new_record(loaded, run_dir.path.name if run_dir.kept else time.strftime("%Y%m%d-%H%M%S-run"))
@@ -109,6 +109,7 @@ def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scena
             f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
         )
     loaded = scenario_from_record(record.scenario, secrets)
+    run_dir = RunDir(path, loaded.secrets)
     record.steps = [s for s in record.steps if not s.partial]
     record.status = "running"
     record.verdicts = []

@@ -10,8 +10,8 @@
 
 `RunDir` is the only code that knows these paths. Every file is written to a temporary name,
 fsynced and renamed, so a killed knee leaves either the old or the new version of a file, never half
-of one; every text goes through `knee.secrets.scrub` first. `RunDir.memory()` is a run directory
-that writes nothing (a `knee run` without `--out`).
+of one; every text goes through the run's `Secrets.scrub` (knee.scenario.secrets) first.
+`RunDir.memory()` is a run directory that writes nothing (a `knee run` without `--out`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from knee.errors import UserError
 from knee.model import SCHEMA_VERSION, RunRecord
-from knee.secrets import scrub
+from knee.scenario.secrets import NO_SECRETS, Secrets
 
 REPORT_FILES = ("report.md", "report.html", "levels.csv", "series.csv")
 
@@ -47,16 +47,18 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write a text file knee produced (report, JSON) atomically, secrets scrubbed."""
-    atomic_write(path, scrub(text).encode())
+def write_text(path: Path, text: str, secrets: Secrets) -> None:
+    """Write a text file knee produced (report, JSON) atomically, `secrets` scrubbed."""
+    atomic_write(path, secrets.scrub(text).encode())
 
 
 class RunDir:
-    """One run's directory (or, from `memory()`, none: nothing is written)."""
+    """One run's directory (or, from `memory()`, none: nothing is written). `secrets`: the run's, scrubbed
+    from every text it writes (none when the directory is only read, or re-reported by `knee report`)."""
 
-    def __init__(self, path: Path | str | None) -> None:
+    def __init__(self, path: Path | str | None, secrets: Secrets = NO_SECRETS) -> None:
         self._path = Path(path) if path is not None else None
+        self.secrets = secrets
         self._record: RunRecord | None = None  # a memory run directory's record
 
     @classmethod
@@ -101,7 +103,7 @@ class RunDir:
         return self.steps_dir / "between.knee"
 
     @classmethod
-    def create(cls, out: Path, name: str) -> RunDir:
+    def create(cls, out: Path, name: str, secrets: Secrets = NO_SECRETS) -> RunDir:
         """A new, empty run directory under `out` named `<UTC time>-<name>` (made unique)."""
         slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:40] or "run"
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -116,7 +118,7 @@ class RunDir:
             except FileExistsError:
                 continue
             (path / "steps").mkdir()
-            return cls(path)
+            return cls(path, secrets)
         raise UserError(f"--out {str(out)!r} has too many runs named {stamp}-{slug}; choose another directory")
 
     def load(self) -> RunRecord:
@@ -163,11 +165,11 @@ class RunDir:
     def save(self, record: RunRecord) -> None:
         self._record = None if self.kept else record
         if self.kept:
-            write_text(self.record_path, record.model_dump_json(indent=2, by_alias=True))
+            write_text(self.record_path, record.model_dump_json(indent=2, by_alias=True), self.secrets)
 
     def write_scenario(self, text: str) -> None:
         if self.kept:
-            write_text(self.scenario_path, text)
+            write_text(self.scenario_path, text, self.secrets)
 
     def scenario_text(self) -> str | None:
         """The scenario file as run, if the directory has one."""
@@ -192,7 +194,7 @@ class RunDir:
 
     def write_report(self, name: str, text: str) -> Path:
         path = self.report_path(name)
-        write_text(path, text)
+        write_text(path, text, self.secrets)
         return path
 
 

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from knee.errors import UserError
-from knee.tomlout import to_toml
+from knee.scenario.tomlout import to_toml
 
 # Config keys whose value is a table.
 _TABLES = ("recovery", "tcp", "login", "paths")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import knee
 from knee.model import RunRecord
-from knee.oneline import OPTION_NAMES, Options, scenario_table
 from knee.plan import engine_spec, sweep_plan
 from knee.scenario import Scenario, Source, from_raw, read_scenario
+from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
 from knee.store import RunDir
 
 from conftest import knee_cli

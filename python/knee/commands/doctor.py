@@ -14,8 +14,8 @@ from knee.errors import UserError
 
 if TYPE_CHECKING:
     from knee.diagnose import Load, Preflight
-    from knee.oneline import Options
-    from knee.scenario import Scenario
+    from knee.scenario import Loaded
+    from knee.scenario.oneline import Options
 
 EPILOG = """\b
 Examples:
@@ -45,7 +45,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     Exit status: 0 no finding would make the run fail, 1 one would, 2 bad input.
     """
     from knee.diagnose import DOCTOR_CLIENTS, check_machine, check_scenario, memory_needed
-    from knee.secrets import scrub
+    from knee.scenario.secrets import NO_SECRETS
 
     one_line, given = one_line_sweep(opts)
     if not target and not one_line.python:
@@ -54,9 +54,11 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             what = _option(extra[0]) if extra else "--var/--secret"
             raise UserError(f"{what} describes a target: give the TARGET (a URL, or -- COMMAND ARGS) or a SCENARIO")
         check = check_machine(int(max(one_line.levels or [one_line.clients or DOCTOR_CLIENTS])))
+        secrets = NO_SECRETS
     else:
-        scenario = _scenario(target, one_line, given, opts)
-        check = check_scenario(scenario, fix=False, strict=False, probe=not opts["no_probe"])
+        loaded = _scenario(target, one_line, given, opts)
+        secrets = loaded.secrets
+        check = check_scenario(loaded.scenario, fix=False, strict=False, probe=not opts["no_probe"])
     checked = check.load.assumed if check.load and check.load.assumed else _describe(check.load)
     if opts["as_json"]:
         doc = {
@@ -69,9 +71,9 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             "memory_estimate": [{"what": w, "bytes": b} for w, b in memory_needed(check.load)] if check.load else [],
             "exit": EXIT_FOUND if check.errors else 0,
         }
-        click.echo(scrub(json.dumps(doc, indent=2)))
+        click.echo(secrets.scrub(json.dumps(doc, indent=2)))
     else:
-        click.echo(scrub(_text(check, checked)))
+        click.echo(secrets.scrub(_text(check, checked)))
     if check.errors:
         sys.exit(EXIT_FOUND)
 
@@ -80,21 +82,21 @@ def _option(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _scenario(target: tuple[str, ...], one_line: Options, given: list[str], opts: dict[str, Any]) -> Scenario:
-    """The Scenario `knee sweep` would run (`knee run`'s, without --levels or --rates)."""
-    from knee.oneline import OPTION_NAMES, scenario_table
+def _scenario(target: tuple[str, ...], one_line: Options, given: list[str], opts: dict[str, Any]) -> Loaded:
+    """The scenario `knee sweep` would run (`knee run`'s, without --levels or --rates), with its secrets."""
     from knee.scenario import Source, from_raw
-    from knee.secrets import parse_secret_options
+    from knee.scenario.oneline import OPTION_NAMES, scenario_table
+    from knee.scenario.secrets import parse_secret_options
 
     secrets = parse_secret_options(opts["secrets"])
     variables = parse_vars(opts["variables"])
     if is_scenario_file(target):
-        return read_scenario_file(target[0], given, variables, secrets, "knee doctor TARGET --levels …")[0].scenario
+        return read_scenario_file(target[0], given, variables, secrets, "knee doctor TARGET --levels …")[0]
     tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
     run = one_line.levels is None and one_line.rates is None
     table = scenario_table(tgt, one_line, run=run)
     names = dict(OPTION_NAMES, **({"sweep.levels": "-c/--clients"} if run else {}))
-    return from_raw(table, Source("command line", options=names), variables, secrets).scenario
+    return from_raw(table, Source("command line", options=names), variables, secrets)
 
 
 def _describe(load: Load | None) -> str:

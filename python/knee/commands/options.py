@@ -1,7 +1,7 @@
 """The options the commands share: the target's, the load's, vars and secrets (`knee run`, `knee sweep`,
 `knee doctor`), a one-line sweep's levels or rates (`knee sweep`, `knee doctor`), and where runs go.
 
-The commands turn them into `knee.oneline.Options`, then a Scenario: one set of defaults and messages.
+The commands turn them into `knee.scenario.oneline.Options`, then a Scenario: one set of defaults and messages.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from knee.errors import UserError
-from knee.oneline import Options
+from knee.scenario.oneline import Options
 
 if TYPE_CHECKING:
     from knee.scenario import Loaded
@@ -128,7 +128,7 @@ def sweep_target_options(*, levels: str, rates: str, clients: str) -> Callable[[
 def one_line_sweep(o: dict[str, Any]) -> tuple[Options, list[str]]:
     """The options of `sweep_target_options` as a one-line sweep's `Options`, and the names of those given (a
     scenario file takes none of them: `read_scenario_file`)."""
-    from knee.oneline import parse_list
+    from knee.scenario.oneline import parse_list
 
     one_line = to_options(
         o,

@@ -52,12 +52,12 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
 
     TARGET is an http(s):// URL, tcp://host:port, or -- COMMAND ARGS (run without a shell).
     """
-    from knee.oneline import OPTION_NAMES, parse_list, scenario_table
     from knee.progress_line import RunProgress
     from knee.report import abtext
     from knee.runner import execute, start_run
     from knee.scenario import Source, from_raw
-    from knee.secrets import parse_secret_options
+    from knee.scenario.oneline import OPTION_NAMES, parse_list, scenario_table
+    from knee.scenario.secrets import parse_secret_options
     from knee.store import write_text
 
     tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
@@ -93,7 +93,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             if not several
             else abtext.steps_to_json(loaded.record, steps, where)
         )
-        write_text(Path(json_path), doc.model_dump_json(indent=2, by_alias=True) + "\n")
+        write_text(Path(json_path), doc.model_dump_json(indent=2, by_alias=True) + "\n", loaded.secrets)
         click.echo(f"\nJSON written to {json_path}")
     if outcome.code:
         sys.exit(outcome.code)

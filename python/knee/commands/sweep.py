@@ -65,10 +65,10 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
 
     Exit status: 0 done, 3 the SLO was not met, 130 interrupted (resume with --resume).
     """
-    from knee.oneline import OPTION_NAMES, scenario_table
     from knee.runner import execute, resume_run, start_run
     from knee.scenario import Source, from_raw
-    from knee.secrets import parse_secret_options
+    from knee.scenario.oneline import OPTION_NAMES, scenario_table
+    from knee.scenario.secrets import parse_secret_options
 
     console = Console()
     secrets = parse_secret_options(opts["secrets"])

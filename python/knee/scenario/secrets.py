@@ -10,14 +10,17 @@ or `Cookie` header, of any header or exec environment variable named like a toke
 password or session, and of every cookie — are made secrets of their own (`main_header_authorization`
 …): the run uses them, the files hold the placeholder.
 
-As a last line of defence every text knee writes goes through `scrub`, which replaces any secret
-value of 4 or more characters still found in it (an error message that echoed a token, say).
+As a last line of defence every text knee writes goes through `Secrets.scrub`, which replaces any secret
+value of 4 or more characters still found in it (an error message that echoed a token, say). A run's
+`Secrets` come from loading its scenario (`Loaded.secrets`) and are handed to whatever writes or prints
+(the run directory, `--json`, `knee doctor`); nothing is kept in a process-wide registry.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from knee.errors import UserError
@@ -28,21 +31,37 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MIN_SCRUB = 4
 
-# Every secret value this process knows, for `scrub`.
-_KNOWN: set[str] = set()
+
+class Secrets(Mapping[str, str]):
+    """The secrets one run uses, name -> value, and `scrub` for every text written or printed about it.
+    Its repr names the secrets, never their values."""
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._values = dict(values or {})
+        # the values `scrub` replaces, longest first (a value inside another is replaced after it)
+        self._scrubbed = sorted({v for v in self._values.values() if len(v) >= MIN_SCRUB}, key=len, reverse=True)
+
+    def __getitem__(self, name: str) -> str:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Secrets({sorted(self._values)})"
+
+    def scrub(self, text: str) -> str:
+        """`text` with every secret value (of MIN_SCRUB characters or more) replaced by <redacted>, longest first."""
+        for v in self._scrubbed:
+            if v in text:
+                text = text.replace(v, REDACTED)
+        return text
 
 
-def remember(values: dict[str, str]) -> None:
-    """Make `scrub` replace these values wherever they appear."""
-    _KNOWN.update(v for v in values.values() if len(v) >= MIN_SCRUB)
-
-
-def scrub(text: str) -> str:
-    """`text` with every known secret value replaced by <redacted> (longest first)."""
-    for v in sorted(_KNOWN, key=len, reverse=True):
-        if v in text:
-            text = text.replace(v, REDACTED)
-    return text
+NO_SECRETS = Secrets()
 
 
 def sensitive(name: str) -> bool:
@@ -71,7 +90,7 @@ def parse_secret_options(items: tuple[str, ...] | list[str], option: str = "--se
     return out
 
 
-def resolve(names: list[str], given: dict[str, str], why: str = "this run uses") -> dict[str, str]:
+def resolve(names: list[str], given: Mapping[str, str], why: str = "this run uses") -> dict[str, str]:
     """The values of secrets `names`: given on the command line, else from the environment."""
     out: dict[str, str] = {}
     for name in names:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knee.errors import UserError
-from knee.units import parse_header
+from knee.scenario.units import parse_header
 
 Target = str | Sequence[str]
 

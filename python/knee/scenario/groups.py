@@ -1,0 +1,172 @@
+"""The client groups of a scenario: what each kind of client (http, tcp, exec, worker program, Python flow)
+is told to do, and the stop and timing every group shares."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
+
+from knee.errors import UserError
+from knee.scenario.fields import Duration, PositiveInt, Table, seconds
+from knee.scenario.units import parse_status_ranges
+
+
+def _clients(value: Any) -> Any:
+    if value == "level":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError("must be at least 1")
+        return value
+    raise ValueError('must be a number of clients (at least 1) or "level" (follow the sweep level)')
+
+
+def _rate(value: Any) -> Any:
+    if value is None or value == "level":
+        return value
+    raise ValueError('must be "level" (the group\'s arrivals per second follow sweep.rates)')
+
+
+Clients = Annotated[int | Literal["level"], BeforeValidator(_clients)]
+
+
+class _GroupBase(Table):
+    clients: Clients = "level"
+    rate: Annotated[Literal["level"] | None, BeforeValidator(_rate)] = None
+    per_client: PositiveInt | None = None
+    total: PositiveInt | None = None
+    duration: Duration | None = None
+    # baseload: runs as long as the step's other groups, then stops (engine stop `while_others`)
+    background: bool = False
+    timeout: Duration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
+    think: Duration = 0.0
+
+    @model_validator(mode="after")
+    def _one_stop(self) -> _GroupBase:
+        given = [k for k in ("per_client", "total", "duration") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of per_client, total, duration (got {', '.join(given)})")
+        if self.background and given:
+            raise ValueError(
+                f"background = true runs the group as long as the others, so it takes no {given[0]} of its own; "
+                f"remove {given[0]} or background"
+            )
+        if self.timeout <= 0:
+            raise ValueError("timeout must be more than 0")
+        return self
+
+    @property
+    def follows_level(self) -> bool:
+        """Its clients (closed loop) or its arrival rate (open loop) follow the sweep level."""
+        return self.clients == "level" or self.rate == "level"
+
+    def client_count(self, level: float) -> int:
+        """Its clients in a step at `level` (an open-loop group's clients are its connections)."""
+        return int(level) if self.clients == "level" else self.clients
+
+
+class HttpGroup(_GroupBase):
+    kind: Literal["http"]
+    url: str
+    method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
+    headers: dict[str, str] = Field(default_factory=dict)
+    cookies: dict[str, str] = Field(default_factory=dict)
+    body: str | None = None
+    body_file: str | None = None
+    insecure: bool = False
+    new_connection: bool = False
+    http2: bool = False
+    expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
+    expect_body: str | None = None
+    expect_body_regex: str | None = None
+    expect_length: Annotated[int, Field(ge=0)] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("must be an http:// or https:// URL with a host, like http://host:port/path")
+        return v
+
+    @field_validator("expect_status", mode="before")
+    @classmethod
+    def _status(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return [(v, v)]
+        if isinstance(v, str):
+            try:
+                return parse_status_ranges(v, "value")
+            except UserError as exc:
+                raise ValueError("must be statuses like 200, 200-299 or 2xx, separated by commas") from exc
+        if isinstance(v, list) and all(isinstance(x, int | str) and not isinstance(x, bool) for x in v):
+            out: list[tuple[int, int]] = []
+            for x in v:
+                out.extend(cls._status(x))
+            return out
+        return v
+
+    @model_validator(mode="after")
+    def _one_body(self) -> HttpGroup:
+        if self.body is not None and self.body_file is not None:
+            raise ValueError("give either body or body_file, not both")
+        if self.http2:
+            raise ValueError("http2 = true is not supported yet (knee speaks HTTP/1.1); remove it")
+        return self
+
+
+class TcpGroup(_GroupBase):
+    kind: Literal["tcp"]
+    addr: str
+    send: str | None = None
+    expect: str | None = None
+
+    @field_validator("addr")
+    @classmethod
+    def _addr(cls, v: str) -> str:
+        if not re.match(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d+$", v):
+            raise ValueError("must be host:port, like 127.0.0.1:9000")
+        return v
+
+
+class ExpectFile(Table):
+    path: str
+    min_size: Annotated[int, Field(ge=0)] = 1
+
+
+class ExecGroup(_GroupBase):
+    kind: Literal["exec"]
+    argv: Annotated[list[str], Field(min_length=1)]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    expect_stdout: str | None = None
+    expect_stderr: str | None = None
+    expect_file: ExpectFile | None = None
+    bytes_from: Annotated[str, Field(min_length=1)] | None = None  # "stdout" or a file path: the payload's size
+
+
+class WorkerGroup(_GroupBase):
+    """A client program in any language speaking knee's worker protocol (docs/worker-protocol.md)."""
+
+    kind: Literal["worker"]
+    argv: Annotated[list[str], Field(min_length=1)]
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    processes: Annotated[int, Field(ge=0)] = 0  # in all; 0 = one per engine thread (one per core)
+    start_timeout: Annotated[float, BeforeValidator(seconds), Field(gt=0)] = 30.0
+
+
+class PythonGroup(_GroupBase):
+    """A flow: a Python function `module:name` run by knee's own worker (knee.pyworker), many clients per
+    process, one process per core by default."""
+
+    kind: Literal["python"]
+    function: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+    path: str | None = None  # where to import the module from (default: the current directory)
+    env: dict[str, str] = Field(default_factory=dict)
+    processes: Annotated[int, Field(ge=0)] = 0
+    start_timeout: Annotated[float, BeforeValidator(seconds), Field(gt=0)] = 30.0
+
+
+Group = Annotated[HttpGroup | TcpGroup | ExecGroup | WorkerGroup | PythonGroup, Field(discriminator="kind")]

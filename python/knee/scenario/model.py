@@ -1,0 +1,371 @@
+"""The scenario: its client groups, the sweep, stop rules, recovery probe, SLO, cluster and monitor.
+
+A scenario is TOML (see docs/scenarios.md); `knee.scenario.load` reads it, fills its placeholders and
+validates it against these types, turning every problem into one sentence (`knee.scenario.messages`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+
+from knee.errors import UserError
+from knee.scenario.fields import Duration, PositiveInt, PositiveRate, Table
+from knee.scenario.groups import Group
+from knee.scenario.messages import Source, describe
+
+DEFAULT_MAX_IN_FLIGHT = 10_000
+
+
+def _whole(value: float) -> int | float:
+    """500.0 → 500, so rates read like client counts where they can."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _levels_kind(value: Any) -> str:
+    return "range" if isinstance(value, dict | _Range) else "list"
+
+
+class _Range(Table):
+    """{start, stop, count} (geometric) or {..., spacing = "linear", step | count}: the values, unrounded."""
+
+    start: PositiveRate
+    stop: PositiveRate
+    count: Annotated[int, Field(ge=2)] | None = None
+    step: PositiveRate | None = None
+    spacing: Literal["geometric", "linear"] = "geometric"
+
+    @model_validator(mode="after")
+    def _check(self) -> _Range:
+        if self.stop < self.start:
+            raise ValueError(f"stop ({self.stop:g}) must not be below start ({self.start:g})")
+        if self.spacing == "geometric" and self.count is None:
+            raise ValueError("a geometric range needs count, the number of levels")
+        if self.spacing == "linear" and (self.count is None) == (self.step is None):
+            raise ValueError("a linear range needs exactly one of step or count")
+        return self
+
+    def spaced(self) -> list[float]:
+        n = self.count or 2
+        if self.spacing == "linear" and self.step is not None:
+            steps = int((self.stop - self.start) / self.step + 1e-9)
+            return [self.start + i * self.step for i in range(steps + 1)]
+        if self.spacing == "linear":
+            return [self.start + (self.stop - self.start) * i / (n - 1) for i in range(n)]
+        ratio = (self.stop / self.start) ** (1 / (n - 1))
+        return [self.start * ratio**i for i in range(n - 1)] + [self.stop]
+
+
+class LevelRange(_Range):
+    """levels = {start = 5, stop = 1000, count = 10} (geometric) or {..., spacing = "linear", step = 100}."""
+
+    start: PositiveInt
+    stop: PositiveInt
+    step: PositiveInt | None = None
+
+    def expand(self) -> list[int]:
+        return sorted({round(v) for v in self.spaced()})
+
+
+class RateRange(_Range):
+    """rates = {start = 100, stop = 2000, count = 6}: as LevelRange, in arrivals per second (3 significant digits)."""
+
+    def expand(self) -> list[int | float]:
+        return sorted({_whole(float(f"{v:.3g}")) for v in self.spaced()})
+
+
+class Sweep(Table):
+    levels: (
+        Annotated[
+            Annotated[Annotated[list[PositiveInt], Field(min_length=1)], Tag("list")]
+            | Annotated[LevelRange, Tag("range")],
+            Discriminator(_levels_kind),
+        ]
+        | None
+    ) = None
+    rates: (
+        Annotated[
+            Annotated[Annotated[list[PositiveRate], Field(min_length=1)], Tag("list")]
+            | Annotated[RateRange, Tag("range")],
+            Discriminator(_levels_kind),
+        ]
+        | None
+    ) = None
+    arrival: Literal["constant", "poisson"] | None = None  # open loop only; default constant
+    max_in_flight: PositiveInt | None = None  # open loop only; default DEFAULT_MAX_IN_FLIGHT
+    duration: Duration | None = None
+    per_client: PositiveInt | None = None
+    total: PositiveInt | None = None
+    warmup: Duration = 0.0
+    pause: Duration = 0.0
+    direction: Literal["up", "up-down"] = "up"
+    interval: Duration = 1.0
+    stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    threads: Annotated[int, Field(ge=0)] = 0  # engine threads; 0 = one per core
+
+    @model_validator(mode="after")
+    def _check(self) -> Sweep:
+        given = [k for k in ("duration", "per_client", "total") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of duration, per_client, total (got {', '.join(given)})")
+        if self.interval < 0.001:
+            raise ValueError("interval must be at least 1ms")
+        return self
+
+    def level_list(self) -> list[int | float]:
+        """The client levels, or the rates of a rate sweep, ascending."""
+        values = self.rates if self.rates is not None else self.levels
+        if values is None:
+            return []
+        if isinstance(values, _Range):
+            return list(values.expand())
+        return sorted({_whole(v) for v in values})
+
+    def has_stop(self) -> bool:
+        """The sweep gives its groups a stop (duration, per_client or total)."""
+        return self.duration is not None or self.per_client is not None or self.total is not None
+
+
+class StopRules(Table):
+    at_collapse: bool = True
+    max_failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_level: PositiveInt | None = None  # client sweeps
+    max_rate: PositiveRate | None = None  # rate sweeps
+
+
+class Recovery(Table):
+    enabled: bool | None = None  # None: on when the sweep has more than one level
+    probe: Duration | None = None  # length of each probe (default: the sweep's duration)
+    limit: Duration = 60.0  # give up after this long
+    pause: Duration = 1.0  # between probes
+    tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.10
+
+
+class Slo(Table):
+    """Limits every level up to the capacity must stay within (docs/analysis.md); None: no limit."""
+
+    p99_ms: Annotated[float, Field(gt=0)] | None = None
+    failure_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    # The SLO must hold up to this many clients (rate sweeps: this offered rate); without it, at every level.
+    min_clients: Annotated[int, Field(ge=1)] | None = None
+    min_rate: PositiveRate | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Slo | None:
+        """From a table like {"p99_ms": 500, "failure_ratio": 0.01}; None when it sets no limit. One sentence per
+        mistake (with the key), as in a scenario file."""
+        if not d:
+            return None
+        try:
+            slo = cls.model_validate(d)
+        except ValidationError as exc:
+            msgs = (describe(e, Source("slo")).replace("slo: ", "slo.", 1) for e in exc.errors())
+            raise UserError("; ".join(msgs)) from None
+        return None if slo.p99_ms is None and slo.failure_ratio is None else slo
+
+    @property
+    def required(self) -> float | None:
+        """The level the SLO must hold up to (clients, or an offered rate), if any."""
+        return self.min_rate if self.min_rate is not None else self.min_clients
+
+    def describe(self) -> str:
+        """'p99 ≤ 500 ms, failures ≤ 1 %'."""
+        from knee.fmt import pct
+
+        parts = []
+        if self.p99_ms is not None:
+            parts.append(f"p99 ≤ {self.p99_ms:g} ms")
+        if self.failure_ratio is not None:
+            parts.append(f"failures ≤ {pct(self.failure_ratio)}")
+        if self.min_clients is not None:
+            parts.append(f"up to {self.min_clients} clients")
+        if self.min_rate is not None:
+            parts.append(f"up to {self.min_rate:g}/s offered")
+        return ", ".join(parts) or "no limits"
+
+
+class Cluster(Table):
+    """Where the steps run (docs/distributed.md): this machine (no address), or a Dask cluster."""
+
+    address: Annotated[str, Field(min_length=1)] | None = None  # tcp://host:8786, or local:N worker processes
+    weights: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # host -> share of clients
+
+
+class Monitor(Table):
+    """The target's process tree to sample on this machine (docs/diagnosis.md): by pid or by name."""
+
+    pid: Annotated[int, Field(gt=0)] | None = None
+    name: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Monitor:
+        if self.pid is not None and self.name is not None:
+            raise ValueError("give pid or name, not both")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.pid is not None or self.name is not None
+
+
+class Analysis(Table):
+    onset: Annotated[float, Field(ge=0, le=1)] = 0.001
+
+
+class Scenario(Table):
+    name: str = ""
+    description: str = ""
+    vars: dict[str, str] = Field(default_factory=dict)
+    # names of ${placeholders} whose values come from --secret or the environment and are never written
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
+    groups: Annotated[dict[str, Group], Field(min_length=1)]
+    sweep: Sweep = Field(default_factory=Sweep)
+    stop: StopRules = Field(default_factory=StopRules)
+    recovery: Recovery = Field(default_factory=Recovery)
+    slo: Slo | None = None
+    analysis: Analysis = Field(default_factory=Analysis)
+    cluster: Cluster = Field(default_factory=Cluster)
+    monitor: Monitor = Field(default_factory=Monitor)
+
+    @field_validator("groups")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+                raise ValueError(f"group name {name!r} may use only letters, digits, '_' and '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _stops(self) -> Scenario:
+        if all(g.background for g in self.groups.values()):
+            raise ValueError(
+                "every group has background = true, so none would end the step; "
+                "give at least one group no background (it sets how long each step lasts)"
+            )
+        if not self.sweep.has_stop():
+            missing = [
+                n
+                for n, g in self.groups.items()
+                if g.per_client is None and g.total is None and g.duration is None and not g.background
+            ]
+            if missing:
+                raise ValueError(
+                    f"sweep needs duration, per_client or total (group {missing[0]!r} has no stop of its own)"
+                )
+        if self.sweep.rates is not None or any(g.rate == "level" for g in self.groups.values()):
+            self._check_rates()
+            return self
+        self._check_closed_only()
+        followers = [n for n, g in self.groups.items() if g.follows_level]
+        if followers and self.sweep.levels is None:
+            raise ValueError(
+                f'sweep needs levels, the client counts of group {followers[0]!r} (clients = "level"), '
+                "e.g. levels = [5, 20, 50]"
+            )
+        if not followers and self.sweep.levels is not None:
+            raise ValueError(
+                'sweep.levels needs a group whose clients follow the level (clients = "level"); '
+                "every group here has a fixed number of clients"
+            )
+        return self
+
+    def _check_rates(self) -> None:
+        """A rate sweep: sweep.rates, a group with rate = "level" and a number of clients, no closed-loop levels."""
+        sw = self.sweep
+        if sw.levels is not None and sw.rates is not None:
+            raise ValueError(
+                "sweep.levels and sweep.rates exclude each other: levels are client counts (closed loop), "
+                "rates are arrivals per second (open loop); keep one of them"
+            )
+        for name, g in self.groups.items():
+            if g.rate == "level" and g.clients == "level":
+                raise ValueError(
+                    f'groups.{name}.clients must be a number of connections when rate = "level" (got "level"): '
+                    "each arrival is handed to one of that many clients, e.g. clients = 50"
+                )
+            if g.rate == "level" and g.think > 0:
+                raise ValueError(
+                    f'groups.{name}.think applies to closed loops only (got {g.think:g} s with rate = "level"); '
+                    "drop think"
+                )
+            if g.clients == "level" and sw.rates is not None:
+                raise ValueError(
+                    f'groups.{name}.clients = "level" follows client levels, but this sweep has sweep.rates: '
+                    f'write rate = "level" and clients = N (the connections its arrivals are handed to)'
+                )
+        followers = [n for n, g in self.groups.items() if g.rate == "level"]
+        if sw.levels is not None:
+            raise ValueError(
+                f'groups.{followers[0]}.rate = "level" follows sweep.rates, but the sweep has levels (client counts); '
+                "give the arrival rates instead, e.g. rates = [100, 200, 500]"
+            )
+        if sw.rates is None:
+            raise ValueError(
+                f'sweep needs rates, the arrivals per second of group {followers[0]!r} (rate = "level"), '
+                "e.g. rates = [100, 200, 500]"
+            )
+        if not followers:
+            raise ValueError(
+                'sweep.rates needs a group whose arrival rate follows it (rate = "level", with clients = N '
+                "connections); every group here has a fixed number of clients"
+            )
+        for key, closed in (("stop.max_level", "stop.max_rate"), ("slo.min_clients", "slo.min_rate")):
+            section, name = key.split(".")
+            table = getattr(self, section)
+            if table is not None and getattr(table, name) is not None:
+                raise ValueError(
+                    f"{key} counts clients, but this sweep has sweep.rates (got {getattr(table, name)}); "
+                    f"use {closed}, in arrivals per second"
+                )
+
+    def _check_closed_only(self) -> None:
+        """Open-loop keys are refused in a client sweep, each with its closed-loop counterpart."""
+        for key, other in (
+            ("sweep.arrival", None),
+            ("sweep.max_in_flight", None),
+            ("stop.max_rate", "stop.max_level"),
+            ("slo.min_rate", "slo.min_clients"),
+        ):
+            section, name = key.split(".")
+            table = getattr(self, section)
+            value = getattr(table, name) if table is not None else None
+            if value is None:
+                continue
+            fix = f"use {other}, in clients" if other else 'add sweep.rates and a group with rate = "level"'
+            shown = f"{value:g}" if isinstance(value, float) else repr(value)
+            raise ValueError(f"{key} applies to rate sweeps (sweep.rates) only (got {shown}); {fix}")
+
+    @property
+    def rate_sweep(self) -> bool:
+        """The levels are arrival rates (open loop), not client counts."""
+        return self.sweep.rates is not None
+
+    @property
+    def measured_group(self) -> str:
+        """The group whose client count follows the level (else the first group)."""
+        for name, g in self.groups.items():
+            if g.follows_level:
+                return name
+        return next(iter(self.groups))
+
+    def levels(self) -> list[int | float]:
+        """The sweep's levels (client counts, or the rates of a rate sweep); without a group that follows the
+        level, the one step's client count."""
+        if self.sweep.levels is None and self.sweep.rates is None:
+            return [int(self.groups[self.measured_group].clients)]
+        levels = self.sweep.level_list()
+        top = self.stop.max_rate if self.rate_sweep else self.stop.max_level
+        if top is not None:
+            levels = [lv for lv in levels if lv <= top] or levels[:1]
+        return levels
+
+    def recovery_enabled(self) -> bool:
+        return self.recovery.enabled if self.recovery.enabled is not None else len(self.levels()) > 1
+
+    def to_toml(self) -> str:
+        """The scenario as a TOML file that loads back to an equal scenario (`--save-scenario`)."""
+        from knee.scenario.tomlout import to_toml
+
+        return to_toml(self.model_dump(mode="json", exclude_defaults=True, exclude_none=True))
