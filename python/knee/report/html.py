@@ -9,7 +9,7 @@ from __future__ import annotations
 from knee.model import RunRecord
 from knee.report import plots
 from knee.report.escape import esc
-from knee.report.view import GroupView, ReportView, Table, build
+from knee.report.view import PAGE_PARTS, GroupView, ReportView, Section, Table, build
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;
@@ -29,8 +29,8 @@ pre{background:#f4f5f7;padding:10px;overflow:auto;font-size:12px}code{font-size:
 """
 
 
-def _table(t: Table, kind: str = "") -> str:
-    attrs = f' class="{kind}"' if kind else ""
+def _table(t: Table) -> str:
+    attrs = ' class="kv"' if t.kv else ""
     head = "".join(f"<th>{esc(h)}</th>" for h in t.header)
     body = []
     for i, row in enumerate(t.rows):
@@ -44,19 +44,30 @@ def _figure(svg: str, caption: str) -> str:
     return f'<figure class="plot" aria-label="{esc(caption)}">{svg}</figure>'
 
 
-def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
-    out = [f"<h2>Group {esc(g.name)}</h2>"]
-    if g.verdict is not None:
-        out.append(f'<p class="verdict">{esc(g.verdict)}</p>')
-    if g.usl is not None:
-        out.append(f"<p>{esc(g.usl)}</p>")
-    if g.findings:
-        out.append("<h3>Why</h3>")
-        out += [f'<p class="why">{esc(f)}</p>' for f in g.findings]
-    out += [f'<p class="warn">warning: {esc(w)}</p>' for w in g.warnings]
-    out.append(_table(g.table))
-    if g.between:
-        out.append(f"<p>{esc(g.between)}</p>")
+# How each style of line is marked on the page
+_CLASSES = {"verdict": "verdict", "why": "why", "warning": "warn"}
+_LABELS = {"warning": "warning: "}
+
+
+def _section(s: Section) -> list[str]:
+    """An `h3` title (when the section has one), its lines as paragraphs, its preformatted block and its table
+    (or its `empty` words); nothing for a section without content and without those words."""
+    if s.blank and not s.empty:
+        return []
+    out = [f"<h3>{esc(s.title)}</h3>"] if s.title else []
+    cls = f' class="{_CLASSES[s.style]}"' if s.style else ""
+    out += [f"<p{cls}>{_LABELS.get(s.style, '')}{esc(line)}</p>" for line in s.lines]
+    if s.pre:
+        out.append(f"<pre>{esc(chr(10).join(s.pre))}</pre>")
+    if s.table is not None:
+        out.append(_table(s.table) if s.table.rows else f"<p>{esc(s.empty)}</p>")
+    return out
+
+
+def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
+    """The group's figures, drawn from `record`: the curves (with two levels or more), the series, the latency
+    distribution."""
+    out = []
     v = next((x for x in record.verdicts if x.group == g.name), None)
     x = "offered rate" if rates else "concurrency"
     if g.plot_levels >= 2:
@@ -65,23 +76,24 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
         out.append(_figure(fit, f"throughput vs {x}"))
         out.append(_figure(plots.failures(record, g.name), f"failures and hung vs {x}"))
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))
-        if g.counters is not None:
+        if g.section("counters") is not None:
             out.append(_figure(plots.counters(record, g.name), f"machine and target counters beside throughput vs {x}"))
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
-    if g.steps is not None:
-        out += ["<h3>Timed steps</h3>", _table(g.steps)]
-    if g.stages is not None:
-        out += ["<h3>Per stage</h3>", _table(g.stages)]
-    for iv in g.intervals:
-        out += ["<h3>Per-interval distribution</h3>", f"<p>{esc(iv.line)}</p>"]
-        out.append(f"<pre>{esc(chr(10).join(iv.histogram))}</pre>")
-    out.append("<h3>Failure reasons</h3>")
-    out.append(_table(g.reasons, kind="kv") if g.reasons.rows else "<p>No failures.</p>")
-    if g.counters is not None:
-        out += ["<h3>Machine and target counters</h3>", _table(g.counters)]
-    if g.workers is not None:
-        out += ["<h3>Per worker</h3>", _table(g.workers)]
+    return out
+
+
+def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
+    """The group's sections ordered by their place on the page (`Section.page`), the plots after the table."""
+    out = [f"<h2>Group {esc(g.name)}</h2>"]
+    after_table = PAGE_PARTS.index("table")
+    figures: list[str] | None = _plots(g, record, rates)
+    for s in sorted(g.sections, key=Section.page_rank):
+        if figures is not None and s.page_rank() > after_table:
+            out += figures
+            figures = None
+        out += _section(s)
+    out += figures or []
     return "\n".join(out)
 
 
@@ -103,6 +115,6 @@ ran on {esc(view.executor)}</p>
 <h2>Scenario</h2>
 <pre>{esc(view.scenario_text)}</pre>
 <h2>Machine and versions</h2>
-{_table(Table(["Key", "Value"], view.machine), kind="kv")}
+{_table(Table(["Key", "Value"], view.machine, kv=True))}
 </main></body></html>
 """

@@ -1,9 +1,13 @@
-"""report.md: the terminal report as Markdown (tables, verdicts, warnings, reasons)."""
+"""report.md: the terminal report as Markdown (per group its sections: tables, verdict, warnings, reasons)."""
 
 from __future__ import annotations
 
 from knee.model import RunRecord
-from knee.report.view import ReportView, Table, build
+from knee.report.view import ReportView, Section, Table, build
+
+# How each style of line starts; findings and warnings are lists (one blank line after the list)
+_PREFIXES = {"verdict": "**Verdict:** ", "why": "- ", "warning": "- warning: "}
+_LISTS = {"why", "warning"}
 
 
 def md_cell(text: str) -> str:
@@ -27,36 +31,31 @@ def md_table(t: Table) -> list[str]:
     return lines
 
 
+def md_section(s: Section) -> list[str]:
+    """A `###` heading (when the section has a title), its lines, its preformatted block and its table, each
+    followed by a blank line; nothing for a section without content."""
+    if s.blank:
+        return []
+    out = [f"### {md_cell(s.title)}", ""] if s.title else []
+    prefix = _PREFIXES.get(s.style, "")
+    for line in s.lines:
+        out.append(prefix + md_cell(line))
+        if s.style not in _LISTS:
+            out.append("")
+    if s.lines and s.style in _LISTS:
+        out.append("")
+    if s.pre:
+        out += ["```", *s.pre, "```", ""]
+    if s.table is not None and s.table.rows:
+        out += [*md_table(s.table), ""]
+    return out
+
+
 def render_markdown(record: RunRecord, view: ReportView | None = None) -> str:
     view = view or build(record)
     out = [f"# knee run {md_cell(view.run_id)}", "", f"Status: {md_cell(view.status)}", ""]
     for g in view.groups:
         out += [f"## Group {md_cell(g.name)}", ""]
-        out += md_table(g.table)
-        out.append("")
-        if g.verdict is not None:
-            out += [f"**Verdict:** {md_cell(g.verdict)}", ""]
-        if g.usl is not None:
-            out += [md_cell(g.usl), ""]
-        if g.findings:
-            out += ["### Why", ""] + [f"- {md_cell(f)}" for f in g.findings] + [""]
-        out += [f"- warning: {md_cell(w)}" for w in g.warnings]
-        if g.warnings:
-            out.append("")
-        if g.between:
-            out += [md_cell(g.between), ""]
-        out += _section("Failure reasons", g.reasons if g.reasons.rows else None)
-        out += _section("Timed steps", g.steps)
-        out += _section("Per stage", g.stages)
-        for iv in g.intervals:
-            out += ["### Per-interval distribution", "", md_cell(iv.line), "", "```"]
-            out += iv.histogram
-            out += ["```", ""]
-        out += _section("Machine and target counters", g.counters)
-        out += _section("Per worker", g.workers)
+        for s in g.sections:
+            out += md_section(s)
     return "\n".join(out).rstrip() + "\n"
-
-
-def _section(title: str, table: Table | None) -> list[str]:
-    """A `###` heading and its table, or nothing without a table."""
-    return [] if table is None else [f"### {title}", "", *md_table(table), ""]

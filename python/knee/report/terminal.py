@@ -1,4 +1,4 @@
-"""The terminal report: a table per group, the verdict in words, then warnings, the model, reasons."""
+"""The terminal report: per group its sections (the table, the verdict in words, warnings, the model, reasons …)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from knee.model import RunRecord
-from knee.report.view import ReportView, Table, build
+from knee.report.view import GroupView, ReportView, Section, Table, build
 
-MAX_REASON_ROWS = 20
+# How each style of line starts (the verdict's label is the group's name)
+_LABELS = {"why": "[bold magenta]why:[/] ", "warning": "[yellow]warning:[/] "}
 
 
 def make_console() -> Console:
@@ -29,35 +30,30 @@ def _table(t: Table, title: str) -> RichTable:
     return out
 
 
+def _section(console: Console, g: GroupView, s: Section) -> None:
+    """Lines, then the preformatted block, then the table under its terminal title (none: not shown here)."""
+    if s.blank:
+        return
+    label = f"[bold]{escape(g.name)}:[/] " if s.style == "verdict" else _LABELS.get(s.style, "")
+    for line in s.lines:
+        console.print(label + escape(line))
+    for line in s.pre:
+        console.print(escape(line), highlight=False)
+    if s.table is None or s.terminal_title is None:
+        return
+    t, limit = s.table, s.terminal_rows
+    if limit is None or len(t.rows) <= limit:
+        console.print(_table(t, s.terminal_title))
+        return
+    console.print(_table(Table(t.header, t.rows[:limit], t.styles[:limit], t.kv), s.terminal_title))
+    console.print(f"… {len(t.rows) - limit} more in report.md")
+
+
 def render_terminal(record: RunRecord, console: Console, view: ReportView | None = None) -> None:
-    """Print the run's table (per group), verdicts, warnings, USL fit, reasons and the per-stage and
+    """Print the run's sections per group: its table, verdict, warnings, USL fit, reasons and the per-stage and
     per-interval views."""
     view = view or build(record)
     console.print(f"[bold]run {escape(view.run_id)}[/] ({escape(view.status)})")
     for g in view.groups:
-        console.print(_table(g.table, f"group {g.name}"))
-        if g.verdict is not None:
-            console.print(f"[bold]{escape(g.name)}:[/] {escape(g.verdict)}")
-        if g.usl is not None:
-            console.print(escape(g.usl))
-        for f in g.findings:
-            console.print(f"[bold magenta]why:[/] {escape(f)}")
-        for w in g.warnings:
-            console.print(f"[yellow]warning:[/] {escape(w)}")
-        if g.between:
-            console.print(escape(g.between))
-        if g.reasons.rows:
-            shown = Table(g.reasons.header, g.reasons.rows[:MAX_REASON_ROWS])
-            console.print(_table(shown, f"group {g.name}: failure reasons"))
-            if len(g.reasons.rows) > MAX_REASON_ROWS:
-                console.print(f"… {len(g.reasons.rows) - MAX_REASON_ROWS} more in report.md")
-        if g.steps is not None:
-            console.print(_table(g.steps, f"group {g.name}: timed steps"))
-        if g.stages is not None:
-            console.print(_table(g.stages, f"group {g.name} per stage"))
-        for iv in g.intervals:
-            console.print(escape(iv.line))
-            for line in iv.histogram:
-                console.print(escape(line), highlight=False)
-        if g.workers is not None:
-            console.print(_table(g.workers, "per worker"))
+        for s in g.sections:
+            _section(console, g, s)

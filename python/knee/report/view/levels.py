@@ -1,0 +1,180 @@
+"""The level table: one `Row` per step x group (the columns of levels.csv) and its cells as the reports show
+them (`Concurrency | Succeeded (rate) | Failed | Hung | Abandoned | p50 | p99`, or a rate sweep's)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from knee import fmt
+from knee.model import GroupStats, RunRecord, StepResult
+from knee.report.view.section import Table
+
+
+@dataclass(frozen=True)
+class Row:
+    """One step x group: the columns of levels.csv, in order (the open-loop ones only in a rate sweep's)."""
+
+    index: int
+    label: str
+    phase: str
+    direction: str
+    level: int | float  # clients, or the offered rate (/s) of a rate sweep
+    group: str
+    clients: int
+    started: int
+    succeeded: int
+    failed: int
+    hung: int
+    abandoned: int
+    rate_hz: float
+    failure_ratio: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    bytes_received: int
+    transfer_bps: float  # bytes received per measured second
+    partial: bool
+    generator_cpu_cores: float  # knee and its child processes
+    machine_cpu_cores: float
+    # open loop (None for a closed-loop group): arrivals per second, completions per second, late and
+    # dropped arrivals, and p99 from the actual start (p99_ms counts from the intended start)
+    offered_rate_hz: float | None = None
+    achieved_rate_hz: float | None = None
+    late: int | None = None
+    dropped: int | None = None
+    p99_uncorrected_ms: float | None = None
+
+    def as_dict(self, open_loop: bool = True) -> dict[str, object]:
+        d = asdict(self)
+        return d if open_loop else {k: d[k] for k in LEVEL_COLUMNS}
+
+
+OPEN_LOOP_COLUMNS = ["offered_rate_hz", "achieved_rate_hz", "late", "dropped", "p99_uncorrected_ms"]
+LEVEL_COLUMNS = [f.name for f in fields(Row) if f.name not in OPEN_LOOP_COLUMNS]
+
+
+def row(step: StepResult, g: GroupStats) -> Row:
+    o = g.open_loop
+    return Row(
+        index=step.index,
+        label=step.label,
+        phase=step.phase,
+        direction=step.direction,
+        level=step.level,
+        group=g.name,
+        clients=g.clients,
+        started=g.started,
+        succeeded=g.succeeded,
+        failed=g.failed,
+        hung=g.hung,
+        abandoned=g.abandoned,
+        rate_hz=g.rate_hz,
+        failure_ratio=g.failure_ratio,
+        p50_ms=g.latency_ms.p50,
+        p90_ms=g.latency_ms.p90,
+        p99_ms=g.latency_ms.p99,
+        max_ms=g.latency_ms.max,
+        bytes_received=g.bytes_received,
+        transfer_bps=g.bytes_received / g.elapsed_s if g.elapsed_s > 0 else 0.0,
+        partial=step.partial,
+        generator_cpu_cores=step.generator.load_cores,
+        machine_cpu_cores=step.generator.machine_cpu_cores,
+        offered_rate_hz=o.offered_rate_hz if o else None,
+        achieved_rate_hz=o.achieved_rate_hz if o else None,
+        late=o.late if o else None,
+        dropped=o.dropped if o else None,
+        p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,
+    )
+
+
+TABLE_HEADER = ["Concurrency", "Succeeded (rate)", "Failed", "Hung", "Abandoned", "p50", "p99"]
+# a rate sweep: the offered rate, the achieved one (all completions, % of offered), late and dropped
+# arrivals, p99 from the intended start and from the actual start (docs/open-vs-closed.md)
+RATE_TABLE_HEADER = [
+    "Offered",
+    "Achieved",
+    "Succeeded",
+    "Failed",
+    "Hung",
+    "Abandoned",
+    "Late",
+    "Dropped",
+    "p50",
+    "p99",
+    "p99 uncorr.",
+]
+TRANSFER_HEADER = "Transfer"
+
+
+def level_cell(r: Row, rates: bool) -> str:
+    """The level as the table shows it (clients, or a rate sweep's offered rate), with its phase, direction,
+    label and partial marks."""
+    text = fmt.level_rate(r.level) if rates else str(r.clients)
+    marks = []
+    if r.label:
+        marks.append(r.label)
+    if r.phase == "recovery":
+        marks.append("recovery probe")
+    elif r.direction == "down":
+        marks.append("down")
+    if r.partial:
+        marks.append("partial")
+    return f"{text} ({', '.join(marks)})" if marks else text
+
+
+def _failed_cell(r: Row) -> str:
+    total = r.succeeded + r.failed + r.hung
+    return f"{r.failed:,} ({fmt.pct(r.failed / total)})" if r.failed else "0"
+
+
+def table_cells(r: Row, rates: bool, transfer: bool) -> list[str]:
+    """`Concurrency | Succeeded (rate) | Failed | Hung | Abandoned | p50 | p99` (+ Transfer); a rate sweep's
+    (RATE_TABLE_HEADER) adds what was achieved, late and dropped, and the uncorrected p99, and its Succeeded
+    is a count beside Achieved (a closed-loop group beside the open loop: '-' for those)."""
+    tail = [fmt.transfer(r.transfer_bps)] if transfer else []
+    cells = [
+        level_cell(r, rates),
+        f"{r.succeeded:,} ({fmt.rate(r.rate_hz)})",
+        _failed_cell(r),
+        f"{r.hung:,}",
+        f"{r.abandoned:,}",
+        fmt.ms(r.p50_ms),
+        fmt.ms(r.p99_ms),
+    ]
+    if not rates:
+        return cells + tail
+    if r.achieved_rate_hz is None:  # a closed-loop group beside the open loop
+        return [cells[0], f"- ({r.clients} clients)", *cells[1:5], "-", "-", *cells[5:], "-", *tail]
+    achieved = (
+        f"{fmt.rate(r.achieved_rate_hz)} ({fmt.pct(r.achieved_rate_hz / r.offered_rate_hz)})"
+        if r.offered_rate_hz
+        else fmt.rate(r.achieved_rate_hz)
+    )
+    return [
+        cells[0],
+        achieved,
+        f"{r.succeeded:,}",  # its rate is the Achieved column's, less failures: no need to say it twice
+        *cells[2:5],
+        f"{r.late:,}",
+        f"{r.dropped:,}",
+        *cells[5:],
+        fmt.ms(r.p99_uncorrected_ms or 0.0),
+        *tail,
+    ]
+
+
+def plot_levels(record: RunRecord, rows: list[Row]) -> int:
+    """Distinct levels a group's sweep measured (plots of a curve need 2)."""
+    return len({r.level if record.rates else r.clients for r in rows if r.phase == "sweep"})
+
+
+def levels_table(record: RunRecord, rows: list[Row]) -> Table:
+    """One group's table: a row per step (recovery probes dim, steps with most operations failing red)."""
+    transfer = any(r.bytes_received for r in rows)
+    header = list(RATE_TABLE_HEADER if record.rates else TABLE_HEADER) + ([TRANSFER_HEADER] if transfer else [])
+    return Table(
+        header,
+        [table_cells(r, record.rates, transfer) for r in rows],
+        ["recovery" if r.phase == "recovery" else ("bad" if r.failure_ratio > 0.5 else "") for r in rows],
+    )

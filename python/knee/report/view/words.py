@@ -1,0 +1,97 @@
+"""A group's sentences: the verdict in words, the USL fit, the warnings, the findings, the baseload between steps."""
+
+from __future__ import annotations
+
+from knee import fmt
+from knee.model import Finding, RunRecord, Verdict
+
+LITTLE_GAP = 0.2
+
+
+def verdict_line(v: Verdict) -> str:
+    """The verdict as one line: the analysis' own sentences, or words built from its fields."""
+    if v.sentences:
+        return "; ".join(v.sentences)
+    unit = v.level_unit
+    parts = []
+    if v.peak_level is not None and v.peak_rate is not None:
+        parts.append(
+            f"peaked at {fmt.rate(v.peak_rate)} {'at' if unit == 'rate' else 'with'} {fmt.load(v.peak_level, unit)}"
+        )
+    if v.error_onset_level is not None:
+        parts.append(f"errors from {fmt.load(v.error_onset_level, unit)}")
+    if v.saturation_level is not None:
+        parts.append(f"saturated at {fmt.load(v.saturation_level, unit)}")
+    if v.collapse_level is not None:
+        parts.append(f"collapsed at {fmt.load(v.collapse_level, unit)}")
+    if v.recovered is True:
+        took = f" after {fmt.duration(v.time_to_recover_s)}" if v.time_to_recover_s is not None else ""
+        parts.append(f"recovered{took}")
+    elif v.recovered is False:
+        parts.append("did not recover")
+    if v.capacity_under_slo is not None:
+        parts.append(f"capacity under the SLO: {fmt.load(v.capacity_under_slo, unit)}")
+    return "; ".join(parts) if parts else "no verdict (too few levels)"
+
+
+def usl_line(v: Verdict) -> str | None:
+    f = v.usl
+    if f is None:
+        return None
+    if v.shape is not None and v.shape.name == "pool":
+        peak = "no N*: the curve is a fixed pool (it flattens, it does not turn down)"
+    elif f.n_star and f.peak_rate:
+        peak = f"N* = {f.n_star:.0f}, peak {fmt.rate(f.peak_rate)}"
+    else:
+        peak = "no peak (κ = 0)"
+    on = " on Little's-law concurrency (N = achieved × time in service)" if v.level_unit == "rate" else ""
+    return f"USL fit{on}: σ = {f.sigma:.4g}, κ = {f.kappa:.3g}, λ = {f.lam:.4g} Hz/client; {peak}; R² = {f.r2:.3f}"
+
+
+def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]:
+    """Load-side saturation, Little's-law gaps, USL caveats and the analysis' own warnings."""
+    out = []
+    for s in record.steps:
+        gen = s.generator
+        if gen.saturated and group in s.groups:
+            out.append(
+                f"the load side was saturated at step {s.index} ({fmt.load(s.level, record.level_unit)}: knee "
+                f"{gen.cpu_cores:.2f} and its child processes {gen.children_cpu_cores:.2f} of "
+                f"{gen.cores_available} cores{gen.others()}); its numbers measure the load generator as much as the "
+                "service"
+            )
+        if s.skewed and s.start_skew_s is not None:
+            out.append(
+                f"step {s.index}'s shards started {fmt.ms(s.start_skew_s * 1000)} apart, over 5 % of the step: "
+                "its workers did not load the service together"
+            )
+        if s.lost_workers and group in s.groups:
+            out.append(
+                f"step {s.index} lost {', '.join(s.lost_workers)}: its numbers cover the other workers only (partial)"
+            )
+    if v is not None:
+        said_little = any("Little" in w for w in v.warnings)
+        for c in [] if said_little else v.little:
+            if c.gap > LITTLE_GAP:
+                out.append(
+                    f"Little's law: at {c.level} clients X·(R+Z) = {c.expected_n:.1f}, {c.gap * 100:.0f} % off; "
+                    "clients were idle or not all in the service (check think time and client-side limits)"
+                )
+        out.extend(w for w in v.warnings if w not in out)
+        if v.usl is not None:
+            out.extend(f"USL: {w}" for w in v.usl.warnings)
+    return out
+
+
+def finding_line(f: Finding) -> str:
+    return f"{f.what}. Fix: {f.fix}" if f.fix else f.what
+
+
+def between_line(record: RunRecord, group: str) -> str | None:
+    c = record.between.get(group)
+    if c is None:
+        return None
+    return (
+        f"outside the steps (pauses, start and end) the baseload started {c.started:,} more operations: "
+        f"{c.succeeded:,} succeeded, {c.failed:,} failed, {c.hung:,} hung, {c.abandoned:,} abandoned"
+    )
