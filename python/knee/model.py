@@ -294,7 +294,7 @@ class GeneratorStats(BaseModel):
 
 
 class HostCounters(BaseModel):
-    """The load machine's kernel counters over a step (knee.counters), sampled about once a second:
+    """The load machine's kernel counters over a step (knee.machine.kernel), sampled about once a second:
     deltas of event counters, peaks of gauges. Linux only; empty elsewhere."""
 
     samples: int = 0

@@ -27,10 +27,10 @@ from rich.console import Console
 from knee import __version__, fmt
 from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
-from knee.counters import TargetMonitor
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, StepRun, on_hard_exit
+from knee.machine.monitor import TargetMonitor
 from knee.model import Counts, GroupStats, RunRecord, StepResult, TargetStats
 from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.scenario import Loaded, Scenario, scenario_from_record
@@ -144,7 +144,7 @@ def execute(
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
     report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
     (`--cluster`) or the scenario's `[cluster] address`, else on this machine."""
-    from knee.diagnose import preflight_scenario
+    from knee.preflight import preflight_scenario
 
     address = cluster or scenario.cluster.address
     if executor is None and address:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from knee.analysis import analyze_run
 from knee.analysis.findings import findings
-from knee.diagnose import saturated
+from knee.machine.cpu import saturated
 from knee.model import GeneratorStats, HostCounters, ListenSocket, Reason, RunRecord, StepResult, TargetStats
 
 from sample_records import make_group, scenario

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
-from knee.diagnose import host_is_local, host_port
 from knee.errors import UserError
+from knee.machine.network import host_is_local, host_port
 from knee.model import Finding, Level, RunRecord, StepResult, TargetStats, Verdict
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
