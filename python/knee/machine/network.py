@@ -2,7 +2,9 @@
 
 - `host_port`: a network group's (host, port), read from the scenario alone (no lookup);
 - `reachable`: before any load, the target answers one connect (or the command exists), as an `Endpoint`;
-- `host_is_local` / `Endpoint.local`: the address is this machine's (loopback, or one of its interfaces').
+- `host_is_local` / `Endpoint.local`: the address is this machine's (loopback, or one of its interfaces');
+- `target_hosts`: what of that was true when a run started, for run.json (`RunRecord.targets`), so that the
+  findings read it from the record and `knee report` elsewhere does no lookup.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 import psutil
 
 from knee.errors import UserError
-from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, TcpGroup, WorkerGroup
+from knee.model import TargetHost
+from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,16 @@ def loopback(ip: str) -> bool:
     addr = ipaddress.ip_address(ip.split("%", maxsplit=1)[0])
     mapped = getattr(addr, "ipv4_mapped", None)
     return addr.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def named_loopback(host: str) -> bool:
+    """`host` says it is this machine without a lookup: `localhost`, or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return loopback(host)
+    except ValueError:  # a name
+        return False
 
 
 def host_is_local(host: str) -> bool:
@@ -125,3 +138,17 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
             raise UserError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         took = time.perf_counter() - t0
     return Endpoint(host, port, str(addr[0]), took)
+
+
+def target_hosts(scenario: Scenario) -> dict[str, TargetHost]:
+    """The network groups' hosts and ports, and whether each resolves to this machine now: recorded when a run
+    starts. `scenario` as recorded (secrets as ${placeholders}): a host or URL made of placeholders is left out."""
+    out: dict[str, TargetHost] = {}
+    for name, g in scenario.groups.items():
+        try:
+            where = host_port(g)
+        except (UserError, ValueError):
+            continue
+        if where is not None and "${" not in where[0]:
+            out[name] = TargetHost(host=where[0], port=where[1], local=host_is_local(where[0]))
+    return out
