@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from knee.target import start_target
 
 # The sweep, in a child process: every step's load side counts as saturated, so the load_side finding appears and
 # says whether the service shared the machine with its clients (it did: 127.0.0.1).
@@ -50,28 +49,10 @@ print(json.dumps({v.group: [f.model_dump(mode="json") for f in v.findings] for v
 """
 
 
-class _Ok(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with start_target("basic", pool=1000, lam=2000.0, sigma=0.0, kappa=0.0) as t:
+        yield t.url + "/ls"
 
 
 def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
