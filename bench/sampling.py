@@ -21,8 +21,10 @@ import statistics
 import sys
 import time
 
-from knee.counters import CENSUS_SHARE, SAMPLE_S, HostSampler, TargetMonitor, tcp_census
-from knee.diagnose import ephemeral_port_range
+from knee.machine.host import ephemeral_port_range
+from knee.machine.kernel import CENSUS_SHARE, SAMPLE_S, HostSampler
+from knee.machine.monitor import TargetMonitor
+from knee.machine.sockets import tcp_census
 from knee.target import start_target
 
 SAMPLES = 200

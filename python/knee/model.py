@@ -294,7 +294,7 @@ class GeneratorStats(BaseModel):
 
 
 class HostCounters(BaseModel):
-    """The load machine's kernel counters over a step (knee.counters), sampled about once a second:
+    """The load machine's kernel counters over a step (knee.machine.kernel), sampled about once a second:
     deltas of event counters, peaks of gauges. Linux only; empty elsewhere."""
 
     samples: int = 0
@@ -357,6 +357,15 @@ class TargetStats(BaseModel):
     fd_limit: int = 0  # the top process's soft RLIMIT_NOFILE; 0 = unknown
     connections_peak: dict[str, int] = Field(default_factory=dict, description="TCP connections by state, peaks")
     listen: list[ListenSocket] = Field(default_factory=list)
+
+
+class TargetHost(BaseModel):
+    """Where a network group's service ran, as the machine that ran the sweep saw it when the run started
+    (knee.machine.network.target_hosts): the findings read it, so `knee report` elsewhere does no lookup."""
+
+    host: str
+    port: int
+    local: bool = Field(description="the host resolved to the load machine: a loopback address or one of its own")
 
 
 class Finding(BaseModel):
@@ -503,6 +512,11 @@ class RunRecord(BaseModel):
     measured_group: str = "main"  # the group whose level the sweep varies
     level_unit: LevelUnit = "clients"  # "rate": every step's level is an offered rate (/s), not a client count
     executor: str = "local"  # "local", or the Dask cluster the steps ran on
+    targets: dict[str, TargetHost] | None = Field(
+        default=None,
+        description="the network groups' hosts and ports, by group, and whether each was the load machine, as "
+        "recorded when the run started; absent (null) in run.json written before knee recorded them",
+    )
     steps: list[StepResult] = Field(default_factory=list)
     # a continuous baseload's operations outside the steps (pauses, before the first and after the last)
     between: dict[str, Counts] = Field(default_factory=dict)

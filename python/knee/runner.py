@@ -27,10 +27,11 @@ from rich.console import Console
 from knee import __version__, fmt
 from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
-from knee.counters import TargetMonitor
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, StepRun, on_hard_exit
+from knee.machine.monitor import TargetMonitor
+from knee.machine.network import target_hosts
 from knee.model import Counts, GroupStats, RunRecord, StepResult, TargetStats
 from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.scenario import Loaded, Scenario, scenario_from_record
@@ -79,6 +80,7 @@ def new_record(loaded: Loaded, run_id: str) -> RunRecord:
         knee_version=__version__,
         machine=machine(),
         scenario=loaded.record,
+        targets=target_hosts(loaded.record),
         measured_group=scenario.measured_group,
         level_unit="rate" if scenario.rate_sweep else "clients",
     )
@@ -145,7 +147,7 @@ def execute(
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
     report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
     (`--cluster`) or the scenario's `[cluster] address`, else on this machine."""
-    from knee.diagnose import preflight_scenario
+    from knee.preflight import preflight_scenario
 
     address = cluster or scenario.cluster.address
     if executor is None and address:

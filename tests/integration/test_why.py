@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from knee.counters import events
+from knee.machine.kernel import events
 from knee.target import start_target
 
 from conftest import knee_cli

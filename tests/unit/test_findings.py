@@ -6,8 +6,17 @@ from __future__ import annotations
 
 from knee.analysis import analyze_run
 from knee.analysis.findings import findings
-from knee.diagnose import saturated
-from knee.model import GeneratorStats, HostCounters, ListenSocket, Reason, RunRecord, StepResult, TargetStats
+from knee.machine.cpu import saturated
+from knee.model import (
+    GeneratorStats,
+    HostCounters,
+    ListenSocket,
+    Reason,
+    RunRecord,
+    StepResult,
+    TargetHost,
+    TargetStats,
+)
 
 from sample_records import make_group, scenario
 
@@ -116,3 +125,29 @@ def test_every_group_gets_its_own_reason_and_only_the_measured_group_the_machine
     (refused,) = by_group["base"].values()
     assert refused.kind == "refused" and refused.level == 100
     assert "answered 8 operations with “HTTP 503”" in refused.what and "rejected work" in refused.fix
+
+
+def test_where_the_target_ran_is_read_from_the_record_not_looked_up() -> None:
+    busy = {100: GeneratorStats(cpu_cores=0.3, children_cpu_cores=0.2, machine_cpu_cores=1.9, cores_available=2)}
+    # recorded at run time: a name this machine cannot resolve was the load machine then, an address of its
+    # loopback was another machine's (a container's): the record decides, not this machine
+    there = _record(generator=busy, url="http://db.invalid:8080/")
+    there.targets = {"main": TargetHost(host="db.invalid", port=8080, local=True)}
+    assert "shared_machine" in _kinds(there)
+    elsewhere = _record(generator=busy)
+    elsewhere.targets = {"main": TargetHost(host="127.0.0.1", port=8080, local=False)}
+    assert "shared_machine" not in _kinds(elsewhere)
+
+
+def test_a_record_from_before_targets_were_recorded_says_local_only_for_a_loopback_host() -> None:
+    busy = {100: GeneratorStats(cpu_cores=0.3, children_cpu_cores=0.2, machine_cpu_cores=1.9, cores_available=2)}
+    for url, local in [
+        ("http://127.0.0.1:8080/", True),
+        ("http://localhost:8080/", True),
+        ("http://[::1]:8080/", True),
+        ("http://192.0.2.10:8080/", False),
+        ("http://db.invalid:8080/", False),
+    ]:
+        record = _record(generator=busy, url=url)
+        assert record.targets is None
+        assert ("shared_machine" in _kinds(record)) == local, url

@@ -10,18 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from knee.diagnose import (
-    Connections,
-    CpuMeter,
-    Endpoint,
-    Load,
-    Machine,
-    cores_available,
-    ephemeral_port_range,
-    fds_needed,
-    preflight,
-    saturated,
-)
+from knee.machine.cpu import CpuMeter, cores_available, saturated
+from knee.machine.host import Machine, ephemeral_port_range
+from knee.machine.network import Endpoint
+from knee.preflight import Connections, Load, fds_needed, preflight
 
 
 def test_cpu_meter_sees_a_busy_loop_and_an_idle_wait() -> None:
@@ -65,7 +57,7 @@ def test_fd_limit_is_raised_when_the_hard_limit_allows() -> None:
         "import resource\n"
         "_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
-        "from knee.diagnose import Load, preflight\n"
+        "from knee.preflight import Load, preflight\n"
         "check = preflight(Load({'http': 1000}))\n"
         "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], check.fd_limit)\n"
         "print(*check.warnings, sep='\\n')\n"
@@ -84,7 +76,7 @@ def test_fd_limit_beyond_the_hard_limit_is_one_sentence_with_the_fix() -> None:
     code = (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512))\n"
-        "from knee.diagnose import Load, preflight\n"
+        "from knee.preflight import Load, preflight\n"
         "from knee.errors import UserError\n"
         "try:\n"
         "    preflight(Load({'exec': 1000}))\n"

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
-from knee.diagnose import host_is_local, host_port
 from knee.errors import UserError
-from knee.model import Finding, Level, RunRecord, StepResult, TargetStats, Verdict
+from knee.machine.network import host_port, named_loopback
+from knee.model import Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
 CPU_SHARE = 0.9  # of the cores: busy
@@ -64,25 +64,32 @@ def _where(level: Level, unit: str) -> str:
     return fmt.load(level, unit)
 
 
-def _endpoint(record: RunRecord) -> tuple[str, int] | None:
-    """The measured group's (host, port), when it is a network group with a literal address."""
+def _endpoint(record: RunRecord) -> TargetHost | None:
+    """Where the measured group's service ran, when it is a network group with a literal address: as recorded
+    when the run started (`record.targets`), so the findings do not depend on the machine that reports them.
+    A run.json from before knee recorded it: the host and port the scenario names, on the load machine only
+    when the host says so without a lookup (`localhost`, a loopback address)."""
+    if record.targets is not None:
+        return record.targets.get(record.measured_group)
     g = record.scenario.groups.get(record.measured_group)
     try:
         where = host_port(g) if g is not None else None
     except (UserError, ValueError):
         return None
-    return where if where is not None and "${" not in where[0] else None
+    if where is None or "${" in where[0]:
+        return None
+    return TargetHost(host=where[0], port=where[1], local=named_loopback(where[0]))
 
 
 def _target_port(record: RunRecord) -> int | None:
     where = _endpoint(record)
-    return where[1] if where else None
+    return where.port if where else None
 
 
 def _local(record: RunRecord) -> bool:
-    """The measured group's target runs on this machine (a loopback or local address)."""
+    """The measured group's target ran on the load machine (a loopback or local address)."""
     where = _endpoint(record)
-    return where is not None and host_is_local(where[0])
+    return where is not None and where.local
 
 
 def findings(record: RunRecord, v: Verdict) -> list[Finding]:

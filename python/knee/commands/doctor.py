@@ -13,7 +13,7 @@ from knee.commands.options import is_scenario_file, one_line_sweep, parse_vars, 
 from knee.errors import UserError
 
 if TYPE_CHECKING:
-    from knee.diagnose import Load, Preflight
+    from knee.preflight import Load, Preflight
     from knee.scenario import Loaded
     from knee.scenario.oneline import Options
 
@@ -44,7 +44,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
 
     Exit status: 0 no finding would make the run fail, 1 one would, 2 bad input.
     """
-    from knee.diagnose import DOCTOR_CLIENTS, check_machine, check_scenario, memory_needed
+    from knee.preflight import DOCTOR_CLIENTS, check_machine, check_scenario, memory_needed
     from knee.scenario.secrets import NO_SECRETS
 
     one_line, given = one_line_sweep(opts)
@@ -111,7 +111,7 @@ def _describe(load: Load | None) -> str:
 
 def _text(check: Preflight, checked: str) -> str:
     from knee import fmt
-    from knee.diagnose import TIME_WAIT_S, memory_needed
+    from knee.preflight import TIME_WAIT_S, memory_needed
 
     m = check.machine
     lines = [f"checked for: {checked}", ""]

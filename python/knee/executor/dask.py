@@ -136,8 +136,8 @@ def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any
     told; return the result as bytes with this worker's CPU use. Runs outside the worker's thread pool."""
     import distributed
 
-    from knee.counters import HostSampler
-    from knee.diagnose import CpuMeter
+    from knee.machine.cpu import CpuMeter
+    from knee.machine.kernel import HostSampler
 
     distributed.secede()
     client = distributed.get_client()
@@ -312,7 +312,7 @@ class DaskExecutor:
         """knee's preflight on every worker (the machines that send the load): the target reachable and the
         commands found from there, their limits. Raises the first worker's refusal, naming it; returns the
         warnings, each naming its host."""
-        from knee.diagnose import preflight_scenario
+        from knee.preflight import preflight_scenario
 
         found = self.client.run(preflight_scenario, scenario, on_error="return")
         warnings: dict[str, list[str]] = {}

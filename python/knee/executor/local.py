@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from knee.counters import HostSampler
-from knee.diagnose import CpuMeter
 from knee.engine import Engine, ShardResult, Snapshot
 from knee.executor.interrupt import Interrupts
+from knee.machine.cpu import CpuMeter
+from knee.machine.kernel import HostSampler
 from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.spec import EngineSpec
 
@@ -34,7 +34,7 @@ class StepRun:
     workers: list[WorkerShare] = field(default_factory=list)
     start_skew_s: float | None = None  # distributed: latest minus earliest shard start
     lost: list[str] = field(default_factory=list)  # distributed: workers whose shard was lost
-    counters: HostCounters | None = None  # the load machines' kernel counters (knee.counters)
+    counters: HostCounters | None = None  # the load machines' kernel counters (knee.machine.kernel)
 
 
 def run_step(

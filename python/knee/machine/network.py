@@ -1,0 +1,154 @@
+"""Where the network groups connect, as this machine sees it.
+
+- `host_port`: a network group's (host, port), read from the scenario alone (no lookup);
+- `reachable`: before any load, the target answers one connect (or the command exists), as an `Endpoint`;
+- `host_is_local` / `Endpoint.local`: the address is this machine's (loopback, or one of its interfaces');
+- `target_hosts`: what of that was true when a run started, for run.json (`RunRecord.targets`), so that the
+  findings read it from the record and `knee report` elsewhere does no lookup.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import socket
+import time
+import urllib.parse
+from dataclasses import dataclass
+
+import psutil
+
+from knee.errors import UserError
+from knee.model import TargetHost
+from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a network group connects, as the reachability check found it."""
+
+    host: str
+    port: int
+    ip: str
+    connect_s: float | None = None  # how long one connect took
+
+    @property
+    def label(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def loopback(self) -> bool:
+        return loopback(self.ip)
+
+    @property
+    def local(self) -> bool:
+        """The service runs on this machine: a loopback address, or one of this machine's own."""
+        return self.loopback or self.ip.split("%")[0] in _local_addresses()
+
+
+def loopback(ip: str) -> bool:
+    """`ip` (an address, not a name) is a loopback address, IPv4-mapped ones included."""
+    addr = ipaddress.ip_address(ip.split("%", maxsplit=1)[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return addr.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def named_loopback(host: str) -> bool:
+    """`host` says it is this machine without a lookup: `localhost`, or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return loopback(host)
+    except ValueError:  # a name
+        return False
+
+
+def host_is_local(host: str) -> bool:
+    """`host` (a name or an address) resolves to this machine: loopback, or one of its own addresses."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return any(Endpoint(host, 0, str(info[4][0])).local for info in infos)
+
+
+def _local_addresses() -> set[str]:
+    try:
+        nics = psutil.net_if_addrs()
+    except (OSError, psutil.Error):  # pragma: no cover - no /sys
+        return set()
+    inet = (socket.AF_INET, socket.AF_INET6)
+    return {a.address.split("%")[0] for addrs in nics.values() for a in addrs if a.family in inet}
+
+
+def host_port(g: Group) -> tuple[str, int] | None:
+    """A network group's (host, port), the URL's default port when it names none; None for commands and flows.
+    A URL without a host or with a bad port: UserError."""
+    if isinstance(g, HttpGroup):
+        parts = urllib.parse.urlsplit(g.url)
+        if not parts.hostname:
+            raise UserError(f"bad URL {g.url!r}: it has no host")
+        try:
+            return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise UserError(f"bad URL {g.url!r}: the port is not a number from 1 to 65535") from None
+    if isinstance(g, TcpGroup):
+        host, _, port = g.addr.rpartition(":")
+        return host.strip("[]"), int(port)
+    return None
+
+
+def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
+    """Catch what would make every operation fail before any load starts: one sentence each. A network group's
+    endpoint (with one connect's time) comes back."""
+    if isinstance(g, PythonGroup):
+        return None  # the worker's start message says whether the flow can be imported
+    if isinstance(g, ExecGroup | WorkerGroup):
+        prog = g.argv[0]
+        if "${" in prog:
+            return None
+        found = shutil.which(prog) if os.sep not in prog else (prog if os.access(prog, os.X_OK) else None)
+        if found is None:
+            raise UserError(f"command not found or not executable: {prog!r} (check the name and your PATH)")
+        return None
+    if isinstance(g, HttpGroup) and g.body_file is not None and not os.access(g.body_file, os.R_OK):
+        raise UserError(f"body_file {g.body_file!r} cannot be read (does it exist?)")
+    where = host_port(g)
+    if where is None:
+        return None
+    host, port = where
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UserError(f"cannot resolve host {host!r}: {exc.strerror} (check the name)") from None
+    family, socktype, proto, _, addr = infos[0]
+    with socket.socket(family, socktype, proto) as s:
+        s.settimeout(connect_timeout_s)
+        t0 = time.perf_counter()
+        try:
+            s.connect(addr)
+        except ConnectionRefusedError:
+            raise UserError(f"connection refused by {host}:{port}: is the service running on that port?") from None
+        except TimeoutError:
+            raise UserError(
+                f"no answer from {host}:{port} within {connect_timeout_s:g} s: is the host reachable?"
+            ) from None
+        except OSError as exc:
+            raise UserError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        took = time.perf_counter() - t0
+    return Endpoint(host, port, str(addr[0]), took)
+
+
+def target_hosts(scenario: Scenario) -> dict[str, TargetHost]:
+    """The network groups' hosts and ports, and whether each resolves to this machine now: recorded when a run
+    starts. `scenario` as recorded (secrets as ${placeholders}): a host or URL made of placeholders is left out."""
+    out: dict[str, TargetHost] = {}
+    for name, g in scenario.groups.items():
+        try:
+            where = host_port(g)
+        except (UserError, ValueError):
+            continue
+        if where is not None and "${" not in where[0]:
+            out[name] = TargetHost(host=where[0], port=where[1], local=host_is_local(where[0]))
+    return out

@@ -1,0 +1,86 @@
+"""Every TCP socket of this network namespace, by one netlink sock_diag dump per address family (as `ss`
+does): the census by state and ephemeral ports held (`HostSampler`), and the sockets a monitored process
+owns (`TargetMonitor`)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+
+# the kernel's TCP state codes (include/net/tcp_states.h), as sock_diag reports them
+_TCP_STATE_NAMES = {
+    1: "ESTABLISHED",
+    2: "SYN_SENT",
+    3: "SYN_RECV",
+    4: "FIN_WAIT1",
+    5: "FIN_WAIT2",
+    6: "TIME_WAIT",
+    7: "CLOSE",
+    8: "CLOSE_WAIT",
+    9: "LAST_ACK",
+    10: "LISTEN",
+    11: "CLOSING",
+}
+
+
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_DUMP_REQUEST = 0x1 | 0x300
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_NETLINK_SOCK_DIAG = 4  # NETLINK_INET_DIAG
+_ALL_STATES = 0xFFF
+_NOT_TIME_WAIT = _ALL_STATES & ~(1 << 6)
+_LISTEN = 10
+_DIAG_MSG = struct.Struct("=BBBBHH16s16sIQIIIII")  # inet_diag_msg: its sockid, then expires … inode
+
+
+def _diag(states: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(state, local port, receive queue, send queue, inode) of every TCP socket of this network namespace
+    in `states` (a bit mask of state codes), by one netlink sock_diag dump per address family, as `ss`
+    does (reading /proc/net/tcp walks the whole hash table for every page it returns)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        req = struct.pack("=BBBBI48x", family, socket.IPPROTO_TCP, 0, 0, states)
+        head = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, _NLM_F_DUMP_REQUEST, 1, 0)
+        try:
+            with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_SOCK_DIAG) as nl:
+                nl.sendall(head + req)
+                done = False
+                while not done:
+                    data = nl.recv(1 << 16)
+                    if not data:
+                        break
+                    at = 0
+                    while at + 16 <= len(data):
+                        length, kind = struct.unpack_from("=IH", data, at)
+                        if kind in (_NLMSG_DONE, _NLMSG_ERROR) or length < 16:
+                            done = True
+                            break
+                        if length >= 16 + _DIAG_MSG.size:
+                            f = _DIAG_MSG.unpack_from(data, at + 16)
+                            yield f[1], socket.ntohs(f[4]), f[11], f[12], f[14]
+                        at += (length + 3) & ~3
+        except OSError:
+            continue
+
+
+def tcp_sockets() -> dict[int, tuple[str, int, int, int]]:
+    """Every TCP socket of this network namespace but those in TIME_WAIT (they belong to no process):
+    inode -> (state, local port, receive queue, send queue). For a listening socket the receive queue is
+    its accept queue and the send queue that queue's limit."""
+    return {
+        inode: (_TCP_STATE_NAMES.get(state, str(state)), port, rq, wq)
+        for state, port, rq, wq, inode in _diag(_NOT_TIME_WAIT)
+    }
+
+
+def tcp_census(ports: tuple[int, int]) -> tuple[dict[str, int], int]:
+    """This namespace's TCP sockets by state, and how many local ports of the ephemeral range `ports`
+    (lo, hi) a socket that is not listening holds (TIME_WAIT included): what a client machine runs out of."""
+    lo, hi = ports
+    states: dict[int, int] = {}
+    held: set[int] = set()
+    for state, port, _, _, _ in _diag(_ALL_STATES):
+        states[state] = states.get(state, 0) + 1
+        if lo <= port <= hi and state != _LISTEN:
+            held.add(port)
+    return {_TCP_STATE_NAMES.get(k, str(k)): n for k, n in states.items()}, len(held)
