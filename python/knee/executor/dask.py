@@ -19,24 +19,25 @@ import math
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knee import __version__
 from knee.engine import Engine, EngineError, ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
+from knee.executor.base import Executor, OnSnapshot, StepRun
 from knee.executor.interrupt import Interrupts
-from knee.executor.local import StepRun
 from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.spec import EngineSpec, GroupSpec, RatePacer, Total
+
+if TYPE_CHECKING:
+    from knee.scenario import Scenario
 
 POLL_S = 0.2
 STOP_POLL_S = 0.25  # how often a shard asks whether to stop
 READY_TIMEOUT_S = 120.0  # a shard that is not ready by then (worker programs starting) fails the step
 CONNECT_TIMEOUT_S = 10.0
-
-OnSnapshot = Callable[[Snapshot], None]
 
 
 def _dask() -> Any:
@@ -216,7 +217,7 @@ def _version_probe() -> str:
     return importlib.metadata.version("knee")
 
 
-class DaskExecutor:
+class DaskExecutor(Executor):
     """Every step on a Dask cluster's workers, split and started together."""
 
     name = "dask"  # and the scheduler's address, once connected
@@ -308,7 +309,7 @@ class DaskExecutor:
                 )
         self._checked.update(w.address for w in workers)
 
-    def preflight(self, scenario: Any) -> list[str]:
+    def preflight(self, scenario: Scenario) -> list[str]:
         """knee's preflight on every worker (the machines that send the load): the target reachable and the
         commands found from there, their limits. Raises the first worker's refusal, naming it; returns the
         warnings, each naming its host."""
