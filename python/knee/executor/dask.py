@@ -33,8 +33,8 @@ from knee.executor.shards import (
     ShardOutcome,
     Stopped,
     as_run_here,
+    merge_results,
     merge_snapshots,
-    merged,
     run_shard,
     split,
 )
@@ -412,23 +412,22 @@ class DaskBackground:
     def _ask(self, command: str) -> ShardResult:
         for _, _, commands, _ in self._parts:
             commands.put(command)
-        out: ShardResult | None = None
-        for w, fut, _, replies in self._parts:
-            try:
-                data = replies.get(timeout=30)
-            except TimeoutError:
-                if fut.status == "error":
-                    raise UserError(
-                        f"the baseload on Dask worker {w.address} ({w.host}) failed: {fut.exception()}"
-                    ) from None
-                raise UserError(
-                    f"the baseload on Dask worker {w.address} ({w.host}) did not answer {command}"
-                ) from None
-            part = ShardResult.from_bytes(data)
-            out = part if out is None else merged(out, part)
+        out = merge_results(self._reply(w, fut, replies, command) for w, fut, _, replies in self._parts)
         if out is None:
             raise UserError("the baseload runs on no worker")
         return out
+
+    @staticmethod
+    def _reply(w: LoadGenerator, fut: Any, replies: Any, command: str) -> ShardResult:
+        try:
+            data = replies.get(timeout=30)
+        except TimeoutError:
+            if fut.status == "error":
+                raise UserError(
+                    f"the baseload on Dask worker {w.address} ({w.host}) failed: {fut.exception()}"
+                ) from None
+            raise UserError(f"the baseload on Dask worker {w.address} ({w.host}) did not answer {command}") from None
+        return ShardResult.from_bytes(data)
 
     def cut(self) -> ShardResult:
         return self._ask("cut")
