@@ -29,13 +29,13 @@ from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
-from knee.executor import Interrupts, LocalExecutor, StepRun, on_hard_exit
+from knee.executor import Interrupts, LocalExecutor, on_hard_exit
+from knee.executor.base import BackgroundShard, Executor, StepRun
 from knee.machine.monitor import TargetMonitor
 from knee.machine.network import target_hosts
 from knee.model import Counts, GroupStats, RunRecord, StepResult, TargetStats
 from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
 from knee.scenario import Loaded, Scenario, scenario_from_record
-from knee.spec import EngineSpec
 from knee.store import RunDir
 
 Status = Literal["complete", "stopped", "aborted"]
@@ -51,25 +51,6 @@ class Progress(Protocol):
     def begin(self, number: int, total: int, step: PlannedStep) -> None: ...
     def update(self, snapshot: Snapshot) -> None: ...
     def end(self, step: StepResult) -> None: ...
-
-
-class BackgroundShard(Protocol):
-    """A baseload running across steps: `cut()` the window since the last cut, `stop()` it."""
-
-    def cut(self) -> ShardResult: ...
-    def stop(self) -> ShardResult: ...
-
-
-class Executor(Protocol):
-    """Where steps run: this machine (`LocalExecutor`) or a Dask cluster."""
-
-    name: str
-
-    def run_step(
-        self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: Callable[[Snapshot], None] | None = None
-    ) -> StepRun: ...
-    def start_background(self, spec: EngineSpec) -> BackgroundShard: ...
-    def close(self) -> None: ...
 
 
 def new_record(loaded: Loaded, run_id: str) -> RunRecord:
@@ -147,8 +128,6 @@ def execute(
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
     report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
     (`--cluster`) or the scenario's `[cluster] address`, else on this machine."""
-    from knee.preflight import preflight_scenario
-
     address = cluster or scenario.cluster.address
     if executor is None and address:
         from knee.executor import connect
@@ -163,16 +142,16 @@ def execute(
     from knee.progress import SweepProgress
 
     record = run_dir.load()
-    describe = getattr(executor, "describe", None)
-    if describe is not None:
-        console.print(f"cluster: {describe()}", highlight=False, soft_wrap=True, markup=False)
+    on = executor or LocalExecutor()
+    where = on.describe()
+    if where is not None:
+        console.print(f"cluster: {where}", highlight=False, soft_wrap=True, markup=False)
     # The preflight runs where the load comes from: this machine, or every worker of a cluster.
-    for w in (check or getattr(executor, "preflight", None) or preflight_scenario)(scenario):
+    for w in (check or on.preflight)(scenario):
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
 
     if run_dir.kept:
         console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
-    on = executor or LocalExecutor()
     record.executor = on.name
     monitor = None
     if scenario.monitor.enabled:

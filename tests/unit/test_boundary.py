@@ -118,7 +118,7 @@ def test_the_summary_and_snapshot_cross_field_for_field() -> None:
     eng = Engine(spec).start()
     snap = json.loads(eng._inner.snapshot())
     eng.wait(None)
-    # `workers` is the Dask executor's, set when it merges its shards' snapshots (executor/dask.py)
+    # `workers` is the Dask executor's, set when it merges its shards' snapshots (executor/shards.py)
     assert set(snap) == set(Snapshot.model_fields) - {"workers"} and set(snap["groups"][0]) == set(
         GroupSnapshot.model_fields
     )

@@ -8,33 +8,15 @@ starts a baseload that runs across a sweep's steps and is cut into per-step wind
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from knee.engine import Engine, ShardResult, Snapshot
+from knee.engine import Engine, ShardResult
+from knee.executor.base import Executor, OnSnapshot, StepRun
 from knee.executor.interrupt import Interrupts
 from knee.machine.cpu import CpuMeter
 from knee.machine.kernel import HostSampler
-from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.spec import EngineSpec
 
 POLL_S = 0.2
-
-OnSnapshot = Callable[[Snapshot], None]
-
-
-@dataclass
-class StepRun:
-    """What running one step's spec produced."""
-
-    result: ShardResult
-    partial: bool
-    started_unix: float
-    generator: GeneratorStats
-    workers: list[WorkerShare] = field(default_factory=list)
-    start_skew_s: float | None = None  # distributed: latest minus earliest shard start
-    lost: list[str] = field(default_factory=list)  # distributed: workers whose shard was lost
-    counters: HostCounters | None = None  # the load machines' kernel counters (knee.machine.kernel)
 
 
 def run_step(
@@ -85,8 +67,8 @@ class Background:
         return self._engine.result()
 
 
-class LocalExecutor:
-    """Every step on this machine, one engine at a time."""
+class LocalExecutor(Executor):
+    """Every step on this machine, one engine at a time (nothing to `describe`; the preflight runs here)."""
 
     name = "local"
 

@@ -1,0 +1,306 @@
+"""A step on many load generators, whatever carries it there: split, run a shard, merge (backend-neutral).
+
+The driver splits a step's spec into one shard per load generator (`split`): each group's clients by
+the generators' weights (largest remainder, `shares`), numbered on through `client_offset` so
+`${client}` stays unique across machines; fixed work (`total`) exactly, in proportion to the clients each
+got; an open loop's rate and in-flight cap in the same proportion. On a load generator, `run_shard` runs
+one shard: the engine, its CPU meter and kernel counters, a barrier before the common start, a stop
+request polled and live snapshots handed on, through callbacks the transport (Dask, …) supplies; its
+`ShardOutcome` travels back as plain data (`to_wire`). Back on the driver, `Gather` merges the shards'
+results into one step result, the same as a local run's, with a per-generator breakdown (`WorkerShare`),
+the combined CPU (`combined_generator`) and the load machines' counters (`hosts_counters`);
+`merge_snapshots` joins the shards' live snapshots into one.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from knee.engine import Engine, ShardResult, Snapshot, group_stats, summary
+from knee.executor.base import StepRun
+from knee.model import GeneratorStats, HostCounters, WorkerShare
+from knee.spec import EngineSpec, GroupSpec, RatePacer, Total
+
+POLL_S = 0.1  # how often a shard looks at its engine
+STOP_POLL_S = 0.25  # how often a shard asks whether to stop
+LIVE_S = 1.0  # how often a shard hands on a live snapshot
+
+# ---- splitting a step --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadGenerator:
+    """One place a shard can run (a Dask worker, …): its address, its host, its threads and its weight."""
+
+    address: str
+    host: str
+    nthreads: int
+    weight: float
+
+
+def shares(total: int, weights: Sequence[float]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainder): the parts add up to `total` exactly."""
+    whole = sum(weights)
+    if total <= 0 or whole <= 0:
+        return [0] * len(weights)
+    exact = [total * w / whole for w in weights]
+    parts = [math.floor(x) for x in exact]
+    left = total - sum(parts)
+    for i in sorted(range(len(weights)), key=lambda i: (parts[i] - exact[i], i))[:left]:
+        parts[i] += 1
+    return parts
+
+
+def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineSpec | None]:
+    """One spec per load generator (None: nothing for it to run). Each group's clients go by the generators'
+    weights (numbered on from the group's `client_offset`, so `${client}` stays unique); `total` splits in
+    proportion to the clients each got, so the parts add up to it exactly; an open loop's rate and
+    in-flight cap go in the same proportion; `per_client` and durations stay as they are."""
+    weights = [g.weight for g in generators]
+    per_generator: list[list[GroupSpec]] = [[] for _ in generators]
+    for g in spec.groups:
+        clients = shares(g.clients, weights)
+        totals = shares(g.stop.total, clients) if isinstance(g.stop, Total) else None
+        offset = g.client_offset
+        for i, n in enumerate(clients):
+            if n == 0 or (totals is not None and totals[i] == 0):
+                offset += n
+                continue
+            update: dict[str, Any] = {"clients": n, "client_offset": offset}
+            if totals is not None:
+                update["stop"] = Total(total=totals[i])
+            if isinstance(g.pacer, RatePacer):
+                share = n / g.clients
+                cap = g.pacer.max_in_flight
+                update["pacer"] = g.pacer.model_copy(
+                    update={
+                        "rate_hz": g.pacer.rate_hz * share,
+                        "max_in_flight": None if cap is None else max(1, math.ceil(cap * share)),
+                    }
+                )
+            per_generator[i].append(g.model_copy(update=update))
+            offset += n
+    return [
+        spec.model_copy(update={"groups": groups, "threads": spec.threads or gen.nthreads}) if groups else None
+        for gen, groups in zip(generators, per_generator, strict=True)
+    ]
+
+
+# ---- a shard, on its load generator --------------------------------------------------------------
+
+
+class Stopped(Exception):
+    """The driver stopped the step before the common start (raised by a transport's barrier)."""
+
+
+def as_run_here(spec: EngineSpec) -> EngineSpec:
+    """The spec as this machine runs it: a Python flow's worker processes start this machine's Python (the
+    driver wrote its own, which need not exist here)."""
+    groups = []
+    for g in spec.groups:
+        argv = getattr(g.client, "argv", None)
+        if g.client.kind == "worker" and argv and argv[1:3] == ["-m", "knee.pyworker"]:
+            client = g.client.model_copy(update={"argv": [sys.executable, *argv[1:]]})
+            groups.append(g.model_copy(update={"client": client}))
+        else:
+            groups.append(g)
+    return spec.model_copy(update={"groups": groups})
+
+
+@dataclass
+class ShardOutcome:
+    """What one shard brought back: its result, whether it was stopped, when its engine started (on its own
+    machine's clock), its load side's CPU and its machine's kernel counters."""
+
+    result: ShardResult
+    partial: bool
+    started_unix: float
+    generator: GeneratorStats
+    counters: HostCounters | None
+
+    def to_wire(self) -> dict[str, Any]:
+        """Plain data (the result as bytes) for any transport."""
+        return {
+            "result": self.result.to_bytes(),
+            "generator": self.generator.model_dump(),
+            "counters": None if self.counters is None else self.counters.model_dump(),
+            "partial": self.partial,
+            "started_unix": self.started_unix,
+        }
+
+    @classmethod
+    def from_wire(cls, got: dict[str, Any]) -> ShardOutcome:
+        return cls(
+            result=ShardResult.from_bytes(got["result"]),
+            partial=bool(got["partial"]),
+            started_unix=float(got["started_unix"]),
+            generator=GeneratorStats.model_validate(got["generator"]),
+            counters=HostCounters.model_validate(got["counters"]) if got.get("counters") else None,
+        )
+
+
+def run_shard(
+    spec: EngineSpec,
+    *,
+    ready: Callable[[], None] | None,
+    stop_requested: Callable[[], bool],
+    live: Callable[[Snapshot], None],
+) -> ShardOutcome | None:
+    """Run one shard on this machine: get ready, call `ready` (the transport's barrier: it returns at the
+    common start, or raises `Stopped`), run, hand a snapshot to `live` every second, stop once
+    `stop_requested()`. None: stopped before the start."""
+    from knee.machine.cpu import CpuMeter
+    from knee.machine.kernel import HostSampler
+
+    engine = Engine(as_run_here(spec))
+    meter = CpuMeter().start()
+    host = HostSampler().start()
+    try:
+        engine.start(ready)
+    except Stopped:
+        host.stop()
+        return None
+    next_live, next_poll = time.monotonic() + LIVE_S, time.monotonic() + STOP_POLL_S
+    partial = False
+    while not engine.wait(POLL_S):
+        now = time.monotonic()
+        if now >= next_poll:
+            next_poll = now + STOP_POLL_S
+            if not partial and stop_requested():
+                partial = True
+                engine.stop()
+        if now >= next_live:
+            next_live = now + LIVE_S
+            live(engine.snapshot())
+    result = engine.result()
+    generator = meter.stop()
+    return ShardOutcome(result, partial, summary(result).started_unix, generator, host.stop())
+
+
+# ---- merging, on the driver -----------------------------------------------------------------------
+
+
+def merged(a: ShardResult, b: ShardResult) -> ShardResult:
+    """`b` merged into `a` (bytes-exact, as one engine would have counted), and `a`."""
+    a.merge(b)
+    return a
+
+
+def merge_results(results: Iterable[ShardResult]) -> ShardResult | None:
+    """The results merged, in their order, into the first (None: none)."""
+    out: ShardResult | None = None
+    for r in results:
+        out = r if out is None else merged(out, r)
+    return out
+
+
+def merge_snapshots(latest: dict[int, Snapshot], of: int) -> Snapshot:
+    """The shards' latest snapshots as one: counts add up; live percentiles are the highest shard's."""
+    groups: dict[str, dict[str, Any]] = {}
+    for snap in latest.values():
+        for g in snap.groups:
+            acc = groups.setdefault(g.name, dict.fromkeys(("succeeded", "failed", "hung", "abandoned", "in_flight"), 0))
+            for k in ("succeeded", "failed", "hung", "abandoned", "in_flight"):
+                acc[k] += getattr(g, k)
+            acc["p50_us"] = max(acc.get("p50_us", 0), g.p50_us)
+            acc["p99_us"] = max(acc.get("p99_us", 0), g.p99_us)
+    return Snapshot.model_validate(
+        {
+            "elapsed_s": max(s.elapsed_s for s in latest.values()),
+            "finished": all(s.finished for s in latest.values()),
+            "groups": [{"name": n, **v} for n, v in groups.items()],
+            "workers": (len(latest), of),
+        }
+    )
+
+
+def hosts_counters(shares: list[WorkerShare]) -> HostCounters | None:
+    """The load machines' kernel counters: one generator's per host (they share its kernel), added up."""
+    seen: dict[str, HostCounters] = {}
+    for s in shares:
+        if s.counters is not None and s.host not in seen:
+            seen[s.host] = s.counters
+    if not seen:
+        return None
+    out = HostCounters()
+    for c in seen.values():
+        out.merge(c)
+    return out
+
+
+def combined_generator(stats: list[GeneratorStats]) -> GeneratorStats:
+    """The load side of a step on many machines: CPU adds up; saturated if any machine was."""
+    if not stats:
+        return GeneratorStats()
+    return GeneratorStats(
+        cpu_s=round(sum(s.cpu_s for s in stats), 4),
+        cpu_cores=round(sum(s.cpu_cores for s in stats), 4),
+        children_cpu_s=round(sum(s.children_cpu_s for s in stats), 4),
+        children_cpu_cores=round(sum(s.children_cpu_cores for s in stats), 4),
+        machine_cpu_cores=round(max(s.machine_cpu_cores for s in stats), 4),
+        cores_available=sum(s.cores_available for s in stats),
+        saturated=any(s.saturated for s in stats),
+    )
+
+
+def worker_share(gen: LoadGenerator, clients: int, outcome: ShardOutcome, started_unix: float) -> WorkerShare:
+    """One generator's part of a step, from its shard's outcome (`started_unix` on the driver's clock)."""
+    stats = group_stats(outcome.result)
+    return WorkerShare(
+        worker=gen.address,
+        host=gen.host,
+        clients=clients,
+        started_unix=started_unix,
+        succeeded=sum(g.succeeded for g in stats.values()),
+        failed=sum(g.failed for g in stats.values()),
+        hung=sum(g.hung for g in stats.values()),
+        abandoned=sum(g.abandoned for g in stats.values()),
+        rate_hz=sum(g.rate_hz for g in stats.values()),
+        generator=outcome.generator,
+        counters=outcome.counters,
+    )
+
+
+class Gather:
+    """A step's shards merged into one run, in the order they are added."""
+
+    def __init__(self) -> None:
+        self.result: ShardResult | None = None
+        self.workers: list[WorkerShare] = []
+        self.starts: list[float] = []  # each shard's engine start, on the driver's clock
+        self.partial = False  # a shard was stopped
+
+    def add(
+        self, gen: LoadGenerator, spec: EngineSpec, outcome: ShardOutcome | None, *, lost: bool, offset: float
+    ) -> None:
+        """Shard `spec` ran on `gen`, whose clock is `offset` s ahead of the driver's; `outcome` None: nothing
+        came back (`lost`, or stopped before the start)."""
+        clients = sum(g.clients for g in spec.groups)
+        if outcome is None:
+            self.workers.append(WorkerShare(worker=gen.address, host=gen.host, clients=clients, lost=lost))
+            return
+        self.result = outcome.result if self.result is None else merged(self.result, outcome.result)
+        self.partial = self.partial or outcome.partial
+        start = outcome.started_unix - offset
+        self.starts.append(start)
+        self.workers.append(worker_share(gen, clients, outcome, start))
+
+    def step_run(self, result: ShardResult, *, started_unix: float, partial: bool, lost: list[str]) -> StepRun:
+        """The step's run: `result` (this gather's), `partial` if the driver stopped it or a shard was lost
+        (`lost`, each named); `started_unix` when no shard started."""
+        starts = self.starts
+        return StepRun(
+            result=result,
+            partial=partial or self.partial or bool(lost),
+            started_unix=min(starts) if starts else started_unix,
+            generator=combined_generator([s.generator for s in self.workers if not s.lost]),
+            counters=hosts_counters(self.workers),
+            workers=self.workers,
+            start_skew_s=(max(starts) - min(starts)) if len(starts) > 1 else 0.0,
+            lost=lost,
+        )
