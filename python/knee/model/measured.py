@@ -5,7 +5,7 @@ All latencies here are in milliseconds (`GroupStats.from_engine` converts the en
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,11 +125,7 @@ class GroupStats(Counts):
             name=g.name,
             kind=g.kind,
             clients=g.clients,
-            succeeded=g.succeeded,
-            failed=g.failed,
-            hung=g.hung,
-            abandoned=g.abandoned,
-            warmup_ops=g.warmup_ops,
+            **{k: getattr(g, k) for k in Counts.model_fields},  # succeeded, failed, hung, abandoned, warmup_ops
             elapsed_s=g.elapsed_s,
             rate_hz=g.succeeded / g.elapsed_s if g.elapsed_s > 0 else 0.0,
             failures=dict(g.failures),
@@ -186,6 +182,11 @@ class StepResult(BaseModel):
     workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
     start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
     lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
+    spec: dict[str, Any] | None = Field(
+        default=None,
+        description="what ran: the engine spec of the step's groups (docs/engine-spec.md), secrets as "
+        "placeholders; null in a run.json written before steps kept it",
+    )
 
     @property
     def skewed(self) -> bool:
