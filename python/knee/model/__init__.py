@@ -3,7 +3,8 @@
 Everything here is plain data (pydantic models) that round-trips through JSON: `run.json` in the run
 directory is a `RunRecord` dumped with `model_dump(mode="json")`. One room per concern:
 
-- `outcomes`: the one definition of the outcome counts (`Outcomes`, `Counts`) every other shape reuses;
+- `base`: the shapes defined once and reused: the outcome counts (`Outcomes`, `Counts`) and a group's
+  identity (`GroupIdentity`);
 - `engine_summary`: the typed mirror of what `knee._engine` returns (held against the Rust side by
   tests/unit/test_boundary.py), read by `knee.engine`, not re-exported here;
 - `measured`: what a step measured (`GroupStats`, `StepResult` …), all latencies in milliseconds;
@@ -15,6 +16,7 @@ The record types are importable from `knee.model` itself.
 """
 
 from knee.model.analysis import CurveShape, Finding, LittleCheck, USLFit, Verdict
+from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.measured import (
     SKEW_WARN_SHARE,
     GroupStats,
@@ -27,7 +29,6 @@ from knee.model.measured import (
     StepResult,
     WorkerShare,
 )
-from knee.model.outcomes import Counts, Outcomes
 from knee.model.resources import GeneratorStats, HostCounters, ListenSocket, TargetStats
 from knee.model.run import SCHEMA_VERSION, RunRecord
 
@@ -38,6 +39,7 @@ __all__ = [
     "CurveShape",
     "Finding",
     "GeneratorStats",
+    "GroupIdentity",
     "GroupStats",
     "HostCounters",
     "LatencyStats",

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from knee.model.outcomes import Counts
+from knee.model.base import Counts, GroupIdentity
 
 
 class Mirror(BaseModel):
@@ -70,12 +70,10 @@ class EngineStep(Mirror):
     latency_us: EngineLatency
 
 
-class EngineGroup(Mirror, Counts):
-    """One group of the engine's summary (summary.rs `GroupSummary`): counts from `Counts`."""
+class EngineGroup(Mirror, Counts, GroupIdentity):
+    """One group of the engine's summary (summary.rs `GroupSummary`): name, kind and clients from
+    `GroupIdentity`, the counts from `Counts`."""
 
-    name: str
-    kind: str
-    clients: int
     # the engine's own sum of the four outcomes (named `started` on the wire; `.started` computes it)
     started_: int = Field(alias="started")
     elapsed_s: float

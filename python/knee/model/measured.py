@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.engine_summary import EngineGroup, EngineLatency
-from knee.model.outcomes import Counts, Outcomes
 from knee.model.resources import GeneratorStats, HostCounters, TargetStats
 
 # A sweep level: a client count (closed loop) or an offered rate in operations per second (open
@@ -85,7 +85,7 @@ class Reason(BaseModel):
     count: int
 
 
-class GroupStats(Counts):
+class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then the counts (model/base.py)
     """One client group's measurement over one step.
 
     Every operation that started ended as exactly one of succeeded, failed, hung or abandoned (in
@@ -93,9 +93,6 @@ class GroupStats(Counts):
     saw (plus `warmup_ops`, the operations that ended during warm-up).
     """
 
-    name: str
-    kind: str = ""
-    clients: int
     elapsed_s: float
     rate_hz: float = Field(description="succeeded / elapsed_s")
     failures: dict[str, int] = Field(default_factory=dict)
@@ -122,10 +119,7 @@ class GroupStats(Counts):
     def from_engine(cls, g: EngineGroup, interval_s: float = 1.0) -> GroupStats:
         """Build from one group of the engine's summary."""
         return cls(
-            name=g.name,
-            kind=g.kind,
-            clients=g.clients,
-            **{k: getattr(g, k) for k in Counts.model_fields},  # succeeded, failed, hung, abandoned, warmup_ops
+            **{k: getattr(g, k) for k in (*GroupIdentity.model_fields, *Counts.model_fields)},
             elapsed_s=g.elapsed_s,
             rate_hz=g.succeeded / g.elapsed_s if g.elapsed_s > 0 else 0.0,
             failures=dict(g.failures),
@@ -148,13 +142,18 @@ class GroupStats(Counts):
         )
 
 
-class WorkerShare(Outcomes):
-    """One load machine's part of a step (distributed runs): who starved, who saw errors, whose CPU was busy."""
+class _WorkerPart(BaseModel):
+    """Which load machine, with how many clients from when (what run.json lists before a share's counts)."""
 
     worker: str
     host: str
     clients: int
     started_unix: float = 0.0
+
+
+class WorkerShare(Outcomes, _WorkerPart):  # run.json: worker, host, clients, started_unix, then the counts
+    """One load machine's part of a step (distributed runs): who starved, who saw errors, whose CPU was busy."""
+
     rate_hz: float = 0.0
     generator: GeneratorStats = Field(default_factory=GeneratorStats)
     counters: HostCounters | None = None

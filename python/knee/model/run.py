@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from knee.model.analysis import Verdict
+from knee.model.base import Counts
 from knee.model.measured import LevelUnit, StepResult
-from knee.model.outcomes import Counts
 from knee.scenario import Scenario
 
 SCHEMA_VERSION = 2

@@ -1,10 +1,17 @@
-"""How operations ended: the one definition of the outcome counts.
+"""The shapes the record's models derive from, each defined once.
 
-Every operation that started ended as exactly one of succeeded, failed, hung or abandoned (in flight when
-its step ended or was stopped), so `started` is their sum (DESIGN.md's accounting identity). Every shape
-that carries these counts (the engine's summary and live snapshot, a step's group, a load machine's share,
-the baseload between steps, a level pooled over its steps) derives from `Outcomes` (or `Counts`, which adds
-the warm-up's operations) instead of declaring them again.
+- `Outcomes`: how operations ended. Every operation that started ended as exactly one of succeeded,
+  failed, hung or abandoned (in flight when its step ended or was stopped), so `started` is their sum
+  (DESIGN.md's accounting identity). Every shape that carries these counts (the engine's summary and
+  live snapshot, a step's group, a load machine's share, the baseload between steps, a level pooled over
+  its steps) derives from `Outcomes`, or from `Counts`, which adds the warm-up's operations, instead of
+  declaring them again.
+- `GroupIdentity`: which client group (name, kind, clients), shared by the engine's summary of a group
+  and the record's.
+
+Field order: pydantic lists a model's fields base by base, from the last base to the first, so a model
+written `class GroupStats(Counts, GroupIdentity)` keeps run.json's keys in their order: name, kind and
+clients, then the counts, then its own.
 """
 
 from __future__ import annotations
@@ -54,3 +61,11 @@ class Counts(Outcomes):
         super().add(other)
         if isinstance(other, Counts):
             self.warmup_ops += other.warmup_ops
+
+
+class GroupIdentity(BaseModel):
+    """Which client group: its name, the kind of its clients (http, tcp, exec, worker) and how many."""
+
+    name: str
+    kind: str = ""
+    clients: int
