@@ -22,7 +22,8 @@ from typing import Any
 from rich.console import Console
 
 from knee.engine import ShardResult, summary
-from knee.model import EngineSummary, GroupStats, RunRecord, StepResult, Verdict
+from knee.model import GroupStats, RunRecord, StepResult, Verdict
+from knee.model.engine_summary import EngineSummary
 from knee.scenario import Loaded, Scenario, Source, from_raw, read_scenario
 from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
 from knee.spec import EngineSpec

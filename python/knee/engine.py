@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from knee import _engine
-from knee.model import EngineSummary, GroupStats
+from knee.model import GroupStats, Outcomes
+from knee.model.engine_summary import EngineSummary, Mirror
 from knee.spec import EngineSpec
 
 ShardResult = _engine.ShardResult
@@ -24,16 +25,10 @@ SpecError = _engine.SpecError
 FdLimitError = _engine.FdLimitError
 
 
-class GroupSnapshot(BaseModel):
-    """A live view of one group (engine.rs `GroupSnapshot`)."""
-
-    model_config = ConfigDict(extra="forbid")
+class GroupSnapshot(Mirror, Outcomes):
+    """A live view of one group (engine.rs `GroupSnapshot`): counts from `Outcomes`."""
 
     name: str
-    succeeded: int
-    failed: int
-    hung: int
-    abandoned: int
     in_flight: int
     p50_us: int
     p99_us: int

@@ -370,6 +370,7 @@ class _Runner:
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,
+            spec=engine_spec(self.record.scenario, planned).model_dump(mode="json"),
         )
         self.record.steps.append(step)
         self.results.append(run.result)

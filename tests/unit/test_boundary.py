@@ -16,7 +16,7 @@ import knee
 from knee import _engine
 from knee.engine import Engine, GroupSnapshot, Snapshot, summary
 from knee.executor import Interrupts, run_step
-from knee.model import EngineGroup, EngineLatency, EngineReason, EngineSeriesPoint, EngineSummary
+from knee.model.engine_summary import EngineGroup, EngineLatency, EngineReason, EngineSeriesPoint, EngineSummary
 from knee.spec import (
     DurationMs,
     EngineSpec,

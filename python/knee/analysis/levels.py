@@ -9,25 +9,20 @@ group) also pool what was offered, late and dropped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from knee.model import StepResult
+from knee.model import Outcomes, StepResult
 
 # DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
 COLLAPSE_RATE = 0.5
 COLLAPSE_FAILURES = 0.5
 
 
-@dataclass
-class LevelRow:
-    """One group at one level in one direction, pooled over its steps."""
+class LevelRow(Outcomes):
+    """One group at one level in one direction, pooled over its steps (counts from `Outcomes`)."""
 
     level: int | float  # clients, or the offered rate of a rate sweep
     direction: str
     clients: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    hung: int = 0
     elapsed_s: float = 0.0
     latency_count: int = 0
     latency_sum_ms: float = 0.0  # mean × count, to pool means
@@ -44,10 +39,6 @@ class LevelRow:
     steps: int = 0
 
     @property
-    def total(self) -> int:
-        return self.succeeded + self.failed + self.hung
-
-    @property
     def rate(self) -> float:
         """Successful operations per measured second."""
         return self.succeeded / self.elapsed_s if self.elapsed_s > 0 else 0.0
@@ -56,12 +47,6 @@ class LevelRow:
     def completion_rate(self) -> float:
         """All completed operations (succeeded + failed) per measured second."""
         return (self.succeeded + self.failed) / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def failure_ratio(self) -> float:
-        """(failed + hung) / all operations; 0 when there were none."""
-        n = self.total
-        return (self.failed + self.hung) / n if n else 0.0
 
     @property
     def mean_latency_ms(self) -> float:
@@ -106,9 +91,7 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
         g = s.groups[group]
         r = rows.setdefault(s.level, LevelRow(level=s.level, direction=direction))
         r.clients = max(r.clients, g.clients)
-        r.succeeded += g.succeeded
-        r.failed += g.failed
-        r.hung += g.hung
+        r.add(g)
         r.elapsed_s += g.elapsed_s
         r.latency_count += g.latency_ms.count
         r.latency_sum_ms += g.latency_ms.mean * g.latency_ms.count

@@ -2,8 +2,9 @@
 
 `render(scenario, step)` returns the text the terminal shows for one step; `to_json` the `--json`
 document (`RunJson`, whose schema is schemas/knee-run.schema.json); `render_rate_steps` the table of
-`knee run --rate 100,200,400`. The scenario is the recorded one (secrets as placeholders): nothing
-here can print a secret.
+`knee run --rate 100,200,400`. The scenario is the recorded one and the engine spec the step's recorded
+one (`StepResult.spec`), both with secrets as placeholders: nothing here can print a secret, and nothing
+here asks the planner what ran.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pydantic import BaseModel, Field
 from knee import __version__, fmt
 from knee.analysis.stats import interval_counts
 from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesPoint, StepResult
-from knee.plan import PlannedStep, client_spec, engine_spec
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+from knee.spec import ClientSpec, EngineSpec, HttpClient
 
 JSON_SCHEMA_VERSION: Literal[2] = 2
 
@@ -88,12 +89,19 @@ class RunStepsJson(BaseModel):
     run_dir: str | None = None
 
 
-def target(scenario: Scenario, group: str) -> str:
+def client(step: StepResult | None, group: str) -> ClientSpec | None:
+    """The client spec a group of the step ran, as recorded (None in a run.json written before steps kept it)."""
+    if step is None or step.spec is None:
+        return None
+    return next((g.client for g in EngineSpec.model_validate(step.spec).groups if g.name == group), None)
+
+
+def target(scenario: Scenario, group: str, step: StepResult | None = None) -> str:
     """The target in words: 'GET http://…', 'tcp://addr' or the command line."""
     g = scenario.groups[group]
     if isinstance(g, HttpGroup):
-        c = client_spec(g)
-        return f"{getattr(c, 'method', 'GET')} {g.url}"
+        c = client(step, group)
+        return f"{c.method} {g.url}" if isinstance(c, HttpClient) else g.url
     if isinstance(g, TcpGroup):
         return f"tcp://{g.addr}"
     if isinstance(g, PythonGroup):
@@ -149,7 +157,7 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     mode = ""
     if isinstance(g, HttpGroup):
         mode = " (new connection per request)" if g.new_connection else " (keep-alive)"
-    add(f"{'Target:':<28}{target(scenario, group)}")
+    add(f"{'Target:':<28}{target(scenario, group, step)}")
     add(f"{'Clients:':<28}{s.clients}{mode}")
     add(f"{'Stop rule:':<28}{_stop_rule(scenario, group)}")
     add(f"{'Time taken:':<28}{s.elapsed_s:.3f} s")
@@ -267,18 +275,16 @@ def _histogram_lines(counts: list[int], bins: int = 8, width: int = 40) -> str:
 
 def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: str | None = None) -> RunJson:
     s = step.groups[group]
-    planned = PlannedStep(step.level, step.label, step.direction, step.phase)
-    spec = engine_spec(scenario, planned).model_dump(mode="json")
     return RunJson(
         **{key: getattr(s, key) for key in _AS_IN_GROUP},
         knee_version=__version__,
-        target=target(scenario, group),
+        target=target(scenario, group, step),
         interrupted=step.partial,
         started=s.started,
         transfer_rate_bps=s.bytes_received / s.elapsed_s if s.elapsed_s > 0 else 0.0,
         open_loop=open_loop(scenario, step, s),
         generator=step.generator,
-        spec=spec,
+        spec=step.spec or {},
         run_dir=run_dir,
     )
 
@@ -287,7 +293,7 @@ def steps_to_json(scenario: Scenario, steps: list[StepResult], run_dir: str | No
     """The --json document of several rates: one run document per rate, in order."""
     return RunStepsJson(
         knee_version=__version__,
-        target=target(scenario, "main"),
+        target=target(scenario, "main", next(iter(steps), None)),
         interrupted=any(s.partial for s in steps),
         rate_steps=[to_json(scenario, s) for s in steps],
         run_dir=run_dir,

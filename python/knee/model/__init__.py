@@ -1,0 +1,61 @@
+"""The data knee records: a step's measured groups, a run, a verdict.
+
+Everything here is plain data (pydantic models) that round-trips through JSON: `run.json` in the run
+directory is a `RunRecord` dumped with `model_dump(mode="json")`. One room per concern:
+
+- `base`: the shapes defined once and reused: the outcome counts (`Outcomes`, `Counts`) and a group's
+  identity (`GroupIdentity`);
+- `engine_summary`: the typed mirror of what `knee._engine` returns (held against the Rust side by
+  tests/unit/test_boundary.py), read by `knee.engine`, not re-exported here;
+- `measured`: what a step measured (`GroupStats`, `StepResult` …), all latencies in milliseconds;
+- `resources`: what was true of the machines during a step (load-side CPU, kernel counters, the target);
+- `analysis`: what the analysis concluded (`Verdict` and its parts);
+- `run`: `RunRecord`, the run directory's run.json.
+
+The record types are importable from `knee.model` itself.
+"""
+
+from knee.model.analysis import CurveShape, Finding, LittleCheck, USLFit, Verdict
+from knee.model.base import Counts, GroupIdentity, Outcomes
+from knee.model.measured import (
+    SKEW_WARN_SHARE,
+    GroupStats,
+    LatencyStats,
+    Level,
+    LevelUnit,
+    OpenLoopStats,
+    Reason,
+    SeriesPoint,
+    StepResult,
+    WorkerShare,
+)
+from knee.model.resources import GeneratorStats, HostCounters, ListenSocket, TargetHost, TargetStats
+from knee.model.run import SCHEMA_VERSION, RunRecord
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SKEW_WARN_SHARE",
+    "Counts",
+    "CurveShape",
+    "Finding",
+    "GeneratorStats",
+    "GroupIdentity",
+    "GroupStats",
+    "HostCounters",
+    "LatencyStats",
+    "Level",
+    "LevelUnit",
+    "ListenSocket",
+    "LittleCheck",
+    "OpenLoopStats",
+    "Outcomes",
+    "Reason",
+    "RunRecord",
+    "SeriesPoint",
+    "StepResult",
+    "TargetHost",
+    "TargetStats",
+    "USLFit",
+    "Verdict",
+    "WorkerShare",
+]

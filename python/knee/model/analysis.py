@@ -1,0 +1,71 @@
+"""What the analysis concluded (`knee.analysis`): a verdict per group, with its fits, shape and findings."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from knee.model.measured import Level, LevelUnit
+
+
+class Finding(BaseModel):
+    """A reason the analysis found, with its evidence and the fix: one sentence each."""
+
+    kind: str  # listen_overflow, ports, refused, load_side, shared_machine, target_memory, fd_limit …
+    level: Level | None = None  # the lowest level where it appeared
+    what: str
+    fix: str = ""
+
+
+class CurveShape(BaseModel):
+    """The shape of the curve, named with its evidence (analysis.shape)."""
+
+    name: Literal["pool", "retrograde", "refusing", "load_side", "rising", "flat"]
+    evidence: str
+    pool_size: float | None = None  # "pool": peak rate × single-client latency
+
+
+class USLFit(BaseModel):
+    """X(N) = lam*N / (1 + sigma*(N-1) + kappa*N*(N-1))."""
+
+    sigma: float
+    kappa: float
+    lam: float
+    n_star: float | None  # None when kappa == 0 (no peak)
+    peak_rate: float | None
+    r2: float
+    ci: dict[str, tuple[float, float]] = Field(default_factory=dict)  # 95 % intervals for sigma, kappa, lam
+    warnings: list[str] = Field(default_factory=list)
+    advice: list[str] = Field(default_factory=list)
+
+
+class LittleCheck(BaseModel):
+    level: Level
+    expected_n: float  # X * (R + Z)
+    gap: float  # relative: |N - expected| / N
+
+
+class Verdict(BaseModel):
+    """What the analysis concluded about one group over a sweep."""
+
+    group: str
+    level_unit: LevelUnit = "clients"  # "rate": the levels below are offered rates (/s), not client counts
+    peak_level: Level | None = None
+    peak_rate: float | None = None
+    error_onset_level: Level | None = None
+    saturation_level: Level | None = None  # rate sweeps: the first level that did not keep up (analysis.md)
+    collapse_level: Level | None = None
+    hung_by_level: dict[Level, int] = Field(default_factory=dict)
+    recovered: bool | None = None
+    time_to_recover_s: float | None = None
+    hysteresis: dict[Level, float] = Field(default_factory=dict)  # level -> (up - down) / up rate gap
+    capacity_under_slo: Level | None = None
+    slo_passed: bool | None = None
+    little: list[LittleCheck] = Field(default_factory=list)
+    usl: USLFit | None = None
+    usl_left_out: list[Level] = Field(default_factory=list, description="levels the USL fit left out, and why")
+    shape: CurveShape | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    sentences: list[str] = Field(default_factory=list)  # the verdict in words
+    warnings: list[str] = Field(default_factory=list)

@@ -1,0 +1,195 @@
+"""What a step measured: each group's counts, latencies and series, and the step that holds them.
+
+All latencies here are in milliseconds (`GroupStats.from_engine` converts the engine's microseconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knee.model.base import Counts, GroupIdentity, Outcomes
+from knee.model.engine_summary import EngineGroup, EngineLatency
+from knee.model.resources import GeneratorStats, HostCounters, TargetStats
+
+# A sweep level: a client count (closed loop) or an offered rate in operations per second (open
+# loop, `[sweep] rates`); whole numbers stay ints so client levels read 50, not 50.0.
+Level = int | float
+LevelUnit = Literal["clients", "rate"]
+
+
+class LatencyStats(BaseModel):
+    """Latency summary in milliseconds (count 0 when nothing was recorded)."""
+
+    count: int = 0
+    min: float = 0.0
+    mean: float = 0.0
+    stdev: float = 0.0
+    p50: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+    p999: float = 0.0
+    max: float = 0.0
+
+    @classmethod
+    def from_engine_us(cls, e: EngineLatency) -> LatencyStats:
+        return cls(count=e.count, **{k: float(getattr(e, k)) / 1000.0 for k in _LAT_KEYS})
+
+
+_LAT_KEYS = ("min", "mean", "stdev", "p50", "p90", "p95", "p99", "p999", "max")
+
+
+class SeriesPoint(BaseModel):
+    t: float
+    succeeded: int
+    failed: int
+    hung: int
+
+
+class OpenLoopStats(BaseModel):
+    """An open-loop group's arrivals (docs/open-vs-closed.md): what was offered and what kept up."""
+
+    offered: int = Field(description="arrivals due inside the measured window")
+    offered_rate_hz: float
+    achieved_rate_hz: float = Field(description="(succeeded + failed + hung) / elapsed_s")
+    late: int = Field(description="operations that started more than 10 ms after their intended start")
+    dropped: int = Field(description="arrivals that never started (max_in_flight, or waited past the timeout)")
+    latency_uncorrected_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="latency from the actual start (latency_ms counts from the intended)"
+    )
+
+    @classmethod
+    def from_engine(cls, g: EngineGroup) -> OpenLoopStats | None:
+        if not g.open_loop:
+            return None
+        return cls(
+            offered=g.offered,
+            offered_rate_hz=g.offered_rate_hz or 0.0,
+            achieved_rate_hz=g.achieved_rate_hz,
+            late=g.late,
+            dropped=g.dropped,
+            latency_uncorrected_ms=LatencyStats.from_engine_us(g.latency_uncorrected_us),
+        )
+
+
+class Reason(BaseModel):
+    """Failures of one class with one normalised message: "24 × FATAL: sorry, too many clients already"."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    class_: str = Field(alias="class", serialization_alias="class")
+    key: str = Field(description="the message with numbers, ids and addresses masked (the grouping key)")
+    sample: str = Field(description="the first such message, as the client said it")
+    count: int
+
+
+class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then the counts (model/base.py)
+    """One client group's measurement over one step.
+
+    Every operation that started ended as exactly one of succeeded, failed, hung or abandoned (in
+    flight when the step ended or was stopped): `started` is their sum, and it is what the service
+    saw (plus `warmup_ops`, the operations that ended during warm-up).
+    """
+
+    elapsed_s: float
+    rate_hz: float = Field(description="succeeded / elapsed_s")
+    failures: dict[str, int] = Field(default_factory=dict)
+    error_samples: dict[str, list[str]] = Field(default_factory=dict)
+    reasons: list[Reason] = Field(default_factory=list, description="failures by class and normalised message")
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    payload_bytes: int = Field(default=0, description="document bytes of succeeded operations")
+    latency_ms: LatencyStats = Field(default_factory=LatencyStats)
+    connect_ms: LatencyStats = Field(default_factory=LatencyStats)
+    ttfb_ms: LatencyStats = Field(default_factory=LatencyStats)
+    processing_ms: LatencyStats = Field(default_factory=LatencyStats)
+    percentiles_ms: list[tuple[float, float]] = Field(default_factory=list)
+    series: list[SeriesPoint] = Field(default_factory=list)
+    interval_s: float = 1.0
+    per_client: list[int] = Field(default_factory=list)
+    hung_clients: list[int] = Field(default_factory=list)
+    open_loop: OpenLoopStats | None = None  # set for a group paced by an arrival rate
+    steps: dict[str, LatencyStats] = Field(
+        default_factory=dict, description="worker clients: the named steps their programs timed (connect, auth …)"
+    )
+
+    @classmethod
+    def from_engine(cls, g: EngineGroup, interval_s: float = 1.0) -> GroupStats:
+        """Build from one group of the engine's summary."""
+        return cls(
+            **{k: getattr(g, k) for k in (*GroupIdentity.model_fields, *Counts.model_fields)},
+            elapsed_s=g.elapsed_s,
+            rate_hz=g.succeeded / g.elapsed_s if g.elapsed_s > 0 else 0.0,
+            failures=dict(g.failures),
+            error_samples=dict(g.error_samples),
+            reasons=[Reason.model_validate(r.model_dump(by_alias=True)) for r in g.reasons],
+            bytes_sent=g.bytes_sent,
+            bytes_received=g.bytes_received,
+            payload_bytes=g.payload_bytes,
+            latency_ms=LatencyStats.from_engine_us(g.latency_us),
+            connect_ms=LatencyStats.from_engine_us(g.connect_us),
+            ttfb_ms=LatencyStats.from_engine_us(g.ttfb_us),
+            processing_ms=LatencyStats.from_engine_us(g.processing_us),
+            percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in g.percentiles],
+            series=[SeriesPoint(t=p.t, succeeded=p.succeeded, failed=p.failed, hung=p.hung) for p in g.series],
+            interval_s=interval_s,
+            per_client=list(g.per_client),
+            hung_clients=list(g.hung_clients),
+            open_loop=OpenLoopStats.from_engine(g),
+            steps={s.name: LatencyStats.from_engine_us(s.latency_us) for s in g.steps},
+        )
+
+
+class _WorkerPart(BaseModel):
+    """Which load machine, with how many clients from when (what run.json lists before a share's counts)."""
+
+    worker: str
+    host: str
+    clients: int
+    started_unix: float = 0.0
+
+
+class WorkerShare(Outcomes, _WorkerPart):  # run.json: worker, host, clients, started_unix, then the counts
+    """One load machine's part of a step (distributed runs): who starved, who saw errors, whose CPU was busy."""
+
+    rate_hz: float = 0.0
+    generator: GeneratorStats = Field(default_factory=GeneratorStats)
+    counters: HostCounters | None = None
+    lost: bool = False  # the worker died or was unreachable: its shard's numbers are missing
+
+
+SKEW_WARN_SHARE = 0.05
+
+
+class StepResult(BaseModel):
+    """One step of a plan: one level (or a recovery probe), all its groups."""
+
+    index: int
+    level: Level = Field(description="client count, or the offered rate (/s) of a rate sweep (RunRecord.level_unit)")
+    label: str = ""  # e.g. the operation type of a fixed-work stage ("store", "fetch")
+    phase: Literal["sweep", "recovery"] = "sweep"
+    direction: Literal["up", "down"] = "up"
+    partial: bool = False
+    started_unix: float
+    elapsed_s: float
+    groups: dict[str, GroupStats]
+    generator: GeneratorStats = Field(default_factory=GeneratorStats)
+    counters: HostCounters | None = Field(default=None, description="the load machines' kernel counters")
+    target: TargetStats | None = Field(default=None, description="the monitored target's process tree")
+    workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
+    start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
+    lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
+    spec: dict[str, Any] | None = Field(
+        default=None,
+        description="what ran: the engine spec of the step's groups (docs/engine-spec.md), secrets as "
+        "placeholders; null in a run.json written before steps kept it",
+    )
+
+    @property
+    def skewed(self) -> bool:
+        """A distributed step whose shards started further apart than SKEW_WARN_SHARE of its time: its
+        workers did not load the service together."""
+        skew = self.start_skew_s
+        return skew is not None and self.elapsed_s > 0 and skew > SKEW_WARN_SHARE * self.elapsed_s

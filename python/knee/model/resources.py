@@ -1,0 +1,107 @@
+"""What was true of the machines during a step: the load side's CPU and kernel counters, and the monitored
+target's process tree (`knee.machine` and the executors fill these in)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class GeneratorStats(BaseModel):
+    """The load side's CPU during a step: knee's own, its child processes' (exec clients, worker
+    programs) and the whole machine's, to flag a step the load side rather than the service limited."""
+
+    cpu_s: float = 0.0  # knee's own process
+    cpu_cores: float = 0.0  # cpu_s / elapsed_s: 1.0 = one core fully busy
+    children_cpu_s: float = 0.0  # knee's child processes (exec clients, worker programs)
+    children_cpu_cores: float = 0.0
+    machine_cpu_cores: float = 0.0  # busy cores of the whole machine, every process included
+    cores_busy: float = 0.0  # busy cores among those knee may run on (its affinity), every process included
+    cores_available: int = 1
+    # knee and its children used ≥ 90 % of the cores they may run on, or those cores were ≥ 90 % busy and
+    # knee and its children held at least half of them
+    saturated: bool = False
+
+    @property
+    def load_cores(self) -> float:
+        """knee's cores plus its children's."""
+        return self.cpu_cores + self.children_cpu_cores
+
+    def others(self) -> str:
+        """'; other processes took 0.40 of them' when others used a tenth of knee's cores or more, else ''."""
+        rest = self.cores_busy - self.load_cores
+        return f"; other processes took {rest:.2f} of them" if rest >= 0.1 * self.cores_available else ""
+
+
+class HostCounters(BaseModel):
+    """The load machine's kernel counters over a step (knee.machine.kernel), sampled about once a second:
+    deltas of event counters, peaks of gauges. Linux only; empty elsewhere."""
+
+    samples: int = 0
+    # /proc/net/netstat TcpExt: connections the kernel dropped because a listen queue was full
+    listen_overflows: int = 0
+    listen_drops: int = 0
+    syn_retrans: int = 0  # TcpExt TCPSynRetrans: SYNs sent again (a SYN dropped or unanswered)
+    # /proc/net/snmp Tcp
+    attempt_fails: int = 0  # connects that failed (refused, reset in SYN-RECV)
+    estab_resets: int = 0  # established connections reset
+    out_rsts: int = 0  # resets sent
+    retrans_segs: int = 0
+    # /proc/net/sockstat gauges (peaks over the step)
+    tcp_inuse_peak: int = 0
+    time_wait_peak: int = 0
+    ephemeral_ports: int = 0  # the size of net.ipv4.ip_local_port_range
+    # netlink sock_diag: ports of that range held by a socket that is not listening (TIME_WAIT included)
+    ephemeral_in_use_peak: int = 0
+    tcp_states_peak: dict[str, int] = Field(default_factory=dict)  # TCP sockets by state: each state's peak
+    somaxconn: int = 0  # net.core.somaxconn: the cap on every listen queue of this machine
+    mem_used_mb_peak: float = 0.0  # MemTotal - MemAvailable
+    mem_total_mb: float = 0.0
+
+    def merge(self, other: HostCounters) -> None:
+        """Another machine's counters: events add up, peaks take the highest."""
+        for k in ("samples", "listen_overflows", "listen_drops", "syn_retrans", "attempt_fails", "estab_resets"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.out_rsts += other.out_rsts
+        self.retrans_segs += other.retrans_segs
+        peaks = ("tcp_inuse_peak", "time_wait_peak", "ephemeral_ports", "ephemeral_in_use_peak", "somaxconn")
+        for k in (*peaks, "mem_used_mb_peak", "mem_total_mb"):
+            setattr(self, k, max(getattr(self, k), getattr(other, k)))
+        for state, n in other.tcp_states_peak.items():
+            self.tcp_states_peak[state] = max(self.tcp_states_peak.get(state, 0), n)
+
+
+class ListenSocket(BaseModel):
+    """One listening socket of the monitored target: its port, its backlog and how full its queue got."""
+
+    port: int
+    backlog: int = 0  # the accept queue's length limit (min of the server's backlog and somaxconn); 0 = unknown
+    queue_peak: int = 0  # the most connections waiting to be accepted in one sample
+
+
+class TargetStats(BaseModel):
+    """The monitored target's process tree over a step (`--monitor-pid`, `--monitor-name`, `[monitor]`)."""
+
+    pid: int
+    name: str = ""
+    alive: bool = True  # False: the process was gone at some sample (it crashed or was restarted)
+    samples: int = 0
+    processes_peak: int = 0
+    cpu_s: float = 0.0  # CPU seconds of the tree over the step
+    cpu_cores_mean: float = 0.0
+    cpu_cores_peak: float = 0.0
+    rss_mb_mean: float = 0.0
+    rss_mb_peak: float = 0.0
+    threads_peak: int = 0
+    fds_peak: int = 0
+    fd_limit: int = 0  # the top process's soft RLIMIT_NOFILE; 0 = unknown
+    connections_peak: dict[str, int] = Field(default_factory=dict, description="TCP connections by state, peaks")
+    listen: list[ListenSocket] = Field(default_factory=list)
+
+
+class TargetHost(BaseModel):
+    """Where a network group's service ran, as the machine that ran the sweep saw it when the run started
+    (knee.machine.network.target_hosts): the findings read it, so `knee report` elsewhere does no lookup."""
+
+    host: str
+    port: int
+    local: bool = Field(description="the host resolved to the load machine: a loopback address or one of its own")

@@ -1,0 +1,60 @@
+"""The run directory's run.json: the scenario as run, every step's measurement and the verdicts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from knee.model.analysis import Verdict
+from knee.model.base import Counts
+from knee.model.measured import LevelUnit, StepResult
+from knee.model.resources import TargetHost
+from knee.scenario import Scenario
+
+SCHEMA_VERSION = 2
+
+
+class RunRecord(BaseModel):
+    """The run directory's run.json."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    created_unix: float
+    status: Literal["running", "complete", "interrupted", "aborted", "stopped"] = "running"
+    knee_version: str = ""
+    machine: dict[str, Any] = Field(default_factory=dict)
+    # the scenario as run, secrets as ${placeholders} (what --resume starts from)
+    scenario: Scenario
+    measured_group: str = "main"  # the group whose level the sweep varies
+    level_unit: LevelUnit = "clients"  # "rate": every step's level is an offered rate (/s), not a client count
+    executor: str = "local"  # "local", or the Dask cluster the steps ran on
+    targets: dict[str, TargetHost] | None = Field(
+        default=None,
+        description="the network groups' hosts and ports, by group, and whether each was the load machine, as "
+        "recorded when the run started; absent (null) in run.json written before knee recorded them",
+    )
+    steps: list[StepResult] = Field(default_factory=list)
+    # a continuous baseload's operations outside the steps (pauses, before the first and after the last)
+    between: dict[str, Counts] = Field(default_factory=dict)
+    verdicts: list[Verdict] = Field(default_factory=list)
+
+    @property
+    def rates(self) -> bool:
+        """The levels are offered rates (a rate sweep), not client counts."""
+        return self.level_unit == "rate"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older(cls, data: Any) -> Any:
+        """run.json of schema 1: the scenario's groups carried think_s; steps carried rate_hz."""
+        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < SCHEMA_VERSION:
+            data = dict(data)
+            sc = dict(data.get("scenario") or {})
+            groups = sc.get("groups")
+            if isinstance(groups, dict):
+                sc["groups"] = {n: {k: v for k, v in g.items() if k != "think_s"} for n, g in groups.items()}
+            data["scenario"] = sc
+            if "level_unit" not in data and any(s.get("rate_hz") is not None for s in data.get("steps", [])):
+                data["level_unit"] = "rate"
+        return data
