@@ -24,7 +24,8 @@ from typing import Literal, Protocol
 
 from rich.console import Console
 
-from knee import __version__, fmt
+from knee import fmt
+from knee._engine import __version__
 from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
 from knee.engine import ShardResult, Snapshot, group_stats, summary

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from knee import fmt
 from knee.analysis.levels import sweep_steps
 from knee.errors import UserError
-from knee.machine.network import host_port, named_loopback
 from knee.model import Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
+from knee.scenario.address import host_port, named_loopback
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
 CPU_SHARE = 0.9  # of the cores: busy

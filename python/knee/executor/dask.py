@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from knee import __version__
+from knee._engine import __version__
 from knee.engine import Engine, EngineError, ShardResult, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun

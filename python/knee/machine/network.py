@@ -1,6 +1,5 @@
 """Where the network groups connect, as this machine sees it.
 
-- `host_port`: a network group's (host, port), read from the scenario alone (no lookup);
 - `reachable`: before any load, the target answers one connect (or the command exists), as an `Endpoint`;
 - `host_is_local` / `Endpoint.local`: the address is this machine's (loopback, or one of its interfaces');
 - `target_hosts`: what of that was true when a run started, for run.json (`RunRecord.targets`), so that the
@@ -9,19 +8,18 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shutil
 import socket
 import time
-import urllib.parse
 from dataclasses import dataclass
 
 import psutil
 
 from knee.errors import UserError
 from knee.model import TargetHost
-from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+from knee.scenario import ExecGroup, Group, HttpGroup, PythonGroup, Scenario, WorkerGroup
+from knee.scenario.address import host_port, loopback
 
 
 @dataclass(frozen=True)
@@ -47,23 +45,6 @@ class Endpoint:
         return self.loopback or self.ip.split("%")[0] in _local_addresses()
 
 
-def loopback(ip: str) -> bool:
-    """`ip` (an address, not a name) is a loopback address, IPv4-mapped ones included."""
-    addr = ipaddress.ip_address(ip.split("%", maxsplit=1)[0])
-    mapped = getattr(addr, "ipv4_mapped", None)
-    return addr.is_loopback or bool(mapped and mapped.is_loopback)
-
-
-def named_loopback(host: str) -> bool:
-    """`host` says it is this machine without a lookup: `localhost`, or a loopback address."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return loopback(host)
-    except ValueError:  # a name
-        return False
-
-
 def host_is_local(host: str) -> bool:
     """`host` (a name or an address) resolves to this machine: loopback, or one of its own addresses."""
     try:
@@ -80,23 +61,6 @@ def _local_addresses() -> set[str]:
         return set()
     inet = (socket.AF_INET, socket.AF_INET6)
     return {a.address.split("%")[0] for addrs in nics.values() for a in addrs if a.family in inet}
-
-
-def host_port(g: Group) -> tuple[str, int] | None:
-    """A network group's (host, port), the URL's default port when it names none; None for commands and flows.
-    A URL without a host or with a bad port: UserError."""
-    if isinstance(g, HttpGroup):
-        parts = urllib.parse.urlsplit(g.url)
-        if not parts.hostname:
-            raise UserError(f"bad URL {g.url!r}: it has no host")
-        try:
-            return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            raise UserError(f"bad URL {g.url!r}: the port is not a number from 1 to 65535") from None
-    if isinstance(g, TcpGroup):
-        host, _, port = g.addr.rpartition(":")
-        return host.strip("[]"), int(port)
-    return None
 
 
 def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from knee import __version__, fmt
+from knee import fmt
+from knee._engine import __version__
 from knee.analysis.stats import interval_counts
 from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesPoint, StepResult
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup

@@ -1,0 +1,48 @@
+"""Where a network group's service is, as the scenario writes it: read from the text alone, no lookup.
+
+`host_port` is a group's (host, port); `loopback` and `named_loopback` say whether an address, or a host as
+written, is this machine's loopback. What needs a lookup (is a name one of this machine's addresses?) is
+`knee.machine.network`'s, done when a run starts and recorded in run.json.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+
+from knee.errors import UserError
+from knee.scenario.groups import Group, HttpGroup, TcpGroup
+
+
+def loopback(ip: str) -> bool:
+    """`ip` (an address, not a name) is a loopback address, IPv4-mapped ones included."""
+    addr = ipaddress.ip_address(ip.split("%", maxsplit=1)[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return addr.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def named_loopback(host: str) -> bool:
+    """`host` says it is this machine without a lookup: `localhost`, or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return loopback(host)
+    except ValueError:  # a name
+        return False
+
+
+def host_port(g: Group) -> tuple[str, int] | None:
+    """A network group's (host, port), the URL's default port when it names none; None for commands and flows.
+    A URL without a host or with a bad port: UserError."""
+    if isinstance(g, HttpGroup):
+        parts = urllib.parse.urlsplit(g.url)
+        if not parts.hostname:
+            raise UserError(f"bad URL {g.url!r}: it has no host")
+        try:
+            return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise UserError(f"bad URL {g.url!r}: the port is not a number from 1 to 65535") from None
+    if isinstance(g, TcpGroup):
+        host, _, port = g.addr.rpartition(":")
+        return host.strip("[]"), int(port)
+    return None
