@@ -5,24 +5,35 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from typing import ClassVar
 
 from measure import Measured
 from tool import BENCH, ParseError, Run, Sample, Tool, debian_version, first_line, search, to_ms
 
 
-class Wrk(Tool):
-    name = "wrk"
+class UrlTool(Tool):
+    """A generator of requests to one URL: its program, its own flags, its flags for the connection mode, the URL."""
+
     modes = ("keepalive", "close")
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def flags(self, run: Run) -> list[str]:
+        raise NotImplementedError
+
+    def command(self, run: Run) -> list[str]:
+        return [self.binary() or self.name, *self.flags(run), *self.mode_flags.get(run.mode, ()), run.url]
+
+
+class Wrk(UrlTool):
+    name = "wrk"
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"close": ("-H", "Connection: close")}
 
     def version(self) -> str:
         deb = debian_version("wrk")
         return f"wrk {deb} (Debian)" if deb else first_line([self.binary() or "wrk", "-v"]).split(" Copyright")[0]
 
-    def command(self, run: Run) -> list[str]:
-        argv = [self.binary() or "wrk", "-t1", f"-c{run.concurrency}", f"-d{run.duration_s}s", "--latency"]
-        if run.mode == "close":
-            argv += ["-H", "Connection: close"]
-        return [*argv, run.url]
+    def flags(self, run: Run) -> list[str]:
+        return ["-t1", f"-c{run.concurrency}", f"-d{run.duration_s}s", "--latency"]
 
     def parse(self, measured: Measured, run: Run) -> Sample:
         out = measured.stdout
@@ -39,22 +50,18 @@ class Wrk(Tool):
         return Sample(requests, rps, to_ms(*p50.groups()), to_ms(*p99.groups()), errors)
 
 
-class Ab(Tool):
+class Ab(UrlTool):
     name = "ab"
-    modes = ("keepalive", "close")
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"keepalive": ("-k",)}
 
     def version(self) -> str:
         own = first_line([self.binary() or "ab", "-V"]).removeprefix("This is ApacheBench, ").split(" <")[0]
         deb = debian_version("apache2-utils")
         return f"ApacheBench {own}, apache2-utils {deb} (Debian)" if deb else f"ApacheBench {own}"
 
-    def command(self, run: Run) -> list[str]:
+    def flags(self, run: Run) -> list[str]:
         # -t alone caps ab at 50 000 requests; -n after it lifts the cap (ab allocates per request, lazily).
-        argv = [self.binary() or "ab", "-q", "-t", str(run.duration_s), "-n", str(200_000 * run.duration_s)]
-        argv += ["-c", str(run.concurrency)]
-        if run.mode == "keepalive":
-            argv.append("-k")
-        return [*argv, run.url]
+        return ["-q", "-t", str(run.duration_s), "-n", str(200_000 * run.duration_s), "-c", str(run.concurrency)]
 
     def parse(self, measured: Measured, run: Run) -> Sample:
         out = measured.stdout
@@ -70,9 +77,9 @@ class Ab(Tool):
         return Sample(requests, rps, p50, p99, errors)
 
 
-class Oha(Tool):
+class Oha(UrlTool):
     name = "oha"
-    modes = ("keepalive", "close")
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"close": ("--disable-keepalive",)}
 
     def version(self) -> str:
         return first_line([self.binary() or "oha", "--version"])
@@ -85,13 +92,9 @@ class Oha(Tool):
             return ["--output-format", "json"]
         return ["--json"]
 
-    def command(self, run: Run) -> list[str]:
+    def flags(self, run: Run) -> list[str]:
         # -w: requests in flight at the deadline finish instead of counting as "aborted due to deadline".
-        argv = [self.binary() or "oha", "--no-tui", *self._json_flags(), "-w", "-z", f"{run.duration_s}s"]
-        argv += ["-c", str(run.concurrency)]
-        if run.mode == "close":
-            argv.append("--disable-keepalive")
-        return [*argv, run.url]
+        return ["--no-tui", *self._json_flags(), "-w", "-z", f"{run.duration_s}s", "-c", str(run.concurrency)]
 
     def parse(self, measured: Measured, run: Run) -> Sample:
         try:
@@ -112,9 +115,9 @@ class Oha(Tool):
         )
 
 
-class Hey(Tool):
+class Hey(UrlTool):
     name = "hey"
-    modes = ("keepalive", "close")
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"close": ("-disable-keepalive",)}
 
     def version(self) -> str:
         # hey has no version flag; the Go build info records the module version.
@@ -127,11 +130,8 @@ class Hey(Tool):
         mod = re.search(r"^\s*mod\s+\S+\s+(\S+)", out.stdout, re.MULTILINE)
         return mod.group(1) if mod else "unknown"
 
-    def command(self, run: Run) -> list[str]:
-        argv = [self.binary() or "hey", "-z", f"{run.duration_s}s", "-c", str(run.concurrency)]
-        if run.mode == "close":
-            argv.append("-disable-keepalive")
-        return [*argv, run.url]
+    def flags(self, run: Run) -> list[str]:
+        return ["-z", f"{run.duration_s}s", "-c", str(run.concurrency)]
 
     def parse(self, measured: Measured, run: Run) -> Sample:
         out = measured.stdout

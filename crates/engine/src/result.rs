@@ -248,34 +248,95 @@ pub struct ShardResult {
     pub groups: Vec<GroupResult>,
 }
 
+/// What a group is and what it counted, as it crosses the engine's edges: the one list of these
+/// fields that the wire form (`to_bytes`) and the summary (`GroupSummary`) both carry, flattened
+/// into each, and copied from a `GroupResult` in one place (`of`) and back in one (`fill`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupCounts {
+    pub name: String,
+    pub kind: String,
+    pub clients: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub hung: u64,
+    pub abandoned: u64,
+    pub warmup_ops: u64,
+    pub elapsed_s: f64,
+    /// Failures by error class (classes without any left out).
+    pub failures: BTreeMap<String, u64>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub payload_bytes: u64,
+    pub open_loop: bool,
+    pub offered: u64,
+    pub late: u64,
+    pub dropped: u64,
+    pub per_client: Vec<u64>,
+    pub hung_clients: Vec<u64>,
+}
+
+impl GroupCounts {
+    /// A group result's counts.
+    pub fn of(g: &GroupResult) -> GroupCounts {
+        GroupCounts {
+            name: g.name.clone(),
+            kind: g.kind.clone(),
+            clients: g.clients,
+            succeeded: g.succeeded,
+            failed: g.failed,
+            hung: g.hung,
+            abandoned: g.abandoned,
+            warmup_ops: g.warmup_ops,
+            elapsed_s: g.elapsed_s,
+            failures: class_map(&g.failures, |n| *n > 0),
+            bytes_sent: g.bytes_sent,
+            bytes_received: g.bytes_received,
+            payload_bytes: g.payload_bytes,
+            open_loop: g.open_loop,
+            offered: g.offered,
+            late: g.late,
+            dropped: g.dropped,
+            per_client: g.per_client.clone(),
+            hung_clients: g.hung_clients.clone(),
+        }
+    }
+
+    /// Set `g`'s counts from these (its name, kind and clients are already these).
+    fn fill(self, g: &mut GroupResult) -> Result<(), DecodeError> {
+        for (name, n) in self.failures {
+            let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
+            g.failures[c.index()] = n;
+        }
+        g.succeeded = self.succeeded;
+        g.failed = self.failed;
+        g.hung = self.hung;
+        g.abandoned = self.abandoned;
+        g.warmup_ops = self.warmup_ops;
+        g.elapsed_s = self.elapsed_s;
+        g.bytes_sent = self.bytes_sent;
+        g.bytes_received = self.bytes_received;
+        g.payload_bytes = self.payload_bytes;
+        g.open_loop = self.open_loop;
+        g.offered = self.offered;
+        g.late = self.late;
+        g.dropped = self.dropped;
+        g.per_client = self.per_client;
+        g.hung_clients = self.hung_clients;
+        Ok(())
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct WireGroup {
-    name: String,
-    kind: String,
-    clients: u64,
-    succeeded: u64,
-    failed: u64,
-    hung: u64,
-    abandoned: u64,
-    warmup_ops: u64,
-    elapsed_s: f64,
-    failures: BTreeMap<String, u64>,
+    #[serde(flatten)]
+    counts: GroupCounts,
     reasons: Vec<WireReason>,
-    bytes_sent: u64,
-    bytes_received: u64,
-    payload_bytes: u64,
     latency: String,
     connect: String,
     ttfb: String,
     latency_uncorrected: String,
     processing: String,
-    open_loop: bool,
-    offered: u64,
-    late: u64,
-    dropped: u64,
     series: Vec<Tick>,
-    per_client: Vec<u64>,
-    hung_clients: Vec<u64>,
     steps: Vec<(String, String)>,
 }
 
@@ -319,16 +380,7 @@ impl ShardResult {
                 .groups
                 .iter()
                 .map(|g| WireGroup {
-                    name: g.name.clone(),
-                    kind: g.kind.clone(),
-                    clients: g.clients,
-                    succeeded: g.succeeded,
-                    failed: g.failed,
-                    hung: g.hung,
-                    abandoned: g.abandoned,
-                    warmup_ops: g.warmup_ops,
-                    elapsed_s: g.elapsed_s,
-                    failures: class_map(&g.failures, |n| *n > 0),
+                    counts: GroupCounts::of(g),
                     reasons: g
                         .reasons
                         .list
@@ -340,21 +392,12 @@ impl ShardResult {
                             count: r.count,
                         })
                         .collect(),
-                    bytes_sent: g.bytes_sent,
-                    bytes_received: g.bytes_received,
-                    payload_bytes: g.payload_bytes,
                     latency: histo::encode_b64(&g.latency),
                     connect: histo::encode_b64(&g.connect),
                     ttfb: histo::encode_b64(&g.ttfb),
                     latency_uncorrected: histo::encode_b64(&g.latency_uncorrected),
                     processing: histo::encode_b64(&g.processing),
-                    open_loop: g.open_loop,
-                    offered: g.offered,
-                    late: g.late,
-                    dropped: g.dropped,
                     series: g.series.clone(),
-                    per_client: g.per_client.clone(),
-                    hung_clients: g.hung_clients.clone(),
                     steps: g.steps.iter().map(|(n, h)| (n.clone(), histo::encode_b64(h))).collect(),
                 })
                 .collect(),
@@ -373,23 +416,17 @@ impl ShardResult {
         }
         let mut groups = Vec::with_capacity(wire.groups.len());
         for w in wire.groups {
-            let mut g = GroupResult::new(&w.name, &w.kind, w.clients);
+            let name = w.counts.name.clone();
+            let mut g = GroupResult::new(&name, &w.counts.kind, w.counts.clients);
             let hist = |field: &str, s: &str| {
-                histo::decode_b64(s).map_err(|e| DecodeError::Histogram(format!("{}.{field}", w.name), e))
+                histo::decode_b64(s).map_err(|e| DecodeError::Histogram(format!("{name}.{field}"), e))
             };
             g.latency = hist("latency", &w.latency)?;
             g.connect = hist("connect", &w.connect)?;
             g.ttfb = hist("ttfb", &w.ttfb)?;
             g.latency_uncorrected = hist("latency_uncorrected", &w.latency_uncorrected)?;
             g.processing = hist("processing", &w.processing)?;
-            g.open_loop = w.open_loop;
-            g.offered = w.offered;
-            g.late = w.late;
-            g.dropped = w.dropped;
-            for (name, n) in w.failures {
-                let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
-                g.failures[c.index()] = n;
-            }
+            w.counts.fill(&mut g)?;
             for r in w.reasons {
                 let class = ErrorClass::from_name(&r.class).ok_or(DecodeError::Class(r.class))?;
                 g.reasons.list.push(Reason {
@@ -399,18 +436,7 @@ impl ShardResult {
                     count: r.count,
                 });
             }
-            g.succeeded = w.succeeded;
-            g.failed = w.failed;
-            g.hung = w.hung;
-            g.abandoned = w.abandoned;
-            g.warmup_ops = w.warmup_ops;
-            g.bytes_sent = w.bytes_sent;
-            g.bytes_received = w.bytes_received;
-            g.payload_bytes = w.payload_bytes;
-            g.elapsed_s = w.elapsed_s;
             g.series = w.series;
-            g.per_client = w.per_client;
-            g.hung_clients = w.hung_clients;
             for (name, b64) in &w.steps {
                 g.steps.push((name.clone(), hist(&format!("steps.{name}"), b64)?));
             }

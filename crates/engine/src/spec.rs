@@ -15,7 +15,6 @@ pub struct Spec {
     #[serde(default = "default_interval_ms")]
     pub interval_ms: u64,
     /// Optional common start instant (Unix seconds) so shards on several machines start together.
-    #[serde(default)]
     pub start_at_unix: Option<f64>,
     pub groups: Vec<GroupSpec>,
 }
@@ -79,7 +78,6 @@ pub enum PacerSpec {
         rate_hz: f64,
         #[serde(default)]
         poisson: bool,
-        #[serde(default)]
         max_in_flight: Option<u64>,
     },
 }
@@ -115,9 +113,7 @@ pub struct HttpSpec {
     pub method: String,
     #[serde(default)]
     pub headers: Vec<(String, String)>,
-    #[serde(default)]
     pub body: Option<String>,
-    #[serde(default)]
     pub body_file: Option<String>,
     #[serde(default)]
     pub insecure: bool,
@@ -127,11 +123,8 @@ pub struct HttpSpec {
     pub http2: bool,
     #[serde(default = "default_expect_status")]
     pub expect_status: Vec<(u16, u16)>,
-    #[serde(default)]
     pub expect_body: Option<String>,
-    #[serde(default)]
     pub expect_body_regex: Option<String>,
-    #[serde(default)]
     pub expect_length: Option<u64>,
 }
 
@@ -140,9 +133,7 @@ pub struct HttpSpec {
 #[serde(deny_unknown_fields)]
 pub struct TcpSpec {
     pub addr: String,
-    #[serde(default)]
     pub send: Option<String>,
-    #[serde(default)]
     pub expect: Option<String>,
 }
 
@@ -153,17 +144,12 @@ pub struct ExecSpec {
     pub argv: Vec<String>,
     #[serde(default)]
     pub env: Vec<(String, String)>,
-    #[serde(default)]
     pub cwd: Option<String>,
-    #[serde(default)]
     pub expect_stdout: Option<String>,
-    #[serde(default)]
     pub expect_stderr: Option<String>,
-    #[serde(default)]
     pub expect_file: Option<FileCheck>,
     /// Where an operation's payload size comes from: `"stdout"` (the bytes it wrote there) or a
     /// file path (`${client}`/`${iteration}` substituted). Default: the size of `expect_file`.
-    #[serde(default)]
     pub bytes_from: Option<String>,
 }
 
@@ -175,7 +161,6 @@ pub struct WorkerSpec {
     pub argv: Vec<String>,
     #[serde(default)]
     pub env: Vec<(String, String)>,
-    #[serde(default)]
     pub cwd: Option<String>,
     /// Processes for the group in all; 0 = one per engine thread. Fewer than the threads: the group's
     /// clients run on that many threads (a process belongs to one thread).

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::class::ErrorClass;
 use crate::histo;
-use crate::result::{class_map, GroupResult, ShardResult};
+use crate::result::{class_map, GroupCounts, GroupResult, ShardResult};
 
 /// Latency figures of one histogram, in microseconds (all zero when nothing was recorded).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -74,34 +74,21 @@ pub struct StepSummary {
 /// One group's figures.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct GroupSummary {
-    pub name: String,
-    pub kind: String,
-    pub clients: u64,
+    /// Name, kind, clients and counts, as the wire form carries them (flattened: their keys stand
+    /// beside the others).
+    #[serde(flatten)]
+    pub counts: GroupCounts,
     /// succeeded + failed + hung + abandoned.
     pub started: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub hung: u64,
-    pub abandoned: u64,
-    pub warmup_ops: u64,
-    pub elapsed_s: f64,
-    pub failures: BTreeMap<String, u64>,
     /// Up to 5 messages per class (the most frequent reasons' samples).
     pub error_samples: BTreeMap<String, Vec<String>>,
     /// Failures by class and normalised message, most frequent first.
     pub reasons: Vec<ReasonSummary>,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    pub payload_bytes: u64,
     pub latency_us: LatencySummary,
     pub connect_us: LatencySummary,
     pub ttfb_us: LatencySummary,
     pub latency_uncorrected_us: LatencySummary,
     pub processing_us: LatencySummary,
-    pub open_loop: bool,
-    pub offered: u64,
-    pub late: u64,
-    pub dropped: u64,
     /// Open loop: offered arrivals per measured second (None in closed loop).
     pub offered_rate_hz: Option<f64>,
     /// (succeeded + failed + hung) per measured second.
@@ -110,8 +97,6 @@ pub struct GroupSummary {
     /// was recorded.
     pub percentiles: Vec<(f64, u64)>,
     pub series: Vec<SeriesPoint>,
-    pub per_client: Vec<u64>,
-    pub hung_clients: Vec<u64>,
     /// Worker clients' named steps, in order of first appearance.
     pub steps: Vec<StepSummary>,
 }
@@ -155,31 +140,15 @@ impl GroupSummary {
                 .then_with(|| (a.class, &a.key).cmp(&(b.class, &b.key)))
         });
         GroupSummary {
-            name: g.name.clone(),
-            kind: g.kind.clone(),
-            clients: g.clients,
+            counts: GroupCounts::of(g),
             started: g.started(),
-            succeeded: g.succeeded,
-            failed: g.failed,
-            hung: g.hung,
-            abandoned: g.abandoned,
-            warmup_ops: g.warmup_ops,
-            elapsed_s: g.elapsed_s,
-            failures: class_map(&g.failures, |n| *n > 0),
             error_samples: class_map(&samples, |v| !v.is_empty()),
             reasons,
-            bytes_sent: g.bytes_sent,
-            bytes_received: g.bytes_received,
-            payload_bytes: g.payload_bytes,
             latency_us: LatencySummary::of(&g.latency),
             connect_us: LatencySummary::of(&g.connect),
             ttfb_us: LatencySummary::of(&g.ttfb),
             latency_uncorrected_us: LatencySummary::of(&g.latency_uncorrected),
             processing_us: LatencySummary::of(&g.processing),
-            open_loop: g.open_loop,
-            offered: g.offered,
-            late: g.late,
-            dropped: g.dropped,
             offered_rate_hz: g.open_loop.then(|| rate(g.offered, g.elapsed_s)),
             achieved_rate_hz: rate(g.succeeded + g.failed + g.hung, g.elapsed_s),
             percentiles: histo::table(&g.latency),
@@ -194,8 +163,6 @@ impl GroupSummary {
                     hung: t.hung,
                 })
                 .collect(),
-            per_client: g.per_client.clone(),
-            hung_clients: g.hung_clients.clone(),
             steps: g
                 .steps
                 .iter()

@@ -274,109 +274,114 @@ impl Keep<'_> {
     }
 }
 
-/// Consume `n` body bytes (keeping them in `body` if `keep`). `Err(got)` = the stream ended.
-async fn take_body<S: AsyncRead + Unpin>(
-    s: &mut S,
-    rx: &mut Rx,
-    n: u64,
-    keep: &mut Keep<'_>,
-    d: &mut Detail,
-) -> Result<(), Failure> {
-    let mut left = n;
-    while left > 0 {
-        if rx.unread().is_empty() {
-            match rx.fill(s, usize::try_from(left).unwrap_or(usize::MAX)).await {
-                Ok(0) => {
-                    return fail(
-                        d,
-                        ErrorClass::Closed,
-                        format_args!("connection closed after {} of {n} body bytes", n - left),
-                    )
+/// A response body being read: the connection, its read buffer, where the body is kept and where
+/// a failure's message goes. Each framing has its reader; they read more in one way (`more`).
+struct Body<'a, S> {
+    s: &'a mut S,
+    rx: &'a mut Rx,
+    keep: Keep<'a>,
+    d: &'a mut Detail,
+}
+
+impl<S: AsyncRead + Unpin> Body<'_, S> {
+    /// Read more bytes after the unread ones (`want` as for `Rx::fill`); `Ok(0)` = the stream ended.
+    async fn more(&mut self, want: usize) -> Result<usize, Failure> {
+        match self.rx.fill(&mut *self.s, want).await {
+            Ok(n) => Ok(n),
+            Err(e) => io_fail(self.d, &e, "reading the body", false, false),
+        }
+    }
+
+    /// Consume `n` body bytes (keeping them as `keep` says).
+    async fn take(&mut self, n: u64) -> Result<(), Failure> {
+        let mut left = n;
+        while left > 0 {
+            if self.rx.unread().is_empty() && self.more(usize::try_from(left).unwrap_or(usize::MAX)).await? == 0 {
+                return fail(
+                    self.d,
+                    ErrorClass::Closed,
+                    format_args!("connection closed after {} of {n} body bytes", n - left),
+                );
+            }
+            let data = self.rx.unread();
+            let take = data.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            self.keep.put(&data[..take]);
+            self.rx.consume(take);
+            left -= take as u64;
+        }
+        Ok(())
+    }
+
+    /// Read until a line end (CRLF) is buffered; returns the line's length without it.
+    async fn line(&mut self, what: &str) -> Result<usize, Failure> {
+        loop {
+            if let Some(i) = self.rx.unread().windows(2).position(|w| w == b"\r\n") {
+                return Ok(i);
+            }
+            if self.rx.unread().len() > MAX_HEAD {
+                return fail(
+                    self.d,
+                    ErrorClass::Protocol,
+                    format_args!("{what} over {MAX_HEAD} bytes"),
+                );
+            }
+            if self.more(0).await? == 0 {
+                return fail(
+                    self.d,
+                    ErrorClass::Closed,
+                    format_args!("connection closed in a {what}"),
+                );
+            }
+        }
+    }
+
+    /// Decode a chunked body; returns its decoded length.
+    async fn chunked(&mut self) -> Result<u64, Failure> {
+        let mut total = 0u64;
+        loop {
+            self.line("chunk size line").await?;
+            let size = match httparse::parse_chunk_size(self.rx.unread()) {
+                Ok(httparse::Status::Complete((n, size))) => {
+                    self.rx.consume(n);
+                    size
                 }
-                Ok(_) => {}
-                Err(e) => return io_fail(d, &e, "reading the body", false, false),
+                _ => return fail(self.d, ErrorClass::Protocol, format_args!("invalid chunk size line")),
+            };
+            if size == 0 {
+                break;
+            }
+            self.take(size).await?;
+            total += size;
+            if self.line("chunk end").await? != 0 {
+                return fail(
+                    self.d,
+                    ErrorClass::Protocol,
+                    format_args!("chunk data longer than its size"),
+                );
+            }
+            self.rx.consume(2);
+        }
+        // Trailer fields, then the blank line.
+        loop {
+            let n = self.line("trailer").await?;
+            self.rx.consume(n + 2);
+            if n == 0 {
+                return Ok(total);
             }
         }
-        let data = rx.unread();
-        let take = data.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        keep.put(&data[..take]);
-        rx.consume(take);
-        left -= take as u64;
     }
-    Ok(())
-}
 
-/// Read until a line end (CRLF) is buffered; returns the line's length without it.
-async fn line<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Rx, what: &str, d: &mut Detail) -> Result<usize, Failure> {
-    loop {
-        if let Some(i) = rx.unread().windows(2).position(|w| w == b"\r\n") {
-            return Ok(i);
-        }
-        if rx.unread().len() > MAX_HEAD {
-            return fail(d, ErrorClass::Protocol, format_args!("{what} over {MAX_HEAD} bytes"));
-        }
-        match rx.fill(s, 0).await {
-            Ok(0) => return fail(d, ErrorClass::Closed, format_args!("connection closed in a {what}")),
-            Ok(_) => {}
-            Err(e) => return io_fail(d, &e, "reading the body", false, false),
-        }
-    }
-}
-
-/// Decode a chunked body; returns its decoded length.
-async fn chunked<S: AsyncRead + Unpin>(
-    s: &mut S,
-    rx: &mut Rx,
-    keep: &mut Keep<'_>,
-    d: &mut Detail,
-) -> Result<u64, Failure> {
-    let mut total = 0u64;
-    loop {
-        line(s, rx, "chunk size line", d).await?;
-        let size = match httparse::parse_chunk_size(rx.unread()) {
-            Ok(httparse::Status::Complete((n, size))) => {
-                rx.consume(n);
-                size
+    /// Read a close-delimited body; returns its length.
+    async fn until_close(&mut self) -> Result<u64, Failure> {
+        let mut total = 0u64;
+        loop {
+            let data = self.rx.unread();
+            total += data.len() as u64;
+            self.keep.put(data);
+            self.rx.consume(data.len());
+            if self.more(MAX_READ).await? == 0 {
+                return Ok(total);
             }
-            _ => return fail(d, ErrorClass::Protocol, format_args!("invalid chunk size line")),
-        };
-        if size == 0 {
-            break;
-        }
-        take_body(s, rx, size, keep, d).await?;
-        total += size;
-        if line(s, rx, "chunk end", d).await? != 0 {
-            return fail(d, ErrorClass::Protocol, format_args!("chunk data longer than its size"));
-        }
-        rx.consume(2);
-    }
-    // Trailer fields, then the blank line.
-    loop {
-        let n = line(s, rx, "trailer", d).await?;
-        rx.consume(n + 2);
-        if n == 0 {
-            return Ok(total);
-        }
-    }
-}
-
-/// Read a close-delimited body; returns its length.
-async fn until_close<S: AsyncRead + Unpin>(
-    s: &mut S,
-    rx: &mut Rx,
-    keep: &mut Keep<'_>,
-    d: &mut Detail,
-) -> Result<u64, Failure> {
-    let mut total = 0u64;
-    loop {
-        let data = rx.unread();
-        total += data.len() as u64;
-        keep.put(data);
-        rx.consume(data.len());
-        match rx.fill(s, MAX_READ).await {
-            Ok(0) => return Ok(total),
-            Ok(_) => {}
-            Err(e) => return io_fail(d, &e, "reading the body", false, false),
         }
     }
 }
@@ -412,10 +417,6 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let ttfb = sent.elapsed();
     let unexpected = !expected(head.status, req.expect_status);
     body.clear();
-    let mut keep = Keep {
-        buf: (check_body || unexpected).then_some(&mut *body),
-        limit: if check_body { usize::MAX } else { QUOTED_BODY },
-    };
     let framing = if req.head || head.status == 204 || head.status == 304 || head.status == 101 {
         Framing::Empty
     } else if head.chunked {
@@ -425,11 +426,21 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     } else {
         head.length.map_or(Framing::UntilClose, Framing::Length)
     };
+    let keep = Keep {
+        buf: (check_body || unexpected).then_some(&mut *body),
+        limit: if check_body { usize::MAX } else { QUOTED_BODY },
+    };
+    let mut reader = Body {
+        s: &mut *s,
+        rx: &mut *rx,
+        keep,
+        d: &mut *d,
+    };
     let len = match framing {
         Framing::Empty => 0,
-        Framing::Length(n) => take_body(s, rx, n, &mut keep, d).await.map(|()| n)?,
-        Framing::Chunked => chunked(s, rx, &mut keep, d).await?,
-        Framing::UntilClose => until_close(s, rx, &mut keep, d).await?,
+        Framing::Length(n) => reader.take(n).await.map(|()| n)?,
+        Framing::Chunked => reader.chunked().await?,
+        Framing::UntilClose => reader.until_close().await?,
     };
     if unexpected {
         d.body_line(body, QUOTED_BODY);
