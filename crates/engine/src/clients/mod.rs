@@ -26,7 +26,7 @@ pub(crate) enum Prepared {
     Worker(worker::WorkerPrep),
 }
 
-/// Descriptors one spawn holds for a moment (see `fds_per_client`), per worker thread.
+/// Descriptors one spawn holds for a moment (see `fds_per_client`), per runtime thread.
 pub(crate) const SPAWN_FDS: u64 = 8;
 
 impl Prepared {
