@@ -22,8 +22,8 @@ import sys
 import time
 
 from knee.counters import CENSUS_SHARE, SAMPLE_S, HostSampler, TargetMonitor, tcp_census
+from knee.demo_target import start_target
 from knee.diagnose import ephemeral_port_range
-from knee.target import start_target
 
 SAMPLES = 200
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord
 from knee.plan import quick
 from knee.scenario import load_scenario
 from knee.store import RunDir
-from knee.target import TargetProcess, start_target
 
 from servers import settled
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from knee.counters import events
-from knee.target import start_target
+from knee.demo_target import start_target
 
 from conftest import knee_cli
 

@@ -1,4 +1,5 @@
-"""The demo target's launcher: start `knee target` as its own process and talk to it.
+"""The demo target's launcher: start `knee target` (the demo service, `crates/demo-target`) as its own
+process and talk to it.
 
     with start_target("srm-fast", pool=20) as t:
         ...  # drive t.url with knee; t.stats() is the server's own count
