@@ -6,7 +6,7 @@ process and talk to it.
 
 `start_target` spawns `python -m knee target ... --ready-file F`, waits (bounded) until the
 server has written its addresses to F, and stops it with SIGTERM (then SIGKILL) by PID.
-Keyword overrides are target config keys (see docs/target.md); `lam` stands for `lambda`.
+Keyword overrides are target config keys (see docs/demo-target.md); `lam` stands for `lambda`.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def abandoned(record: RunRecord) -> int:
 
 
 def usl(n: float, lam: float = 100.0, sigma: float = 0.05, kappa: float = 0.001) -> float:
-    """The `basic` profile's configured curve (crates/target/profiles/basic.toml)."""
+    """The `basic` profile's configured curve (crates/demo-target/profiles/basic.toml)."""
     return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
 
 

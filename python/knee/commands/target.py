@@ -1,4 +1,4 @@
-"""`knee target`: run the demo service in the foreground (see docs/target.md)."""
+"""`knee target`: run the demo service in the foreground (see docs/demo-target.md)."""
 
 from __future__ import annotations
 
