@@ -25,7 +25,7 @@ demo: install ## start the demo service, sweep it, write the report
 
 test: install lint test-rust test-py ## install, lint, and run every test
 
-test-rust: ## engine and target tests (real servers on 127.0.0.1)
+test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
 	cargo test --release --workspace --exclude knee-py -q
 
 test-py: ## python tests (real processes: nginx, curl, knee target)

@@ -21,11 +21,11 @@ import statistics
 import sys
 import time
 
+from knee.demo_target import start_target
 from knee.machine.host import ephemeral_port_range
 from knee.machine.kernel import CENSUS_SHARE, SAMPLE_S, HostSampler
 from knee.machine.monitor import TargetMonitor
 from knee.machine.sockets import tcp_census
-from knee.target import start_target
 
 SAMPLES = 200
 

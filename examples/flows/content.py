@@ -5,7 +5,7 @@ then fetches a document with its session cookie, operation after operation.
     knee run --python content:login_and_fetch --path examples/flows -c 20 -d 30s --var target=http://127.0.0.1:8080
 
 It speaks HTTP/1.1 itself over asyncio streams (no library to install) against `knee target` with a
-login (`knee target --config` with `[login] path = "/login"`, docs/target.md). Vars: `target`, `path`
+login (`knee target --config` with `[login] path = "/login"`, docs/demo-target.md). Vars: `target`, `path`
 (the document, default /files/doc), `refuse_every` (clients whose number is a multiple of it use a wrong
 password: their logins fail, grouped in the report). The password comes from the environment variable
 CONTENT_PASSWORD (a --secret: knee writes it nowhere).

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from knee.target import TargetProcess, start_target
+from knee.demo_target import TargetProcess, start_target
 
 from conftest import knee_cli
 

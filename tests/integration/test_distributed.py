@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord
 from knee.store import RunDir
-from knee.target import TargetProcess, start_target
 
 from conftest import knee_cli
 from servers import free_port, pids_alive, sent, start_nginx

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord
 from knee.plan import quick
 from knee.scenario import load_scenario
 from knee.store import RunDir
-from knee.target import TargetProcess, start_target
 
 from servers import settled
 
@@ -70,7 +70,7 @@ def abandoned(record: RunRecord) -> int:
 
 
 def usl(n: float, lam: float = 100.0, sigma: float = 0.05, kappa: float = 0.001) -> float:
-    """The `basic` profile's configured curve (crates/target/profiles/basic.toml)."""
+    """The `basic` profile's configured curve (crates/demo-target/profiles/basic.toml)."""
     return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
 
 

@@ -19,7 +19,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 import knee
-from knee.target import TargetProcess, start_target
+from knee.demo_target import TargetProcess, start_target
 
 from conftest import REPO, knee_cli
 from servers import settled

@@ -6,7 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
-from knee.target import start_target
+from knee.demo_target import start_target
 
 from conftest import REPO, knee_cli
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from knee.target import start_target
+from knee.demo_target import start_target
 
 # The sweep, in a child process: every step's load side counts as saturated, so the load_side finding appears and
 # says whether the service shared the machine with its clients (it did: 127.0.0.1).

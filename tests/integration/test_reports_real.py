@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 
 from knee import fmt
+from knee.demo_target import TargetProcess, start_target
 from knee.model import GroupStats, RunRecord
 from knee.store import RunDir
-from knee.target import TargetProcess, start_target
 
 from conftest import knee_cli
 

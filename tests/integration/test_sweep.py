@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from knee.demo_target import start_target
 from knee.model import RunRecord, Verdict
 from knee.store import RunDir
-from knee.target import start_target
 
 # The demo service's /ls, one client per level: the group both the overload and the up-down sweep drive.
 LS_GROUP = """\

@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knee.demo_target import TargetProcess, start_target
 from knee.engine import ShardResult
 from knee.model import RunRecord
 from knee.store import RunDir
-from knee.target import TargetProcess, start_target
 
 LEVELS = [2, 4, 8, 16]
 SCENARIO = f"""\

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_html_chromium import chromium_check
 
+from knee.demo_target import start_target
 from knee.model import RunRecord
 from knee.store import RunDir
-from knee.target import start_target
 
 CAPACITY = 311.0
 RATES = [50, 100, 200, 400, 600]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from knee.demo_target import start_target
 from knee.store import RunDir
-from knee.target import start_target
 
 SCENARIO = """\
 name = "usl"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from knee.demo_target import start_target, to_toml
 from knee.errors import UserError
-from knee.target import start_target, to_toml
 
 
 def knee(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:

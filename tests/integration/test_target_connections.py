@@ -10,7 +10,7 @@ import urllib.request
 
 import psutil
 
-from knee.target import start_target
+from knee.demo_target import start_target
 
 N = 10_000
 

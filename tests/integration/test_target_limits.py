@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from knee import engine
+from knee.demo_target import TargetProcess, start_target
 from knee.model import GroupStats
-from knee.target import TargetProcess, start_target
 
 from servers import http_spec, run_spec
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from knee.demo_target import start_target
 from knee.machine.kernel import events
-from knee.target import start_target
 
 from conftest import knee_cli
 

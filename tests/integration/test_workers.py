@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord
 from knee.store import RunDir
-from knee.target import TargetProcess, start_target
 
 from conftest import REPO, knee_cli
 from servers import pids_alive, sent

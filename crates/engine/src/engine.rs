@@ -1,4 +1,4 @@
-//! `Engine`: starts a shard's worker threads, answers live snapshots, stops, and collects the result.
+//! `Engine`: starts a shard's runtime threads, answers live snapshots, stops, and collects the result.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
@@ -14,7 +14,7 @@ use crate::limits;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult};
 use crate::spec::Spec;
-use crate::worker::{run_thread, Gate, GroupShared, Shared, ThreadOutput};
+use crate::threads::{run_thread, Gate, GroupShared, Shared, ThreadOutput};
 
 /// How long `cut` waits for every thread to hand over its recording.
 const CUT_WAIT: Duration = Duration::from_secs(10);
@@ -75,7 +75,7 @@ fn unix_now() -> f64 {
 }
 
 impl Engine {
-    /// Validate, prepare every group (body files, addresses, TLS), and start the worker threads.
+    /// Validate, prepare every group (body files, addresses, TLS), and start the runtime threads.
     pub fn start(spec: Spec) -> Result<Engine, EngineError> {
         Engine::start_after(spec, || Ok(()))
     }
@@ -148,7 +148,7 @@ impl Engine {
             // Subscribed here, before any cut can be sent, so a thread never misses one.
             let cuts = shared.cut_tx.subscribe();
             let h = std::thread::Builder::new()
-                .name(format!("knee-worker-{t}"))
+                .name(format!("knee-engine-{t}"))
                 .spawn(move || run_thread(sh, t, clients, cuts, &ready, &gt))
                 .map_err(|e| EngineError::Thread(e.to_string()));
             match h {
@@ -171,7 +171,7 @@ impl Engine {
                     failure.get_or_insert(e);
                 }
                 Err(_) => {
-                    failure.get_or_insert(EngineError::Thread("a worker thread ended before it was ready".into()));
+                    failure.get_or_insert(EngineError::Thread("a runtime thread ended before it was ready".into()));
                 }
             }
         }
@@ -256,7 +256,7 @@ impl Engine {
                 Ok(o) => outputs.push(o),
                 Err(_) => {
                     return Err(EngineError::Cut(
-                        "a worker thread did not answer the cut within 10 s".into(),
+                        "a runtime thread did not answer the cut within 10 s".into(),
                     ))
                 }
             }

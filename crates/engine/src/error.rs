@@ -33,7 +33,7 @@ pub enum EngineError {
          (or run fewer clients per machine)"
     )]
     FdLimit { needed: u64, limit: u64 },
-    #[error("cannot start the engine's worker threads ({0})")]
+    #[error("cannot start the engine's runtime threads ({0})")]
     Thread(String),
     #[error("{0}")]
     Cut(String),

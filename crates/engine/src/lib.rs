@@ -10,7 +10,7 @@
 //! println!("{}", result.summary_json());
 //! ```
 //!
-//! Design: N worker threads, each a tokio current-thread runtime owning its share of the
+//! Design: N runtime threads (`threads`), each a tokio current-thread runtime owning its share of the
 //! clients (round-robin) and its own recorder (HdrHistograms, counters, series); the per
 //! operation path takes no lock. Live snapshots read relaxed atomics plus each thread's
 //! last-second histogram, handed over once a second. At the end the threads' recordings merge.
@@ -29,7 +29,7 @@ mod recorder;
 mod result;
 mod spec;
 mod summary;
-mod worker;
+mod threads;
 
 pub use class::ErrorClass;
 pub use engine::{run, Engine, GroupSnapshot, Snapshot};

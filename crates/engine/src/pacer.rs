@@ -1,9 +1,9 @@
 //! Pacing: when operations are meant to start.
 //!
 //! `Closed` (per client): the next operation starts when the previous one ended (+ think time).
-//! `Schedule` (open loop, per worker thread and group): a stream of *intended* start times at a
+//! `Schedule` (open loop, per runtime thread and group): a stream of *intended* start times at a
 //! target rate, constant or Poisson (exponential gaps, seeded), independent of how fast the
-//! service answers. The worker hands each arrival to an idle client slot; latency is measured
+//! service answers. The thread hands each arrival to an idle client slot; latency is measured
 //! from the intended start, so a stall shows up in full (coordinated omission, as wrk2 fixed it).
 
 use std::time::{Duration, Instant};

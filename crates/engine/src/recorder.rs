@@ -1,4 +1,4 @@
-//! Per-thread recording: each worker thread owns one `GroupRec` per group (no lock, and no
+//! Per-thread recording: each runtime thread owns one `GroupRec` per group (no lock, and no
 //! allocation per operation — a failing one included, once its reason group exists), plus shared
 //! atomics for live snapshots.
 

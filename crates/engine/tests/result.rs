@@ -151,7 +151,7 @@ fn start_errors_name_the_key_and_the_fix() {
     let e = Engine::start(one_group(100_000_000, json!({"total": 1}), http("http://127.0.0.1:1/")))
         .err()
         .unwrap();
-    // One socket per client, 64 to spare, and a few per worker thread for spawns.
+    // One socket per client, 64 to spare, and a few per runtime thread for spawns.
     let need: u64 = e
         .to_string()
         .split("ulimit -n ")

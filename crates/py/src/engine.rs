@@ -123,7 +123,7 @@ impl Engine {
         })
     }
 
-    /// Start the worker threads and return once the clients run. `ready`: called (with no
+    /// Start the runtime threads and return once the clients run. `ready`: called (with no
     /// arguments) once every thread is ready, before the clients start; the clients start when it
     /// returns, and what it raises is raised here, with nothing started (a distributed barrier).
     #[pyo3(signature = (ready=None))]

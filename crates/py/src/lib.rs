@@ -2,13 +2,13 @@
 
 use pyo3::prelude::*;
 
+mod demo_target;
 mod engine;
-mod target;
 
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::register(m)?;
-    target::register(m)?;
+    demo_target::register(m)?;
     // The package's version (maturin takes it from this crate), without importlib.metadata's 70 ms.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -7,7 +7,7 @@
 //   knee run -c 20 -d 30s --var target=http://127.0.0.1:8080 --worker -- java -cp build KneeWorker
 //
 // It talks HTTP/1.1 itself over a Socket against `knee target` with a login ([login] path = "/login",
-// docs/target.md): connect, POST /login (user=userN&password=$CONTENT_PASSWORD), then GET the document
+// docs/demo-target.md): connect, POST /login (user=userN&password=$CONTENT_PASSWORD), then GET the document
 // with the session cookie. Vars: target, path (default /files/doc). No library beyond the JDK.
 
 import java.io.BufferedInputStream;

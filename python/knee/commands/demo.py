@@ -51,7 +51,7 @@ onset = 0.001
 @click.option("--quick", is_flag=True, help="About 10 seconds instead of two minutes.")
 def command(out: Path, profile: str, quick: bool) -> None:
     """Start `knee target` on a free port, sweep it with a built-in scenario, and write the report."""
-    from knee.target import start_target
+    from knee.demo_target import start_target
 
     console = Console()
     with start_target(profile) as target:

@@ -1,4 +1,4 @@
-"""`knee target`: run the demo service in the foreground (see docs/target.md)."""
+"""`knee target`: run the demo service in the foreground (see docs/demo-target.md)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
+from knee.demo_target import merge, parse_path_spec, to_toml
 from knee.errors import UserError
-from knee.target import merge, parse_path_spec, to_toml
 
 # CLI option → (config key path, click type, help)
 _OPTIONS: list[tuple[str, tuple[str, ...], Any, str]] = [

@@ -1,4 +1,5 @@
-//! The operations clients run: `http`, `tcp`, `exec`. One enum, prepared once per group.
+//! The operations clients run: `http`, `tcp`, `exec`, and `program` (the spec's `worker` client: a
+//! long-lived program speaking the line protocol). One enum, prepared once per group.
 
 use std::sync::Arc;
 
@@ -11,22 +12,22 @@ mod exec;
 mod group;
 mod h1;
 mod http;
+mod program;
 mod tcp;
 mod template;
 mod tls;
-mod worker;
 
-pub(crate) use worker::{Host, HostedGroup, Hosts};
+pub(crate) use program::{Host, HostedGroup, Hosts};
 
 /// What a group's clients share: parsed URL, resolved address, body bytes, compiled regexes, TLS config.
 pub(crate) enum Prepared {
     Http(Box<http::HttpPrep>),
     Tcp(tcp::TcpPrep),
     Exec(exec::ExecPrep),
-    Worker(worker::WorkerPrep),
+    Program(program::ProgramPrep),
 }
 
-/// Descriptors one spawn holds for a moment (see `fds_per_client`), per worker thread.
+/// Descriptors one spawn holds for a moment (see `fds_per_client`), per runtime thread.
 pub(crate) const SPAWN_FDS: u64 = 8;
 
 impl Prepared {
@@ -35,7 +36,7 @@ impl Prepared {
             ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, key)?)),
             ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, key)?),
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e)),
-            ClientSpec::Worker(w) => Prepared::Worker(worker::WorkerPrep::new(w)),
+            ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w)),
         }))
     }
 
@@ -57,7 +58,7 @@ enum Kind {
     Http(http::HttpClient),
     Tcp(tcp::TcpClient),
     Exec(exec::ExecClient),
-    Worker(worker::WorkerClient),
+    Program(program::ProgramClient),
 }
 
 /// One client: its state between operations and the message of its last failure.
@@ -68,11 +69,11 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    /// `host`: a worker client's place in a worker process (None for the other kinds).
+    /// `host`: a program client's place in its program's process (None for the other kinds).
     pub fn new(prep: Arc<Prepared>, client: u64, host: Option<Host>) -> Client {
         let kind = match (&*prep, host) {
-            (Prepared::Worker(_), Some(host)) => Kind::Worker(worker::WorkerClient::new(host, client)),
-            (Prepared::Worker(_), None) => unreachable!("a worker client always has a host"),
+            (Prepared::Program(_), Some(host)) => Kind::Program(program::ProgramClient::new(host, client)),
+            (Prepared::Program(_), None) => unreachable!("a program client always has a host"),
             (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep)),
             (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep)),
             (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep, client)),
@@ -90,7 +91,7 @@ impl Client {
             Kind::Http(c) => c.run(cancel, d).await,
             Kind::Tcp(c) => c.run(cancel, d).await,
             Kind::Exec(c) => c.run(iteration, cancel, d).await,
-            Kind::Worker(c) => c.run(iteration, cancel, d).await,
+            Kind::Program(c) => c.run(iteration, cancel, d).await,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Worker threads: each runs a tokio current-thread runtime with its share of the clients
+//! Runtime threads: each runs a tokio current-thread runtime with its share of the clients
 //! (round-robin over threads) and owns its recorder; nothing is shared on the hot path but a few
 //! relaxed atomics for live snapshots.
 //!
@@ -569,7 +569,7 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>,
         closed: Cell::new(false),
         notify: Notify::new(),
     });
-    let workers: Vec<_> = clients
+    let client_tasks: Vec<_> = clients
         .iter()
         .zip(hosts)
         .enumerate()
@@ -616,7 +616,7 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>,
     }
     q.closed.set(true);
     q.notify.notify_waiters();
-    for w in workers {
-        let _ = w.await;
+    for t in client_tasks {
+        let _ = t.await;
     }
 }

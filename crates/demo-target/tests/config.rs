@@ -3,7 +3,7 @@
 mod common;
 
 use common::{assert_rejected, assert_rejected_in_one_line};
-use knee_target::{profiles, Config, RecoveryMode};
+use knee_demo_target::{profiles, Config, RecoveryMode};
 
 #[test]
 fn every_profile_is_valid_and_documents_its_peak() {

@@ -8,7 +8,7 @@ use common::{closed_loop, get, ms, serve, stats};
 
 /// S = 10 ms flat; more than 4 in flight for 0.3 s is an overload; degraded means 4x slower. The target,
 /// its address and a runtime.
-fn server(mode: &str) -> (knee_target::Server, std::net::SocketAddr, tokio::runtime::Runtime) {
+fn server(mode: &str) -> (knee_demo_target::Server, std::net::SocketAddr, tokio::runtime::Runtime) {
     serve(&format!(
         "lambda = 100.0\nsigma = 0.0\nkappa = 0.0\n[recovery]\nmode = \"{mode}\"\nthreshold = 4\nafter_s = 0.3\nfactor = 4.0\nrecover_s = 0.6\n"
     ))

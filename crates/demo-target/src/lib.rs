@@ -9,7 +9,7 @@
 //! which peaks at `N* = sqrt((1−σ)/κ)`.
 //!
 //! ```no_run
-//! use knee_target::{Config, Server};
+//! use knee_demo_target::{Config, Server};
 //! let server = Server::start(Config::profile("srm-fast").unwrap()).unwrap();
 //! println!("http://{}/ and tcp {}", server.http_addr(), server.tcp_addr());
 //! println!("{}", server.stats_json());

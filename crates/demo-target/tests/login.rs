@@ -6,7 +6,7 @@ mod common;
 use std::net::SocketAddr;
 
 use common::{against, assert_rejected, assert_rejected_in_one_line, assert_stats, get, send, serve, stats, Reply};
-use knee_target::Config;
+use knee_demo_target::Config;
 
 /// Fast and flat (S = 1 ms), a login endpoint and one protected path.
 const CONFIG: &str = "lambda = 1000.0\nsigma = 0.0\nkappa = 0.0\n\

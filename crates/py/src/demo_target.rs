@@ -1,12 +1,12 @@
-//! PyO3 glue for the demo target (`knee_target`): `TargetServer` and `target_profiles()`.
-//! Conversion and GIL handling only; `python/knee/target.py` and `knee target` are the friendly side.
+//! PyO3 glue for the demo target (`knee_demo_target`): `TargetServer` and `target_profiles()`.
+//! Conversion and GIL handling only; `python/knee/demo_target.py` and `knee target` are the friendly side.
 
 // pyo3 0.22's #[pymethods]/#[pyfunction] expansion trips this lint on every PyResult return.
 #![allow(clippy::useless_conversion)]
 
 use std::time::Duration;
 
-use knee_target::{Config, Server, TargetError};
+use knee_demo_target::{Config, Server, TargetError};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
@@ -90,7 +90,7 @@ impl TargetServer {
 /// Every built-in profile as (name, description).
 #[pyfunction]
 fn target_profiles() -> Vec<(&'static str, &'static str)> {
-    knee_target::profiles()
+    knee_demo_target::profiles()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,4 +1,4 @@
-//! Named profiles that imitate real services. Each is a TOML file in `crates/target/profiles/`,
+//! Named profiles that imitate real services. Each is a TOML file in `crates/demo-target/profiles/`,
 //! embedded at build time; its comment says what it imitates and where its curve peaks.
 
 use crate::error::TargetError;

@@ -1,11 +1,12 @@
-"""The demo target's launcher: start `knee target` as its own process and talk to it.
+"""The demo target's launcher: start `knee target` (the demo service, `crates/demo-target`) as its own
+process and talk to it.
 
     with start_target("srm-fast", pool=20) as t:
         ...  # drive t.url with knee; t.stats() is the server's own count
 
 `start_target` spawns `python -m knee target ... --ready-file F`, waits (bounded) until the
 server has written its addresses to F, and stops it with SIGTERM (then SIGKILL) by PID.
-Keyword overrides are target config keys (see docs/target.md); `lam` stands for `lambda`.
+Keyword overrides are target config keys (see docs/demo-target.md); `lam` stands for `lambda`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{against, assert_stats, closed_loop, get, ms, serve, start, stats, Conn};
-use knee_target::{Config, Server};
+use knee_demo_target::{Config, Server};
 use tokio::net::TcpStream;
 
 #[test]
