@@ -8,6 +8,7 @@ diff is then read in review, like any code change).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ EXPECTED = Path(__file__).resolve().parent / "expected"
 UPDATE = os.environ.get("KNEE_GOLDEN_UPDATE") == "1"
 
 LEVELS = "1,2,4"
-PER_CLIENT = 200
+PER_CLIENT = 100
 
 # Keys whose integer values are the measured counts: these must equal the expected ones exactly.
 COUNT_KEYS = frozenset(
@@ -69,12 +70,16 @@ PLACE_KEYS = frozenset(
 )
 # Lists whose length follows the clock (one point a second, one sample a tick): only their first item's shape.
 CLOCK_LISTS = frozenset({"series", "points", "samples", "intervals"})
+# Maps whose keys are what the machine showed at a sample (the TCP states seen on the host): data, not structure.
+SEEN_MAPS = frozenset({"tcp_states_peak"})
 
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
-    # No limit is reached: every operation succeeds, so the counts are clients × PER_CLIENT exactly.
-    with start_target("basic", pool=1000, lam=2000.0, sigma=0.0, kappa=0.0) as t:
+    # No limit is reached: every operation succeeds, so the counts are clients × PER_CLIENT exactly. A light load
+    # (at most about 420/s), so that neither side is short of CPU, on a curve that bends (σ, κ > 0: N* ≈ 4.2),
+    # so that the USL fit's κ is clearly positive and the verdict's words do not follow the machine's noise.
+    with start_target("basic", pool=1000, lam=200.0, sigma=0.1, kappa=0.05) as t:
         yield t
 
 
@@ -105,6 +110,8 @@ def run_dir(target: TargetProcess, tmp_path_factory: pytest.TempPathFactory) -> 
 def skeleton(doc: Any, key: str = "") -> Any:
     """What of a JSON document must not change: its keys, value types and counts; floats, places and clocks masked."""
     if isinstance(doc, dict):
+        if key in SEEN_MAPS:
+            return "<seen>"
         return {k: skeleton(v, k) for k, v in sorted(doc.items())}
     if isinstance(doc, list):
         if key in CLOCK_LISTS:
@@ -130,7 +137,7 @@ _MASKS = [
     (re.compile(r"\d+(\.\d+)?(e[-+]?\d+)?"), "#"),
     (re.compile(r"#(,#)+"), "#"),  # thousands grouped or not
     (re.compile(r"[ \t]+"), " "),  # column widths follow the numbers' widths
-    (re.compile(r"(─|-){2,}"), "--"),
+    (re.compile(r"(─|━|-){2,}"), "--"),
 ]
 
 
@@ -148,7 +155,8 @@ def check(name: str, actual: str) -> None:
         return
     assert path.exists(), f"{path} is missing: run KNEE_GOLDEN_UPDATE=1 pytest tests/golden"
     expected = path.read_text()
-    assert actual == expected, f"{name} differs from {path} (review, then KNEE_GOLDEN_UPDATE=1 to accept)"
+    diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), "expected", "actual"))
+    assert actual == expected, f"{name} differs from {path} (review, then KNEE_GOLDEN_UPDATE=1 to accept):\n{diff}"
 
 
 def test_run_json_structure_and_counts(run_dir: tuple[Path, str]) -> None:
