@@ -14,6 +14,7 @@ import math
 import random
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from knee.analysis import analyze_run
 from knee.model import (
@@ -42,6 +43,23 @@ SRM_LEVELS = (1, 2, 5, 10, 20, 50, 100, 200, 400, 600, 800, 1000)
 def usl_rate(n: float, sigma: float, kappa: float, lam: float) -> float:
     """X(N) = lam*N / (1 + sigma*(N-1) + kappa*N*(N-1))."""
     return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
+
+
+def group_stats(
+    name: str, clients: int, succeeded: int, elapsed: float, latency: LatencyStats, **more: Any
+) -> GroupStats:
+    """A group's stats whose rate is its successes over the elapsed seconds (0 when none passed)."""
+    rate = succeeded / elapsed if elapsed else 0.0
+    return GroupStats(
+        name=name, clients=clients, succeeded=succeeded, elapsed_s=elapsed, rate_hz=rate, latency_ms=latency, **more
+    )
+
+
+def step_result(
+    index: int, level: int | float, started: float, elapsed: float, groups: dict[str, GroupStats], **more: Any
+) -> StepResult:
+    """A step at `level` that started at `started` (Unix seconds) and in which these groups ran."""
+    return StepResult(index=index, level=level, started_unix=started, elapsed_s=elapsed, groups=groups, **more)
 
 
 def make_group(
@@ -93,19 +111,18 @@ def make_group(
         for cls, samples in error_samples.items()
         if samples
     ]
-    return GroupStats(
-        name=name,
+    return group_stats(
+        name,
+        clients,
+        succeeded,
+        elapsed,
+        lat,
         kind="http",
-        clients=clients,
-        succeeded=succeeded,
         failed=failed,
         hung=hung,
-        elapsed_s=elapsed,
-        rate_hz=succeeded / elapsed,
         failures=failures,
         error_samples=error_samples,
         reasons=reasons,
-        latency_ms=lat,
         percentiles_ms=pct,
         series=series,
         interval_s=interval_s,
@@ -178,31 +195,15 @@ def sample_record(
         gen = GeneratorStats(
             cpu_s=0.01 * n, cpu_cores=min(2.0, 0.002 * n), cores_available=2, saturated=n >= collapse_at
         )
-        steps.append(
-            StepResult(
-                index=i,
-                level=n,
-                started_unix=t0,
-                elapsed_s=float(seconds),
-                groups={group: g},
-                generator=gen,
-                partial=(n == levels[-1] and collapse_at > levels[-1]),
-            )
-        )
+        partial = n == levels[-1] and collapse_at > levels[-1]
+        steps.append(step_result(i, n, t0, float(seconds), {group: g}, generator=gen, partial=partial))
         t0 += seconds + 2
     base = usl_rate(levels[0], sigma, kappa, lam)
     for k in range(recovery_probes):
         g = make_group(group, levels[0], base * 0.4, seconds=seconds, p50_ms=2500.0, seed=rng.randrange(1 << 30))
+        started = t0 + 60 * k
         steps.append(
-            StepResult(
-                index=len(steps),
-                level=levels[0],
-                phase="recovery",
-                direction="down",
-                started_unix=t0 + 60 * k,
-                elapsed_s=float(seconds),
-                groups={group: g},
-            )
+            step_result(len(steps), levels[0], started, float(seconds), {group: g}, phase="recovery", direction="down")
         )
     record = RunRecord(
         run_id=run_id,
@@ -222,7 +223,7 @@ def sample_record(
 def long_level_record(seconds: int = 120, rate_hz: float = 40.0, seed: int = 3) -> RunRecord:
     """One long level with many intervals (a soak run)."""
     g = make_group("main", 20, rate_hz, seconds=seconds, p50_ms=500.0, noise=0.15, seed=seed)
-    step = StepResult(index=0, level=20, started_unix=1_795_000_000.0, elapsed_s=float(seconds), groups={"main": g})
+    step = step_result(0, 20, 1_795_000_000.0, float(seconds), {"main": g})
     return RunRecord(
         run_id="soak", created_unix=1_795_000_000.0, status="complete", scenario=scenario([20]), steps=[step]
     )
@@ -233,15 +234,6 @@ def fixed_work_record(seed: int = 4) -> RunRecord:
     steps = []
     for i, (label, rate, secs) in enumerate((("store", 120.0, 25), ("fetch", 480.0, 6))):
         g = make_group("main", 16, rate, seconds=secs, p50_ms=16000 / rate * 0.9, seed=seed + i)
-        steps.append(
-            StepResult(
-                index=i,
-                level=16,
-                label=label,
-                started_unix=1_795_000_000.0 + 40 * i,
-                elapsed_s=secs,
-                groups={"main": g},
-            )
-        )
+        steps.append(step_result(i, 16, 1_795_000_000.0 + 40 * i, secs, {"main": g}, label=label))
     sc = scenario([16], extra='stages = ["store", "fetch"]\n')
     return RunRecord(run_id="fixed", created_unix=1_795_000_000.0, status="complete", scenario=sc, steps=steps)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from knee.model import GroupStats, LatencyStats, StepResult
 
+from sample_records import group_stats, step_result
+
 T0 = 1_700_000_000.0
 
 
@@ -30,26 +32,12 @@ def step(
     n = level if clients is None else clients
     if mean_ms is None:  # by default the clients were busy all the time: Little's law holds
         mean_ms = n * elapsed / completed * 1000 if completed else 0.0
-    g = GroupStats(
-        name=group,
-        clients=n,
-        succeeded=succeeded,
-        failed=failed,
-        hung=hung,
-        elapsed_s=elapsed,
-        rate_hz=succeeded / elapsed if elapsed else 0.0,
-        latency_ms=LatencyStats(count=completed, mean=mean_ms, p99=p99_ms),
+    g = group_stats(
+        group, n, succeeded, elapsed, LatencyStats(count=completed, mean=mean_ms, p99=p99_ms), failed=failed, hung=hung
     )
-    return StepResult(
-        index=index,
-        level=level,
-        phase=phase,  # type: ignore[arg-type]
-        direction=direction,  # type: ignore[arg-type]
-        partial=partial,
-        started_unix=T0 + index * 20.0 if started is None else started,
-        elapsed_s=elapsed,
-        groups={group: g, **(extra or {})},
-    )
+    started_unix = T0 + index * 20.0 if started is None else started
+    groups = {group: g, **(extra or {})}
+    return step_result(index, level, started_unix, elapsed, groups, phase=phase, direction=direction, partial=partial)
 
 
 def sweep(rates: dict[int, float], elapsed: float = 10.0) -> list[StepResult]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from typing import Any
 
 import matplotlib
 
@@ -48,6 +49,13 @@ def _sweep_figure(
     fig, ax = plt.subplots(figsize=_SIZE)
     up = [s for s in _sweep(record, group) if keep is None or keep(s)]
     return fig, ax, record.rates, up, _xs(record, up, group)
+
+
+def _plot_rates(
+    ax: plt.Axes, record: RunRecord, steps: list[StepResult], group: str, marker: str, **style: Any
+) -> None:
+    """The group's succeeded rate in these steps, at their levels."""
+    ax.plot(_xs(record, steps, group), [s.groups[group].rate_hz for s in steps], marker, **style)
 
 
 def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
@@ -96,22 +104,10 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
         ax.plot(levels, levels, "--", color="grey", lw=1, label="offered")
     down = _sweep(record, group, "down")
     if down:
-        ax.plot(
-            _xs(record, down, group),
-            [s.groups[group].rate_hz for s in down],
-            "s--",
-            label="succeeded (down)",
-        )
+        _plot_rates(ax, record, down, group, "s--", label="succeeded (down)")
     rec = [s for s in record.steps if s.phase == "recovery" and group in s.groups]
     if rec:
-        ax.plot(
-            _xs(record, rec, group),
-            [s.groups[group].rate_hz for s in rec],
-            "x",
-            color="C3",
-            markersize=9,
-            label="recovery probes",
-        )
+        _plot_rates(ax, record, rec, group, "x", color="C3", markersize=9, label="recovery probes")
     if fit is not None and levels and not rates:
         n = np.geomspace(max(1, min(levels)), max(levels), 200)
         ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")

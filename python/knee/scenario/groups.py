@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 from knee.errors import UserError
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
@@ -67,9 +67,22 @@ class _GroupBase(Table):
         return int(level) if self.clients == "level" else self.clients
 
 
+def _matching(pattern: str, shape: str) -> AfterValidator:
+    """A text field that must match `pattern` from its start; otherwise it "must be `shape`"."""
+
+    def check(v: str) -> str:
+        if not re.match(pattern, v):
+            raise ValueError(f"must be {shape}")
+        return v
+
+    return AfterValidator(check)
+
+
 class HttpGroup(_GroupBase):
     kind: Literal["http"]
-    url: str
+    url: Annotated[
+        str, _matching(r"^https?://[^/\s]+", "an http:// or https:// URL with a host, like http://host:port/path")
+    ]
     method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
     headers: dict[str, str] = Field(default_factory=dict)
     cookies: dict[str, str] = Field(default_factory=dict)
@@ -82,13 +95,6 @@ class HttpGroup(_GroupBase):
     expect_body: str | None = None
     expect_body_regex: str | None = None
     expect_length: Annotated[int, Field(ge=0)] | None = None
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", v):
-            raise ValueError("must be an http:// or https:// URL with a host, like http://host:port/path")
-        return v
 
     @field_validator("expect_status", mode="before")
     @classmethod
@@ -118,16 +124,9 @@ class HttpGroup(_GroupBase):
 
 class TcpGroup(_GroupBase):
     kind: Literal["tcp"]
-    addr: str
+    addr: Annotated[str, _matching(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d+$", "host:port, like 127.0.0.1:9000")]
     send: str | None = None
     expect: str | None = None
-
-    @field_validator("addr")
-    @classmethod
-    def _addr(cls, v: str) -> str:
-        if not re.match(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d+$", v):
-            raise ValueError("must be host:port, like 127.0.0.1:9000")
-        return v
 
 
 class ExpectFile(Table):

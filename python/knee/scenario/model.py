@@ -7,7 +7,7 @@ validates it against these types, turning every problem into one sentence (`knee
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
@@ -76,23 +76,19 @@ class RateRange(_Range):
         return sorted({_whole(float(f"{v:.3g}")) for v in self.spaced()})
 
 
+_Value = TypeVar("_Value")
+_RangeT = TypeVar("_RangeT", bound=_Range)
+
+# The sweep's levels or rates: a non-empty list of values, or a range table that expands to them.
+ListOrRange = Annotated[
+    Annotated[Annotated[list[_Value], Field(min_length=1)], Tag("list")] | Annotated[_RangeT, Tag("range")],
+    Discriminator(_levels_kind),
+]
+
+
 class Sweep(Table):
-    levels: (
-        Annotated[
-            Annotated[Annotated[list[PositiveInt], Field(min_length=1)], Tag("list")]
-            | Annotated[LevelRange, Tag("range")],
-            Discriminator(_levels_kind),
-        ]
-        | None
-    ) = None
-    rates: (
-        Annotated[
-            Annotated[Annotated[list[PositiveRate], Field(min_length=1)], Tag("list")]
-            | Annotated[RateRange, Tag("range")],
-            Discriminator(_levels_kind),
-        ]
-        | None
-    ) = None
+    levels: ListOrRange[PositiveInt, LevelRange] | None = None
+    rates: ListOrRange[PositiveRate, RateRange] | None = None
     arrival: Literal["constant", "poisson"] | None = None  # open loop only; default constant
     max_in_flight: PositiveInt | None = None  # open loop only; default DEFAULT_MAX_IN_FLIGHT
     duration: Duration | None = None

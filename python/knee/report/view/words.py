@@ -18,12 +18,13 @@ def verdict_line(v: Verdict) -> str:
         parts.append(
             f"peaked at {fmt.rate(v.peak_rate)} {'at' if unit == 'rate' else 'with'} {fmt.load(v.peak_level, unit)}"
         )
-    if v.error_onset_level is not None:
-        parts.append(f"errors from {fmt.load(v.error_onset_level, unit)}")
-    if v.saturation_level is not None:
-        parts.append(f"saturated at {fmt.load(v.saturation_level, unit)}")
-    if v.collapse_level is not None:
-        parts.append(f"collapsed at {fmt.load(v.collapse_level, unit)}")
+    for words, level in (
+        ("errors from", v.error_onset_level),
+        ("saturated at", v.saturation_level),
+        ("collapsed at", v.collapse_level),
+    ):
+        if level is not None:
+            parts.append(f"{words} {fmt.load(level, unit)}")
     if v.recovered is True:
         took = f" after {fmt.duration(v.time_to_recover_s)}" if v.time_to_recover_s is not None else ""
         parts.append(f"recovered{took}")
