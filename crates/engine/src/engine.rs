@@ -9,6 +9,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::clients::{Prepared, SPAWN_FDS};
+use crate::counts::Outcomes;
 use crate::error::EngineError;
 use crate::limits;
 use crate::recorder::LiveGroup;
@@ -44,10 +45,9 @@ pub struct Engine {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct GroupSnapshot {
     pub name: String,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub hung: u64,
-    pub abandoned: u64,
+    /// Operations ended so far (flattened: `succeeded`, `failed` … stand beside `name`).
+    #[serde(flatten)]
+    pub outcomes: Outcomes,
     pub in_flight: i64,
     /// Latency percentiles over the last completed second, µs (0 before the first second).
     pub p50_us: u64,
@@ -281,10 +281,7 @@ impl Engine {
                 let (p50_us, p99_us) = g.live.recent_percentiles();
                 GroupSnapshot {
                     name: g.spec.name.clone(),
-                    succeeded: g.live.succeeded.load(Ordering::Relaxed),
-                    failed: g.live.failed.load(Ordering::Relaxed),
-                    hung: g.live.hung.load(Ordering::Relaxed),
-                    abandoned: g.live.abandoned.load(Ordering::Relaxed),
+                    outcomes: g.live.outcomes(),
                     in_flight: g.live.in_flight.load(Ordering::Relaxed),
                     p50_us,
                     p99_us,
@@ -359,8 +356,8 @@ fn assemble(
             last_end = last_end.max(part.last_end);
             origin = origin.max(part.origin);
         }
-        res.per_client = per_client;
-        res.elapsed_s = match (cut, g.end_at(), last_end) {
+        res.counts.per_client = per_client;
+        res.counts.elapsed_s = match (cut, g.end_at(), last_end) {
             (Some(at), _, _) => at.saturating_duration_since(origin).as_secs_f64(),
             // A duration stop measures its whole window unless stopped early.
             (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) => {

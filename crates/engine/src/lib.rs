@@ -18,6 +18,7 @@
 mod cancel;
 mod class;
 mod clients;
+mod counts;
 mod engine;
 mod error;
 mod histo;
@@ -32,10 +33,11 @@ mod summary;
 mod threads;
 
 pub use class::ErrorClass;
+pub use counts::{GroupCounts, Outcomes};
 pub use engine::{run, Engine, GroupSnapshot, Snapshot};
 pub use error::{DecodeError, EngineError, MergeError, SpecError};
 pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
-pub use result::{GroupCounts, GroupResult, Metric, ShardResult, Tick, FORMAT_VERSION};
+pub use result::{GroupResult, Metric, ShardResult, Tick, FORMAT_VERSION};
 pub use spec::{ClientSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, PacerSpec, Spec, StopRule, TcpSpec, WorkerSpec};
 pub use summary::{GroupSummary, LatencySummary, ReasonSummary, SeriesPoint, StepSummary, Summary};

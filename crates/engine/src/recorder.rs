@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::counts::Outcomes;
 use crate::histo;
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::reason;
@@ -54,8 +55,14 @@ impl GroupRec {
     /// A fresh recording of the same clients from `origin` on (for `cut`).
     pub fn fresh(&self, origin: Instant) -> GroupRec {
         let clients = self.per_client.iter().map(|(c, _)| *c).collect();
-        let mut rec = GroupRec::new(&self.res.name, &self.res.kind, clients, origin, self.interval_s);
-        rec.res.open_loop = self.res.open_loop;
+        let mut rec = GroupRec::new(
+            &self.res.counts.name,
+            &self.res.counts.kind,
+            clients,
+            origin,
+            self.interval_s,
+        );
+        rec.res.counts.open_loop = self.res.counts.open_loop;
         rec
     }
 
@@ -64,7 +71,7 @@ impl GroupRec {
     #[inline]
     pub fn record(&mut self, rep: &OpReport, t: &Timing, slot: usize, client: u64, detail: &Detail) -> bool {
         if let Outcome::Abandoned = rep.outcome {
-            self.res.abandoned += 1;
+            self.res.counts.outcomes.abandoned += 1;
             return false;
         }
         let tick = (t.end.saturating_duration_since(self.origin).as_secs_f64() / self.interval_s) as usize;
@@ -94,31 +101,31 @@ impl GroupRec {
                     histo::record(h, *d);
                 }
             }
-            self.res.bytes_sent += rep.bytes.sent;
-            self.res.bytes_received += rep.bytes.received;
+            self.res.counts.bytes_sent += rep.bytes.sent;
+            self.res.counts.bytes_received += rep.bytes.received;
         }
         let series = &mut self.res.series[tick];
         match rep.outcome {
             Outcome::Ok => {
-                self.res.succeeded += 1;
-                self.res.payload_bytes += rep.bytes.payload;
+                self.res.counts.outcomes.succeeded += 1;
+                self.res.counts.payload_bytes += rep.bytes.payload;
                 series.succeeded += 1;
                 self.per_client[slot].1 += 1;
                 true
             }
             Outcome::Fail(class) => {
-                self.res.failed += 1;
+                self.res.counts.outcomes.failed += 1;
                 series.failed += 1;
-                self.res.failures[class.index()] += 1;
+                self.res.counts.failures[class.index()] += 1;
                 reason::normalize(&detail.text, detail.fixed, &mut self.key);
                 self.res.reasons.count(class, &self.key, &detail.text);
                 false
             }
             Outcome::Hung => {
-                self.res.hung += 1;
+                self.res.counts.outcomes.hung += 1;
                 series.hung += 1;
-                if self.res.hung_clients.last() != Some(&client) {
-                    self.res.hung_clients.push(client);
+                if self.res.counts.hung_clients.last() != Some(&client) {
+                    self.res.counts.hung_clients.push(client);
                 }
                 false
             }
@@ -147,6 +154,16 @@ impl LiveGroup {
             abandoned: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
             recent: (0..threads).map(|_| Mutex::new(None)).collect(),
+        }
+    }
+
+    /// The counts so far.
+    pub fn outcomes(&self) -> Outcomes {
+        Outcomes {
+            succeeded: self.succeeded.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            hung: self.hung.load(Ordering::Relaxed),
+            abandoned: self.abandoned.load(Ordering::Relaxed),
         }
     }
 

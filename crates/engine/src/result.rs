@@ -1,11 +1,10 @@
 //! The shard result: plain, serializable, mergeable data.
 
-use std::collections::BTreeMap;
-
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::class::ErrorClass;
+use crate::counts::GroupCounts;
 use crate::error::{DecodeError, MergeError};
 use crate::histo;
 use crate::reason::{Reason, Reasons};
@@ -60,30 +59,13 @@ impl Tick {
     }
 }
 
-/// One group's measurement.
+/// One group's measurement: its counts, and what is measured beside them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupResult {
-    pub name: String,
-    pub kind: String,
-    pub clients: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub hung: u64,
-    /// Started but never finished: in flight when the window closed, the run was stopped, or a
-    /// background group's others ended. started = succeeded + failed + hung + abandoned.
-    pub abandoned: u64,
-    /// Operations that ended during warm-up (not measured; the service saw them too).
-    pub warmup_ops: u64,
-    /// Measured seconds (warm-up excluded) until the group's last operation ended.
-    pub elapsed_s: f64,
-    pub failures: [u64; ErrorClass::COUNT],
+    /// Name, kind, clients and every count (succeeded, failed …, per client).
+    pub counts: GroupCounts,
     /// Failures grouped by class and normalised message, with a sample each.
     pub reasons: Reasons,
-    /// Bytes written and read by completed (succeeded or failed) operations.
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    /// Document bytes of succeeded operations (HTTP bodies, tcp replies, exec files or stdout).
-    pub payload_bytes: u64,
     pub latency: Histogram<u64>,
     pub connect: Histogram<u64>,
     pub ttfb: Histogram<u64>,
@@ -91,17 +73,7 @@ pub struct GroupResult {
     pub processing: Histogram<u64>,
     /// Open loop: latency from the actual start (empty in closed loop).
     pub latency_uncorrected: Histogram<u64>,
-    /// True when the group ran open loop (a target rate).
-    pub open_loop: bool,
-    /// Open loop: arrivals scheduled with an intended start inside the measured window.
-    pub offered: u64,
-    /// Open loop: operations that started more than `LATE_AFTER` (10 ms) after their intended start.
-    pub late: u64,
-    /// Open loop: arrivals never started (over `max_in_flight`, or waited longer than `timeout_ms`).
-    pub dropped: u64,
     pub series: Vec<Tick>,
-    pub per_client: Vec<u64>,
-    pub hung_clients: Vec<u64>,
     /// Worker clients: the durations of the named steps their programs reported (connect, auth …),
     /// one histogram per name, in order of first appearance (at most `MAX_STEPS`).
     pub steps: Vec<(String, Histogram<u64>)>,
@@ -113,32 +85,14 @@ pub const MAX_STEPS: usize = 32;
 impl GroupResult {
     pub fn new(name: &str, kind: &str, clients: u64) -> GroupResult {
         GroupResult {
-            name: name.to_string(),
-            kind: kind.to_string(),
-            clients,
-            succeeded: 0,
-            failed: 0,
-            hung: 0,
-            abandoned: 0,
-            warmup_ops: 0,
-            elapsed_s: 0.0,
-            failures: [0; ErrorClass::COUNT],
+            counts: GroupCounts::new(name, kind, clients),
             reasons: Reasons::default(),
-            bytes_sent: 0,
-            bytes_received: 0,
-            payload_bytes: 0,
             latency: histo::new_histogram(),
             connect: histo::new_histogram(),
             ttfb: histo::new_histogram(),
             processing: histo::new_histogram(),
             latency_uncorrected: histo::new_histogram(),
-            open_loop: false,
-            offered: 0,
-            late: 0,
-            dropped: 0,
             series: Vec::new(),
-            per_client: Vec::new(),
-            hung_clients: Vec::new(),
             steps: Vec::new(),
         }
     }
@@ -167,12 +121,7 @@ impl GroupResult {
 
     /// Failures of one class.
     pub fn failures_of(&self, class: ErrorClass) -> u64 {
-        self.failures[class.index()]
-    }
-
-    /// Every operation that started: succeeded + failed + hung + abandoned (warm-up ones aside).
-    pub fn started(&self) -> u64 {
-        self.succeeded + self.failed + self.hung + self.abandoned
+        self.counts.failures[class.index()]
     }
 
     /// Up to `MAX_SAMPLES` sampled messages of one class.
@@ -183,36 +132,21 @@ impl GroupResult {
     /// Add the counts, histograms and series of `o` (same group, other clients or other threads).
     /// `per_client` and `hung_clients` are concatenated.
     pub(crate) fn absorb(&mut self, o: &GroupResult) -> Result<(), MergeError> {
-        if self.kind != o.kind {
+        let name = &self.counts.name;
+        if self.counts.kind != o.counts.kind {
             return Err(MergeError::Kind {
-                name: self.name.clone(),
-                a: self.kind.clone(),
-                b: o.kind.clone(),
+                name: name.clone(),
+                a: self.counts.kind.clone(),
+                b: o.counts.kind.clone(),
             });
         }
-        let herr = |e: hdrhistogram::AdditionError| MergeError::Histogram(self.name.clone(), format!("{e:?}"));
+        let herr = |e: hdrhistogram::AdditionError| MergeError::Histogram(name.clone(), format!("{e:?}"));
         self.latency.add(&o.latency).map_err(herr)?;
         self.connect.add(&o.connect).map_err(herr)?;
         self.ttfb.add(&o.ttfb).map_err(herr)?;
         self.latency_uncorrected.add(&o.latency_uncorrected).map_err(herr)?;
         self.processing.add(&o.processing).map_err(herr)?;
-        self.open_loop |= o.open_loop;
-        self.offered += o.offered;
-        self.late += o.late;
-        self.dropped += o.dropped;
-        self.clients += o.clients;
-        self.succeeded += o.succeeded;
-        self.failed += o.failed;
-        self.hung += o.hung;
-        self.abandoned += o.abandoned;
-        self.warmup_ops += o.warmup_ops;
-        self.bytes_sent += o.bytes_sent;
-        self.bytes_received += o.bytes_received;
-        self.payload_bytes += o.payload_bytes;
-        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
-        for i in 0..ErrorClass::COUNT {
-            self.failures[i] += o.failures[i];
-        }
+        self.counts.absorb(&o.counts);
         self.reasons.absorb(&o.reasons);
         if self.series.len() < o.series.len() {
             self.series.resize(o.series.len(), Tick::default());
@@ -221,16 +155,12 @@ impl GroupResult {
             a.add(b);
         }
         for (name, h) in &o.steps {
-            let group = self.name.clone();
+            let group = self.counts.name.clone();
             if let Some(mine) = self.step(name) {
                 mine.add(h)
                     .map_err(|e| MergeError::Histogram(group, format!("{e:?}")))?;
             }
         }
-        self.per_client.extend_from_slice(&o.per_client);
-        self.hung_clients.extend_from_slice(&o.hung_clients);
-        self.hung_clients.sort_unstable();
-        self.hung_clients.dedup();
         Ok(())
     }
 }
@@ -246,84 +176,6 @@ pub struct ShardResult {
     /// True when the run was ended by `stop()` before its stop rules.
     pub stopped: bool,
     pub groups: Vec<GroupResult>,
-}
-
-/// What a group is and what it counted, as it crosses the engine's edges: the one list of these
-/// fields that the wire form (`to_bytes`) and the summary (`GroupSummary`) both carry, flattened
-/// into each, and copied from a `GroupResult` in one place (`of`) and back in one (`fill`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GroupCounts {
-    pub name: String,
-    pub kind: String,
-    pub clients: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub hung: u64,
-    pub abandoned: u64,
-    pub warmup_ops: u64,
-    pub elapsed_s: f64,
-    /// Failures by error class (classes without any left out).
-    pub failures: BTreeMap<String, u64>,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    pub payload_bytes: u64,
-    pub open_loop: bool,
-    pub offered: u64,
-    pub late: u64,
-    pub dropped: u64,
-    pub per_client: Vec<u64>,
-    pub hung_clients: Vec<u64>,
-}
-
-impl GroupCounts {
-    /// A group result's counts.
-    pub fn of(g: &GroupResult) -> GroupCounts {
-        GroupCounts {
-            name: g.name.clone(),
-            kind: g.kind.clone(),
-            clients: g.clients,
-            succeeded: g.succeeded,
-            failed: g.failed,
-            hung: g.hung,
-            abandoned: g.abandoned,
-            warmup_ops: g.warmup_ops,
-            elapsed_s: g.elapsed_s,
-            failures: class_map(&g.failures, |n| *n > 0),
-            bytes_sent: g.bytes_sent,
-            bytes_received: g.bytes_received,
-            payload_bytes: g.payload_bytes,
-            open_loop: g.open_loop,
-            offered: g.offered,
-            late: g.late,
-            dropped: g.dropped,
-            per_client: g.per_client.clone(),
-            hung_clients: g.hung_clients.clone(),
-        }
-    }
-
-    /// Set `g`'s counts from these (its name, kind and clients are already these).
-    fn fill(self, g: &mut GroupResult) -> Result<(), DecodeError> {
-        for (name, n) in self.failures {
-            let c = ErrorClass::from_name(&name).ok_or(DecodeError::Class(name))?;
-            g.failures[c.index()] = n;
-        }
-        g.succeeded = self.succeeded;
-        g.failed = self.failed;
-        g.hung = self.hung;
-        g.abandoned = self.abandoned;
-        g.warmup_ops = self.warmup_ops;
-        g.elapsed_s = self.elapsed_s;
-        g.bytes_sent = self.bytes_sent;
-        g.bytes_received = self.bytes_received;
-        g.payload_bytes = self.payload_bytes;
-        g.open_loop = self.open_loop;
-        g.offered = self.offered;
-        g.late = self.late;
-        g.dropped = self.dropped;
-        g.per_client = self.per_client;
-        g.hung_clients = self.hung_clients;
-        Ok(())
-    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -358,15 +210,6 @@ struct Wire {
     groups: Vec<WireGroup>,
 }
 
-pub(crate) fn class_map<T: Clone>(per_class: &[T], keep: impl Fn(&T) -> bool) -> BTreeMap<String, T> {
-    ErrorClass::ALL
-        .iter()
-        .zip(per_class)
-        .filter(|(_, v)| keep(v))
-        .map(|(c, v)| (c.as_str().to_string(), v.clone()))
-        .collect()
-}
-
 impl ShardResult {
     /// Lossless serialization (JSON with histograms as base64 of V2 deflate).
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -380,7 +223,7 @@ impl ShardResult {
                 .groups
                 .iter()
                 .map(|g| WireGroup {
-                    counts: GroupCounts::of(g),
+                    counts: g.counts.clone(),
                     reasons: g
                         .reasons
                         .list
@@ -417,16 +260,20 @@ impl ShardResult {
         let mut groups = Vec::with_capacity(wire.groups.len());
         for w in wire.groups {
             let name = w.counts.name.clone();
-            let mut g = GroupResult::new(&name, &w.counts.kind, w.counts.clients);
             let hist = |field: &str, s: &str| {
                 histo::decode_b64(s).map_err(|e| DecodeError::Histogram(format!("{name}.{field}"), e))
             };
-            g.latency = hist("latency", &w.latency)?;
-            g.connect = hist("connect", &w.connect)?;
-            g.ttfb = hist("ttfb", &w.ttfb)?;
-            g.latency_uncorrected = hist("latency_uncorrected", &w.latency_uncorrected)?;
-            g.processing = hist("processing", &w.processing)?;
-            w.counts.fill(&mut g)?;
+            let mut g = GroupResult {
+                latency: hist("latency", &w.latency)?,
+                connect: hist("connect", &w.connect)?,
+                ttfb: hist("ttfb", &w.ttfb)?,
+                latency_uncorrected: hist("latency_uncorrected", &w.latency_uncorrected)?,
+                processing: hist("processing", &w.processing)?,
+                counts: w.counts,
+                reasons: Reasons::default(),
+                series: w.series,
+                steps: Vec::with_capacity(w.steps.len()),
+            };
             for r in w.reasons {
                 let class = ErrorClass::from_name(&r.class).ok_or(DecodeError::Class(r.class))?;
                 g.reasons.list.push(Reason {
@@ -436,9 +283,8 @@ impl ShardResult {
                     count: r.count,
                 });
             }
-            g.series = w.series;
-            for (name, b64) in &w.steps {
-                g.steps.push((name.clone(), hist(&format!("steps.{name}"), b64)?));
+            for (step, b64) in &w.steps {
+                g.steps.push((step.clone(), hist(&format!("steps.{step}"), b64)?));
             }
             groups.push(g);
         }
@@ -457,7 +303,7 @@ impl ShardResult {
             return Err(MergeError::Interval(self.interval_s, other.interval_s));
         }
         for og in &other.groups {
-            match self.groups.iter_mut().find(|g| g.name == og.name) {
+            match self.groups.iter_mut().find(|g| g.counts.name == og.counts.name) {
                 Some(g) => g.absorb(og)?,
                 None => self.groups.push(og.clone()),
             }
@@ -475,6 +321,6 @@ impl ShardResult {
 
     /// A group by name.
     pub fn group(&self, name: &str) -> Option<&GroupResult> {
-        self.groups.iter().find(|g| g.name == name)
+        self.groups.iter().find(|g| g.counts.name == name)
     }
 }

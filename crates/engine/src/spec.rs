@@ -8,7 +8,8 @@ use crate::error::SpecError;
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
-    /// Worker threads; 0 = one per available core.
+    /// Runtime threads (each a tokio current-thread runtime with its share of the clients); 0 = one
+    /// per available core.
     #[serde(default)]
     pub threads: usize,
     /// Granularity of the result's series.

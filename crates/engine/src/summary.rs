@@ -1,5 +1,5 @@
 //! The summary of a result (docs/engine-spec.md, "Result"): typed structs, serialized to JSON for
-//! Python, whose model (`knee.model.EngineSummary`) a test holds field by field against these.
+//! Python, whose model (`knee.model.engine_summary.EngineSummary`) a test holds field by field against these.
 
 use std::collections::BTreeMap;
 
@@ -7,8 +7,9 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::class::ErrorClass;
+use crate::counts::{class_map, GroupCounts};
 use crate::histo;
-use crate::result::{class_map, GroupCounts, GroupResult, ShardResult};
+use crate::result::{GroupResult, ShardResult};
 
 /// Latency figures of one histogram, in microseconds (all zero when nothing was recorded).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -122,6 +123,7 @@ fn rate(n: u64, elapsed_s: f64) -> f64 {
 
 impl GroupSummary {
     pub fn of(g: &GroupResult, interval_s: f64) -> GroupSummary {
+        let c = &g.counts;
         let samples: Vec<Vec<String>> = ErrorClass::ALL.iter().map(|c| g.error_samples(*c)).collect();
         let mut reasons: Vec<ReasonSummary> = g
             .reasons
@@ -140,8 +142,8 @@ impl GroupSummary {
                 .then_with(|| (a.class, &a.key).cmp(&(b.class, &b.key)))
         });
         GroupSummary {
-            counts: GroupCounts::of(g),
-            started: g.started(),
+            counts: g.counts.clone(),
+            started: g.counts.outcomes.started(),
             error_samples: class_map(&samples, |v| !v.is_empty()),
             reasons,
             latency_us: LatencySummary::of(&g.latency),
@@ -149,8 +151,8 @@ impl GroupSummary {
             ttfb_us: LatencySummary::of(&g.ttfb),
             latency_uncorrected_us: LatencySummary::of(&g.latency_uncorrected),
             processing_us: LatencySummary::of(&g.processing),
-            offered_rate_hz: g.open_loop.then(|| rate(g.offered, g.elapsed_s)),
-            achieved_rate_hz: rate(g.succeeded + g.failed + g.hung, g.elapsed_s),
+            offered_rate_hz: c.open_loop.then(|| rate(c.offered, c.elapsed_s)),
+            achieved_rate_hz: rate(c.outcomes.total(), c.elapsed_s),
             percentiles: histo::table(&g.latency),
             series: g
                 .series

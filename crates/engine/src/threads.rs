@@ -426,7 +426,7 @@ impl Source {
                 let measured_arrival = intended >= group.measured_start();
                 if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
                     if measured_arrival {
-                        rec.borrow_mut()[g].res.dropped += 1;
+                        rec.borrow_mut()[g].res.counts.dropped += 1;
                     }
                     continue;
                 }
@@ -499,7 +499,7 @@ async fn client(
         let warmup = !cut_short && end < group.measured_start();
         source.end(group, end, warmup);
         if warmup {
-            rec.borrow_mut()[g].res.warmup_ops += 1;
+            rec.borrow_mut()[g].res.counts.warmup_ops += 1;
             continue;
         }
         let report = if cut_short {
@@ -517,7 +517,7 @@ async fn client(
         {
             let mut r = rec.borrow_mut();
             if start.measured_arrival && !cut_short && began.saturating_duration_since(start.intended) > LATE_AFTER {
-                r[g].res.late += 1;
+                r[g].res.counts.late += 1;
             }
             r[g].record(&report, &timing, slot, global_client, &op.detail);
         }
@@ -562,7 +562,7 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>,
         spec.client_offset + first,
     );
     let cap = max_in_flight.map(|m| ((m as f64 * share).round() as usize).max(1));
-    rec.borrow_mut()[g].res.open_loop = true;
+    rec.borrow_mut()[g].res.counts.open_loop = true;
     let q = Rc::new(OpenQueue {
         pending: RefCell::new(VecDeque::new()),
         busy: Cell::new(0),
@@ -603,11 +603,11 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>,
         issued += 1;
         let measured = at >= group.measured_start();
         if measured {
-            rec.borrow_mut()[g].res.offered += 1;
+            rec.borrow_mut()[g].res.counts.offered += 1;
         }
         if cap.is_some_and(|c| q.pending.borrow().len() + q.busy.get() >= c) {
             if measured {
-                rec.borrow_mut()[g].res.dropped += 1;
+                rec.borrow_mut()[g].res.counts.dropped += 1;
             }
             continue;
         }

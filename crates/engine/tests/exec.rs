@@ -17,16 +17,16 @@ fn exec(argv: &[&str]) -> serde_json::Value {
 fn true_succeeds_and_false_is_exit_code() {
     let r = run(one_group(2, json!({"total": 40}), exec(&["/bin/true"]))).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (40, 0, 0));
-    assert_eq!(g.kind, "exec");
+    assert_eq!(succeeded_failed_hung(g), (40, 0, 0));
+    assert_eq!(g.counts.kind, "exec");
     assert_eq!(g.latency.len(), 40);
     assert_eq!(g.connect.len(), 0);
 
     let r = run(one_group(2, json!({"per_client": 3}), exec(&["/bin/false"]))).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed), (0, 6));
+    assert_eq!((g.counts.outcomes.succeeded, g.counts.outcomes.failed), (0, 6));
     assert_eq!(g.failures_of(ErrorClass::ExitCode), 6);
-    assert_eq!(g.per_client, vec![0, 0]);
+    assert_eq!(g.counts.per_client, vec![0, 0]);
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn stdout_and_stderr_checks() {
     c["expect_stdout"] = json!(r"^client=\d it=\d\n$");
     c["expect_stderr"] = json!("oops");
     let r = run(one_group(2, json!({"per_client": 4}), c.clone())).unwrap();
-    assert_eq!(r.groups[0].succeeded, 8, "{}", r.summary_json());
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 8, "{}", r.summary_json());
 
     c["expect_stdout"] = json!("client=7");
     let r = run(one_group(2, json!({"per_client": 2}), c.clone())).unwrap();
@@ -89,7 +89,7 @@ fn file_check_substitutes_client_and_iteration() {
     c["expect_file"] = json!({"path": format!("{d}/out-${{client}}-${{iteration}}"), "min_size": 1});
     let r = run(one_group(2, json!({"per_client": 3}), c)).unwrap();
     let g = &r.groups[0];
-    assert_eq!(g.per_client, vec![3, 0], "{}", r.summary_json());
+    assert_eq!(g.counts.per_client, vec![3, 0], "{}", r.summary_json());
     assert_eq!(g.failures_of(ErrorClass::File), 3);
     for i in 0..3 {
         assert!(dir.join(format!("out-0-{i}")).exists());
@@ -147,8 +147,8 @@ fn timeout_kills_the_whole_process_group_and_counts_hung() {
     let r = run(s).unwrap();
     assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (0, 0, 4), "{}", r.summary_json());
-    assert_eq!(g.hung_clients, vec![0, 1]);
+    assert_eq!(succeeded_failed_hung(g), (0, 0, 4), "{}", r.summary_json());
+    assert_eq!(g.counts.hung_clients, vec![0, 1]);
     assert_killed(dir, 2, 8);
 }
 
@@ -174,7 +174,8 @@ fn stop_from_another_thread_kills_every_process_group() {
     assert!(t.elapsed() < Duration::from_secs(2), "stop took {:?}", t.elapsed());
     let r = engine.result().unwrap();
     assert!(r.stopped);
-    assert_eq!(r.groups[0].succeeded + r.groups[0].failed + r.groups[0].hung, 0);
+    let o = &r.groups[0].counts.outcomes;
+    assert_eq!(o.succeeded + o.failed + o.hung, 0);
     assert_killed(dir, 4, 8);
 }
 
@@ -235,7 +236,11 @@ fn exec_bytes_come_from_stdout_or_a_file() {
     c["bytes_from"] = json!("stdout");
     let r = run(one_group(2, json!({"total": 6}), c)).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.payload_bytes, g.bytes_received), (6, 18_000, 18_000));
+    let c = &g.counts;
+    assert_eq!(
+        (c.outcomes.succeeded, c.payload_bytes, c.bytes_received),
+        (6, 18_000, 18_000)
+    );
 
     let dir = temp_dir("bytes");
     let d = dir.to_str().unwrap();
@@ -248,6 +253,10 @@ fn exec_bytes_come_from_stdout_or_a_file() {
     c["expect_file"] = json!({"path": format!("{d}/f-${{client}}"), "min_size": 1});
     let r = run(one_group(2, json!({"per_client": 2}), c)).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.payload_bytes, g.bytes_received), (4, 4 * 1234, 0));
+    let c = &g.counts;
+    assert_eq!(
+        (c.outcomes.succeeded, c.payload_bytes, c.bytes_received),
+        (4, 4 * 1234, 0)
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

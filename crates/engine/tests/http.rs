@@ -15,7 +15,7 @@ fn keep_alive_total_counts_match_the_server() {
     let server = TestServer::start(ServerOpts::default());
     let r = run(one_group(50, json!({"total": 20000}), http(&server.url()))).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (20000, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (20000, 0, 0), "{}", r.summary_json());
     assert_eq!(server.requests(), 20000);
     assert!(
         server.connections() <= 50,
@@ -25,7 +25,7 @@ fn keep_alive_total_counts_match_the_server() {
     assert_eq!(g.connect.len(), server.connections());
     assert_eq!(g.latency.len(), 20000);
     assert_eq!(g.ttfb.len(), 20000);
-    assert_eq!(g.per_client.iter().sum::<u64>(), 20000);
+    assert_eq!(g.counts.per_client.iter().sum::<u64>(), 20000);
     assert_eq!(g.series.iter().map(|t| t.succeeded).sum::<u64>(), 20000);
 }
 
@@ -36,7 +36,7 @@ fn new_connection_opens_one_connection_per_request() {
     client["new_connection"] = json!(true);
     let r = run(one_group(50, json!({"total": 20000}), client)).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (20000, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (20000, 0, 0), "{}", r.summary_json());
     assert_eq!(server.requests(), 20000);
     assert_eq!(server.connections(), 20000);
     assert_eq!(g.connect.len(), 20000);
@@ -50,7 +50,7 @@ fn server_closing_keep_alive_connections_is_transparent() {
     });
     let r = run(one_group(4, json!({"total": 400}), http(&server.url()))).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (400, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (400, 0, 0), "{}", r.summary_json());
     assert_eq!(server.connections(), 400);
     assert_eq!(g.connect.len(), 400);
 }
@@ -60,8 +60,8 @@ fn per_client_iterations_are_exact() {
     let server = TestServer::start(ServerOpts::default());
     let r = run(one_group(40, json!({"per_client": 25}), http(&server.url()))).unwrap();
     let g = &r.groups[0];
-    assert_eq!(g.per_client, vec![25; 40]);
-    assert_eq!(g.succeeded, 1000);
+    assert_eq!(g.counts.per_client, vec![25; 40]);
+    assert_eq!(g.counts.outcomes.succeeded, 1000);
     assert_eq!(server.requests(), 1000);
 }
 
@@ -78,11 +78,19 @@ fn duration_stop_ends_on_time() {
         "took {took:?}"
     );
     let g = &r.groups[0];
-    assert!((g.elapsed_s - 0.8).abs() < 1e-6, "group elapsed {}", g.elapsed_s);
-    assert!(g.succeeded > 100, "only {} ops in 0.8 s", g.succeeded);
-    assert_eq!(g.failed + g.hung, 0);
+    assert!(
+        (g.counts.elapsed_s - 0.8).abs() < 1e-6,
+        "group elapsed {}",
+        g.counts.elapsed_s
+    );
+    assert!(
+        g.counts.outcomes.succeeded > 100,
+        "only {} ops in 0.8 s",
+        g.counts.outcomes.succeeded
+    );
+    assert_eq!(g.counts.outcomes.failed + g.counts.outcomes.hung, 0);
     assert_eq!(g.series.len(), 4, "{:?}", g.series);
-    assert!(server.requests() >= g.succeeded);
+    assert!(server.requests() >= g.counts.outcomes.succeeded);
 }
 
 #[test]
@@ -139,7 +147,7 @@ fn status_failures_are_classed_status() {
     });
     let r = run(one_group(5, json!({"total": 100}), http(&server.url()))).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed), (0, 100));
+    assert_eq!((g.counts.outcomes.succeeded, g.counts.outcomes.failed), (0, 100));
     assert_eq!(g.failures_of(ErrorClass::Status), 100);
     assert_eq!(server.connections(), 5, "a status failure must keep the connection");
     let s = summary(&r);
@@ -152,7 +160,7 @@ fn status_failures_are_classed_status() {
     let mut client = http(&server.url());
     client["expect_status"] = json!([[500, 503]]);
     let r = run(one_group(2, json!({"total": 10}), client)).unwrap();
-    assert_eq!(r.groups[0].succeeded, 10);
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 10);
 }
 
 #[test]
@@ -175,7 +183,7 @@ fn body_and_length_checks() {
         let r = run(one_group(2, json!({"total": 20}), client)).unwrap();
         let g = &r.groups[0];
         match class {
-            None => assert_eq!(g.succeeded, 20, "{extra}: {}", r.summary_json()),
+            None => assert_eq!(g.counts.outcomes.succeeded, 20, "{extra}: {}", r.summary_json()),
             Some(c) => assert_eq!(g.failures_of(c), 20, "{extra}: {}", r.summary_json()),
         }
     }
@@ -190,7 +198,7 @@ fn post_body_and_headers_reach_the_server() {
     client["body"] = json!("x".repeat(10_000));
     client["headers"] = json!([["Cookie", "a=b"], ["X-Test", "1"]]);
     let r = run(one_group(3, json!({"total": 60}), client)).unwrap();
-    assert_eq!(r.groups[0].succeeded, 60, "{}", r.summary_json());
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 60, "{}", r.summary_json());
     assert_eq!(server.requests(), 60);
 }
 
@@ -200,7 +208,7 @@ fn refused_connections_are_classed_connect_refused() {
     let r = run(one_group(2, json!({"total": 10}), http(&url))).unwrap();
     let g = &r.groups[0];
     assert_eq!(g.failures_of(ErrorClass::ConnectRefused), 10, "{}", r.summary_json());
-    assert_eq!(g.succeeded + g.hung, 0);
+    assert_eq!(g.counts.outcomes.succeeded + g.counts.outcomes.hung, 0);
 }
 
 #[test]
@@ -212,8 +220,8 @@ fn slow_responses_past_the_timeout_are_hung() {
     let r = run(s).unwrap();
     assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (0, 0, 6));
-    assert_eq!(g.hung_clients, vec![0, 1, 2]);
+    assert_eq!(succeeded_failed_hung(g), (0, 0, 6));
+    assert_eq!(g.counts.hung_clients, vec![0, 1, 2]);
     assert_eq!(g.latency.len(), 0, "hung operations are not in the latency histogram");
 }
 
@@ -230,17 +238,24 @@ fn baseload_and_stress_groups_run_together_with_separate_results() {
     ]}));
     let r = run(s).unwrap();
     let (b, st) = (r.group("baseload").unwrap(), r.group("stress").unwrap());
-    assert_eq!(b.kind, "http");
-    assert_eq!((b.clients, st.clients), (5, 20));
-    assert!(b.succeeded > 50 && b.failed == 0, "baseload {}", r.summary_json());
+    assert_eq!(b.counts.kind, "http");
+    assert_eq!((b.counts.clients, st.counts.clients), (5, 20));
+    assert!(
+        b.counts.outcomes.succeeded > 50 && b.counts.outcomes.failed == 0,
+        "baseload {}",
+        r.summary_json()
+    );
     // Requests in flight when the window closed reached the server: they are counted abandoned.
-    assert!(b.abandoned <= 5, "{}", r.summary_json());
-    assert_eq!(settled(|| base.requests(), b.started()), b.started());
-    assert_eq!((st.succeeded, st.failed), (0, 200));
-    assert_eq!(st.per_client, vec![0; 20]);
+    assert!(b.counts.outcomes.abandoned <= 5, "{}", r.summary_json());
+    assert_eq!(
+        settled(|| base.requests(), b.counts.outcomes.started()),
+        b.counts.outcomes.started()
+    );
+    assert_eq!((st.counts.outcomes.succeeded, st.counts.outcomes.failed), (0, 200));
+    assert_eq!(st.counts.per_client, vec![0; 20]);
     assert_eq!(stress.requests(), 200);
-    assert!((b.elapsed_s - 0.6).abs() < 1e-6);
-    assert!(st.elapsed_s < b.elapsed_s);
+    assert!((b.counts.elapsed_s - 0.6).abs() < 1e-6);
+    assert!(st.counts.elapsed_s < b.counts.elapsed_s);
     assert!(r.elapsed_s >= 0.6);
 }
 
@@ -260,22 +275,29 @@ fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
         let r = run(s).unwrap();
         let took = started.elapsed();
         let (b, st) = (r.group("baseload").unwrap(), r.group("stress").unwrap());
-        assert_eq!(st.succeeded, 160);
+        assert_eq!(st.counts.outcomes.succeeded, 160);
         assert!(!r.stopped, "the baseload's end is not a stop() of the run");
         // The run ends with the stress group (160 × 5 ms over 4 clients ≈ 0.2 s; 0.4 s open loop),
         // not with some fixed baseload window.
         assert!(took < Duration::from_secs(3), "{took:?}");
-        assert!(b.succeeded > 30 && b.failed == 0 && b.hung == 0, "{}", r.summary_json());
         assert!(
-            (b.elapsed_s - st.elapsed_s).abs() < 0.05,
+            b.counts.outcomes.succeeded > 30 && b.counts.outcomes.failed == 0 && b.counts.outcomes.hung == 0,
+            "{}",
+            r.summary_json()
+        );
+        assert!(
+            (b.counts.elapsed_s - st.counts.elapsed_s).abs() < 0.05,
             "{} vs {}",
-            b.elapsed_s,
-            st.elapsed_s
+            b.counts.elapsed_s,
+            st.counts.elapsed_s
         );
         // Every request the server saw is one knee counted: succeeded, or abandoned when the
         // stress group ended (at most one per baseload client).
-        assert!(b.abandoned <= 3, "{}", r.summary_json());
-        assert_eq!(settled(|| base.requests() - before, b.started()), b.started());
+        assert!(b.counts.outcomes.abandoned <= 3, "{}", r.summary_json());
+        assert_eq!(
+            settled(|| base.requests() - before, b.counts.outcomes.started()),
+            b.counts.outcomes.started()
+        );
     }
 }
 
@@ -303,26 +325,26 @@ fn a_shard_of_background_groups_runs_until_stopped_and_cuts_into_windows() {
     let g = &whole.groups[0];
     // The windows add up to every request the server saw; the connections stay open across cuts.
     assert_eq!(
-        settled(|| base.requests(), g.started()),
-        g.started(),
+        settled(|| base.requests(), g.counts.outcomes.started()),
+        g.counts.outcomes.started(),
         "{}",
         whole.summary_json()
     );
     assert_eq!(base.connections(), 4);
     assert!(
-        g.abandoned <= 4 && g.failed == 0 && g.hung == 0,
+        g.counts.outcomes.abandoned <= 4 && g.counts.outcomes.failed == 0 && g.counts.outcomes.hung == 0,
         "{}",
         whole.summary_json()
     );
     for (i, w) in windows[1..4].iter().enumerate() {
         let wg = &w.groups[0];
-        assert!(wg.succeeded > 50, "window {i}: {}", w.summary_json());
+        assert!(wg.counts.outcomes.succeeded > 50, "window {i}: {}", w.summary_json());
         assert!(
-            (wg.elapsed_s - 0.25).abs() < 0.1,
+            (wg.counts.elapsed_s - 0.25).abs() < 0.1,
             "window {i} lasted {} s",
-            wg.elapsed_s
+            wg.counts.elapsed_s
         );
-        assert_eq!(wg.per_client.iter().sum::<u64>(), wg.succeeded);
+        assert_eq!(wg.counts.per_client.iter().sum::<u64>(), wg.counts.outcomes.succeeded);
         assert!(
             wg.series.len() <= 4,
             "window {i}'s series restarts at its cut: {}",
@@ -363,10 +385,10 @@ fn run_with_warmup(delay_ms: u64, clients: u64, duration_ms: u64, warmup_ms: u64
 fn warmup_operations_are_not_recorded() {
     let (server, r) = run_with_warmup(5, 2, 300, 200);
     let g = &r.groups[0];
-    assert!(g.warmup_ops > 10, "{}", r.summary_json());
-    assert!(g.succeeded > 10);
-    assert!(server.requests() >= g.warmup_ops + g.succeeded);
-    assert_eq!(g.latency.len(), g.succeeded);
+    assert!(g.counts.warmup_ops > 10, "{}", r.summary_json());
+    assert!(g.counts.outcomes.succeeded > 10);
+    assert!(server.requests() >= g.counts.warmup_ops + g.counts.outcomes.succeeded);
+    assert_eq!(g.latency.len(), g.counts.outcomes.succeeded);
 }
 
 #[test]
@@ -376,7 +398,11 @@ fn think_time_paces_clients_and_never_outlasts_the_window() {
     s.groups[0].think_ms = 100;
     let r = run(s).unwrap();
     // Each client starts at 0, 100, 200, 300, 400 ms (plus the tiny service time).
-    assert!((8..=10).contains(&r.groups[0].succeeded), "{}", r.summary_json());
+    assert!(
+        (8..=10).contains(&r.groups[0].counts.outcomes.succeeded),
+        "{}",
+        r.summary_json()
+    );
 
     let mut s = one_group(2, json!({"duration_ms": 300}), http(&server.url()));
     s.groups[0].think_ms = 5000;
@@ -387,7 +413,7 @@ fn think_time_paces_clients_and_never_outlasts_the_window() {
         "a long think time outlasted the window: {:?}",
         t.elapsed()
     );
-    assert_eq!(r.groups[0].succeeded, 2);
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 2);
 }
 
 /// Run `clients` clients for `total` requests against `url` with extra client keys.
@@ -415,7 +441,7 @@ fn chunked_bodies_are_decoded_whole_or_split_across_reads() {
             json!({"expect_body": "hello knee\n", "expect_length": 11}),
         );
         let g = &r.groups[0];
-        assert_eq!((g.succeeded, g.failed, g.hung), (total, 0, 0), "{}", r.summary_json());
+        assert_eq!(succeeded_failed_hung(g), (total, 0, 0), "{}", r.summary_json());
         assert_eq!(server.requests(), total);
         assert_eq!(server.connections(), 2, "chunked responses keep the connection");
         let r = run_with(&server.url(), 1, 5, json!({"expect_length": 10}));
@@ -432,7 +458,7 @@ fn connection_close_responses_reconnect_without_errors() {
     );
     let r = run_with(&server.url(), 4, 200, json!({"expect_body": "ok"}));
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (200, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (200, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (200, 200));
     assert_eq!(g.connect.len(), 200);
 }
@@ -447,7 +473,7 @@ fn silently_closed_keep_alive_connections_are_retried_once() {
     );
     let r = run_with(&server.url(), 2, 100, json!({}));
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (100, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (100, 100));
 }
 
@@ -461,7 +487,7 @@ fn http10_close_delimited_bodies_are_read_to_the_end() {
         json!({"expect_length": 14, "expect_body_regex": "^hello 1\\.0 body$"}),
     );
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (90, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (90, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (90, 90));
 }
 
@@ -474,7 +500,7 @@ fn a_1mb_body_is_counted_and_length_checked() {
     let server = TestServer::raw(resp, After::KeepOpen, false);
     let r = run_with(&server.url(), 2, 30, json!({"expect_length": n}));
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (30, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (30, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (30, 2));
     let r = run_with(
         &server.url(),
@@ -484,7 +510,7 @@ fn a_1mb_body_is_counted_and_length_checked() {
     );
     assert_eq!(r.groups[0].failures_of(ErrorClass::Length), 10, "{}", r.summary_json());
     let r = run_with(&server.url(), 2, 10, json!({"expect_body_regex": "xEND\n$"}));
-    assert_eq!(r.groups[0].succeeded, 10, "{}", r.summary_json());
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 10, "{}", r.summary_json());
 }
 
 #[test]
@@ -497,13 +523,13 @@ fn head_and_204_responses_have_no_body() {
     );
     let r = run_with(&server.url(), 2, 100, json!({"method": "HEAD", "expect_length": 0}));
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (100, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (100, 2));
 
     let server = TestServer::raw(b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(), After::KeepOpen, false);
     let r = run_with(&server.url(), 2, 100, json!({"expect_status": [[204, 204]]}));
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (100, 0, 0), "{}", r.summary_json());
     assert_eq!((server.requests(), server.connections()), (100, 2));
 }
 
@@ -518,7 +544,7 @@ fn interim_100_continue_responses_are_skipped() {
     extra["headers"] = json!([["Expect", "100-continue"]]);
     let r = run_with(&server.url(), 2, 20, extra);
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (20, 0, 0), "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (20, 0, 0), "{}", r.summary_json());
     assert_eq!(server.requests(), 20);
 }
 
@@ -548,7 +574,12 @@ fn cut_off_responses_are_classed_reset_or_closed() {
     let r = run_with(&server.url(), 2, 20, json!({}));
     let g = &r.groups[0];
     let (reset, closed) = (g.failures_of(ErrorClass::Reset), g.failures_of(ErrorClass::Closed));
-    assert_eq!((reset + closed, g.succeeded), (20, 0), "{}", r.summary_json());
+    assert_eq!(
+        (reset + closed, g.counts.outcomes.succeeded),
+        (20, 0),
+        "{}",
+        r.summary_json()
+    );
     assert!(reset > 0, "an RST mid-body is a reset: {}", r.summary_json());
 
     let server = TestServer::raw(resp, After::Close, false);
@@ -563,13 +594,20 @@ fn cut_off_responses_are_classed_reset_or_closed() {
 fn started_equals_what_the_server_saw() {
     let (server, r) = run_with_warmup(3, 8, 400, 100);
     let g = &r.groups[0];
-    assert!(g.abandoned > 0 && g.abandoned <= 8, "{}", r.summary_json());
-    assert_eq!(g.started(), g.succeeded + g.failed + g.hung + g.abandoned);
-    let seen = g.started() + g.warmup_ops;
+    assert!(
+        g.counts.outcomes.abandoned > 0 && g.counts.outcomes.abandoned <= 8,
+        "{}",
+        r.summary_json()
+    );
+    assert_eq!(
+        g.counts.outcomes.started(),
+        g.counts.outcomes.succeeded + g.counts.outcomes.failed + g.counts.outcomes.hung + g.counts.outcomes.abandoned
+    );
+    let seen = g.counts.outcomes.started() + g.counts.warmup_ops;
     assert_eq!(settled(|| server.requests(), seen), seen, "{}", r.summary_json());
     let s = summary(&r);
-    assert_eq!(s["groups"][0]["started"], json!(g.started()));
-    assert_eq!(s["groups"][0]["abandoned"], json!(g.abandoned));
+    assert_eq!(s["groups"][0]["started"], json!(g.counts.outcomes.started()));
+    assert_eq!(s["groups"][0]["abandoned"], json!(g.counts.outcomes.abandoned));
 }
 
 /// Bytes on the wire: the whole request and response per operation, and the document (body).
@@ -585,14 +623,17 @@ fn bytes_sent_and_received_are_counted_exactly() {
         .trim_end_matches('/')
         .to_string();
     let request = format!("POST / HTTP/1.1\r\nHost: {host}\r\nContent-Length: 10\r\n\r\n0123456789");
-    assert_eq!(g.succeeded, 100);
-    assert_eq!(g.bytes_sent, 100 * request.len() as u64);
-    assert_eq!(g.bytes_received, 100 * resp.len() as u64);
-    assert_eq!(g.payload_bytes, 100 * 11);
+    assert_eq!(g.counts.outcomes.succeeded, 100);
+    assert_eq!(g.counts.bytes_sent, 100 * request.len() as u64);
+    assert_eq!(g.counts.bytes_received, 100 * resp.len() as u64);
+    assert_eq!(g.counts.payload_bytes, 100 * 11);
     // Chunked: the wire bytes include the framing, the payload is the decoded body.
     let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
     let server = TestServer::raw(chunked.to_vec(), After::KeepOpen, false);
     let r = run_with(&server.url(), 1, 10, json!({}));
     let g = &r.groups[0];
-    assert_eq!((g.bytes_received, g.payload_bytes), (10 * chunked.len() as u64, 50));
+    assert_eq!(
+        (g.counts.bytes_received, g.counts.payload_bytes),
+        (10 * chunked.len() as u64, 50)
+    );
 }

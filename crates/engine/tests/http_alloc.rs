@@ -49,7 +49,11 @@ fn allocations_for(server: &TestServer, total: u64, succeeded: bool) -> u64 {
             let used = ALLOCATIONS.load(Ordering::Relaxed) - before;
             let g = &r.groups[0];
             assert_eq!(
-                if succeeded { g.succeeded } else { g.failed },
+                if succeeded {
+                    g.counts.outcomes.succeeded
+                } else {
+                    g.counts.outcomes.failed
+                },
                 total,
                 "{}",
                 r.summary_json()

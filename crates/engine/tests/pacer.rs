@@ -73,13 +73,18 @@ fn constant_rate_is_accurate_over_ten_seconds() {
         "achieved {achieved}/s for {rate}/s"
     );
     assert!((offered / rate - 1.0).abs() < 0.02, "offered {offered}/s for {rate}/s");
-    assert_eq!(g.failed + g.hung + g.dropped, 0, "{}", r.summary_json());
-    assert!(g.open_loop);
+    assert_eq!(
+        g.counts.outcomes.failed + g.counts.outcomes.hung + g.counts.dropped,
+        0,
+        "{}",
+        r.summary_json()
+    );
+    assert!(g.counts.open_loop);
     assert_eq!(g.latency_uncorrected.len(), g.latency.len());
     // Corrected latency counts from the intended start, so it is never below the uncorrected one.
     assert!(g.latency.value_at_quantile(0.5) >= g.latency_uncorrected.value_at_quantile(0.5));
     // The server saw the run's operations at the same rate (nothing hidden in the client).
-    assert!(server.requests() >= g.succeeded);
+    assert!(server.requests() >= g.counts.outcomes.succeeded);
 }
 
 #[test]
@@ -94,9 +99,13 @@ fn poisson_rate_holds_its_mean() {
     let r = run(s).unwrap();
     let g = &r.groups[0];
     // 1000 Poisson arrivals expected: sd ≈ 32, so ±15 % is about 5 sd.
-    assert!((850..=1150).contains(&g.offered), "{}", r.summary_json());
+    assert!((850..=1150).contains(&g.counts.offered), "{}", r.summary_json());
     // Every arrival completed, except at most one in flight when the window closed.
-    assert!(g.succeeded + 1 >= g.offered && g.dropped == 0, "{}", r.summary_json());
+    assert!(
+        g.counts.outcomes.succeeded + 1 >= g.counts.offered && g.counts.dropped == 0,
+        "{}",
+        r.summary_json()
+    );
     // Timer slack is not charged to the service: corrected ≈ uncorrected on an idle server.
     assert!(g.latency.value_at_quantile(0.5) < 1_000, "{}", r.summary_json());
 }
@@ -111,12 +120,15 @@ fn the_in_flight_cap_drops_and_counts_late_arrivals() {
     let r = run(s).unwrap();
     let g = &r.groups[0];
     let text = r.summary_json();
-    assert!((190..=201).contains(&g.offered), "{text}");
+    assert!((190..=201).contains(&g.counts.offered), "{text}");
     // Two slots of 50 ms serve at most 40/s: most of the 200 arrivals cannot be taken.
-    assert!(g.dropped >= 100, "{text}");
-    assert!(g.late >= 5, "{text}");
-    assert!(g.succeeded <= 45, "{text}");
-    assert!(g.succeeded + g.dropped <= g.offered, "{text}");
+    assert!(g.counts.dropped >= 100, "{text}");
+    assert!(g.counts.late >= 5, "{text}");
+    assert!(g.counts.outcomes.succeeded <= 45, "{text}");
+    assert!(
+        g.counts.outcomes.succeeded + g.counts.dropped <= g.counts.offered,
+        "{text}"
+    );
     // Late operations waited: corrected latency is well above the server's 50 ms.
     assert!(g.latency.value_at_quantile(0.9) > 80_000, "{text}");
     assert!(g.latency_uncorrected.value_at_quantile(0.9) < 80_000, "{text}");
@@ -132,8 +144,8 @@ fn arrivals_waiting_longer_than_the_timeout_are_dropped() {
     let r = run(s).unwrap();
     let g = &r.groups[0];
     let text = r.summary_json();
-    assert!(g.dropped >= 30, "{text}");
-    assert_eq!(g.hung, 0, "{text}");
+    assert!(g.counts.dropped >= 30, "{text}");
+    assert_eq!(g.counts.outcomes.hung, 0, "{text}");
     // Nothing waited past the timeout: corrected max ≤ 200 ms wait + one operation.
     assert!(g.latency.max() < 400_000, "{text}");
 }
@@ -164,7 +176,7 @@ fn a_stall_shows_in_corrected_latency_but_not_in_closed_loop_p99() {
     eprintln!(
         "stall: open p99 {open_p99} µs (uncorrected {} µs, late {}), closed p99 {closed_p99} µs (max {} µs)",
         o.latency_uncorrected.value_at_quantile(0.99),
-        o.late,
+        o.counts.late,
         c.latency.max()
     );
     assert!(open_p99 >= 1_000_000, "open-loop corrected p99 {open_p99} µs: {ot}");
@@ -175,7 +187,7 @@ fn a_stall_shows_in_corrected_latency_but_not_in_closed_loop_p99() {
         "closed p99 {closed_p99} µs vs open {open_p99} µs: {ct}"
     );
     // Arrivals queued behind the stall were late, and the uncorrected figure hides their wait.
-    assert!(o.late >= 100, "{ot}");
+    assert!(o.counts.late >= 100, "{ot}");
     assert!(
         o.latency_uncorrected.value_at_quantile(0.9) < o.latency.value_at_quantile(0.9),
         "{ot}"

@@ -31,15 +31,15 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
     a.merge(&b).unwrap();
     let g = &a.groups[0];
     assert_eq!(a.groups.len(), 1);
-    assert_eq!((g.succeeded, g.failed, g.hung), (300, 50, 0));
-    assert_eq!(g.clients, 5);
+    assert_eq!(succeeded_failed_hung(g), (300, 50, 0));
+    assert_eq!(g.counts.clients, 5);
     assert_eq!(g.failures_of(ErrorClass::Status), 50);
     assert_eq!(g.latency, latency);
     assert_eq!(g.latency.len(), 350);
     assert_eq!(g.connect, connect);
-    assert_eq!(g.per_client.len(), 5);
-    assert_eq!(g.per_client.iter().sum::<u64>(), 300);
-    assert_eq!(&g.per_client[..3], &ga.per_client[..]);
+    assert_eq!(g.counts.per_client.len(), 5);
+    assert_eq!(g.counts.per_client.iter().sum::<u64>(), 300);
+    assert_eq!(&g.counts.per_client[..3], &ga.counts.per_client[..]);
     let n = ga.series.len().max(gb.series.len());
     assert_eq!(g.series.len(), n);
     for i in 0..n {
@@ -50,7 +50,7 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
         assert_eq!(g.series[i].succeeded, x.succeeded + y.succeeded);
         assert_eq!(g.series[i].failed, x.failed + y.failed);
     }
-    assert_eq!(g.elapsed_s, ga.elapsed_s.max(gb.elapsed_s));
+    assert_eq!(g.counts.elapsed_s, ga.counts.elapsed_s.max(gb.counts.elapsed_s));
     // 50 failures with one message: one reason, counted 50 times, with its sample.
     assert_eq!(g.reasons.list.len(), 1, "{:?}", g.reasons);
     let r = &g.reasons.list[0];
@@ -78,7 +78,7 @@ fn merge_appends_unknown_groups_and_rejects_mismatches() {
     let b = run(other).unwrap();
     a.merge(&b).unwrap();
     assert_eq!(
-        a.groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(),
+        a.groups.iter().map(|g| g.counts.name.as_str()).collect::<Vec<_>>(),
         ["main", "second"]
     );
 
@@ -117,7 +117,7 @@ fn stop_mid_run_ends_promptly_with_partial_counts() {
     );
     assert!(v["elapsed_s"].as_f64().unwrap() >= 1.2 && v["finished"] == json!(false));
     assert!(
-        snap.groups[0].succeeded > 0 && snap.groups[0].p50_us >= 2000,
+        snap.groups[0].outcomes.succeeded > 0 && snap.groups[0].p50_us >= 2000,
         "{snap:?}"
     );
     let e2 = engine.clone();
@@ -129,8 +129,10 @@ fn stop_mid_run_ends_promptly_with_partial_counts() {
     let r = engine.result().unwrap();
     let g = &r.groups[0];
     assert!(r.stopped);
-    assert!(g.succeeded >= snap.groups[0].succeeded && g.succeeded < 1_000_000);
-    assert_eq!(g.failed + g.hung, 0);
+    assert!(
+        g.counts.outcomes.succeeded >= snap.groups[0].outcomes.succeeded && g.counts.outcomes.succeeded < 1_000_000
+    );
+    assert_eq!(g.counts.outcomes.failed + g.counts.outcomes.hung, 0);
     assert!(engine.snapshot().finished);
     assert_eq!(engine.snapshot().groups[0].in_flight, 0);
     assert_eq!(engine.result(), Some(r), "result() can be called again");
@@ -178,7 +180,7 @@ fn body_file_is_sent() {
     client["method"] = json!("PUT");
     client["body_file"] = json!(path.display().to_string());
     let r = run(one_group(2, json!({"total": 20}), client)).unwrap();
-    assert_eq!(r.groups[0].succeeded, 20, "{}", r.summary_json());
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 20, "{}", r.summary_json());
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -192,11 +194,15 @@ fn open_loop_rate_paces_the_group() {
         max_in_flight: None,
     };
     let r = run(s).unwrap();
-    let n = r.groups[0].succeeded;
+    let n = r.groups[0].counts.outcomes.succeeded;
     assert!((180..=201).contains(&n), "200/s for 1 s gave {n}");
     // Every arrival completed, except at most one in flight when the window closed.
     let g = &r.groups[0];
-    assert!(g.offered >= n && g.offered <= n + g.dropped + 1, "{}", r.summary_json());
+    assert!(
+        g.counts.offered >= n && g.counts.offered <= n + g.counts.dropped + 1,
+        "{}",
+        r.summary_json()
+    );
 }
 
 #[test]
@@ -216,10 +222,10 @@ fn open_loop_counts_merge_exactly_and_other_format_versions_are_named() {
     let mut m = a.clone();
     m.merge(&b).unwrap();
     let (ga, gb, gm) = (&a.groups[0], &b.groups[0], &m.groups[0]);
-    assert!(ga.offered > 0 && gm.open_loop);
-    assert_eq!(gm.offered, ga.offered + gb.offered);
-    assert_eq!(gm.late, ga.late + gb.late);
-    assert_eq!(gm.dropped, ga.dropped + gb.dropped);
+    assert!(ga.counts.offered > 0 && gm.counts.open_loop);
+    assert_eq!(gm.counts.offered, ga.counts.offered + gb.counts.offered);
+    assert_eq!(gm.counts.late, ga.counts.late + gb.counts.late);
+    assert_eq!(gm.counts.dropped, ga.counts.dropped + gb.counts.dropped);
     assert_eq!(
         gm.latency_uncorrected.len(),
         ga.latency_uncorrected.len() + gb.latency_uncorrected.len()

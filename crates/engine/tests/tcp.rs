@@ -12,8 +12,8 @@ fn tcp_echo_round_trips() {
     let c = json!({"kind": "tcp", "addr": addr.to_string(), "send": "PING\n", "expect": "PING\n"});
     let r = run(one_group(4, json!({"total": 200}), c)).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (200, 0, 0), "{}", r.summary_json());
-    assert_eq!(g.kind, "tcp");
+    assert_eq!(succeeded_failed_hung(g), (200, 0, 0), "{}", r.summary_json());
+    assert_eq!(g.counts.kind, "tcp");
     assert_eq!(g.connect.len(), 200);
     assert_eq!(g.ttfb.len(), 200);
 }
@@ -29,7 +29,7 @@ fn tcp_without_a_match_fails_and_refused_is_classed() {
     s.groups[0].timeout_ms = 300;
     let r = run(s).unwrap();
     // The echo server never says PONG and never closes: the operations hang.
-    assert_eq!(r.groups[0].hung, 4, "{}", r.summary_json());
+    assert_eq!(r.groups[0].counts.outcomes.hung, 4, "{}", r.summary_json());
 
     let c = json!({"kind": "tcp", "addr": format!("127.0.0.1:{}", closed_port())});
     let r = run(one_group(1, json!({"total": 3}), c)).unwrap();
@@ -37,5 +37,5 @@ fn tcp_without_a_match_fails_and_refused_is_classed() {
 
     let c = json!({"kind": "tcp", "addr": addr.to_string()});
     let r = run(one_group(2, json!({"total": 10}), c)).unwrap();
-    assert_eq!(r.groups[0].succeeded, 10, "connect-only operations");
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 10, "connect-only operations");
 }

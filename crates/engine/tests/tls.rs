@@ -93,14 +93,17 @@ fn https_with_insecure_verifier_and_untrusted_cert_failure() {
     client["expect_body"] = json!("secure");
     let r = run(one_group(2, json!({"total": 100}), client.clone())).unwrap();
     let g = &r.groups[0];
-    assert_eq!((g.succeeded, g.failed, g.hung), (100, 0, 0), "{}", r.summary_json());
-    assert_eq!(g.kind, "https");
+    assert_eq!(succeeded_failed_hung(g), (100, 0, 0), "{}", r.summary_json());
+    assert_eq!(g.counts.kind, "https");
     assert_eq!(g.connect.len(), 2, "keep-alive: one TLS handshake per client");
     assert_eq!(requests.load(Ordering::Relaxed), 100);
 
     client["new_connection"] = json!(true);
     let r = run(one_group(2, json!({"total": 20}), client.clone())).unwrap();
-    assert_eq!((r.groups[0].succeeded, r.groups[0].connect.len()), (20, 20));
+    assert_eq!(
+        (r.groups[0].counts.outcomes.succeeded, r.groups[0].connect.len()),
+        (20, 20)
+    );
 
     // Without `insecure` the self-signed certificate is rejected: class `tls`.
     client["insecure"] = json!(false);

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use regex::bytes::Regex;
 use tokio::io::AsyncReadExt;
 
-use super::group::{kill_group, GroupGuard};
+use super::group::{command, kill_group, GroupGuard};
 use super::template::Template;
 use super::Prepared;
 use crate::cancel::Cancel;
@@ -122,16 +122,13 @@ impl ExecClient {
         };
         let (c, i) = (self.client, iteration);
         let program = p.program.render(c, i);
-        let mut cmd = tokio::process::Command::new(&program);
-        cmd.args(p.args.iter().map(|a| a.render(c, i)))
-            .envs(p.env.iter().map(|(k, v)| (k, v.render(c, i))))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(dir) = &p.cwd {
-            cmd.current_dir(dir);
-        }
+        let mut cmd = command(
+            &program,
+            p.args.iter().map(|a| a.render(c, i)),
+            p.env.iter().map(|(k, v)| (k, v.render(c, i))),
+            Stdio::null(),
+            p.cwd.as_deref(),
+        );
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => {

@@ -15,7 +15,7 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use knee_engine::{ShardResult, Spec};
+use knee_engine::{GroupResult, ShardResult, Spec};
 
 mod raw;
 #[allow(unused_imports)]
@@ -209,6 +209,12 @@ pub fn http(url: &str) -> Value {
 
 pub fn summary(r: &ShardResult) -> Value {
     serde_json::from_str(&r.summary_json()).unwrap()
+}
+
+/// A group's (succeeded, failed, hung), the triple most tests check.
+pub fn succeeded_failed_hung(g: &GroupResult) -> (u64, u64, u64) {
+    let o = &g.counts.outcomes;
+    (o.succeeded, o.failed, o.hung)
 }
 
 /// `count()` once it equals `want`, or after 2 s of waiting for that (a server may count a request

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{watch, Notify};
 
 use super::client::{Reply, Slot};
 use super::protocol::{self, quote, Answer, Said, MAX_LINE, QUOTED};
 use super::ProgramPrep;
 use crate::class::ErrorClass;
-use crate::clients::group::{kill_group, GroupGuard};
+use crate::clients::group::{command, kill_group, GroupGuard};
 use crate::clients::Prepared;
 
 /// Bytes of a process's stderr kept for messages.
@@ -181,19 +181,15 @@ impl Proc {
     /// Start the program and do the start handshake; the error is one sentence for the user.
     pub(super) async fn spawn(&self) -> Result<Io, String> {
         let w = self.prep();
-        let mut cmd = Command::new(w.program());
-        cmd.args(&w.argv[1..])
-            .envs(w.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(dir) = &w.cwd {
-            cmd.current_dir(dir);
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("{}: cannot start the worker program {:?} ({e})", self.key, w.program()))?;
+        let mut child = command(
+            w.program(),
+            &w.argv[1..],
+            w.env.iter().map(|(k, v)| (k, v)),
+            Stdio::piped(),
+            w.cwd.as_deref(),
+        )
+        .spawn()
+        .map_err(|e| format!("{}: cannot start the worker program {:?} ({e})", self.key, w.program()))?;
         let pid = child.id().map_or(0, |id| id as i32);
         let guard = GroupGuard(pid);
         self.pid.set(pid);
