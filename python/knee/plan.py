@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from knee.analysis.search import Config as SearchConfig
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 from knee.spec import (
     ClientSpec,
@@ -44,6 +45,7 @@ class PlannedStep:
     label: str = ""
     direction: Direction = "up"
     phase: Phase = "sweep"
+    reason: str = ""  # a searched level (levels = "auto"): why the search chose it
 
 
 def sweep_plan(scenario: Scenario) -> list[PlannedStep]:
@@ -71,10 +73,17 @@ def step_seconds(scenario: Scenario) -> float | None:
         if g.duration is not None:
             durations.append(g.duration)
         elif g.per_client is None and g.total is None and scenario.sweep.duration is not None:
-            durations.append(scenario.sweep.duration)
+            durations.append(sweep_seconds(scenario))
         else:
             return None
     return max(durations) + scenario.sweep.warmup if durations else None
+
+
+def sweep_seconds(scenario: Scenario) -> float:
+    """The sweep's duration in seconds (duration = "auto": the most a level may run, max_duration)."""
+    duration = scenario.sweep.duration
+    assert duration is not None
+    return scenario.sweep.duration_bounds()[1] if duration == "auto" else duration
 
 
 def engine_spec(scenario: Scenario, step: PlannedStep, *, continuous: bool = False) -> EngineSpec:
@@ -108,9 +117,14 @@ def _stop(scenario: Scenario, g: Group, step: PlannedStep) -> StopRule:
         return PerClient(per_client=g.per_client)
     if g.total is not None:
         return Total(total=g.total)
-    seconds = g.duration if g.duration is not None else sweep.duration
-    if step.phase == "recovery" and scenario.recovery.probe is not None and seconds is not None:
-        seconds = scenario.recovery.probe
+    seconds = (
+        g.duration if g.duration is not None else (sweep_seconds(scenario) if sweep.duration is not None else None)
+    )
+    if step.phase == "recovery" and seconds is not None:
+        if scenario.recovery.probe is not None:
+            seconds = scenario.recovery.probe
+        elif g.duration is None and sweep.duration == "auto":
+            seconds = sweep.duration_bounds()[0]  # a probe compares rates: the least a level runs is enough
     if seconds is not None:
         return DurationMs(duration_ms=round(seconds * 1000))
     if sweep.per_client is not None:
@@ -228,7 +242,15 @@ def quick(scenario: Scenario) -> Scenario:
     """
     d = scenario.model_dump()
     sw = d["sweep"]
-    if sw["levels"] is not None or sw["rates"] is not None:
+    if sw["duration"] == "auto":
+        sw["duration"], sw["min_duration"], sw["max_duration"] = 1.0, None, None
+    if scenario.sweep.auto_levels:
+        search = d["search"]
+        search["max_steps"] = min(search["max_steps"], 6)
+        if not scenario.rate_sweep:
+            search["max"] = min(search["max"] or 100, 100)
+        search["budget"] = None
+    elif sw["levels"] is not None or sw["rates"] is not None:
         levels = scenario.levels()
         if not scenario.rate_sweep:
             levels = [lv for lv in levels if lv <= 100] or [min(levels)]
@@ -246,3 +268,24 @@ def quick(scenario: Scenario) -> Scenario:
     _cap(d["recovery"], limit=3.0, pause=0.2, probe=1.0)
     d["stop"]["max_level"] = d["stop"]["max_rate"] = None
     return Scenario.model_validate(d)
+
+
+def search_config(scenario: Scenario) -> SearchConfig:
+    """The level search of `levels = "auto"` / `rates = "auto"` (knee.analysis.search), from the [search] table."""
+    start, top = scenario.search_bounds()
+    precision, relative = scenario.search.relative_precision()
+    s = scenario.search
+    return SearchConfig(
+        start=start,
+        max=top,
+        precision=precision,
+        relative=relative,
+        resolution=1.0,
+        factor=s.factor,
+        onset=scenario.analysis.onset,
+        noise=scenario.sweep.settle,
+        max_steps=s.max_steps,
+        budget_s=s.budget,
+        integer=not scenario.rate_sweep,
+        open_loop=scenario.rate_sweep,
+    )

@@ -51,6 +51,8 @@ class SweepProgress:
         self._step = step
         self._t0 = time.monotonic()
         self._last = None
+        if step.reason:  # a searched level: why the search chose it, kept in the log
+            self.console.print(f"{self._title()}: {step.reason}", highlight=False, soft_wrap=True, markup=False)
         self._show(Text(f"{self._title()}  starting…"))
 
     def update(self, snapshot: Snapshot) -> None:
@@ -99,14 +101,15 @@ class SweepProgress:
         if s is None:
             return ""
         label = f" {s.label}" if s.label else ""
-        what = "recovery probe" if s.phase == "recovery" else f"step {self._number}/{self.total_steps}"
+        of = f"/{self.total_steps}" if self.total_steps else ""  # a level search does not know how many
+        what = "recovery probe" if s.phase == "recovery" else f"step {self._number}{of}"
         return f"{what} {_level(s.level, self.rates)}{label} {s.direction}"
 
     def _of(self) -> str:
         return f"/{clock(self.step_s)}" if self.step_s else ""
 
     def _remaining(self, elapsed: float) -> str:
-        if not self.step_s or self._step is None or self._step.phase != "sweep":
+        if not self.step_s or self._step is None or self._step.phase != "sweep" or not self.total_steps:
             return ""
         left = max(0.0, self.step_s - elapsed) + (self.total_steps - self._number) * (self.step_s + self.pause_s)
         return f" (sweep ~{clock(left)} left)" if left >= 1 else ""

@@ -28,14 +28,25 @@ from knee import fmt
 from knee._engine import __version__
 from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
+from knee.analysis.search import Done, next_level, points
+from knee.analysis.steady import Settling, steady_state
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, on_hard_exit
 from knee.executor.base import BackgroundShard, Executor, StepRun
 from knee.machine.monitor import TargetMonitor
 from knee.machine.network import target_hosts
-from knee.model import Counts, GroupStats, RunRecord, StepResult, TargetStats
-from knee.plan import PlannedStep, background_spec, engine_spec, probe_step, quick, step_seconds, sweep_plan
+from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult, TargetStats
+from knee.plan import (
+    PlannedStep,
+    background_spec,
+    engine_spec,
+    probe_step,
+    quick,
+    search_config,
+    step_seconds,
+    sweep_plan,
+)
 from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.store import RunDir
 
@@ -269,6 +280,9 @@ class _Runner:
     # ---- steps ------------------------------------------------------------------------------
 
     def sweep(self) -> None:
+        if self.scenario.sweep.auto_levels:
+            self._search()
+            return
         plan = sweep_plan(self.scenario)
         # Steps recorded before a --resume, by what they measured (a dropped partial step leaves a gap).
         recorded: dict[tuple[float, str, str], StepResult] = {
@@ -294,19 +308,55 @@ class _Runner:
                     # partial, the worker named) and the sweep goes on by its stop rules.
                     if step.partial and (self.intr.requested or not step.lost_workers):
                         return
-                at = fmt.load(step.level, self.record.level_unit)
-                ratio = self._ratio(step)
-                if stop.max_failure_ratio is not None and ratio > stop.max_failure_ratio:
-                    self.status = "aborted"
-                    self.console.print(
-                        f"[red]aborted:[/] failure ratio {fmt.pct(ratio)} at {at} is over "
-                        f"stop.max_failure_ratio = {stop.max_failure_ratio}"
-                    )
+                if self._abort(step):
                     return
+                at = fmt.load(step.level, self.record.level_unit)
                 if stop.at_collapse and planned.direction == "up" and self._collapsed(step):
                     collapsed[planned.label] = planned.level
                     self.status = "stopped"
                     self.console.print(f"collapse at {at}: no higher levels (stop.at_collapse)")
+
+    def _abort(self, step: StepResult) -> bool:
+        """stop.max_failure_ratio: the step failed too much, the sweep ends (aborted)."""
+        most = self.scenario.stop.max_failure_ratio
+        ratio = self._ratio(step)
+        if most is None or ratio <= most:
+            return False
+        self.status = "aborted"
+        at = fmt.load(step.level, self.record.level_unit)
+        self.console.print(
+            f"[red]aborted:[/] failure ratio {fmt.pct(ratio)} at {at} is over stop.max_failure_ratio = {most}"
+        )
+        return True
+
+    def _search(self) -> None:
+        """levels = "auto": ask the search for the next level, measure it, until the search is done. Its state is
+        the steps measured so far (a --resume continues from run.json's)."""
+        config = search_config(self.scenario)
+        number = len([s for s in self.record.steps if s.phase == "sweep"])
+        with self.progress:
+            while not self.intr.requested:
+                steps = [s for s in self.record.steps if s.phase == "sweep"]
+                rows = pool(steps, self.group, "up")
+                spent = sum(s.elapsed_s for s in steps) + self.scenario.sweep.pause * max(0, len(steps) - 1)
+                per_step = spent / len(steps) if steps else (step_seconds(self.scenario) or 0.0)
+                found = next_level(points(rows, self.scenario.slo), config, spent_s=spent, step_s=per_step)
+                if isinstance(found, Done):
+                    self.record.search_end = found.reason
+                    self.run_dir.save(self.record)
+                    self.console.print(f"search done: {found.reason}", highlight=False, soft_wrap=True, markup=False)
+                    return
+                level = int(found.level) if config.integer else _whole(found.level)
+                if self._ran_one or steps:
+                    self._sleep(self.scenario.sweep.pause)
+                    if self.intr.requested:
+                        return
+                number += 1
+                step = self._run(PlannedStep(level, reason=found.reason), number, 0)
+                if step.partial and (self.intr.requested or not step.lost_workers):
+                    return
+                if self._abort(step):
+                    return
 
     def recovery(self) -> None:
         probe = probe_step(self.scenario)
@@ -338,10 +388,11 @@ class _Runner:
         spec = engine_spec(self.scenario, planned, continuous=True)
         self.progress.begin(number, total, planned)
         self._cut_between()
+        settle = self._settling(planned)
         if self.monitor is not None:
             self.monitor.start()
         try:
-            run = self.executor.run_step(spec, self.intr, self.progress.update)
+            run = self.executor.run_step(spec, self.intr, settle or self.progress.update)
         finally:
             target = self.monitor.stop() if self.monitor is not None else None
         if self._bg is not None:
@@ -350,11 +401,35 @@ class _Runner:
         self.progress.end(step)
         return step
 
+    def _settling(self, planned: PlannedStep) -> Callable[[Snapshot], bool] | None:
+        """duration = "auto" (a sweep step whose measured group runs for the sweep's duration): the live view, and
+        True once the level has settled, which ends the step."""
+        sweep, g = self.scenario.sweep, self.scenario.groups[self.group]
+        if sweep.duration != "auto" or planned.phase != "sweep" or g.duration is not None or g.background:
+            return None
+        if g.per_client is not None or g.total is not None:
+            return None
+        settling = Settling(sweep.duration_bounds()[0], sweep.settle)
+
+        def on_snapshot(snapshot: Snapshot) -> bool:
+            self.progress.update(snapshot)
+            measured = snapshot.group(self.group)
+            return measured is not None and settling.add(snapshot.elapsed_s, measured.succeeded)
+
+        return on_snapshot
+
+    def _steady(self, planned: PlannedStep, groups: dict[str, GroupStats]) -> SteadyState | None:
+        g = groups.get(self.group)
+        if g is None or planned.phase != "sweep":
+            return None
+        return steady_state(g, self.scenario.sweep.settle, auto=self._settling(planned) is not None)
+
     def _save(self, planned: PlannedStep, run: StepRun, target: TargetStats | None = None) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
         self.run_dir.write_step(index, run.result.to_bytes(), histograms)
+        groups = {g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups}
         step = StepResult(
             index=index,
             level=planned.level,
@@ -364,7 +439,9 @@ class _Runner:
             partial=run.partial or bool(run.lost),
             started_unix=s.started_unix or run.started_unix,
             elapsed_s=s.elapsed_s,
-            groups={g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups},
+            groups=groups,
+            reason=planned.reason,
+            steady=self._steady(planned, groups),
             generator=run.generator,
             counters=run.counters,
             target=target,
@@ -399,6 +476,10 @@ class _Runner:
         end = time.monotonic() + seconds
         while not self.intr.requested and (left := end - time.monotonic()) > 0:
             time.sleep(min(0.1, left))
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
 
 
 def machine() -> dict[str, object]:

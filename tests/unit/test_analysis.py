@@ -13,7 +13,7 @@ def test_peak_and_no_errors_ever() -> None:
     v = analyze(sweep({5: 2.0, 20: 4.0, 50: 4.6, 100: 4.4}), "main")
     assert (v.peak_level, v.peak_rate) == (50, pytest.approx(4.6))
     assert v.error_onset_level is None and v.collapse_level is None
-    assert v.sentences[0] == "peaked at 4.60 Hz with 50 clients"
+    assert v.sentences[0] == "peaked at 4.60 Hz with 50 clients (50–100 within noise)"
     assert "no errors up to 100 clients" in v.sentences
     assert v.hung_by_level == {5: 0, 20: 0, 50: 0, 100: 0}
     assert v.warnings == []  # a clean sweep gets no warnings
@@ -28,14 +28,14 @@ def test_error_onset_is_the_first_level_above_the_threshold() -> None:
     ]
     assert analyze(steps, "main").error_onset_level == 20
     assert analyze(steps, "main", onset=0.01).error_onset_level == 30
-    assert "errors from 20 clients (0.2 % failed or hung: 2 failed, 0 hung)" in analyze(steps, "main").sentences
+    assert "errors from 20 clients (0.2 % failed or hung: 2 failed, 0 hung; 10: 0.1 %)" in analyze(steps, "main").sentences
 
 
 def test_collapse_at_the_first_level_past_the_peak() -> None:
     v = analyze(sweep({10: 50.0, 50: 100.0, 100: 49.0, 200: 10.0}), "main")
     assert v.peak_level == 50
     assert v.collapse_level == 100
-    assert "collapsed at 100 clients (49.0 Hz, 49 % of the peak)" in v.sentences
+    assert "collapsed at 100 clients (49.0 Hz, 49 % of the peak; 50: 100 Hz)" in v.sentences
 
 
 def test_no_collapse_while_the_rate_stays_above_half_the_peak() -> None:
@@ -55,7 +55,7 @@ def test_failure_based_collapse() -> None:
     assert v.peak_level == 50
     assert v.error_onset_level == 100
     assert v.collapse_level == 200
-    assert "collapsed at 200 clients (53 % failed or hung: 800 failed, 0 hung)" in v.sentences
+    assert "collapsed at 200 clients (53 % failed or hung: 800 failed, 0 hung; 100: 80.0 Hz)" in v.sentences
 
 
 def test_failures_below_the_peak_are_not_a_collapse() -> None:
@@ -144,7 +144,7 @@ def test_capacity_under_slo_needs_every_lower_level_to_pass() -> None:
     v = analyze(steps, "main", slo=slo)
     assert v.capacity_under_slo == 50
     assert v.slo_passed is False
-    assert "capacity under SLO (p99 ≤ 500 ms, failures ≤ 1.0 %): 50 clients" in v.sentences
+    assert "capacity under SLO (p99 ≤ 500 ms, failures ≤ 1.0 %): 50 clients (100 clients: broken)" in v.sentences
     strict = analyze(steps, "main", slo=Slo(failure_ratio=0.0))
     assert strict.capacity_under_slo == 10
 
@@ -255,7 +255,7 @@ def test_stages_are_separate_curves() -> None:
     v = analyze(steps, "main", slo=Slo(p99_ms=500), fit=False)
     assert "store: peaked at 180 Hz with 20 clients" in v.sentences
     assert "fetch: peaked at 400 Hz with 10 clients" in v.sentences
-    assert "store: collapsed at 40 clients (60.0 Hz, 33 % of the peak)" in v.sentences
+    assert "store: collapsed at 40 clients (60.0 Hz, 33 % of the peak; 20: 180 Hz)" in v.sentences
     assert v.peak_level is None  # no single peak across operation types
     assert (v.capacity_under_slo, v.slo_passed) == (20, False)  # fetch is too slow at 40
 

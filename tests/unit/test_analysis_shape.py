@@ -227,7 +227,7 @@ def test_hung_operations_are_never_called_failed() -> None:
         step(3, 800, 1000, failed=500, hung=700),  # 55 %: a collapse
     ]
     v = analyze(steps, "main")
-    assert "errors from 400 clients (3.1 % failed or hung: 244 failed, 4 hung)" in v.sentences
-    assert "collapsed at 800 clients (55 % failed or hung: 500 failed, 700 hung)" in v.sentences
+    assert "errors from 400 clients (3.1 % failed or hung: 244 failed, 4 hung; 200: none)" in v.sentences
+    assert "collapsed at 800 clients (55 % failed or hung: 500 failed, 700 hung; 400: 775 Hz)" in v.sentences
     for text in [*v.sentences, *v.warnings]:
         assert not re.search(r"% (of operations )?failed(?! or hung)", text), text

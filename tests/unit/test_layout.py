@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knee.scenario",),
     ("knee.model", "knee.spec"),
     ("knee.analysis",),
-    ("knee.plan", "knee.search"),
+    ("knee.plan",),
     ("knee.engine", "knee.machine"),
     ("knee.preflight", "knee.executor"),
     ("knee.store",),

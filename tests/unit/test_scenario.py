@@ -84,7 +84,7 @@ direction = "sideways"
 """
     lines = error_of(text).splitlines()
     assert "s.toml line 4: groups.stress.clientz is not a known key; check its spelling in docs/scenarios.md" in lines
-    assert "s.toml line 7: sweep.duration must be a duration like 10s, 2m or 500ms (got 'ten')" in lines
+    assert "s.toml line 7: sweep.duration must be a duration like 10s, 2m or 500ms, or \"auto\" (got 'ten')" in lines
     assert "s.toml line 8: sweep.direction must be 'up' or 'up-down' (got 'sideways')" in lines
     assert len(lines) == 3
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from knee.search import Config, Done, Next, Point, brackets, next_level
+from knee.analysis.search import Config, Done, Next, Point, brackets, next_level
 
 
 def usl(sigma: float, kappa: float, lam: float = 100.0) -> Callable[[float], Point]:

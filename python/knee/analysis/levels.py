@@ -15,6 +15,11 @@ from knee.model import Outcomes, StepResult
 # DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
 COLLAPSE_RATE = 0.5
 COLLAPSE_FAILURES = 0.5
+# docs/analysis.md: an open loop is saturated when it fell this short of the offered rate, or started this share
+# of its arrivals late, or dropped this share.
+SATURATION_SHORTFALL = 0.05
+SATURATION_LATE = 0.05  # above timer and scheduling jitter on a busy load machine
+SATURATION_DROPPED = 0.01
 
 
 class LevelRow(Outcomes):
@@ -37,10 +42,18 @@ class LevelRow(Outcomes):
     uncorrected_sum_ms: float = 0.0  # latency from the actual start (time in the service), mean × count
     p99_uncorrected_ms: float = 0.0
     steps: int = 0
+    # what the rate is judged on: every measured second, except that a step run until settled (duration = "auto")
+    # counts only its seconds after the warm-up cut (StepResult.steady)
+    rate_succeeded: float = 0.0
+    rate_s: float = 0.0
+    half_width_hz: float | None = None  # the rate's 95 % interval half-width (the steps' best), when known
+    cut_s: float = 0.0  # warm-up cut from the rate, over the pooled steps
 
     @property
     def rate(self) -> float:
-        """Successful operations per measured second."""
+        """Successful operations per measured second (after the warm-up cut of a level run until settled)."""
+        if self.rate_s > 0:
+            return self.rate_succeeded / self.rate_s
         return self.succeeded / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
@@ -97,6 +110,16 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
         r.latency_sum_ms += g.latency_ms.mean * g.latency_ms.count
         r.p99_ms = max(r.p99_ms, g.latency_ms.p99)
         r.partial = r.partial or s.partial
+        st = s.steady if s.steady is not None and s.steady.group == group else None
+        if st is not None and st.auto and st.kept_s > 0:
+            r.rate_succeeded += st.rate_hz * st.kept_s
+            r.rate_s += st.kept_s
+            r.cut_s += st.cut_s
+        else:
+            r.rate_succeeded += g.succeeded
+            r.rate_s += g.elapsed_s
+        if st is not None and st.half_width_hz is not None:
+            r.half_width_hz = min(r.half_width_hz or st.half_width_hz, st.half_width_hz)
         if g.open_loop is not None:
             o = g.open_loop
             r.open_loop = True
@@ -128,3 +151,14 @@ def collapse(row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Ca
     if peak.rate > 0 and row.rate < COLLAPSE_RATE * peak.rate:
         return f"{say(row.rate)}, {pct(row.rate / peak.rate)} of the peak"
     return None
+
+
+def saturated(row: LevelRow) -> bool:
+    """An open loop that did not keep up with what it offered (docs/analysis.md: the saturation definition)."""
+    if not row.open_loop or row.offered <= 0:
+        return False
+    return (
+        row.shortfall > SATURATION_SHORTFALL
+        or row.late / row.offered > SATURATION_LATE
+        or row.dropped / row.offered > SATURATION_DROPPED
+    )

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats
+from knee.model import GroupStats, SteadyState
 
 MSER_BATCH = 5  # MSER-5: intervals are averaged five at a time before the cut is searched
 MIN_BATCHES = 5  # fewer batch means than this give no confidence interval worth the name
@@ -71,6 +71,8 @@ def batch_means(series: Sequence[float], confidence: float = CONFIDENCE) -> tupl
     bm = [sum(tail[i * size : (i + 1) * size]) / size for i in range(k)]
     m = sum(bm) / k
     sd = math.sqrt(sum((b - m) ** 2 for b in bm) / (k - 1))
+    from scipy import stats  # on first use: scipy takes a while to import
+
     t = float(stats.t.ppf(0.5 + confidence / 2, k - 1))
     return mean, t * sd / math.sqrt(k)
 
@@ -88,3 +90,57 @@ def steady(series: Sequence[float], within: float = WITHIN, confidence: float = 
         half_width=half,
         settled=mean > 0 and half <= within * mean,
     )
+
+
+def intervals(g: GroupStats) -> list[float]:
+    """A group's successes per interval over its whole intervals (a last, partial interval left out; an interval
+    with nothing in it is 0)."""
+    if g.interval_s <= 0:
+        return []
+    n = int(g.elapsed_s / g.interval_s + 1e-6)
+    counts = [0.0] * n
+    for p in g.series:
+        i = round(p.t / g.interval_s)
+        if 0 <= i < n:
+            counts[i] += p.succeeded
+    return counts
+
+
+def steady_state(g: GroupStats, within: float = WITHIN, auto: bool = False) -> SteadyState | None:
+    """The group's steady state over its step (None with fewer than MIN_BATCHES whole intervals); `auto`: the
+    step ran until settled (duration = "auto"), so its rate is the one after the cut."""
+    series = intervals(g)
+    if len(series) < MIN_BATCHES:
+        return None
+    s = steady(series, within)
+    dt = g.interval_s
+    return SteadyState(
+        group=g.name,
+        cut_s=s.cut * dt,
+        kept_s=s.intervals * dt,
+        rate_hz=s.mean / dt,
+        half_width_hz=s.half_width / dt if math.isfinite(s.half_width) else None,
+        settled=s.settled,
+        auto=auto,
+    )
+
+
+class Settling:
+    """duration = "auto", live: fed the measured group's successes as the step runs (about once a second), says
+    when the level has run at least `min_s` and its rate has settled (then the step may end)."""
+
+    def __init__(self, min_s: float, within: float = WITHIN) -> None:
+        self.min_s = min_s
+        self.within = within
+        self._last: tuple[float, int] | None = None
+        self._series: list[float] = []  # successes per second between feeds
+
+    def add(self, elapsed_s: float, succeeded: int) -> bool:
+        """One reading; True when the level may end."""
+        if self._last is not None:
+            t0, n0 = self._last
+            if elapsed_s > t0:
+                self._series.append((succeeded - n0) / (elapsed_s - t0))
+        if self._last is None or elapsed_s > self._last[0]:
+            self._last = (elapsed_s, succeeded)
+        return elapsed_s >= self.min_s and steady(self._series, self.within).settled

@@ -35,19 +35,17 @@ from typing import Any
 
 from knee import fmt
 from knee.analysis import little
-from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, sweep_steps
+from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
+from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.shape import name_shape
 from knee.analysis.slo import capacity
 from knee.analysis.uslfit import MIN_POINTS, fit_usl
 from knee.errors import UserError
-from knee.model import LevelUnit, StepResult, USLFit, Verdict
+from knee.model import Bracket, LevelUnit, StepResult, USLFit, Verdict
 from knee.scenario import Slo
 
 HYSTERESIS_NOTE = 0.10
-SATURATION_SHORTFALL = 0.05
-SATURATION_LATE = 0.05  # above timer and scheduling jitter on a busy load machine
-SATURATION_DROPPED = 0.01
 
 
 def analyze(
@@ -173,7 +171,9 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
         v.sentences.append(f"{fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}")
     else:
         v.peak_level, v.peak_rate = best.level, best.rate
-        edge = " (the highest level measured: it may go higher)" if best is rows[-1] else ""
+        v.brackets["peak"] = b = peak_bracket(rows, best)
+        edge = peak_words(b, unit)
+        edge += " (the highest level measured: it may go higher)" if best is rows[-1] else ""
         if not clean:
             edge += f", but with errors at every level (at the peak {failed_or_hung(best, fmt.pct)})"
         v.sentences.append(f"peaked at {fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}{edge}")
@@ -185,7 +185,13 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
     first_err = next((r for r in rows if r.failure_ratio > onset), None)
     if first_err is not None:
         v.error_onset_level = first_err.level
-        v.sentences.append(f"errors from {fmt.load(first_err.level, unit)} ({failed_or_hung(first_err, fmt.pct)})")
+        v.brackets["onset"] = b = bracket(rows, first_err)
+        before = _row(rows, b.below)
+        quiet = "none" if before is None or before.failed + before.hung == 0 else fmt.pct(before.failure_ratio)
+        v.sentences.append(
+            f"errors from {fmt.load(first_err.level, unit)} ({failed_or_hung(first_err, fmt.pct)}"
+            f"{below_words(rows, b, unit, quiet)})"
+        )
     elif best.rate > 0:
         v.sentences.append(f"no errors up to {fmt.load(rows[-1].level, unit)}")
     if v.peak_level is None or v.peak_rate is None:
@@ -194,24 +200,23 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
         why = collapse(r, highest, fmt.rate, fmt.pct)
         if why is not None:
             v.collapse_level = r.level
-            v.sentences.append(f"collapsed at {fmt.load(r.level, unit)} ({why})")
+            v.brackets["collapse"] = b = bracket(rows, r)
+            before = _row(rows, b.below)
+            held = fmt.rate(before.rate) if before is not None else ""
+            v.sentences.append(f"collapsed at {fmt.load(r.level, unit)} ({why}{below_words(rows, b, unit, held)})")
             break
 
 
 def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
     """The knee of an open loop: the first offered rate the service did not keep up with."""
     for r in rows:
-        if not r.open_loop or r.offered <= 0:
-            continue
-        if (
-            r.shortfall <= SATURATION_SHORTFALL
-            and r.late / r.offered <= SATURATION_LATE
-            and r.dropped / r.offered <= SATURATION_DROPPED
-        ):
+        if not saturated(r):
             continue
         v.saturation_level = r.level
+        v.brackets["saturation"] = b = bracket(rows, r)
+        kept = f" ({fmt.level_rate(b.below)} offered: kept up)" if b.below is not None else ""
         v.sentences.append(
-            f"saturated at {fmt.load(r.level, 'rate')}: achieved {fmt.rate(r.achieved_rate)} "
+            f"saturated at {fmt.load(r.level, 'rate')}{kept}: achieved {fmt.rate(r.achieved_rate)} "
             f"({fmt.pct(r.achieved_rate / r.offered_rate if r.offered_rate else 0.0)} of offered), "
             f"{r.late:,} late, {r.dropped:,} dropped"
         )
@@ -264,8 +269,12 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     unit = v.level_unit
     if v.capacity_under_slo is None:
         v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {fmt.load(rows[0].level, unit)}")
-    else:
-        v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}")
+        return
+    above = next((r for r in rows if r.level > v.capacity_under_slo), None)
+    broke = f" ({fmt.load(above.level, unit)}: broken)" if above is not None else ""
+    if above is not None:
+        v.brackets["slo"] = Bracket(at=above.level, below=v.capacity_under_slo)
+    v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}")
 
 
 def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
@@ -319,6 +328,10 @@ def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
         peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
     return f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}"
+
+
+def _row(rows: Sequence[LevelRow], level: int | float | None) -> LevelRow | None:
+    return next((r for r in rows if r.level == level), None)
 
 
 def _levels(levels: list[int | float], unit: LevelUnit) -> str:

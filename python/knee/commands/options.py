@@ -52,10 +52,36 @@ _TARGET = [
     click.option("--start-timeout", help="--worker/--python: how long a process may take to answer start (30s)."),
 ]
 
+_SEARCH = [
+    click.option(
+        "--max-level",
+        type=click.FloatRange(min=0, min_open=True),
+        help="--levels auto / --rates auto: the highest level (clients, or /s) the search may try.",
+    ),
+    click.option(
+        "--start",
+        type=click.FloatRange(min=0, min_open=True),
+        help="--levels auto / --rates auto: the first level the search tries (default 1 client, or 10/s).",
+    ),
+    click.option(
+        "--precision",
+        help="--levels auto / --rates auto: how closely to locate each point, a share of the level (default 10%) "
+        "or a number of clients (or /s).",
+    ),
+    click.option("--budget", help="--levels auto / --rates auto: the search's total time at most (e.g. 30m)."),
+    click.option("--min-duration", help="-d auto: the least a level runs (default 10s)."),
+    click.option("--max-duration", help="-d auto: the most a level runs (default 2m)."),
+]
+
 _LOAD = [
     click.option("-n", "--requests", "n", type=click.IntRange(min=1), help="Stop after this many operations in all."),
     click.option("--iterations", type=click.IntRange(min=1), help="Stop after this many operations per client."),
-    click.option("-d", "--duration", help="Stop after this long (10s, 2m, 500ms). Default 10s if no -n/--iterations."),
+    click.option(
+        "-d",
+        "--duration",
+        help="Stop after this long (10s, 2m, 500ms), or 'auto': until the rate has settled. Default 10s if no "
+        "-n/--iterations.",
+    ),
     click.option("--timeout", help="An operation still running after this is hung (default 30s)."),
     click.option("--think", help="Pause after each operation (closed loop)."),
     click.option("--warmup", help="Leave operations ending this early out."),
@@ -119,6 +145,7 @@ def sweep_target_options(*, levels: str, rates: str, clients: str) -> Callable[[
         click.option("--levels", help=levels),
         click.option("--rates", help=rates),
         click.option("-c", "--clients", type=click.IntRange(min=1), help=clients),
+        *_SEARCH,
         *_LOAD,
         *_TARGET,
     ]
@@ -132,8 +159,8 @@ def one_line_sweep(o: dict[str, Any]) -> tuple[Options, list[str]]:
 
     one_line = to_options(
         o,
-        levels=parse_list(o["levels"], "--levels", whole=True),
-        rates=parse_list(o["rates"], "--rates", whole=False),
+        levels=parse_list(o["levels"], "--levels", whole=True, auto=True),
+        rates=parse_list(o["rates"], "--rates", whole=False, auto=True),
     )
     given = [f.name for f in fields(one_line) if getattr(one_line, f.name) not in (None, False, [], "")]
     return one_line, given

@@ -23,6 +23,7 @@ from knee.errors import UserError
 
 EPILOG = """\b
 Examples:
+  knee sweep http://127.0.0.1:8080/ --levels auto --max-level 200 -d 10s
   knee sweep examples/http-sweep.toml --var target=http://127.0.0.1:8080
   knee sweep http://127.0.0.1:8080/ls --levels 5,20,50,100 -d 2m
   knee sweep --levels 5,20,50 -d 20m --timeout 1h -- lcg-ls -b -D srmv2 '$dir'
@@ -34,8 +35,10 @@ Examples:
 
 @click.command(name="sweep", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @sweep_target_options(
-    levels="Client levels of a one-line sweep, e.g. 5,20,50,100.",
-    rates="Offered rates of a one-line open-loop sweep (/s), e.g. 100,200,400; -c connections.",
+    levels="Client levels of a one-line sweep, e.g. 5,20,50,100, or auto: knee searches for the peak, the error "
+    "onset and the collapse (--max-level, --precision, --budget).",
+    rates="Offered rates of a one-line open-loop sweep (/s), e.g. 100,200,400, or auto (the saturation); "
+    "-c connections.",
     clients="Open loop (--rates): the connections.",
 )
 @click.option("--pause", help="Pause between levels (default 0s).")

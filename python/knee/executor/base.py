@@ -22,7 +22,9 @@ from knee.spec import EngineSpec
 if TYPE_CHECKING:
     from knee.scenario import Scenario
 
-OnSnapshot = Callable[[Snapshot], None]
+# Called with each live snapshot (about once a second); returning True ends the step early and whole (it has
+# measured enough: duration = "auto"), as its duration's end would.
+OnSnapshot = Callable[[Snapshot], bool | None]
 
 
 @dataclass

@@ -276,6 +276,8 @@ class DaskExecutor(Executor):
             raise UserError(f"no shard of the step came back: {what}")
         self.last_overhead = (t_go - t_begin, time.monotonic() - t_end)
         lost = [step.lost[i] for i in sorted(step.lost)]
+        if step.enough and not stop_sent:
+            gather.partial = False
         return gather.step_run(gather.result, started_unix=started_unix, partial=stop_sent, lost=lost)
 
     def start_background(self, spec: EngineSpec) -> DaskBackground:
@@ -303,6 +305,7 @@ class _Step:
         self.live = distributed.Queue(f"{key}-live", client=client)
         self.futures: list[Any] = []
         self.lost: dict[int, str] = {}
+        self.enough = False  # stopped because it had measured enough, not by Ctrl-C: the shards' stop is no cut
 
     def submit(self) -> None:
         key = self.key
@@ -347,7 +350,8 @@ class _Step:
                     ) from None
 
     def watch(self, interrupts: Interrupts, on_snapshot: OnSnapshot | None) -> bool:
-        """The live view until every shard ended; Ctrl-C sets the stop event. Whether the step was stopped."""
+        """The live view until every shard ended; Ctrl-C sets the stop event, and so does `on_snapshot` saying
+        the step has measured enough. Whether the step was stopped by Ctrl-C (then it is partial)."""
         latest: dict[int, Snapshot] = {}
         stop_sent = interrupts.requested
         next_check = time.monotonic() + 1.0
@@ -359,7 +363,10 @@ class _Step:
             for index, text in fresh:
                 latest[index] = Snapshot.model_validate_json(text)
             if fresh and on_snapshot is not None:
-                on_snapshot(merge_snapshots(latest, of=len(self.chosen) - len(self.lost)))
+                enough = on_snapshot(merge_snapshots(latest, of=len(self.chosen) - len(self.lost)))
+                if enough and not stop_sent:  # the step has measured enough (duration = "auto"): end it, whole
+                    self.stop.set()
+                    self.enough = True
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + 1.0
                 self.check_lost()

@@ -25,7 +25,9 @@ def run_step(
     on_snapshot: OnSnapshot | None = None,
     every_s: float = 1.0,
 ) -> StepRun:
-    """Run `spec` to its end, or until `interrupts.requested` (then the result is partial)."""
+    """Run `spec` to its end, until `on_snapshot` returns True (the step has measured enough: it ends whole, its
+    operations in flight abandoned as at a duration's end), or until `interrupts.requested` (then the result is
+    partial)."""
     engine = Engine(spec)
     meter = CpuMeter().start()
     host = HostSampler().start()
@@ -44,7 +46,11 @@ def run_step(
                 break
             if on_snapshot is not None and time.monotonic() >= next_snapshot:
                 next_snapshot += every_s
-                on_snapshot(engine.snapshot())
+                if on_snapshot(engine.snapshot()):  # measured enough (duration = "auto"): end the step, whole
+                    engine.stop()
+                    while not engine.wait(POLL_S):
+                        pass
+                    break
     finally:
         interrupts.engine = None
         counters = host.stop()

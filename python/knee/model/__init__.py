@@ -15,7 +15,7 @@ directory is a `RunRecord` dumped with `model_dump(mode="json")`. One room per c
 The record types are importable from `knee.model` itself.
 """
 
-from knee.model.analysis import CurveShape, Finding, LittleCheck, USLFit, Verdict
+from knee.model.analysis import Bracket, CurveShape, Finding, LittleCheck, USLFit, Verdict
 from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.measured import (
     SKEW_WARN_SHARE,
@@ -26,6 +26,7 @@ from knee.model.measured import (
     OpenLoopStats,
     Reason,
     SeriesPoint,
+    SteadyState,
     StepResult,
     WorkerShare,
 )
@@ -35,6 +36,7 @@ from knee.model.run import SCHEMA_VERSION, RunRecord
 __all__ = [
     "SCHEMA_VERSION",
     "SKEW_WARN_SHARE",
+    "Bracket",
     "Counts",
     "CurveShape",
     "Finding",
@@ -52,6 +54,7 @@ __all__ = [
     "Reason",
     "RunRecord",
     "SeriesPoint",
+    "SteadyState",
     "StepResult",
     "TargetHost",
     "TargetStats",

@@ -46,6 +46,16 @@ class LittleCheck(BaseModel):
     gap: float  # relative: |N - expected| / N
 
 
+class Bracket(BaseModel):
+    """How precisely a point of the verdict is located: the level it was found at and the highest level measured
+    below it; a peak also has the levels around it whose rate is within noise of its own (`low`–`high`)."""
+
+    at: Level
+    below: Level | None = Field(default=None, description="the highest level measured below (null: none was)")
+    low: Level | None = None
+    high: Level | None = None
+
+
 class Verdict(BaseModel):
     """What the analysis concluded about one group over a sweep."""
 
@@ -66,6 +76,9 @@ class Verdict(BaseModel):
     usl: USLFit | None = None
     usl_left_out: list[Level] = Field(default_factory=list, description="levels the USL fit left out, and why")
     shape: CurveShape | None = None
+    brackets: dict[str, Bracket] = Field(
+        default_factory=dict, description="peak, onset, saturation, collapse, slo: each located point's bracket"
+    )
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)

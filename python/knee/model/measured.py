@@ -163,6 +163,19 @@ class WorkerShare(Outcomes, _WorkerPart):  # run.json: worker, host, clients, st
 SKEW_WARN_SHARE = 0.05
 
 
+class SteadyState(BaseModel):
+    """A step's rate judged over its per-interval series (knee.analysis.steady, docs/analysis.md): the warm-up
+    cut by MSER-5 and the rest's mean with its 95 % confidence interval by batch means."""
+
+    group: str = Field(description="the group judged: the sweep's measured group")
+    cut_s: float = Field(description="seconds cut from the start as warm-up")
+    kept_s: float = Field(description="seconds after the cut")
+    rate_hz: float = Field(description="successes per second after the cut")
+    half_width_hz: float | None = Field(description="the rate's 95 % interval half-width; null when too short")
+    settled: bool = Field(description="the half-width is within `settle` (5 %) of the rate")
+    auto: bool = Field(default=False, description="the step ran until settled (duration = auto): its rate is rate_hz")
+
+
 class StepResult(BaseModel):
     """One step of a plan: one level (or a recovery probe), all its groups."""
 
@@ -181,6 +194,10 @@ class StepResult(BaseModel):
     workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
     start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
     lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
+    reason: str = Field(default="", description='levels = "auto": why the search chose this level')
+    steady: SteadyState | None = Field(
+        default=None, description="the measured group's steady state (its warm-up cut, its rate's interval)"
+    )
     spec: dict[str, Any] | None = Field(
         default=None,
         description="what ran: the engine spec of the step's groups (docs/engine-spec.md), secrets as "

@@ -35,9 +35,18 @@ class RunRecord(BaseModel):
         "recorded when the run started; absent (null) in run.json written before knee recorded them",
     )
     steps: list[StepResult] = Field(default_factory=list)
+    search_end: str = Field(default="", description='levels = "auto": why the search ended (empty while it runs)')
     # a continuous baseload's operations outside the steps (pauses, before the first and after the last)
     between: dict[str, Counts] = Field(default_factory=dict)
     verdicts: list[Verdict] = Field(default_factory=list)
+
+    def in_level_order(self) -> list[StepResult]:
+        """The steps as a report lists them: as they ran, except a searched sweep's (levels = "auto"), whose
+        levels ran in the search's order, in order of level (recovery probes after them, as they ran)."""
+        if not self.scenario.sweep.auto_levels:
+            return list(self.steps)
+        sweep = sorted((s for s in self.steps if s.phase == "sweep"), key=lambda s: (s.label, s.level, s.index))
+        return sweep + [s for s in self.steps if s.phase != "sweep"]
 
     @property
     def rates(self) -> bool:

@@ -120,6 +120,9 @@ def _stop_rule(scenario: Scenario, group: str) -> str:
         return f"{per_client} operations per client"
     if total is not None:
         return f"{total} operations in all"
+    if duration == "auto":
+        low, high = sw.duration_bounds()
+        return f"until settled ({low:g}–{high:g} s)"
     return f"{duration or 0:g} s"
 
 

@@ -38,7 +38,8 @@ def to_svg(fig: Figure) -> str:
 
 
 def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepResult]:
-    return [s for s in record.steps if s.phase == "sweep" and s.direction == direction and group in s.groups]
+    steps = record.in_level_order()
+    return [s for s in steps if s.phase == "sweep" and s.direction == direction and group in s.groups]
 
 
 def _sweep_figure(

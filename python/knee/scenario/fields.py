@@ -3,7 +3,7 @@ users (durations like "10s", counts, rates)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -22,6 +22,37 @@ def seconds(value: Any) -> Any:
 
 
 Duration = Annotated[float, BeforeValidator(seconds), Field(ge=0)]
+
+
+def _auto_or_seconds(value: Any) -> Any:
+    if value == "auto":
+        return value
+    try:
+        out = seconds(value)
+    except ValueError:
+        raise ValueError('must be a duration like 10s, 2m or 500ms, or "auto"') from None
+    if isinstance(out, float | int) and out < 0:
+        raise ValueError('must be a duration of 0 or more, or "auto"')
+    return out
+
+
+# A duration, or "auto" (the level runs until its rate has settled: knee.analysis.steady).
+DurationOrAuto = Annotated[float | Literal["auto"], BeforeValidator(_auto_or_seconds)]
+
+
+def _precision(value: Any) -> Any:
+    """`precision`: "10%" (a share of the level) or a number (in the level's unit: clients, or /s)."""
+    text = str(value).strip() if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+    try:
+        number = float(text.removesuffix("%"))
+    except ValueError:
+        raise ValueError('must be a share of the level like "10%", or a number of clients (or /s) like 2') from None
+    if not 0 < number < float("inf") or (text.endswith("%") and number >= 100):
+        raise ValueError("must be above 0 (and a share below 100 %)")
+    return text if text.endswith("%") else number
+
+
+Precision = Annotated[str | float, BeforeValidator(_precision)]
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 

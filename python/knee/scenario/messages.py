@@ -83,7 +83,9 @@ def describe(err: Any, source: Source) -> str:
     # drop the discriminator tag pydantic inserts (groups.<name>.http.url) and union branch names
     if len(loc) >= 3 and loc[0] == "groups" and loc[2] in _KIND_TAGS:
         del loc[2]
-    if len(loc) >= 3 and loc[0] == "sweep" and loc[1] in ("levels", "rates") and loc[2] in ("list", "range"):
+    if len(loc) >= 3 and loc[0] == "sweep" and loc[1] in ("levels", "rates") and loc[2] in ("list", "range", "auto"):
+        if loc[2] == "auto":
+            err = {**err, "type": "value_error", "msg": _levels_forms(loc[1])}
         del loc[2]
     key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".")
     msg = _phrase(err)
@@ -103,6 +105,11 @@ def describe(err: Any, source: Source) -> str:
         return f"{where}: {msg}"
     sep = " " if msg.startswith(("must", "is ", "needs", "kind")) else ": "
     return f"{where}: {key}{sep}{msg}"
+
+
+def _levels_forms(key: str) -> str:
+    example = "[5, 20, 50]" if key == "levels" else "[100, 200, 500]"
+    return f'must be a list like {example}, a range table {{start, stop, count}}, or "auto"'
 
 
 def _phrase(err: Any) -> str:

@@ -12,11 +12,14 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from knee.errors import UserError
-from knee.scenario.fields import Duration, PositiveInt, PositiveRate, Table
+from knee.scenario.fields import Duration, DurationOrAuto, PositiveInt, PositiveRate, Precision, Table
 from knee.scenario.groups import Group
 from knee.scenario.messages import Source, describe
 
 DEFAULT_MAX_IN_FLIGHT = 10_000
+DEFAULT_SEARCH_START_RATE = 10.0  # rates = "auto": the first offered rate (/s) without search.start
+DEFAULT_MIN_DURATION = 10.0  # duration = "auto": the least a level runs
+DEFAULT_MAX_DURATION = 120.0  # and the most
 
 
 def _whole(value: float) -> int | float:
@@ -25,6 +28,8 @@ def _whole(value: float) -> int | float:
 
 
 def _levels_kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "auto"
     return "range" if isinstance(value, dict | _Range) else "list"
 
 
@@ -79,9 +84,12 @@ class RateRange(_Range):
 _Value = TypeVar("_Value")
 _RangeT = TypeVar("_RangeT", bound=_Range)
 
-# The sweep's levels or rates: a non-empty list of values, or a range table that expands to them.
+# The sweep's levels or rates: a non-empty list of values, a range table that expands to them, or "auto" (the
+# level search, knee.analysis.search: the levels are chosen while the sweep runs, within the [search] table's bounds).
 ListOrRange = Annotated[
-    Annotated[Annotated[list[_Value], Field(min_length=1)], Tag("list")] | Annotated[_RangeT, Tag("range")],
+    Annotated[Annotated[list[_Value], Field(min_length=1)], Tag("list")]
+    | Annotated[_RangeT, Tag("range")]
+    | Annotated[Literal["auto"], Tag("auto")],
     Discriminator(_levels_kind),
 ]
 
@@ -91,7 +99,12 @@ class Sweep(Table):
     rates: ListOrRange[PositiveRate, RateRange] | None = None
     arrival: Literal["constant", "poisson"] | None = None  # open loop only; default constant
     max_in_flight: PositiveInt | None = None  # open loop only; default DEFAULT_MAX_IN_FLIGHT
-    duration: Duration | None = None
+    # "auto": each level runs until its rate has settled (knee.analysis.steady), at least min_duration and at most
+    # max_duration
+    duration: DurationOrAuto | None = None
+    min_duration: Duration | None = None  # duration = "auto" only; default DEFAULT_MIN_DURATION
+    max_duration: Duration | None = None  # duration = "auto" only; default DEFAULT_MAX_DURATION
+    settle: Annotated[float, Field(gt=0, lt=1)] = 0.05  # settled: the rate's 95 % interval within ± this share
     per_client: PositiveInt | None = None
     total: PositiveInt | None = None
     warmup: Duration = 0.0
@@ -108,12 +121,35 @@ class Sweep(Table):
             raise ValueError(f"give at most one of duration, per_client, total (got {', '.join(given)})")
         if self.interval < 0.001:
             raise ValueError("interval must be at least 1ms")
+        bounds = [k for k in ("min_duration", "max_duration") if getattr(self, k) is not None]
+        if bounds and self.duration != "auto":
+            raise ValueError(f'{bounds[0]} bounds duration = "auto" only; set duration = "auto" or drop {bounds[0]}')
+        if self.duration == "auto":
+            low, high = self.duration_bounds()
+            if high < low:
+                raise ValueError(f"max_duration ({high:g} s) must not be below min_duration ({low:g} s)")
+            if low < 5 * self.interval:
+                raise ValueError(
+                    f"min_duration ({low:g} s) must hold at least 5 intervals ({5 * self.interval:g} s) to judge "
+                    "whether the rate has settled; raise min_duration or lower interval"
+                )
         return self
 
+    @property
+    def auto_levels(self) -> bool:
+        """The levels (or rates) are searched (`"auto"`), not listed."""
+        return self.levels == "auto" or self.rates == "auto"
+
+    def duration_bounds(self) -> tuple[float, float]:
+        """duration = "auto": the least and the most a level runs (seconds)."""
+        low = self.min_duration if self.min_duration is not None else DEFAULT_MIN_DURATION
+        high = self.max_duration if self.max_duration is not None else max(low, DEFAULT_MAX_DURATION)
+        return low, high
+
     def level_list(self) -> list[int | float]:
-        """The client levels, or the rates of a rate sweep, ascending."""
+        """The client levels, or the rates of a rate sweep, ascending (none when they are searched)."""
         values = self.rates if self.rates is not None else self.levels
-        if values is None:
+        if values is None or values == "auto":
             return []
         if isinstance(values, _Range):
             return list(values.expand())
@@ -206,6 +242,32 @@ class Monitor(Table):
         return self.pid is not None or self.name is not None
 
 
+class Search(Table):
+    """`levels = "auto"` (or `rates = "auto"`): where the level search starts, how far it may go, how precisely it
+    locates each point, and how long it may take (knee.analysis.search, docs/analysis.md)."""
+
+    start: PositiveRate | None = None  # default: 1 client, or DEFAULT_SEARCH_START_RATE
+    max: PositiveRate | None = None
+    precision: Precision = "10%"
+    budget: Duration | None = None
+    factor: Annotated[float, Field(gt=1, le=10)] = 2.0
+    max_steps: Annotated[int, Field(ge=2, le=200)] = 30
+
+    def relative_precision(self) -> tuple[float, bool]:
+        """(the precision, whether it is a share of the level)."""
+        return parse_precision(self.precision)
+
+
+def parse_precision(value: str | float) -> tuple[float, bool]:
+    """ "10%" → (0.10, True): a share of the level; 2 → (2.0, False): in the level's unit."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith("%"):
+            return float(text[:-1]) / 100, True
+        return float(text), False
+    return float(value), False
+
+
 class Analysis(Table):
     onset: Annotated[float, Field(ge=0, le=1)] = 0.001
 
@@ -221,6 +283,7 @@ class Scenario(Table):
     stop: StopRules = Field(default_factory=StopRules)
     recovery: Recovery = Field(default_factory=Recovery)
     slo: Slo | None = None
+    search: Search = Field(default_factory=Search)
     analysis: Analysis = Field(default_factory=Analysis)
     cluster: Cluster = Field(default_factory=Cluster)
     monitor: Monitor = Field(default_factory=Monitor)
@@ -250,6 +313,7 @@ class Scenario(Table):
                 raise ValueError(
                     f"sweep needs duration, per_client or total (group {missing[0]!r} has no stop of its own)"
                 )
+        self._check_search()
         if self.sweep.rates is not None or any(g.rate == "level" for g in self.groups.values()):
             self._check_rates()
             return self
@@ -266,6 +330,48 @@ class Scenario(Table):
                 "every group here has a fixed number of clients"
             )
         return self
+
+    def _check_search(self) -> None:
+        """levels = "auto" / rates = "auto" and the [search] table go together; a search is one curve, going up."""
+        sw, search = self.sweep, self.search
+        if not sw.auto_levels:
+            default = Search()
+            changed = [k for k in Search.model_fields if getattr(search, k) != getattr(default, k)]
+            if changed:
+                key = changed[0]
+                raise ValueError(
+                    f'search.{key} bounds a level search: set levels = "auto" (or rates = "auto") in [sweep], '
+                    "or drop the [search] table"
+                )
+            return
+        what = "rates" if sw.rates == "auto" else "levels"
+        if sw.stages:
+            raise ValueError(
+                f'sweep.{what} = "auto" searches one curve, but sweep.stages gives several (one per stage); '
+                f"list the {what} instead, or drop stages"
+            )
+        if sw.direction != "up":
+            raise ValueError(
+                f'sweep.{what} = "auto" searches going up; direction = "{sw.direction}" needs listed {what}'
+            )
+        if what == "levels":
+            for key in ("start", "max"):
+                value = getattr(search, key)
+                if value is not None and not float(value).is_integer():
+                    raise ValueError(f"search.{key} is a number of clients here: a whole number (got {value:g})")
+        start, top = self.search_bounds()
+        if top is not None and top < start:
+            raise ValueError(f"search.max ({top:g}) must not be below search.start ({start:g})")
+
+    def search_bounds(self) -> tuple[float, float | None]:
+        """A level search's first level and its highest allowed (search.max, else stop.max_level / max_rate)."""
+        first = DEFAULT_SEARCH_START_RATE if self.rate_sweep else 1.0
+        start = self.search.start if self.search.start is not None else first
+        cap = self.stop.max_rate if self.rate_sweep else self.stop.max_level
+        top = self.search.max if self.search.max is not None else cap
+        if top is not None and cap is not None:
+            top = min(top, cap)
+        return start, top
 
     def _check_rates(self) -> None:
         """A rate sweep: sweep.rates, a group with rate = "level" and a number of clients, no closed-loop levels."""
@@ -351,6 +457,10 @@ class Scenario(Table):
         level, the one step's client count."""
         if self.sweep.levels is None and self.sweep.rates is None:
             return [int(self.groups[self.measured_group].clients)]
+        if self.sweep.auto_levels:  # searched: the levels known before it runs are its bounds
+            start, top = self.search_bounds()
+            bounds = [start, top] if top is not None and top > start else [start]
+            return [_whole(b) for b in bounds]
         levels = self.sweep.level_list()
         top = self.stop.max_rate if self.rate_sweep else self.stop.max_level
         if top is not None:
@@ -358,7 +468,9 @@ class Scenario(Table):
         return levels
 
     def recovery_enabled(self) -> bool:
-        return self.recovery.enabled if self.recovery.enabled is not None else len(self.levels()) > 1
+        if self.recovery.enabled is not None:
+            return self.recovery.enabled
+        return self.sweep.auto_levels or len(self.levels()) > 1
 
     def to_toml(self) -> str:
         """The scenario as a TOML file that loads back to an equal scenario (`--save-scenario`)."""

@@ -51,6 +51,12 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.processes": "--processes",
     "groups.main.start_timeout": "--start-timeout",
     "sweep.levels": "--levels",
+    "sweep.min_duration": "--min-duration",
+    "sweep.max_duration": "--max-duration",
+    "search.start": "--start",
+    "search.max": "--max-level",
+    "search.precision": "--precision",
+    "search.budget": "--budget",
     "sweep.rates": "--rates",
     "sweep.duration": "-d/--duration",
     "sweep.total": "-n",
@@ -105,8 +111,14 @@ class Options:
     Durations are strings with units or numbers of seconds; None means "not given"."""
 
     clients: int | None = None
-    levels: list[int] | None = None
-    rates: list[float] | None = None
+    levels: list[int] | str | None = None  # or "auto": the level search
+    rates: list[float] | str | None = None  # or "auto"
+    start: float | None = None  # a level search's first level (or rate)
+    max_level: float | None = None  # a level search's highest level (or rate)
+    precision: str | None = None  # "10%" or a number of clients (or /s)
+    budget: str | float | None = None  # a level search's total time
+    min_duration: str | float | None = None  # -d auto: the least a level runs
+    max_duration: str | float | None = None  # and the most
     n: int | None = None
     iterations: int | None = None
     duration: str | float | None = None
@@ -330,7 +342,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         sweep["per_client"] = o.iterations
     else:
         sweep["duration"] = o.duration if o.duration is not None else "10s"
-    for key in ("warmup", "pause", "interval", "threads"):
+    for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration"):
         if getattr(o, key) is not None:
             sweep[key] = getattr(o, key)
     if o.up_down:
@@ -342,6 +354,13 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         table["stop"] = {"at_collapse": False}
     if run or o.no_recovery:
         table["recovery"] = {"enabled": False}
+    search = {
+        k: v
+        for k, v in (("start", o.start), ("max", o.max_level), ("precision", o.precision), ("budget", o.budget))
+        if v is not None
+    }
+    if search:
+        table["search"] = search
     monitor = {k: v for k, v in (("pid", o.monitor_pid), ("name", o.monitor_name)) if v is not None}
     if monitor:
         table["monitor"] = monitor
@@ -351,10 +370,13 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     return table
 
 
-def parse_list(value: str | None, option: str, whole: bool) -> list[Any] | None:
-    """`--levels 5,20,50` / `--rates 100,200/s` → numbers; None when not given."""
+def parse_list(value: str | None, option: str, whole: bool, auto: bool = False) -> list[Any] | str | None:
+    """`--levels 5,20,50` / `--rates 100,200/s` → numbers; None when not given; with `auto`, "auto" stays (the
+    level search)."""
     if value is None:
         return None
+    if auto and value.strip().lower() == "auto":
+        return "auto"
     out: list[Any] = []
     for part in value.split(","):
         text = part.strip().removesuffix("/s")

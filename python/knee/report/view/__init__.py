@@ -36,7 +36,15 @@ from knee.report.view.tables import (
     steps_table,
     workers_table,
 )
-from knee.report.view.words import between_line, finding_line, usl_line, verdict_line, warning_lines
+from knee.report.view.words import (
+    between_line,
+    finding_line,
+    search_lines,
+    steady_lines,
+    usl_line,
+    verdict_line,
+    warning_lines,
+)
 
 __all__ = [
     "LEVEL_COLUMNS",
@@ -109,6 +117,8 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
         Section("usl", lines=[usl] if usl is not None else [], page="summary"),
         Section("why", "Why", lines=[finding_line(f) for f in v.findings] if v else [], style="why", page="summary"),
         Section("warnings", lines=warning_lines(record, group, v), style="warning", page="summary"),
+        Section("search", "Search", lines=search_lines(record, group) if measured else [], page="table"),
+        Section("steady", "Steady state", lines=steady_lines(record, group) if measured else [], page="table"),
         Section("between", lines=[between] if between else [], page="table"),
         Section(
             "reasons",
@@ -145,7 +155,7 @@ def _group_view(record: RunRecord, group: str, rows: list[Row], workers: Table |
 def build(record: RunRecord, scenario_text: str | None = None) -> ReportView:
     """The report's view of `record` (`scenario_text`: the scenario file as run, if there is one)."""
     names = group_names(record)
-    rows = [row(s, s.groups[n]) for s in record.steps for n in names if n in s.groups]
+    rows = [row(s, s.groups[n]) for s in record.in_level_order() for n in names if n in s.groups]
     workers = workers_table(record)
     machine = dict(record.machine)
     machine.setdefault("knee_version", record.knee_version or "unknown")

@@ -96,3 +96,30 @@ def between_line(record: RunRecord, group: str) -> str | None:
         f"outside the steps (pauses, start and end) the baseload started {c.started:,} more operations: "
         f"{c.succeeded:,} succeeded, {c.failed:,} failed, {c.hung:,} hung, {c.abandoned:,} abandoned"
     )
+
+
+def search_lines(record: RunRecord, group: str) -> list[str]:
+    """levels = "auto": each searched step in the order it ran, with why the search chose it, and why it ended."""
+    steps = [s for s in record.steps if s.phase == "sweep" and s.reason and group in s.groups]
+    out = [f"{n}. {fmt.load(s.level, record.level_unit)}: {s.reason}" for n, s in enumerate(steps, 1)]
+    if out and record.search_end:
+        out.append(f"done: {record.search_end}")
+    return out
+
+
+def steady_lines(record: RunRecord, group: str) -> list[str]:
+    """duration = "auto": per level, the warm-up cut, the rate after it with its 95 % interval, and whether it
+    settled before max_duration."""
+    out = []
+    for s in record.steps:
+        st = s.steady
+        if st is None or not st.auto or st.group != group:
+            continue
+        spread = f" ± {fmt.pct(st.half_width_hz / st.rate_hz)}" if st.half_width_hz is not None and st.rate_hz else ""
+        cut = f"{st.cut_s:g} s of warm-up cut" if st.cut_s else "no warm-up cut"
+        end = "settled" if st.settled else "did not settle by max_duration"
+        out.append(
+            f"{fmt.load(s.level, record.level_unit)}: {fmt.rate(st.rate_hz)}{spread} over {st.kept_s:g} s "
+            f"({cut}; {end} after {s.elapsed_s:.1f} s)"
+        )
+    return out

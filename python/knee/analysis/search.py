@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-# DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
-COLLAPSE_RATE = 0.5
-COLLAPSE_FAILURES = 0.5
+from knee.analysis.levels import COLLAPSE_FAILURES, COLLAPSE_RATE, LevelRow, saturated
+from knee.analysis.slo import met_by
+from knee.scenario import Slo
 
-Kind = Literal["start", "ramp", "onset", "slo", "peak", "plateau", "collapse"]
+Kind = Literal["start", "ramp", "saturation", "onset", "slo", "peak", "plateau", "collapse"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Point:
     hung: int = 0
     noise: float = 0.0  # the rate's half-width of its confidence interval (/s); 0 when unknown
     slo_ok: bool | None = None  # None without an SLO
+    saturated: bool = False  # an open loop that did not keep up with the offered rate (docs/analysis.md)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Config:
     max_steps: int = 40
     budget_s: float | None = None  # total time for the search, with `step_s` the time one level takes
     integer: bool = True  # client counts are whole; rates need not be
+    open_loop: bool = False  # the levels are offered rates: locate saturation, onset and SLO, not a peak
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class _View:
         return p.failure_ratio > COLLAPSE_FAILURES or (top.rate > 0 and p.rate < COLLAPSE_RATE * top.rate)
 
     def bad(self, p: Point) -> bool:
-        return self.failing(p) or p.slo_ok is False or self.collapsed(p)
+        return self.failing(p) or p.slo_ok is False or p.saturated or self.collapsed(p)
 
     def stopped_growing(self) -> bool:
         """The rate has not grown over the last two doublings: the highest level is at least `factor`² times the
@@ -152,6 +154,9 @@ class _View:
 
     def onset(self) -> Bracket | None:
         return self.first_where(self.failing)
+
+    def saturation(self) -> Bracket | None:
+        return self.first_where(lambda p: p.saturated)
 
     def slo(self) -> Bracket | None:
         return self.first_where(lambda p: p.slo_ok is False)
@@ -189,9 +194,11 @@ def brackets(points: Sequence[Point], config: Config | None = None) -> dict[str,
     (a flat top's start) or `peak` (with `below` the next level down)."""
     v = _View(points, config or Config())
     out: dict[str, Bracket] = {}
-    for name, b in (("onset", v.onset()), ("slo", v.slo()), ("collapse", v.collapse())):
+    for name, b in (("saturation", v.saturation()), ("onset", v.onset()), ("slo", v.slo()), ("collapse", v.collapse())):
         if b is not None:
             out[name] = b
+    if v.c.open_loop:
+        return out
     plateau = v.plateau_start()
     top = v.peak()
     if plateau is not None:
@@ -218,12 +225,13 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
 
     if not bad_seen and not at_max and not (c.max is None and v.stopped_growing()):
         return _ramp(v, last, "no bound yet")
-    for step in (_onset, _slo, _peak, _collapse):
+    steps = (_saturation, _onset, _slo) if c.open_loop else (_onset, _slo, _peak, _collapse)
+    for step in steps:
         found = step(v)
         if found is not None:
             return found
     # Every bracket is narrow. Past the highest level there may still be a collapse to find.
-    if v.collapse() is None and not at_max and (c.max is not None or not v.stopped_growing()):
+    if not c.open_loop and v.collapse() is None and not at_max and (c.max is not None or not v.stopped_growing()):
         return _ramp(v, last, "no collapse yet")
     return Done(_done_reason(v, at_max))
 
@@ -245,6 +253,10 @@ def _bisect(v: _View, b: Bracket | None, kind: Kind, what: str) -> Next | None:
     m = v.mid(b.below, b.at)
     assert m is not None  # width_ok is True when there is no level between
     return Next(m, kind, f"bisecting {what} between {_fmt(b.below)} and {_fmt(b.at)}")
+
+
+def _saturation(v: _View) -> Next | None:
+    return _bisect(v, v.saturation(), "saturation", "the saturation")
 
 
 def _onset(v: _View) -> Next | None:
@@ -286,3 +298,20 @@ def _done_reason(v: _View, at_max: bool) -> str:
     if v.collapse() is None and v.stopped_growing():
         return "every point is located to the precision asked; the rate stopped growing over two doublings"
     return "every point is located to the precision asked"
+
+
+def points(rows: Sequence[LevelRow], slo: Slo | None = None) -> list[Point]:
+    """The search's points from a sweep's pooled levels (analysis.levels.pool): rates, failures, hung
+    operations, the rate's noise, the SLO and (open loop) saturation, by the verdict's definitions."""
+    return [
+        Point(
+            level=r.level,
+            rate=r.rate,
+            failure_ratio=r.failure_ratio,
+            hung=r.hung,
+            noise=r.half_width_hz or 0.0,
+            slo_ok=None if slo is None else met_by(slo, r),
+            saturated=saturated(r),
+        )
+        for r in rows
+    ]
