@@ -17,7 +17,7 @@ $(PY):
 install: $(PY) ## build the engine and install knee (with dev extras) into .venv
 	$(VENV)/bin/maturin develop --release -q -E dev,dask
 
-ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium)
+ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql)
 	bash scripts/install-system-deps.sh
 
 demo: install ## start the demo service, sweep it, write the report

@@ -28,7 +28,9 @@ def test_error_onset_is_the_first_level_above_the_threshold() -> None:
     ]
     assert analyze(steps, "main").error_onset_level == 20
     assert analyze(steps, "main", onset=0.01).error_onset_level == 30
-    assert "errors from 20 clients (0.2 % failed or hung: 2 failed, 0 hung; 10: 0.1 %)" in analyze(steps, "main").sentences
+    assert (
+        "errors from 20 clients (0.2 % failed or hung: 2 failed, 0 hung; 10: 0.1 %)" in analyze(steps, "main").sentences
+    )
 
 
 def test_collapse_at_the_first_level_past_the_peak() -> None:

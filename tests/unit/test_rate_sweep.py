@@ -222,7 +222,10 @@ def test_saturation_is_the_first_rate_not_kept_up_with() -> None:
     assert v.peak_level == 400 and v.peak_rate == pytest.approx(300.0)
     text = "; ".join(v.sentences)
     assert "peaked at 300 Hz at 400/s offered" in text
-    assert "saturated at 400/s offered (200/s offered: kept up): achieved 300 Hz (75 % of offered), 900 late, 50 dropped" in text
+    assert (
+        "saturated at 400/s offered (200/s offered: kept up): achieved 300 Hz (75 % of offered), 900 late, 50 dropped"
+        in text
+    )
     assert "clients" not in text
     base = analyze(steps, "base", fit=False, unit="rate")
     assert base.level_unit == "rate" and base.saturation_level is None
@@ -259,7 +262,9 @@ def test_slo_min_rate() -> None:
     steps = rate_steps([(100, open_group(100, 100.0)), (200, open_group(200, 200.0, w_ms=900.0))])
     v = analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=100), unit="rate")
     assert v.capacity_under_slo == 100 and v.slo_passed is True
-    assert "capacity under SLO (p99 ≤ 100 ms, up to 100/s offered): 100/s offered (200/s offered: broken)" in v.sentences
+    assert (
+        "capacity under SLO (p99 ≤ 100 ms, up to 100/s offered): 100/s offered (200/s offered: broken)" in v.sentences
+    )
     assert analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=150), unit="rate").slo_passed is False
 
 

@@ -130,3 +130,15 @@ def test_rates_are_not_rounded_to_whole_numbers() -> None:
     steps, _ = drive(saturating, Config(start=10, integer=False, resolution=0.5))
     b = brackets([saturating(s.level) for s in steps])
     assert b["onset"].below is not None and 437 - 0.1 * 437 <= b["onset"].below <= 437 < b["onset"].at
+
+
+def test_a_usl_hill_is_placed_by_the_fit_at_n_star() -> None:
+    """A USL curve is flat near its peak (±25 % of N* is within 4 % of the peak rate), so rates alone cannot place
+    it; past the peak the search fits the USL and measures at its N*, then the peak is placed."""
+    sigma, kappa = 0.05, 0.002
+    n_star = math.sqrt((1 - sigma) / kappa)  # 21.8
+    steps, done = drive(usl(sigma, kappa), Config(max=64))
+    near = [s for s in steps if s.kind == "peak" and "N*" in s.reason]
+    assert len(near) == 1 and abs(near[0].level - n_star) <= 0.1 * n_star, [s.reason for s in steps]
+    assert not any(s.kind == "plateau" for s in steps), [s.reason for s in steps]
+    assert len(steps) <= 12 and "located" in done.reason

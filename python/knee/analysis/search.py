@@ -8,14 +8,14 @@ level measured twice is simply pooled.
 Two phases, as a person would do it by hand but without the guessing:
 
 - **Ramp.** From `start`, each level is `factor` times the last (at least one more), until a level is bad
-  (failures above the onset, hung operations, the SLO broken, or a collapse), `max` is reached, or, without
-  a `max`, the rate has stopped growing over two doublings (a plateau or a fall).
+  (failures above the onset, hung operations, the SLO broken, an open loop saturated, or a collapse), `max` is
+  reached, or, without a `max`, the rate has stopped growing over two doublings (a plateau or a fall).
 - **Refine.** Each located point gets a bracket, the highest good level below and the lowest bad level at or
-  above, and the search measures the middle of the widest open bracket until every bracket is within the
-  precision, in this order: the error onset, the capacity under the SLO, the peak (golden-section search on
-  the side of the peak that is wider; a flat top becomes a plateau, whose start is bisected instead), and the
-  collapse. When every bracket is narrow and no collapse was seen below `max`, the ramp goes on past the
-  highest level to find one.
+  above, and the search bisects it until it is narrower than the precision (or no level lies between), in this
+  order: the saturation (open loop), the error onset, the capacity under the SLO, the peak, and the collapse
+  when the ramp reached one. The peak: when the curve turns down past it and the USL fits the levels without
+  errors, one level at the fit's N* (a USL hill is too flat near its top for rates alone to place it); else the
+  wider side of the highest rate is bisected, and a flat top becomes a plateau whose start is bisected instead.
 
 A plan can never run forever: `max`, `max_steps` and the time `budget` each end it, and the reason says which.
 """
@@ -28,7 +28,12 @@ from typing import Literal
 
 from knee.analysis.levels import COLLAPSE_FAILURES, COLLAPSE_RATE, LevelRow, saturated
 from knee.analysis.slo import met_by
+from knee.analysis.uslfit import fit_usl
+from knee.errors import UserError
 from knee.scenario import Slo
+
+USL_GUIDE_POINTS = 4  # levels without errors before the USL fit guides the peak's search
+USL_GUIDE_R2 = 0.9  # and how well it must fit them
 
 Kind = Literal["start", "ramp", "saturation", "onset", "slo", "peak", "plateau", "collapse"]
 
@@ -96,11 +101,13 @@ class _View:
         self.levels = [p.level for p in self.points]
 
     def width_ok(self, lo: float, hi: float) -> bool:
-        """True when [lo, hi] is as narrow as the precision asks (or no level lies strictly between)."""
+        """True when [lo, hi] is narrower than the precision asks (a share of `lo`, or an absolute width), or no
+        level lies strictly between: a point between 20 and 22 clients is not yet known to 10 %, one between 20
+        and 21 is."""
         if self.mid(lo, hi) is None:
             return True
-        tolerance = self.c.precision * hi if self.c.relative else self.c.precision
-        return hi - lo <= max(self.c.resolution, tolerance)
+        tolerance = self.c.precision * lo if self.c.relative else self.c.precision
+        return hi - lo <= self.c.resolution or hi - lo < tolerance
 
     def mid(self, lo: float, hi: float) -> float | None:
         """A level strictly between lo and hi, not measured yet; None when there is none."""
@@ -230,9 +237,6 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
         found = step(v)
         if found is not None:
             return found
-    # Every bracket is narrow. Past the highest level there may still be a collapse to find.
-    if not c.open_loop and v.collapse() is None and not at_max and (c.max is not None or not v.stopped_growing()):
-        return _ramp(v, last, "no collapse yet")
     return Done(_done_reason(v, at_max))
 
 
@@ -275,6 +279,9 @@ def _peak(v: _View) -> Next | None:
     top = v.peak()
     if top is None or top.rate <= 0:
         return None
+    n_star = _usl_peak(v, top)
+    if n_star is not None:  # a hill, not a plateau: measure at the fitted N* once, and the peak is placed
+        return _near_n_star(v, *n_star)
     plateau = v.plateau_start()
     if plateau is not None:
         return _bisect(v, plateau, "plateau", "the plateau's start")
@@ -290,6 +297,35 @@ def _peak(v: _View) -> Next | None:
     m = v.mid(lo, hi)
     assert m is not None
     return Next(m, "peak", f"narrowing the peak ({_fmt(top.level)} so far) between {_fmt(lo)} and {_fmt(hi)}")
+
+
+def _usl_peak(v: _View, top: Point) -> tuple[float, str] | None:
+    """(N*, the fit in words) when the curve turns down past its peak (the highest level without errors is slower
+    than the peak beyond noise) and the USL, fitted to the levels without errors, places N* inside them; else None.
+    A USL curve is flat near its peak, so its rates alone place the peak no better than their noise, while the fit
+    places it from the whole curve."""
+    clean = [p for p in v.points if not v.failing(p) and p.rate > 0 and p.level > 0]
+    if v.c.open_loop or len(clean) < USL_GUIDE_POINTS:
+        return None
+    last = clean[-1]
+    if last.level <= top.level or v.same(last, top):
+        return None  # flat past the peak (a plateau), or nothing measured past it yet
+    try:
+        f = fit_usl([p.level for p in clean], [p.rate for p in clean])
+    except UserError:
+        return None
+    if f.n_star is None or f.r2 < USL_GUIDE_R2 or not clean[0].level < f.n_star < last.level:
+        return None
+    return f.n_star, f"N* ≈ {f.n_star:.1f} (σ={f.sigma:.3g}, κ={f.kappa:.3g})"
+
+
+def _near_n_star(v: _View, n_star: float, words: str) -> Next | None:
+    """The level at N*, unless a level within the precision of it was measured (then the peak is placed)."""
+    target = float(round(n_star)) if v.c.integer else round(n_star / v.c.resolution) * v.c.resolution
+    tolerance = max(v.c.resolution, v.c.precision * n_star if v.c.relative else v.c.precision)
+    if any(abs(p.level - n_star) <= tolerance for p in v.points) or target in v.levels:
+        return None
+    return Next(target, "peak", f"measuring at the USL fit's {words}")
 
 
 def _done_reason(v: _View, at_max: bool) -> str:
