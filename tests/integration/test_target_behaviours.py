@@ -46,6 +46,7 @@ def per_interval(g: GroupStats, interval_s: float) -> list[tuple[float, float]]:
 
 def test_workers_queue_past_n_a_plateau_of_lambda_n_with_latency_growing_with_the_queue() -> None:
     with start_target(**FLAT, workers=8) as t:
+        assert t.model["plateau_rate"] == 400.0 and t.model["peak_clients"] is None, t.model
         got: dict[int, GroupStats] = {}
         for n in (4, 8, 16):
             t.reset()
