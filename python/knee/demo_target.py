@@ -101,7 +101,8 @@ class TargetProcess:
 
     @property
     def model(self) -> dict[str, Any]:
-        """What the configured curve predicts: n_star, peak_clients, peak_rate."""
+        """What the configured curve predicts (`/admin/config`'s model): n_star, peak_clients, peak_rate,
+        plateau_rate (the rate from `workers` clients on; None without workers), single_client_ms."""
         return dict(self.ready.get("model", {}))
 
     def _call(self, method: str, path: str, timeout_s: float = 5.0) -> dict[str, Any]:

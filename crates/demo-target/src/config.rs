@@ -148,13 +148,16 @@ pub struct Config {
     pub kappa: f64,
     /// Requests in flight past this get 503 (TCP: BUSY and close). 0: no pool limit.
     pub pool: usize,
+    /// At most this many requests are served at once; the others wait their turn (FIFO). 0: no limit.
+    pub workers: usize,
     /// Milliseconds a pool rejection takes (0: at once).
     pub reject_ms: f64,
     /// Listen backlog of both sockets.
     pub backlog: u32,
     /// Open connections (per listener) past this are not accepted, so the kernel's backlog fills. 0: no limit.
     pub max_connections: usize,
-    /// A request whose service time exceeds this many seconds gets 504 after it. 0: no timeout.
+    /// A request not done this many seconds after its admission (waiting for a worker included)
+    /// gets 504 then. 0: no timeout.
     pub timeout_s: f64,
     /// Past this many requests in flight, `hang_fraction` of new requests are never answered.
     pub hang_after: usize,
@@ -166,6 +169,15 @@ pub struct Config {
     pub keep_alive: bool,
     /// Default response body size in bytes (0: a short text line).
     pub body_bytes: usize,
+    /// Seconds, from the first request (and from each reset), during which service times are
+    /// multiplied by `warmup_factor`. 0: no warm-up.
+    pub warmup_for: f64,
+    /// The service-time multiplier during the warm-up (≥ 1).
+    pub warmup_factor: f64,
+    /// σ of the log-normal (median 1) service-time multiplier drawn anew every second. 0: no noise.
+    pub noise: f64,
+    /// Seed of the noise's draws (the same seed, the same multipliers second by second).
+    pub seed: u64,
     pub recovery: Recovery,
     pub tcp: TcpConfig,
     pub login: Login,
@@ -184,6 +196,7 @@ impl Default for Config {
             sigma: 0.05,
             kappa: 0.001,
             pool: 0,
+            workers: 0,
             reject_ms: 0.0,
             backlog: 1024,
             max_connections: 0,
@@ -193,6 +206,10 @@ impl Default for Config {
             new_connection_ms: 0.0,
             keep_alive: true,
             body_bytes: 0,
+            warmup_for: 0.0,
+            warmup_factor: 3.0,
+            noise: 0.0,
+            seed: 1,
             recovery: Recovery::default(),
             tcp: TcpConfig::default(),
             login: Login::default(),
@@ -224,6 +241,7 @@ impl Config {
             }
         };
         let merged = merge(base, user);
+        negative_count(&merged)?;
         let mut cfg: Config = match toml::Value::Table(merged.clone()).try_into() {
             Ok(cfg) => cfg,
             Err(e) => return Err(TargetError::Toml(culprit(&merged, &e))),
@@ -288,6 +306,7 @@ impl Config {
             ("tcp.line_cost", self.tcp.line_cost),
             ("recovery.after_s", self.recovery.after_s),
             ("recovery.recover_s", self.recovery.recover_s),
+            ("warmup_for", self.warmup_for),
         ] {
             if !finite_nonneg(v) || v > 86_400.0 {
                 return bad(key, v.to_string(), "is out of range; use a number from 0 to 86400");
@@ -298,6 +317,28 @@ impl Config {
                 "hang_fraction",
                 self.hang_fraction.to_string(),
                 "is not a fraction; use 0 to 1 (0 = none hang)",
+            );
+        }
+        if self.workers > MAX_WORKERS {
+            return bad(
+                "workers",
+                self.workers.to_string(),
+                &format!("is out of range; use 0 (no limit) to {MAX_WORKERS}"),
+            );
+        }
+        at_least(
+            "warmup_factor",
+            self.warmup_factor,
+            1.0,
+            "is out of range; use a service-time multiplier ≥ 1 (3 = three times slower while warming up)",
+        )?;
+        if !finite_nonneg(self.noise) || self.noise > MAX_NOISE {
+            return bad(
+                "noise",
+                self.noise.to_string(),
+                &format!(
+                    "is out of range; use a log-normal σ from 0 (no noise) to {MAX_NOISE} (0.5: ±tens of percent)"
+                ),
             );
         }
         at_least(
@@ -384,18 +425,27 @@ impl Config {
         (self.kappa > 0.0).then(|| ((1.0 - self.sigma) / self.kappa).sqrt())
     }
 
-    /// The throughput at the best whole number of clients near N* (capped by the pool).
+    /// The throughput at the best whole number of clients near N* (capped by the pool and the workers).
     pub fn peak(&self) -> Option<(usize, f64)> {
         let ns = self.n_star()?;
         let mut best = (1, self.usl_rate(1));
         let lo = (ns.floor() as usize).max(1);
         for n in [lo, lo + 1] {
-            let n = if self.pool > 0 { n.min(self.pool) } else { n };
+            let n = [self.pool, self.workers]
+                .into_iter()
+                .filter(|&c| c > 0)
+                .fold(n, usize::min);
             if self.usl_rate(n) > best.1 {
                 best = (n, self.usl_rate(n));
             }
         }
         Some(best)
+    }
+
+    /// With `workers`: the closed-loop rate of every level from `workers` clients on, X(workers)
+    /// (the extra clients only wait in the queue). None without a worker limit.
+    pub fn plateau_rate(&self) -> Option<f64> {
+        (self.workers > 0).then(|| self.usl_rate(self.workers))
     }
 
     /// True when `path` is the login endpoint.
@@ -415,6 +465,35 @@ impl Config {
             None => (1.0, self.body_bytes),
         }
     }
+}
+
+/// The most `workers` a config may ask for.
+const MAX_WORKERS: usize = 1_000_000;
+/// The largest `noise` σ (e^3 ≈ 20: one second in 6 would be 20 times slower or faster).
+const MAX_NOISE: f64 = 3.0;
+
+/// A negative value for a count (which serde would only call "an invalid value"): name the key, the fix.
+fn negative_count(merged: &toml::Table) -> Result<(), TargetError> {
+    const COUNTS: [(&str, &str); 10] = [
+        ("workers", "use a number of workers ≥ 0 (0 = no limit)"),
+        ("pool", "use a pool size ≥ 0 (0 = no limit)"),
+        ("max_connections", "use a number of connections ≥ 0 (0 = no limit)"),
+        ("hang_after", "use an in-flight count ≥ 0"),
+        ("threads", "use 1 to 64"),
+        ("backlog", "use 1 or more"),
+        ("body_bytes", "use a number of bytes ≥ 0"),
+        ("port", "use a port from 0 (a free one) to 65535"),
+        ("tcp_port", "use a port from 0 (a free one) to 65535"),
+        ("seed", "use a whole number ≥ 0"),
+    ];
+    for (key, fix) in COUNTS {
+        if let Some(toml::Value::Integer(v)) = merged.get(key) {
+            if *v < 0 {
+                return Err(TargetError::Config(format!("{key} = {v} is negative; {fix}")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Merge `over` into `base`, table by table.

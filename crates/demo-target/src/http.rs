@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -164,11 +164,14 @@ pub async fn handle(shared: Arc<Shared>, conn: Arc<ConnState>, req: Request<Inco
     })
 }
 
-/// Admit a request and wait its service time (`cost` × the USL curve, plus the connection's
-/// setup on its first request). Err: the response it got instead (503 from the pool, 504).
-/// A hung request never returns.
+/// Admit a request, wait for a worker (`workers`), then wait its service time (`cost` × the USL
+/// curve of the requests being served × degradation, warm-up and noise, plus the connection's
+/// setup on its first request). Err: the response it got instead (503 from the pool; 504 when
+/// it is not done `timeout_s` after its admission, whether it was still waiting for a worker or
+/// being served). A hung request never returns.
 async fn serve(shared: &Shared, first: bool, cost: f64) -> Result<(), Resp> {
     let c = &shared.counters;
+    let admitted = Instant::now();
     let n = match shared.admit() {
         Admit::Reject => {
             shared
@@ -194,18 +197,29 @@ async fn serve(shared: &Shared, first: bool, cost: f64) -> Result<(), Resp> {
         shared,
         finished: false,
     };
-    let mut s = shared.service_time(n, cost);
+    let timeout = shared.cfg.timeout_s;
+    let deadline = (timeout > 0.0).then(|| admitted + Duration::from_secs_f64(timeout));
+    let timed_out = |guard: &mut InFlight<'_>, what: &str| {
+        guard.finished = true;
+        c.timed_out.fetch_add(1, Relaxed);
+        text(StatusCode::GATEWAY_TIMEOUT, format!("timeout: {what}\n"))
+    };
+    let Some(worker) = shared.workers.take(n, deadline, &shared.timer).await else {
+        return Err(timed_out(&mut guard, "no worker was free in time"));
+    };
+    let mut s = shared.service_time(worker.n, cost);
     if first && shared.cfg.new_connection_ms > 0.0 {
         s += Duration::from_secs_f64(shared.cfg.new_connection_ms / 1000.0);
     }
-    let timeout = shared.cfg.timeout_s;
-    if timeout > 0.0 && s.as_secs_f64() > timeout {
-        shared.sleep(Duration::from_secs_f64(timeout)).await;
-        guard.finished = true;
-        c.timed_out.fetch_add(1, Relaxed);
-        return Err(text(StatusCode::GATEWAY_TIMEOUT, "timeout: request took too long\n"));
+    if let Some(deadline) = deadline {
+        if Instant::now() + s > deadline {
+            // It holds its worker until the deadline, as a real server's worker would.
+            shared.timer.sleep_until(deadline).await;
+            return Err(timed_out(&mut guard, "request took too long"));
+        }
     }
     shared.sleep(s).await;
+    drop(worker);
     guard.finished = true;
     Ok(())
 }

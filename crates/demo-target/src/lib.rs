@@ -25,6 +25,8 @@ mod server;
 mod state;
 mod tcp;
 mod timer;
+mod variation;
+mod workers;
 
 pub use config::{Config, Login, PathCost, Recovery, RecoveryMode, TcpConfig};
 pub use error::TargetError;

@@ -93,6 +93,11 @@ impl Server {
         self.shared.stats().to_string()
     }
 
+    /// The `/admin/config` document (the config and what its curve predicts) as JSON text.
+    pub fn config_json(&self) -> String {
+        self.shared.config_doc().to_string()
+    }
+
     /// Back to normal with totals zeroed, as `POST /admin/reset`.
     pub fn reset(&self) {
         self.shared.reset();

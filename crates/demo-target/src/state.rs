@@ -1,5 +1,6 @@
-//! What every connection shares: the config, the in-flight count, the counters the server
-//! reports at `/admin/stats`, the overload/recovery state machine, and the login sessions.
+//! What every connection shares: the config, the in-flight count, the worker pool, the clock of
+//! the warm-up and the noise, the counters the server reports at `/admin/stats`, the
+//! overload/recovery state machine, and the login sessions.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
@@ -13,6 +14,8 @@ use serde_json::{json, Value};
 
 use crate::config::{Config, RecoveryMode};
 use crate::timer::Timer;
+use crate::variation::Variation;
+use crate::workers::Workers;
 
 /// Monotonic totals (zeroed by `POST /admin/reset`).
 #[derive(Default)]
@@ -81,8 +84,12 @@ pub struct Shared {
     pub tcp_addr: SocketAddr,
     pub fd_limit: u64,
     pub counters: Counters,
-    /// Requests being served now (admin and hung ones excluded).
+    /// Requests in the server now, waiting for a worker or being served (admin and hung ones excluded).
     pub in_flight: AtomicUsize,
+    /// The queueing worker pool (`workers`).
+    pub workers: Workers,
+    /// The clock of the warm-up and the noise.
+    pub variation: Variation,
     pub max_in_flight: AtomicUsize,
     /// The highest in-flight count since the last recovery tick.
     tick_peak: AtomicUsize,
@@ -104,7 +111,7 @@ pub struct Shared {
 
 /// The outcome of admitting a request.
 pub enum Admit {
-    /// Serve it; `n` requests are in flight, counting it.
+    /// Serve it (once a worker is free); `n` requests are in flight, counting it.
     Serve(usize),
     /// The pool is full.
     Reject,
@@ -121,6 +128,7 @@ impl Shared {
             .chain([cfg.body_bytes])
             .max()
             .unwrap_or(0);
+        let (workers, variation) = (Workers::new(cfg.workers), Variation::new(&cfg));
         Shared {
             body: Bytes::from(vec![b'x'; biggest]),
             cfg,
@@ -131,6 +139,8 @@ impl Shared {
             fd_limit,
             counters: Counters::default(),
             in_flight: AtomicUsize::new(0),
+            workers,
+            variation,
             max_in_flight: AtomicUsize::new(0),
             tick_peak: AtomicUsize::new(0),
             hanging: AtomicUsize::new(0),
@@ -147,6 +157,7 @@ impl Shared {
 
     /// Count a new request in flight and decide its fate. `Serve` must be paired with `leave()`.
     pub fn admit(&self) -> Admit {
+        self.variation.touch(Instant::now());
         let n = self.in_flight.fetch_add(1, Relaxed) + 1;
         if self.cfg.pool > 0 && n > self.cfg.pool {
             self.in_flight.fetch_sub(1, Relaxed);
@@ -171,14 +182,24 @@ impl Shared {
         self.in_flight.fetch_sub(1, Relaxed);
     }
 
-    /// Service time of a request of `cost` admitted with `n` in flight, degradation included.
+    /// Service time of a request of `cost` starting now with `n` being served (counting it),
+    /// degradation, warm-up and noise included.
     pub fn service_time(&self, n: usize, cost: f64) -> Duration {
-        let mult = if self.degraded.load(Relaxed) {
+        Duration::from_secs_f64(self.cfg.usl_factor(n) / self.cfg.lambda * cost * self.multiplier(Instant::now()))
+    }
+
+    /// The service-time multiplier at `now`: degradation × warm-up × noise.
+    pub fn multiplier(&self, now: Instant) -> f64 {
+        self.degradation() * self.variation.multiplier(now)
+    }
+
+    /// The degradation's multiplier (1 when not degraded).
+    fn degradation(&self) -> f64 {
+        if self.degraded.load(Relaxed) {
             self.cfg.recovery.factor
         } else {
             1.0
-        };
-        Duration::from_secs_f64(self.cfg.usl_factor(n) / self.cfg.lambda * cost * mult)
+        }
     }
 
     /// Wait for `d` on the fine-grained timer.
@@ -230,7 +251,8 @@ impl Shared {
         }
     }
 
-    /// `POST /admin/reset`: back to normal, totals zeroed (gauges such as in-flight are kept).
+    /// `POST /admin/reset`: back to normal, totals zeroed (gauges such as in-flight are kept), the
+    /// warm-up's and the noise's clock stopped until the next request starts it again.
     pub fn reset(&self) {
         let mut ov = self.overload.lock().unwrap_or_else(|e| e.into_inner());
         *ov = Overload::default();
@@ -239,6 +261,8 @@ impl Shared {
             c.store(0, Relaxed);
         }
         self.max_in_flight.store(self.in_flight.load(Relaxed), Relaxed);
+        self.workers.reset();
+        self.variation.restart();
         self.hang_seq.store(0, Relaxed);
         *self.last_accept_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
         lock(&self.sessions).clear();
@@ -264,12 +288,11 @@ impl Shared {
     pub fn stats(&self) -> Value {
         let c = &self.counters;
         let g = |a: &AtomicU64| a.load(Relaxed);
-        json!({
+        let mut doc = json!({
             "profile": self.cfg.name,
             "state": self.state(),
             "degraded": self.degraded(),
             "recovery": self.cfg.recovery.mode.as_str(),
-            "service_multiplier": if self.degraded() { self.cfg.recovery.factor } else { 1.0 },
             "times_degraded": g(&c.times_degraded),
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "requests": g(&c.requests),
@@ -299,7 +322,26 @@ impl Shared {
             "fd_limit": self.fd_limit,
             "http_addr": self.http_addr.to_string(),
             "tcp_addr": self.tcp_addr.to_string(),
-        })
+        });
+        let (w, v, now) = (&self.workers, &self.variation, Instant::now());
+        let more = json!({
+            "workers": self.cfg.workers,
+            "serving": w.serving.load(Relaxed),
+            "queued": w.queued.load(Relaxed),
+            "max_queued": w.max_queued.load(Relaxed),
+            "queued_total": g(&w.queued_total),
+            "queue_timeouts": g(&w.queue_timeouts),
+            "service_multiplier": self.multiplier(now),
+            "degraded_multiplier": self.degradation(),
+            "warming_up": v.warming_up(now),
+            "warmup_multiplier": v.warmup_multiplier(now),
+            "noise_multiplier": v.noise_multiplier(now),
+            "clock_s": v.clock(now),
+        });
+        if let (Some(doc), Value::Object(more)) = (doc.as_object_mut(), more) {
+            doc.extend(more);
+        }
+        doc
     }
 
     /// The `/admin/config` document: the config and what its curve predicts.
@@ -311,6 +353,7 @@ impl Shared {
                 "n_star": self.cfg.n_star(),
                 "peak_clients": peak.map(|p| p.0),
                 "peak_rate": peak.map(|p| p.1),
+                "plateau_rate": self.cfg.plateau_rate(),
                 "single_client_ms": 1000.0 / self.cfg.lambda,
             },
         })

@@ -20,7 +20,7 @@ enum Step {
     Hang,
 }
 
-/// Admit one exchange of `cost` and wait its service time.
+/// Admit one exchange of `cost`, wait for a worker, and wait its service time.
 async fn exchange(shared: &Shared, cost: f64) -> Step {
     if cost <= 0.0 {
         return Step::Go;
@@ -41,7 +41,10 @@ async fn exchange(shared: &Shared, cost: f64) -> Step {
                 }
             }
             let _leave = Leave(shared);
-            shared.sleep(shared.service_time(n, cost)).await;
+            // No timeout on the line protocol: it waits for a worker as long as it takes.
+            if let Some(worker) = shared.workers.take(n, None, &shared.timer).await {
+                shared.sleep(shared.service_time(worker.n, cost)).await;
+            }
             Step::Go
         }
     }

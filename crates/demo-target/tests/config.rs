@@ -57,6 +57,34 @@ fn bad_values_get_one_sentence_naming_key_value_and_fix() {
 }
 
 #[test]
+fn workers_warm_up_and_noise_are_checked_and_default_to_off() {
+    let cfg = Config::from_toml("").unwrap();
+    assert_eq!(
+        (cfg.workers, cfg.warmup_for, cfg.warmup_factor, cfg.noise),
+        (0, 0.0, 3.0, 0.0)
+    );
+    assert_rejected("workers = -1", &["workers = -1", "≥ 0", "0 = no limit"]);
+    assert_rejected("workers = 2000000", &["workers = 2000000", "0 (no limit) to 1000000"]);
+    assert_rejected("pool = -3", &["pool = -3", "0 = no limit"]);
+    assert_rejected("warmup_factor = 0.5", &["warmup_factor = 0.5", "≥ 1"]);
+    assert_rejected("warmup_for = -2", &["warmup_for = -2", "0 to 86400"]);
+    assert_rejected("noise = -0.1", &["noise = -0.1", "from 0 (no noise)"]);
+    assert_rejected("noise = 5", &["noise = 5", "to 3"]);
+    assert_rejected("seed = -1", &["seed = -1"]);
+    assert_rejected_in_one_line(&["workers = -1", "warmup_factor = 0.5", "noise = -0.1"]);
+    // With workers the curve stops at X(workers): the plateau every level from there on gets.
+    let w = Config::from_toml("lambda = 50.0\nsigma = 0.0\nkappa = 0.0\nworkers = 8").unwrap();
+    assert_eq!(w.plateau_rate(), Some(400.0));
+    assert_eq!(Config::from_toml("").unwrap().plateau_rate(), None);
+    let capped = Config::from_toml("lambda = 10.0\nsigma = 0.1\nkappa = 0.01\nworkers = 4").unwrap();
+    assert_eq!(
+        capped.peak().unwrap().0,
+        4,
+        "N* ≈ 9.5, but no more than 4 are ever served"
+    );
+}
+
+#[test]
 fn unknown_names_and_syntax_errors_are_reported() {
     assert_rejected("profile = \"nope\"", &["'nope'", "srm-fast"]);
     assert_rejected("sigmaa = 1.0", &["sigmaa"]);

@@ -52,13 +52,7 @@ impl TargetServer {
 
     /// The effective configuration and its model (`/admin/config`) as JSON text.
     fn config_json(&self) -> String {
-        let cfg = self.inner.config();
-        let peak = cfg.peak();
-        serde_json::json!({
-            "config": cfg,
-            "model": {"n_star": cfg.n_star(), "peak_clients": peak.map(|p| p.0), "peak_rate": peak.map(|p| p.1)},
-        })
-        .to_string()
+        self.inner.config_json()
     }
 
     /// Back to normal, totals zeroed (as `POST /admin/reset`).
