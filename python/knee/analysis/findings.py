@@ -64,7 +64,7 @@ def _where(level: Level, unit: str) -> str:
     return fmt.load(level, unit)
 
 
-def _endpoint(record: RunRecord) -> TargetHost | None:
+def endpoint(record: RunRecord) -> TargetHost | None:
     """Where the measured group's service ran, when it is a network group with a literal address: as recorded
     when the run started (`record.targets`), so the findings do not depend on the machine that reports them.
     A run.json from before knee recorded it: the host and port the scenario names, on the load machine only
@@ -82,13 +82,13 @@ def _endpoint(record: RunRecord) -> TargetHost | None:
 
 
 def _target_port(record: RunRecord) -> int | None:
-    where = _endpoint(record)
+    where = endpoint(record)
     return where.port if where else None
 
 
 def _local(record: RunRecord) -> bool:
     """The measured group's target ran on the load machine (a loopback or local address)."""
-    where = _endpoint(record)
+    where = endpoint(record)
     return where is not None and where.local
 
 
