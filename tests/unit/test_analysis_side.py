@@ -87,6 +87,13 @@ def test_findings_and_verdict_of_a_run_tell_one_story() -> None:
     assert v.shape is not None and v.shape.name == "connection_limit"
     assert {f.kind for f in v.findings} >= {"listen_overflow"}
     _no_load_side(v)
+    # Other processes busy on the machine: said, but not as the limit, which the door explains.
+    for s in record.steps:
+        s.generator = GeneratorStats(cpu_cores=0.07, cores_available=2, machine_cpu_cores=1.95, cores_busy=1.95)
+    (v,) = analyze_run(record)
+    (busy,) = [f for f in v.findings if f.kind == "shared_machine"]
+    assert busy.what.endswith("the service shared the machine with its clients"), busy.what
+    _no_load_side(v)
 
 
 def test_connections_waiting_in_the_accept_queue_are_the_door_too() -> None:

@@ -255,13 +255,16 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
     s = _first(steps, lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available))
     if s is not None:
         g = s.generator
+        # When the verdict found the clients waiting at the service's door, that is the limit: busy CPUs do not
+        # hold a connection in the accept queue, so this finding then states the fact and names no limit.
+        door = v.shape is not None and v.shape.connections is not None
         out.append(
             Finding(
                 kind="shared_machine",
                 level=s.level,
                 what=f"at {_where(s.level, unit)} the machine's CPUs were busy ({g.machine_cpu_cores:.2f} of "
                 f"{g.cores_available} cores; knee and its clients {g.load_cores:.2f}): the service shared the "
-                "machine with its clients, so the machine, not the service alone, was the limit",
+                "machine with its clients" + ("" if door else ", so the machine, not the service alone, was the limit"),
                 fix="run knee on other machines than the service (--cluster)",
             )
         )
