@@ -259,3 +259,20 @@ def test_hangs_above_a_pool_no_longer_hide_it_once_their_side_is_known() -> None
     # Without the door's evidence the hung levels above are not the pool's, nor a connection limit's.
     v = analyze(pool_behind_a_limit(door=False), "main", target=LOCAL)
     assert v.shape is None or v.shape.name not in ("pool", "connection_limit", "load_side")
+
+
+def test_a_saturated_generators_noisy_rate_is_still_the_load_side() -> None:
+    # knee's core full at 16 and 64 clients: the rate it reaches moves by others' noise (+15 % here), not by
+    # the service; without the evidence the same curve is still rising.
+    def curve(saturated: bool) -> list[StepResult]:
+        steps = []
+        for i, (n, x) in enumerate(((4, 9000.0), (16, 11_500.0), (64, 13_200.0))):
+            g = GeneratorStats(cpu_cores=0.98, cores_available=1, cores_busy=0.99, saturated=saturated and n >= 16)
+            steps.append(_with(step(i, n, round(x * 2), elapsed=2.0, mean_ms=n / x * 1000), generator=g))
+        return steps
+
+    v = analyze(curve(saturated=True), "main")
+    assert v.shape is not None and v.shape.name == "load_side"
+    assert "from 16 to 64 clients the rate grew only 15 %" in v.shape.evidence
+    v = analyze(curve(saturated=False), "main")
+    assert v.shape is not None and v.shape.name == "rising"

@@ -6,7 +6,7 @@ from each level's evidence (side.py), never guessed from the curve alone:
   at its door (hung or slow in connect) — the service stopped accepting past about the connections it
   served; when the levels below that form a pool, the curve is named `pool`, with both;
 - refusing: errors start at (or next to) the peak and then dominate — a limit that turns work away;
-- load_side: one step doubled the clients (or more) but the rate did not grow, with load-side evidence
+- load_side: one step doubled the clients (or more) but the rate grew less than 25 %, with load-side evidence
   (knee's CPU saturated, its ports used up, connects never sent) — the load side was the limit;
 - flat: one step doubled the clients but neither the rate nor the mean latency moved, and no side showed
   evidence — the clients were not all in the service, and nothing measured says where they waited;
@@ -37,6 +37,7 @@ RETROGRADE_FALL = 0.85  # retrograde: the highest level's rate is below 85 % of 
 LOAD_SIDE_SPAN = 2.0  # load side / flat: a step that at least doubled the clients …
 LOAD_SIDE_RATE = 0.10  # … while the rate grew less than 10 % …
 LOAD_SIDE_LATENCY = 0.15  # … and (flat) the mean latency stayed within 15 % of the previous level's
+LOAD_SIDE_SATURATED = 0.25  # load side, with its evidence: the rate grew less than 25 % over the doubling
 DOOR_GAP = 0.20  # connection limit: more than 20 % of the clients were not in the service (Little's law)
 STILL_RISING = 0.05  # rising: the highest level is the peak, more than 5 % above the level before
 
@@ -144,9 +145,9 @@ def _door(
     return CurveShape(name="connection_limit", evidence=door, connections=served)
 
 
-def _doubling(rows: list[LevelRow]) -> list[tuple[LevelRow, LevelRow, float, float]]:
-    """Steps that at least doubled the clients while the rate grew less than LOAD_SIDE_RATE, errors not
-    dominating either level: (a, b, rate growth, mean latency change)."""
+def _doubling(rows: list[LevelRow], most: float = LOAD_SIDE_RATE) -> list[tuple[LevelRow, LevelRow, float, float]]:
+    """Steps that at least doubled the clients while the rate grew less than `most`, errors not dominating
+    either level: (a, b, rate growth, mean latency change)."""
     out = []
     for a, b in pairwise(rows):
         if min(a.rate, a.mean_latency_ms, b.mean_latency_ms) <= 0 or _n(a) <= 0:
@@ -154,7 +155,7 @@ def _doubling(rows: list[LevelRow]) -> list[tuple[LevelRow, LevelRow, float, flo
         if max(a.failure_ratio, b.failure_ratio) > ERRORS_DOMINATE:
             continue
         grew, moved = b.rate / a.rate - 1, b.mean_latency_ms / a.mean_latency_ms - 1
-        if _n(b) / _n(a) >= LOAD_SIDE_SPAN and grew < LOAD_SIDE_RATE:
+        if _n(b) / _n(a) >= LOAD_SIDE_SPAN and grew < most:
             out.append((a, b, grew, moved))
     return out
 
@@ -169,13 +170,14 @@ def _stalled(a: LevelRow, b: LevelRow, grew: float, moved: float) -> str:
 
 
 def _load_side(rows: list[LevelRow], held: Mapping[Level, Side]) -> CurveShape | None:
-    """The rate stopped growing where the load side showed evidence (side.py) at either level of the step."""
-    for a, b, grew, moved in _doubling(rows):
-        proof = [e for r in (a, b) if (sd := held.get(r.level)) is not None for e in sd.load]
+    """The rate stopped growing where the load side showed evidence (side.py) at either level of the step: the
+    lower level's evidence is cited, else the higher's."""
+    for a, b, grew, moved in _doubling(rows, LOAD_SIDE_SATURATED):  # a busy generator's rate is noisy
+        proof = next((sd.load for r in (a, b) if (sd := held.get(r.level)) is not None and sd.load), None)
         if proof:
             evidence = (
                 f"the limit points at the load side: {_stalled(a, b, grew, moved)}, so the load side, not the "
-                f"service, set the rate; {'; '.join(dict.fromkeys(proof))}"
+                f"service, set the rate; {'; '.join(proof)}"
             )
             return CurveShape(name="load_side", evidence=evidence)
     return None
