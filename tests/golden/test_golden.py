@@ -70,8 +70,9 @@ PLACE_KEYS = frozenset(
 )
 # Lists whose length follows the clock (one point a second, one sample a tick): only their first item's shape.
 CLOCK_LISTS = frozenset({"series", "points", "samples", "intervals"})
-# Maps whose keys are what the machine showed at a sample (the TCP states seen on the host): data, not structure.
-SEEN_MAPS = frozenset({"tcp_states_peak"})
+# Maps whose keys are what the machine showed at a sample (the TCP states seen on the host, the listening ports
+# with connections waiting): data, not structure.
+SEEN_MAPS = frozenset({"tcp_states_peak", "accept_queue_peak"})
 
 
 @pytest.fixture(scope="module")

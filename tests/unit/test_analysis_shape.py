@@ -127,19 +127,26 @@ def _load_side(saturated: bool) -> list[StepResult]:
     return steps
 
 
-def test_flat_latency_with_a_flat_rate_points_at_the_load_side() -> None:
+def test_flat_latency_with_a_flat_rate_names_no_side_without_evidence() -> None:
+    # The clients never reached the service, but neither knee's CPU, its ports nor a waiting connect says where
+    # they were: the curve is named flat, and no side is blamed (tests/unit/test_analysis_side.py has the sides).
     v = analyze(_load_side(saturated=False), "main")
-    assert v.shape is not None and v.shape.name == "load_side"
+    assert v.shape is not None and v.shape.name == "flat"
     assert v.shape.evidence.startswith(
-        "the limit points at the load side: from 8 to 16 clients the rate grew only 2.5 % (400 Hz → 410 Hz) "
-        "while the mean latency stayed flat (20.0 ms → 21.0 ms)"
+        "the rate stopped growing: from 8 to 16 clients the rate grew only 2.5 % (400 Hz → 410 Hz) "
+        "while the mean latency stayed flat (20.0 ms → 21.0 ms), so the added clients never reached the service; "
+        "nothing measured says where they waited: knee was not saturated"
     )
-    assert "cores" not in v.shape.evidence
+    assert "load side" not in v.shape.evidence and "load generator" not in v.shape.evidence
 
 
 def test_a_saturated_load_side_is_cited() -> None:
     v = analyze(_load_side(saturated=True), "main")
     assert v.shape is not None and v.shape.name == "load_side"
+    assert v.shape.evidence.startswith(
+        "the limit points at the load side: from 8 to 16 clients the rate grew only 2.5 % (400 Hz → 410 Hz) "
+        "while the mean latency stayed flat (20.0 ms → 21.0 ms)"
+    )
     assert v.shape.evidence.endswith("; knee and its child processes used 1.90 of 2 cores at 16 clients (saturated)")
 
 

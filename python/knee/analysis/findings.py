@@ -64,7 +64,7 @@ def _where(level: Level, unit: str) -> str:
     return fmt.load(level, unit)
 
 
-def _endpoint(record: RunRecord) -> TargetHost | None:
+def endpoint(record: RunRecord) -> TargetHost | None:
     """Where the measured group's service ran, when it is a network group with a literal address: as recorded
     when the run started (`record.targets`), so the findings do not depend on the machine that reports them.
     A run.json from before knee recorded it: the host and port the scenario names, on the load machine only
@@ -82,13 +82,13 @@ def _endpoint(record: RunRecord) -> TargetHost | None:
 
 
 def _target_port(record: RunRecord) -> int | None:
-    where = _endpoint(record)
+    where = endpoint(record)
     return where.port if where else None
 
 
 def _local(record: RunRecord) -> bool:
     """The measured group's target ran on the load machine (a loopback or local address)."""
-    where = _endpoint(record)
+    where = endpoint(record)
     return where is not None and where.local
 
 
@@ -255,13 +255,16 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
     s = _first(steps, lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available))
     if s is not None:
         g = s.generator
+        # When the verdict found the clients waiting at the service's door, that is the limit: busy CPUs do not
+        # hold a connection in the accept queue, so this finding then states the fact and names no limit.
+        door = v.shape is not None and v.shape.connections is not None
         out.append(
             Finding(
                 kind="shared_machine",
                 level=s.level,
                 what=f"at {_where(s.level, unit)} the machine's CPUs were busy ({g.machine_cpu_cores:.2f} of "
                 f"{g.cores_available} cores; knee and its clients {g.load_cores:.2f}): the service shared the "
-                "machine with its clients, so the machine, not the service alone, was the limit",
+                "machine with its clients" + ("" if door else ", so the machine, not the service alone, was the limit"),
                 fix="run knee on other machines than the service (--cluster)",
             )
         )

@@ -3,8 +3,9 @@
 X counts every completed operation (succeeded and failed) per second, R is the mean
 latency and Z the think time. When the N clients were really busy with the
 service, X·(R+Z) comes out close to N. A large gap means clients were neither in
-the service nor thinking: hung clients, or a load generator that could not keep up.
-Open-loop steps (an arrival rate) are skipped: their N is not fixed.
+the service nor thinking; where they were is said by the level's evidence (side.py): at the service's
+door (hung or slow connects), held by the load side (knee's CPU, ports, connects never sent), or hung
+waiting for the service. Open-loop steps (an arrival rate) are skipped: their N is not fixed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from knee.analysis.levels import LevelRow
+from knee.analysis.side import Side, unreached
 from knee.model import LittleCheck
 
 GAP = 0.20
@@ -28,13 +30,14 @@ def check(rows: Sequence[LevelRow], think_s: float = 0.0) -> list[LittleCheck]:
     return out
 
 
-def warning(c: LittleCheck, clients: int, unit: str = "clients") -> str:
+def warning(c: LittleCheck, clients: int, unit: str = "clients", side: Side | None = None) -> str:
+    """The gap in words; `side`: the level's evidence, which says where the missing clients were."""
     at = f"{c.level} clients" if unit == "clients" else f"{c.level}/s offered ({clients} clients)"
     head = f"Little's law does not hold at {at}: throughput × (latency + think time) = {c.expected_n:.1f}"
     if c.expected_n < clients:
         return (
             f"{head}, so only that many of the {clients} clients were busy on average ({c.gap * 100:.0f} % gap): "
-            "clients hung, or the load generator could not keep up, and the service saw less load than the level says"
+            f"{unreached(side)}; the service saw less load than the level says"
         )
     return (
         f"{head}, more than the {clients} clients ({c.gap * 100:.0f} % gap): latencies or counts include time "

@@ -7,7 +7,7 @@ follow the level) gets a USL fit.
 
 from __future__ import annotations
 
-from knee.analysis.findings import findings
+from knee.analysis.findings import endpoint, findings
 from knee.analysis.verdict import analyze
 from knee.model import RunRecord, Verdict
 
@@ -38,6 +38,7 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
             fit=name == record.measured_group,
             recovery_tolerance=sc.recovery.tolerance,
             unit=record.level_unit,
+            target=endpoint(record) if name == record.measured_group else None,
         )
         for name in group_names(record)
     ]

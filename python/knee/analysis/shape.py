@@ -1,9 +1,15 @@
 """The shape of a closed-loop curve, named with its evidence: why the rate stopped rising.
 
-One name per curve, tried in this order (the first that fits wins):
+One name per curve, tried in this order (the first that fits wins). Which side held the clients is read
+from each level's evidence (side.py), never guessed from the curve alone:
+- connection_limit: levels where clients were missing from the service (Little's law) while they waited
+  at its door (hung or slow in connect) — the service stopped accepting past about the connections it
+  served; when the levels below that form a pool, the curve is named `pool`, with both;
 - refusing: errors start at (or next to) the peak and then dominate — a limit that turns work away;
-- load_side: one step doubled the clients (or more) but neither the rate nor the mean latency moved —
-  the clients were not all in the service, so the limit is on the load side;
+- load_side: one step doubled the clients (or more) but the rate grew less than 25 %, with load-side evidence
+  (knee's CPU saturated, its ports used up, connects never sent) — the load side was the limit;
+- flat: one step doubled the clients but neither the rate nor the mean latency moved, and no side showed
+  evidence — the clients were not all in the service, and nothing measured says where they waited;
 - retrograde: past the peak the rate falls, without errors dominating — contention and coherency (the USL);
 - pool: a flat plateau over at least a doubling of the clients, with mean latency growing in proportion
   to the clients — a fixed pool with a queue, of about peak rate × single-client latency;
@@ -13,12 +19,13 @@ Nothing else is named (a curve of fewer than 3 levels, or none of the above): `n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
 from knee import fmt
-from knee.analysis.levels import LevelRow, failed_or_hung, sweep_steps
-from knee.model import CurveShape, StepResult, USLFit
+from knee.analysis.levels import LevelRow, failed_or_hung
+from knee.analysis.side import Side
+from knee.model import CurveShape, Level, LittleCheck, USLFit
 
 MIN_LEVELS = 3  # a shape needs a curve: fewer levels name nothing
 ERRORS_DOMINATE = 0.05  # errors dominate a level when more than 5 % of its operations failed or hung
@@ -27,25 +34,28 @@ PLATEAU_BAND = 0.10  # pool: every level from the plateau's start on is within 1
 PLATEAU_SPAN = 2.0  # … while the clients grow at least 2× over the plateau
 POOL_LATENCY = 0.25  # pool: (latency ratio ÷ clients ratio) from the plateau's start is within 25 % of 1
 RETROGRADE_FALL = 0.85  # retrograde: the highest level's rate is below 85 % of the peak
-LOAD_SIDE_SPAN = 2.0  # load side: a step that at least doubled the clients …
+LOAD_SIDE_SPAN = 2.0  # load side / flat: a step that at least doubled the clients …
 LOAD_SIDE_RATE = 0.10  # … while the rate grew less than 10 % …
-LOAD_SIDE_LATENCY = 0.15  # … and the mean latency stayed within 15 % of the previous level's
+LOAD_SIDE_LATENCY = 0.15  # … and (flat) the mean latency stayed within 15 % of the previous level's
+LOAD_SIDE_SATURATED = 0.25  # load side, with its evidence: the rate grew less than 25 % over the doubling
+DOOR_GAP = 0.20  # connection limit: more than 20 % of the clients were not in the service (Little's law)
 STILL_RISING = 0.05  # rising: the highest level is the peak, more than 5 % above the level before
 
 
 def name_shape(
     rows: Sequence[LevelRow],
-    steps: Sequence[StepResult],
-    group: str,
+    held: Mapping[Level, Side],
     *,
     peak_level: float | None,
     onset: float,
     usl: USLFit | None = None,
+    little: Sequence[LittleCheck] = (),
 ) -> CurveShape | None:
     """The curve's shape (closed loop, levels = clients), or None when it has none worth naming.
 
-    `peak_level`: the verdict's peak (the best level without errors past `onset`); `steps` give the load
-    side's CPU (`StepResult.generator`); `usl`: the verdict's fit, cited by retrograde and disowned by pool.
+    `held`: each level's evidence of which side held the clients (side.sides); `peak_level`: the verdict's
+    peak (the best level without errors past `onset`); `usl`: the verdict's fit, cited by retrograde and
+    disowned by pool; `little`: the verdict's Little's-law checks (the clients each level had in the service).
     """
     rows = list(rows)
     if len(rows) < MIN_LEVELS or peak_level is None:
@@ -54,8 +64,10 @@ def name_shape(
     if top is None or rows[top].rate <= 0:
         return None
     for named in (
+        _door(rows, held, little, usl),
         _refusing(rows, top, onset),
-        _load_side(rows, steps, group),
+        _load_side(rows, held),
+        _flat(rows, held),
         _retrograde(rows, top, usl),
         _pool(rows, top, usl),
         _rising(rows, top),
@@ -93,28 +105,108 @@ def _refusing(rows: list[LevelRow], top: int, onset: float) -> CurveShape | None
     )
 
 
-def _load_side(rows: list[LevelRow], steps: Sequence[StepResult], group: str) -> CurveShape | None:
+def _door(
+    rows: list[LevelRow], held: Mapping[Level, Side], little: Sequence[LittleCheck], usl: USLFit | None
+) -> CurveShape | None:
+    """Clients missing from the service (Little's law) at levels where they waited at its door: the service
+    stopped accepting past about the connections it served (X·(R+Z) at those levels). A pool below that is
+    named first, with its size."""
+    busy = {c.level: c.expected_n for c in little}
+    at_door = [
+        r
+        for r in rows
+        if (sd := held.get(r.level)) is not None
+        and sd.held == "service"
+        and r.level in busy
+        and busy[r.level] < (1 - DOOR_GAP) * _n(r)
+    ]
+    if not at_door:
+        return None
+    first, last = at_door[0], at_door[-1]
+    served = max(round(busy[r.level]) for r in at_door)
+    side = held[last.level]
+    hung = side.hung_words()
+    evidence = ", ".join(side.door)
+    loads = [held[r.level].load for r in at_door if held[r.level].load]
+    cpu = f"the load side was busy too ({'; '.join(loads[0])})" if loads else f"knee was not the limit ({side.cpu})"
+    door = (
+        f"the service stopped accepting connections past about {served}: {served} connections served; the clients "
+        f"past {served} waited to be accepted (from {_at(first)}; at {_at(last)} "
+        f"{hung + ': ' if hung else ''}{evidence}); {cpu}"
+    )
+    below = rows[: rows.index(first)]
+    if len(below) >= 2:
+        top = max(range(len(below)), key=lambda i: below[i].rate)
+        pool = _pool(below, top, usl)
+        if pool is not None:
+            pool.evidence += f"; then {door}"
+            pool.connections = served
+            return pool
+    return CurveShape(name="connection_limit", evidence=door, connections=served)
+
+
+def _doubling(rows: list[LevelRow], most: float = LOAD_SIDE_RATE) -> list[tuple[LevelRow, LevelRow, float, float]]:
+    """Steps that at least doubled the clients while the rate grew less than `most`, errors not dominating
+    either level: (a, b, rate growth, mean latency change)."""
+    out = []
     for a, b in pairwise(rows):
         if min(a.rate, a.mean_latency_ms, b.mean_latency_ms) <= 0 or _n(a) <= 0:
             continue
         if max(a.failure_ratio, b.failure_ratio) > ERRORS_DOMINATE:
             continue
         grew, moved = b.rate / a.rate - 1, b.mean_latency_ms / a.mean_latency_ms - 1
-        if _n(b) / _n(a) >= LOAD_SIDE_SPAN and grew < LOAD_SIDE_RATE and abs(moved) <= LOAD_SIDE_LATENCY:
+        if _n(b) / _n(a) >= LOAD_SIDE_SPAN and grew < most:
+            out.append((a, b, grew, moved))
+    return out
+
+
+def _stalled(a: LevelRow, b: LevelRow, grew: float, moved: float) -> str:
+    """'from 8 to 16 clients the rate grew only 2.5 % (400 Hz → 410 Hz) while the mean latency stayed flat (…)'."""
+    how = "stayed flat" if abs(moved) <= LOAD_SIDE_LATENCY else ("grew" if moved > 0 else "fell")
+    return (
+        f"from {fmt.level(a.level)} to {_at(b)} the rate grew only {fmt.pct(max(grew, 0.0))} ({fmt.rate(a.rate)} → "
+        f"{fmt.rate(b.rate)}) while the mean latency {how} ({fmt.ms(a.mean_latency_ms)} → {fmt.ms(b.mean_latency_ms)})"
+    )
+
+
+def _load_side(rows: list[LevelRow], held: Mapping[Level, Side]) -> CurveShape | None:
+    """The rate stopped growing where the load side showed evidence (side.py) at either level of the step: the
+    lower level's evidence is cited, else the higher's."""
+    for a, b, grew, moved in _doubling(rows, LOAD_SIDE_SATURATED):  # a busy generator's rate is noisy
+        proof = next((sd.load for r in (a, b) if (sd := held.get(r.level)) is not None and sd.load), None)
+        if proof:
             evidence = (
-                f"the limit points at the load side: from {fmt.level(a.level)} to {_at(b)} the rate grew only "
-                f"{fmt.pct(max(grew, 0.0))} ({fmt.rate(a.rate)} → {fmt.rate(b.rate)}) while the mean latency "
-                f"stayed flat ({fmt.ms(a.mean_latency_ms)} → {fmt.ms(b.mean_latency_ms)}), so the added clients "
-                "never reached the service (the load generator, its connections or the network held them back)"
+                f"the limit points at the load side: {_stalled(a, b, grew, moved)}, so the load side, not the "
+                f"service, set the rate; {'; '.join(proof)}"
             )
-            busy = next((s for s in sweep_steps(steps, group) if s.generator.saturated), None)
-            if busy is not None:
-                g = busy.generator
-                evidence += (
-                    f"; knee and its child processes used {g.load_cores:.2f} of {g.cores_available} cores "
-                    f"at {fmt.load(busy.level)} (saturated)"
-                )
             return CurveShape(name="load_side", evidence=evidence)
+    return None
+
+
+def _flat(rows: list[LevelRow], held: Mapping[Level, Side]) -> CurveShape | None:
+    """Neither the rate nor the latency moved over a doubling, and no side showed evidence: say so, name none."""
+    for a, b, grew, moved in _doubling(rows):
+        if abs(moved) > LOAD_SIDE_LATENCY:
+            continue
+        sd = held.get(b.level)
+        cpu = f" ({sd.cpu})" if sd is not None and sd.cpu else ""
+        if sd is not None and sd.hung:
+            where = (
+                f"at {_at(b)} {sd.hung:,} operations hung waiting for the service, and nothing measured says where "
+                f"(no connect was seen waiting); knee was not saturated{cpu}"
+            )
+        else:
+            where = (
+                f"nothing measured says where they waited: knee was not saturated{cpu}, no ports ran out and no "
+                "connect waited"
+            )
+        return CurveShape(
+            name="flat",
+            evidence=(
+                f"the rate stopped growing: {_stalled(a, b, grew, moved)}, so the added clients never reached the "
+                f"service; {where}"
+            ),
+        )
     return None
 
 

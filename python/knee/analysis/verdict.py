@@ -16,7 +16,9 @@ Definitions (DESIGN.md; docs/analysis.md says more):
   whose failure ratio exceeds `onset` (their rate is not the service's alone); the
   left-out levels are `usl_left_out`, named in a warning;
 - shape (closed-loop client sweeps, the fitted group): the curve's shape named with its
-  evidence, shape.py.
+  evidence, shape.py;
+- which side held the clients (the load side or the service's door), by each level's evidence
+  (side.py): the shape and the Little's-law warnings name a limit by it alone.
 
 A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
 levels, and its open-loop group adds:
@@ -39,10 +41,11 @@ from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, satur
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.shape import name_shape
+from knee.analysis.side import Side, sides
 from knee.analysis.slo import capacity
 from knee.analysis.uslfit import MIN_POINTS, fit_usl
 from knee.errors import UserError
-from knee.model import Bracket, LevelUnit, StepResult, USLFit, Verdict
+from knee.model import Bracket, Level, LevelUnit, StepResult, TargetHost, USLFit, Verdict
 from knee.scenario import Slo
 
 HYSTERESIS_NOTE = 0.10
@@ -58,16 +61,19 @@ def analyze(
     fit: bool = True,
     recovery_tolerance: float = WITHIN,
     unit: LevelUnit = "clients",
+    target: TargetHost | None = None,
 ) -> Verdict:
     """The verdict on one group.
 
     `fit=False` skips the USL (for a group whose clients do not follow the level);
     `recovery_tolerance` is how close to its first rate the baseline level must come back;
-    `unit`: the levels are client counts or offered rates (a rate sweep, `RunRecord.level_unit`).
+    `unit`: the levels are client counts or offered rates (a rate sweep, `RunRecord.level_unit`);
+    `target`: where the group's service ran (`RunRecord.targets`), for the evidence of its door (side.py).
     Steps with different labels (fixed-work stages: store, fetch …) are separate curves.
     """
     labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
     options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit, "unit": unit}
+    options["target"] = target
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
     else:
@@ -87,6 +93,7 @@ def _curve(
     think_s: float,
     fit: bool,
     unit: LevelUnit = "clients",
+    target: TargetHost | None = None,
 ) -> Verdict:
     """Everything but recovery, for steps of one label."""
     v = Verdict(group=group, level_unit=unit)
@@ -105,12 +112,13 @@ def _curve(
     _hysteresis(v, up, down)
     if slo is not None:
         _slo(v, rows, slo)
-    _little(v, rows, think_s)
+    held = sides(steps, group, target)  # which side held the clients, level by level
+    _little(v, rows, think_s, held)
     if fit:
         open_loop = _usl(v, rows, onset)
         if unit == "clients" and not any(r.open_loop for r in rows):
             # The curve's shape, named (shape.py); a pool disowns the USL's N*, which it does not support.
-            v.shape = name_shape(rows, steps, group, peak_level=v.peak_level, onset=onset, usl=v.usl)
+            v.shape = name_shape(rows, held, peak_level=v.peak_level, onset=onset, usl=v.usl, little=v.little)
         if v.usl is not None:
             v.sentences.append(_usl_sentence(v.usl, open_loop, is_pool=v.shape is not None and v.shape.name == "pool"))
         if v.shape is not None:
@@ -277,10 +285,12 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}")
 
 
-def _little(v: Verdict, rows: list[LevelRow], think_s: float) -> None:
+def _little(v: Verdict, rows: list[LevelRow], think_s: float, held: dict[Level, Side]) -> None:
     v.little = little.check(rows, think_s)
     clients = {r.level: r.clients or int(r.level) for r in rows}
-    v.warnings.extend(little.warning(c, clients[c.level], v.level_unit) for c in v.little if c.gap > little.GAP)
+    v.warnings.extend(
+        little.warning(c, clients[c.level], v.level_unit, held.get(c.level)) for c in v.little if c.gap > little.GAP
+    )
 
 
 def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> bool:

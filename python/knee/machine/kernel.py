@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from knee.machine.host import ephemeral_port_range, sysctl_int
-from knee.machine.sockets import tcp_census
+from knee.machine.sockets import Census, tcp_census
 from knee.model import HostCounters
 
 SAMPLE_S = 1.0
@@ -126,7 +126,7 @@ class HostSampler:
     def _sample(self) -> None:
         now = events()
         inuse, tw = sockstat()
-        states, held = self._census()
+        states, held, waiting = self._census()
         used, total = meminfo()
         with self._lock:
             if not self._first:
@@ -139,14 +139,16 @@ class HostSampler:
             o.ephemeral_in_use_peak = max(o.ephemeral_in_use_peak, held)
             for state, n in states.items():
                 o.tcp_states_peak[state] = max(o.tcp_states_peak.get(state, 0), n)
+            for port, n in waiting.items():
+                o.accept_queue_peak[port] = max(o.accept_queue_peak.get(port, 0), n)
             o.mem_used_mb_peak = round(max(o.mem_used_mb_peak, used), 1)
             o.mem_total_mb = round(total, 1)
 
-    def _census(self) -> tuple[dict[str, int], int]:
+    def _census(self) -> Census:
         """tcp_census(), as often as it costs at most CENSUS_SHARE of a core (about 1.5 µs per socket: every
         sample up to some 6 000 sockets, less often above; docs/diagnosis.md); nothing new between."""
         if time.monotonic() < self._census_due:
-            return {}, 0
+            return Census({}, 0, {})
         t0 = time.thread_time()
         out = tcp_census(self._ports)
         self._census_due = time.monotonic() + (time.thread_time() - t0) / CENSUS_SHARE

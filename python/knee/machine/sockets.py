@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterator
+from typing import NamedTuple
 
 # the kernel's TCP state codes (include/net/tcp_states.h), as sock_diag reports them
 _TCP_STATE_NAMES = {
@@ -73,14 +74,27 @@ def tcp_sockets() -> dict[int, tuple[str, int, int, int]]:
     }
 
 
-def tcp_census(ports: tuple[int, int]) -> tuple[dict[str, int], int]:
-    """This namespace's TCP sockets by state, and how many local ports of the ephemeral range `ports`
-    (lo, hi) a socket that is not listening holds (TIME_WAIT included): what a client machine runs out of."""
+class Census(NamedTuple):
+    """One census of this namespace's TCP sockets (`tcp_census`)."""
+
+    states: dict[str, int]  # sockets by state
+    held: int  # local ports of the ephemeral range held by a socket that is not listening (TIME_WAIT included)
+    waiting: dict[int, int]  # listening port -> connections waiting in its accept queue (only ports with some)
+
+
+def tcp_census(ports: tuple[int, int]) -> Census:
+    """This namespace's TCP sockets by state, how many local ports of the ephemeral range `ports` (lo, hi) a
+    socket that is not listening holds (TIME_WAIT included): what a client machine runs out of; and the
+    connections waiting to be accepted on each listening port (a server that stopped accepting)."""
     lo, hi = ports
     states: dict[int, int] = {}
     held: set[int] = set()
-    for state, port, _, _, _ in _diag(_ALL_STATES):
+    waiting: dict[int, int] = {}
+    for state, port, rq, _, _ in _diag(_ALL_STATES):
         states[state] = states.get(state, 0) + 1
-        if lo <= port <= hi and state != _LISTEN:
+        if state == _LISTEN:
+            if rq:
+                waiting[port] = waiting.get(port, 0) + rq
+        elif lo <= port <= hi:
             held.add(port)
-    return {_TCP_STATE_NAMES.get(k, str(k)): n for k, n in states.items()}, len(held)
+    return Census({_TCP_STATE_NAMES.get(k, str(k)): n for k, n in states.items()}, len(held), waiting)

@@ -21,9 +21,12 @@ class Finding(BaseModel):
 class CurveShape(BaseModel):
     """The shape of the curve, named with its evidence (analysis.shape)."""
 
-    name: Literal["pool", "retrograde", "refusing", "load_side", "rising", "flat"]
+    name: Literal["pool", "retrograde", "refusing", "load_side", "rising", "flat", "connection_limit"]
     evidence: str
     pool_size: float | None = None  # "pool": peak rate × single-client latency
+    # "connection_limit", or a pool behind one: the connections the service served (X·(R+Z), Little's law) at
+    # the levels where the other clients waited at its door
+    connections: int | None = None
 
 
 class USLFit(BaseModel):

@@ -53,6 +53,9 @@ class HostCounters(BaseModel):
     # netlink sock_diag: ports of that range held by a socket that is not listening (TIME_WAIT included)
     ephemeral_in_use_peak: int = 0
     tcp_states_peak: dict[str, int] = Field(default_factory=dict)  # TCP sockets by state: each state's peak
+    # listening port -> the most connections waiting in its accept queue in one census (ports with some only):
+    # a server on this machine that stopped accepting, or accepted slower than connections came
+    accept_queue_peak: dict[int, int] = Field(default_factory=dict)
     somaxconn: int = 0  # net.core.somaxconn: the cap on every listen queue of this machine
     mem_used_mb_peak: float = 0.0  # MemTotal - MemAvailable
     mem_total_mb: float = 0.0
@@ -68,6 +71,8 @@ class HostCounters(BaseModel):
             setattr(self, k, max(getattr(self, k), getattr(other, k)))
         for state, n in other.tcp_states_peak.items():
             self.tcp_states_peak[state] = max(self.tcp_states_peak.get(state, 0), n)
+        for port, n in other.accept_queue_peak.items():
+            self.accept_queue_peak[port] = max(self.accept_queue_peak.get(port, 0), n)
 
 
 class ListenSocket(BaseModel):
