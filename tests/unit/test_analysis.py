@@ -13,7 +13,8 @@ def test_peak_and_no_errors_ever() -> None:
     v = analyze(sweep({5: 2.0, 20: 4.0, 50: 4.6, 100: 4.4}), "main")
     assert (v.peak_level, v.peak_rate) == (50, pytest.approx(4.6))
     assert v.error_onset_level is None and v.collapse_level is None
-    assert v.sentences[0] == "peaked at 4.60 Hz with 50 clients (50–100 within noise)"
+    # 20, 50 and 100 clients are within counting noise of each other (46 successes at the peak): a plateau
+    assert v.sentences[0] == "a plateau of 4.60 Hz from 20 clients (20: 4.00 Hz; 5: 2.00 Hz) to 100 clients"
     assert "no errors up to 100 clients" in v.sentences
     assert v.hung_by_level == {5: 0, 20: 0, 50: 0, 100: 0}
     assert v.warnings == []  # a clean sweep gets no warnings

@@ -8,6 +8,7 @@ group) also pool what was offered, late and dropped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from knee.model import Outcomes, StepResult
@@ -55,6 +56,14 @@ class LevelRow(Outcomes):
         if self.rate_s > 0:
             return self.rate_succeeded / self.rate_s
         return self.succeeded / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def noise_hz(self) -> float:
+        """The rate's 95 % half-width: by batch means over its intervals when the steps had enough of them, else
+        the counting noise of its successes (1.96 √n over the measured seconds, as for a Poisson count)."""
+        if self.half_width_hz is not None:
+            return self.half_width_hz
+        return 1.96 * math.sqrt(self.succeeded) / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
     def completion_rate(self) -> float:

@@ -1,9 +1,9 @@
 """How precisely the verdict's points are located: each with its bracket (the level it was found at and the highest
 level measured below it) and, for the peak, the levels whose rate is within noise of it.
 
-A rate's noise is its 95 % interval half-width by batch means over the step's intervals (StepResult.steady); two
-levels' rates are the same when they differ by less than their combined noise, and never by less than `NOISE` of
-the higher (a short step has too few intervals for an interval of its own).
+A rate's noise is its 95 % interval half-width by batch means over the step's intervals (StepResult.steady), or
+the counting noise of its successes when the step had too few intervals (LevelRow.noise_hz); two levels' rates
+are the same when they differ by less than their combined noise, and never by less than `NOISE` of the higher.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ NOISE = 0.05
 
 def same_rate(a: LevelRow, b: LevelRow, noise: float = NOISE) -> bool:
     """The two levels' rates are within noise of each other."""
-    measured = ((a.half_width_hz or 0.0) ** 2 + (b.half_width_hz or 0.0) ** 2) ** 0.5
+    measured = (a.noise_hz**2 + b.noise_hz**2) ** 0.5
     return abs(a.rate - b.rate) <= max(measured, noise * max(a.rate, b.rate))
 
 

@@ -180,15 +180,15 @@ class _View:
         return None
 
     def plateau_start(self) -> Bracket | None:
-        """The lowest level whose rate is within noise of the peak's, when the top is flat (its lower or upper
-        neighbour is the same as the peak); None when the peak is a point."""
+        """The lowest level whose rate is within noise of the peak's, when the top is flat: the level above the peak
+        and the highest level measured are both within noise of it (the rate stays up, as a fixed pool's does);
+        None when the peak is a point or a hill."""
         top = self.peak()
         if top is None:
             return None
         i = self.points.index(top)
-        lower = self.points[i - 1] if i > 0 else None
         upper = self.points[i + 1] if i + 1 < len(self.points) else None
-        if not any(n is not None and self.same(n, top) for n in (lower, upper)):
+        if upper is None or not self.same(upper, top) or not self.same(self.points[-1], top):
             return None
         j = i
         while j > 0 and self.same(self.points[j - 1], top):
@@ -286,11 +286,13 @@ def _peak(v: _View) -> Next | None:
     if plateau is not None:
         return _bisect(v, plateau, "plateau", "the plateau's start")
     i = v.points.index(top)
-    sides = []
-    if i > 0 and not v.width_ok(v.points[i - 1].level, top.level):
-        sides.append((top.level - v.points[i - 1].level, v.points[i - 1].level, top.level))
-    if i + 1 < len(v.points) and not v.width_ok(top.level, v.points[i + 1].level):
-        sides.append((v.points[i + 1].level - top.level, top.level, v.points[i + 1].level))
+    sides = []  # a side is narrowed until it is within the precision or its neighbour is within noise of the peak
+    for j in (i - 1, i + 1):
+        if not 0 <= j < len(v.points) or v.same(v.points[j], top):
+            continue
+        lo, hi = sorted((v.points[j].level, top.level))
+        if not v.width_ok(lo, hi):
+            sides.append((hi - lo, lo, hi))
     if not sides:
         return None
     _, lo, hi = max(sides)
@@ -345,7 +347,7 @@ def points(rows: Sequence[LevelRow], slo: Slo | None = None) -> list[Point]:
             rate=r.rate,
             failure_ratio=r.failure_ratio,
             hung=r.hung,
-            noise=r.half_width_hz or 0.0,
+            noise=r.noise_hz,
             slo_ok=None if slo is None else met_by(slo, r),
             saturated=saturated(r),
         )

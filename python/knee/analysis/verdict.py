@@ -180,11 +180,26 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
     else:
         v.peak_level, v.peak_rate = best.level, best.rate
         v.brackets["peak"] = b = peak_bracket(rows, best)
-        edge = peak_words(b, unit)
+        flat = (
+            unit == "clients"
+            and b.low is not None
+            and b.high is not None
+            and b.low < best.level <= b.high == rows[-1].level
+        )
+        edge = "" if flat else peak_words(b, unit)
         edge += " (the highest level measured: it may go higher)" if best is rows[-1] else ""
         if not clean:
             edge += f", but with errors at every level (at the peak {failed_or_hung(best, fmt.pct)})"
-        v.sentences.append(f"peaked at {fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}{edge}")
+        if flat and b.low is not None:  # a flat top to the highest level: a plateau, not a point
+            v.brackets["plateau"] = p = bracket(rows, _row(rows, b.low) or best)
+            before = _row(rows, p.below)
+            below = below_words(rows, p, unit, fmt.rate(before.rate) if before is not None else "")
+            v.sentences.append(
+                f"a plateau of {fmt.rate(best.rate)} from {fmt.load(b.low, unit)} ({_n(rows, b.low)}{below}) to "
+                f"{fmt.load(rows[-1].level, unit)}{edge}"
+            )
+        else:
+            v.sentences.append(f"peaked at {fmt.rate(best.rate)} {at} {fmt.load(best.level, unit)}{edge}")
         if highest.rate > best.rate:
             v.sentences.append(
                 f"a higher rate, {fmt.rate(highest.rate)} {at} {fmt.load(highest.level, unit)}, came with "
@@ -338,6 +353,12 @@ def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
         peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
     return f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}"
+
+
+def _n(rows: Sequence[LevelRow], level: int | float) -> str:
+    """'7: 350 Hz', the rate at a level."""
+    r = _row(rows, level)
+    return f"{fmt.level(level)}: {fmt.rate(r.rate)}" if r is not None else fmt.level(level)
 
 
 def _row(rows: Sequence[LevelRow], level: int | float | None) -> LevelRow | None:
