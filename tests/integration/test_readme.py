@@ -41,9 +41,14 @@ def test_readme_one_line_sweeps_work(tmp_path: Path) -> None:
     with start_target("basic") as target:
         for example in examples:
             line = example.replace("http://127.0.0.1:8080", target.url)
-            line = re.sub(r"-d \S+", "-d 0.3s", line)
-            line = re.sub(r"--levels \S+", "--levels 2,4", line)
-            line = re.sub(r"--rates \S+", "--rates 50,100", line)
+            line = re.sub(r"-d (?!auto)\S+", "-d 0.3s", line)
+            line = re.sub(r"--levels (?!auto)\S+", "--levels 2,4", line)
+            line = re.sub(r"--rates (?!auto)\S+", "--rates 50,100", line)
+            line = re.sub(r"--max-level \S+", "--max-level 8", line)  # a searched sweep: a short search
+            line = line.replace("-d auto", "-d auto --min-duration 1s --max-duration 2s --interval 0.2s")
+            line = re.sub(r"--budget \S+", "--budget 20s", line)
+            if "--rates auto" in line:
+                line += " --start 50 --max-level 200"
             args = shlex.split(line)[2:]
             proc = knee_cli("sweep", *args, "--no-recovery", "--out", str(tmp_path), timeout=90)
             assert proc.returncode == 0, f"{example}\n{proc.stderr}"

@@ -119,8 +119,14 @@ class _View:
 
     # --- what each level is
 
-    def peak(self) -> Point | None:
+    def highest(self) -> Point | None:
+        """The highest rate measured, errors or not (a collapse and a stop in growth are measured from it)."""
         return max(self.points, key=lambda p: p.rate, default=None)
+
+    def peak(self) -> Point | None:
+        """The peak, as the verdict has it: the highest rate among the levels without errors (else the highest)."""
+        clean = [p for p in self.points if not self.failing(p)]
+        return max(clean, key=lambda p: p.rate, default=None) or self.highest()
 
     def tolerance(self, a: Point, b: Point) -> float:
         """How far apart two rates may be and still be the same, within their noise."""
@@ -134,7 +140,7 @@ class _View:
         return p.failure_ratio > self.c.onset or p.hung > 0
 
     def collapsed(self, p: Point) -> bool:
-        top = self.peak()
+        top = self.highest()
         if top is None or p.level <= top.level:
             return False
         return p.failure_ratio > COLLAPSE_FAILURES or (top.rate > 0 and p.rate < COLLAPSE_RATE * top.rate)
@@ -145,7 +151,7 @@ class _View:
     def stopped_growing(self) -> bool:
         """The rate has not grown over the last two doublings: the highest level is at least `factor`² times the
         peak's."""
-        top, last = self.peak(), self.points[-1]
+        top, last = self.highest(), self.points[-1]
         return top is not None and last.level >= top.level * self.c.factor**2
 
     # --- brackets
@@ -169,7 +175,7 @@ class _View:
         return self.first_where(lambda p: p.slo_ok is False)
 
     def collapse(self) -> Bracket | None:
-        top = self.peak()
+        top = self.highest()
         if top is None:
             return None
         below: float | None = None

@@ -15,7 +15,8 @@ from knee.scenario import read_scenario
 
 DEMO_PROFILE = "srm-fast"
 
-# About two minutes: 10 levels x (8 s + 1 s warm-up + 1 s pause), then up to 20 s of recovery probes.
+# About two minutes: the level search (levels = "auto", about a dozen levels between 5 and 1200 clients) x (8 s + 1 s
+# warm-up + 1 s pause), then up to 20 s of recovery probes.
 DEMO_SCENARIO = """\
 name = "demo"
 description = "knee demo: a sweep of the demo service (knee target --profile ${profile})"
@@ -27,13 +28,15 @@ clients = "level"
 timeout = "5s"
 
 [sweep]
-levels = [5, 20, 50, 100, 200, 400, 600, 800, 1000, 1200]
+levels = "auto"
 duration = "8s"
 warmup = "1s"
 pause = "1s"
 
-[stop]
-at_collapse = true
+[search]
+start = 5
+max = 1200
+budget = "3m"
 
 [recovery]
 probe = "4s"
