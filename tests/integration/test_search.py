@@ -49,8 +49,8 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     out = tmp_path / "runs"
     with start_postgres(max_connections=20) as pg:
         proc = knee(
-            "sweep", "--levels", "auto", "--start", "4", "--max-level", "64", "-d", "4s", "--pause", "2s", "--timeout", "20s",
-            "--no-recovery",
+            "sweep", "--levels", "auto", "--start", "4", "--max-level", "64", "-d", "4s", "--pause", "2s",
+            "--timeout", "20s", "--no-recovery",
             "--out", str(out), "--", *pg.psql("SELECT pg_sleep(1)"),
             timeout=280,
         )  # fmt: skip

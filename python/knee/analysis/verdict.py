@@ -184,7 +184,7 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
             unit == "clients"
             and b.low is not None
             and b.high is not None
-            and b.low < best.level <= b.high == rows[-1].level
+            and b.low < b.high == rows[-1].level
         )
         edge = "" if flat else peak_words(b, unit)
         edge += " (the highest level measured: it may go higher)" if best is rows[-1] else ""
@@ -194,8 +194,10 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
             v.brackets["plateau"] = p = bracket(rows, _row(rows, b.low) or best)
             before = _row(rows, p.below)
             below = below_words(rows, p, unit, fmt.rate(before.rate) if before is not None else "")
+            at_low = _n(rows, b.low) if b.low != best.level else ""
+            around = f" ({at_low}{below})".replace("(; ", "(") if at_low or below else ""
             v.sentences.append(
-                f"a plateau of {fmt.rate(best.rate)} from {fmt.load(b.low, unit)} ({_n(rows, b.low)}{below}) to "
+                f"a plateau of {fmt.rate(best.rate)} from {fmt.load(b.low, unit)}{around} to "
                 f"{fmt.load(rows[-1].level, unit)}{edge}"
             )
         else:
