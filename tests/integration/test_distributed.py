@@ -24,7 +24,7 @@ from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import knee_cli
-from servers import free_port, pids_alive, sent, start_nginx
+from servers import free_port, pids_alive, sent, settled, start_nginx
 
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
@@ -158,6 +158,25 @@ def test_a_sweep_on_three_workers_counts_exactly_and_starts_together(
     local, _ = sweep(tmp_path, target.url + "/", "--levels", "2,7", "--iterations", "30")
     assert target.stats()["requests"] - before == sent(local) == sent(record)
     assert [s.groups["main"].per_client for s in local.steps] == [s.groups["main"].per_client for s in record.steps]
+
+
+def test_a_level_search_with_auto_durations_runs_on_the_cluster(
+    cluster: Cluster, target: TargetProcess, tmp_path: Path
+) -> None:
+    """--levels auto and -d auto on three workers: the search chooses each level, every level ends whole once its
+    merged rate has settled (the workers stopped together, nothing partial), and the server saw what knee sent."""
+    before = target.stats()["requests"]
+    record, proc = sweep(
+        tmp_path, target.url + "/", "--levels", "auto", "--max-level", "4", "-d", "auto", "--min-duration", "1s",
+        "--max-duration", "6s", "--interval", "0.2s", "--cluster", cluster.address,
+    )  # fmt: skip
+    assert [s.level for s in record.steps][:3] == [1, 2, 4] and len(record.steps) <= 4
+    assert all(s.reason for s in record.steps) and record.search_end
+    for step in record.steps:
+        assert not step.partial and step.steady is not None and step.steady.auto
+        assert step.elapsed_s < 6  # a steady service settles before max_duration
+    assert settled(lambda: target.stats()["requests"] - before, sent(record)) == sent(record)
+    assert "bisecting" in proc.stdout or "narrowing" in proc.stdout or "plateau" in proc.stdout
 
 
 def test_client_numbers_are_global_and_total_work_is_split_exactly(cluster: Cluster, tmp_path: Path) -> None:

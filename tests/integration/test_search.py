@@ -216,3 +216,15 @@ def test_auto_duration_runs_a_noisy_level_to_max_and_says_so(tmp_path: Path) -> 
     assert step.elapsed_s == pytest.approx(8, abs=0.5)
     report = (RunDir(Path(tmp_path / "noisy").iterdir().__next__()).path / "report.md").read_text()
     assert "did not settle by max_duration" in report
+
+
+@pytest.mark.timeout(120)
+def test_the_python_api_searches_too(tmp_path: Path) -> None:
+    import knee as api
+
+    with start_target("basic") as target:
+        run = api.sweep(f"{target.url}/", levels="auto", max_level=4, duration="0.5s", no_recovery=True, out=tmp_path)
+    assert run.run_dir is not None
+    record = RunDir(run.run_dir).load()
+    assert searched(record)[:3] == [1, 2, 4] and all(s.reason for s in record.steps)
+    assert run.verdict is not None and run.verdict.brackets["peak"].at in searched(record)
