@@ -123,8 +123,8 @@ def section(seconds: float, auto: dict[str, object], fixed: dict[str, object], w
             f"(onset, collapse and N* within 10 % of each other): **{'yes' if same else 'no'}**. Most of the search "
             "is its ramp: doubling from 1 client to the first bad level (here 512) takes 10 levels, and locating "
             "three points to 10 % about 2 more each (one at the USL fit's N* for the peak), so a search over a range "
-            "R costs about log2(R) + 6 levels against the fixed sweep's ln(R)/ln(1.1) + 10: the target of 25 % is "
-            "reached only from ranges of several thousand clients.",
+            "R costs about log2(R) + 6 levels against the fixed sweep's 45 (R = 256), 60 (1024), 75 (4096): the "
+            "25 % target is met from ranges of about 4000 clients (18 of 75), not at 1024 (16 of 60).",
             END,
         ]
     )
