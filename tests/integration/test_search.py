@@ -64,7 +64,7 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     assert len(levels) <= 12, [(s.level, s.reason) for s in record.steps]
     assert all(s.reason for s in record.steps if s.phase == "sweep")
     assert any("bisecting the error onset between 16 and 32" in s.reason for s in record.steps)
-    assert searched(record)[:4] == [4, 8, 16, 32]  # --start 4: the ramp
+    assert searched(record)[:4] == [4, 8, 16, 32]  # the ramp, from --start 4
     assert record.search_end
     # the live progress says why each level was chosen
     assert "bisecting the error onset between" in proc.stdout

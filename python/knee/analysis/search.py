@@ -187,8 +187,8 @@ class _View:
 
     def plateau_start(self) -> Bracket | None:
         """The lowest level whose rate is within noise of the peak's, when the top is flat: the level above the peak
-        and the highest level measured are both within noise of it (the rate stays up, as a fixed pool's does);
-        None when the peak is a point or a hill."""
+        and the highest level measured are both within noise of it (the rate stays up, as a fixed pool's does), and
+        the flat levels without errors span at least a doubling; None when the peak is a point or a hill."""
         top = self.peak()
         if top is None:
             return None
@@ -199,6 +199,11 @@ class _View:
         j = i
         while j > 0 and self.same(self.points[j - 1], top):
             j -= 1
+        # Flat over at least a doubling without errors (a pool's rate stays up while its queue grows); a top that
+        # is flat only because the levels past it fail (a connection limit) is a peak at the limit.
+        flat = [p.level for p in self.points[j:] if not self.failing(p) and self.same(p, top)]
+        if not flat or max(flat) < self.points[j].level * 2:
+            return None
         return Bracket(self.points[j - 1].level if j > 0 else None, self.points[j].level)
 
 
