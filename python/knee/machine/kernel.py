@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from knee.machine.host import ephemeral_port_range, sysctl_int
-from knee.machine.sockets import Census, tcp_census
+from knee.machine.sockets import Census, accept_queues, tcp_census
 from knee.model import HostCounters
 
 SAMPLE_S = 1.0
@@ -126,7 +126,8 @@ class HostSampler:
     def _sample(self) -> None:
         now = events()
         inuse, tw = sockstat()
-        states, held, waiting = self._census()
+        states, held, _ = self._census()
+        waiting = accept_queues()  # every sample: the full census may come seconds apart on a busy machine
         used, total = meminfo()
         with self._lock:
             if not self._first:

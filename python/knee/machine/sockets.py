@@ -98,3 +98,13 @@ def tcp_census(ports: tuple[int, int]) -> Census:
         elif lo <= port <= hi:
             held.add(port)
     return Census({_TCP_STATE_NAMES.get(k, str(k)): n for k, n in states.items()}, len(held), waiting)
+
+
+def accept_queues() -> dict[int, int]:
+    """The connections waiting to be accepted on each listening port of this namespace (only ports with some): a
+    dump of the listening sockets alone, cheap however many other sockets there are."""
+    waiting: dict[int, int] = {}
+    for _, port, rq, _, _ in _diag(1 << _LISTEN):
+        if rq:
+            waiting[port] = waiting.get(port, 0) + rq
+    return waiting
