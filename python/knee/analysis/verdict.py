@@ -180,12 +180,7 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
     else:
         v.peak_level, v.peak_rate = best.level, best.rate
         v.brackets["peak"] = b = peak_bracket(rows, best)
-        flat = (
-            unit == "clients"
-            and b.low is not None
-            and b.high is not None
-            and b.low < b.high == rows[-1].level
-        )
+        flat = unit == "clients" and b.low is not None and b.high is not None and b.low < b.high == rows[-1].level
         edge = "" if flat else peak_words(b, unit)
         edge += " (the highest level measured: it may go higher)" if best is rows[-1] else ""
         if not clean:
