@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -391,5 +392,10 @@ def write_report(
             f"`.venv/bin/python bench/run.py --from-json {meta['results_file']}` writes this page again from it.",
         ]
     lines += [""]
+    search = Path(__file__).resolve().parent / "results" / "search.json"
+    if search.is_file():  # bench/search_bench.py's numbers: the level search against a fixed sweep
+        from search_bench import section_from
+
+        lines += [section_from(json.loads(search.read_text())), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
@@ -92,7 +93,7 @@ def located(record: RunRecord) -> dict[str, object]:
 def within(a: object, b: object, share: float = 0.10) -> bool:
     if a is None or b is None:
         return a is b
-    return abs(float(a) - float(b)) <= share * max(float(a), float(b))  # type: ignore[arg-type]
+    return abs(float(a) - float(b)) <= share * max(float(a), float(b))
 
 
 def section(seconds: float, auto: dict[str, object], fixed: dict[str, object], walls: tuple[float, float]) -> str:
@@ -130,6 +131,11 @@ def section(seconds: float, auto: dict[str, object], fixed: dict[str, object], w
     )
 
 
+def section_from(data: dict[str, Any]) -> str:
+    """The section from bench/results/search.json (bench/report.py renders the page with it)."""
+    return section(float(data.get("seconds", 2.0)), data["auto"], data["fixed"], tuple(data["walls"]))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per level (default 2)")
@@ -149,7 +155,8 @@ def main() -> None:
     auto, fixed = located(auto_rec), located(fixed_rec)
     print(json.dumps({"auto": auto, "fixed": fixed, "auto_wall_s": auto_wall, "fixed_wall_s": fixed_wall}, indent=1))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"auto": auto, "fixed": fixed, "walls": [auto_wall, fixed_wall]}, indent=1))
+    data = {"seconds": args.seconds, "auto": auto, "fixed": fixed, "walls": [auto_wall, fixed_wall]}
+    args.json.write_text(json.dumps(data, indent=1))
     text = args.out.read_text() if args.out.exists() else ""
     new = section(args.seconds, auto, fixed, (auto_wall, fixed_wall))
     if BEGIN in text and END in text:

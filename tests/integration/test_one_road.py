@@ -90,6 +90,9 @@ def test_a_one_line_sweep_equals_its_saved_scenario(nginx: Nginx, tmp_path: Path
         ja = json.loads(ra.model_dump_json(by_alias=True))
         jb = json.loads(rb.model_dump_json(by_alias=True))
         ja.pop("run_id"), jb.pop("run_id")
+        for j in (ja, jb):  # where the peak fell (and so its bracket's fields) is the measurement's, not the plan's
+            for v in j["verdicts"]:
+                v.pop("brackets")
         assert_same_shape(ja, jb)
         for s in ra.steps:
             assert s.groups["main"].succeeded > 0 and s.groups["main"].failed == 0

@@ -129,7 +129,10 @@ def test_scenario_mistakes_are_one_line_each_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[0] == "knee: error: scenario.toml line 4: groups.main.clients must be at least 1 (got 0)"
-    assert lines[1] == "scenario.toml line 8: sweep.duration must be a duration like 10s, 2m or 500ms (got 'fast')"
+    assert (
+        lines[1]
+        == "scenario.toml line 8: sweep.duration must be a duration like 10s, 2m or 500ms, or \"auto\" (got 'fast')"
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -147,7 +150,12 @@ def test_demo_quick_writes_a_report_and_stops_its_service(tmp_path: Path) -> Non
     record = only_run(tmp_path / "runs")
     assert record.status == "complete"
     v = verdict(record)
-    assert v.peak_level == 50  # srm-fast: N* = 50
+    # srm-fast: N* = 50. The demo searches its levels (--quick: 6 levels up to 100); a USL top is flat near N*,
+    # so the peak is a level within noise of it and its bracket covers 50
+    b = v.brackets["peak"]
+    assert v.peak_level is not None and 20 <= v.peak_level <= 100, v.sentences
+    assert b.low is not None and b.high is not None and b.low <= 50 <= b.high, (b, v.sentences)
+    assert all(s.reason for s in record.steps if s.phase == "sweep")
     assert v.recovered is True
     report = tmp_path / "runs" / record.run_id / "report.html"
     assert report.is_file()
