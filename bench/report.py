@@ -392,7 +392,7 @@ def write_report(
             f"`.venv/bin/python bench/run.py --from-json {meta['results_file']}` writes this page again from it.",
         ]
     lines += [""]
-    search = Path(__file__).resolve().parent / "results" / "search.json"
+    search = Path(__file__).resolve().parent / "results" / "bench-search.json"
     if search.is_file():  # bench/search_bench.py's numbers: the level search against a fixed sweep
         from search_bench import section_from
 

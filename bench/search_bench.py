@@ -132,7 +132,7 @@ def section(seconds: float, auto: dict[str, object], fixed: dict[str, object], w
 
 
 def section_from(data: dict[str, Any]) -> str:
-    """The section from bench/results/search.json (bench/report.py renders the page with it)."""
+    """The section from bench/results/bench-search.json (bench/report.py renders the page with it)."""
     return section(float(data.get("seconds", 2.0)), data["auto"], data["fixed"], tuple(data["walls"]))
 
 
@@ -140,7 +140,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per level (default 2)")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
-    p.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "search.json")
+    p.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "bench-search.json")
     args = p.parse_args()
     import tempfile
 
