@@ -404,11 +404,9 @@ class _Runner:
     def _settling(self, planned: PlannedStep) -> Callable[[Snapshot], bool] | None:
         """duration = "auto" (a sweep step whose measured group runs for the sweep's duration): the live view, and
         True once the level has settled, which ends the step."""
-        sweep, g = self.scenario.sweep, self.scenario.groups[self.group]
-        if sweep.duration != "auto" or planned.phase != "sweep" or g.duration is not None or g.background:
+        if not self._auto_duration(planned):
             return None
-        if g.per_client is not None or g.total is not None:
-            return None
+        sweep = self.scenario.sweep
         settling = Settling(sweep.duration_bounds()[0], sweep.settle)
 
         def on_snapshot(snapshot: Snapshot) -> bool:
@@ -418,11 +416,18 @@ class _Runner:
 
         return on_snapshot
 
+    def _auto_duration(self, planned: PlannedStep) -> bool:
+        """duration = "auto" decides when this step ends: a sweep step whose measured group runs for the sweep's
+        duration (no stop of its own, not a baseload)."""
+        g = self.scenario.groups[self.group]
+        own_stop = g.duration is not None or g.per_client is not None or g.total is not None
+        return self.scenario.sweep.duration == "auto" and planned.phase == "sweep" and not own_stop and not g.background
+
     def _steady(self, planned: PlannedStep, groups: dict[str, GroupStats]) -> SteadyState | None:
         g = groups.get(self.group)
         if g is None or planned.phase != "sweep":
             return None
-        return steady_state(g, self.scenario.sweep.settle, auto=self._settling(planned) is not None)
+        return steady_state(g, self.scenario.sweep.settle, auto=self._auto_duration(planned))
 
     def _save(self, planned: PlannedStep, run: StepRun, target: TargetStats | None = None) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps

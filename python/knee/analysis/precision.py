@@ -17,10 +17,16 @@ from knee.model import Bracket, Level, LevelUnit
 NOISE = 0.05
 
 
+def within_noise(rate_a: float, noise_a: float, rate_b: float, noise_b: float, noise: float = NOISE) -> bool:
+    """Two rates, each with its 95 % half-width, are the same: they differ by less than their combined noise, or
+    by less than `noise` of the higher."""
+    measured = (noise_a**2 + noise_b**2) ** 0.5
+    return abs(rate_a - rate_b) <= max(measured, noise * max(rate_a, rate_b))
+
+
 def same_rate(a: LevelRow, b: LevelRow, noise: float = NOISE) -> bool:
     """The two levels' rates are within noise of each other."""
-    measured = (a.noise_hz**2 + b.noise_hz**2) ** 0.5
-    return abs(a.rate - b.rate) <= max(measured, noise * max(a.rate, b.rate))
+    return within_noise(a.rate, a.noise_hz, b.rate, b.noise_hz, noise)
 
 
 def bracket(rows: Sequence[LevelRow], at: LevelRow) -> Bracket:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from knee.analysis.levels import COLLAPSE_FAILURES, COLLAPSE_RATE, LevelRow, saturated
+from knee.analysis.precision import within_noise
 from knee.analysis.slo import met_by
 from knee.analysis.uslfit import fit_usl
 from knee.errors import UserError
@@ -109,10 +110,13 @@ class _View:
         tolerance = self.c.precision * lo if self.c.relative else self.c.precision
         return hi - lo <= self.c.resolution or hi - lo < tolerance
 
+    def snap(self, level: float) -> float:
+        """The measurable level nearest `level`: a whole client, or a multiple of the resolution."""
+        return float(round(level)) if self.c.integer else round(level / self.c.resolution) * self.c.resolution
+
     def mid(self, lo: float, hi: float) -> float | None:
         """A level strictly between lo and hi, not measured yet; None when there is none."""
-        half = (lo + hi) / 2
-        m = float(round(half)) if self.c.integer else round(half / self.c.resolution) * self.c.resolution
+        m = self.snap((lo + hi) / 2)
         if not lo < m < hi:
             return None
         return m
@@ -128,13 +132,9 @@ class _View:
         clean = [p for p in self.points if not self.failing(p)]
         return max(clean, key=lambda p: p.rate, default=None) or self.highest()
 
-    def tolerance(self, a: Point, b: Point) -> float:
-        """How far apart two rates may be and still be the same, within their noise."""
-        measured = (a.noise**2 + b.noise**2) ** 0.5
-        return max(measured, self.c.noise * max(a.rate, b.rate))
-
     def same(self, a: Point, b: Point) -> bool:
-        return abs(a.rate - b.rate) <= self.tolerance(a, b)
+        """The two rates are within noise of each other (the verdict's test, analysis.precision)."""
+        return within_noise(a.rate, a.noise, b.rate, b.noise, self.c.noise)
 
     def failing(self, p: Point) -> bool:
         return p.failure_ratio > self.c.onset or p.hung > 0
@@ -334,7 +334,7 @@ def _usl_peak(v: _View, top: Point) -> tuple[float, str] | None:
 
 def _near_n_star(v: _View, n_star: float, words: str) -> Next | None:
     """The level at N*, unless a level within the precision of it was measured (then the peak is placed)."""
-    target = float(round(n_star)) if v.c.integer else round(n_star / v.c.resolution) * v.c.resolution
+    target = v.snap(n_star)
     tolerance = max(v.c.resolution, v.c.precision * n_star if v.c.relative else v.c.precision)
     if any(abs(p.level - n_star) <= tolerance for p in v.points) or target in v.levels:
         return None
