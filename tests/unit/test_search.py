@@ -52,7 +52,7 @@ def test_refusing_past_21_locates_the_onset_to_one_client() -> None:
     b = brackets([refusing(20)(s.level) for s in steps])
     assert b["onset"].at == 21 and b["onset"].below == 20
     assert len(steps) <= 12, [s.reason for s in steps]
-    assert any("bisecting the error onset between 16 and 32" in s.reason for s in steps)
+    assert any("bisecting the error onset between 8 and 32" in s.reason for s in steps)
     assert "located" in done.reason
 
 
@@ -142,3 +142,53 @@ def test_a_usl_hill_is_placed_by_the_fit_at_n_star() -> None:
     assert len(near) == 1 and abs(near[0].level - n_star) <= 0.1 * n_star, [s.reason for s in steps]
     assert not any(s.kind == "plateau" for s in steps), [s.reason for s in steps]
     assert len(steps) <= 12 and "located" in done.reason
+
+
+def limited(limit: int, lam: float = 50.0, busy_error: float = 0.0) -> Callable[[float], Point]:
+    """`refusing`, with what a real level past the limit shows: `limit` successes in service (Little's law),
+    off by `busy_error` (a share) as a measurement would be."""
+
+    def at(n: float) -> Point:
+        served = min(n, limit)
+        return Point(n, lam * served, failure_ratio=0.0 if n <= limit else 0.9, busy=served * (1 + busy_error))
+
+    return at
+
+
+@pytest.mark.parametrize("error", [-0.02, 0.0, 0.02])
+def test_the_onset_is_measured_where_the_successes_in_service_place_it(error: float) -> None:
+    """Past a limit of 300 the successes in service say 300: two levels (300 and one a precision above) locate the
+    onset to 10 %, where bisecting 256…512 takes three; an estimate a little off costs no more."""
+    curve = limited(300, busy_error=error)
+    steps, _ = drive(curve, Config(max=1024))
+    refine = [s for s in steps if s.kind == "onset"]
+    b = brackets([curve(s.level) for s in steps])["onset"]
+    assert b.below is not None and b.below <= 300 < b.at and b.at - b.below < 0.1 * b.below
+    assert len(refine) == 2, [s.reason for s in refine]
+    assert "512's successes in service place it near" in refine[0].reason
+
+
+def test_a_wrong_estimate_still_ends_in_a_bracket_to_the_precision() -> None:
+    """An estimate far off (a limit that is not a pool: failures from timeouts) is only a level tried inside the
+    bracket: the search still ends with the onset located, each level measured once."""
+    truth = refusing(300)
+
+    def misleading(n: float) -> Point:
+        return Point(n, truth(n).rate, truth(n).failure_ratio, busy=480.0)
+
+    steps, _ = drive(misleading, Config(max=1024))
+    b = brackets([misleading(s.level) for s in steps])["onset"]
+    assert b.below == 300 or (b.below is not None and b.below < 300 < b.at and b.at - b.below < 0.1 * b.below)
+    assert len([s for s in steps if s.kind == "onset"]) <= 6
+
+
+def test_open_loop_saturation_is_measured_at_the_achieved_rate() -> None:
+    """An open loop past a capacity of 437/s achieves 437/s: the search tries it, then closes the bracket."""
+
+    def capacity(r: float) -> Point:
+        return Point(r, min(r, 437.0), saturated=r > 437.0)
+
+    steps, _ = drive(capacity, Config(start=10, max=5000, integer=False, open_loop=True))
+    b = brackets([capacity(s.level) for s in steps], Config(open_loop=True))["saturation"]
+    assert b.below is not None and b.below <= 437 < b.at and b.at - b.below < 0.1 * b.below
+    assert len([s for s in steps if s.kind == "saturation"]) == 2

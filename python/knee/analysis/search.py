@@ -7,21 +7,26 @@ level measured twice is simply pooled.
 
 Two phases, as a person would do it by hand but without the guessing:
 
-- **Ramp.** From `start`, each level is `factor` times the last (at least one more), until a level is bad
+- **Ramp.** From `start`, each level is `factor` times the last (at least one more; `factor`² while the rate
+  grows in proportion to the level, where a level in between would teach nothing), until a level is bad
   (failures above the onset, hung operations, the SLO broken, an open loop saturated, or a collapse), `max` is
   reached, or, without a `max`, the rate has stopped growing over two doublings (a plateau or a fall).
 - **Refine.** Each located point gets a bracket, the highest good level below and the lowest bad level at or
-  above, and the search bisects it until it is narrower than the precision (or no level lies between), in this
-  order: the saturation (open loop), the error onset, the capacity under the SLO, the peak, and the collapse
-  when the ramp reached one. The peak: when the curve turns down past it and the USL fits the levels without
-  errors, one level at the fit's N* (a USL hill is too flat near its top for rates alone to place it); else the
-  wider side of the highest rate is bisected, and a flat top becomes a plateau whose start is bisected instead.
+  above, and the search narrows it until it is narrower than the precision (or no level lies between), in this
+  order: the saturation (open loop), the error onset, the capacity under the SLO, the peak, and the collapse when
+  the ramp reached one. A bracket is bisected at its geometric middle when the precision is a share of the level,
+  except where its bad end measures the point itself (`_guided`: a limit's successes in service, an open loop's
+  achieved rate). The peak: when the curve turns down past it and the USL fits the levels without errors, one
+  level at the fit's N* (a USL hill is too flat near its top for rates alone to place it); else the wider side of
+  the highest rate is bisected (not the side below it when the rate grew in proportion up to it: a limit reached
+  at full speed), and a flat top becomes a plateau whose start is bisected instead.
 
 A plan can never run forever: `max`, `max_steps` and the time `budget` each end it, and the reason says which.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -50,6 +55,7 @@ class Point:
     noise: float = 0.0  # the rate's half-width of its confidence interval (/s); 0 when unknown
     slo_ok: bool | None = None  # None without an SLO
     saturated: bool = False  # an open loop that did not keep up with the offered rate (docs/analysis.md)
+    busy: float = 0.0  # successful operations in service on average (rate × their mean latency): 0 when unknown
 
 
 @dataclass(frozen=True)
@@ -114,9 +120,25 @@ class _View:
         """The measurable level nearest `level`: a whole client, or a multiple of the resolution."""
         return float(round(level)) if self.c.integer else round(level / self.c.resolution) * self.c.resolution
 
+    def closing(self, end: float, *, up: bool) -> float:
+        """The measurable level farthest from `end` that is still within the precision of it: above `end` (`up`,
+        the bracket's good end) or below it (its bad end). Measured and found on the other side, it closes the
+        bracket."""
+        r, p = self.c.resolution, self.c.precision
+        if up:  # the highest u with u - end < the precision of end
+            edge = end + (p * end if self.c.relative else p)
+            return max(end + r, (math.ceil(edge / r) - 1) * r)
+        # the lowest u with end - u < the precision of u
+        edge = end / (1 + p) if self.c.relative else end - p
+        return min(end - r, (math.floor(edge / r) + 1) * r)
+
     def mid(self, lo: float, hi: float) -> float | None:
-        """A level strictly between lo and hi, not measured yet; None when there is none."""
-        m = self.snap((lo + hi) / 2)
+        """A level strictly between lo and hi, not measured yet; None when there is none. With a precision that
+        is a share of the level, the middle is geometric (√(lo·hi)): a bracket is narrow enough when hi/lo is, and
+        halving that ratio halves it fastest (256…512 to 10 % in 3 levels: 362, 304, 279; the arithmetic middle
+        takes 4)."""
+        middle = (lo * hi) ** 0.5 if self.c.relative and lo > 0 else (lo + hi) / 2
+        m = self.snap(middle)
         if not lo < m < hi:
             return None
         return m
@@ -253,13 +275,32 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
 
 def _ramp(v: _View, last: Point, why: str) -> Next | Done:
     c = v.c
-    up = last.level * c.factor
+    linear = _in_proportion(v)
+    up = last.level * (c.factor**2 if linear else c.factor)
+    if linear:
+        why = f"{why}; the rate grew in proportion to the level, so two steps at once"
     up = float(max(round(up), last.level + 1)) if c.integer else up
     if c.max is not None:
         up = min(up, c.max)
     if up <= last.level:
         return Done(_done_reason(v, True))
     return Next(up, "ramp", f"ramp: {_fmt(up)} after {_fmt(last.level)} ({why})")
+
+
+def _in_proportion(v: _View) -> bool:
+    """The last ramp step's rate grew in proportion to its level, within noise: the curve is still linear there,
+    and a level in between would teach nothing (no peak, no bound), so the ramp takes two steps at once. Any bound
+    it passes is bracketed and narrowed as any other."""
+    return len(v.points) >= 2 and _proportional(v, v.points[-2], v.points[-1])
+
+
+def _proportional(v: _View, lo: Point, hi: Point) -> bool:
+    """`hi`'s rate is `lo`'s times the ratio of their levels (or more), within noise, and neither is bad: the curve
+    is linear between them, so no peak lies inside (a throughput curve is concave)."""
+    if lo.rate <= 0 or lo.level <= 0 or v.bad(lo) or v.bad(hi):
+        return False
+    k = hi.level / lo.level
+    return hi.rate >= k * lo.rate or within_noise(k * lo.rate, k * lo.noise, hi.rate, hi.noise, v.c.noise)
 
 
 def _bisect(v: _View, b: Bracket | None, kind: Kind, what: str) -> Next | None:
@@ -270,12 +311,46 @@ def _bisect(v: _View, b: Bracket | None, kind: Kind, what: str) -> Next | None:
     return Next(m, kind, f"bisecting {what} between {_fmt(b.below)} and {_fmt(b.at)}")
 
 
+def _guided(
+    v: _View, b: Bracket | None, kind: Kind, what: str, *, guess: Callable[[Point], float], how: str
+) -> Next | None:
+    """Narrow a bracket where its bad end estimates the point itself, else bisect it. A level past a limit
+    measures the limit: the successes in service at the lowest failing level (Little's law: rate × their latency)
+    are the pool or connection limit the rest were refused by, and the rate an open loop achieves past saturation
+    is the capacity. The search measures at that estimate, then closes the bracket from the side it fell on (one
+    level a precision away); an estimate outside the bracket, or already measured, falls back to bisection. Every
+    level it picks lies strictly inside the bracket, so the bracket still shrinks at each step."""
+    if b is None or b.below is None or v.width_ok(b.below, b.at):
+        return None
+    lo, hi = b.below, b.at
+    at = next(p for p in v.points if p.level == hi)
+    g = guess(at)
+    if g > 0:
+        p = v.c.precision
+        tol_lo = p * lo if v.c.relative else p
+        tol_hi = p * hi / (1 + p) if v.c.relative else p
+        if abs(g - lo) < tol_lo:  # just past the highest good level: the farthest level that closes the bracket
+            level = v.closing(lo, up=True)
+        elif abs(hi - g) < tol_hi:  # just below the lowest bad one
+            level = v.closing(hi, up=False)
+        else:
+            level = v.snap(g)
+        if lo < level < hi and level not in v.levels:
+            return Next(
+                level,
+                kind,
+                f"narrowing the {what} between {_fmt(lo)} and {_fmt(hi)} at {_fmt(level)}: {_fmt(hi)}'s {how} near "
+                f"{g:.4g}",
+            )
+    return _bisect(v, b, kind, f"the {what}")
+
+
 def _saturation(v: _View) -> Next | None:
-    return _bisect(v, v.saturation(), "saturation", "the saturation")
+    return _guided(v, v.saturation(), "saturation", "saturation", guess=lambda p: p.rate, how="achieved rate places it")
 
 
 def _onset(v: _View) -> Next | None:
-    return _bisect(v, v.onset(), "onset", "the error onset")
+    return _guided(v, v.onset(), "onset", "error onset", guess=lambda p: p.busy, how="successes in service place it")
 
 
 def _slo(v: _View) -> Next | None:
@@ -301,6 +376,8 @@ def _peak(v: _View) -> Next | None:
     for j in (i - 1, i + 1):
         if not 0 <= j < len(v.points) or v.same(v.points[j], top):
             continue
+        if j < i and _proportional(v, v.points[j], top):
+            continue  # linear up to the peak: the peak is at its end (a limit reached at full speed)
         lo, hi = sorted((v.points[j].level, top.level))
         if not v.width_ok(lo, hi):
             sides.append((hi - lo, lo, hi))
@@ -361,6 +438,7 @@ def points(rows: Sequence[LevelRow], slo: Slo | None = None) -> list[Point]:
             noise=r.noise_hz,
             slo_ok=None if slo is None else met_by(slo, r),
             saturated=saturated(r),
+            busy=r.rate * r.mean_latency_ms / 1000.0,
         )
         for r in rows
     ]
