@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from knee import fmt
 from knee.demo_target import start_target
 from knee.machine.kernel import events
 
@@ -245,3 +246,36 @@ def test_a_monitor_that_names_no_process_is_one_sentence(tmp_path: Path) -> None
     assert "--monitor-name 'no-such-process-knee': no running process has that name" in r.stderr
     r = knee_cli("run", "-n", "1", "--monitor-pid", "999999999", "--", "true")
     assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+def test_failing_clients_that_spin_are_named_not_the_load_side(tmp_path: Path) -> None:
+    # A pool of 1 (1-second operations) that answers 503 at once past it, and an exec client (curl) re-spawned
+    # by every client as soon as it fails: 3 of 4 clients spin, spawning curl in a tight loop, and keep the load
+    # side busy. The report tells one story: the clients spun on the service's refusals, with the rate of
+    # failures and the pause that stops it; it does not call the load side the limit.
+    t = start_target(lam=1.0, sigma=0.0, kappa=0.0, pool=1)
+    out = tmp_path / "runs"
+    try:
+        r = knee_cli(
+            "sweep", "--levels", "1,4", "-d", "2", "--no-recovery", "--out", str(out),
+            "--", "curl", "-sf", "-o", "/dev/null", f"{t.url}/",
+        )  # fmt: skip
+    finally:
+        t.stop()
+    assert r.returncode == 0, r.stderr
+    doc = _record(out)
+    top = doc["steps"][-1]["groups"]["main"]
+    failed_hz = top["failed"] / top["elapsed_s"]
+    assert failed_hz > 10 * top["rate_hz"], top  # the test provoked the spinning it is about
+    found = _findings(doc)
+    spun = found["spinning"]
+    assert spun["level"] == 4
+    print("load side at 4 clients:", doc["steps"][-1]["generator"])
+    assert f"failures at {fmt.rate(failed_hz)} against successes at {fmt.rate(top['rate_hz'])}" in spun["what"]
+    assert "--think-on-failure" in spun["fix"]
+    assert "load_side" not in found and "shared_machine" not in found
+    report = (next(out.iterdir()) / "report.md").read_text()
+    for text in (r.stdout.replace("\n", " "), report):
+        assert "the failing clients spun" in text
+        assert "the load side, not the service" not in text
+        assert "measure the load generator as much as the service" not in text

@@ -91,6 +91,28 @@ def test_a_saturated_load_side_says_whose_cores() -> None:
     assert f.level == 100 and "of 2 cores; other processes took 0.75 of them: the load side" in f.what  # type: ignore[attr-defined]
 
 
+def test_failing_clients_that_spin_are_told_instead_of_a_saturated_load_side() -> None:
+    # At 10 clients the load side is saturated while the clients fail 50 times a second each (20 ms a round)
+    # against 1 Hz of successes: one story, the spinning, with the rate of failures and the pause that ends it.
+    sat = {10: GeneratorStats(cpu_cores=0.1, children_cpu_cores=1.85, machine_cpu_cores=1.98, cores_available=2)}
+    sat[10].saturated = True
+    record = _record(generator=sat)
+    g = record.steps[1].groups["main"]
+    g.succeeded, g.failed, g.rate_hz = 10, 5000, 1.0
+    record.verdicts = analyze_run(record)
+    k = _kinds(record)
+    assert "load_side" not in k and "shared_machine" not in k
+    f = k["spinning"]
+    assert f.level == 10 and "failures at 500 Hz against successes at 1.00 Hz" in f.what  # type: ignore[attr-defined]
+    assert "knee and its client processes used 1.95 of 2 cores re-running them" in f.what  # type: ignore[attr-defined]
+    assert "--think-on-failure" in f.fix  # type: ignore[attr-defined]
+    # Failures no faster than successes (a pause after each, or slow failures): no spinning, the load side is named.
+    g.failed = 100
+    record.verdicts = analyze_run(record)
+    k = _kinds(record)
+    assert "spinning" not in k and k["load_side"].level == 10  # type: ignore[attr-defined]
+
+
 def test_the_target_monitor_rules() -> None:
     def t(**kw: object) -> TargetStats:
         base: dict[str, object] = {"pid": 42, "name": "svc", "samples": 10, "rss_mb_peak": 100.0, "threads_peak": 4}

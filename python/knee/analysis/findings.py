@@ -9,9 +9,14 @@ failure reasons) in level order and report the lowest level where each condition
 - syn_retrans: connection attempts were sent again (SYNs dropped by a full queue or a firewall);
 - ports: sockets in TIME_WAIT took most of the ephemeral port range;
 - refused: the reason the service gave for the first failures, with a fix where it is a known limit;
+- spinning: the failing clients spun (their operations failed at once and started again, side.spin);
 - load_side / shared_machine: knee and its client processes, or the whole machine, ran out of CPU;
 - target_cpu, target_fds, target_exit: the monitored target's CPU, open files, or its exit;
 - target_memory: memory per concurrent client and CPU per operation of the monitored target.
+
+The rules are weighed together, so that a report tells one story: a busy load side where the failing clients
+spun is told by `spinning` (the CPU went to re-running failures, the service's refusals were the limit), and
+`load_side` / `shared_machine` then name only steps where the clients did not spin.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
+from knee.analysis.side import spin
 from knee.errors import UserError
 from knee.model import Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
 from knee.scenario.address import host_port, named_loopback
@@ -99,9 +105,9 @@ def findings(record: RunRecord, v: Verdict) -> list[Finding]:
     steps = [s for s in sweep_steps(record.steps, v.group) if s.direction == "up"]
     steps.sort(key=lambda s: (s.level, s.index))
     unit = record.level_unit
-    rules = (_listen, _accept_queue, _syn, _ports, _refused, _load_side, _target)
+    rules = (_listen, _accept_queue, _syn, _ports, _refused, _spinning, _load_side, _target)
     out: list[Finding] = []
-    for rule in rules if v.group == record.measured_group else (_refused,):
+    for rule in rules if v.group == record.measured_group else (_refused, _spinning):
         out.extend(rule(steps, v, unit, record))
     return out
 
@@ -236,9 +242,40 @@ def _refused(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunReco
     return []
 
 
+def _spinning(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    """The failing clients spun: the load they made was failures re-run at once, not work the service did."""
+    for s in steps:
+        spun = spin(s.groups[v.group])
+        if spun is None:
+            continue
+        g = s.generator
+        busy = (
+            f"; knee and its client processes used {g.load_cores:.2f} of {g.cores_available} cores re-running them, "
+            "so the busy load side is the spinning's doing, not a limit of its own"
+            if g.saturated
+            else ""
+        )
+        return [
+            Finding(
+                kind="spinning",
+                level=s.level,
+                what=f"from {_where(s.level, unit)} the failing clients spun: their operations failed at once and "
+                f"started again without a pause ({spun.words()}){busy}",
+                fix="pause after a failed operation, as a retrying client would: --think-on-failure DURATION (e.g. "
+                "--think-on-failure 100ms); the service's refusals are its limit",
+            )
+        ]
+    return []
+
+
+def _calm(s: StepResult, v: Verdict) -> bool:
+    """The group's failing clients did not spin over step `s` (its busy CPU, if any, is the load side's own)."""
+    return spin(s.groups[v.group]) is None
+
+
 def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
     out: list[Finding] = []
-    s = _first(steps, lambda s: s.generator.saturated)
+    s = _first(steps, lambda s: s.generator.saturated and _calm(s, v))
     if s is not None:
         g = s.generator
         what = (
@@ -252,7 +289,10 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
         return out
     if not _local(record):
         return out
-    s = _first(steps, lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available))
+    s = _first(
+        steps,
+        lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available) and _calm(s, v),
+    )
     if s is not None:
         g = s.generator
         # When the verdict found the clients waiting at the service's door, that is the limit: busy CPUs do not
