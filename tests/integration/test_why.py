@@ -256,14 +256,18 @@ def test_failing_clients_that_spin_are_named_not_the_load_side(tmp_path: Path) -
     # failures and the pause that stops it; it does not call the load side the limit.
     t = start_target(lam=1.0, sigma=0.0, kappa=0.0, pool=1)
     out = tmp_path / "runs"
+    curl = ["--", "curl", "-sf", "-o", "/dev/null", f"{t.url}/"]
     try:
-        r = knee_cli(
-            "sweep", "--levels", "1,4", "-d", "2", "--no-recovery", "--out", str(out),
-            "--", "curl", "-sf", "-o", "/dev/null", f"{t.url}/",
-        )  # fmt: skip
+        r = knee_cli("sweep", "--levels", "1,4", "-d", "2", "--no-recovery", "--out", str(out), *curl)
+        single = knee_cli("run", "-c", "4", "-d", "1.5", *curl)
     finally:
         t.stop()
     assert r.returncode == 0, r.stderr
+    # knee run says the same, in its warning
+    assert "warning: the failing clients spun" in single.stdout and "--think-on-failure" in single.stdout
+    assert "the load side was saturated" not in single.stdout
+    (live,) = [line for line in r.stdout.splitlines() if line.startswith("sweep") and "level      4" in line]
+    assert "[failing clients spin]" in live and "load side saturated" not in live
     doc = _record(out)
     top = doc["steps"][-1]["groups"]["main"]
     failed_hz = top["failed"] / top["elapsed_s"]
