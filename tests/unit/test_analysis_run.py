@@ -6,6 +6,7 @@ import pytest
 from test_analysis_helpers import step
 
 from knee.analysis import analyze_run
+from knee.analysis.compare import compare_runs
 from knee.errors import UserError
 from knee.model import GroupStats, RunRecord
 from knee.scenario import parse_scenario
@@ -107,3 +108,10 @@ def test_verdicts_survive_run_json() -> None:
     back = RunRecord.model_validate_json(record.model_dump_json(indent=2))
     assert back.verdicts == record.verdicts
     assert back.verdicts[0].usl is not None and back.verdicts[0].usl.ci == record.verdicts[0].usl.ci
+
+
+def test_compare_gives_a_background_group_no_peak_of_its_own() -> None:
+    cmp = compare_runs(_record(), _record())
+    assert [p.group for p in cmp.peaks] == ["stress"]
+    assert {d.group for d in cmp.levels} == {"stress", "base"}  # its levels are still compared
+    assert not any(line.startswith("base: peak") for line in cmp.summary)
