@@ -155,11 +155,11 @@ def test_a_target_process_at_one_whole_core_is_its_own_limit() -> None:
         in f["target_core"].what
     )  # type: ignore[attr-defined]
     # Several threads at one core together, wanting no more: one lock serialises them.
-    gil = BusiestProcess(pid=42, command="python app.py", threads=8, cpu_cores=0.97, runnable_cores=1.0)
+    gil = BusiestProcess(pid=42, command="python app.py", threads=8, cpu_cores=0.97)
     f = _kinds(_record(target={10: t(gil)}))
     assert "nginx (pid 42) “python app.py” used a whole core with its 8 threads together" in f["target_core"].what  # type: ignore[attr-defined]
-    # … but not when they wanted more than one core, nor one process at half a core.
-    for calm in (BusiestProcess(pid=42, threads=8, cpu_cores=1.0, runnable_cores=1.6), worker(cpu_cores=0.5)):
+    # … but not when they used more than one core, nor one process at half a core.
+    for calm in (BusiestProcess(pid=42, threads=8, cpu_cores=1.6), worker(cpu_cores=0.5)):
         assert "target_core" not in _kinds(_record(target={10: t(calm)}))
 
 

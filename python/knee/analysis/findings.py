@@ -363,10 +363,10 @@ def _target(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecor
 
 def _sits_at_one_core(b: BusiestProcess) -> bool:
     """One thread that ran (or waited for a CPU to run) a whole core, or several threads that together used one
-    whole core and wanted no more."""
+    whole core and no more."""
     if b.threads <= 1:
         return max(b.cpu_cores, b.runnable_cores) >= ONE_CORE
-    return ONE_CORE <= b.cpu_cores <= ONE_CORE_MOST and b.runnable_cores <= ONE_CORE_MOST
+    return ONE_CORE <= b.cpu_cores <= ONE_CORE_MOST
 
 
 def _one_core(mon: Sequence[StepResult], unit: str, name: str, cores: int) -> Finding | None:

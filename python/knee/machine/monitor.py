@@ -2,7 +2,7 @@
 CPU, RSS, threads, open files, TCP connections by state and how full the accept queue of each listening
 socket got (netlink sock_diag, as `ss`: a listening socket's receive queue is its accept queue, its send
 queue that queue's limit), and the process that wanted the most CPU (`TargetStats.busiest`: what it used, and
-how long its threads ran or waited for a CPU, from /proc/PID/task/*/schedstat)."""
+how long it ran or waited for a CPU, from /proc/PID/schedstat, for a single-threaded process)."""
 
 from __future__ import annotations
 
@@ -66,23 +66,17 @@ def _socket_inodes(pids: list[int]) -> set[int]:
     return out
 
 
-def _runnable_s(pid: int) -> float | None:
-    """Seconds the process's threads have run or waited on a run queue (/proc/PID/task/*/schedstat: its first
-    two fields, in ns); None where the kernel does not say."""
-    task = PROC / str(pid) / "task"
-    try:
-        tids = os.listdir(task)
-    except OSError:
+def _runnable_s(pid: int, threads: int) -> float | None:
+    """Seconds a single-threaded process has run or waited on a run queue (/proc/PID/schedstat: its first two
+    fields, in ns; one read a sample). None for a process of several threads (a read per thread would cost
+    a sampler tens of µs each) or where the kernel does not say."""
+    if threads != 1:
         return None
-    total, seen = 0, False
-    for tid in tids:
-        try:
-            ran, waited, _ = (task / tid / "schedstat").read_text().split()
-        except (OSError, ValueError):
-            continue
-        total += int(ran) + int(waited)
-        seen = True
-    return total / 1e9 if seen else None
+    try:
+        ran, waited, _ = (PROC / str(pid) / "schedstat").read_text().split()
+        return (int(ran) + int(waited)) / 1e9
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass
@@ -174,7 +168,7 @@ class TargetMonitor:
             cpu = t.user + t.system
             self._cpu.setdefault(p.pid, cpu)
             self._cpu_last[p.pid] = cpu
-            run = _runnable_s(p.pid)
+            run = _runnable_s(p.pid, mine)
             seen = self._seen.get(p.pid)
             if seen is None:
                 self._seen[p.pid] = _Seen(_command(p), now, cpu, run, now, cpu, run, mine)

@@ -92,8 +92,8 @@ class BusiestProcess(BaseModel):
     threads: int = 0
     cpu_cores: float = 0.0  # its CPU seconds ÷ the seconds it was sampled
     cpu_cores_peak: float = 0.0  # the most between two samples
-    # running or waiting for a CPU (its threads' /proc schedstat): what it wanted, even on a machine whose CPUs
-    # other processes held; 0 = unknown
+    # a single-threaded process's running or waiting for a CPU (/proc/PID/schedstat): what it wanted, even on a
+    # machine whose CPUs other processes held; 0 = unknown (several threads, or no schedstat)
     runnable_cores: float = 0.0
 
 
