@@ -111,10 +111,11 @@ def _curve(
         v.sentences.append("no measurements")
         return v
     rows = up or down  # a sweep that only went down still has a curve
-    _partial(v, steps, group)
     if beside is not None:  # a background group: no peak of its own, its degradation beside the stress levels
+        _partial(v, steps, group)
         against(v, rows, beside, onset=onset, slo=slo)
         return v
+    _partial(v, steps, group)
     _peak_onset_collapse(v, rows, onset)
     if any(r.open_loop for r in rows):
         _saturation(v, rows)
