@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.text import Text
 
 from knee import fmt
+from knee.analysis.side import spin
 from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
@@ -79,7 +80,9 @@ class SweepProgress:
         tags = []
         if step.partial:
             tags.append("partial")
-        if step.generator.saturated:
+        if spin(g) is not None:  # a busy load side is then the spinning's (analysis/side.py)
+            tags.append("failing clients spin")
+        elif step.generator.saturated:
             tags.append("load side saturated")
         if step.lost_workers:
             tags.append(f"lost {', '.join(step.lost_workers)}")

@@ -8,6 +8,7 @@ from rich.live import Live
 from rich.text import Text
 
 from knee import fmt
+from knee.analysis.side import spin
 from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
@@ -75,7 +76,15 @@ class RunProgress:
         self._shown += 1
         click.echo(abtext.render(self.scenario, step))
         gen = step.generator
-        if gen.saturated:
+        spun = next((x for g in step.groups.values() if (x := spin(g)) is not None), None)
+        if spun is not None:  # the busy load side, if any, is the spinning's: one story (analysis/side.py)
+            click.echo(
+                f"\nwarning: the failing clients spun: their operations failed at once and started again without a "
+                f"pause ({spun.words()}); knee and its child processes used {gen.load_cores:.2f} of "
+                f"{gen.cores_available} cores re-running them. Pause after a failure as a retrying client would: "
+                "--think-on-failure DURATION"
+            )
+        elif gen.saturated:
             click.echo(
                 f"\nwarning: the load side was saturated: knee used {gen.cpu_cores:.2f} and its child processes "
                 f"{gen.children_cpu_cores:.2f} of {gen.cores_available} cores; these numbers measure the load "

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import knee
+from knee import fmt
 from knee.model import RunRecord
 from knee.plan import engine_spec, sweep_plan
 from knee.scenario import Scenario, Source, from_raw, read_scenario
@@ -176,6 +177,19 @@ enabled = false
     assert len(connections) == 50, connections
     stress = {conn for conn, _, uri, *_ in lines if uri == "/stress"}
     assert len(stress) == 2 + 4 + 8  # the stress group's clients reconnect with each step
+    # The baseload's rows are the stress group's levels: each names the stress level it ran beside, and its
+    # verdict is its degradation beside them, not a peak "with 2 clients" of its own.
+    v = next(v for v in record.verdicts if v.group == "base")
+    assert v.peak_level is None and v.peak_rate is None and v.collapse_level is None
+    rates = [g.rate_hz for g in base]
+    assert v.sentences[0].startswith("beside stress from 2 to 8 clients its rate "), v.sentences
+    assert f"({fmt.rate(rates[0])} → {fmt.rate(rates[-1])})" in v.sentences[0]
+    assert not any("peak" in x for x in v.sentences), v.sentences
+    md = (next(p for p in (tmp_path / "runs").iterdir() if p.is_dir()) / "report.md").read_text()
+    section = md[md.index("## Group base") :]  # the last group's
+    for level in (2, 4, 8):
+        assert f"| 50 (beside stress at {level}) |" in section
+    assert "**Verdict:** beside stress from 2 to 8 clients" in section and "peaked" not in section
 
 
 def test_a_kept_knee_run_is_a_run_directory_report_and_compare_accept(nginx: Nginx, tmp_path: Path) -> None:

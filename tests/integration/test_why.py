@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 
+from knee import fmt
 from knee.demo_target import start_target
 from knee.machine.kernel import events
 
 from conftest import knee_cli
+from servers import free_port, wait_for_port
 
 KNEE = str(Path(sys.executable).with_name("knee"))
 
@@ -245,3 +247,97 @@ def test_a_monitor_that_names_no_process_is_one_sentence(tmp_path: Path) -> None
     assert "--monitor-name 'no-such-process-knee': no running process has that name" in r.stderr
     r = knee_cli("run", "-n", "1", "--monitor-pid", "999999999", "--", "true")
     assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+def test_failing_clients_that_spin_are_named_not_the_load_side(tmp_path: Path) -> None:
+    # A pool of 1 (1-second operations) that answers 503 at once past it, and an exec client (curl) re-spawned
+    # by every client as soon as it fails: 3 of 4 clients spin, spawning curl in a tight loop, and keep the load
+    # side busy. The report tells one story: the clients spun on the service's refusals, with the rate of
+    # failures and the pause that stops it; it does not call the load side the limit.
+    t = start_target(lam=1.0, sigma=0.0, kappa=0.0, pool=1)
+    out = tmp_path / "runs"
+    curl = ["--", "curl", "-sf", "-o", "/dev/null", f"{t.url}/"]
+    try:
+        r = knee_cli("sweep", "--levels", "1,4", "-d", "2", "--no-recovery", "--out", str(out), *curl)
+        single = knee_cli("run", "-c", "4", "-d", "1.5", *curl)
+    finally:
+        t.stop()
+    assert r.returncode == 0, r.stderr
+    # knee run says the same, in its warning
+    assert "warning: the failing clients spun" in single.stdout and "--think-on-failure" in single.stdout
+    assert "the load side was saturated" not in single.stdout
+    (live,) = [line for line in r.stdout.splitlines() if line.startswith("sweep") and "level      4" in line]
+    assert "[failing clients spin]" in live and "load side saturated" not in live
+    doc = _record(out)
+    top = doc["steps"][-1]["groups"]["main"]
+    failed_hz = top["failed"] / top["elapsed_s"]
+    assert failed_hz > 10 * top["rate_hz"], top  # the test provoked the spinning it is about
+    found = _findings(doc)
+    spun = found["spinning"]
+    assert spun["level"] == 4
+    print("load side at 4 clients:", doc["steps"][-1]["generator"])
+    assert f"failures at {fmt.rate(failed_hz)} against successes at {fmt.rate(top['rate_hz'])}" in spun["what"]
+    assert "--think-on-failure" in spun["fix"]
+    assert "load_side" not in found and "shared_machine" not in found
+    report = (next(out.iterdir()) / "report.md").read_text()
+    for text in (r.stdout.replace("\n", " "), report):
+        assert "the failing clients spun" in text
+        assert "the load side, not the service" not in text
+        assert "measure the load generator as much as the service" not in text
+
+
+# nginx with one worker that compresses what it serves at gzip's costliest level
+GZIP_NGINX = """\
+worker_processes 1; user root; daemon off; pid {dir}/nginx.pid; error_log {dir}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    gzip on; gzip_comp_level 9; gzip_min_length 0; gzip_types text/plain;
+    client_body_temp_path {dir}/tmp; proxy_temp_path {dir}/tmp; fastcgi_temp_path {dir}/tmp;
+    uwsgi_temp_path {dir}/tmp; scgi_temp_path {dir}/tmp;
+    server {{ listen 127.0.0.1:{port}; location / {{ root {dir}; default_type text/plain; }} }}
+}}
+"""
+
+
+def test_a_single_worker_nginx_at_one_whole_core_is_its_own_limit(tmp_path: Path) -> None:
+    # One nginx worker compressing a 600 kB page at gzip level 9 for every request: a few clients keep its one
+    # thread busy, on a machine with more cores. The monitored target's process at a whole core is a finding,
+    # though the tree used far less than all the cores (the target_cpu rule's threshold).
+    words = [f"{i * 7919 % 100003:x}{i % 17}" for i in range(5000)]
+    (tmp_path / "page.txt").write_text(" ".join(words[i * i % len(words)] for i in range(100_000)))
+    port = free_port()
+    (tmp_path / "nginx.conf").write_text(GZIP_NGINX.format(dir=tmp_path, port=port))
+    nginx = subprocess.Popen(
+        [shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
+        stderr=subprocess.DEVNULL,
+    )
+    out = tmp_path / "runs"
+    try:
+        wait_for_port(port)
+        r = knee_cli(
+            "sweep", f"http://127.0.0.1:{port}/page.txt", "-H", "Accept-Encoding: gzip", "--levels", "1,4", "-d", "2",
+            "--no-recovery", "--monitor-pid", str(nginx.pid), "--out", str(out),
+        )  # fmt: skip
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+    assert r.returncode == 0, r.stderr
+    doc = _record(out)
+    top = doc["steps"][-1]
+    busiest = top["target"]["busiest"]
+    print("the busiest process at 4 clients:", busiest, "the tree:", top["target"]["cpu_cores_mean"])
+    assert busiest["command"] == "nginx: worker process" and busiest["threads"] == 1, busiest
+    assert busiest["pid"] != nginx.pid  # the worker, not the master nginx started with
+    assert max(busiest["cpu_cores"], busiest["runnable_cores"]) >= 0.9, busiest  # the test pinned it
+    found = _findings(doc)
+    cores = top["generator"]["cores_available"]
+    if cores == 1:  # one core: the whole machine's, which target_cpu says
+        assert "target_cpu" in found and "target_core" not in found
+        return
+    core = found["target_core"]
+    assert core["level"] <= 4
+    assert f"nginx's process {busiest['pid']} “nginx: worker process”" in core["what"]
+    assert "a whole core" in core["what"] and "a single-threaded limit" in core["what"]
+    assert "worker_processes" in core["fix"]
+    assert core["what"] in (next(out.iterdir()) / "report.md").read_text()

@@ -6,6 +6,7 @@ import pytest
 from test_analysis_helpers import step
 
 from knee.analysis import analyze_run
+from knee.analysis.compare import compare_runs
 from knee.errors import UserError
 from knee.model import GroupStats, RunRecord
 from knee.scenario import parse_scenario
@@ -36,7 +37,14 @@ def _base(level: int, succeeded: int, failed: int = 0) -> GroupStats:
 def _record(extra: str = "", think: str = "0s") -> RunRecord:
     levels = [(1, 100), (10, 800), (20, 1200), (40, 1000), (80, 300)]
     steps = [
-        step(i, lvl, ok, failed=2 if lvl >= 40 else 0, group="stress", extra={"base": _base(lvl, 500 - i)})
+        step(
+            i,
+            lvl,
+            ok,
+            failed=2 if lvl >= 40 else 0,
+            group="stress",
+            extra={"base": _base(lvl, 500 - 50 * i, failed=5 if lvl == 80 else 0)},
+        )
         for i, (lvl, ok) in enumerate(levels)
     ]
     sc = parse_scenario(SCENARIO.format(think=think) + extra)
@@ -50,13 +58,19 @@ def test_one_verdict_per_group_measured_group_first() -> None:
     assert stress.peak_level == 20 and stress.collapse_level == 80
     assert stress.error_onset_level == 40  # 2 of 1002 > 0.1 %
     assert stress.usl is not None and base.usl is None
-    assert base.peak_level == 1  # the baseload group's rate only drifts down
+    # The baseload ran beside the stress levels: no peak of its own, its degradation beside them instead.
+    assert base.peak_level is None and base.collapse_level is None
+    assert base.sentences[0] == "beside stress from 1 to 80 clients its rate fell 40 % (50.0 Hz → 30.0 Hz)"
+    assert base.error_onset_level == 80 and "errors from beside stress at 80 clients" in base.sentences[1]
 
 
 def test_scenario_onset_and_slo_are_used() -> None:
-    stress = analyze_run(_record("[analysis]\nonset = 0.01\n[slo]\nfailure_ratio = 0.0\n"))[0]
+    stress, base = analyze_run(_record("[analysis]\nonset = 0.01\n[slo]\nfailure_ratio = 0.0\n"))
     assert stress.error_onset_level is None
     assert stress.capacity_under_slo == 20 and stress.slo_passed is False
+    # the baseload met the SLO beside the stress group up to 40 clients (its failures came at 80)
+    assert base.capacity_under_slo == 40 and base.slo_passed is False
+    assert "it met the SLO (failures ≤ 0 %) beside stress up to 40 clients" in base.sentences
 
 
 def test_think_time_from_the_scenario_groups() -> None:
@@ -94,3 +108,10 @@ def test_verdicts_survive_run_json() -> None:
     back = RunRecord.model_validate_json(record.model_dump_json(indent=2))
     assert back.verdicts == record.verdicts
     assert back.verdicts[0].usl is not None and back.verdicts[0].usl.ci == record.verdicts[0].usl.ci
+
+
+def test_compare_gives_a_background_group_no_peak_of_its_own() -> None:
+    cmp = compare_runs(_record(), _record())
+    assert [p.group for p in cmp.peaks] == ["stress"]
+    assert {d.group for d in cmp.levels} == {"stress", "base"}  # its levels are still compared
+    assert not any(line.startswith("base: peak") for line in cmp.summary)

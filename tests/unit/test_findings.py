@@ -8,6 +8,7 @@ from knee.analysis import analyze_run
 from knee.analysis.findings import findings
 from knee.machine.cpu import saturated
 from knee.model import (
+    BusiestProcess,
     GeneratorStats,
     HostCounters,
     ListenSocket,
@@ -91,6 +92,28 @@ def test_a_saturated_load_side_says_whose_cores() -> None:
     assert f.level == 100 and "of 2 cores; other processes took 0.75 of them: the load side" in f.what  # type: ignore[attr-defined]
 
 
+def test_failing_clients_that_spin_are_told_instead_of_a_saturated_load_side() -> None:
+    # At 10 clients the load side is saturated while the clients fail 50 times a second each (20 ms a round)
+    # against 1 Hz of successes: one story, the spinning, with the rate of failures and the pause that ends it.
+    sat = {10: GeneratorStats(cpu_cores=0.1, children_cpu_cores=1.85, machine_cpu_cores=1.98, cores_available=2)}
+    sat[10].saturated = True
+    record = _record(generator=sat)
+    g = record.steps[1].groups["main"]
+    g.succeeded, g.failed, g.rate_hz = 10, 5000, 1.0
+    record.verdicts = analyze_run(record)
+    k = _kinds(record)
+    assert "load_side" not in k and "shared_machine" not in k
+    f = k["spinning"]
+    assert f.level == 10 and "failures at 500 Hz against successes at 1.00 Hz" in f.what  # type: ignore[attr-defined]
+    assert "knee and its client processes used 1.95 of 2 cores re-running them" in f.what  # type: ignore[attr-defined]
+    assert "--think-on-failure" in f.fix  # type: ignore[attr-defined]
+    # Failures no faster than successes (a pause after each, or slow failures): no spinning, the load side is named.
+    g.failed = 100
+    record.verdicts = analyze_run(record)
+    k = _kinds(record)
+    assert "spinning" not in k and k["load_side"].level == 10  # type: ignore[attr-defined]
+
+
 def test_the_target_monitor_rules() -> None:
     def t(**kw: object) -> TargetStats:
         base: dict[str, object] = {"pid": 42, "name": "svc", "samples": 10, "rss_mb_peak": 100.0, "threads_peak": 4}
@@ -109,6 +132,35 @@ def test_the_target_monitor_rules() -> None:
     assert "accept queue of port 8080 was full (129 waiting, backlog 128)" in k["accept_queue"].what  # type: ignore[attr-defined]
     # 100 MB at 1 client to 200 MB at 100: about 1 MB (1010 kB) per concurrent client
     assert "(1010 kB per concurrent client)" in k["target_usage"].what  # type: ignore[attr-defined]
+
+
+def test_a_target_process_at_one_whole_core_is_its_own_limit() -> None:
+    def t(busiest: BusiestProcess) -> TargetStats:
+        return TargetStats(pid=42, name="nginx", samples=10, cpu_s=9.8, cpu_cores_mean=0.99, busiest=busiest)
+
+    def worker(**kw: float) -> BusiestProcess:
+        return BusiestProcess.model_validate({"pid": 43, "command": "nginx: worker process", "threads": 1, **kw})
+
+    mon = {1: t(worker(cpu_cores=0.4)), 10: t(worker(cpu_cores=0.98, cpu_cores_peak=1.0, runnable_cores=0.99))}
+    f = _kinds(_record(target=mon))
+    assert "target_cpu" not in f  # 0.99 of 2 cores: not the machine's
+    core = f["target_core"]
+    assert core.level == 10  # type: ignore[attr-defined]
+    what = "from 10 clients nginx's process 43 “nginx: worker process” used a whole core (0.98 cores, peak 1.00)"
+    assert what in core.what and "a single-threaded limit" in core.what  # type: ignore[attr-defined]
+    # On a busy machine: it ran 0.60 of a core and waited for a CPU the rest: it still wanted the whole core.
+    f = _kinds(_record(target={10: t(worker(cpu_cores=0.6, runnable_cores=0.97))}))
+    assert (
+        "wanted a whole core (0.60 cores, peak 0.00; it ran or waited for a CPU 97 % of the time)"
+        in f["target_core"].what
+    )  # type: ignore[attr-defined]
+    # Several threads at one core together, wanting no more: one lock serialises them.
+    gil = BusiestProcess(pid=42, command="python app.py", threads=8, cpu_cores=0.97)
+    f = _kinds(_record(target={10: t(gil)}))
+    assert "nginx (pid 42) “python app.py” used a whole core with its 8 threads together" in f["target_core"].what  # type: ignore[attr-defined]
+    # … but not when they used more than one core, nor one process at half a core.
+    for calm in (BusiestProcess(pid=42, threads=8, cpu_cores=1.6), worker(cpu_cores=0.5)):
+        assert "target_core" not in _kinds(_record(target={10: t(calm)}))
 
 
 def test_every_group_gets_its_own_reason_and_only_the_measured_group_the_machines_counters() -> None:

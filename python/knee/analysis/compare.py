@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from knee import fmt
+from knee.analysis.beside import stress_group
 from knee.analysis.run import group_names
 from knee.analysis.stats import failures_test, rate_test
 from knee.model import RunRecord, StepResult
@@ -154,6 +155,8 @@ def compare_runs(a: RunRecord, b: RunRecord, *, alpha: float = 0.05, min_change:
             if (sa is None or group not in sa.groups) and (sb is None or group not in sb.groups):
                 continue
             cmp.levels.append(compare_level(group, sa, sb, alpha, min_change))
+        if stress_group(a, group) is not None or stress_group(b, group) is not None:
+            continue  # a background group has no peak of its own (beside.py): its levels are compared above
         la, ra = _peak(a, group)
         lb, rb = _peak(b, group)
         change = (rb - ra) / ra * 100 if ra and rb is not None else None

@@ -9,9 +9,16 @@ failure reasons) in level order and report the lowest level where each condition
 - syn_retrans: connection attempts were sent again (SYNs dropped by a full queue or a firewall);
 - ports: sockets in TIME_WAIT took most of the ephemeral port range;
 - refused: the reason the service gave for the first failures, with a fix where it is a known limit;
+- spinning: the failing clients spun (their operations failed at once and started again, side.spin);
 - load_side / shared_machine: knee and its client processes, or the whole machine, ran out of CPU;
 - target_cpu, target_fds, target_exit: the monitored target's CPU, open files, or its exit;
+- target_core: a process of the monitored target wanted a whole core (a single-threaded limit), on a machine
+  with more;
 - target_memory: memory per concurrent client and CPU per operation of the monitored target.
+
+The rules are weighed together, so that a report tells one story: a busy load side where the failing clients
+spun is told by `spinning` (the CPU went to re-running failures, the service's refusals were the limit), and
+`load_side` / `shared_machine` then name only steps where the clients did not spin.
 """
 
 from __future__ import annotations
@@ -21,12 +28,15 @@ from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
+from knee.analysis.side import spin
 from knee.errors import UserError
-from knee.model import Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
+from knee.model import BusiestProcess, Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
 from knee.scenario.address import host_port, named_loopback
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
 CPU_SHARE = 0.9  # of the cores: busy
+ONE_CORE = 0.9  # a process that used (or ran or waited to run) this much of a core sits at one whole core
+ONE_CORE_MOST = 1.1  # … and a process of several threads no more than this: one lock lets one thread run
 FDS_SHARE = 0.9  # of the target's open-file limit
 MIN_EVENTS = 1  # kernel events needed for a finding (they are 0 on a quiet machine)
 
@@ -99,9 +109,9 @@ def findings(record: RunRecord, v: Verdict) -> list[Finding]:
     steps = [s for s in sweep_steps(record.steps, v.group) if s.direction == "up"]
     steps.sort(key=lambda s: (s.level, s.index))
     unit = record.level_unit
-    rules = (_listen, _accept_queue, _syn, _ports, _refused, _load_side, _target)
+    rules = (_listen, _accept_queue, _syn, _ports, _refused, _spinning, _load_side, _target)
     out: list[Finding] = []
-    for rule in rules if v.group == record.measured_group else (_refused,):
+    for rule in rules if v.group == record.measured_group else (_refused, _spinning):
         out.extend(rule(steps, v, unit, record))
     return out
 
@@ -236,9 +246,40 @@ def _refused(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunReco
     return []
 
 
+def _spinning(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    """The failing clients spun: the load they made was failures re-run at once, not work the service did."""
+    for s in steps:
+        spun = spin(s.groups[v.group])
+        if spun is None:
+            continue
+        g = s.generator
+        busy = (
+            f"; knee and its client processes used {g.load_cores:.2f} of {g.cores_available} cores re-running them, "
+            "so the busy load side is the spinning's doing, not a limit of its own"
+            if g.saturated
+            else ""
+        )
+        return [
+            Finding(
+                kind="spinning",
+                level=s.level,
+                what=f"from {_where(s.level, unit)} the failing clients spun: their operations failed at once and "
+                f"started again without a pause ({spun.words()}){busy}",
+                fix="pause after a failed operation, as a retrying client would: --think-on-failure DURATION (e.g. "
+                "--think-on-failure 100ms); the service's refusals are its limit",
+            )
+        ]
+    return []
+
+
+def _calm(s: StepResult, v: Verdict) -> bool:
+    """The group's failing clients did not spin over step `s` (its busy CPU, if any, is the load side's own)."""
+    return spin(s.groups[v.group]) is None
+
+
 def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
     out: list[Finding] = []
-    s = _first(steps, lambda s: s.generator.saturated)
+    s = _first(steps, lambda s: s.generator.saturated and _calm(s, v))
     if s is not None:
         g = s.generator
         what = (
@@ -252,7 +293,10 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
         return out
     if not _local(record):
         return out
-    s = _first(steps, lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available))
+    s = _first(
+        steps,
+        lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available) and _calm(s, v),
+    )
     if s is not None:
         g = s.generator
         # When the verdict found the clients waiting at the service's door, that is the limit: busy CPUs do not
@@ -308,10 +352,56 @@ def _target(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecor
         if at is not None and at.target is not None:
             what = f"at {_where(at.level, unit)} {say(at.target)}"
             out.append(Finding(kind=kind, level=at.level, what=what, fix=fix))
+    core = _one_core(mon, unit, name, cores)
+    if core is not None:
+        out.append(core)
     usage = _usage(mon, v, unit, name)
     if usage is not None:
         out.append(usage)
     return out
+
+
+def _sits_at_one_core(b: BusiestProcess) -> bool:
+    """One thread that ran (or waited for a CPU to run) a whole core, or several threads that together used one
+    whole core and no more."""
+    if b.threads <= 1:
+        return max(b.cpu_cores, b.runnable_cores) >= ONE_CORE
+    return ONE_CORE <= b.cpu_cores <= ONE_CORE_MOST
+
+
+def _one_core(mon: Sequence[StepResult], unit: str, name: str, cores: int) -> Finding | None:
+    """The lowest level where a process of the target sat at one whole core, on a machine with more: its own
+    limit, which the target_cpu rule (all the cores) does not see."""
+    if cores <= 1:
+        return None
+    at = next((s for s in mon if s.target and s.target.busiest and _sits_at_one_core(s.target.busiest)), None)
+    if at is None or at.target is None or at.target.busiest is None:
+        return None
+    b = at.target.busiest
+    who = f"{name} (pid {b.pid})" if b.pid == at.target.pid else f"{name}'s process {b.pid}"
+    if b.command and b.command != name:
+        who += f" “{b.command}”"
+    verb = "used a whole core" if b.cpu_cores >= ONE_CORE else "wanted a whole core"
+    used = f"{b.cpu_cores:.2f} cores, peak {b.cpu_cores_peak:.2f}"
+    if b.runnable_cores > b.cpu_cores + 0.05:
+        used += f"; it ran or waited for a CPU {fmt.pct(min(b.runnable_cores, 1.0))} of the time"
+    if b.threads <= 1:
+        return Finding(
+            kind="target_core",
+            level=at.level,
+            what=f"from {_where(at.level, unit)} {who} {verb} ({used}): a single-threaded limit, one thread "
+            f"cannot go faster than one core of the {cores}",
+            fix="run more workers of it (nginx: worker_processes auto; one process per core behind a balancer), "
+            "or make each operation cost less CPU",
+        )
+    return Finding(
+        kind="target_core",
+        level=at.level,
+        what=f"from {_where(at.level, unit)} {who} {verb} with its {b.threads} threads together ({used}): a "
+        f"single-core limit of the {cores}, something lets one thread run at a time",
+        fix="find what serialises it (a global lock, Python's GIL, a single event loop) and spread that work over "
+        "cores or processes",
+    )
 
 
 def _usage(mon: Sequence[StepResult], v: Verdict, unit: str, name: str) -> Finding | None:

@@ -2,11 +2,13 @@
 
 From `record.scenario` (the scenario as run): analysis.onset, slo, recovery.tolerance and each
 group's think time; the level unit from `record.level_unit`. Only the measured group (whose clients
-follow the level) gets a USL fit.
+follow the level) gets a USL fit; a background group beside it (its clients fixed) is judged against the
+measured group's levels, without a peak of its own (beside.py).
 """
 
 from __future__ import annotations
 
+from knee.analysis.beside import stress_group
 from knee.analysis.findings import endpoint, findings
 from knee.analysis.verdict import analyze
 from knee.model import RunRecord, Verdict
@@ -39,6 +41,7 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
             recovery_tolerance=sc.recovery.tolerance,
             unit=record.level_unit,
             target=endpoint(record) if name == record.measured_group else None,
+            beside=stress_group(record, name),
         )
         for name in group_names(record)
     ]

@@ -12,6 +12,10 @@ all tell one story (docs/analysis.md, "Which side held the clients"):
   that runs on the load machine SYNs dropped by its full listen queue or connections waiting in its accept
   queue (the socket census), or the monitored target's full accept queue.
 A level with neither names no side.
+
+Clients whose operations fail at once and start again without a pause spin (`spin`): they keep the load side
+busy re-running failures, and that busy CPU is no limit of the load side's own; the service's refusals are
+the limit. A level where the group spun counts knee's saturated CPU as the spinning's, not as load-side evidence.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
-from knee.model import GeneratorStats, Level, StepResult, TargetHost
+from knee.model import GeneratorStats, GroupStats, Level, StepResult, TargetHost
 
 PORTS_SHARE = 0.5  # ports held over this share of the ephemeral range: the client host is the limit
 SLOW_CONNECT_MS = 900.0  # a connect this slow waited for a SYN sent again (the first retransmit is after 1 s)
@@ -31,6 +35,41 @@ NEVER_SENT = re.compile(
     r"too many open files|emfile|enfile|cannot assign requested address|eaddrnotavail|address not available", re.I
 )
 NEVER_SENT_CLASSES = ("connect_error", "spawn")
+SPIN_RATIO = 10.0  # failing clients spin: failures came at least 10 times as fast as successes …
+SPIN_MS = 100.0  # … and each took at most 100 ms on average (a failing client went round 10 times a second or more)
+
+
+@dataclass(frozen=True)
+class Spin:
+    """A closed-loop group whose failing clients spun over a step: their operations failed at once and started
+    again without a pause."""
+
+    failed_hz: float  # failures per measured second
+    succeeded_hz: float
+    each_ms: float  # the most a failure (with any pause after it) can have taken on average
+
+    def words(self) -> str:
+        """'failures at 1,234 Hz against successes at 4.00 Hz, each failure 2.10 ms at most on average'."""
+        return (
+            f"failures at {fmt.rate(self.failed_hz)} against successes at {fmt.rate(self.succeeded_hz)}, each failure "
+            f"{fmt.ms(self.each_ms)} at most on average"
+        )
+
+
+def spin(g: GroupStats) -> Spin | None:
+    """The group's failing clients spun over the step: its failures came SPIN_RATIO times as fast as its
+    successes, and each took at most SPIN_MS on average. What a failure took is bounded by the clients' time
+    (clients × measured seconds) less the successes' (their count × the mean latency), shared among the
+    failures: think time included, so a pause after each failure stops the spinning. An open loop does not
+    spin: its arrivals are paced."""
+    if g.open_loop is not None or g.failed <= 0 or g.elapsed_s <= 0 or g.clients <= 0:
+        return None
+    failed_hz = g.failed / g.elapsed_s
+    clients_ms = g.clients * g.elapsed_s * 1000.0
+    each_ms = max(0.0, clients_ms - g.succeeded * g.latency_ms.mean) / g.failed
+    if failed_hz < SPIN_RATIO * g.rate_hz or each_ms > SPIN_MS:
+        return None
+    return Spin(failed_hz=failed_hz, succeeded_hz=g.rate_hz, each_ms=each_ms)
 
 
 @dataclass
@@ -44,6 +83,7 @@ class Side:
     load: list[str] = field(default_factory=list)  # load-side evidence, each with its figures
     door: list[str] = field(default_factory=list)  # connects that waited at the service's door, with figures
     cpu: str = ""  # "knee and its child processes used 0.07 of 2 cores": the load side's CPU, always said
+    spun: Spin | None = None  # the failing clients spun (their busy CPU is not load-side evidence)
 
     @property
     def held(self) -> str | None:
@@ -80,7 +120,8 @@ class _Pool:
     # its ephemeral ports: the most held, of how many
     ports_held: int = 0
     ports: int = 0
-    busy: GeneratorStats | None = None  # the first saturated step's
+    busy: GeneratorStats | None = None  # the first saturated step's where the clients did not spin
+    spun: Spin | None = None  # the first step's where the failing clients spun
     cpu: GeneratorStats | None = None  # the step that used the most of the load side's CPU
 
 
@@ -105,7 +146,10 @@ def _add(p: _Pool, s: StepResult, group: str, target: TargetHost | None) -> None
             p.never_sent += r.count
             p.never_sample = p.never_sample or r.sample
     gen = s.generator
-    if gen.saturated and p.busy is None:
+    spun = spin(g)
+    if spun is not None and p.spun is None:
+        p.spun = spun
+    if gen.saturated and spun is None and p.busy is None:
         p.busy = gen
     if p.cpu is None or gen.load_cores > p.cpu.load_cores:
         p.cpu = gen
@@ -128,11 +172,13 @@ def _add(p: _Pool, s: StepResult, group: str, target: TargetHost | None) -> None
 
 def _side(level: Level, p: _Pool) -> Side:
     at = fmt.load(level)
-    side = Side(level=level, clients=p.clients, hung=p.hung, in_connect=min(p.hung, p.syn_sent))
+    side = Side(level=level, clients=p.clients, hung=p.hung, in_connect=min(p.hung, p.syn_sent), spun=p.spun)
     if p.cpu is not None:
         side.cpu = (
             f"knee and its child processes used {p.cpu.load_cores:.2f} of {p.cpu.cores_available} cores{p.cpu.others()}"
         )
+        if p.spun is not None:
+            side.cpu += f", re-running failures as its failing clients spun ({p.spun.words()})"
     if p.busy is not None:
         g = p.busy
         side.load.append(

@@ -18,7 +18,9 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 - shape (closed-loop client sweeps, the fitted group): the curve's shape named with its
   evidence, shape.py;
 - which side held the clients (the load side or the service's door), by each level's evidence
-  (side.py): the shape and the Little's-law warnings name a limit by it alone.
+  (side.py): the shape and the Little's-law warnings name a limit by it alone;
+- a background group (`beside`: its clients do not follow the level, the stress group's do) gets no peak,
+  collapse, Little's-law check or fit of its own: its degradation beside the stress levels instead (beside.py).
 
 A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
 levels, and its open-loop group adds:
@@ -37,6 +39,7 @@ from typing import Any
 
 from knee import fmt
 from knee.analysis import little
+from knee.analysis.beside import against
 from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
@@ -62,18 +65,21 @@ def analyze(
     recovery_tolerance: float = WITHIN,
     unit: LevelUnit = "clients",
     target: TargetHost | None = None,
+    beside: str | None = None,
 ) -> Verdict:
     """The verdict on one group.
 
     `fit=False` skips the USL (for a group whose clients do not follow the level);
     `recovery_tolerance` is how close to its first rate the baseline level must come back;
     `unit`: the levels are client counts or offered rates (a rate sweep, `RunRecord.level_unit`);
-    `target`: where the group's service ran (`RunRecord.targets`), for the evidence of its door (side.py).
+    `target`: where the group's service ran (`RunRecord.targets`), for the evidence of its door (side.py);
+    `beside`: the stress group a background group ran beside (beside.stress_group), whose levels its rows are.
     Steps with different labels (fixed-work stages: store, fetch …) are separate curves.
     """
     labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
     options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit, "unit": unit}
     options["target"] = target
+    options["beside"] = beside
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
     else:
@@ -94,6 +100,7 @@ def _curve(
     fit: bool,
     unit: LevelUnit = "clients",
     target: TargetHost | None = None,
+    beside: str | None = None,
 ) -> Verdict:
     """Everything but recovery, for steps of one label."""
     v = Verdict(group=group, level_unit=unit)
@@ -104,6 +111,10 @@ def _curve(
         v.sentences.append("no measurements")
         return v
     rows = up or down  # a sweep that only went down still has a curve
+    if beside is not None:  # a background group: no peak of its own, its degradation beside the stress levels
+        _partial(v, steps, group)
+        against(v, rows, beside, onset=onset, slo=slo)
+        return v
     _partial(v, steps, group)
     _peak_onset_collapse(v, rows, onset)
     if any(r.open_loop for r in rows):

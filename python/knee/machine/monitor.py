@@ -1,7 +1,8 @@
 """The target's process tree on this machine over a step (`--monitor-pid`, `--monitor-name`, `[monitor]`):
 CPU, RSS, threads, open files, TCP connections by state and how full the accept queue of each listening
 socket got (netlink sock_diag, as `ss`: a listening socket's receive queue is its accept queue, its send
-queue that queue's limit)."""
+queue that queue's limit), and the process that wanted the most CPU (`TargetStats.busiest`: what it used, and
+how long it ran or waited for a CPU, from /proc/PID/schedstat, for a single-threaded process)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import contextlib
 import os
 import threading
 import time
+from dataclasses import dataclass
 
 import psutil
 
 from knee.errors import UserError
 from knee.machine.kernel import PROC, SAMPLE_S, Ticker
 from knee.machine.sockets import tcp_sockets
-from knee.model import ListenSocket, TargetStats
+from knee.model import BusiestProcess, ListenSocket, TargetStats
 
 
 def find_process(pid: int | None = None, name: str | None = None) -> psutil.Process:
@@ -64,6 +66,59 @@ def _socket_inodes(pids: list[int]) -> set[int]:
     return out
 
 
+def _runnable_s(pid: int, threads: int) -> float | None:
+    """Seconds a single-threaded process has run or waited on a run queue (/proc/PID/schedstat: its first two
+    fields, in ns; one read a sample). None for a process of several threads (a read per thread would cost
+    a sampler tens of µs each) or where the kernel does not say."""
+    if threads != 1:
+        return None
+    try:
+        ran, waited, _ = (PROC / str(pid) / "schedstat").read_text().split()
+        return (int(ran) + int(waited)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class _Seen:
+    """One process of the tree over the step: its first and latest sample (time, CPU seconds, runnable seconds)."""
+
+    command: str
+    t0: float
+    cpu0: float
+    run0: float | None
+    t: float
+    cpu: float
+    run: float | None
+    threads: int = 0
+    peak: float = 0.0  # the most cores between two samples
+
+    def see(self, now: float, cpu: float, run: float | None, threads: int) -> None:
+        if now > self.t:
+            self.peak = max(self.peak, (cpu - self.cpu) / (now - self.t))
+        self.t, self.cpu, self.threads = now, cpu, threads
+        self.run = run if self.run0 is not None else None
+
+    def cores(self) -> float:
+        return (self.cpu - self.cpu0) / (self.t - self.t0) if self.t > self.t0 else 0.0
+
+    def runnable(self) -> float:
+        if self.run is None or self.run0 is None or self.t <= self.t0:
+            return 0.0
+        return max(0.0, self.run - self.run0) / (self.t - self.t0)
+
+    def wanted(self) -> float:
+        """The cores it ran or would have run: runnable where known, else used."""
+        return max(self.cores(), self.runnable())
+
+
+def _command(p: psutil.Process) -> str:
+    """The command line as `ps` shows it (a server that rewrites its own: "nginx: worker process")."""
+    with contextlib.suppress(psutil.Error, OSError):
+        return " ".join(a for a in p.cmdline() if a).strip() or p.name()
+    return ""
+
+
 class TargetMonitor:
     """The target's process tree between `start()` and `stop()`."""
 
@@ -84,6 +139,7 @@ class TargetMonitor:
         self._t_prev: float | None = None
         self._cpu_prev = 0.0
         self._listen: dict[int, ListenSocket] = {}
+        self._seen: dict[int, _Seen] = {}
         self._t0 = time.monotonic()
 
     def _tree(self) -> list[psutil.Process]:
@@ -103,14 +159,21 @@ class TargetMonitor:
                 with p.oneshot():
                     t = p.cpu_times()
                     rss += p.memory_info().rss
-                    threads += p.num_threads()
+                    mine = p.num_threads()
                     fds += p.num_fds()
             except psutil.Error:
                 continue
+            threads += mine
             pids.append(p.pid)
             cpu = t.user + t.system
             self._cpu.setdefault(p.pid, cpu)
             self._cpu_last[p.pid] = cpu
+            run = _runnable_s(p.pid, mine)
+            seen = self._seen.get(p.pid)
+            if seen is None:
+                self._seen[p.pid] = _Seen(_command(p), now, cpu, run, now, cpu, run, mine)
+            else:
+                seen.see(now, cpu, run, mine)
         states: dict[str, int] = {}
         listen: dict[int, tuple[int, int]] = {}  # port -> (accept queue, its limit)
         if pids:
@@ -158,4 +221,20 @@ class TargetMonitor:
             o.cpu_cores_mean = round(o.cpu_s / elapsed, 3)
             o.rss_mb_mean = round(self._rss_sum / o.samples, 2) if o.samples else 0.0
             o.listen = sorted(self._listen.values(), key=lambda s: s.port)
+            o.busiest = self._busiest()
             return o.model_copy(deep=True)
+
+    def _busiest(self) -> BusiestProcess | None:
+        """The process that wanted the most CPU over the step (sampled at least twice)."""
+        watched = [(pid, s) for pid, s in self._seen.items() if s.t > s.t0]
+        if not watched:
+            return None
+        pid, s = max(watched, key=lambda x: x[1].wanted())
+        return BusiestProcess(
+            pid=pid,
+            command=s.command,
+            threads=s.threads,
+            cpu_cores=round(s.cores(), 3),
+            cpu_cores_peak=round(s.peak, 3),
+            runnable_cores=round(s.runnable(), 3),
+        )

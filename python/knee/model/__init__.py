@@ -30,13 +30,21 @@ from knee.model.measured import (
     StepResult,
     WorkerShare,
 )
-from knee.model.resources import GeneratorStats, HostCounters, ListenSocket, TargetHost, TargetStats
+from knee.model.resources import (
+    BusiestProcess,
+    GeneratorStats,
+    HostCounters,
+    ListenSocket,
+    TargetHost,
+    TargetStats,
+)
 from knee.model.run import SCHEMA_VERSION, RunRecord
 
 __all__ = [
     "SCHEMA_VERSION",
     "SKEW_WARN_SHARE",
     "Bracket",
+    "BusiestProcess",
     "Counts",
     "CurveShape",
     "Finding",

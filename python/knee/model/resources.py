@@ -83,6 +83,20 @@ class ListenSocket(BaseModel):
     queue_peak: int = 0  # the most connections waiting to be accepted in one sample
 
 
+class BusiestProcess(BaseModel):
+    """The process of the monitored tree that wanted the most CPU over a step: a single-threaded server (one
+    nginx worker) or a process serialised by one lock is limited to one core, whatever the machine has."""
+
+    pid: int
+    command: str = ""  # its command line as `ps` shows it ("nginx: worker process")
+    threads: int = 0
+    cpu_cores: float = 0.0  # its CPU seconds ÷ the seconds it was sampled
+    cpu_cores_peak: float = 0.0  # the most between two samples
+    # a single-threaded process's running or waiting for a CPU (/proc/PID/schedstat): what it wanted, even on a
+    # machine whose CPUs other processes held; 0 = unknown (several threads, or no schedstat)
+    runnable_cores: float = 0.0
+
+
 class TargetStats(BaseModel):
     """The monitored target's process tree over a step (`--monitor-pid`, `--monitor-name`, `[monitor]`)."""
 
@@ -101,6 +115,7 @@ class TargetStats(BaseModel):
     fd_limit: int = 0  # the top process's soft RLIMIT_NOFILE; 0 = unknown
     connections_peak: dict[str, int] = Field(default_factory=dict, description="TCP connections by state, peaks")
     listen: list[ListenSocket] = Field(default_factory=list)
+    busiest: BusiestProcess | None = None  # the process that wanted the most CPU (running or runnable)
 
 
 class TargetHost(BaseModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from knee import fmt
+from knee.analysis.beside import stress_group
 from knee.model import GroupStats, RunRecord, StepResult
 from knee.report.view.section import Table
 
@@ -107,11 +108,15 @@ RATE_TABLE_HEADER = [
 TRANSFER_HEADER = "Transfer"
 
 
-def level_cell(r: Row, rates: bool) -> str:
+def level_cell(r: Row, rates: bool, beside: str | None = None) -> str:
     """The level as the table shows it (clients, or a rate sweep's offered rate), with its phase, direction,
-    label and partial marks."""
+    label and partial marks. A background group's row in a client sweep (`beside`: the stress group it ran
+    beside) shows its own clients and the stress level: '4 (beside stress at 2)' (a rate sweep's shows the
+    offered rate, and its clients beside it)."""
     text = fmt.level_rate(r.level) if rates else str(r.clients)
     marks = []
+    if beside is not None and not rates:
+        marks.append(f"beside {beside} at {fmt.level(r.level)}")
     if r.label:
         marks.append(r.label)
     if r.phase == "recovery":
@@ -128,13 +133,14 @@ def _failed_cell(r: Row) -> str:
     return f"{r.failed:,} ({fmt.pct(r.failed / total)})" if r.failed else "0"
 
 
-def table_cells(r: Row, rates: bool, transfer: bool) -> list[str]:
+def table_cells(r: Row, rates: bool, transfer: bool, beside: str | None = None) -> list[str]:
     """`Concurrency | Succeeded (rate) | Failed | Hung | Abandoned | p50 | p99` (+ Transfer); a rate sweep's
     (RATE_TABLE_HEADER) adds what was achieved, late and dropped, and the uncorrected p99, and its Succeeded
-    is a count beside Achieved (a closed-loop group beside the open loop: '-' for those)."""
+    is a count beside Achieved (a closed-loop group beside the open loop: '-' for those). `beside`: the stress
+    group a background group's row ran beside (level_cell)."""
     tail = [fmt.transfer(r.transfer_bps)] if transfer else []
     cells = [
-        level_cell(r, rates),
+        level_cell(r, rates, beside),
         f"{r.succeeded:,} ({fmt.rate(r.rate_hz)})",
         _failed_cell(r),
         f"{r.hung:,}",
@@ -170,11 +176,13 @@ def plot_levels(record: RunRecord, rows: list[Row]) -> int:
 
 
 def levels_table(record: RunRecord, rows: list[Row]) -> Table:
-    """One group's table: a row per step (recovery probes dim, steps with most operations failing red)."""
+    """One group's table: a row per step (recovery probes dim, steps with most operations failing red); a
+    background group's rows name the stress level they ran beside."""
     transfer = any(r.bytes_received for r in rows)
+    beside = stress_group(record, rows[0].group) if rows else None
     header = list(RATE_TABLE_HEADER if record.rates else TABLE_HEADER) + ([TRANSFER_HEADER] if transfer else [])
     return Table(
         header,
-        [table_cells(r, record.rates, transfer) for r in rows],
+        [table_cells(r, record.rates, transfer, beside) for r in rows],
         ["recovery" if r.phase == "recovery" else ("bad" if r.failure_ratio > 0.5 else "") for r in rows],
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from knee import fmt
+from knee.analysis.beside import stress_group
 from knee.analysis.stats import IntervalDistribution, interval_distribution
 from knee.model import GroupStats, RunRecord, StepResult
 from knee.report.view.levels import level_cell, row
@@ -77,12 +78,13 @@ REASONS_HEADER = ["Level", "Class", "Count", "Reason"]
 def reasons_table(record: RunRecord, group: str) -> Table:
     """Failures per level, grouped by reason: one row per (level, class, normalised message)."""
     rows: list[list[str]] = []
+    beside = stress_group(record, group)
     for s in record.steps:
         g = s.groups.get(group)
         if g is None:
             continue
         for r in g.reasons:
-            rows.append([level_cell(row(s, g), record.rates), r.class_, f"{r.count:,}", r.sample])
+            rows.append([level_cell(row(s, g), record.rates, beside), r.class_, f"{r.count:,}", r.sample])
     return Table(REASONS_HEADER, rows, kv=True)
 
 
@@ -98,11 +100,12 @@ def steps_table(record: RunRecord, group: str) -> Table | None:
     for s in record.steps:
         if group in s.groups:
             order.update(dict.fromkeys(s.groups[group].steps))
+    beside = stress_group(record, group)
     for s in record.steps:
         g = s.groups.get(group)
         if g is None or not g.steps:
             continue
-        level = level_cell(row(s, g), record.rates)
+        level = level_cell(row(s, g), record.rates, beside)
         for name in (n for n in order if n in g.steps):
             st = g.steps[name]
             whole = g.latency_ms.mean * g.latency_ms.count

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from knee import fmt
+from knee.analysis.side import spin
 from knee.model import Finding, RunRecord, Verdict
 
 LITTLE_GAP = 0.2
@@ -55,11 +56,16 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
     for s in record.steps:
         gen = s.generator
         if gen.saturated and group in s.groups:
+            spun = spin(s.groups[group])
+            why = (
+                "its numbers measure the load generator as much as the service"
+                if spun is None
+                else f"by failing clients that spun ({spun.words()}): see Why"
+            )
             out.append(
                 f"the load side was saturated at step {s.index} ({fmt.load(s.level, record.level_unit)}: knee "
                 f"{gen.cpu_cores:.2f} and its child processes {gen.children_cpu_cores:.2f} of "
-                f"{gen.cores_available} cores{gen.others()}); its numbers measure the load generator as much as the "
-                "service"
+                f"{gen.cores_available} cores{gen.others()}); {why}"
             )
         if s.skewed and s.start_skew_s is not None:
             out.append(
