@@ -56,8 +56,13 @@ def test_new_connection_opens_one_connection_per_request(nginx: Nginx, tmp_path:
 
 
 def test_ab_connection_times_table(nginx: Nginx) -> None:
-    proc = knee_cli("run", "-q", nginx.url + "/", "-c", "4", "-n", "400", "--new-connection")
+    proc = knee_cli(
+        "run", "-q", nginx.url + "/", "-c", "4", "-n", "400", "--new-connection", env={**os.environ, "COLUMNS": "80"}
+    )
     assert proc.returncode == 0, proc.stderr
+    # standard output is a pipe with COLUMNS=80: nothing is cut short, every figure whole on its line
+    assert "…" not in proc.stdout, proc.stdout
+    assert re.search(r"^Complete operations:\s+400$", proc.stdout, re.M), proc.stdout
     rows = [line.split()[0] for line in proc.stdout.splitlines() if re.match(r"^\w+:\s+[\d.]+\s+[\d.]+", line)]
     assert [r for r in rows if r in ("Connect:", "Processing:", "Waiting:", "Total:")] == [
         "Connect:",

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from knee.commands.options import CLUSTER, load_options, parse_vars, target_options, to_options
+from knee.console import make_console
 from knee.errors import UserError
 
 EPILOG = """\b
@@ -74,7 +74,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         parse_secret_options(opts["secrets"]),
     )
     scenario, run_dir = start_run(loaded, opts["out"], "run")
-    console = Console()
+    console = make_console()
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)
     outcome = execute(

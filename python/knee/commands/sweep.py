@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from knee.commands.options import (
     CLUSTER,
@@ -19,6 +18,7 @@ from knee.commands.options import (
     read_scenario_file,
     sweep_target_options,
 )
+from knee.console import make_console
 from knee.errors import UserError
 
 EPILOG = """\b
@@ -73,7 +73,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
 
-    console = Console()
+    console = make_console()
     secrets = parse_secret_options(opts["secrets"])
     variables = parse_vars(opts["variables"])
     one_line, given = one_line_sweep(opts)
