@@ -16,6 +16,7 @@ from knee.commands.options import (
     one_line_sweep,
     parse_vars,
     read_scenario_file,
+    slo_options,
     sweep_target_options,
 )
 from knee.console import make_console
@@ -44,8 +45,7 @@ Examples:
 @click.option("--pause", help="Pause between levels (default 0s).")
 @click.option("--up-down", is_flag=True, help="After the highest level, the same levels back down (hysteresis).")
 @click.option("--no-recovery", is_flag=True, help="No recovery probes after the sweep (default: probe level one).")
-@click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), help="SLO: p99 latency limit in ms.")
-@click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %).")
+@slo_options
 @click.option("--name", default="", help="Name of the run (names the run directory).")
 @click.option(
     "--save-scenario",
