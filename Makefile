@@ -1,5 +1,6 @@
 # knee — the one place for dev commands. `make help` lists them.
 SHELL := /bin/bash
+comma := ,
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -10,12 +11,24 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+# pip and maturin write to this log, not the terminal; a failure shows its end and names it
+INSTALL_LOG := $(VENV)/install.log
+QUIET_PIP := PIP_QUIET=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_WARN_SCRIPT_LOCATION=1
+define logged
+	@$(QUIET_PIP) $(2) >>$(INSTALL_LOG) 2>&1 || { tail -n 30 $(INSTALL_LOG); \
+	  echo "make: $(1) failed (above: the end of its log; all of it: $(INSTALL_LOG))"; exit 1; }
+endef
+
 $(PY):
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip "maturin>=1.5,<2"
+	@python3 -m venv $(VENV)
+	@: >$(INSTALL_LOG)
+	$(call logged,installing pip and maturin,$(PY) -m pip install --upgrade pip "maturin>=1.5$(comma)<2")
 
 install: $(PY) ## build the engine and install knee (with dev extras) into .venv
-	$(VENV)/bin/maturin develop --release -q -E dev,dask
+	@: >$(INSTALL_LOG)
+	@echo "make install: building the engine and installing knee into $(VENV) (log: $(INSTALL_LOG))"
+	$(call logged,building and installing knee,$(VENV)/bin/maturin develop --release -q -E dev$(comma)dask)
+	@echo "make install: done: run $(VENV)/bin/knee, or 'source $(VENV)/bin/activate' to have knee on PATH"
 
 ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql)
 	bash scripts/install-system-deps.sh
@@ -28,8 +41,12 @@ test: install lint test-rust test-py ## install, lint, and run every test
 test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
 	cargo test --release --workspace --exclude knee-py -q
 
-test-py: ## python tests (real processes: nginx, curl, knee target)
-	$(PY) -m pytest -q tests
+# Tests that may skip under `make test` (names, space-separated); any other skip fails the run (tests/no_skips.py).
+# None may: make ci-deps and make install give every test what it needs (root for network namespaces included).
+KNEE_ALLOWED_SKIPS ?=
+
+test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it
+	KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q tests
 
 lint: $(PY) ## clippy and ruff, warnings as errors
 	cargo fmt --all --check

@@ -33,12 +33,16 @@ http {{
     scgi_temp_path {dir}/scgi;
     log_format counted '$connection $request_method $uri $status $remote_addr';
     access_log {dir}/access.log counted;
+    # what each request carried, to hold a secret knee sent against what it wrote (tests/integration/test_secrets.py)
+    log_format credentials '$uri|$http_authorization|$http_proxy_authorization|$http_cookie';
+    access_log {dir}/credentials.log credentials;
     keepalive_requests 1000000;
     server {{
         listen {listen}:{port};
         location / {{ default_type text/plain; return 200 "hello from nginx\\n"; }}
         location /files/ {{ alias {dir}/files/; }}
         location /missing {{ return 404; }}
+        location /echo-credentials {{ return 401 "denied: $http_authorization $http_cookie\n"; }}
     }}
 }}
 """
@@ -78,8 +82,15 @@ class Nginx:
         path = self.dir / "access.log"
         return path.read_text().splitlines() if path.exists() else []
 
+    def credential_lines(self) -> list[tuple[str, str, str, str]]:
+        """(path, Authorization, Proxy-Authorization, Cookie) of every request since `clear_log` ('-': none)."""
+        path = self.dir / "credentials.log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [tuple(line.split("|", 3)) for line in lines]  # type: ignore[misc]
+
     def clear_log(self) -> None:
         (self.dir / "access.log").write_text("")
+        (self.dir / "credentials.log").write_text("")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

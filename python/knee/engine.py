@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from knee import _engine
 from knee.model import GroupStats, Outcomes
 from knee.model.engine_summary import EngineSummary, Mirror
+from knee.scenario.secrets import NO_SECRETS, Secrets
 from knee.spec import EngineSpec
 
 ShardResult = _engine.ShardResult
@@ -81,9 +82,10 @@ class Engine:
         return self._inner.result()
 
 
-def summary(result: ShardResult) -> EngineSummary:
-    """The engine's summary of a result, typed."""
-    return EngineSummary.model_validate_json(result.summary())
+def summary(result: ShardResult, secrets: Secrets = NO_SECRETS) -> EngineSummary:
+    """The engine's summary of a result, typed; `secrets`' values scrubbed from it (a service, or a command, may
+    echo a credential it was sent into a failure's sample: the run's record must not hold it)."""
+    return EngineSummary.model_validate_json(secrets.scrub(result.summary()))
 
 
 def group_stats(result: ShardResult) -> dict[str, GroupStats]:

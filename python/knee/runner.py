@@ -87,7 +87,7 @@ def start_run(
     kept when it holds no secret. `shorten`: `--quick`."""
     if shorten:
         loaded = Loaded(quick(loaded.scenario), quick(loaded.record), loaded.secrets)
-    run_dir = RunDir.create(out, loaded.scenario.name or name, loaded.secrets) if out is not None else RunDir.memory()
+    run_dir = RunDir.create(out, loaded.scenario.name or name, loaded.secrets)
     keep_text = text is not None and not loaded.secrets and not shorten
     run_dir.write_scenario(text if keep_text and text is not None else loaded.record.to_toml())
     record = new_record(loaded, run_dir.path.name if run_dir.kept else time.strftime("%Y%m%d-%H%M%S-run"))
@@ -431,7 +431,7 @@ class _Runner:
 
     def _save(self, planned: PlannedStep, run: StepRun, target: TargetStats | None = None) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
-        s = summary(run.result)
+        s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
         self.run_dir.write_step(index, run.result.to_bytes(), histograms)
         groups = {g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups}

@@ -62,9 +62,10 @@ class RunDir:
         self._record: RunRecord | None = None  # a memory run directory's record
 
     @classmethod
-    def memory(cls) -> RunDir:
-        """A run directory that keeps nothing on disk (its record lives in memory)."""
-        return cls(None)
+    def memory(cls, secrets: Secrets = NO_SECRETS) -> RunDir:
+        """A run directory that keeps nothing on disk (its record lives in memory); `secrets`: the run's, scrubbed
+        from its steps' records all the same (they are printed)."""
+        return cls(None, secrets)
 
     @property
     def kept(self) -> bool:
@@ -103,8 +104,11 @@ class RunDir:
         return self.steps_dir / "between.knee"
 
     @classmethod
-    def create(cls, out: Path, name: str, secrets: Secrets = NO_SECRETS) -> RunDir:
-        """A new, empty run directory under `out` named `<UTC time>-<name>` (made unique)."""
+    def create(cls, out: Path | None, name: str, secrets: Secrets = NO_SECRETS) -> RunDir:
+        """A new, empty run directory under `out` named `<UTC time>-<name>` (made unique); without `out`, one that
+        keeps nothing (`memory`)."""
+        if out is None:
+            return cls.memory(secrets)
         slug = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:40] or "run"
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         try:
@@ -181,13 +185,20 @@ class RunDir:
         """Save step `index`'s engine result and each group's latency histogram."""
         if not self.kept:
             return
-        atomic_write(self.step_path(index), result_bytes)
+        atomic_write(self.step_path(index), self._scrubbed(result_bytes))
         for group, data in histograms.items():
             atomic_write(self.hgrm_path(index, group), data)
 
     def write_between(self, result_bytes: bytes) -> None:
         if self.kept:
-            atomic_write(self.between_path, result_bytes)
+            atomic_write(self.between_path, self._scrubbed(result_bytes))
+
+    def _scrubbed(self, result_bytes: bytes) -> bytes:
+        """An engine result as saved: its text (JSON) with the run's secret values scrubbed, as a failure's sample
+        may quote what the service or command was sent."""
+        if not self.secrets:
+            return result_bytes
+        return self.secrets.scrub(result_bytes.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
     def step_result_bytes(self, index: int) -> bytes:
         return self.step_path(index).read_bytes()

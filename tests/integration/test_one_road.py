@@ -4,6 +4,8 @@ real nginx (its access log), byte for byte and request for request."""
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -104,11 +106,20 @@ def test_every_started_request_is_in_the_access_log(nginx: Nginx, tmp_path: Path
     nginx.clear_log()
     proc = knee_cli(
         "sweep", nginx.url + "/", "--levels", "5,20,50", "-d", "1s", "--warmup", "0.2s", "--pause", "0.2s",
-        "--no-recovery", "--out", str(tmp_path),
+        "--no-recovery", "--out", str(tmp_path), env={**os.environ, "COLUMNS": "80"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     record = the_run(tmp_path)
     groups = [s.groups["main"] for s in record.steps]
+    # Standard output is a pipe (as through `| tee` or in a CI log): the table keeps its full width, whatever
+    # COLUMNS says, so no cell is cut ("Concur…") and every count is whole on its level's row.
+    table = [line for line in proc.stdout.splitlines() if line[:1] in ("│", "┃")]
+    cells = [c.strip() for line in table for c in re.split("[│┃]", line)]
+    assert "Concurrency" in cells and "Succeeded (rate)" in cells, proc.stdout
+    assert not [c for c in cells if "…" in c], proc.stdout
+    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.startswith("│")}
+    for s in record.steps:
+        assert f" {s.groups['main'].succeeded:,} (" in rows[str(s.level)], (s.level, proc.stdout)
     for g in groups:
         assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
     assert sum(g.abandoned for g in groups) > 0, "requests in flight when a window closed are counted abandoned"

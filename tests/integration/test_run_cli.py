@@ -42,7 +42,7 @@ def test_counts_equal_what_nginx_logged(nginx: Nginx, tmp_path: Path) -> None:
     assert all(line.split()[1:4] == ["GET", "/", "200"] for line in lines)
     assert len({line.split()[0] for line in lines}) <= 50  # keep-alive: at most one connection per client
     assert sum(doc["per_client"]) == 20000
-    assert "Requests per second" in proc.stdout or "Operations per second" in proc.stdout
+    assert re.search(r"^Operations per second:\s+[\d.]+ \[#/sec\] \(succeeded, mean\)$", proc.stdout, re.M), proc.stdout
     assert "Percentage of the operations served within a certain time" in proc.stdout
 
 
@@ -56,8 +56,13 @@ def test_new_connection_opens_one_connection_per_request(nginx: Nginx, tmp_path:
 
 
 def test_ab_connection_times_table(nginx: Nginx) -> None:
-    proc = knee_cli("run", "-q", nginx.url + "/", "-c", "4", "-n", "400", "--new-connection")
+    proc = knee_cli(
+        "run", "-q", nginx.url + "/", "-c", "4", "-n", "400", "--new-connection", env={**os.environ, "COLUMNS": "80"}
+    )
     assert proc.returncode == 0, proc.stderr
+    # standard output is a pipe with COLUMNS=80: nothing is cut short, every figure whole on its line
+    assert "…" not in proc.stdout, proc.stdout
+    assert re.search(r"^Complete operations:\s+400$", proc.stdout, re.M), proc.stdout
     rows = [line.split()[0] for line in proc.stdout.splitlines() if re.match(r"^\w+:\s+[\d.]+\s+[\d.]+", line)]
     assert [r for r in rows if r in ("Connect:", "Processing:", "Waiting:", "Total:")] == [
         "Connect:",
@@ -200,11 +205,8 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: 
     [
         (["http://127.0.0.1:1/", "--bogus"], r"No such option '--bogus'"),
         (["ftp://127.0.0.1/"], r"unsupported target 'ftp://127.0.0.1/'"),
-        (
-            ["http://"],
-            r"TARGET must be an http:// or https:// URL with a host, like http://host:port/path \(got 'http://'\)",
-        ),
-        (["http://127.0.0.1:99999/"], r"bad URL .*port"),
+        (["http://"], r"TARGET must name a host, like http://host:port/path \(got 'http://'\)"),
+        (["http://127.0.0.1:99999/"], r"TARGET must have a port from 1 to 65535, not '99999'"),
         (["http://127.0.0.1:1/", "-c", "0"], r"0 is not in the range x>=1"),
         (["--", "no-such-command-knee"], r"command not found or not executable: 'no-such-command-knee'"),
         (["http://host.invalid/"], r"cannot resolve host 'host.invalid'"),
@@ -310,3 +312,29 @@ def test_options_of_another_client_kind_are_refused(args: list[str], message: st
     proc = knee_cli("run", "-n", "1", *args, timeout=30)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_missed_slo_exits_3_as_a_sweep_does(nginx: Nginx, tmp_path: Path) -> None:
+    """`knee run` takes the sweep's SLO options: the outcome is printed and in --json, and a missed one exits 3 (a
+    CI job fails), whether the failures come from a command (`false`) or from a real server's statuses."""
+    out = tmp_path / "false.json"
+    proc = knee_cli("run", "-q", "-c", "2", "-n", "4", "--slo-failure-ratio", "0.01", "--json", str(out), "--", "false")
+    assert proc.returncode == 3, proc.stderr + proc.stdout
+    assert "SLO (failures ≤ 1.0 %): missed: failed or hung 100 % > 1.0 %" in proc.stdout, proc.stdout
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["failed"] == 4
+    assert doc["slo"] == {
+        "p99_ms": None, "failure_ratio": 0.01, "measured_p99_ms": doc["slo"]["measured_p99_ms"],
+        "measured_failure_ratio": 1.0, "met": False, "missed": ["failed or hung 100 % > 1.0 %"],
+    }  # fmt: skip
+    proc = knee_cli("run", "-q", "-c", "2", "-n", "4", "--slo-failure-ratio", "0.01", "--", "true")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "SLO (failures ≤ 1.0 %): met" in proc.stdout
+    # nginx answers 404: missed; 200 within a generous p99: met; no SLO given: failures are counted, exit 0
+    assert knee_cli("run", "-q", nginx.url + "/missing", "-n", "20", "--slo-failure-ratio", "0").returncode == 3
+    doc, proc = run_json(tmp_path, nginx.url + "/", "-n", "20", "--slo-p99", "5000", "--slo-failure-ratio", "0")
+    assert doc["slo"]["met"] is True and doc["slo"]["missed"] == [] and doc["slo"]["p99_ms"] == 5000
+    assert "SLO (p99 ≤ 5000 ms, failures ≤ 0 %): met" in proc.stdout
+    doc, proc = run_json(tmp_path, nginx.url + "/missing", "-n", "20")
+    assert doc["failed"] == 20 and doc["slo"] is None and "SLO" not in proc.stdout

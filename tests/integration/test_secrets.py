@@ -15,9 +15,58 @@ COOKIE = "abcdef-session-123456"
 LITERAL = "Basic bGl0ZXJhbDpwYXNz"
 
 
+def files(root: Path) -> dict[str, str]:
+    """Every file under `root` (the engine's results and histograms too), as text, by path."""
+    return {str(p.relative_to(root)): p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file()}
+
+
 def written(root: Path) -> str:
     """Every file under `root`, as text."""
-    return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file())
+    return "\n".join(files(root).values())
+
+
+def test_a_secret_the_service_echoes_back_is_not_written(nginx: Nginx, tmp_path: Path) -> None:
+    """nginx answers 401 with the Authorization and Cookie it got in its body: the failure's sample (in run.json,
+    the reports, the engine's step file, --json and on the terminal) holds the placeholder's mark, not the value."""
+    nginx.clear_log()
+    out, js = tmp_path / "runs", tmp_path / "r.json"
+    proc = knee_cli(
+        "run", nginx.url + "/echo-credentials", "-c", "2", "-n", "10", "-q", "--out", str(out), "--json", str(js),
+        "-H", "Authorization: Bearer ${tok}", "--secret", f"tok={TOKEN}", "-C", f"session={COOKIE}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert nginx.credential_lines() == [("/echo-credentials", f"Bearer {TOKEN}", "-", f"session={COOKIE}")] * 10
+    doc = json.loads(js.read_text())
+    assert doc["failures"] == {"status": 10}
+    (reason,) = doc["reasons"]
+    assert "denied: Bearer <redacted> session=<redacted>" in reason["sample"], reason
+    assert "10 × [status]" in proc.stdout and "denied: Bearer <redacted>" in proc.stdout, proc.stdout
+    written_files = files(out)
+    assert any(name.endswith(".knee") for name in written_files)
+    for secret in (TOKEN, COOKIE):
+        for name, text in [*written_files.items(), ("--json", js.read_text()), ("stdout", proc.stdout)]:
+            assert secret not in text, name
+
+
+def test_a_credential_in_a_command_s_environment_is_sent_not_written(tmp_path: Path) -> None:
+    """`-e API_TOKEN=…` (named like a credential: a secret of its own) reaches the command, which writes what it got
+    to a file outside the run and says it on stderr when it fails: the run's files and output do not hold it."""
+    received, out, js = tmp_path / "received", tmp_path / "runs", tmp_path / "r.json"
+    script = f'echo "$API_TOKEN" >> {received}; [ "${{client}}" = 0 ] || {{ echo "refused $API_TOKEN" >&2; exit 1; }}'
+    proc = knee_cli(
+        "run", "-c", "2", "--iterations", "3", "-q", "--out", str(out), "--json", str(js),
+        "-e", f"API_TOKEN={TOKEN}", "--", "sh", "-c", script,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert received.read_text().splitlines() == [TOKEN] * 6  # every operation got the value
+    doc = json.loads(js.read_text())
+    assert (doc["succeeded"], doc["failed"]) == (3, 3)
+    assert doc["reasons"][0]["sample"].endswith("refused <redacted>"), doc["reasons"]
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    assert RunDir(run).load().scenario.groups["main"].env == {"API_TOKEN": "${main_env_api_token}"}  # type: ignore[union-attr]
+    for name, text in [*files(out).items(), ("--json", js.read_text()), ("stdout", proc.stdout)]:
+        assert TOKEN not in text, name
+    assert TOKEN not in proc.stderr
 
 
 def test_secrets_and_credentials_are_used_but_never_written(nginx: Nginx, tmp_path: Path) -> None:
@@ -30,9 +79,13 @@ def test_secrets_and_credentials_are_used_but_never_written(nginx: Nginx, tmp_pa
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Succeeded:                  20" in proc.stdout
-    text = written(out) + js.read_text() + proc.stdout + proc.stderr
+    # sent: nginx logged every request with each credential's value, not a placeholder
+    assert nginx.credential_lines() == [("/", f"Bearer {TOKEN}", LITERAL, f"session={COOKIE}")] * 20
+    # not written: no file of the run directory, nor --json, nor what knee printed
     for secret in (TOKEN, COOKIE, LITERAL):
-        assert secret not in text
+        for name, text in [*files(out).items(), ("--json", js.read_text()), ("stdout", proc.stdout)]:
+            assert secret not in text, name
+        assert secret not in proc.stderr
     (run,) = [p for p in out.iterdir() if p.is_dir()]
     record = RunDir(run).load()
     headers = record.scenario.groups["main"].headers  # type: ignore[union-attr]

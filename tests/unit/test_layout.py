@@ -16,7 +16,7 @@ PKG = ROOT / "python" / "knee"
 
 # Low to high. A module's layer is that of the longest prefix of its dotted name listed here.
 LAYERS: list[tuple[str, ...]] = [
-    ("knee._engine", "knee.errors", "knee.fmt", "knee.scenario.units"),
+    ("knee._engine", "knee.console", "knee.errors", "knee.fmt", "knee.scenario.units"),
     ("knee.scenario",),
     ("knee.model", "knee.spec"),
     ("knee.analysis",),

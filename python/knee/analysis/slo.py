@@ -14,17 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from knee import fmt
 from knee.analysis.levels import LevelRow
 from knee.scenario import Slo
 
 
+def missed(slo: Slo, row: LevelRow) -> list[str]:
+    """What the level missed of the SLO, in words ('p99 312 ms > 200 ms', 'failed or hung 100 % > 1 %'); empty
+    when it met it. A level with no operations at all misses it."""
+    if row.total == 0:
+        return ["no operation ended"]
+    out = []
+    if slo.p99_ms is not None and row.p99_ms > slo.p99_ms:
+        out.append(f"p99 {fmt.ms(row.p99_ms)} > {fmt.ms(slo.p99_ms)}")
+    if slo.failure_ratio is not None and row.failure_ratio > slo.failure_ratio:
+        out.append(f"failed or hung {fmt.pct(row.failure_ratio)} > {fmt.pct(slo.failure_ratio)}")
+    return out
+
+
 def met_by(slo: Slo, row: LevelRow) -> bool:
     """The level met the SLO (a level with no operations at all fails it)."""
-    if row.total == 0:
-        return False
-    if slo.p99_ms is not None and row.p99_ms > slo.p99_ms:
-        return False
-    return not (slo.failure_ratio is not None and row.failure_ratio > slo.failure_ratio)
+    return not missed(slo, row)
 
 
 def capacity(rows: Sequence[LevelRow], slo: Slo) -> tuple[int | float | None, bool]:

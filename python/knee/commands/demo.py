@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from knee.commands.options import RUNS_OUT
+from knee.console import make_console
 from knee.executor import on_hard_exit
 from knee.runner import execute, start_run
 from knee.scenario import read_scenario
@@ -56,7 +56,7 @@ def command(out: Path, profile: str, quick: bool) -> None:
     """Start `knee target` on a free port, sweep it with a built-in scenario, and write the report."""
     from knee.demo_target import start_target
 
-    console = Console()
+    console = make_console()
     with start_target(profile) as target:
         forget = on_hard_exit(target.stop)  # a second Ctrl-C must not leave the service running
         try:

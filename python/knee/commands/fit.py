@@ -13,6 +13,7 @@ from rich.table import Table
 
 from knee.analysis import fit_usl, usl
 from knee.analysis.table import Points, read_points
+from knee.console import make_console
 from knee.model import USLFit
 
 _NAMES = {"sigma": "σ (contention)", "kappa": "κ (coherency)", "lam": "λ (rate of 1 client)"}
@@ -35,7 +36,7 @@ def command(file: Path, group: str | None, label: str | None, as_json: bool) -> 
     if as_json:
         click.echo(json.dumps(_as_dict(file, points, fit), indent=2))
     else:
-        _print(Console(highlight=False, soft_wrap=True), file, points, fit)
+        _print(make_console(highlight=False), file, points, fit)
 
 
 def _fitted(points: Points, fit: USLFit) -> list[float]:

@@ -106,6 +106,17 @@ _LOAD = [
 ]
 
 
+SLO = [
+    click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), help="SLO: p99 latency limit in ms."),
+    click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %)."),
+]
+
+
+def slo_options(f: F) -> F:
+    """--slo-p99 and --slo-failure-ratio: missed, the command exits 3 (`knee sweep`, `knee run`)."""
+    return _apply(SLO, f)
+
+
 CLUSTER = click.option(
     "--cluster",
     metavar="ADDRESS",

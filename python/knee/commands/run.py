@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
-from knee.commands.options import CLUSTER, load_options, parse_vars, target_options, to_options
+from knee.commands.options import CLUSTER, load_options, parse_vars, slo_options, target_options, to_options
+from knee.console import make_console
 from knee.errors import UserError
 
 EPILOG = """\b
@@ -26,6 +26,7 @@ Examples:
   knee run http://127.0.0.1:8080/ --rate 500 -c 50 -d 30s          (open loop)
   knee run http://127.0.0.1:8080/ --rate 100,200,400 --poisson -d 5s  (one row per rate)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --out runs/         (keep a run directory)
+  knee run http://127.0.0.1:8080/ -c 50 -d 30s --slo-p99 200 --slo-failure-ratio 0.01   (CI: exit 3 if missed)
 """
 
 
@@ -39,6 +40,7 @@ Examples:
 )
 @load_options
 @target_options
+@slo_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
 @click.option(
     "--out",
@@ -51,10 +53,13 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     """Drive TARGET with N concurrent clients and report exactly what happened.
 
     TARGET is an http(s):// URL, tcp://host:port, or -- COMMAND ARGS (run without a shell).
+
+    Exit status: 0 done (failures are counted, not an error, unless an SLO limits them), 2 a mistake in what was
+    asked, 3 an SLO (--slo-p99, --slo-failure-ratio) was missed, 130 interrupted.
     """
     from knee.progress_line import RunProgress
     from knee.report import abtext
-    from knee.runner import execute, start_run
+    from knee.runner import EXIT_SLO_FAILED, execute, start_run
     from knee.scenario import Source, from_raw
     from knee.scenario.oneline import OPTION_NAMES, parse_list, scenario_table
     from knee.scenario.secrets import parse_secret_options
@@ -74,7 +79,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         parse_secret_options(opts["secrets"]),
     )
     scenario, run_dir = start_run(loaded, opts["out"], "run")
-    console = Console()
+    console = make_console()
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)
     outcome = execute(
@@ -84,6 +89,13 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     if several:
         click.echo("")
         click.echo(abtext.render_rate_steps(loaded.record, steps))
+    checks = [(step, abtext.slo_check(loaded.record, step)) for step in steps]
+    if any(check is not None for _, check in checks):
+        click.echo("")
+    for step, check in checks:
+        if check is not None:
+            click.echo(abtext.render_slo(loaded.record, step, check, several))
+    missed = any(check is not None and not check.met for _, check in checks)
     if run_dir.kept:
         click.echo(f"\nrun directory: {run_dir.path} (report.html, report.md, run.json)")
     if json_path and steps:
@@ -95,5 +107,6 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         )
         write_text(Path(json_path), doc.model_dump_json(indent=2, by_alias=True) + "\n", loaded.secrets)
         click.echo(f"\nJSON written to {json_path}")
-    if outcome.code:
-        sys.exit(outcome.code)
+    code = outcome.code or (EXIT_SLO_FAILED if missed else 0)  # with --out, the run's verdict said so already
+    if code:
+        sys.exit(code)

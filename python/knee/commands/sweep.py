@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from knee.commands.options import (
     CLUSTER,
@@ -17,8 +16,10 @@ from knee.commands.options import (
     one_line_sweep,
     parse_vars,
     read_scenario_file,
+    slo_options,
     sweep_target_options,
 )
+from knee.console import make_console
 from knee.errors import UserError
 
 EPILOG = """\b
@@ -44,8 +45,7 @@ Examples:
 @click.option("--pause", help="Pause between levels (default 0s).")
 @click.option("--up-down", is_flag=True, help="After the highest level, the same levels back down (hysteresis).")
 @click.option("--no-recovery", is_flag=True, help="No recovery probes after the sweep (default: probe level one).")
-@click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), help="SLO: p99 latency limit in ms.")
-@click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %).")
+@slo_options
 @click.option("--name", default="", help="Name of the run (names the run directory).")
 @click.option(
     "--save-scenario",
@@ -73,7 +73,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
 
-    console = Console()
+    console = make_console()
     secrets = parse_secret_options(opts["secrets"])
     variables = parse_vars(opts["variables"])
     one_line, given = one_line_sweep(opts)

@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field
 
 from knee import fmt
 from knee._engine import __version__
+from knee.analysis.levels import pool
+from knee.analysis.slo import missed
 from knee.analysis.stats import interval_counts
 from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesPoint, StepResult
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
@@ -34,6 +36,17 @@ class OpenLoopJson(BaseModel):
     late: int = Field(description="operations started more than 10 ms after their intended start")
     dropped: int = Field(description="arrivals never started: over --max-in-flight, or waited past --timeout")
     latency_uncorrected_ms: LatencyStats = Field(description="latency from the actual start")
+
+
+class SloJson(BaseModel):
+    """`knee run --slo-p99 / --slo-failure-ratio`: the limits, what the run measured against them, the outcome."""
+
+    p99_ms: float | None = Field(description="the SLO's limit on p99 latency (ms); null: none")
+    failure_ratio: float | None = Field(description="the SLO's limit on (failed + hung) / completed; null: none")
+    measured_p99_ms: float
+    measured_failure_ratio: float = Field(description="(failed + hung) / (succeeded + failed + hung)")
+    met: bool = Field(description="false: knee run exits 3")
+    missed: list[str] = Field(description="what the run missed, in words; empty when it met the SLO")
 
 
 class RunJson(BaseModel):
@@ -73,6 +86,7 @@ class RunJson(BaseModel):
     generator: GeneratorStats
     spec: dict[str, Any] = Field(description="the engine spec that ran (docs/engine-spec.md), secrets as placeholders")
     run_dir: str | None = Field(default=None, description="the run directory (--out), if kept")
+    slo: SloJson | None = Field(default=None, description="the SLO and its outcome (--slo-p99 …); null: none given")
 
 
 # What `knee run --json` says as the group's stats say it (open_loop is reshaped: `open_loop()`).
@@ -88,6 +102,7 @@ class RunStepsJson(BaseModel):
     interrupted: bool
     rate_steps: list[RunJson]
     run_dir: str | None = None
+    slo_met: bool | None = Field(default=None, description="every rate met the SLO; null: no SLO given")
 
 
 def client(step: StepResult | None, group: str) -> ClientSpec | None:
@@ -290,18 +305,47 @@ def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: 
         generator=step.generator,
         spec=step.spec or {},
         run_dir=run_dir,
+        slo=slo_check(scenario, step, group),
     )
 
 
 def steps_to_json(scenario: Scenario, steps: list[StepResult], run_dir: str | None = None) -> RunStepsJson:
     """The --json document of several rates: one run document per rate, in order."""
+    docs = [to_json(scenario, s) for s in steps]
     return RunStepsJson(
         knee_version=__version__,
         target=target(scenario, "main", next(iter(steps), None)),
         interrupted=any(s.partial for s in steps),
-        rate_steps=[to_json(scenario, s) for s in steps],
+        rate_steps=docs,
         run_dir=run_dir,
+        slo_met=None if scenario.slo is None else all(d.slo is not None and d.slo.met for d in docs),
     )
+
+
+def slo_check(scenario: Scenario, step: StepResult, group: str = "main") -> SloJson | None:
+    """The step against the scenario's SLO (knee.analysis.slo, as a sweep judges a level); None without one."""
+    slo = scenario.slo
+    rows = pool([step], group, step.direction)
+    if slo is None or not rows:
+        return None
+    row = rows[0]
+    return SloJson(
+        p99_ms=slo.p99_ms,
+        failure_ratio=slo.failure_ratio,
+        measured_p99_ms=row.p99_ms,
+        measured_failure_ratio=row.failure_ratio,
+        missed=missed(slo, row),
+        met=not missed(slo, row),
+    )
+
+
+def render_slo(scenario: Scenario, step: StepResult, check: SloJson, several: bool = False) -> str:
+    """'SLO (p99 ≤ 200 ms, failures ≤ 1 %): met' or '…: missed: failed or hung 100 % > 1 %', with the rate in
+    front when the run had several."""
+    assert scenario.slo is not None
+    at = f" at {fmt.level_rate(step.level)}" if several else ""
+    outcome = "met" if check.met else "missed: " + ", ".join(check.missed)
+    return f"SLO ({scenario.slo.describe()}){at}: {outcome}"
 
 
 def render_rate_steps(scenario: Scenario, steps: list[StepResult], group: str = "main") -> str:

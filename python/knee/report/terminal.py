@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
+from knee.console import make_console
 from knee.model import RunRecord
 from knee.report.view import GroupView, ReportView, Section, Table, build
 
+__all__ = ["make_console", "render_terminal"]
+
 # How each style of line starts (the verdict's label is the group's name)
 _LABELS = {"why": "[bold magenta]why:[/] ", "warning": "[yellow]warning:[/] "}
-
-
-def make_console() -> Console:
-    """A console for reports: the terminal's width, or 120 columns when the output is a pipe or a file."""
-    return Console() if sys.stdout.isatty() else Console(width=120)
 
 
 def _table(t: Table, title: str) -> RichTable:

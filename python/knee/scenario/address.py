@@ -8,10 +8,10 @@ written, is this machine's loopback. What needs a lookup (is a name one of this 
 from __future__ import annotations
 
 import ipaddress
-import urllib.parse
 
 from knee.errors import UserError
 from knee.scenario.groups import Group, HttpGroup, TcpGroup
+from knee.scenario.urls import split
 
 
 def loopback(ip: str) -> bool:
@@ -34,15 +34,15 @@ def named_loopback(host: str) -> bool:
 def host_port(g: Group) -> tuple[str, int] | None:
     """A network group's (host, port), the URL's default port when it names none; None for commands and flows.
     A URL without a host or with a bad port: UserError."""
+    schemes: tuple[str, ...]
     if isinstance(g, HttpGroup):
-        parts = urllib.parse.urlsplit(g.url)
-        if not parts.hostname:
-            raise UserError(f"bad URL {g.url!r}: it has no host")
-        try:
-            return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            raise UserError(f"bad URL {g.url!r}: the port is not a number from 1 to 65535") from None
-    if isinstance(g, TcpGroup):
-        host, _, port = g.addr.rpartition(":")
-        return host.strip("[]"), int(port)
-    return None
+        written, schemes = g.url, ("http", "https")
+    elif isinstance(g, TcpGroup):
+        written, schemes = f"tcp://{g.addr}", ("tcp",)
+    else:
+        return None
+    try:
+        _, host, port = split(written, schemes)
+    except ValueError as exc:  # a group built without validation
+        raise UserError(f"bad URL {written!r}: it {exc}") from None
+    return host, port

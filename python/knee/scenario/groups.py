@@ -3,7 +3,6 @@ is told to do, and the stop and timing every group shares."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field_validator, model_validator
@@ -11,6 +10,7 @@ from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field
 from knee.errors import UserError
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
 from knee.scenario.units import parse_status_ranges
+from knee.scenario.urls import check_addr, check_url
 
 
 def _clients(value: Any) -> Any:
@@ -67,22 +67,9 @@ class _GroupBase(Table):
         return int(level) if self.clients == "level" else self.clients
 
 
-def _matching(pattern: str, shape: str) -> AfterValidator:
-    """A text field that must match `pattern` from its start; otherwise it "must be `shape`"."""
-
-    def check(v: str) -> str:
-        if not re.match(pattern, v):
-            raise ValueError(f"must be {shape}")
-        return v
-
-    return AfterValidator(check)
-
-
 class HttpGroup(_GroupBase):
     kind: Literal["http"]
-    url: Annotated[
-        str, _matching(r"^https?://[^/\s]+", "an http:// or https:// URL with a host, like http://host:port/path")
-    ]
+    url: Annotated[str, AfterValidator(check_url)]
     method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
     headers: dict[str, str] = Field(default_factory=dict)
     cookies: dict[str, str] = Field(default_factory=dict)
@@ -124,7 +111,7 @@ class HttpGroup(_GroupBase):
 
 class TcpGroup(_GroupBase):
     kind: Literal["tcp"]
-    addr: Annotated[str, _matching(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d+$", "host:port, like 127.0.0.1:9000")]
+    addr: Annotated[str, AfterValidator(check_addr)]
     send: str | None = None
     expect: str | None = None
 

@@ -9,13 +9,13 @@ roads share one set of defaults and one set of messages. Messages name the optio
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from knee.errors import UserError
 from knee.scenario.units import parse_header
+from knee.scenario.urls import scheme_of, split
 
 Target = str | Sequence[str]
 
@@ -169,7 +169,7 @@ def kind_of(target: Target, o: Options | None = None) -> str:
     if o is not None and (o.worker or o.python):
         return "worker"
     if isinstance(target, str):
-        scheme = urllib.parse.urlsplit(target).scheme.lower()
+        scheme = scheme_of(target)
         if scheme in ("http", "https"):
             return "http"
         if scheme == "tcp":
@@ -225,14 +225,11 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
                 g[flag] = True
         return g
     if isinstance(target, str) and kind == "tcp":
-        parts = urllib.parse.urlsplit(target)
         try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if not parts.hostname or not port:
-            raise UserError(f"a tcp target must look like tcp://host:port (got {target!r})")
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+            _, host, port = split(target, ("tcp",))
+        except ValueError as exc:
+            raise UserError(f"TARGET {exc} (got {target!r})") from None
+        host = f"[{host}]" if ":" in host else host
         g = {"kind": "tcp", "addr": f"{host}:{port}"}
         if o.send is not None:
             g["send"] = o.send.encode().decode("unicode_escape")

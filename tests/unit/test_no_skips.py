@@ -1,0 +1,66 @@
+"""`make test` fails on a skip it does not allow (tests/no_skips.py): pytest run on tests of this test's own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+CONFTEST = "from no_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401\n"
+SOME = """
+import pytest
+
+
+def test_runs() -> None:
+    assert True
+
+
+def test_needs_a_tool() -> None:
+    pytest.skip("frobnicate is not installed")
+
+
+def test_may_skip_in_ci() -> None:
+    pytest.skip("the machine decides")
+
+
+@pytest.mark.xfail(reason="a known bug", strict=True)
+def test_known_bug() -> None:
+    raise AssertionError
+"""
+MODULE = 'import pytest\n\npytest.importorskip("knee_no_such_module_for_the_test")\n'
+
+
+def pytest_on(tmp_path: Path, file: str, **env: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_some.py").write_text(SOME)
+    (tmp_path / "test_module.py").write_text(MODULE)
+    clean = {k: v for k, v in os.environ.items() if k not in ("CI", "KNEE_NO_SKIPS", "KNEE_ALLOWED_SKIPS")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", file],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**clean, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{clean.get('PYTHONPATH', '')}", **env},
+    )  # fmt: skip
+
+
+def test_a_skip_fails_under_make_test_unless_the_makefile_names_it(tmp_path: Path) -> None:
+    alone = pytest_on(tmp_path, ".")  # a developer's pytest: skips are skips
+    assert alone.returncode == 0, alone.stdout
+    assert "1 passed, 3 skipped, 1 xfailed" in alone.stdout, alone.stdout
+    strict = pytest_on(tmp_path, "test_some.py", KNEE_NO_SKIPS="1", KNEE_ALLOWED_SKIPS="test_may_skip_in_ci")
+    assert strict.returncode == 1, strict.stdout
+    assert "test_needs_a_tool skipped under KNEE_NO_SKIPS/CI: frobnicate is not installed" in strict.stdout
+    assert "add its name to KNEE_ALLOWED_SKIPS in the Makefile" in strict.stdout
+    assert "1 failed, 1 passed, 1 skipped, 1 xfailed" in strict.stdout, strict.stdout
+    ci = pytest_on(tmp_path, "test_some.py", CI="true")  # CI set: the same, and here nothing is allowed
+    assert ci.returncode == 1 and "2 failed, 1 passed, 1 xfailed" in ci.stdout, ci.stdout
+    module = pytest_on(tmp_path, "test_module.py", KNEE_NO_SKIPS="1")  # a module that skips as a whole
+    assert module.returncode != 0, module.stdout
+    assert "test_module.py skipped under KNEE_NO_SKIPS/CI: could not import" in module.stdout, module.stdout
+
+
+def test_make_test_runs_the_tests_with_no_skips() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert 'KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q tests' in makefile
