@@ -46,7 +46,7 @@ test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
 KNEE_ALLOWED_SKIPS ?=
 
 test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it
-	KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q tests
+	KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=25 tests
 
 lint: $(PY) ## clippy and ruff, warnings as errors
 	cargo fmt --all --check
