@@ -58,6 +58,7 @@ def analyze(
     onset: float = 0.001,
     slo: Slo | None = None,
     think_s: float = 0.0,
+    think_on_failure_s: float = 0.0,
     fit: bool = True,
     recovery_tolerance: float = WITHIN,
     unit: LevelUnit = "clients",
@@ -74,6 +75,7 @@ def analyze(
     labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
     options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit, "unit": unit}
     options["target"] = target
+    options["think_on_failure_s"] = think_on_failure_s
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
     else:
@@ -93,6 +95,7 @@ def _curve(
     think_s: float,
     fit: bool,
     unit: LevelUnit = "clients",
+    think_on_failure_s: float = 0.0,
     target: TargetHost | None = None,
 ) -> Verdict:
     """Everything but recovery, for steps of one label."""
@@ -113,7 +116,7 @@ def _curve(
     if slo is not None:
         _slo(v, rows, slo)
     held = sides(steps, group, target)  # which side held the clients, level by level
-    _little(v, rows, think_s, held)
+    _little(v, rows, (think_s, think_on_failure_s), held)
     if fit:
         open_loop = _usl(v, rows, onset)
         if unit == "clients" and not any(r.open_loop for r in rows):
@@ -297,8 +300,9 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}")
 
 
-def _little(v: Verdict, rows: list[LevelRow], think_s: float, held: dict[Level, Side]) -> None:
-    v.little = little.check(rows, think_s)
+def _little(v: Verdict, rows: list[LevelRow], think: tuple[float, float], held: dict[Level, Side]) -> None:
+    """`think`: the think time, and the further one after a failure."""
+    v.little = little.check(rows, *think)
     clients = {r.level: r.clients or int(r.level) for r in rows}
     v.warnings.extend(
         little.warning(c, clients[c.level], v.level_unit, held.get(c.level)) for c in v.little if c.gap > little.GAP

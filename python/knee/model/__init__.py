@@ -31,11 +31,12 @@ from knee.model.measured import (
     WorkerShare,
 )
 from knee.model.resources import GeneratorStats, HostCounters, ListenSocket, TargetHost, TargetStats
-from knee.model.run import SCHEMA_VERSION, RunRecord
+from knee.model.run import SCHEMA_VERSION, SUCCESS_LATENCY_SINCE, RunRecord
 
 __all__ = [
     "SCHEMA_VERSION",
     "SKEW_WARN_SHARE",
+    "SUCCESS_LATENCY_SINCE",
     "Bracket",
     "Counts",
     "CurveShape",
