@@ -148,7 +148,9 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
             r.offered += o.offered
             r.late += o.late
             r.dropped += o.dropped
-            r.in_service_end += o.achieved_rate_hz * o.latency_uncorrected_ms.mean / 1000.0
+            # by Little's law per outcome: the successes' time in service (hung ones' taken as theirs), the failures'
+            in_service_ms = (g.succeeded + g.hung) * o.latency_uncorrected_ms.mean + g.failed * g.failed_latency_ms.mean
+            r.in_service_end += in_service_ms / g.elapsed_s / 1000.0 if g.elapsed_s > 0 else 0.0
             r.uncorrected_count += o.latency_uncorrected_ms.count
             r.uncorrected_sum_ms += o.latency_uncorrected_ms.mean * o.latency_uncorrected_ms.count
             r.p99_uncorrected_ms = max(r.p99_uncorrected_ms, o.latency_uncorrected_ms.p99)
