@@ -37,7 +37,7 @@ def test_latency_is_of_successes_and_think_on_failure_paces_failing_clients(tmp_
     with start_target(lam=1000.0 / SERVICE_MS, sigma=0.0, kappa=0.0, pool=2) as t:
         # 10 clients against a pool of 2: 2 in service, 8 refused at once, again and again.
         url = t.url + "/"
-        spin = knee_run(tmp_path, "spin", url, "-c", "10", "-d", "2s")
+        spin = knee_run(tmp_path, "spin", url, "-c", "10", "-d", "1.5s")
         stats = t.stats()
         # (the server also refused what knee counts as abandoned: refusals that ended after the window closed)
         assert spin["failed"] <= stats["rejected_pool"] <= spin["failed"] + spin["abandoned"] + 2, (spin, stats)
