@@ -148,6 +148,7 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep) -> GroupS
         clients=g.client_count(step.level),
         stop=stop,
         think_ms=round(g.think * 1000),
+        think_on_failure_ms=round(g.think_on_failure * 1000),
         timeout_ms=max(1, round(g.timeout * 1000)),
         warmup_ms=round(scenario.sweep.warmup * 1000) if isinstance(stop, DurationMs) else 0,
         pacer=pacer,

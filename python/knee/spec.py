@@ -134,6 +134,7 @@ class GroupSpec(_Spec):
     clients: int
     stop: StopRule
     think_ms: int = 0
+    think_on_failure_ms: int = 0
     timeout_ms: int = 30_000
     warmup_ms: int = 0
     client_offset: int = 0

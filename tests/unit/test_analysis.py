@@ -196,6 +196,28 @@ def test_littles_law_counts_think_time_and_failures() -> None:
     assert v.little[0].expected_n == pytest.approx(20.0)
 
 
+def test_littles_law_holds_with_failures_timed_apart() -> None:
+    # 10 clients against a pool of 2: 2 busy with 250 ms successes (8/s), 8 spinning on 1 ms failures
+    # (8000/s). Latency is the successes'; Little's law pools both: 8 × 0.25 + 8000 × 0.001 = 10.
+    s = step(0, 10, 80, failed=80_000, mean_ms=250.0, failed_mean_ms=1.0, elapsed=10.0)
+    assert s.groups["main"].latency_ms.count == 80
+    v = analyze([s], "main")
+    assert v.little[0].expected_n == pytest.approx(10.0)
+    assert not any("Little's law" in w for w in v.warnings)
+    # The same 8 backing off 100 ms after each instant failure: 8 / 0.1 s = 80 failures/s.
+    s = step(0, 10, 80, failed=800, mean_ms=250.0, failed_mean_ms=0.0, elapsed=10.0)
+    assert analyze([s], "main", think_on_failure_s=0.1).little[0].expected_n == pytest.approx(10.0)
+    assert analyze([s], "main").little[0].gap == pytest.approx(0.8)
+
+
+def test_a_p99_slo_fails_a_level_where_nothing_succeeded() -> None:
+    # failures that come at once have no p99 of their own to meet the limit with
+    steps = [step(0, 10, 1000, p99_ms=100.0), step(1, 50, 0, failed=5000, mean_ms=0.1)]
+    v = analyze(steps, "main", slo=Slo(p99_ms=500))
+    assert v.capacity_under_slo == 10
+    assert v.slo_passed is False
+
+
 def test_empty_input_gives_a_verdict_with_a_warning() -> None:
     v = analyze([], "main")
     assert v.peak_level is None and v.usl is None

@@ -22,19 +22,21 @@ def step(
     partial: bool = False,
     p99_ms: float = 10.0,
     mean_ms: float | None = None,
+    failed_mean_ms: float | None = None,
     started: float | None = None,
     group: str = "main",
     clients: int | None = None,
     extra: dict[str, GroupStats] | None = None,
 ) -> StepResult:
-    """One step whose `group` made `succeeded` successes in `elapsed` seconds (rate = succeeded / elapsed)."""
+    """One step whose `group` made `succeeded` successes in `elapsed` seconds (rate = succeeded / elapsed); the
+    failures took `failed_mean_ms` (default: as long as the successes, `mean_ms`)."""
     completed = succeeded + failed
     n = level if clients is None else clients
     if mean_ms is None:  # by default the clients were busy all the time: Little's law holds
         mean_ms = n * elapsed / completed * 1000 if completed else 0.0
-    g = group_stats(
-        group, n, succeeded, elapsed, LatencyStats(count=completed, mean=mean_ms, p99=p99_ms), failed=failed, hung=hung
-    )
+    failed_ms = LatencyStats(count=failed, mean=mean_ms if failed_mean_ms is None else failed_mean_ms)
+    latency = LatencyStats(count=succeeded, mean=mean_ms, p99=p99_ms if succeeded else 0.0)
+    g = group_stats(group, n, succeeded, elapsed, latency, failed=failed, hung=hung, failed_latency_ms=failed_ms)
     started_unix = T0 + index * 20.0 if started is None else started
     groups = {group: g, **(extra or {})}
     return step_result(index, level, started_unix, elapsed, groups, phase=phase, direction=direction, partial=partial)

@@ -6,6 +6,7 @@ from rich.console import Console
 
 from knee.analysis.compare import compare_runs
 from knee.analysis.stats import interval_rates, rate_test
+from knee.model import LatencyStats
 from knee.report.compare import render_comparison
 
 from sample_records import make_group, sample_record
@@ -61,6 +62,30 @@ def test_more_failures_make_a_level_worse() -> None:
     assert by[(100, "sweep")].failures == "worse"
     assert by[(100, "sweep")].overall == "worse"
     assert by[(20, "sweep")].failures == "same"
+
+
+def test_p99_is_the_successes_and_none_where_nothing_succeeded() -> None:
+    a = sample_record((1, 10), recovery_probes=0, run_id="a")
+    b = sample_record((1, 10), recovery_probes=0, run_id="b")
+    g = b.steps[1].groups["main"]
+    g.failed, g.latency_ms = g.succeeded, LatencyStats()  # B's level 10: every operation failed (at once)
+    g.succeeded = 0
+    g.failed_latency_ms = LatencyStats(count=g.failed, p99=0.1)
+    by = _by_level(compare_runs(a, b))
+    assert by[(10, "sweep")].p99_a_ms == a.steps[1].groups["main"].latency_ms.p99 > 0
+    assert by[(10, "sweep")].p99_b_ms is None
+    assert not any("recorded before" in line for line in compare_runs(a, b).summary)
+
+
+def test_a_run_that_timed_failures_with_successes_is_named() -> None:
+    a = sample_record((1, 10), recovery_probes=0, run_id="old")
+    a.schema_version = 2
+    b = sample_record((1, 10), recovery_probes=0, run_id="new")
+    summary = compare_runs(a, b).summary
+    assert [line for line in summary if "recorded before" in line] == [
+        "run A (old) was recorded before knee kept failed operations' latency apart: its p99 mixes failures with "
+        "successes, so the p99 columns do not compare like with like"
+    ]
 
 
 def test_levels_only_in_one_run() -> None:

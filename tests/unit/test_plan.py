@@ -12,6 +12,7 @@ url = "http://127.0.0.1:1/${stage}"
 clients = "level"
 timeout = "2s"
 think = "50ms"
+think_on_failure = "100ms"
 cookies = {s = "1"}
 
 [groups.base]
@@ -56,6 +57,7 @@ def test_spec_follows_the_level_and_keeps_fixed_groups() -> None:
     assert main["warmup_ms"] == 1000
     assert main["timeout_ms"] == 2000
     assert main["think_ms"] == 50
+    assert main["think_on_failure_ms"] == 100
     assert main["client"]["url"] == "http://127.0.0.1:1/store"
     assert ["Cookie", "s=1"] in main["client"]["headers"]
     assert base["clients"] == 3

@@ -99,6 +99,11 @@ def test_stop_max_rate_drops_higher_rates() -> None:
             's.toml line 6: groups.main.think applies to closed loops only (got 1 s with rate = "level"); drop think',
         ),
         (
+            ("clients = 20", 'clients = 20\nthink_on_failure = "100ms"'),
+            "s.toml line 6: groups.main.think_on_failure applies to closed loops only (got 0.1 s with "
+            'rate = "level"); drop think_on_failure',
+        ),
+        (
             ("clients = 3\n", ""),
             's.toml line 7: groups.base.clients = "level" follows client levels, but this sweep has sweep.rates: '
             'write rate = "level" and clients = N (the connections its arrivals are handed to)',

@@ -82,11 +82,14 @@ clientz = 5
 duration = "ten"
 direction = "sideways"
 """
+    text = text.replace("clientz = 5", 'clientz = 5\nthink_on_failure = "soon"')
     lines = error_of(text).splitlines()
     assert "s.toml line 4: groups.stress.clientz is not a known key; check its spelling in docs/scenarios.md" in lines
-    assert "s.toml line 7: sweep.duration must be a duration like 10s, 2m or 500ms, or \"auto\" (got 'ten')" in lines
-    assert "s.toml line 8: sweep.direction must be 'up' or 'up-down' (got 'sideways')" in lines
-    assert len(lines) == 3
+    assert "s.toml line 8: sweep.duration must be a duration like 10s, 2m or 500ms, or \"auto\" (got 'ten')" in lines
+    duration = "must be a duration like 10s, 2m or 500ms (got 'soon')"
+    assert f"s.toml line 5: groups.stress.think_on_failure {duration}" in lines
+    assert "s.toml line 9: sweep.direction must be 'up' or 'up-down' (got 'sideways')" in lines
+    assert len(lines) == 4
 
 
 def test_unknown_kind_and_missing_url() -> None:

@@ -1,6 +1,7 @@
 //! Pacing: when operations are meant to start.
 //!
-//! `Closed` (per client): the next operation starts when the previous one ended (+ think time).
+//! `Closed` (per client): the next operation starts when the previous one ended (+ think time, and
+//! after a failed one the think time on failure too).
 //! `Schedule` (open loop, per runtime thread and group): a stream of *intended* start times at a
 //! target rate, constant or Poisson (exponential gaps, seeded), independent of how fast the
 //! service answers. The thread hands each arrival to an idle client slot; latency is measured
@@ -15,18 +16,34 @@ pub const LATE_AFTER: Duration = Duration::from_millis(10);
 /// Closed loop: when a client's next operation starts.
 pub(crate) struct Closed {
     think: Duration,
+    /// Added to `think` after a failed operation.
+    on_failure: Duration,
+}
+
+/// How a closed-loop client's previous operation ended, as its pacer needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Previous {
+    pub end: Instant,
+    pub failed: bool,
 }
 
 impl Closed {
-    pub fn new(think_ms: u64) -> Closed {
+    pub fn new(think_ms: u64, think_on_failure_ms: u64) -> Closed {
         Closed {
             think: Duration::from_millis(think_ms),
+            on_failure: Duration::from_millis(think_on_failure_ms),
         }
     }
 
-    /// When the next operation should start, given when the previous one ended (None: first one).
-    pub fn next_start(&self, prev_end: Option<Instant>, now: Instant) -> Instant {
-        prev_end.map_or(now, |e| e + self.think)
+    /// When the next operation should start, given how the previous one ended (None: first one).
+    pub fn next_start(&self, prev: Option<Previous>, now: Instant) -> Instant {
+        prev.map_or(now, |p| {
+            if p.failed {
+                p.end + self.think + self.on_failure
+            } else {
+                p.end + self.think
+            }
+        })
     }
 }
 
@@ -101,11 +118,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn closed_waits_think_after_the_previous_end() {
+    fn closed_waits_think_after_the_previous_end_and_more_after_a_failure() {
         let t0 = Instant::now();
-        let p = Closed::new(5);
-        assert_eq!(p.next_start(None, t0), t0);
-        assert_eq!(p.next_start(Some(t0), t0), t0 + Duration::from_millis(5));
+        assert_eq!(Closed::new(5, 0).next_start(None, t0), t0);
+        let ok = Previous { end: t0, failed: false };
+        let failed = Previous { end: t0, failed: true };
+        let ms = Duration::from_millis;
+        for (think, on_failure, after_ok, after_failure) in [(5, 0, 5, 5), (5, 100, 5, 105), (0, 100, 0, 100)] {
+            let p = Closed::new(think, on_failure);
+            assert_eq!(p.next_start(Some(ok), t0), t0 + ms(after_ok));
+            assert_eq!(p.next_start(Some(failed), t0), t0 + ms(after_failure));
+        }
     }
 
     #[test]

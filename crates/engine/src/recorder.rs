@@ -18,7 +18,7 @@ use crate::result::{GroupResult, Tick};
 /// last `cut`).
 pub(crate) struct GroupRec {
     pub res: GroupResult,
-    /// Latency of the current live interval (handed to `Live` once a second).
+    /// Succeeded operations' latency of the current live interval (handed to `Live` once a second).
     pub recent: Histogram<u64>,
     /// This thread's clients of the group: (client index within the shard's group, succeeded).
     pub per_client: Vec<(u64, u64)>,
@@ -85,17 +85,25 @@ impl GroupRec {
         if let Some(ttfb) = rep.ttfb {
             histo::record(&mut self.res.ttfb, ttfb);
         }
-        if let Outcome::Ok | Outcome::Fail(..) = &rep.outcome {
-            if let Some(u) = t.uncorrected {
-                histo::record(&mut self.res.latency_uncorrected, u);
+        // Connect, time to first byte and a worker's named steps are phases every operation that reached
+        // them went through; the whole operation's latency is kept apart by outcome (docs/reports.md).
+        match &rep.outcome {
+            Outcome::Ok => {
+                if let Some(u) = t.uncorrected {
+                    histo::record(&mut self.res.latency_uncorrected, u);
+                }
+                let whole = t.uncorrected.unwrap_or(t.latency);
+                histo::record(
+                    &mut self.res.processing,
+                    whole.saturating_sub(rep.connect.unwrap_or_default()),
+                );
+                histo::record(&mut self.res.latency, t.latency);
+                histo::record(&mut self.recent, t.latency);
             }
-            let whole = t.uncorrected.unwrap_or(t.latency);
-            histo::record(
-                &mut self.res.processing,
-                whole.saturating_sub(rep.connect.unwrap_or_default()),
-            );
-            histo::record(&mut self.res.latency, t.latency);
-            histo::record(&mut self.recent, t.latency);
+            Outcome::Fail(..) => histo::record(&mut self.res.failed_latency, t.latency),
+            Outcome::Hung | Outcome::Abandoned => {}
+        }
+        if let Outcome::Ok | Outcome::Fail(..) = &rep.outcome {
             for (name, d) in &rep.steps {
                 if let Some(h) = self.res.step(name) {
                     histo::record(h, *d);

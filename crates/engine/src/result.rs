@@ -10,23 +10,27 @@ use crate::histo;
 use crate::reason::{Reason, Reasons};
 
 /// Format version of `to_bytes`.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Sampled error messages per class in the summary's `error_samples`.
 pub const MAX_SAMPLES: usize = 5;
 
 /// Which histogram of a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metric {
-    /// Whole operation (HTTP: including the full body).
+    /// Whole operation (HTTP: including the full body), of succeeded operations.
     Latency,
+    /// Whole operation, of failed operations (kept apart: a failure that comes at once must not pass
+    /// for a fast service).
+    FailedLatency,
     /// TCP connect + TLS handshake, when the operation opened a connection.
     Connect,
     /// HTTP time to first byte: request handed to the connection → response head received.
     Ttfb,
-    /// Whole operation less its connect time (ab's "Processing"), from the actual start.
+    /// Whole operation less its connect time (ab's "Processing"), from the actual start; succeeded
+    /// operations.
     Processing,
     /// Open loop: whole operation from its *actual* start (what a closed-loop tool would report;
-    /// `Latency` counts from the intended start). Empty in closed loop.
+    /// `Latency` counts from the intended start), of succeeded operations. Empty in closed loop.
     Uncorrected,
 }
 
@@ -34,6 +38,7 @@ impl Metric {
     pub fn from_name(s: &str) -> Option<Metric> {
         match s {
             "latency" => Some(Metric::Latency),
+            "failed_latency" => Some(Metric::FailedLatency),
             "connect" => Some(Metric::Connect),
             "ttfb" => Some(Metric::Ttfb),
             "latency_uncorrected" => Some(Metric::Uncorrected),
@@ -66,16 +71,21 @@ pub struct GroupResult {
     pub counts: GroupCounts,
     /// Failures grouped by class and normalised message, with a sample each.
     pub reasons: Reasons,
+    /// Succeeded operations' latency.
     pub latency: Histogram<u64>,
+    /// Failed operations' latency (hung ones are in neither: they ran until their timeout).
+    pub failed_latency: Histogram<u64>,
+    /// Every operation that connected (succeeded or not).
     pub connect: Histogram<u64>,
+    /// Every HTTP operation that received a response head (succeeded or not).
     pub ttfb: Histogram<u64>,
-    /// Latency less connect time, from the actual start (ab's "Processing").
+    /// Succeeded operations' latency less connect time, from the actual start (ab's "Processing").
     pub processing: Histogram<u64>,
-    /// Open loop: latency from the actual start (empty in closed loop).
+    /// Open loop: succeeded operations' latency from the actual start (empty in closed loop).
     pub latency_uncorrected: Histogram<u64>,
     pub series: Vec<Tick>,
-    /// Worker clients: the durations of the named steps their programs reported (connect, auth …),
-    /// one histogram per name, in order of first appearance (at most `MAX_STEPS`).
+    /// Worker clients: the durations of the named steps their programs reported (connect, auth …) in
+    /// succeeded and failed operations, one histogram per name, in order of first appearance (at most `MAX_STEPS`).
     pub steps: Vec<(String, Histogram<u64>)>,
 }
 
@@ -88,6 +98,7 @@ impl GroupResult {
             counts: GroupCounts::new(name, kind, clients),
             reasons: Reasons::default(),
             latency: histo::new_histogram(),
+            failed_latency: histo::new_histogram(),
             connect: histo::new_histogram(),
             ttfb: histo::new_histogram(),
             processing: histo::new_histogram(),
@@ -112,6 +123,7 @@ impl GroupResult {
     pub fn histogram(&self, metric: Metric) -> &Histogram<u64> {
         match metric {
             Metric::Latency => &self.latency,
+            Metric::FailedLatency => &self.failed_latency,
             Metric::Connect => &self.connect,
             Metric::Ttfb => &self.ttfb,
             Metric::Processing => &self.processing,
@@ -142,6 +154,7 @@ impl GroupResult {
         }
         let herr = |e: hdrhistogram::AdditionError| MergeError::Histogram(name.clone(), format!("{e:?}"));
         self.latency.add(&o.latency).map_err(herr)?;
+        self.failed_latency.add(&o.failed_latency).map_err(herr)?;
         self.connect.add(&o.connect).map_err(herr)?;
         self.ttfb.add(&o.ttfb).map_err(herr)?;
         self.latency_uncorrected.add(&o.latency_uncorrected).map_err(herr)?;
@@ -184,6 +197,7 @@ struct WireGroup {
     counts: GroupCounts,
     reasons: Vec<WireReason>,
     latency: String,
+    failed_latency: String,
     connect: String,
     ttfb: String,
     latency_uncorrected: String,
@@ -236,6 +250,7 @@ impl ShardResult {
                         })
                         .collect(),
                     latency: histo::encode_b64(&g.latency),
+                    failed_latency: histo::encode_b64(&g.failed_latency),
                     connect: histo::encode_b64(&g.connect),
                     ttfb: histo::encode_b64(&g.ttfb),
                     latency_uncorrected: histo::encode_b64(&g.latency_uncorrected),
@@ -265,6 +280,7 @@ impl ShardResult {
             };
             let mut g = GroupResult {
                 latency: hist("latency", &w.latency)?,
+                failed_latency: hist("failed_latency", &w.failed_latency)?,
                 connect: hist("connect", &w.connect)?,
                 ttfb: hist("ttfb", &w.ttfb)?,
                 latency_uncorrected: hist("latency_uncorrected", &w.latency_uncorrected)?,

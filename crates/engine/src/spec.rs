@@ -29,6 +29,10 @@ pub struct GroupSpec {
     pub stop: StopRule,
     #[serde(default)]
     pub think_ms: u64,
+    /// Closed loop: a further pause after a *failed* operation only (a retrying client's back-off),
+    /// added to `think_ms`; succeeded and hung operations are followed by `think_ms` alone.
+    #[serde(default)]
+    pub think_on_failure_ms: u64,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     #[serde(default)]
@@ -276,6 +280,13 @@ impl GroupSpec {
             rate_hz, max_in_flight, ..
         } = self.pacer
         {
+            if self.think_on_failure_ms > 0 {
+                return Err(SpecError::new(format!(
+                    "{key}.think_on_failure_ms applies to closed loops only (got {} with an arrival rate); \
+                     drop it: an open loop's arrivals do not wait for failures",
+                    self.think_on_failure_ms
+                )));
+            }
             if !(rate_hz.is_finite() && rate_hz > 0.0) {
                 return Err(SpecError::new(format!(
                     "{key}.pacer.rate_hz must be a positive number (got {rate_hz})"
@@ -475,6 +486,16 @@ mod tests {
         .unwrap_err();
         assert!(
             e.to_string().contains("rate_hz must be a positive number (got 0)"),
+            "{e}"
+        );
+        let e = Spec::from_json(&group(
+            r#"{"kind": "tcp", "addr": "x:1"}"#,
+            r#", "think_on_failure_ms": 100, "pacer": {"kind": "rate", "rate_hz": 5}"#,
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("groups[0].think_on_failure_ms applies to closed loops only (got 100"),
             "{e}"
         );
         let e = Spec::from_json(r#"{"groups": [], "bogus": 1}"#).unwrap_err();

@@ -85,8 +85,13 @@ pub struct GroupSummary {
     pub error_samples: BTreeMap<String, Vec<String>>,
     /// Failures by class and normalised message, most frequent first.
     pub reasons: Vec<ReasonSummary>,
+    /// Succeeded operations' latency (its count is `succeeded`).
     pub latency_us: LatencySummary,
+    /// Failed operations' latency (its count is `failed`).
+    pub failed_latency_us: LatencySummary,
+    /// Every operation that connected, succeeded or not.
     pub connect_us: LatencySummary,
+    /// Every HTTP operation that received a response head, succeeded or not.
     pub ttfb_us: LatencySummary,
     pub latency_uncorrected_us: LatencySummary,
     pub processing_us: LatencySummary,
@@ -94,8 +99,8 @@ pub struct GroupSummary {
     pub offered_rate_hz: Option<f64>,
     /// (succeeded + failed + hung) per measured second.
     pub achieved_rate_hz: f64,
-    /// `[percent, µs]` at 50, 66, 75, 80, 90, 95, 98, 99, 99.9, 99.99 and 100 %; empty when nothing
-    /// was recorded.
+    /// `[percent, µs]` of succeeded operations' latency at 50, 66, 75, 80, 90, 95, 98, 99, 99.9,
+    /// 99.99 and 100 %; empty when nothing succeeded.
     pub percentiles: Vec<(f64, u64)>,
     pub series: Vec<SeriesPoint>,
     /// Worker clients' named steps, in order of first appearance.
@@ -147,6 +152,7 @@ impl GroupSummary {
             error_samples: class_map(&samples, |v| !v.is_empty()),
             reasons,
             latency_us: LatencySummary::of(&g.latency),
+            failed_latency_us: LatencySummary::of(&g.failed_latency),
             connect_us: LatencySummary::of(&g.connect),
             ttfb_us: LatencySummary::of(&g.ttfb),
             latency_uncorrected_us: LatencySummary::of(&g.latency_uncorrected),

@@ -20,7 +20,7 @@ use crate::cancel::{sleep_unless_stopped, Cancel};
 use crate::clients::{Client, Host, HostedGroup, Hosts, Prepared};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
-use crate::pacer::{Closed, Schedule, LATE_AFTER};
+use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
 use crate::recorder::{GroupRec, LiveGroup, Timing};
 use crate::spec::{GroupSpec, PacerSpec, StopRule};
 
@@ -253,10 +253,11 @@ pub(crate) fn run_thread(
                 continue;
             }
             foreground += counts * cs.len() as u64;
+            let spec = &shared.groups[g].spec;
             for (slot, &c) in cs.iter().enumerate() {
                 let source = Source::Closed {
-                    pacer: Closed::new(shared.groups[g].spec.think_ms),
-                    prev_end: None,
+                    pacer: Closed::new(spec.think_ms, spec.think_on_failure_ms),
+                    prev: None,
                 };
                 let host = hosts.host(g, slot);
                 tasks.push(tokio::task::spawn_local(client(
@@ -348,8 +349,8 @@ pub(crate) struct OpenQueue {
 
 /// Where a client's next operation comes from: the pacer.
 enum Source {
-    /// Closed loop: the previous operation's end plus think time.
-    Closed { pacer: Closed, prev_end: Option<Instant> },
+    /// Closed loop: the previous operation's end plus think time (and think time on failure).
+    Closed { pacer: Closed, prev: Option<Previous> },
     /// Open loop: the next arrival in this thread's queue of the group.
     Open(Rc<OpenQueue>),
 }
@@ -377,7 +378,7 @@ impl Source {
         g: usize,
     ) -> Option<Start> {
         match self {
-            Source::Closed { pacer, prev_end } => {
+            Source::Closed { pacer, prev } => {
                 // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
                 tokio::task::coop::consume_budget().await;
                 // One clock read serves every check and the start, unless the client waits (think time).
@@ -391,7 +392,7 @@ impl Source {
                 if !proceed || stopped.load(Ordering::Relaxed) {
                     return None;
                 }
-                let due = pacer.next_start(*prev_end, now);
+                let due = pacer.next_start(*prev, now);
                 if due > now {
                     let wake = group.end_at().map_or(due, |e| due.min(e));
                     if !sleep_unless_stopped(wake, stop, stopped).await {
@@ -445,11 +446,12 @@ impl Source {
         }
     }
 
-    /// The operation has ended at `end`; `warmup`: it ended before the measurement started.
-    fn end(&mut self, group: &GroupShared, end: Instant, warmup: bool) {
+    /// The operation has ended at `end` (`failed`: as a failure); `warmup`: it ended before the
+    /// measurement started.
+    fn end(&mut self, group: &GroupShared, end: Instant, failed: bool, warmup: bool) {
         match self {
-            Source::Closed { prev_end, .. } => {
-                *prev_end = Some(end);
+            Source::Closed { prev, .. } => {
+                *prev = Some(Previous { end, failed });
                 // A warm-up operation does not use up a `total` ticket.
                 if warmup && matches!(group.spec.stop, StopRule::Total(_)) {
                     group.tickets.fetch_sub(1, Ordering::Relaxed);
@@ -491,13 +493,14 @@ async fn client(
         iteration += 1;
         if report.unsent {
             // Cut off while connecting: nothing reached the service, so it never started.
-            source.end(group, end, false);
+            source.end(group, end, false, false);
             break;
         }
         // Only operations that end inside a duration window count; the rest were cut short.
         let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at().is_some_and(|e| end > e);
         let warmup = !cut_short && end < group.measured_start();
-        source.end(group, end, warmup);
+        let failed = matches!(report.outcome, Outcome::Fail(..));
+        source.end(group, end, failed, warmup);
         if warmup {
             rec.borrow_mut()[g].res.counts.warmup_ops += 1;
             continue;

@@ -27,6 +27,30 @@ fn true_succeeds_and_false_is_exit_code() {
     assert_eq!((g.counts.outcomes.succeeded, g.counts.outcomes.failed), (0, 6));
     assert_eq!(g.failures_of(ErrorClass::ExitCode), 6);
     assert_eq!(g.counts.per_client, vec![0, 0]);
+    // Failures are timed apart: the latency histogram (and its table) holds successes only.
+    assert_eq!((g.latency.len(), g.failed_latency.len()), (0, 6));
+    let s = summary(&r);
+    assert_eq!(s["groups"][0]["latency_us"]["count"], json!(0));
+    assert_eq!(s["groups"][0]["failed_latency_us"]["count"], json!(6));
+    assert_eq!(s["groups"][0]["percentiles"], json!([]));
+}
+
+#[test]
+fn think_on_failure_paces_failing_clients_only() {
+    // 2 clients for 600 ms of a command that fails at once: each waits 100 ms after every failure,
+    // so at most 2 × (600 / 100 + 1) failures, where a spinning client makes hundreds.
+    let mut s = one_group(2, json!({"duration_ms": 600}), exec(&["/bin/false"]));
+    s.groups[0].think_on_failure_ms = 100;
+    let r = run(s).unwrap();
+    let failed = r.groups[0].counts.outcomes.failed;
+    assert!((2..=14).contains(&failed), "{}", r.summary_json());
+    let r = run(one_group(2, json!({"duration_ms": 600}), exec(&["/bin/false"]))).unwrap();
+    assert!(r.groups[0].counts.outcomes.failed > 14 * 3, "{}", r.summary_json());
+    // Successes are not paused.
+    let mut s = one_group(2, json!({"duration_ms": 600}), exec(&["/bin/true"]));
+    s.groups[0].think_on_failure_ms = 100;
+    let r = run(s).unwrap();
+    assert!(r.groups[0].counts.outcomes.succeeded > 14 * 3, "{}", r.summary_json());
 }
 
 #[test]

@@ -26,6 +26,8 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
     let (ga, gb) = (a.groups[0].clone(), b.groups[0].clone());
     let mut latency = ga.latency.clone();
     latency.add(&gb.latency).unwrap();
+    let mut failed_latency = ga.failed_latency.clone();
+    failed_latency.add(&gb.failed_latency).unwrap();
     let mut connect = ga.connect.clone();
     connect.add(&gb.connect).unwrap();
     a.merge(&b).unwrap();
@@ -35,7 +37,10 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
     assert_eq!(g.counts.clients, 5);
     assert_eq!(g.failures_of(ErrorClass::Status), 50);
     assert_eq!(g.latency, latency);
-    assert_eq!(g.latency.len(), 350);
+    // Successes are timed apart from failures (and connects of both are kept).
+    assert_eq!(g.latency.len(), 300);
+    assert_eq!(g.failed_latency, failed_latency);
+    assert_eq!(g.failed_latency.len(), 50);
     assert_eq!(g.connect, connect);
     assert_eq!(g.counts.per_client.len(), 5);
     assert_eq!(g.counts.per_client.iter().sum::<u64>(), 300);
@@ -66,7 +71,8 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
         s["groups"][0]["latency_us"]["p99"].as_u64().unwrap(),
         latency.value_at_quantile(0.99)
     );
-    assert_eq!(s["groups"][0]["latency_us"]["count"].as_u64().unwrap(), 350);
+    assert_eq!(s["groups"][0]["latency_us"]["count"].as_u64().unwrap(), 300);
+    assert_eq!(s["groups"][0]["failed_latency_us"]["count"].as_u64().unwrap(), 50);
 }
 
 #[test]

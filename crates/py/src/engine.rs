@@ -226,19 +226,14 @@ impl ShardResult {
         self.inner.summary_json()
     }
 
-    /// A group's histogram (`latency`, `connect`, `ttfb` or `latency_uncorrected`) in V2 deflate encoding, or None.
+    /// A group's histogram (`latency`, `failed_latency`, `connect`, `ttfb`, `processing` or
+    /// `latency_uncorrected`) in V2 deflate encoding, or None.
     fn histogram<'py>(&self, py: Python<'py>, group: usize, metric: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let metric = match metric {
-            "latency" => core::Metric::Latency,
-            "connect" => core::Metric::Connect,
-            "ttfb" => core::Metric::Ttfb,
-            "processing" => core::Metric::Processing,
-            "latency_uncorrected" => core::Metric::Uncorrected,
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "metric must be one of latency, connect, ttfb, processing, latency_uncorrected (got {other:?})"
-                )))
-            }
+        let Some(metric) = core::Metric::from_name(metric) else {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "metric must be one of latency, failed_latency, connect, ttfb, processing, latency_uncorrected \
+                 (got {metric:?})"
+            )));
         };
         Ok(self
             .inner

@@ -13,7 +13,10 @@ Levels are matched by (group, phase, direction, label, level, n-th occurrence). 
 - The level is *better* when one of them improved and none got worse, *worse* when one got worse
   and none improved, *mixed* when both happened, and *within noise* otherwise.
 
-p99 latency is shown but not judged: a run keeps one p99 per level, so there is no noise estimate.
+p99 latency is shown but not judged: a run keeps one p99 per level, so there is no noise estimate. It is
+the succeeded operations' p99 (none when nothing succeeded), so failures that come at once never pass for
+a faster service; a run recorded before knee kept failures' latency apart (run.json schema 2) is named in
+the summary, as its p99 mixes both.
 The tests are in `knee.analysis.stats`; `knee.report.compare` renders a Comparison.
 """
 
@@ -28,7 +31,7 @@ from knee import fmt
 from knee.analysis.beside import stress_group
 from knee.analysis.run import group_names
 from knee.analysis.stats import failures_test, rate_test
-from knee.model import RunRecord, StepResult
+from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, RunRecord, StepResult
 
 Judgement = Literal["better", "worse", "same", "unknown"]
 
@@ -91,6 +94,11 @@ def _numbered(record: RunRecord) -> dict[tuple[str, str, str, int | float, int],
     return out
 
 
+def _p99(g: GroupStats) -> float | None:
+    """The succeeded operations' p99 (None when nothing succeeded: there is no latency to compare)."""
+    return g.latency_ms.p99 if g.latency_ms.count else None
+
+
 def compare_level(
     group: str, sa: StepResult | None, sb: StepResult | None, alpha: float, min_change: float
 ) -> LevelDelta:
@@ -100,10 +108,10 @@ def compare_level(
     a = sa.groups.get(group) if sa is not None else None
     b = sb.groups.get(group) if sb is not None else None
     if a is not None:
-        d.clients_a, d.rate_a, d.p99_a_ms = a.clients, a.rate_hz, a.latency_ms.p99
+        d.clients_a, d.rate_a, d.p99_a_ms = a.clients, a.rate_hz, _p99(a)
         d.failures_a, d.failure_ratio_a = a.failed + a.hung, a.failure_ratio
     if b is not None:
-        d.clients_b, d.rate_b, d.p99_b_ms = b.clients, b.rate_hz, b.latency_ms.p99
+        d.clients_b, d.rate_b, d.p99_b_ms = b.clients, b.rate_hz, _p99(b)
         d.failures_b, d.failure_ratio_b = b.failed + b.hung, b.failure_ratio
     if a is None or b is None:
         d.overall = "only in A" if b is None else "only in B"
@@ -164,6 +172,12 @@ def compare_runs(a: RunRecord, b: RunRecord, *, alpha: float = 0.05, min_change:
             PeakDelta(group=group, peak_level_a=la, peak_rate_a=ra, peak_level_b=lb, peak_rate_b=rb, change_pct=change)
         )
     cmp.summary = _summary(cmp, groups)
+    for name, r in (("A", a), ("B", b)):
+        if r.schema_version < SUCCESS_LATENCY_SINCE:
+            cmp.summary.append(
+                f"run {name} ({r.run_id}) was recorded before knee kept failed operations' latency apart: its p99 "
+                "mixes failures with successes, so the p99 columns do not compare like with like"
+            )
     return cmp
 
 

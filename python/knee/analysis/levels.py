@@ -30,8 +30,10 @@ class LevelRow(Outcomes):
     direction: str
     clients: int = 0
     elapsed_s: float = 0.0
-    latency_count: int = 0
+    latency_count: int = 0  # succeeded operations' latency (a report's latency)
     latency_sum_ms: float = 0.0  # mean × count, to pool means
+    failed_latency_count: int = 0  # failed operations' latency, apart (Little's law counts both)
+    failed_latency_sum_ms: float = 0.0
     p99_ms: float = 0.0  # the worst p99 of the pooled steps (percentiles do not add up)
     partial: bool = False
     open_loop: bool = False  # the group was paced by an arrival rate
@@ -74,7 +76,14 @@ class LevelRow(Outcomes):
 
     @property
     def mean_latency_ms(self) -> float:
+        """The succeeded operations' mean latency."""
         return self.latency_sum_ms / self.latency_count if self.latency_count else 0.0
+
+    @property
+    def mean_completed_latency_ms(self) -> float:
+        """Every completed operation's mean latency, succeeded and failed (what Little's law holds)."""
+        n = self.latency_count + self.failed_latency_count
+        return (self.latency_sum_ms + self.failed_latency_sum_ms) / n if n else 0.0
 
     @property
     def offered_rate(self) -> float:
@@ -120,6 +129,8 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
         r.latency_count += g.latency_ms.count
         r.latency_sum_ms += g.latency_ms.mean * g.latency_ms.count
         r.p99_ms = max(r.p99_ms, g.latency_ms.p99)
+        r.failed_latency_count += g.failed_latency_ms.count
+        r.failed_latency_sum_ms += g.failed_latency_ms.mean * g.failed_latency_ms.count
         r.partial = r.partial or s.partial
         st = s.steady if s.steady is not None and s.steady.group == group else None
         if st is not None and st.auto and st.kept_s > 0:
@@ -137,7 +148,9 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
             r.offered += o.offered
             r.late += o.late
             r.dropped += o.dropped
-            r.in_service_end += o.achieved_rate_hz * o.latency_uncorrected_ms.mean / 1000.0
+            # by Little's law per outcome: the successes' time in service (hung ones' taken as theirs), the failures'
+            in_service_ms = (g.succeeded + g.hung) * o.latency_uncorrected_ms.mean + g.failed * g.failed_latency_ms.mean
+            r.in_service_end += in_service_ms / g.elapsed_s / 1000.0 if g.elapsed_s > 0 else 0.0
             r.uncorrected_count += o.latency_uncorrected_ms.count
             r.uncorrected_sum_ms += o.latency_uncorrected_ms.mean * o.latency_uncorrected_ms.count
             r.p99_uncorrected_ms = max(r.p99_uncorrected_ms, o.latency_uncorrected_ms.p99)

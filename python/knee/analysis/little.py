@@ -1,7 +1,8 @@
 """Little's law as a sanity check of a closed-loop measurement: N ≈ X·(R + Z).
 
-X counts every completed operation (succeeded and failed) per second, R is the mean
-latency and Z the think time. When the N clients were really busy with the
+X counts every completed operation (succeeded and failed) per second, R is their mean
+latency (the successes' and the failures' pooled: a report's latency is the successes' alone) and
+Z the think time, plus the think time on failure for the failed share. When the N clients were really busy with the
 service, X·(R+Z) comes out close to N. A large gap means clients were neither in
 the service nor thinking; where they were is said by the level's evidence (side.py): at the service's
 door (hung or slow connects), held by the load side (knee's CPU, ports, connects never sent), or hung
@@ -19,13 +20,14 @@ from knee.model import LittleCheck
 GAP = 0.20
 
 
-def check(rows: Sequence[LevelRow], think_s: float = 0.0) -> list[LittleCheck]:
+def check(rows: Sequence[LevelRow], think_s: float = 0.0, think_on_failure_s: float = 0.0) -> list[LittleCheck]:
     out = []
     for r in rows:
         n = r.clients or r.level
-        if r.open_loop or n <= 0 or r.elapsed_s <= 0 or r.latency_count == 0:
+        if r.open_loop or n <= 0 or r.elapsed_s <= 0 or r.latency_count + r.failed_latency_count == 0:
             continue
-        expected = r.completion_rate * (r.mean_latency_ms / 1000.0 + think_s)
+        expected = r.completion_rate * (r.mean_completed_latency_ms / 1000.0 + think_s)
+        expected += r.failed / r.elapsed_s * think_on_failure_s
         out.append(LittleCheck(level=r.level, expected_n=expected, gap=abs(n - expected) / n))
     return out
 

@@ -3,7 +3,9 @@
 Capacity under the SLO is the highest level L such that L *and every lower
 measured level* have p99 ≤ the limit and failure ratio ≤ the limit (a level that
 only passes above a failing one does not count: the service would have to go
-through the failing level to get there). A level with no operations at all fails.
+through the failing level to get there). A level with no operations at all fails. The p99 is the
+succeeded operations' (failures are timed apart), so under a p99 limit a level where nothing
+succeeded fails too: it has no latency to meet the limit with.
 `slo_passed` is True when the capacity reaches `min_clients` (the capacity the
 service must have; `min_rate` for a rate sweep, whose levels are offered rates), or,
 without it, when every measured level met the SLO. A sweep that deliberately goes
@@ -25,7 +27,9 @@ def missed(slo: Slo, row: LevelRow) -> list[str]:
     if row.total == 0:
         return ["no operation ended"]
     out = []
-    if slo.p99_ms is not None and row.p99_ms > slo.p99_ms:
+    if slo.p99_ms is not None and row.succeeded == 0:
+        out.append("no operation succeeded (no p99 of successes)")
+    elif slo.p99_ms is not None and row.p99_ms > slo.p99_ms:
         out.append(f"p99 {fmt.ms(row.p99_ms)} > {fmt.ms(slo.p99_ms)}")
     if slo.failure_ratio is not None and row.failure_ratio > slo.failure_ratio:
         out.append(f"failed or hung {fmt.pct(row.failure_ratio)} > {fmt.pct(slo.failure_ratio)}")

@@ -61,6 +61,7 @@ def analyze(
     onset: float = 0.001,
     slo: Slo | None = None,
     think_s: float = 0.0,
+    think_on_failure_s: float = 0.0,
     fit: bool = True,
     recovery_tolerance: float = WITHIN,
     unit: LevelUnit = "clients",
@@ -80,6 +81,7 @@ def analyze(
     options: dict[str, Any] = {"onset": onset, "slo": slo, "think_s": think_s, "fit": fit, "unit": unit}
     options["target"] = target
     options["beside"] = beside
+    options["think_on_failure_s"] = think_on_failure_s
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
     else:
@@ -99,6 +101,7 @@ def _curve(
     think_s: float,
     fit: bool,
     unit: LevelUnit = "clients",
+    think_on_failure_s: float = 0.0,
     target: TargetHost | None = None,
     beside: str | None = None,
 ) -> Verdict:
@@ -124,7 +127,7 @@ def _curve(
     if slo is not None:
         _slo(v, rows, slo)
     held = sides(steps, group, target)  # which side held the clients, level by level
-    _little(v, rows, think_s, held)
+    _little(v, rows, (think_s, think_on_failure_s), held)
     if fit:
         open_loop = _usl(v, rows, onset)
         if unit == "clients" and not any(r.open_loop for r in rows):
@@ -308,8 +311,9 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}")
 
 
-def _little(v: Verdict, rows: list[LevelRow], think_s: float, held: dict[Level, Side]) -> None:
-    v.little = little.check(rows, think_s)
+def _little(v: Verdict, rows: list[LevelRow], think: tuple[float, float], held: dict[Level, Side]) -> None:
+    """`think`: the think time, and the further one after a failure."""
+    v.little = little.check(rows, *think)
     clients = {r.level: r.clients or int(r.level) for r in rows}
     v.warnings.extend(
         little.warning(c, clients[c.level], v.level_unit, held.get(c.level)) for c in v.little if c.gap > little.GAP

@@ -84,6 +84,12 @@ _LOAD = [
     ),
     click.option("--timeout", help="An operation still running after this is hung (default 30s)."),
     click.option("--think", help="Pause after each operation (closed loop)."),
+    click.option(
+        "--think-on-failure",
+        metavar="DURATION",
+        help="A further pause after a failed operation only, as a retrying client backs off (closed loop; e.g. "
+        "100ms). Without it a client whose operations fail at once retries in a tight loop.",
+    ),
     click.option("--warmup", help="Leave operations ending this early out."),
     click.option("--interval", help="Granularity of the per-interval counts (default 1s)."),
     click.option("--threads", type=click.IntRange(min=0), help="Engine threads (0 = one per core)."),

@@ -38,11 +38,12 @@ from knee.model.resources import (
     TargetHost,
     TargetStats,
 )
-from knee.model.run import SCHEMA_VERSION, RunRecord
+from knee.model.run import SCHEMA_VERSION, SUCCESS_LATENCY_SINCE, RunRecord
 
 __all__ = [
     "SCHEMA_VERSION",
     "SKEW_WARN_SHARE",
+    "SUCCESS_LATENCY_SINCE",
     "Bracket",
     "BusiestProcess",
     "Counts",

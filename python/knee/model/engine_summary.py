@@ -84,6 +84,7 @@ class EngineGroup(Mirror, Counts, GroupIdentity):
     bytes_received: int
     payload_bytes: int
     latency_us: EngineLatency
+    failed_latency_us: EngineLatency
     connect_us: EngineLatency
     ttfb_us: EngineLatency
     latency_uncorrected_us: EngineLatency

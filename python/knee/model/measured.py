@@ -57,7 +57,8 @@ class OpenLoopStats(BaseModel):
     late: int = Field(description="operations that started more than 10 ms after their intended start")
     dropped: int = Field(description="arrivals that never started (max_in_flight, or waited past the timeout)")
     latency_uncorrected_ms: LatencyStats = Field(
-        default_factory=LatencyStats, description="latency from the actual start (latency_ms counts from the intended)"
+        default_factory=LatencyStats,
+        description="succeeded operations' latency from the actual start (latency_ms counts from the intended)",
     )
 
     @classmethod
@@ -101,11 +102,25 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
     bytes_sent: int = 0
     bytes_received: int = 0
     payload_bytes: int = Field(default=0, description="document bytes of succeeded operations")
-    latency_ms: LatencyStats = Field(default_factory=LatencyStats)
-    connect_ms: LatencyStats = Field(default_factory=LatencyStats)
-    ttfb_ms: LatencyStats = Field(default_factory=LatencyStats)
-    processing_ms: LatencyStats = Field(default_factory=LatencyStats)
-    percentiles_ms: list[tuple[float, float]] = Field(default_factory=list)
+    latency_ms: LatencyStats = Field(
+        default_factory=LatencyStats,
+        description="succeeded operations only (count = succeeded): a failure that comes at once is no fast service",
+    )
+    failed_latency_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="failed operations, apart from the successes' (count = failed)"
+    )
+    connect_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="every operation that connected, succeeded or failed"
+    )
+    ttfb_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="every HTTP operation that got a response head, succeeded or failed"
+    )
+    processing_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="succeeded operations: latency less connect time"
+    )
+    percentiles_ms: list[tuple[float, float]] = Field(
+        default_factory=list, description="[percent, ms] of the succeeded operations' latency"
+    )
     series: list[SeriesPoint] = Field(default_factory=list)
     interval_s: float = 1.0
     per_client: list[int] = Field(default_factory=list)
@@ -114,6 +129,11 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
     steps: dict[str, LatencyStats] = Field(
         default_factory=dict, description="worker clients: the named steps their programs timed (connect, auth …)"
     )
+
+    @property
+    def operations_ms(self) -> float:
+        """The time of every completed operation, succeeded and failed (what a timed step's share is of)."""
+        return sum(s.mean * s.count for s in (self.latency_ms, self.failed_latency_ms))
 
     @classmethod
     def from_engine(cls, g: EngineGroup, interval_s: float = 1.0) -> GroupStats:
@@ -129,6 +149,7 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
             bytes_received=g.bytes_received,
             payload_bytes=g.payload_bytes,
             latency_ms=LatencyStats.from_engine_us(g.latency_us),
+            failed_latency_ms=LatencyStats.from_engine_us(g.failed_latency_us),
             connect_ms=LatencyStats.from_engine_us(g.connect_us),
             ttfb_ms=LatencyStats.from_engine_us(g.ttfb_us),
             processing_ms=LatencyStats.from_engine_us(g.processing_us),

@@ -12,7 +12,10 @@ from knee.model.measured import LevelUnit, StepResult
 from knee.model.resources import TargetHost
 from knee.scenario import Scenario
 
-SCHEMA_VERSION = 2
+# 3: a group's latency_ms (and percentiles_ms) are of succeeded operations; failed_latency_ms holds the failures'.
+# Version 2 and older timed every completed operation together (compare says so).
+SCHEMA_VERSION = 3
+SUCCESS_LATENCY_SINCE = 3
 
 
 class RunRecord(BaseModel):
@@ -57,7 +60,7 @@ class RunRecord(BaseModel):
     @classmethod
     def _older(cls, data: Any) -> Any:
         """run.json of schema 1: the scenario's groups carried think_s; steps carried rate_hz."""
-        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < SCHEMA_VERSION:
+        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < 2:
             data = dict(data)
             sc = dict(data.get("scenario") or {})
             groups = sc.get("groups")

@@ -23,7 +23,8 @@ from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesP
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 from knee.spec import ClientSpec, EngineSpec, HttpClient
 
-JSON_SCHEMA_VERSION: Literal[2] = 2
+# 3: latency_ms and percentiles_ms are of succeeded operations; failed_latency_ms holds the failures'
+JSON_SCHEMA_VERSION: Literal[3] = 3
 
 
 class OpenLoopJson(BaseModel):
@@ -35,7 +36,7 @@ class OpenLoopJson(BaseModel):
     achieved_rate_hz: float = Field(description="(succeeded + failed + hung) / elapsed_s")
     late: int = Field(description="operations started more than 10 ms after their intended start")
     dropped: int = Field(description="arrivals never started: over --max-in-flight, or waited past --timeout")
-    latency_uncorrected_ms: LatencyStats = Field(description="latency from the actual start")
+    latency_uncorrected_ms: LatencyStats = Field(description="succeeded operations' latency from the actual start")
 
 
 class SloJson(BaseModel):
@@ -52,7 +53,7 @@ class SloJson(BaseModel):
 class RunJson(BaseModel):
     """`knee run --json`: one level of load against one target."""
 
-    schema_version: Literal[2] = JSON_SCHEMA_VERSION
+    schema_version: Literal[3] = JSON_SCHEMA_VERSION
     knee_version: str
     target: str = Field(description="method and URL, tcp://addr, or the command line")
     clients: int
@@ -72,12 +73,15 @@ class RunJson(BaseModel):
     bytes_received: int
     payload_bytes: int = Field(description="document bytes of succeeded operations")
     transfer_rate_bps: float = Field(description="bytes_received / elapsed_s")
-    latency_ms: LatencyStats
-    connect_ms: LatencyStats
-    ttfb_ms: LatencyStats
-    processing_ms: LatencyStats
+    latency_ms: LatencyStats = Field(description="succeeded operations only (count = succeeded)")
+    failed_latency_ms: LatencyStats = Field(description="failed operations, apart (count = failed)")
+    connect_ms: LatencyStats = Field(description="every operation that connected, succeeded or failed")
+    ttfb_ms: LatencyStats = Field(description="every HTTP operation that got a response head, succeeded or failed")
+    processing_ms: LatencyStats = Field(description="succeeded operations: latency less connect time")
     steps: dict[str, LatencyStats] = Field(description="worker clients: named steps the client program timed")
-    percentiles_ms: list[tuple[float, float]] = Field(description="[percent, milliseconds] up to 100")
+    percentiles_ms: list[tuple[float, float]] = Field(
+        description="[percent, milliseconds] up to 100, of the succeeded operations' latency"
+    )
     interval_s: float
     series: list[SeriesPoint]
     hung_clients: list[int]
@@ -96,7 +100,7 @@ _AS_IN_GROUP = sorted((RunJson.model_fields.keys() & GroupStats.model_fields.key
 class RunStepsJson(BaseModel):
     """`knee run --rate 100,200,400 --json`: one run document per rate, in order."""
 
-    schema_version: Literal[2] = JSON_SCHEMA_VERSION
+    schema_version: Literal[3] = JSON_SCHEMA_VERSION
     knee_version: str
     target: str
     interrupted: bool
@@ -208,7 +212,7 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
             add(f"{'Transfer rate:':<28}{fmt.transfer(s.bytes_received / s.elapsed_s)} received")
     add(f"{'Operations per second:':<28}{s.rate_hz:.2f} [#/sec] (succeeded, mean)")
     if s.latency_ms.count:
-        add(f"{'Time per operation:':<28}{s.latency_ms.mean:.3f} [ms] (mean)")
+        add(f"{'Time per operation:':<28}{s.latency_ms.mean:.3f} [ms] (mean, succeeded)")
         if s.rate_hz > 0:
             add(f"{'Time per operation:':<28}{1000.0 / s.rate_hz:.3f} [ms] (mean, across all concurrent clients)")
     add("")
@@ -220,6 +224,9 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     if isinstance(g, HttpGroup):
         add(_times_row("Waiting:", s.ttfb_ms))
     add(_times_row("Total:", s.latency_ms))
+    if s.failed_latency_ms.count:
+        add(_times_row("Failed:", s.failed_latency_ms))
+        add("(Processing and Total: succeeded operations only; Failed: the failed ones' total time)")
     if o is not None and s.latency_ms.count:
         c, u = s.latency_ms, o.latency_uncorrected_ms
         add("")
@@ -231,7 +238,7 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
         add("Timed steps (ms), reported by the client program     share: of all the operations' time")
         add(f"  {'step':<16}{'count':>8}{'min':>9}{'mean':>9}{'p50':>9}{'p99':>9}{'max':>9}{'share':>10}")
         for name, st in s.steps.items():
-            share = step_share(st, s.latency_ms)
+            share = step_share(st, s)
             add(
                 f"  {name[:16]:<16}{st.count:>8}{st.min:>9.3f}{st.mean:>9.3f}{st.p50:>9.3f}{st.p99:>9.3f}"
                 f"{st.max:>9.3f}{fmt.pct(share):>10}"
@@ -241,7 +248,7 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     if s.percentiles_ms:
         add("")
         corrected = " (from the intended start)" if o is not None else ""
-        add(f"Percentage of the operations served within a certain time (ms){corrected}")
+        add(f"Percentage of the operations served within a certain time (ms), of the succeeded ones{corrected}")
         for q, v in s.percentiles_ms:
             suffix = " (longest operation)" if q >= 100.0 else ""
             add(f"  {q:6g}% {v:10.3f}{suffix}")
@@ -269,9 +276,10 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     return "\n".join(lines)
 
 
-def step_share(step: LatencyStats, operation: LatencyStats) -> float:
-    """The share of all the operations' time spent in a step (steps run in some operations only)."""
-    whole = operation.mean * operation.count
+def step_share(step: LatencyStats, g: GroupStats) -> float:
+    """The share of all the operations' time spent in a step (steps run in some operations only; a step is timed
+    in failed operations too, so their time counts in the whole)."""
+    whole = g.operations_ms
     return step.mean * step.count / whole if whole > 0 else 0.0
 
 

@@ -42,6 +42,8 @@ class _GroupBase(Table):
     background: bool = False
     timeout: Duration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
     think: Duration = 0.0
+    # a further pause after a failed operation only (a retrying client's back-off), added to think
+    think_on_failure: Duration = 0.0
 
     @model_validator(mode="after")
     def _one_stop(self) -> _GroupBase:

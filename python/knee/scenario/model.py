@@ -387,11 +387,12 @@ class Scenario(Table):
                     f'groups.{name}.clients must be a number of connections when rate = "level" (got "level"): '
                     "each arrival is handed to one of that many clients, e.g. clients = 50"
                 )
-            if g.rate == "level" and g.think > 0:
-                raise ValueError(
-                    f'groups.{name}.think applies to closed loops only (got {g.think:g} s with rate = "level"); '
-                    "drop think"
-                )
+            for key in ("think", "think_on_failure"):
+                if g.rate == "level" and getattr(g, key) > 0:
+                    raise ValueError(
+                        f"groups.{name}.{key} applies to closed loops only (got {getattr(g, key):g} s with "
+                        f'rate = "level"); drop {key}'
+                    )
             if g.clients == "level" and sw.rates is not None:
                 raise ValueError(
                     f'groups.{name}.clients = "level" follows client levels, but this sweep has sweep.rates: '

@@ -29,6 +29,7 @@ OPTION_NAMES: dict[str, str] = {
     "monitor.name": "--monitor-name",
     "groups.main.timeout": "--timeout",
     "groups.main.think": "--think",
+    "groups.main.think_on_failure": "--think-on-failure",
     "groups.main.method": "-m/--method",
     "groups.main.headers": "-H/--header",
     "groups.main.cookies": "-C/--cookie",
@@ -124,6 +125,7 @@ class Options:
     duration: str | float | None = None
     timeout: str | float | None = None
     think: str | float | None = None
+    think_on_failure: str | float | None = None
     warmup: str | float | None = None
     pause: str | float | None = None
     interval: str | float | None = None
@@ -311,10 +313,11 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     if rates is not None:
         if o.levels is not None:
             raise UserError("--levels and --rates exclude each other: give client levels or arrival rates, not both")
-        if o.think is not None and o.think not in ("0", "0s", 0, 0.0):
-            raise UserError(
-                f"--think applies to closed loops only (got {o.think} with {rate_option}): drop one of them"
-            )
+        for option, value in (("--think", o.think), ("--think-on-failure", o.think_on_failure)):
+            if value is not None and value not in ("0", "0s", 0, 0.0):
+                raise UserError(
+                    f"{option} applies to closed loops only (got {value} with {rate_option}): drop one of them"
+                )
         group["clients"] = o.clients if o.clients is not None else 1
         group["rate"] = "level"
         sweep["rates"] = rates
@@ -330,7 +333,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
             sweep["levels"] = o.levels
         else:
             sweep["levels"] = [o.clients if o.clients is not None else 1]
-    for key, value in (("timeout", o.timeout), ("think", o.think)):
+    for key, value in (("timeout", o.timeout), ("think", o.think), ("think_on_failure", o.think_on_failure)):
         if value is not None:
             group[key] = value
     if o.n is not None:

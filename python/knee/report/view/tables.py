@@ -108,7 +108,7 @@ def steps_table(record: RunRecord, group: str) -> Table | None:
         level = level_cell(row(s, g), record.rates, beside)
         for name in (n for n in order if n in g.steps):
             st = g.steps[name]
-            whole = g.latency_ms.mean * g.latency_ms.count
+            whole = g.operations_ms  # a step is timed in failed operations too
             share = st.mean * st.count / whole if whole > 0 else 0.0
             rows.append([level, name, f"{st.count:,}", fmt.ms(st.mean), fmt.ms(st.p50), fmt.ms(st.p99), fmt.pct(share)])
         lat = g.latency_ms
