@@ -78,6 +78,15 @@ def sweep(url: str, out: Path, seconds: float, levels: str, search: str = "") ->
     return RunDir(run).load(), wall
 
 
+def why(reason: str) -> str:
+    """A step's reason in a word or two: start, ramp, N*, or the point it narrowed (guided: where a limit's
+    successes in service placed it)."""
+    for word in ("N*", "saturation", "error onset", "capacity under the SLO", "plateau", "peak", "collapse"):
+        if word in reason:
+            return f"{word}, guided" if reason.startswith("narrowing the") and word != "peak" else word
+    return "start" if reason.startswith("the search starts") else reason.split(" ", maxsplit=1)[0].rstrip(":")
+
+
 def located(record: RunRecord) -> dict[str, object]:
     v = record.verdicts[0]
     return {
@@ -87,6 +96,7 @@ def located(record: RunRecord) -> dict[str, object]:
         "collapse": v.collapse_level,
         "levels": len([s for s in record.steps if s.phase == "sweep"]),
         "measured_s": round(sum(s.elapsed_s for s in record.steps), 1),
+        "order": [[s.level, why(s.reason)] for s in record.steps if s.phase == "sweep"],
     }
 
 
@@ -96,7 +106,7 @@ def within(a: object, b: object, share: float = 0.10) -> bool:
     return abs(float(a) - float(b)) <= share * max(float(a), float(b))
 
 
-def section(seconds: float, auto: dict[str, object], fixed: dict[str, object], walls: tuple[float, float]) -> str:
+def section(seconds: float, auto: dict[str, Any], fixed: dict[str, Any], walls: tuple[float, float]) -> str:
     share = walls[0] / walls[1]
     same = all(within(auto[k], fixed[k]) for k in ("onset", "collapse")) and within(auto["n_star"], fixed["n_star"])
     n_star = (1 - SIGMA) / KAPPA
@@ -121,14 +131,25 @@ def section(seconds: float, auto: dict[str, object], fixed: dict[str, object], w
             *rows,
             "",
             f"The search took **{share:.0%}** of the fixed sweep's time (target: at most 25 %); the same verdict "
-            f"(onset, collapse and N* within 10 % of each other): **{'yes' if same else 'no'}**. Most of the search "
-            "is its ramp: doubling from 1 client to the first bad level (here 512) takes 10 levels, and locating "
-            "three points to 10 % about 2 more each (one at the USL fit's N* for the peak), so a search over a range "
-            "R costs about log2(R) + 6 levels against the fixed sweep's 45 (R = 256), 60 (1024), 75 (4096): the "
-            "25 % target is met from ranges of about 4000 clients (18 of 75), not at 1024 (16 of 60).",
+            f"(onset, collapse and N* within 10 % of each other): **{'yes' if same else 'no'}**.",
+            "",
+            *order_lines(auto),
+            "The search ramps ×2 from 1 client (×4 while the rate grows in proportion to the level), narrows the "
+            "error onset where the successes in service at the first failing level place the limit (Little's law), "
+            "measures the peak once at the USL fit's N*, and bisects what is left at geometric middles "
+            '(docs/analysis.md, "The level search"). The fixed sweep needs about 24 levels per tenfold range '
+            "at 10 % spacing (60 for 1 … 1024); the search, a level per doubling of its ramp and a few per point.",
             END,
         ]
     )
+
+
+def order_lines(auto: dict[str, Any]) -> list[str]:
+    """The search's levels in the order it measured them, each with the start of its reason."""
+    steps = auto.get("order") or []
+    if not steps:
+        return []
+    return ["The search's levels, in order: " + ", ".join(f"{lv:g} ({why})" for lv, why in steps) + ".", ""]
 
 
 def section_from(data: dict[str, Any]) -> str:
