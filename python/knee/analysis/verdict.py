@@ -23,9 +23,9 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
 levels, and its open-loop group adds:
 - saturation (the knee): the lowest level where the achieved rate falls more than 5 %
-  short of the offered one (arrivals still in service at the window's close allowed
-  for by Little's law), more than 5 % of arrivals started late (> 10 ms after their
-  intended start: every connection was busy), or more than 1 % were dropped;
+  short of the offered one (both judged after the step's first operation latency, when
+  operations were in flight at its end: levels.window), more than 5 % of arrivals started late
+  (> 10 ms after their intended start: every connection was busy), or more than 1 % were dropped;
 - the USL is fitted to (N, X) with N = achieved rate × mean time in the service (the
   uncorrected latency), the concurrency the service really had by Little's law.
 """
@@ -37,7 +37,7 @@ from typing import Any
 
 from knee import fmt
 from knee.analysis import little
-from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
+from knee.analysis.levels import FEW_LATENCIES, LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.shape import name_shape
@@ -105,6 +105,7 @@ def _curve(
         return v
     rows = up or down  # a sweep that only went down still has a curve
     _partial(v, steps, group)
+    _short(v, rows)
     _peak_onset_collapse(v, rows, onset)
     if any(r.open_loop for r in rows):
         _saturation(v, rows)
@@ -158,6 +159,22 @@ def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
             v.warnings.append(
                 f"the step at {where(s.level)} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
             )
+
+
+def _short(v: Verdict, rows: list[LevelRow]) -> None:
+    """Steps shorter than a few operation latencies (LevelRow.short): the step and the latency, both named."""
+    short = [r for r in rows if r.short]
+    if not short:
+        return
+    w = min(short, key=lambda r: r.step_s / r.latency_s)
+    need = FEW_LATENCIES * w.latency_s
+    v.warnings.append(
+        f"steps short against their operations at {_levels([r.level for r in short], v.level_unit)}: "
+        f"{fmt.duration(w.step_s)} against an operation latency of {fmt.ms(w.latency_s * 1000)} "
+        f"({w.step_s / w.latency_s:.1f} latencies, at {fmt.load(w.level, v.level_unit)}); each rate is judged after "
+        f"the step's first operation latency, on few operations per client: run each step at least {FEW_LATENCIES} "
+        f"latencies ({fmt.duration(need)} or more)"
+    )
 
 
 def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from knee import fmt
+from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
 from knee.model import RunRecord, StepResult, USLFit
 
@@ -56,7 +57,15 @@ def _plot_rates(
     ax: plt.Axes, record: RunRecord, steps: list[StepResult], group: str, marker: str, **style: Any
 ) -> None:
     """The group's succeeded rate in these steps, at their levels."""
-    ax.plot(_xs(record, steps, group), [s.groups[group].rate_hz for s in steps], marker, **style)
+    ax.plot(_xs(record, steps, group), [_rate(s, group) for s in steps], marker, **style)
+
+
+def _rate(s: StepResult, group: str, completed: bool = False) -> float:
+    """The group's succeeded (or, `completed`, all completed) rate in step `s`, as the verdict judges it: after the
+    first operation latency when operations were in flight at the step's end (knee.analysis.levels.window)."""
+    w = window(s, s.groups[group])
+    n = w.succeeded + (w.failed + w.hung if completed else 0.0)
+    return n / w.seconds if w.seconds > 0 else 0.0
 
 
 def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
@@ -92,12 +101,12 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
     USL's peak (a pool's curve does not support it).
     """
     fig, ax, rates, up, levels = _sweep_figure(record, group)
-    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="succeeded (up)", color="C0")
+    ax.plot(levels, [_rate(s, group) for s in up], "o-", label="succeeded (up)", color="C0")
     open_up = [s for s in up if s.groups[group].open_loop is not None]
     if open_up:
         ax.plot(
             _xs(record, open_up, group),
-            [s.groups[group].open_loop.achieved_rate_hz for s in open_up],  # type: ignore[union-attr]
+            [_rate(s, group, completed=True) for s in open_up],
             "^:",
             color="C2",
             label="achieved (all completed)",
@@ -126,7 +135,7 @@ def counters(record: RunRecord, group: str) -> str:
     ephemeral ports in use, TIME_WAIT sockets, listen overflows and SYN retransmits (and the target's RSS) on
     the right."""
     fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: s.counters is not None or s.target is not None)
-    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", color="C0", label="succeeded / s")
+    ax.plot(levels, [_rate(s, group) for s in up], "o-", color="C0", label="succeeded / s")
     ax.set_ylabel("operations / s")
     ax2 = ax.twinx()
     ax2.grid(False)
