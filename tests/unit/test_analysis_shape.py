@@ -42,16 +42,42 @@ def test_a_fixed_pool_is_named_with_its_size() -> None:
     )
 
 
-def test_a_pool_disowns_the_usls_peak() -> None:
+def test_a_pool_disowns_the_usl() -> None:
     v = analyze(pool_of(8), "main")
-    assert v.usl is not None and v.usl.n_star is not None  # the fit stays: only its N* is not a capacity
-    n_star = f"{v.usl.n_star:.0f}"
+    # the fit is kept for the curious (run.json's usl_disowned) but is no model: usl is null, with the reason
+    assert v.usl is None and v.usl_disowned is not None and v.usl_disowned.n_star is not None
+    assert v.usl_disowned.disowned == "the curve is a fixed pool: it flattens, it does not turn down"
+    n_star = f"{v.usl_disowned.n_star:.0f}"
     assert f"the USL's N*={n_star} is not supported by this curve" in v.shape.evidence  # type: ignore[union-attr]
-    # The verdict's USL sentence, the report's USL line and its plot quote no N*.
-    (said,) = [x for x in v.sentences if x.startswith("USL")]
-    assert "N*=" not in said and "no N* (the curve is a fixed pool" in said
-    line = usl_line(v)
-    assert line is not None and "N* =" not in line and "no N*: the curve is a fixed pool" in line
+    # The verdict's USL sentence and the report's USL line say no model fits, and quote no N*.
+    (said,) = [x for x in v.sentences if "USL model" in x]
+    assert said == "no USL model fits this curve: the curve is a fixed pool: it flattens, it does not turn down"
+    assert not [x for x in v.sentences if x.startswith("USL")]
+    assert usl_line(v) == said
+
+
+def test_a_limit_that_refuses_disowns_the_usl() -> None:
+    # the nginx with limit_conn: the levels without errors rise in a line (σ, κ ≈ 0, N* far away)
+    steps = [step(0, 5, 500), step(1, 10, 1000), step(2, 20, 2000), step(3, 40, 2100, failed=900)]
+    v = analyze(steps, "main")
+    assert v.shape is not None and v.shape.name == "refusing"
+    assert v.usl is None and v.usl_disowned is not None
+    assert "no USL model fits this curve: the curve is a limit that refuses: errors, not contention or coherency, " \
+        "ended its rise" in v.sentences  # fmt: skip
+
+
+def test_an_n_star_far_beyond_the_levels_disowns_the_usl() -> None:
+    # a curve that bends a little: κ > 0, but N* more than 4× the highest level: nothing measured shows the turn
+    sigma, kappa, lam = 0.0, 0.0004, 100.0
+    v = analyze(closed_loop({n: usl(n, sigma, kappa, lam) for n in (1, 2, 4, 8, 12)}), "main")
+    assert v.usl is None and v.usl_disowned is not None and v.usl_disowned.n_star == pytest.approx(50, rel=0.01)
+    assert v.usl_disowned.disowned == (
+        "its N* = 50 lies more than 4× beyond the highest level measured (12 clients): "
+        "the levels do not show the curve turning down"
+    )
+    # within 4×, the same curve is a model
+    v = analyze(closed_loop({n: usl(n, sigma, kappa, lam) for n in (1, 2, 4, 8, 16)}), "main")
+    assert v.usl is not None and v.usl_disowned is None and v.usl.n_star == pytest.approx(50, rel=0.01)
 
 
 def test_a_pool_measured_from_above_one_client_says_what_it_assumes() -> None:

@@ -14,7 +14,8 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 - recovery and the SLO: see recovery.py and slo.py;
 - USL: fitted to the levels up to and including the collapse, leaving out levels
   whose failure ratio exceeds `onset` (their rate is not the service's alone); the
-  left-out levels are `usl_left_out`, named in a warning;
+  left-out levels are `usl_left_out`, named in a warning; a fit that explains nothing (its N* far
+  beyond the levels, or a shape that contradicts it) is `usl_disowned`, and `usl` is null (_disown);
 - shape (closed-loop client sweeps, the fitted group): the curve's shape named with its
   evidence, shape.py;
 - which side held the clients (the load side or the service's door), by each level's evidence
@@ -120,8 +121,11 @@ def _curve(
         if unit == "clients" and not any(r.open_loop for r in rows):
             # The curve's shape, named (shape.py); a pool disowns the USL's N*, which it does not support.
             v.shape = name_shape(rows, held, peak_level=v.peak_level, onset=onset, usl=v.usl, little=v.little)
+        _disown(v, rows, open_loop)
         if v.usl is not None:
-            v.sentences.append(_usl_sentence(v.usl, open_loop, is_pool=v.shape is not None and v.shape.name == "pool"))
+            v.sentences.append(_usl_sentence(v.usl, open_loop))
+        elif v.usl_disowned is not None:
+            v.sentences.append(f"no USL model fits this curve: {v.usl_disowned.disowned}")
         if v.shape is not None:
             v.sentences.append(v.shape.evidence)
     return v
@@ -359,12 +363,39 @@ def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> bool:
     return open_loop
 
 
-def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
-    """The fit in a sentence; a pool's quotes no N*, which its curve does not support."""
-    if is_pool:
-        peak = "no N* (the curve is a fixed pool: it flattens, it does not turn down)"
-    else:
-        peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
+def _disown(v: Verdict, rows: list[LevelRow], open_loop: bool) -> None:
+    """Move a fit that explains nothing of the curve from `v.usl` to `v.usl_disowned`, with its reason: the curve's
+    named shape contradicts it (DISOWNING_SHAPES), or its N* lies more than FAR × the highest level measured (the
+    highest concurrency, on Little's-law concurrency). docs/analysis.md, "A fit that explains nothing"."""
+    f = v.usl
+    if f is None:
+        return
+    why = DISOWNING_SHAPES.get(v.shape.name) if v.shape is not None else None
+    top = max(r.concurrency for r in rows) if open_loop else max(r.level for r in rows)
+    if why is None and f.n_star is not None and top > 0 and f.n_star > FAR * top:
+        measured = f"a concurrency of {top:.3g} in the service" if open_loop else fmt.load(top, v.level_unit)
+        why = (
+            f"its N* = {f.n_star:,.0f} lies more than {FAR}× beyond the highest level measured ({measured}): "
+            "the levels do not show the curve turning down"
+        )
+    if why is not None:
+        v.usl, v.usl_disowned = None, f.model_copy(update={"disowned": why})
+
+
+# Shapes whose cause is not contention or coherency: the USL's numbers are no model of them (shape.py names them).
+DISOWNING_SHAPES = {
+    "refusing": "the curve is a limit that refuses: errors, not contention or coherency, ended its rise",
+    "connection_limit": "the service stopped accepting connections: the clients past its limit never reached it, "
+    "so the levels are not its concurrency",
+    "pool": "the curve is a fixed pool: it flattens, it does not turn down",
+    "load_side": "the load side, not the service, set the rate",
+}
+FAR = 4  # an N* more than this many times the highest level measured is far outside the curve
+
+
+def _usl_sentence(f: USLFit, open_loop: bool) -> str:
+    """The fit in a sentence."""
+    peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
     return f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}"
 
