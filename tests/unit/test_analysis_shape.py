@@ -42,18 +42,16 @@ def test_a_fixed_pool_is_named_with_its_size() -> None:
     )
 
 
-def test_a_pool_disowns_the_usl() -> None:
+def test_a_pool_disowns_the_usls_peak() -> None:
     v = analyze(pool_of(8), "main")
-    # the fit is kept for the curious (run.json's usl_disowned) but is no model: usl is null, with the reason
-    assert v.usl is None and v.usl_disowned is not None and v.usl_disowned.n_star is not None
-    assert v.usl_disowned.disowned == "the curve is a fixed pool: it flattens, it does not turn down"
-    n_star = f"{v.usl_disowned.n_star:.0f}"
+    assert v.usl is not None and v.usl.n_star is not None  # the fit stays: only its N* is not a capacity
+    n_star = f"{v.usl.n_star:.0f}"
     assert f"the USL's N*={n_star} is not supported by this curve" in v.shape.evidence  # type: ignore[union-attr]
-    # The verdict's USL sentence and the report's USL line say no model fits, and quote no N*.
-    (said,) = [x for x in v.sentences if "USL model" in x]
-    assert said == "no USL model fits this curve: the curve is a fixed pool: it flattens, it does not turn down"
-    assert not [x for x in v.sentences if x.startswith("USL")]
-    assert usl_line(v) == said
+    # The verdict's USL sentence, the report's USL line and its plot quote no N*.
+    (said,) = [x for x in v.sentences if x.startswith("USL")]
+    assert "N*=" not in said and "no N* (the curve is a fixed pool" in said
+    line = usl_line(v)
+    assert line is not None and "N* =" not in line and "no N*: the curve is a fixed pool" in line
 
 
 def test_a_limit_that_refuses_disowns_the_usl() -> None:

@@ -32,6 +32,8 @@ SATURATION_DROPPED = 0.01
 RAMP_SLACK = 0.05
 # a step shorter than this many operation latencies gets a warning: its rate rests on few operations per client
 FEW_LATENCIES = 5
+# whole intervals a cut must leave: fewer, and an interval could not be told from the ones after it (`_queued`)
+KEPT_INTERVALS = 2
 
 
 @dataclass(frozen=True)
@@ -61,30 +63,37 @@ def window(s: StepResult, g: GroupStats) -> Window:
     clients) begin at once but nothing can end before one latency has passed, so the completions of the whole
     window fall short of the rate the service kept by latency ÷ step, and the operations in flight at the end
     are the ones whose completions are missing. After the cut, completions come at the service's rate, and the
-    operations in flight at the window's two ends balance. A step run until settled (duration = "auto") is cut
-    at least by its warm-up cut (StepResult.steady). Otherwise: the whole step."""
+    operations in flight at the window's two ends balance. The cut must leave KEPT_INTERVALS whole intervals
+    (else the whole step: too short to judge); what ended after it, the last partial interval included, over the
+    seconds after it. A step run until settled (duration = "auto") is cut at least by its warm-up cut
+    (StepResult.steady), over whole intervals. Otherwise: the whole step."""
     lat = latency_s(g)
     st = s.steady if s.steady is not None and s.steady.group == g.name and s.steady.auto else None
     whole = Window(0.0, g.elapsed_s, g.succeeded, g.failed, g.hung, lat)
     dt = g.interval_s
-    if dt <= 0:
+    ok = intervals(g)
+    if dt <= 0 or not ok:
         return whole
     ramp = max(0.0, lat - _warmup_s(s, g.name)) if g.abandoned else 0.0
     cut = max(0, math.ceil(ramp / dt - RAMP_SLACK))
-    if st is not None:
-        cut = max(cut, round(st.cut_s / dt))
-    elif cut == 0:
-        return whole
-    ok = intervals(g)
-    if not ok:
-        return whole
     failed = intervals(g, lambda p: p.failed)
     hung = intervals(g, lambda p: p.hung)
-    if st is None:
-        cut = _queued(cut, [a + b + c for a, b, c in zip(ok, failed, hung, strict=True)])
-    cut = min(cut, len(ok) - 1)  # at least one interval is kept: a step shorter than its latency is warned of
-    kept = len(ok) - cut
-    return Window(cut * dt, kept * dt, sum(ok[cut:]), sum(failed[cut:]), sum(hung[cut:]), lat)
+    if st is not None:  # its rate is the one after the warm-up cut, over whole intervals (StepResult.steady)
+        cut = min(max(cut, round(st.cut_s / dt)), len(ok) - 1)
+        kept = len(ok) - cut
+        return Window(cut * dt, kept * dt, sum(ok[cut:]), sum(failed[cut:]), sum(hung[cut:]), lat)
+    if cut == 0 or cut + KEPT_INTERVALS > len(ok):
+        return whole  # nothing to cut, or too short to judge after the cut (a short step is warned of)
+    cut = _queued(cut, [a + b + c for a, b, c in zip(ok, failed, hung, strict=True)])
+    after = [p for p in g.series if round(p.t / dt) >= cut]  # the last, partial interval included
+    return Window(
+        cut * dt,
+        g.elapsed_s - cut * dt,
+        sum(p.succeeded for p in after),
+        sum(p.failed for p in after),
+        sum(p.hung for p in after),
+        lat,
+    )
 
 
 def _queued(cut: int, ended: list[float]) -> int:

@@ -123,7 +123,7 @@ def _curve(
             v.shape = name_shape(rows, held, peak_level=v.peak_level, onset=onset, usl=v.usl, little=v.little)
         _disown(v, rows, open_loop)
         if v.usl is not None:
-            v.sentences.append(_usl_sentence(v.usl, open_loop))
+            v.sentences.append(_usl_sentence(v.usl, open_loop, is_pool=v.shape is not None and v.shape.name == "pool"))
         elif v.usl_disowned is not None:
             v.sentences.append(f"no USL model fits this curve: {v.usl_disowned.disowned}")
         if v.shape is not None:
@@ -383,19 +383,23 @@ def _disown(v: Verdict, rows: list[LevelRow], open_loop: bool) -> None:
 
 
 # Shapes whose cause is not contention or coherency: the USL's numbers are no model of them (shape.py names them).
+# A pool is not among them: σ and κ describe its flat top, and only its N* is disowned (no sentence, line or plot
+# quotes it), unless the N* lies far beyond the levels (FAR), which disowns any fit.
 DISOWNING_SHAPES = {
     "refusing": "the curve is a limit that refuses: errors, not contention or coherency, ended its rise",
     "connection_limit": "the service stopped accepting connections: the clients past its limit never reached it, "
     "so the levels are not its concurrency",
-    "pool": "the curve is a fixed pool: it flattens, it does not turn down",
     "load_side": "the load side, not the service, set the rate",
 }
 FAR = 4  # an N* more than this many times the highest level measured is far outside the curve
 
 
-def _usl_sentence(f: USLFit, open_loop: bool) -> str:
-    """The fit in a sentence."""
-    peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
+def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
+    """The fit in a sentence; a pool's quotes no N*, which its curve does not support."""
+    if is_pool:
+        peak = "no N* (the curve is a fixed pool: it flattens, it does not turn down)"
+    else:
+        peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""
     return f"USL{on}: σ={fmt.num(f.sigma)}, κ={fmt.num(f.kappa)}, {peak}, R²={f.r2:.2f}"
 

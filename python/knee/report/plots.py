@@ -93,13 +93,14 @@ def _twin_svg(fig: Figure, ax: plt.Axes, ax2: plt.Axes, levels: list[float], rat
     return to_svg(fig)
 
 
-def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
+def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool = True) -> str:
     """Rate vs concurrency (or offered rate), the USL curve through it, and the recovery probes.
 
     A rate sweep shows the offered rate as a diagonal and what was achieved; its USL is fitted
     on Little's-law concurrency, another axis, so it is not drawn here. The model is drawn over the measured
     levels only, and its N* only when it lies among them: a model line never stretches the x axis past what was
-    measured (a disowned fit is not passed at all: Verdict.usl is null).
+    measured (a disowned fit is not passed at all: Verdict.usl is null). `n_star=False` leaves out the USL's
+    peak (a pool's curve does not support it).
     """
     fig, ax, rates, up, levels = _sweep_figure(record, group)
     ax.plot(levels, [_rate(s, group) for s in up], "o-", label="succeeded (up)", color="C0")
@@ -122,7 +123,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None) -> str:
     if fit is not None and levels and not rates:
         n = np.geomspace(max(1, min(levels)), max(levels), 200)
         ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
-        if fit.n_star and min(levels) <= fit.n_star <= max(levels):
+        if fit.n_star and n_star and min(levels) <= fit.n_star <= max(levels):
             ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
     _levels_axis(ax, levels, rates)
     ax.set_ylabel("operations / s")

@@ -40,7 +40,12 @@ def usl_line(v: Verdict) -> str | None:
     if f is None:
         d = v.usl_disowned
         return f"no USL model fits this curve: {d.disowned}" if d is not None else None
-    peak = f"N* = {f.n_star:.0f}, peak {fmt.rate(f.peak_rate)}" if f.n_star and f.peak_rate else "no peak (κ = 0)"
+    if v.shape is not None and v.shape.name == "pool":
+        peak = "no N*: the curve is a fixed pool (it flattens, it does not turn down)"
+    elif f.n_star and f.peak_rate:
+        peak = f"N* = {f.n_star:.0f}, peak {fmt.rate(f.peak_rate)}"
+    else:
+        peak = "no peak (κ = 0)"
     on = " on Little's-law concurrency (N = achieved × time in service)" if v.level_unit == "rate" else ""
     return f"USL fit{on}: σ = {f.sigma:.4g}, κ = {f.kappa:.3g}, λ = {f.lam:.4g} Hz/client; {peak}; R² = {f.r2:.3f}"
 
