@@ -71,6 +71,16 @@ def test_a_service_that_stops_accepting_is_named_by_its_connection_limit(tmp_pat
     assert gaps and "the others waited at the service's door" in gaps[0], v["warnings"]
     out = re.sub(r"\s+", " ", r.stdout)  # the terminal's lines joined
     assert "stopped accepting connections past about 12" in out and not BLAME.search(out)
+    # Issue 25: a USL fit of levels that are not the service's concurrency explains nothing: disowned, with the
+    # reason, in the verdict, the terminal and run.json, and not drawn: the plot's x axis ends at the levels measured.
+    assert v["usl"] is None and v["usl_disowned"]["disowned"].startswith("the service stopped accepting"), v
+    assert any(x.startswith("no USL model fits this curve: the service stopped accepting") for x in v["sentences"])
+    assert "no USL model fits this curve" in out and "N*=" not in out and "N* =" not in out
+    (run,) = tmp_path.iterdir()
+    (plot,) = [x for x in re.findall(r"<svg.*?</svg>", (run / "report.html").read_text(), re.S) if "Throughput vs" in x]
+    ticks = [float(t) for t in re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([\d.]+)</text>', plot, re.S)]
+    assert ticks and max(ticks) <= 1.1 * 48, ticks  # the x axis ends at the highest level measured, 48
+    assert "USL fit" not in plot and "N* =" not in plot
 
 
 def _pinned(core: int) -> list[str]:

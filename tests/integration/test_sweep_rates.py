@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from test_html_chromium import chromium_check
 
+from knee.analysis import little
 from knee.demo_target import start_target
 from knee.model import RunRecord
 from knee.store import RunDir
@@ -128,3 +129,58 @@ def test_rate_sweep_keeps_up_below_capacity_and_saturates_above(tmp_path: Path) 
     seen = chromium_check(run / "report.html")
     assert seen["console_errors"] == [] and seen["scripts"] == 0
     assert len(seen["svgs"]) >= 4 and all(svg["width"] > 400 and svg["children"] > 20 for svg in seen["svgs"])
+
+
+SLOW = """\
+name = "slow"
+
+[groups.main]
+kind = "http"
+url = "${target}/slow"
+rate = "level"
+clients = 20
+
+[groups.base]
+kind = "http"
+url = "${target}/slow"
+clients = 2
+
+[sweep]
+rates = [2, 4, 8]
+duration = "6s"
+
+[recovery]
+enabled = false
+"""
+
+
+@pytest.mark.timeout(90)
+def test_operations_long_against_the_step_are_counted_in_flight(tmp_path: Path) -> None:
+    """Issue 25: 2-second operations on 12 workers, 2 of them held by a closed-loop baseload of 2 clients: the
+    open loop has 10 workers, 5/s. Its 6 s steps are 3 operation latencies: operations still in flight at a step's
+    end must not make 2/s and 4/s look saturated, nor the baseload's 2 clients look idle (Little's law)."""
+    scenario = tmp_path / "slow.toml"
+    scenario.write_text(SLOW)
+    out = tmp_path / "runs"
+    with start_target(lam=0.5, sigma=0.0, kappa=0.0, workers=12) as target:
+        proc = sweep(str(scenario), "--out", str(out), "--var", f"target={target.url}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
+    record = RunDir(run).load()
+    v = next(v for v in record.verdicts if v.group == "main")
+    text = "; ".join(v.sentences)
+    assert v.saturation_level == 8, text  # none at 2 or 4
+    assert "saturated at 8/s offered (4/s offered: kept up)" in text
+    with (run / "levels.csv").open() as f:
+        table = {float(r["level"]): r for r in csv.DictReader(f) if r["group"] == "main" and r["phase"] == "sweep"}
+    achieved = {level: float(r["achieved_rate_hz"]) for level, r in table.items()}
+    assert achieved[2] == pytest.approx(2.0, rel=0.05) and achieved[4] == pytest.approx(4.0, rel=0.05), achieved
+    assert 4.0 <= achieved[8] <= 5.5, achieved  # the 10 workers' 5/s, not the 8/s offered
+    assert any(int(r["abandoned"]) > 0 for r in table.values())  # operations were in flight at the steps' ends
+    # the steps are short against the operations: one warning naming both figures
+    short = [w for w in v.warnings if w.startswith("steps short")]
+    assert len(short) == 1 and "6.0 s against an operation latency of 2." in short[0], v.warnings
+    base = next(v for v in record.verdicts if v.group == "base")
+    assert record.steps and all(s.groups["base"].hung == 0 for s in record.steps)  # nothing hung ...
+    assert len(base.little) == 3 and all(c.gap <= little.GAP for c in base.little), base.little
+    assert not [w for w in base.warnings + v.warnings if "Little" in w]  # ... so no Little's-law warning

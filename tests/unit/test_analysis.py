@@ -298,8 +298,9 @@ def test_usl_advice_knows_the_collapsed_level_it_left_out() -> None:
     steps.append(step(4, 32, 500, failed=900))  # 64 % failed: collapse, left out of the fit
     v = analyze(steps, "main")
     assert v.collapse_level == 32
-    assert v.usl is not None
-    assert v.usl.advice == ["add levels between 16 and 32, e.g. 20 and 25"]
+    # a limit that refuses: the fit is disowned (issue 25), and still knows the level it left out
+    assert v.usl is None and v.usl_disowned is not None
+    assert v.usl_disowned.advice == ["add levels between 16 and 32, e.g. 20 and 25"]
 
 
 def test_slo_with_min_clients_passes_when_the_capacity_reaches_it() -> None:

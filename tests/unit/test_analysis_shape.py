@@ -54,6 +54,30 @@ def test_a_pool_disowns_the_usls_peak() -> None:
     assert line is not None and "N* =" not in line and "no N*: the curve is a fixed pool" in line
 
 
+def test_a_limit_that_refuses_disowns_the_usl() -> None:
+    # the nginx with limit_conn: the levels without errors rise in a line (σ, κ ≈ 0, N* far away)
+    steps = [step(0, 5, 500), step(1, 10, 1000), step(2, 20, 2000), step(3, 40, 2100, failed=900)]
+    v = analyze(steps, "main")
+    assert v.shape is not None and v.shape.name == "refusing"
+    assert v.usl is None and v.usl_disowned is not None
+    assert "no USL model fits this curve: the curve is a limit that refuses: errors, not contention or coherency, " \
+        "ended its rise" in v.sentences  # fmt: skip
+
+
+def test_an_n_star_far_beyond_the_levels_disowns_the_usl() -> None:
+    # a curve that bends a little: κ > 0, but N* more than 4× the highest level: nothing measured shows the turn
+    sigma, kappa, lam = 0.0, 0.0004, 100.0
+    v = analyze(closed_loop({n: usl(n, sigma, kappa, lam) for n in (1, 2, 4, 8, 12)}), "main")
+    assert v.usl is None and v.usl_disowned is not None and v.usl_disowned.n_star == pytest.approx(50, rel=0.01)
+    assert v.usl_disowned.disowned == (
+        "its N* = 50 lies more than 4× beyond the highest level measured (12 clients): "
+        "the levels do not show the curve turning down"
+    )
+    # within 4×, the same curve is a model
+    v = analyze(closed_loop({n: usl(n, sigma, kappa, lam) for n in (1, 2, 4, 8, 16)}), "main")
+    assert v.usl is not None and v.usl_disowned is None and v.usl.n_star == pytest.approx(50, rel=0.01)
+
+
 def test_a_pool_measured_from_above_one_client_says_what_it_assumes() -> None:
     v = analyze(pool_of(12, levels=(2, 6, 12, 24, 48)), "main")
     assert v.shape is not None and v.shape.name == "pool"

@@ -12,7 +12,7 @@ import pytest
 from knee.analysis import analyze, analyze_run
 from knee.analysis.uslfit import usl
 from knee.errors import UserError
-from knee.model import GroupStats, LatencyStats, OpenLoopStats, RunRecord, StepResult
+from knee.model import GroupStats, LatencyStats, OpenLoopStats, RunRecord, SeriesPoint, StepResult
 from knee.plan import engine_spec, probe_step, quick, sweep_plan
 from knee.report import view as V
 from knee.report.csvout import levels_csv
@@ -238,8 +238,11 @@ def test_saturation_is_the_first_rate_not_kept_up_with() -> None:
 
 
 def test_late_arrivals_alone_mark_saturation_and_in_service_ones_do_not() -> None:
-    # 1 s in service at 10/s: about 10 arrivals are still in service when a 10 s window closes
+    # 1 s in service at 10/s: nothing ends in the first second, and the 10 arrivals of the last second are still in
+    # service when the 10 s window closes (abandoned): 90 completions, 10/s after the first operation latency
     slow = open_group(10, 9.0, w_ms=1000.0)
+    slow.series = [SeriesPoint(t=float(i), succeeded=0 if i == 0 else 10, failed=0, hung=0) for i in range(10)]
+    slow.abandoned = 10
     steps = rate_steps([(10, slow), (20, open_group(20, 19.9, late=11, w_ms=50.0))])  # 5.5 % of 200 late
     v = analyze(steps, "main", unit="rate")
     assert v.saturation_level == 20

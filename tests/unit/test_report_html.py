@@ -60,6 +60,32 @@ def test_no_usl_curve_without_a_fit() -> None:
     assert "USL fit" not in svgs[0]
 
 
+def _x_ticks(svg: str) -> list[float]:
+    """The x axis' tick labels of a matplotlib SVG: plain numbers, or 10 with a superscript exponent (log scale)."""
+    axis = svg[svg.index('id="matplotlib.axis_1"') : svg.index('id="matplotlib.axis_2"')]
+    out = []
+    for text in re.findall(r"<text[^>]*>(.*?)</text>", axis, re.S):
+        spans = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", text)
+        label = text.strip() if not spans else ""
+        if spans and "".join(spans[:2]) == "10":
+            out.append(10.0 ** float("".join(spans[2:])))
+        elif re.fullmatch(r"[\d.]+", label):
+            out.append(float(label))
+    return out
+
+
+def test_a_model_line_never_stretches_the_x_axis_past_the_levels_measured() -> None:
+    # issue 25: an N* of 107 315 drawn as a line stretched the axis to 100 000; N* is drawn only among the levels
+    record = sample_record()
+    fit = record.verdicts[0].usl
+    assert fit is not None
+    record.verdicts[0].usl = fit.model_copy(update={"n_star": 107_315.0})
+    svg = re.findall(r"<svg\b.*?</svg>", render_html(record), re.S)[0]
+    ticks = _x_ticks(svg)
+    assert ticks and max(ticks) <= 1000, ticks  # the highest level measured is 1000
+    assert "USL fit" in svg and "N* =" not in svg
+
+
 def test_hostile_text_appears_only_escaped() -> None:
     record = sample_record(levels=(1, 10, 600, 1000), group=HOSTILE, error_sample=f"body: {HOSTILE}")
     record.scenario = record.scenario.model_copy(update={"name": HOSTILE})

@@ -4,14 +4,20 @@ A level measured more than once in the same direction (a repeated step, a resume
 run) is pooled: counts and measured seconds add up, so its rate is still
 successful operations ÷ measured seconds. Open-loop steps (a rate sweep's measured
 group) also pool what was offered, late and dropped.
+
+A step that ended with operations in flight is judged after its first operation latency (`window`,
+docs/analysis.md "Operations long against the step"): until one latency has passed, operations have started but
+few could end, so counting the step's first seconds would charge a slow service for work still in flight.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from knee.model import Outcomes, StepResult
+from knee.analysis.steady import intervals
+from knee.model import GroupStats, Outcomes, StepResult
 
 # DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
 COLLAPSE_RATE = 0.5
@@ -21,6 +27,91 @@ COLLAPSE_FAILURES = 0.5
 SATURATION_SHORTFALL = 0.05
 SATURATION_LATE = 0.05  # above timer and scheduling jitter on a busy load machine
 SATURATION_DROPPED = 0.01
+# docs/analysis.md: the ramp of a step's first operation latency is cut from its rate, in whole intervals; a ramp
+# under this share of an interval is left in (a 50 ms operation biases a 10 s step's rate by 0.5 %)
+RAMP_SLACK = 0.05
+# a step shorter than this many operation latencies gets a warning: its rate rests on few operations per client
+FEW_LATENCIES = 5
+# whole intervals a cut must leave: fewer, and an interval could not be told from the ones after it (`_queued`)
+KEPT_INTERVALS = 2
+
+
+@dataclass(frozen=True)
+class Window:
+    """What one step's rate is judged on: its measured seconds after `cut_s`, and what ended in them."""
+
+    cut_s: float  # seconds cut from the start: the first operation latency (or a settled step's warm-up cut)
+    seconds: float
+    succeeded: float
+    failed: float
+    hung: float
+    latency_s: float  # the operation latency the cut is made by (the mean time in the service)
+
+
+def latency_s(g: GroupStats) -> float:
+    """A group's operation latency: its mean time in the service (an open loop's counted from the actual start)."""
+    o = g.open_loop
+    lat = o.latency_uncorrected_ms if o is not None and o.latency_uncorrected_ms.count else g.latency_ms
+    return lat.mean / 1000.0
+
+
+def window(s: StepResult, g: GroupStats) -> Window:
+    """The part of step `s` that group `g`'s rate is judged on (docs/analysis.md).
+
+    A step that ended with operations in flight (abandoned) is cut by its first operation latency, less the
+    warm-up already run, rounded up to whole intervals of its series: in a window that starts empty, arrivals (or
+    clients) begin at once but nothing can end before one latency has passed, so the completions of the whole
+    window fall short of the rate the service kept by latency ÷ step, and the operations in flight at the end
+    are the ones whose completions are missing. After the cut, completions come at the service's rate, and the
+    operations in flight at the window's two ends balance. The cut must leave KEPT_INTERVALS whole intervals
+    (else the whole step: too short to judge); what ended after it, the last partial interval included, over the
+    seconds after it. A step run until settled (duration = "auto") is cut at least by its warm-up cut
+    (StepResult.steady), over whole intervals. Otherwise: the whole step."""
+    lat = latency_s(g)
+    st = s.steady if s.steady is not None and s.steady.group == g.name and s.steady.auto else None
+    whole = Window(0.0, g.elapsed_s, g.succeeded, g.failed, g.hung, lat)
+    dt = g.interval_s
+    ok = intervals(g)
+    if dt <= 0 or not ok:
+        return whole
+    ramp = max(0.0, lat - _warmup_s(s, g.name)) if g.abandoned else 0.0
+    cut = max(0, math.ceil(ramp / dt - RAMP_SLACK))
+    failed = intervals(g, lambda p: p.failed)
+    hung = intervals(g, lambda p: p.hung)
+    if st is not None:  # its rate is the one after the warm-up cut, over whole intervals (StepResult.steady)
+        cut = min(max(cut, round(st.cut_s / dt)), len(ok) - 1)
+        kept = len(ok) - cut
+        return Window(cut * dt, kept * dt, sum(ok[cut:]), sum(failed[cut:]), sum(hung[cut:]), lat)
+    if cut == 0 or cut + KEPT_INTERVALS > len(ok):
+        return whole  # nothing to cut, or too short to judge after the cut (a short step is warned of)
+    cut = _queued(cut, [a + b + c for a, b, c in zip(ok, failed, hung, strict=True)])
+    after = [p for p in g.series if round(p.t / dt) >= cut]  # the last, partial interval included
+    return Window(
+        cut * dt,
+        g.elapsed_s - cut * dt,
+        sum(p.succeeded for p in after),
+        sum(p.failed for p in after),
+        sum(p.hung for p in after),
+        lat,
+    )
+
+
+def _queued(cut: int, ended: list[float]) -> int:
+    """The cut, moved earlier to the first interval whose completions already reach the mean of the intervals
+    after it: in a queue (a saturated service, a closed loop past its pool) the mean latency includes the wait, but
+    completions come at the service's rate from the first service time on."""
+    for i in range(min(cut, len(ended) - 1)):
+        if ended[i] > 0 and ended[i] >= sum(ended[i + 1 :]) / len(ended[i + 1 :]):
+            return i
+    return cut
+
+
+def _warmup_s(s: StepResult, group: str) -> float:
+    """The warm-up group `group` ran before step `s`'s window (from the engine spec it ran; 0 when unknown)."""
+    for g in (s.spec or {}).get("groups", []):
+        if isinstance(g, dict) and g.get("name") == group:
+            return float(g.get("warmup_ms") or 0) / 1000.0
+    return 0.0
 
 
 class LevelRow(Outcomes):
@@ -40,15 +131,20 @@ class LevelRow(Outcomes):
     offered: int = 0
     late: int = 0
     dropped: int = 0
-    in_service_end: float = 0.0  # operations in service when the windows closed, by Little's law (achieved × W)
     uncorrected_count: int = 0
     uncorrected_sum_ms: float = 0.0  # latency from the actual start (time in the service), mean × count
     p99_uncorrected_ms: float = 0.0
     steps: int = 0
-    # what the rate is judged on: every measured second, except that a step run until settled (duration = "auto")
-    # counts only its seconds after the warm-up cut (StepResult.steady)
+    # what the rates are judged on (`window`): every measured second, except a step's first operation latency when
+    # it ended with operations in flight, and a step run until settled (duration = "auto") after its warm-up cut
     rate_succeeded: float = 0.0
+    rate_failed: float = 0.0
+    rate_hung: float = 0.0
     rate_s: float = 0.0
+    # of the pooled steps that ended with operations in flight: the longest operation latency (`window`) and the
+    # shortest step's measured seconds
+    latency_s: float = 0.0
+    step_s: float = 0.0
     half_width_hz: float | None = None  # the rate's 95 % interval half-width (the steps' best), when known
     cut_s: float = 0.0  # warm-up cut from the rate, over the pooled steps
 
@@ -64,15 +160,20 @@ class LevelRow(Outcomes):
         """The rate's 95 % half-width: the counting noise of its successes (1.96 √n over the measured seconds, as
         for a Poisson count), or its batch-means interval over the steps' intervals when that is narrower (a
         closed loop is steadier than a Poisson count; a few lumpy intervals are noisier than it)."""
-        counting = 1.96 * math.sqrt(self.succeeded) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        counting = 1.96 * math.sqrt(self.rate_succeeded) / self.rate_s if self.rate_s > 0 else 0.0
         if self.half_width_hz is not None:
             return min(self.half_width_hz, counting)
         return counting
 
     @property
     def completion_rate(self) -> float:
-        """All completed operations (succeeded + failed) per measured second."""
-        return (self.succeeded + self.failed) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        """All completed operations (succeeded + failed) per judged second (`window`)."""
+        return (self.rate_succeeded + self.rate_failed) / self.rate_s if self.rate_s > 0 else 0.0
+
+    @property
+    def short(self) -> bool:
+        """A step shorter than FEW_LATENCIES operation latencies: its rate rests on few operations per client."""
+        return self.latency_s > 0 and self.step_s < FEW_LATENCIES * self.latency_s
 
     @property
     def mean_latency_ms(self) -> float:
@@ -91,17 +192,16 @@ class LevelRow(Outcomes):
 
     @property
     def achieved_rate(self) -> float:
-        """Every completed operation (succeeded, failed, hung) per measured second."""
-        return self.total / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        """Every completed operation (succeeded, failed, hung) per judged second (`window`: after the first
+        operation latency when operations were in flight at the end)."""
+        return (self.rate_succeeded + self.rate_failed + self.rate_hung) / self.rate_s if self.rate_s > 0 else 0.0
 
     @property
     def shortfall(self) -> float:
-        """Open loop: the share of arrivals that neither completed nor were still in service when the window
-        closed (queued, dropped or lost); 0 when nothing was offered. Arrivals in service at the close are
-        abandoned by the engine, so Little's law (achieved × time in service) allows for them."""
-        if self.offered <= 0:
-            return 0.0
-        return max(0.0, 1.0 - (self.total + self.in_service_end) / self.offered)
+        """Open loop: how far the achieved rate fell short of the offered one, as a share of it (0 when nothing
+        was offered). Both are rates of a window whose in-flight operations balance at its ends (`window`)."""
+        offered = self.offered_rate
+        return max(0.0, 1.0 - self.achieved_rate / offered) if offered > 0 else 0.0
 
     @property
     def concurrency(self) -> float:
@@ -132,14 +232,16 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
         r.failed_latency_count += g.failed_latency_ms.count
         r.failed_latency_sum_ms += g.failed_latency_ms.mean * g.failed_latency_ms.count
         r.partial = r.partial or s.partial
+        w = window(s, g)
+        r.rate_succeeded += w.succeeded
+        r.rate_failed += w.failed
+        r.rate_hung += w.hung
+        r.rate_s += w.seconds
+        r.cut_s += w.cut_s
+        if g.abandoned and w.latency_s > 0:  # a step that ended with operations in flight: is it long against them?
+            r.step_s = min(r.step_s, g.elapsed_s) if r.latency_s else g.elapsed_s
+            r.latency_s = max(r.latency_s, w.latency_s)
         st = s.steady if s.steady is not None and s.steady.group == group else None
-        if st is not None and st.auto and st.kept_s > 0:
-            r.rate_succeeded += st.rate_hz * st.kept_s
-            r.rate_s += st.kept_s
-            r.cut_s += st.cut_s
-        else:
-            r.rate_succeeded += g.succeeded
-            r.rate_s += g.elapsed_s
         if st is not None and st.half_width_hz is not None:
             r.half_width_hz = min(r.half_width_hz or st.half_width_hz, st.half_width_hz)
         if g.open_loop is not None:
@@ -148,9 +250,6 @@ def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelR
             r.offered += o.offered
             r.late += o.late
             r.dropped += o.dropped
-            # by Little's law per outcome: the successes' time in service (hung ones' taken as theirs), the failures'
-            in_service_ms = (g.succeeded + g.hung) * o.latency_uncorrected_ms.mean + g.failed * g.failed_latency_ms.mean
-            r.in_service_end += in_service_ms / g.elapsed_s / 1000.0 if g.elapsed_s > 0 else 0.0
             r.uncorrected_count += o.latency_uncorrected_ms.count
             r.uncorrected_sum_ms += o.latency_uncorrected_ms.mean * o.latency_uncorrected_ms.count
             r.p99_uncorrected_ms = max(r.p99_uncorrected_ms, o.latency_uncorrected_ms.p99)

@@ -27,7 +27,7 @@ def check(rows: Sequence[LevelRow], think_s: float = 0.0, think_on_failure_s: fl
         if r.open_loop or n <= 0 or r.elapsed_s <= 0 or r.latency_count + r.failed_latency_count == 0:
             continue
         expected = r.completion_rate * (r.mean_completed_latency_ms / 1000.0 + think_s)
-        expected += r.failed / r.elapsed_s * think_on_failure_s
+        expected += (r.rate_failed / r.rate_s if r.rate_s > 0 else 0.0) * think_on_failure_s
         out.append(LittleCheck(level=r.level, expected_n=expected, gap=abs(n - expected) / n))
     return out
 

@@ -10,10 +10,10 @@ settled (at least `min`, at most `max`); every level records its cut and its int
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from knee.model import GroupStats, SteadyState
+from knee.model import GroupStats, SeriesPoint, SteadyState
 
 MSER_BATCH = 5  # MSER-5: intervals are averaged five at a time before the cut is searched
 MIN_BATCHES = 5  # fewer batch means than this give no confidence interval worth the name
@@ -92,9 +92,9 @@ def steady(series: Sequence[float], within: float = WITHIN, confidence: float = 
     )
 
 
-def intervals(g: GroupStats) -> list[float]:
-    """A group's successes per interval over its whole intervals (a last, partial interval left out; an interval
-    with nothing in it is 0)."""
+def intervals(g: GroupStats, count: Callable[[SeriesPoint], int] = lambda p: p.succeeded) -> list[float]:
+    """A group's successes (or what `count` counts of each point) per interval over its whole intervals (a last,
+    partial interval left out; an interval with nothing in it is 0)."""
     if g.interval_s <= 0:
         return []
     n = int(g.elapsed_s / g.interval_s + 1e-6)
@@ -102,7 +102,7 @@ def intervals(g: GroupStats) -> list[float]:
     for p in g.series:
         i = round(p.t / g.interval_s)
         if 0 <= i < n:
-            counts[i] += p.succeeded
+            counts[i] += count(p)
     return counts
 
 

@@ -14,7 +14,8 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 - recovery and the SLO: see recovery.py and slo.py;
 - USL: fitted to the levels up to and including the collapse, leaving out levels
   whose failure ratio exceeds `onset` (their rate is not the service's alone); the
-  left-out levels are `usl_left_out`, named in a warning;
+  left-out levels are `usl_left_out`, named in a warning; a fit that explains nothing (its N* far
+  beyond the levels, or a shape that contradicts it) is `usl_disowned`, and `usl` is null (_disown);
 - shape (closed-loop client sweeps, the fitted group): the curve's shape named with its
   evidence, shape.py;
 - which side held the clients (the load side or the service's door), by each level's evidence
@@ -25,9 +26,9 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
 levels, and its open-loop group adds:
 - saturation (the knee): the lowest level where the achieved rate falls more than 5 %
-  short of the offered one (arrivals still in service at the window's close allowed
-  for by Little's law), more than 5 % of arrivals started late (> 10 ms after their
-  intended start: every connection was busy), or more than 1 % were dropped;
+  short of the offered one (both judged after the step's first operation latency, when
+  operations were in flight at its end: levels.window), more than 5 % of arrivals started late
+  (> 10 ms after their intended start: every connection was busy), or more than 1 % were dropped;
 - the USL is fitted to (N, X) with N = achieved rate × mean time in the service (the
   uncorrected latency), the concurrency the service really had by Little's law.
 """
@@ -40,7 +41,7 @@ from typing import Any
 from knee import fmt
 from knee.analysis import little
 from knee.analysis.beside import against
-from knee.analysis.levels import LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
+from knee.analysis.levels import FEW_LATENCIES, LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.shape import name_shape
@@ -119,6 +120,7 @@ def _curve(
         against(v, rows, beside, onset=onset, slo=slo)
         return v
     _partial(v, steps, group)
+    _short(v, rows)
     _peak_onset_collapse(v, rows, onset)
     if any(r.open_loop for r in rows):
         _saturation(v, rows)
@@ -133,8 +135,11 @@ def _curve(
         if unit == "clients" and not any(r.open_loop for r in rows):
             # The curve's shape, named (shape.py); a pool disowns the USL's N*, which it does not support.
             v.shape = name_shape(rows, held, peak_level=v.peak_level, onset=onset, usl=v.usl, little=v.little)
+        _disown(v, rows, open_loop)
         if v.usl is not None:
             v.sentences.append(_usl_sentence(v.usl, open_loop, is_pool=v.shape is not None and v.shape.name == "pool"))
+        elif v.usl_disowned is not None:
+            v.sentences.append(f"no USL model fits this curve: {v.usl_disowned.disowned}")
         if v.shape is not None:
             v.sentences.append(v.shape.evidence)
     return v
@@ -172,6 +177,22 @@ def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
             v.warnings.append(
                 f"the step at {where(s.level)} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
             )
+
+
+def _short(v: Verdict, rows: list[LevelRow]) -> None:
+    """Steps shorter than a few operation latencies (LevelRow.short): the step and the latency, both named."""
+    short = [r for r in rows if r.short]
+    if not short:
+        return
+    w = min(short, key=lambda r: r.step_s / r.latency_s)
+    need = FEW_LATENCIES * w.latency_s
+    v.warnings.append(
+        f"steps short against their operations at {_levels([r.level for r in short], v.level_unit)}: "
+        f"{fmt.duration(w.step_s)} against an operation latency of {fmt.ms(w.latency_s * 1000)} "
+        f"({w.step_s / w.latency_s:.1f} latencies, at {fmt.load(w.level, v.level_unit)}); each rate is judged after "
+        f"the step's first operation latency, on few operations per client: run each step at least {FEW_LATENCIES} "
+        f"latencies ({fmt.duration(need)} or more)"
+    )
 
 
 def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None:
@@ -355,6 +376,37 @@ def _usl(v: Verdict, rows: list[LevelRow], onset: float) -> bool:
         return open_loop
     v.usl = f
     return open_loop
+
+
+def _disown(v: Verdict, rows: list[LevelRow], open_loop: bool) -> None:
+    """Move a fit that explains nothing of the curve from `v.usl` to `v.usl_disowned`, with its reason: the curve's
+    named shape contradicts it (DISOWNING_SHAPES), or its N* lies more than FAR × the highest level measured (the
+    highest concurrency, on Little's-law concurrency). docs/analysis.md, "A fit that explains nothing"."""
+    f = v.usl
+    if f is None:
+        return
+    why = DISOWNING_SHAPES.get(v.shape.name) if v.shape is not None else None
+    top = max(r.concurrency for r in rows) if open_loop else max(r.level for r in rows)
+    if why is None and f.n_star is not None and top > 0 and f.n_star > FAR * top:
+        measured = f"a concurrency of {top:.3g} in the service" if open_loop else fmt.load(top, v.level_unit)
+        why = (
+            f"its N* = {f.n_star:,.0f} lies more than {FAR}× beyond the highest level measured ({measured}): "
+            "the levels do not show the curve turning down"
+        )
+    if why is not None:
+        v.usl, v.usl_disowned = None, f.model_copy(update={"disowned": why})
+
+
+# Shapes whose cause is not contention or coherency: the USL's numbers are no model of them (shape.py names them).
+# A pool is not among them: σ and κ describe its flat top, and only its N* is disowned (no sentence, line or plot
+# quotes it), unless the N* lies far beyond the levels (FAR), which disowns any fit.
+DISOWNING_SHAPES = {
+    "refusing": "the curve is a limit that refuses: errors, not contention or coherency, ended its rise",
+    "connection_limit": "the service stopped accepting connections: the clients past its limit never reached it, "
+    "so the levels are not its concurrency",
+    "load_side": "the load side, not the service, set the rate",
+}
+FAR = 4  # an N* more than this many times the highest level measured is far outside the curve
 
 
 def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:

@@ -41,6 +41,10 @@ class USLFit(BaseModel):
     ci: dict[str, tuple[float, float]] = Field(default_factory=dict)  # 95 % intervals for sigma, kappa, lam
     warnings: list[str] = Field(default_factory=list)
     advice: list[str] = Field(default_factory=list)
+    disowned: str | None = Field(
+        default=None,
+        description="why this fit explains nothing of the curve (set on Verdict.usl_disowned, docs/analysis.md)",
+    )
 
 
 class LittleCheck(BaseModel):
@@ -76,7 +80,12 @@ class Verdict(BaseModel):
     capacity_under_slo: Level | None = None
     slo_passed: bool | None = None
     little: list[LittleCheck] = Field(default_factory=list)
-    usl: USLFit | None = None
+    usl: USLFit | None = Field(default=None, description="the USL model of the curve; null when none fits")
+    usl_disowned: USLFit | None = Field(
+        default=None,
+        description="a fit made but disowned, its reason in `disowned`: its N* lies far beyond the levels measured, or "
+        "the curve's shape contradicts it (refusing, connection_limit, pool, load_side); its numbers are no model",
+    )
     usl_left_out: list[Level] = Field(default_factory=list, description="levels the USL fit left out, and why")
     shape: CurveShape | None = None
     brackets: dict[str, Bracket] = Field(

@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from knee import fmt
+from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
 from knee.model import RunRecord, StepResult, USLFit
 
@@ -56,7 +57,15 @@ def _plot_rates(
     ax: plt.Axes, record: RunRecord, steps: list[StepResult], group: str, marker: str, **style: Any
 ) -> None:
     """The group's succeeded rate in these steps, at their levels."""
-    ax.plot(_xs(record, steps, group), [s.groups[group].rate_hz for s in steps], marker, **style)
+    ax.plot(_xs(record, steps, group), [_rate(s, group) for s in steps], marker, **style)
+
+
+def _rate(s: StepResult, group: str, completed: bool = False) -> float:
+    """The group's succeeded (or, `completed`, all completed) rate in step `s`, as the verdict judges it: after the
+    first operation latency when operations were in flight at the step's end (knee.analysis.levels.window)."""
+    w = window(s, s.groups[group])
+    n = w.succeeded + (w.failed + w.hung if completed else 0.0)
+    return n / w.seconds if w.seconds > 0 else 0.0
 
 
 def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
@@ -88,16 +97,18 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
     """Rate vs concurrency (or offered rate), the USL curve through it, and the recovery probes.
 
     A rate sweep shows the offered rate as a diagonal and what was achieved; its USL is fitted
-    on Little's-law concurrency, another axis, so it is not drawn here. `n_star=False` leaves out the
-    USL's peak (a pool's curve does not support it).
+    on Little's-law concurrency, another axis, so it is not drawn here. The model is drawn over the measured
+    levels only, and its N* only when it lies among them: a model line never stretches the x axis past what was
+    measured (a disowned fit is not passed at all: Verdict.usl is null). `n_star=False` leaves out the USL's
+    peak (a pool's curve does not support it).
     """
     fig, ax, rates, up, levels = _sweep_figure(record, group)
-    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", label="succeeded (up)", color="C0")
+    ax.plot(levels, [_rate(s, group) for s in up], "o-", label="succeeded (up)", color="C0")
     open_up = [s for s in up if s.groups[group].open_loop is not None]
     if open_up:
         ax.plot(
             _xs(record, open_up, group),
-            [s.groups[group].open_loop.achieved_rate_hz for s in open_up],  # type: ignore[union-attr]
+            [_rate(s, group, completed=True) for s in open_up],
             "^:",
             color="C2",
             label="achieved (all completed)",
@@ -112,7 +123,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
     if fit is not None and levels and not rates:
         n = np.geomspace(max(1, min(levels)), max(levels), 200)
         ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
-        if fit.n_star and n_star:
+        if fit.n_star and n_star and min(levels) <= fit.n_star <= max(levels):
             ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
     _levels_axis(ax, levels, rates)
     ax.set_ylabel("operations / s")
@@ -126,7 +137,7 @@ def counters(record: RunRecord, group: str) -> str:
     ephemeral ports in use, TIME_WAIT sockets, listen overflows and SYN retransmits (and the target's RSS) on
     the right."""
     fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: s.counters is not None or s.target is not None)
-    ax.plot(levels, [s.groups[group].rate_hz for s in up], "o-", color="C0", label="succeeded / s")
+    ax.plot(levels, [_rate(s, group) for s in up], "o-", color="C0", label="succeeded / s")
     ax.set_ylabel("operations / s")
     ax2 = ax.twinx()
     ax2.grid(False)

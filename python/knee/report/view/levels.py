@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from knee import fmt
 from knee.analysis.beside import stress_group
+from knee.analysis.levels import window
 from knee.model import GroupStats, RunRecord, StepResult
 from knee.report.view.section import Table
 
@@ -56,7 +57,12 @@ LEVEL_COLUMNS = [f.name for f in fields(Row) if f.name not in OPEN_LOOP_COLUMNS]
 
 
 def row(step: StepResult, g: GroupStats) -> Row:
+    """The step's rates are the verdict's: judged after the first operation latency when operations were in flight
+    at its end (knee.analysis.levels.window)."""
     o = g.open_loop
+    w = window(step, g)
+    rate = w.succeeded / w.seconds if w.seconds > 0 else 0.0
+    achieved = (w.succeeded + w.failed + w.hung) / w.seconds if w.seconds > 0 else 0.0
     return Row(
         index=step.index,
         label=step.label,
@@ -70,7 +76,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         failed=g.failed,
         hung=g.hung,
         abandoned=g.abandoned,
-        rate_hz=g.rate_hz,
+        rate_hz=rate,
         failure_ratio=g.failure_ratio,
         p50_ms=g.latency_ms.p50,
         p90_ms=g.latency_ms.p90,
@@ -82,7 +88,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         generator_cpu_cores=step.generator.load_cores,
         machine_cpu_cores=step.generator.machine_cpu_cores,
         offered_rate_hz=o.offered_rate_hz if o else None,
-        achieved_rate_hz=o.achieved_rate_hz if o else None,
+        achieved_rate_hz=achieved if o else None,
         late=o.late if o else None,
         dropped=o.dropped if o else None,
         p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,

@@ -39,7 +39,8 @@ def verdict_line(v: Verdict) -> str:
 def usl_line(v: Verdict) -> str | None:
     f = v.usl
     if f is None:
-        return None
+        d = v.usl_disowned
+        return f"no USL model fits this curve: {d.disowned}" if d is not None else None
     if v.shape is not None and v.shape.name == "pool":
         peak = "no N*: the curve is a fixed pool (it flattens, it does not turn down)"
     elif f.n_star and f.peak_rate:
