@@ -32,9 +32,16 @@ def check(rows: Sequence[LevelRow], think_s: float = 0.0, think_on_failure_s: fl
     return out
 
 
-def warning(c: LittleCheck, clients: int, unit: str = "clients", side: Side | None = None) -> str:
-    """The gap in words; `side`: the level's evidence, which says where the missing clients were."""
-    at = f"{c.level} clients" if unit == "clients" else f"{c.level}/s offered ({clients} clients)"
+def warning(
+    c: LittleCheck, clients: int, unit: str = "clients", side: Side | None = None, beside: str | None = None
+) -> str:
+    """The gap in words; `side`: the level's evidence, which says where the missing clients were; `beside`: the
+    stress group a background group's level is (its own clients are fixed)."""
+    load = f"{c.level} clients" if unit == "clients" else f"{c.level}/s offered"
+    if beside is not None:
+        at = f"{clients} clients beside {beside} at {load}"
+    else:
+        at = load if unit == "clients" else f"{load} ({clients} clients)"
     head = f"Little's law does not hold at {at}: throughput × (latency + think time) = {c.expected_n:.1f}"
     if c.expected_n < clients:
         return (

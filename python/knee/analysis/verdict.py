@@ -118,6 +118,8 @@ def _curve(
     if beside is not None:  # a background group: no peak of its own, its degradation beside the stress levels
         _partial(v, steps, group)
         against(v, rows, beside, onset=onset, slo=slo)
+        if not any(r.open_loop for r in rows):  # its own clients are fixed: Little's law holds for them as for any
+            _little(v, rows, (think_s, think_on_failure_s), sides(steps, group, target), beside)
         return v
     _partial(v, steps, group)
     _short(v, rows)
@@ -332,12 +334,17 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}")
 
 
-def _little(v: Verdict, rows: list[LevelRow], think: tuple[float, float], held: dict[Level, Side]) -> None:
-    """`think`: the think time, and the further one after a failure."""
+def _little(
+    v: Verdict, rows: list[LevelRow], think: tuple[float, float], held: dict[Level, Side], beside: str | None = None
+) -> None:
+    """`think`: the think time, and the further one after a failure; `beside`: the stress group of a background
+    group."""
     v.little = little.check(rows, *think)
     clients = {r.level: r.clients or int(r.level) for r in rows}
     v.warnings.extend(
-        little.warning(c, clients[c.level], v.level_unit, held.get(c.level)) for c in v.little if c.gap > little.GAP
+        little.warning(c, clients[c.level], v.level_unit, held.get(c.level), beside)
+        for c in v.little
+        if c.gap > little.GAP
     )
 
 
