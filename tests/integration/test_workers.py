@@ -1,5 +1,6 @@
 """Clients that are code (docs/worker-protocol.md): a Python flow, a Java worker and a C worker against
-knee target with a login; counts exact against the target's own; hangs, deaths, bad lines and bad starts."""
+knee target with a login, and a flow against nginx; counts exact against the target's own and nginx's access log;
+hangs, deaths, bad lines and bad starts."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import REPO, knee_cli
-from servers import pids_alive, sent
+from servers import Nginx, pids_alive, sent
 
 FLOWS = REPO / "examples" / "flows"
 TEST_FLOWS = REPO / "tests" / "flows"
@@ -101,14 +102,15 @@ def test_the_timed_steps_table_keeps_its_columns_apart(tmp_path: Path) -> None:
     assert lines[head + 3].split()[:2] == ["(operation)", "18"]
 
 
-def test_a_plain_function_flow_runs_in_threads_and_counts_exactly(target: TargetProcess, tmp_path: Path) -> None:
-    before = target.stats()
+def test_a_plain_function_flow_runs_in_threads_and_counts_exactly(nginx: Nginx, tmp_path: Path) -> None:
+    nginx.clear_log()
     doc, _ = run(
         tmp_path, "--python", "testflows:sync_fetch", "--path", str(TEST_FLOWS), "-c", "5", "--iterations", "8",
-        "--var", f"target={target.url}",
+        "--var", f"target={nginx.url}",
     )  # fmt: skip
     assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (30, 10, 0, 0)
-    assert target.stats()["requests"] - before["requests"] == 30
+    # An independent witness: nginx logged one GET per succeeded operation (the failed ones raise before sending).
+    assert [x.split()[1:4] for x in nginx.access_lines()] == [["GET", "/", "200"]] * 30
     assert doc["steps"]["get"]["count"] == 30
     (reason,) = doc["reasons"]
     assert reason["key"] == "ValueError: iteration <n> refused on purpose" and reason["count"] == 10
