@@ -175,7 +175,7 @@ def test_a_level_search_with_auto_durations_runs_on_the_cluster(
     assert all(s.reason for s in record.steps) and record.search_end
     for step in record.steps:
         assert not step.partial and step.steady is not None and step.steady.auto
-        assert step.elapsed_s <= 6.5  # at most max_duration
+        assert step.groups["main"].elapsed_s <= 6.0  # its measured window: at most max_duration
     assert settled(lambda: target.stats()["requests"] - before, sent(record)) == sent(record)
     assert "bisecting" in proc.stdout or "narrowing" in proc.stdout or "plateau" in proc.stdout
 
