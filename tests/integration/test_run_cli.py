@@ -111,10 +111,13 @@ def test_curl_as_exec_client(nginx: Nginx, tmp_path: Path) -> None:
     assert doc["succeeded"] == 40 == len(nginx.access_lines())
     assert doc["per_client"] == [10, 10, 10, 10]
     # curl exits 0 on a 404 without -f: the output check is what catches it.
+    nginx.clear_log()
     doc, _ = run_json(tmp_path, "-n", "5", "--expect-stdout", "hello", "--", "curl", "-s", nginx.url + "/missing")
     assert doc["failures"] == {"stdout": 5}
     doc, _ = run_json(tmp_path, "-n", "5", "--", "curl", "-sf", nginx.url + "/missing")
     assert doc["failures"] == {"exit_code": 5}
+    # each failed run of the command is one request nginx answered 404: the witness of the failures too
+    assert [x.split()[1:4] for x in nginx.access_lines()] == [["GET", "/missing", "404"]] * 10
 
 
 def test_exec_substitution_and_file_check(tmp_path: Path) -> None:
