@@ -139,7 +139,7 @@ def test_hung_commands_are_killed_with_their_children(tmp_path: Path) -> None:
     script = f"echo $$ >> {pidfile}; sleep 60 & echo $! >> {pidfile}; wait"
     started = time.monotonic()
     doc, proc = run_json(tmp_path, "-c", "3", "--iterations", "2", "--timeout", "300ms", "--", "sh", "-c", script)
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 60  # order: ended before the hung commands' `sleep 60` could have
     assert doc["hung"] == 6 and doc["succeeded"] == 0 and doc["failed"] == 0
     assert sorted(doc["hung_clients"]) == [0, 1, 2]
     pids = [int(p) for p in pidfile.read_text().split()]
@@ -195,7 +195,7 @@ def test_sigint_on_http_run_keeps_the_counts(nginx: Nginx, tmp_path: Path) -> No
     interrupt_under_load(proc, nginx, requests=1000)
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["interrupted"] is True and doc["succeeded"] > 0
-    assert doc["elapsed_s"] < 40
+    assert doc["elapsed_s"] < 60  # order: its window was cut by Ctrl-C, before the 60 s duration's end
 
 
 def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: Path) -> None:
