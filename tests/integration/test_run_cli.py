@@ -117,6 +117,7 @@ def test_curl_as_exec_client(nginx: Nginx, tmp_path: Path) -> None:
     doc, _ = run_json(tmp_path, "-n", "5", "--", "curl", "-sf", nginx.url + "/missing")
     assert doc["failures"] == {"exit_code": 5}
     # each failed run of the command is one request nginx answered 404: the witness of the failures too
+    settled(lambda: len(nginx.access_lines()), 10)
     assert [x.split()[1:4] for x in nginx.access_lines()] == [["GET", "/missing", "404"]] * 10
 
 
@@ -280,6 +281,7 @@ def test_tcp_target(nginx: Nginx, tmp_path: Path) -> None:
     assert doc["connect_ms"]["count"] == 100
     # An independent witness: nginx answered each operation, on a connection of its own (knee's preflight connects
     # and closes without a request, which nginx does not log).
+    settled(lambda: len(nginx.access_lines()), 100)
     lines = [line.split() for line in nginx.access_lines()]
     assert [x[1:4] for x in lines] == [["GET", "/", "200"]] * 100
     assert len({x[0] for x in lines}) == 100  # nginx's $connection serial number
@@ -290,6 +292,7 @@ def test_tcp_target(nginx: Nginx, tmp_path: Path) -> None:
         "--send", "GET /missing HTTP/1.0\\r\\n\\r\\n", "--expect", "hello from nginx",
     )  # fmt: skip
     assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (0, 20, 0, 0)
+    settled(lambda: len(nginx.access_lines()), 20)
     assert [x.split()[1:4] for x in nginx.access_lines()] == [["GET", "/missing", "404"]] * 20
 
 

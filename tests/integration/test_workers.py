@@ -22,7 +22,7 @@ from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import REPO, knee_cli
-from servers import Nginx, pids_alive, sent
+from servers import Nginx, pids_alive, sent, settled
 
 FLOWS = REPO / "examples" / "flows"
 TEST_FLOWS = REPO / "tests" / "flows"
@@ -110,6 +110,7 @@ def test_a_plain_function_flow_runs_in_threads_and_counts_exactly(nginx: Nginx, 
     )  # fmt: skip
     assert (doc["succeeded"], doc["failed"], doc["hung"], doc["abandoned"]) == (30, 10, 0, 0)
     # An independent witness: nginx logged one GET per succeeded operation (the failed ones raise before sending).
+    settled(lambda: len(nginx.access_lines()), 30)
     assert [x.split()[1:4] for x in nginx.access_lines()] == [["GET", "/", "200"]] * 30
     assert doc["steps"]["get"]["count"] == 30
     (reason,) = doc["reasons"]
