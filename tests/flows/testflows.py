@@ -66,9 +66,9 @@ async def mixed(ctx) -> int | None:  # type: ignore[no-untyped-def]
 
 
 async def stuck_client_2(ctx) -> None:  # type: ignore[no-untyped-def]
-    """Client 2's operations take 5 s (still running when a short duration ends); the rest are quick."""
+    """Client 2's operations take 60 s (still running when a short duration ends); the rest are quick."""
     if ctx.client == 2:
-        await asyncio.sleep(5)
+        await asyncio.sleep(60)
 
 
 async def hangs_first(ctx) -> None:  # type: ignore[no-untyped-def]

@@ -202,10 +202,14 @@ def test_auto_duration_cuts_a_warm_up_and_ends_a_steady_level_at_min(tmp_path: P
     assert step.elapsed_s < 30
 
     with start_target(lam=100.0, sigma=0.0, kappa=0.0) as target:
-        record = auto_duration(f"{target.url}/", tmp_path / "steady", "30s")
+        record = auto_duration(f"{target.url}/", tmp_path / "steady", "15s")
     (step,) = record.steps
     assert step.steady is not None and step.steady.settled and step.steady.cut_s == 0
-    assert step.elapsed_s <= 5 + 2.5, step.elapsed_s  # min, and the next look at the rate
+    # Order, not a wall-clock window: the level ran its min, and was then cut because it had settled (a window that
+    # ran to max measures exactly 15 s). How soon after min it ends (the next look at the rate, about a second on
+    # an idle machine) is a timing claim, for `make bench`.
+    window = step.groups["main"].elapsed_s
+    assert 5 <= window < 15, window
 
 
 @pytest.mark.timeout(120)
@@ -214,7 +218,7 @@ def test_auto_duration_runs_a_noisy_level_to_max_and_says_so(tmp_path: Path) -> 
         record = auto_duration(f"{target.url}/", tmp_path / "noisy", "8s")
     (step,) = record.steps
     assert step.steady is not None and not step.steady.settled
-    assert step.elapsed_s == pytest.approx(8, abs=0.5)
+    assert step.groups["main"].elapsed_s == 8.0  # its window ran to max: not cut, exactly max_duration
     report = (RunDir(Path(tmp_path / "noisy").iterdir().__next__()).path / "report.md").read_text()
     assert "did not settle by max_duration" in report
 
