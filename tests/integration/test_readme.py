@@ -49,6 +49,10 @@ def test_readme_one_line_sweeps_work(tmp_path: Path) -> None:
             line = re.sub(r"--budget \S+", "--budget 20s", line)
             if "--rates auto" in line:
                 line += " --start 50 --max-level 200"
+            if " -d " not in line:  # the default duration is the real one: seconds per level here
+                line += " -d 0.5s"
+            if "--levels auto" in line and "--max-level" not in line:
+                line += " --max-level 8"
             args = shlex.split(line)[2:]
             proc = knee_cli("sweep", *args, "--no-recovery", "--out", str(tmp_path), timeout=90)
             assert proc.returncode == 0, f"{example}\n{proc.stderr}"
