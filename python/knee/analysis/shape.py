@@ -123,7 +123,10 @@ def _door(
     if not at_door:
         return None
     first, last = at_door[0], at_door[-1]
-    served = max(round(busy[r.level]) for r in at_door)
+    # The most it served at once, at the door or below it (where every client was served): at the door a slot
+    # freed by a client that timed out sits idle until the next waiting connect is accepted, so the levels there
+    # read a little under the limit, and the highest level below the door reads it whole.
+    served = round(max(busy[r.level] for r in rows[: rows.index(last) + 1] if r.level in busy))
     side = held[last.level]
     hung = side.hung_words()
     evidence = ", ".join(side.door)
