@@ -113,8 +113,11 @@ class _View:
         and 21 is."""
         if self.mid(lo, hi) is None:
             return True
-        tolerance = self.c.precision * lo if self.c.relative else self.c.precision
-        return hi - lo <= self.c.resolution or hi - lo < tolerance
+        return hi - lo <= self.c.resolution or hi - lo < self.tolerance(lo)
+
+    def tolerance(self, level: float) -> float:
+        """The precision at `level`: a share of it, or a width in the level's unit."""
+        return self.c.precision * level if self.c.relative else self.c.precision
 
     def snap(self, level: float) -> float:
         """The measurable level nearest `level`: a whole client, or a multiple of the resolution."""
@@ -126,7 +129,7 @@ class _View:
         bracket."""
         r, p = self.c.resolution, self.c.precision
         if up:  # the highest u with u - end < the precision of end
-            edge = end + (p * end if self.c.relative else p)
+            edge = end + self.tolerance(end)
             return max(end + r, (math.ceil(edge / r) - 1) * r)
         # the lowest u with end - u < the precision of u
         edge = end / (1 + p) if self.c.relative else end - p
@@ -327,9 +330,8 @@ def _guided(
     g = guess(at)
     if g > 0:
         p = v.c.precision
-        tol_lo = p * lo if v.c.relative else p
         tol_hi = p * hi / (1 + p) if v.c.relative else p
-        if abs(g - lo) < tol_lo:  # just past the highest good level: the farthest level that closes the bracket
+        if abs(g - lo) < v.tolerance(lo):  # just past the good end: the farthest level that closes it
             level = v.closing(lo, up=True)
         elif abs(hi - g) < tol_hi:  # just below the lowest bad one
             level = v.closing(hi, up=False)
@@ -412,7 +414,7 @@ def _usl_peak(v: _View, top: Point) -> tuple[float, str] | None:
 def _near_n_star(v: _View, n_star: float, words: str) -> Next | None:
     """The level at N*, unless a level within the precision of it was measured (then the peak is placed)."""
     target = v.snap(n_star)
-    tolerance = max(v.c.resolution, v.c.precision * n_star if v.c.relative else v.c.precision)
+    tolerance = max(v.c.resolution, v.tolerance(n_star))
     if any(abs(p.level - n_star) <= tolerance for p in v.points) or target in v.levels:
         return None
     return Next(target, "peak", f"measuring at the USL fit's {words}")
