@@ -35,10 +35,19 @@ _LISTEN = 10
 _DIAG_MSG = struct.Struct("=BBBBHH16s16sIQIIIII")  # inet_diag_msg: its sockid, then expires … inode
 
 
-def _diag(states: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """(state, local port, receive queue, send queue, inode) of every TCP socket of this network namespace
-    in `states` (a bit mask of state codes), by one netlink sock_diag dump per address family, as `ss`
-    does (reading /proc/net/tcp walks the whole hash table for every page it returns)."""
+class _Sock(NamedTuple):
+    state: int
+    port: int  # local
+    rq: int
+    wq: int
+    inode: int
+    peer: tuple[bytes, bytes, int]  # (local address, remote address, remote port)
+
+
+def _diag(states: int) -> Iterator[_Sock]:
+    """Every TCP socket of this network namespace in `states` (a bit mask of state codes), by one netlink
+    sock_diag dump per address family, as `ss` does (reading /proc/net/tcp walks the whole hash table for
+    every page it returns)."""
     for family in (socket.AF_INET, socket.AF_INET6):
         req = struct.pack("=BBBBI48x", family, socket.IPPROTO_TCP, 0, 0, states)
         head = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, _NLM_F_DUMP_REQUEST, 1, 0)
@@ -58,7 +67,7 @@ def _diag(states: int) -> Iterator[tuple[int, int, int, int, int]]:
                             break
                         if length >= 16 + _DIAG_MSG.size:
                             f = _DIAG_MSG.unpack_from(data, at + 16)
-                            yield f[1], socket.ntohs(f[4]), f[11], f[12], f[14]
+                            yield _Sock(f[1], socket.ntohs(f[4]), f[11], f[12], f[14], (f[6], f[7], f[5]))
                         at += (length + 3) & ~3
         except OSError:
             continue
@@ -68,43 +77,43 @@ def tcp_sockets() -> dict[int, tuple[str, int, int, int]]:
     """Every TCP socket of this network namespace but those in TIME_WAIT (they belong to no process):
     inode -> (state, local port, receive queue, send queue). For a listening socket the receive queue is
     its accept queue and the send queue that queue's limit."""
-    return {
-        inode: (_TCP_STATE_NAMES.get(state, str(state)), port, rq, wq)
-        for state, port, rq, wq, inode in _diag(_NOT_TIME_WAIT)
-    }
+    return {s.inode: (_TCP_STATE_NAMES.get(s.state, str(s.state)), s.port, s.rq, s.wq) for s in _diag(_NOT_TIME_WAIT)}
 
 
 class Census(NamedTuple):
     """One census of this namespace's TCP sockets (`tcp_census`)."""
 
     states: dict[str, int]  # sockets by state
-    held: int  # local ports of the ephemeral range held by a socket that is not listening (TIME_WAIT included)
+    held: int  # the most local ports of the ephemeral range held toward one destination (TIME_WAIT included)
     waiting: dict[int, int]  # listening port -> connections waiting in its accept queue (only ports with some)
 
 
 def tcp_census(ports: tuple[int, int]) -> Census:
-    """This namespace's TCP sockets by state, how many local ports of the ephemeral range `ports` (lo, hi) a
-    socket that is not listening holds (TIME_WAIT included): what a client machine runs out of; and the
-    connections waiting to be accepted on each listening port (a server that stopped accepting)."""
+    """This namespace's TCP sockets by state; the most local ports of the ephemeral range `ports` (lo, hi) held
+    toward one destination by sockets that are not listening (TIME_WAIT included): what a client machine runs
+    out of, since connect() needs a local port unused toward that (local address, remote address and port)
+    only, so sockets toward other destinations (another test's server, another service) take none of it; and
+    the connections waiting to be accepted on each listening port (a server that stopped accepting)."""
     lo, hi = ports
     states: dict[int, int] = {}
-    held: set[int] = set()
+    held: dict[tuple[bytes, bytes, int], set[int]] = {}
     waiting: dict[int, int] = {}
-    for state, port, rq, _, _ in _diag(_ALL_STATES):
-        states[state] = states.get(state, 0) + 1
-        if state == _LISTEN:
-            if rq:
-                waiting[port] = waiting.get(port, 0) + rq
-        elif lo <= port <= hi:
-            held.add(port)
-    return Census({_TCP_STATE_NAMES.get(k, str(k)): n for k, n in states.items()}, len(held), waiting)
+    for s in _diag(_ALL_STATES):
+        states[s.state] = states.get(s.state, 0) + 1
+        if s.state == _LISTEN:
+            if s.rq:
+                waiting[s.port] = waiting.get(s.port, 0) + s.rq
+        elif lo <= s.port <= hi:
+            held.setdefault(s.peer, set()).add(s.port)
+    most = max((len(p) for p in held.values()), default=0)
+    return Census({_TCP_STATE_NAMES.get(k, str(k)): n for k, n in states.items()}, most, waiting)
 
 
 def accept_queues() -> dict[int, int]:
     """The connections waiting to be accepted on each listening port of this namespace (only ports with some): a
     dump of the listening sockets alone, cheap however many other sockets there are."""
     waiting: dict[int, int] = {}
-    for _, port, rq, _, _ in _diag(1 << _LISTEN):
-        if rq:
-            waiting[port] = waiting.get(port, 0) + rq
+    for s in _diag(1 << _LISTEN):
+        if s.rq:
+            waiting[s.port] = waiting.get(s.port, 0) + s.rq
     return waiting
