@@ -38,8 +38,10 @@ demo: install ## start the demo service, sweep it, write the report
 
 test: install lint test-rust test-py ## install, lint, and run every test
 
+# Unit and integration tests, then the docs' examples; not the engine's example program (clippy checks it builds).
 test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
-	cargo test --release --workspace --exclude knee-py -q
+	cargo test --release --workspace --exclude knee-py -q --lib --tests
+	cargo test --release --workspace --exclude knee-py -q --doc
 
 # Tests that may skip under `make test` (names, space-separated); any other skip fails the run (tests/no_skips.py).
 # None may: make ci-deps and make install give every test what it needs (root for network namespaces included).

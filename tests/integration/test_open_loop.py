@@ -2,7 +2,7 @@
 `knee target`, its own process), over real sockets.
 
 The rate-accuracy-over-10-s, Poisson goodness-of-fit, cap and 2 s stall checks live in Rust
-(crates/engine/tests/pacer.rs, crates/engine/src/pacer.rs); here: the CLI, the report and the JSON.
+(crates/engine/tests/it/pacer.rs, crates/engine/src/pacer.rs); here: the CLI, the report and the JSON.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 //! The measured closed-loop throughput follows the configured USL curve.
 
-mod common;
+use crate::common;
 
 use common::{closed_loop, ms, runtime, start, stats};
 

@@ -1,6 +1,6 @@
 //! HTTPS against a real rustls server on 127.0.0.1:0 with a self-signed certificate (made by `openssl`).
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! (late/dropped), and coordinated omission (a stall shows in corrected latency, not closed loop).
 //! The Poisson goodness-of-fit test is a unit test of the schedule (`src/pacer.rs`).
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

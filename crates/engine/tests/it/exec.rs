@@ -1,6 +1,6 @@
 //! Exec clients: real processes, process-group kills, nothing left running.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Login sessions: `POST user=NAME&password=PW` to `[login] path` hands out a session cookie;
 //! paths with `session = true` answer 401 without a remembered one.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

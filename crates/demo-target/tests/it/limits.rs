@@ -1,7 +1,7 @@
 //! The limits that produce errors: the pool (503), the request timeout (504), hung requests,
 //! the connection limit with its backlog, and a port already in use.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Recovery after overload: `recover` at once, `slow` after its time, `stuck` until reset.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! TCP client against a real echo server.
 
-mod common;
+use crate::common;
 
 use common::*;
 use knee_engine::{run, ErrorClass};

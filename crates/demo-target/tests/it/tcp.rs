@@ -1,6 +1,6 @@
 //! The TCP line protocol: greeting, PING/PONG, echo, QUIT, BUSY past the pool.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Results: merge equals one combined recording, lossless bytes, live control.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

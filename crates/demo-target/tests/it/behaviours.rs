@@ -2,7 +2,7 @@
 //! queueing time counted toward `timeout_s`, and the warm-up's clock (from the first request,
 //! again after a reset).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

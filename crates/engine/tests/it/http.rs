@@ -1,6 +1,6 @@
 //! HTTP client against a real hyper server on 127.0.0.1:0.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Config parsing, profiles, and the one-sentence errors for bad values.
 
-mod common;
+use crate::common;
 
 use common::{assert_rejected, assert_rejected_in_one_line};
 use knee_demo_target::{profiles, Config, RecoveryMode};
