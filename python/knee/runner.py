@@ -144,7 +144,7 @@ def execute(
     if executor is None and address:
         from knee.executor import connect
 
-        owned = connect(address, scenario.cluster.weights)
+        owned = connect(address, scenario.cluster)
         try:
             return execute(
                 scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check

@@ -12,6 +12,7 @@ from knee.executor.local import Background, LocalExecutor, run_step
 
 if TYPE_CHECKING:
     from knee.executor.dask import DaskExecutor
+    from knee.scenario.cluster import Cluster
 
 __all__ = [
     "Background",
@@ -26,8 +27,9 @@ __all__ = [
 ]
 
 
-def connect(cluster: str, weights: dict[str, float] | None = None) -> DaskExecutor:
-    """The Dask executor for `--cluster` / `[cluster] address`: `tcp://host:8786` or `local:N`."""
+def connect(cluster: str, settings: Cluster) -> DaskExecutor:
+    """The Dask executor for `--cluster` / `[cluster] address`: `tcp://host:8786` or `local:N`; the scenario's
+    `[cluster]` table gives the weights and the driver's lease."""
     from knee.executor.dask import DaskExecutor
 
-    return DaskExecutor.connect(cluster, weights)
+    return DaskExecutor.connect(cluster, settings.weights, lease_s=settings.lease)

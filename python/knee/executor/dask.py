@@ -13,12 +13,13 @@ the step is partial; the others' results are kept.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.metadata
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from knee._engine import __version__
@@ -26,6 +27,7 @@ from knee.engine import Engine, EngineError, ShardResult, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun
 from knee.executor.interrupt import Interrupts
+from knee.executor.lease import LeaseKeeper, LeaseTimes, LeaseWatch
 from knee.executor.shards import (
     STOP_POLL_S,
     Gather,
@@ -38,6 +40,7 @@ from knee.executor.shards import (
     run_shard,
     split,
 )
+from knee.scenario.cluster import DEFAULT_LEASE_S
 from knee.spec import EngineSpec
 
 if TYPE_CHECKING:
@@ -61,9 +64,11 @@ def _dask() -> Any:
 # ---- the shard, on a worker ----------------------------------------------------------------------
 
 
-def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any]:
+def _shard(spec_json: str, key: str, index: int, barrier: bool, lease: tuple[str, float]) -> dict[str, Any]:
     """One worker's part of a step (`shards.run_shard`), the barrier, the stop and the live snapshots on Dask's
-    events and queues; returns the outcome as plain data. Runs outside the worker's thread pool."""
+    events and queues, the driver's lease on a `Variable`; returns the outcome as plain data. Runs outside the
+    worker's thread pool. A call to the scheduler that fails is no news: the lease decides whether the driver
+    is gone."""
     import distributed
 
     distributed.secede()
@@ -74,44 +79,80 @@ def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any
     ready = distributed.Queue(f"{key}-ready", client=client)
     live = distributed.Queue(f"{key}-live", client=client)
 
-    def wait_for_go() -> None:
-        ready.put(index)
-        while not go.wait(STOP_POLL_S):
-            if stop.is_set():
-                raise Stopped
-        # Released: the engine starts its clients now (plus its few ms of lead time).
+    with _watch(client, lease) as watch:
 
-    def send(snapshot: Snapshot) -> None:
-        live.put((index, snapshot.model_dump_json()))
+        def wait_for_go() -> None:
+            _quietly(ready.put, index)
+            while not (released := _quietly(go.wait, STOP_POLL_S)):
+                if watch.lapsed or _quietly(stop.is_set):
+                    raise Stopped
+                if released is None:  # the scheduler did not answer: wait a moment before asking again
+                    time.sleep(STOP_POLL_S)
+            # Released: the engine starts its clients now (plus its few ms of lead time).
 
-    spec = EngineSpec.model_validate_json(spec_json)
-    outcome = run_shard(spec, ready=wait_for_go if barrier else None, stop_requested=stop.is_set, live=send)
+        def send(snapshot: Snapshot) -> None:
+            _quietly(live.put, (index, snapshot.model_dump_json()))
+
+        spec = EngineSpec.model_validate_json(spec_json)
+        outcome = run_shard(
+            spec,
+            ready=wait_for_go if barrier else None,
+            stop_requested=lambda: bool(_quietly(stop.is_set)),
+            live=send,
+            lease=watch,
+        )
     if outcome is None:
         return {"index": index, "address": worker.address, "stopped_before_start": True}
     return {"index": index, "address": worker.address, **outcome.to_wire()}
 
 
-def _background(spec_json: str, key: str, index: int) -> bytes | None:
-    """A worker's part of a baseload kept across steps: answers `cut` and `stop` on its command queue."""
+def _background(spec_json: str, key: str, index: int, lease: tuple[str, float]) -> bytes | None:
+    """A worker's part of a baseload kept across steps: answers `cut` and `stop` on its command queue; stops by
+    itself when the driver's lease lapses."""
     import distributed
 
     distributed.secede()
     client = distributed.get_client()
     commands = distributed.Queue(f"{key}-cmd-{index}", client=client)
     replies = distributed.Queue(f"{key}-reply-{index}", client=client)
-    engine = Engine(as_run_here(EngineSpec.model_validate_json(spec_json))).start()
-    while True:
-        try:
-            command = commands.get(timeout=1.0)
-        except TimeoutError:
-            continue
-        if command == "cut":
-            replies.put(engine.cut().to_bytes())
-        else:
-            engine.stop()
-            engine.wait(None)
-            replies.put(engine.result().to_bytes())
-            return None
+    with _watch(client, lease) as watch:
+        engine = Engine(as_run_here(EngineSpec.model_validate_json(spec_json))).start()
+        watch.guard(engine)
+        while not watch.lapsed:
+            try:
+                command = commands.get(timeout=watch.times.poll_s)
+            except TimeoutError:  # nothing asked
+                continue
+            except Exception:  # the scheduler did not answer: the lease decides whether the driver is gone
+                time.sleep(watch.times.poll_s)
+                continue
+            if command == "cut":
+                _quietly(replies.put, engine.cut().to_bytes())
+            else:
+                engine.stop()
+                engine.wait(None)
+                _quietly(replies.put, engine.result().to_bytes())
+                return None
+        engine.wait(None)  # stopped by the lapse: its clients are gone, and so is the driver
+    return None
+
+
+def _watch(client: Any, lease: tuple[str, float]) -> LeaseWatch:
+    """The driver's lease (`DaskExecutor.lease`), read from its `Variable` on the scheduler."""
+    import distributed
+
+    name, lease_s = lease
+    times = LeaseTimes(lease_s)
+    variable = distributed.Variable(name, client=client)
+    return LeaseWatch(lambda: variable.get(timeout=times.poll_s), times)
+
+
+def _quietly(call: Any, *args: Any) -> Any:
+    """`call(*args)`, or None when the scheduler cannot answer (the driver's lease, not this, says when to stop)."""
+    try:
+        return call(*args)
+    except Exception:
+        return None
 
 
 # ---- the driver ---------------------------------------------------------------------------------
@@ -127,7 +168,13 @@ class DaskExecutor(Executor):
     name = "dask"  # and the scheduler's address, once connected
 
     def __init__(
-        self, client: Any, weights: dict[str, float] | None = None, *, owns_client: bool = False, cluster: Any = None
+        self,
+        client: Any,
+        weights: dict[str, float] | None = None,
+        *,
+        owns_client: bool = False,
+        cluster: Any = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self.client = client
         self.weights = dict(weights or {})
@@ -137,6 +184,12 @@ class DaskExecutor(Executor):
         self._checked: set[str] = set()  # workers whose knee version matched
         self.last_overhead = (0.0, 0.0)  # seconds before the common start, and after the last shard ended
         self.check_workers()
+        # The driver's lease (knee.executor.lease): renewed on the scheduler while this executor is open; every
+        # shard reads it, and stops by itself when it lapses.
+        self.lease = (f"knee-lease-{uuid.uuid4().hex[:12]}", lease_s)
+        variable = _dask().Variable(self.lease[0], client=client)
+        self._keeper = LeaseKeeper(variable.set, LeaseTimes(lease_s))
+        self._lease_variable = variable
         where = "a LocalCluster" if cluster is not None else str(getattr(client.scheduler, "address", "?"))
         self.name = f"dask {where}"
 
@@ -150,7 +203,9 @@ class DaskExecutor(Executor):
         )
 
     @classmethod
-    def connect(cls, where: str, weights: dict[str, float] | None = None) -> DaskExecutor:
+    def connect(
+        cls, where: str, weights: dict[str, float] | None = None, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> DaskExecutor:
         """`tcp://host:port` (a running scheduler) or `local:N` (a LocalCluster of N worker processes)."""
         distributed = _dask()
         if where.startswith("local:"):
@@ -160,7 +215,7 @@ class DaskExecutor(Executor):
             cluster = distributed.LocalCluster(
                 n_workers=int(n_text), threads_per_worker=1, processes=True, dashboard_address=None
             )
-            return cls(distributed.Client(cluster), weights, owns_client=True, cluster=cluster)
+            return cls(distributed.Client(cluster), weights, owns_client=True, cluster=cluster, lease_s=lease_s)
         if "://" not in where:
             raise UserError(
                 f"--cluster {where!r}: give a scheduler address (tcp://host:8786) or local:N (N worker processes)"
@@ -173,7 +228,7 @@ class DaskExecutor(Executor):
                 "or check the address"
             ) from None
         try:
-            return cls(client, weights, owns_client=True)
+            return cls(client, weights, owns_client=True, lease_s=lease_s)
         except BaseException:
             client.close()
             raise
@@ -250,13 +305,32 @@ class DaskExecutor(Executor):
         return {w.address: self._offsets.get(w.address, 0.0) for w in workers}
 
     def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None = None) -> StepRun:
+        with self.scheduler_needed():
+            return self._run_step(spec, interrupts, on_snapshot)
+
+    @contextlib.contextmanager
+    def scheduler_needed(self) -> Iterator[None]:
+        """Talking to the scheduler: when it is gone (its connection lost, not to be had back), one sentence that
+        says so, whatever the call that noticed. The workers stop their load by themselves (the lease)."""
+        try:
+            yield
+        except (OSError, UserError, asyncio.CancelledError) as exc:
+            if self.client.status == "running" and not isinstance(exc, asyncio.CancelledError):
+                raise
+            where = getattr(self.client.scheduler, "address", None) or "of this run"
+            raise UserError(
+                f"the Dask scheduler {where} is gone: the steps measured before it are kept; start the cluster "
+                "again and continue with knee sweep --resume"
+            ) from None
+
+    def _run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None) -> StepRun:
         t_begin = time.monotonic()
         workers = self.workers()
         if not workers:
             raise UserError("every Dask worker is gone: the sweep cannot go on (start workers and --resume it)")
         self.check_workers(workers)
         chosen = [(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None]
-        step = _Step(self.client, chosen)
+        step = _Step(self.client, chosen, self.lease)
         offsets = self._clock_offsets([w for w, _ in chosen])
         step.submit()
         # Every shard ready (or lost), then the common start.
@@ -284,6 +358,8 @@ class DaskExecutor(Executor):
         return DaskBackground(self, spec)
 
     def close(self) -> None:
+        self._keeper.close()
+        _quietly(self._lease_variable.delete)
         if self._owns_client:
             self.client.close()
         if self._cluster is not None:
@@ -294,10 +370,11 @@ class _Step:
     """One step's shards on the cluster: their tasks, the common start's events, the live queue, and the
     workers lost on the way (by shard index, each named)."""
 
-    def __init__(self, client: Any, chosen: list[tuple[LoadGenerator, EngineSpec]]) -> None:
+    def __init__(self, client: Any, chosen: list[tuple[LoadGenerator, EngineSpec]], lease: tuple[str, float]) -> None:
         distributed = _dask()
         self.client = client
         self.chosen = chosen
+        self.lease = lease
         self.key = key = f"knee-{uuid.uuid4().hex[:12]}"
         self.go = distributed.Event(f"{key}-go", client=client)
         self.stop = distributed.Event(f"{key}-stop", client=client)
@@ -311,7 +388,7 @@ class _Step:
         key = self.key
         self.futures = [
             self.client.submit(
-                _shard, s.to_json(), key, i, True, key=f"{key}-shard-{i}", workers=[w.address], pure=False
+                _shard, s.to_json(), key, i, True, self.lease, key=f"{key}-shard-{i}", workers=[w.address], pure=False
             )
             for i, (w, s) in enumerate(self.chosen)
         ]
@@ -403,6 +480,7 @@ class DaskBackground:
     def __init__(self, executor: DaskExecutor, spec: EngineSpec) -> None:
         distributed = _dask()
         self._client = executor.client
+        self._executor = executor
         workers = executor.workers()
         key = f"knee-bg-{uuid.uuid4().hex[:12]}"
         self._parts = []
@@ -410,16 +488,17 @@ class DaskBackground:
             if s is None:
                 continue
             fut = self._client.submit(
-                _background, s.to_json(), key, i, key=f"{key}-{i}", workers=[w.address], pure=False
+                _background, s.to_json(), key, i, executor.lease, key=f"{key}-{i}", workers=[w.address], pure=False
             )
             commands = distributed.Queue(f"{key}-cmd-{i}", client=self._client)
             replies = distributed.Queue(f"{key}-reply-{i}", client=self._client)
             self._parts.append((w, fut, commands, replies))
 
     def _ask(self, command: str) -> ShardResult:
-        for _, _, commands, _ in self._parts:
-            commands.put(command)
-        out = merge_results(self._reply(w, fut, replies, command) for w, fut, _, replies in self._parts)
+        with self._executor.scheduler_needed():
+            for _, _, commands, _ in self._parts:
+                commands.put(command)
+            out = merge_results(self._reply(w, fut, replies, command) for w, fut, _, replies in self._parts)
         if out is None:
             raise UserError("the baseload runs on no worker")
         return out
