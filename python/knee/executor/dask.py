@@ -183,6 +183,7 @@ class DaskExecutor(Executor):
         self._offsets: dict[str, float] = {}
         self._checked: set[str] = set()  # workers whose knee version matched
         self.last_overhead = (0.0, 0.0)  # seconds before the common start, and after the last shard ended
+        self._closed = False
         self.check_workers()
         # The driver's lease (knee.executor.lease): renewed on the scheduler while this executor is open; every
         # shard reads it, and stops by itself when it lapses.
@@ -190,8 +191,9 @@ class DaskExecutor(Executor):
         variable = _dask().Variable(self.lease[0], client=client)
         self._keeper = LeaseKeeper(variable.set, LeaseTimes(lease_s))
         self._lease_variable = variable
-        where = "a LocalCluster" if cluster is not None else str(getattr(client.scheduler, "address", "?"))
-        self.name = f"dask {where}"
+        # where the scheduler is, as `describe` says it
+        self.where = "a LocalCluster" if cluster is not None else str(getattr(client.scheduler, "address", "?"))
+        self.name = f"dask {self.where}"
 
     def describe(self) -> str:
         """'3 Dask workers on 2 hosts (tcp://…)'."""
@@ -199,7 +201,7 @@ class DaskExecutor(Executor):
         hosts = len({w.host for w in workers})
         return (
             f"{len(workers)} Dask worker{'s' if len(workers) != 1 else ''} on {hosts} host{'s' if hosts != 1 else ''}"
-            f" ({self.name.removeprefix('dask ')})"
+            f" ({self.where})"
         )
 
     @classmethod
@@ -242,8 +244,12 @@ class DaskExecutor(Executor):
         for (address, w), host in zip(info, hosts, strict=True):
             nthreads = int(w.get("nthreads") or 1)
             weight = self.weights[host] / hosts.count(host) if host in self.weights else float(nthreads)
-            out.append(LoadGenerator(address, host, nthreads, weight))
+            out.append(LoadGenerator(address, host, nthreads, weight, self.job_of(str(w.get("name") or ""))))
         return out
+
+    def job_of(self, worker_name: str) -> str:
+        """What else names the worker of that Dask name (a batch job: `JobQueueExecutor`); nothing here."""
+        return ""
 
     def check_workers(self, workers: Sequence[LoadGenerator] | None = None) -> None:
         """Every worker has this knee: one sentence before any load, naming the first that has not. Workers
@@ -258,12 +264,12 @@ class DaskExecutor(Executor):
             got = found.get(w.address)
             if isinstance(got, BaseException):
                 raise UserError(
-                    f"Dask worker {w.address} ({w.host}) has no knee ({type(got).__name__}: {got}): install the "
+                    f"Dask worker {w.named} has no knee ({type(got).__name__}: {got}): install the "
                     f"same knee there (pip install 'knee[dask]=={__version__}')"
                 )
             if got is not None and got != __version__:
                 raise UserError(
-                    f"Dask worker {w.address} ({w.host}) runs knee {got}, this knee is {__version__}: install "
+                    f"Dask worker {w.named} runs knee {got}, this knee is {__version__}: install "
                     "the same version on every worker"
                 )
         self._checked.update(w.address for w in workers)
@@ -279,9 +285,9 @@ class DaskExecutor(Executor):
         for w in self.workers():
             got = found.get(w.address)
             if isinstance(got, UserError):
-                raise UserError(f"on Dask worker {w.address} ({w.host}): {got}")
+                raise UserError(f"on Dask worker {w.named}: {got}")
             if isinstance(got, BaseException):
-                raise UserError(f"the preflight on Dask worker {w.address} ({w.host}) failed: {got}")
+                raise UserError(f"the preflight on Dask worker {w.named} failed: {got}")
             for text in got or []:
                 warnings.setdefault(text, []).append(w.host)
         return [f"{text} (on {', '.join(sorted(set(hosts)))})" for text, hosts in warnings.items()]
@@ -358,6 +364,10 @@ class DaskExecutor(Executor):
         return DaskBackground(self, spec)
 
     def close(self) -> None:
+        """End the lease and let go of what this executor made (its client, its cluster); again: nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._keeper.close()
         _quietly(self._lease_variable.delete)
         if self._owns_client:
@@ -404,10 +414,10 @@ class _Step:
                 if isinstance(exc, EngineError):  # the engine refused (a worker program that cannot start)
                     self.stop.set()
                     self.client.cancel(self.futures)
-                    raise UserError(f"on Dask worker {w.address} ({w.host}): {exc}")
-                self.lost[i] = f"{w.address} ({w.host}): {type(exc).__name__}: {exc}"
+                    raise UserError(f"on Dask worker {w.named}: {exc}")
+                self.lost[i] = f"{w.named}: {type(exc).__name__}: {exc}"
             elif w.address not in alive:
-                self.lost[i] = f"{w.address} ({w.host}): the worker left the cluster"
+                self.lost[i] = f"{w.named}: the worker left the cluster"
 
     def wait_ready(self, interrupts: Interrupts) -> None:
         """Until every shard is ready (or lost), or Ctrl-C; a UserError when that takes too long."""
@@ -458,7 +468,7 @@ class _Step:
                 try:
                     got = self.futures[i].result(timeout=30)
                 except Exception as exc:
-                    self.lost[i] = f"{w.address} ({w.host}): {type(exc).__name__}: {exc}"
+                    self.lost[i] = f"{w.named}: {type(exc).__name__}: {exc}"
             outcome = None if got is None or got.get("stopped_before_start") else ShardOutcome.from_wire(got)
             gather.add(w, s, outcome, lost=i in self.lost, offset=offsets.get(w.address, 0.0))
         return gather
@@ -509,10 +519,8 @@ class DaskBackground:
             data = replies.get(timeout=30)
         except TimeoutError:
             if fut.status == "error":
-                raise UserError(
-                    f"the baseload on Dask worker {w.address} ({w.host}) failed: {fut.exception()}"
-                ) from None
-            raise UserError(f"the baseload on Dask worker {w.address} ({w.host}) did not answer {command}") from None
+                raise UserError(f"the baseload on Dask worker {w.named} failed: {fut.exception()}") from None
+            raise UserError(f"the baseload on Dask worker {w.named} did not answer {command}") from None
         return ShardResult.from_bytes(data)
 
     def cut(self) -> ShardResult:

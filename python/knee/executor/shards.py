@@ -36,12 +36,19 @@ LIVE_S = 1.0  # how often a shard hands on a live snapshot
 
 @dataclass(frozen=True)
 class LoadGenerator:
-    """One place a shard can run (a Dask worker, …): its address, its host, its threads and its weight."""
+    """One place a shard can run (a Dask worker, …): its address, its host, its threads, its weight, and what else
+    names it (a batch job: "Slurm job 17")."""
 
     address: str
     host: str
     nthreads: int
     weight: float
+    label: str = ""
+
+    @property
+    def named(self) -> str:
+        """'tcp://10.0.0.7:40213 (10.0.0.7)', or '… (10.0.0.7, Slurm job 17)': how messages name it."""
+        return f"{self.address} ({', '.join(p for p in (self.host, self.label) if p)})"
 
 
 def shares(total: int, weights: Sequence[float]) -> list[int]:

@@ -5,6 +5,7 @@ gone (knee.executor.lease)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,8 @@ from knee.scenario.units import parse_duration
 DEFAULT_LEASE_S = 5.0  # a shard whose driver is gone stops within this (knee.executor.lease)
 MIN_LEASE_S = 2.0
 DEFAULT_JOB_WAIT_S = 600.0  # how long knee waits for the batch jobs' workers to join
+# What each job asks for when neither [cluster] nor the site's dask-jobqueue configuration says.
+DEFAULT_JOB: dict[str, int | str] = {"cores": 1, "memory": "2GB", "disk": "1GB"}
 
 # The batch systems knee asks for jobs through dask-jobqueue, and what each calls itself.
 JobQueue = Literal["slurm", "htcondor", "pbs", "sge"]
@@ -31,7 +34,7 @@ _ONLY_FOR = {
 }
 
 _BYTES = re.compile(r"^\s*\d+(\.\d+)?\s*([kmgtp]i?)?b\s*$", re.IGNORECASE)
-_CLOCK = re.compile(r"^(?:(\d+)-)?(\d+):(\d{2})(?::(\d{2}))?$")
+_CLOCK = re.compile(r"^(?:(\d+)-)?(\d+(?::\d{1,2}){0,2})$")
 
 
 def _bytes(value: Any) -> Any:
@@ -42,23 +45,24 @@ def _bytes(value: Any) -> Any:
 
 
 def _walltime(value: Any) -> Any:
-    """A job's wall time, "HH:MM:SS" (also D-HH:MM:SS, HH:MM) or a duration like "2h" → "H:MM:SS", which Slurm,
-    PBS and SGE all read."""
-    if isinstance(value, str):
-        text = value.strip()
-        m = _CLOCK.match(text)
-        if m:
-            days, hours, minutes, secs = (int(g or 0) for g in m.groups())
-            total = ((days * 24 + hours) * 60 + minutes) * 60 + secs
-        elif not text.replace(".", "", 1).isdigit():  # a bare number: minutes to Slurm, seconds to knee
-            try:
-                total = round(parse_duration(text, "walltime"))
-            except UserError:
-                total = 0
-        else:
-            total = 0
-        if total > 0:
-            return f"{total // 3600:02d}:{total // 60 % 60:02d}:{total % 60:02d}"
+    """A job's wall time as batch systems write it ("HH:MM:SS", "MM:SS", "D-HH[:MM[:SS]]") or a duration like "2h"
+    → "HH:MM:SS", which Slurm, PBS and SGE all read. A bare number is refused: minutes to Slurm, seconds to PBS."""
+    total = 0
+    text = value.strip() if isinstance(value, str) else ""
+    clock = _CLOCK.match(text)
+    if clock:
+        days, fields = clock.group(1), [int(f) for f in clock.group(2).split(":")]
+        if days is not None:  # D-H, D-H:M, D-H:M:S
+            fields = [int(days) * 24 + fields[0], *fields[1:], 0, 0][:3]
+        if len(fields) == 2:  # M:S
+            fields = [0, *fields]
+        if len(fields) == 3:
+            total = fields[0] * 3600 + fields[1] * 60 + fields[2]
+    elif text and not text.replace(".", "", 1).isdigit():
+        with contextlib.suppress(UserError):
+            total = round(parse_duration(text, "walltime"))
+    if total > 0:
+        return f"{total // 3600:02d}:{total // 60 % 60:02d}:{total % 60:02d}"
     raise ValueError('must be a wall time like "02:00:00" or a duration like "2h"')
 
 
@@ -79,7 +83,7 @@ class Cluster(Table):
     jobs: PositiveInt = 1
     min_jobs: PositiveInt | None = None  # start once this many have joined (default: all of them)
     wait: Annotated[Duration, Field(gt=0)] = DEFAULT_JOB_WAIT_S
-    cores: PositiveInt | None = None  # each job's cores, its worker's threads (default: the site's dask config)
+    cores: PositiveInt | None = None  # each job's cores, its worker's threads (default: the site's dask config, or 1)
     memory: Bytes | None = None
     walltime: Walltime | None = None
     queue: Words | None = None
