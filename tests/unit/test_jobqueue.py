@@ -1,15 +1,21 @@
 """Batch jobs' keys (`[cluster] jobqueue`, docs/distributed.md): validated with errors naming the key, turned into
-dask-jobqueue's arguments, and the `--cluster KIND:JOBS` form. The jobs themselves run in
-tests/integration/test_slurm.py."""
+dask-jobqueue's arguments, and the `--cluster KIND:JOBS` form; the job scripts docs/distributed.md shows (Slurm,
+HTCondor: no pool can be installed here) are what dask-jobqueue writes from the keys shown beside them. The jobs
+themselves run in tests/integration/test_slurm.py."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from knee.errors import UserError
-from knee.executor.jobqueue import job_arguments, parse_cluster
+from knee.executor.jobqueue import job_arguments, make_cluster, parse_cluster
 from knee.scenario import parse_scenario
 from knee.scenario.cluster import Cluster
+
+from conftest import REPO
+from servers import free_port
 
 GROUP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nclients = 1\nduration = "1s"\n'
 
@@ -68,7 +74,8 @@ def test_the_keys_become_dask_jobqueues_arguments() -> None:
         'python = "/v/bin/python"\nhost = "10.0.0.1"\nport = 8786\nlogs = "/tmp/jobs"\n'
     )
     assert job_arguments("slurm", slurm) == {
-        "processes": 1, "job_name": "knee-worker", "scheduler_options": {"host": "10.0.0.1", "port": 8786},
+        "processes": 1, "job_name": "knee-worker",
+        "scheduler_options": {"dashboard_address": None, "host": "10.0.0.1", "port": 8786},
         "cores": 2, "memory": "4GB", "walltime": "02:00:00", "queue": "batch", "account": "load",
         "python": "/v/bin/python", "log_directory": "/tmp/jobs", "job_extra_directives": ["--exclusive"],
         "job_script_prologue": ["source /v/bin/activate"],
@@ -89,3 +96,28 @@ def test_cluster_kind_jobs_on_the_command_line() -> None:
     assert parse_cluster("tcp://host:8786") is None and parse_cluster("local:3") is None
     with pytest.raises(UserError, match=r"--cluster 'pbs:x': pbs:JOBS needs a number of jobs, like pbs:4"):
         parse_cluster("pbs:x")
+
+
+def documented(heading: str) -> tuple[str, str]:
+    """The first TOML block and the first job script (a block starting with #!) after `heading` in distributed.md."""
+    text = (REPO / "docs" / "distributed.md").read_text()
+    part = text[text.index(f"\n{heading}\n") :]
+    toml = re.search(r"```toml\n(.*?)```", part, re.DOTALL)
+    script = re.search(r"```\n(#!.*?)```", part, re.DOTALL)
+    assert toml and script, heading
+    return toml.group(1), script.group(1)
+
+
+@pytest.mark.parametrize("heading", ["## Batch jobs: Slurm, HTCondor, PBS, SGE", "### HTCondor"])
+def test_the_documented_job_scripts_are_what_dask_jobqueue_writes_from_the_keys(heading: str) -> None:
+    toml, script = documented(heading)
+    settings = parse_scenario(f"{GROUP}{toml}", "distributed.md").cluster
+    assert settings.jobqueue is not None
+    # The docs' address is not this machine's: the scheduler listens on loopback, and the script names the docs'.
+    port = free_port()
+    cluster = make_cluster(settings.jobqueue, settings.model_copy(update={"host": "127.0.0.1", "port": port}))
+    try:
+        written = cluster.job_script()
+    finally:
+        cluster.close()
+    assert written.replace(f"tcp://127.0.0.1:{port}", f"tcp://{settings.host}:{settings.port}") == script

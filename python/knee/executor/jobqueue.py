@@ -69,10 +69,14 @@ def job_arguments(kind: str, settings: Cluster) -> dict[str, Any]:
         asked = key != "disk" or kind == "htcondor"  # only HTCondor jobs ask for disk
         if asked and given[key] is None and dask.config.get(f"jobqueue.{kind}.{key}", None) is None:
             given[key] = default
+    # The scheduler runs in knee: no dashboard (as for local:N) unless the site's configuration asks for one.
+    site = dask.config.get(f"jobqueue.{kind}.scheduler-options", None) or {}
+    scheduler = {"dashboard_address": None, **site}
+    scheduler.update({k: v for k, v in (("host", settings.host), ("port", settings.port)) if v})
     return {
         "processes": 1,
         "job_name": JOB_NAME,
-        "scheduler_options": {k: v for k, v in (("host", settings.host), ("port", settings.port)) if v},
+        "scheduler_options": scheduler,
         **{k: v for k, v in given.items() if v is not None},
     }
 
