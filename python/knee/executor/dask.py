@@ -8,7 +8,9 @@ each weighted by its `nthreads` or its host's `[cluster] weights`. One shard tas
 with another. Live snapshots come back on a Dask `Queue`; a stop `Event` is polled by every shard
 every 0.25 s. The shards' results come back as bytes and merge into one step result, as a local run's;
 each worker's part is kept (`WorkerShare`). A worker that dies mid-step is named (`StepRun.lost`) and
-the step is partial; the others' results are kept.
+the step is partial; the others' results are kept. The driver's lease (`knee.executor.lease`) is a counter in a
+Dask `Variable` the executor renews while it is open; every shard and baseload shard watches it and stops by
+itself when it lapses.
 """
 
 from __future__ import annotations
