@@ -139,18 +139,15 @@ def execute(
     release: Callable[[], None] | None = None,
 ) -> Outcome:
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
-    report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
-    (`--cluster`) or the scenario's `[cluster]` (an address, or batch jobs), else on this machine. `release` is
-    called once the steps are over, before the report: batch jobs are not held while it is written."""
+    report files into the run directory. Steps run on `executor`, else where `cluster` (`--cluster`) or the
+    scenario's `[cluster]` says, else here; `release()` once the steps are over (batch jobs, before the report)."""
     if executor is None and (cluster or scenario.cluster.address or scenario.cluster.jobqueue):
         from knee.executor import connect
 
         owned = connect(cluster, scenario.cluster, console)
         try:
-            return execute(
-                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check,
-                release=owned.close,
-            )  # fmt: skip
+            return execute(scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write,
+                           check=check, release=owned.close)  # fmt: skip
         finally:
             owned.close()
     from knee.progress import SweepProgress

@@ -3,7 +3,7 @@
 This module is the Dask transport only; splitting a step and merging its shards is backend-neutral
 (`knee.executor.shards`). `DaskExecutor` splits each step's engine spec across the cluster's workers,
 each weighted by its `nthreads` or its host's `[cluster] weights`. One shard task runs on each worker
-(`_shard`, seceded from the worker's thread pool, around `shards.run_shard`). The shards get ready
+(`dask_tasks.shard`, seceded from the worker's thread pool, around `shards.run_shard`). The shards get ready
 (worker programs started), wait at a Dask `Event`, and start together: no clock is assumed to agree
 with another. Live snapshots come back on a Dask `Queue`; a stop `Event` is polled by every shard
 every 0.25 s. The shards' results come back as bytes and merge into one step result, as a local run's;
@@ -25,21 +25,18 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from knee._engine import __version__
-from knee.engine import Engine, EngineError, ShardResult, Snapshot
+from knee.engine import EngineError, ShardResult, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun
+from knee.executor.dask_tasks import background, quietly, shard
 from knee.executor.interrupt import Interrupts
-from knee.executor.lease import LeaseKeeper, LeaseTimes, LeaseWatch
+from knee.executor.lease import LeaseKeeper, LeaseTimes
 from knee.executor.shards import (
-    STOP_POLL_S,
     Gather,
     LoadGenerator,
     ShardOutcome,
-    Stopped,
-    as_run_here,
     merge_results,
     merge_snapshots,
-    run_shard,
     split,
 )
 from knee.scenario.cluster import DEFAULT_LEASE_S
@@ -61,103 +58,6 @@ def _dask() -> Any:
             "--cluster needs Dask: pip install 'knee[dask]' (on this machine and on every worker)"
         ) from None
     return distributed
-
-
-# ---- the shard, on a worker ----------------------------------------------------------------------
-
-
-def _shard(spec_json: str, key: str, index: int, barrier: bool, lease: tuple[str, float]) -> dict[str, Any]:
-    """One worker's part of a step (`shards.run_shard`), the barrier, the stop and the live snapshots on Dask's
-    events and queues, the driver's lease on a `Variable`; returns the outcome as plain data. Runs outside the
-    worker's thread pool. A call to the scheduler that fails is no news: the lease decides whether the driver
-    is gone."""
-    import distributed
-
-    distributed.secede()
-    client = distributed.get_client()
-    worker = distributed.get_worker()
-    go = distributed.Event(f"{key}-go", client=client)
-    stop = distributed.Event(f"{key}-stop", client=client)
-    ready = distributed.Queue(f"{key}-ready", client=client)
-    live = distributed.Queue(f"{key}-live", client=client)
-
-    with _watch(client, lease) as watch:
-
-        def wait_for_go() -> None:
-            _quietly(ready.put, index)
-            while not (released := _quietly(go.wait, STOP_POLL_S)):
-                if watch.lapsed or _quietly(stop.is_set):
-                    raise Stopped
-                if released is None:  # the scheduler did not answer: wait a moment before asking again
-                    time.sleep(STOP_POLL_S)
-            # Released: the engine starts its clients now (plus its few ms of lead time).
-
-        def send(snapshot: Snapshot) -> None:
-            _quietly(live.put, (index, snapshot.model_dump_json()))
-
-        spec = EngineSpec.model_validate_json(spec_json)
-        outcome = run_shard(
-            spec,
-            ready=wait_for_go if barrier else None,
-            stop_requested=lambda: bool(_quietly(stop.is_set)),
-            live=send,
-            lease=watch,
-        )
-    if outcome is None:
-        return {"index": index, "address": worker.address, "stopped_before_start": True}
-    return {"index": index, "address": worker.address, **outcome.to_wire()}
-
-
-def _background(spec_json: str, key: str, index: int, lease: tuple[str, float]) -> bytes | None:
-    """A worker's part of a baseload kept across steps: answers `cut` and `stop` on its command queue; stops by
-    itself when the driver's lease lapses."""
-    import distributed
-
-    distributed.secede()
-    client = distributed.get_client()
-    commands = distributed.Queue(f"{key}-cmd-{index}", client=client)
-    replies = distributed.Queue(f"{key}-reply-{index}", client=client)
-    with _watch(client, lease) as watch:
-        engine = Engine(as_run_here(EngineSpec.model_validate_json(spec_json))).start()
-        watch.guard(engine)
-        while not watch.lapsed:
-            try:
-                command = commands.get(timeout=watch.times.poll_s)
-            except TimeoutError:  # nothing asked
-                continue
-            except Exception:  # the scheduler did not answer: the lease decides whether the driver is gone
-                time.sleep(watch.times.poll_s)
-                continue
-            if command == "cut":
-                _quietly(replies.put, engine.cut().to_bytes())
-            else:
-                engine.stop()
-                engine.wait(None)
-                _quietly(replies.put, engine.result().to_bytes())
-                return None
-        engine.wait(None)  # stopped by the lapse: its clients are gone, and so is the driver
-    return None
-
-
-def _watch(client: Any, lease: tuple[str, float]) -> LeaseWatch:
-    """The driver's lease (`DaskExecutor.lease`), read from its `Variable` on the scheduler."""
-    import distributed
-
-    name, lease_s = lease
-    times = LeaseTimes(lease_s)
-    variable = distributed.Variable(name, client=client)
-    return LeaseWatch(lambda: variable.get(timeout=times.poll_s), times)
-
-
-def _quietly(call: Any, *args: Any) -> Any:
-    """`call(*args)`, or None when the scheduler cannot answer (the driver's lease, not this, says when to stop)."""
-    try:
-        return call(*args)
-    except Exception:
-        return None
-
-
-# ---- the driver ---------------------------------------------------------------------------------
 
 
 def _version_probe() -> str:
@@ -371,7 +271,7 @@ class DaskExecutor(Executor):
             return
         self._closed = True
         self._keeper.close()
-        _quietly(self._lease_variable.delete)
+        quietly(self._lease_variable.delete)
         if self._owns_client:
             self.client.close()
         if self._cluster is not None:
@@ -400,7 +300,7 @@ class _Step:
         key = self.key
         self.futures = [
             self.client.submit(
-                _shard, s.to_json(), key, i, True, self.lease, key=f"{key}-shard-{i}", workers=[w.address], pure=False
+                shard, s.to_json(), key, i, True, self.lease, key=f"{key}-shard-{i}", workers=[w.address], pure=False
             )
             for i, (w, s) in enumerate(self.chosen)
         ]
@@ -500,7 +400,7 @@ class DaskBackground:
             if s is None:
                 continue
             fut = self._client.submit(
-                _background, s.to_json(), key, i, executor.lease, key=f"{key}-{i}", workers=[w.address], pure=False
+                background, s.to_json(), key, i, executor.lease, key=f"{key}-{i}", workers=[w.address], pure=False
             )
             commands = distributed.Queue(f"{key}-cmd-{i}", client=self._client)
             replies = distributed.Queue(f"{key}-reply-{i}", client=self._client)

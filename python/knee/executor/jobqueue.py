@@ -18,6 +18,7 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
+from knee import fmt
 from knee.errors import UserError
 from knee.executor.dask import DaskExecutor, _dask
 from knee.executor.interrupt import on_hard_exit
@@ -191,8 +192,6 @@ def _wait_for_workers(
 ) -> None:
     """Until `settings.min_jobs` (default: all `asked`) of the jobs' workers have joined: a live line on a terminal,
     a line at each change elsewhere; a UserError after `settings.wait`."""
-    from knee.progress import clock
-
     name = JOBQUEUE_NAMES[kind]
     want, wait_s = min(settings.started_with(), asked), settings.wait
     t0 = time.monotonic()
@@ -202,14 +201,14 @@ def _wait_for_workers(
             elapsed = time.monotonic() - t0
             line.show(
                 f"{name} jobs: {joined} running, {asked - joined} queued or starting "
-                f"({clock(elapsed)}, waiting up to {clock(wait_s)})",
+                f"({fmt.duration(elapsed)}, waiting up to {fmt.duration(wait_s)})",
                 key=joined,
             )
             if joined >= want:
                 return
             if elapsed > wait_s:
                 raise UserError(
-                    f"{joined} of {asked} {name} jobs' workers joined within {clock(wait_s)} (jobs "
+                    f"{joined} of {asked} {name} jobs' workers joined within {fmt.duration(wait_s)} (jobs "
                     f"{', '.join(_job_ids(cluster))}): wait longer ([cluster] wait), start with fewer ([cluster] "
                     f"min_jobs), or see why with {_QUEUE_COMMAND[kind]} and the jobs' output"
                 )
