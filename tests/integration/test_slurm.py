@@ -34,13 +34,13 @@ def slurm() -> Iterator[Slurm]:
         yield s
 
 
-def scenario(tmp_path: Path, groups: str, sweep: str) -> Path:
-    """A scenario of `groups` and `sweep` whose steps run on 2 Slurm jobs of 1 core each."""
+def scenario(tmp_path: Path, groups: str, sweep: str, jobs: str = 'jobs = 2\ncores = 1\nwait = "60s"') -> Path:
+    """A scenario of `groups` and `sweep` whose steps run on Slurm `jobs` (2 jobs of 1 core each)."""
     path = tmp_path / "slurm.toml"
     path.write_text(
         f"{groups}\n[sweep]\n{sweep}\n[recovery]\nenabled = false\n"
-        '[cluster]\njobqueue = "slurm"\njobs = 2\ncores = 1\nmemory = "1GB"\nwalltime = "10m"\nhost = "127.0.0.1"\n'
-        f'logs = "{tmp_path / "jobs"}"\nwait = "60s"\n'
+        f'[cluster]\njobqueue = "slurm"\n{jobs}\nmemory = "1GB"\nwalltime = "10m"\nhost = "127.0.0.1"\n'
+        f'logs = "{tmp_path / "jobs"}"\n'
     )
     return path
 
@@ -169,3 +169,27 @@ def test_slurm_kill_9_of_the_driver_leaves_no_client_and_no_job(slurm: Slurm, tm
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+def test_slurm_a_refused_submission_and_jobs_that_never_start_are_one_sentence_each(
+    slurm: Slurm, tmp_path: Path
+) -> None:
+    def sweep(jobs: str) -> subprocess.CompletedProcess[str]:
+        path = scenario(tmp_path, SLEEP, 'levels = [1]\nduration = "1s"', jobs)
+        argv = [sys.executable, "-m", "knee", "sweep", str(path), "--out", str(tmp_path / "runs")]
+        env = {**os.environ, **slurm.env}
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+
+    # a partition the cluster does not have: sbatch refuses the job
+    proc = sweep('jobs = 1\ncores = 1\nqueue = "nope"\nwait = "5s"')
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr == (
+        "knee: error: Slurm refused the jobs: sbatch: error: Batch job submission failed: Invalid partition name "
+        "specified\n"
+    )
+    # a job held back an hour: its worker never joins within [cluster] wait; the job is released
+    proc = sweep('jobs = 1\ncores = 1\ndirectives = ["--begin=now+1hour"]\nwait = "2s"')
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "knee: error: 0 of 1 Slurm jobs' workers joined within 2.0 s (jobs " in proc.stderr, proc.stderr
+    assert "Slurm jobs: 0 running, 1 queued or starting" in proc.stdout
+    assert slurm.jobs() == []
