@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages knee's tests drive. Idempotent; needs root (CI runs as root).
+# Installs the Debian packages knee's tests drive (a single-node Slurm with munge among them: tests/slurm.py
+# starts its own daemons, so the packages' services are not used). Idempotent; needs root (CI runs as root).
 set -euo pipefail
-pkgs=(nginx curl wrk apache2-utils chromium postgresql)
+pkgs=(nginx curl wrk apache2-utils chromium postgresql slurm-wlm munge)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Commands the tests run, from whichever package provides them here: network namespaces (ip), the Java

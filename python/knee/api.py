@@ -14,7 +14,8 @@ go the same road as `knee run` and `knee sweep`: a Scenario, a plan, the runner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -135,16 +136,17 @@ def run(
 
     loaded = _loaded(target, None, True, dict(options, clients=clients, rates=[rate] if rate is not None else None))
     scenario, run_dir = start_run(loaded, Path(out) if out is not None else None, "run")
-    outcome = execute(
-        scenario,
-        run_dir,
-        console or Console(quiet=True),
-        executor=_executor(client, scenario),
-        progress=_Quiet(),
-        show=False,
-        write=run_dir.kept,
-        check=None if check else (lambda s: []),
-    )
+    with _executor(client, scenario) as executor:
+        outcome = execute(
+            scenario,
+            run_dir,
+            console or Console(quiet=True),
+            executor=executor,
+            progress=_Quiet(),
+            show=False,
+            write=run_dir.kept,
+            check=None if check else (lambda s: []),
+        )
     step = outcome.record.steps[-1]
     from knee.plan import PlannedStep, engine_spec
 
@@ -178,17 +180,25 @@ def sweep(
 
     loaded = _loaded(target, scenario, False, dict(options))
     sc, run_dir = start_run(loaded, Path(out) if out is not None else None, "sweep", shorten=quick)
-    outcome = execute(sc, run_dir, console or Console(quiet=True), executor=_executor(client, sc), write=run_dir.kept)
+    with _executor(client, sc) as executor:
+        outcome = execute(sc, run_dir, console or Console(quiet=True), executor=executor, write=run_dir.kept)
     return Run(outcome.record, run_dir.path if run_dir.kept else None, outcome.code)
 
 
-def _executor(client: Any, scenario: Scenario) -> Any:
-    """The Dask executor on the caller's `distributed.Client`, or None (the scenario's own choice)."""
+@contextlib.contextmanager
+def _executor(client: Any, scenario: Scenario) -> Iterator[Any]:
+    """The Dask executor on the caller's `distributed.Client`, or None (the scenario's own choice). Closed at the
+    end (the driver's lease ends with it); the caller's client is left open."""
     if client is None:
-        return None
+        yield None
+        return
     from knee.executor.dask import DaskExecutor
 
-    return DaskExecutor(client, scenario.cluster.weights)
+    executor = DaskExecutor(client, scenario.cluster.weights, lease_s=scenario.cluster.lease)
+    try:
+        yield executor
+    finally:
+        executor.close()
 
 
 class _Quiet:

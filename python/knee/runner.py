@@ -136,19 +136,18 @@ def execute(
     show: bool = True,
     write: bool = True,
     check: Callable[[Scenario], list[str]] | None = None,
+    release: Callable[[], None] | None = None,
 ) -> Outcome:
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
-    report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
-    (`--cluster`) or the scenario's `[cluster] address`, else on this machine."""
-    address = cluster or scenario.cluster.address
-    if executor is None and address:
+    report files into the run directory. Steps run on `executor`, else where `cluster` (`--cluster`) or the
+    scenario's `[cluster]` says, else here; `release()` once the steps are over (batch jobs, before the report)."""
+    if executor is None and (cluster or scenario.cluster.address or scenario.cluster.jobqueue):
         from knee.executor import connect
 
-        owned = connect(address, scenario.cluster.weights)
+        owned = connect(cluster, scenario.cluster, console)
         try:
-            return execute(
-                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check
-            )
+            return execute(scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write,
+                           check=check, release=owned.close)  # fmt: skip
         finally:
             owned.close()
     from knee.progress import SweepProgress
@@ -188,6 +187,8 @@ def execute(
                 runner.recovery()
         finally:
             runner.stop_background()
+            if release is not None:
+                release()
         record.status = "interrupted" if intr.requested else runner.status
         run_dir.save(record)
         code = finish(record, run_dir, console, show=show, write=write)

@@ -126,8 +126,9 @@ def slo_options(f: F) -> F:
 CLUSTER = click.option(
     "--cluster",
     metavar="ADDRESS",
-    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler) or local:N (N worker processes); "
-    "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
+    help="Run the steps on a Dask cluster: tcp://host:8786 (a scheduler), local:N (N worker processes), or "
+    "batch jobs knee asks for and releases: slurm:JOBS, htcondor:JOBS, pbs:JOBS, sge:JOBS (each job's cores, "
+    "memory … from [cluster]); see docs/distributed.md. Default: this machine (or the scenario's [cluster]).",
 )
 
 RUNS_OUT = click.option(

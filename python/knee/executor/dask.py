@@ -3,41 +3,43 @@
 This module is the Dask transport only; splitting a step and merging its shards is backend-neutral
 (`knee.executor.shards`). `DaskExecutor` splits each step's engine spec across the cluster's workers,
 each weighted by its `nthreads` or its host's `[cluster] weights`. One shard task runs on each worker
-(`_shard`, seceded from the worker's thread pool, around `shards.run_shard`). The shards get ready
+(`dask_tasks.shard`, seceded from the worker's thread pool, around `shards.run_shard`). The shards get ready
 (worker programs started), wait at a Dask `Event`, and start together: no clock is assumed to agree
 with another. Live snapshots come back on a Dask `Queue`; a stop `Event` is polled by every shard
 every 0.25 s. The shards' results come back as bytes and merge into one step result, as a local run's;
 each worker's part is kept (`WorkerShare`). A worker that dies mid-step is named (`StepRun.lost`) and
-the step is partial; the others' results are kept.
+the step is partial; the others' results are kept. The driver's lease (`knee.executor.lease`) is a counter in a
+Dask `Variable` the executor renews while it is open; every shard and baseload shard watches it and stops by
+itself when it lapses.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.metadata
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from knee._engine import __version__
-from knee.engine import Engine, EngineError, ShardResult, Snapshot
+from knee.engine import EngineError, ShardResult, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun
+from knee.executor.dask_tasks import background, quietly, shard
 from knee.executor.interrupt import Interrupts
+from knee.executor.lease import LeaseKeeper, LeaseTimes
 from knee.executor.shards import (
-    STOP_POLL_S,
     Gather,
     LoadGenerator,
     ShardOutcome,
-    Stopped,
-    as_run_here,
     merge_results,
     merge_snapshots,
-    run_shard,
     split,
 )
+from knee.scenario.cluster import DEFAULT_LEASE_S
 from knee.spec import EngineSpec
 
 if TYPE_CHECKING:
@@ -58,65 +60,6 @@ def _dask() -> Any:
     return distributed
 
 
-# ---- the shard, on a worker ----------------------------------------------------------------------
-
-
-def _shard(spec_json: str, key: str, index: int, barrier: bool) -> dict[str, Any]:
-    """One worker's part of a step (`shards.run_shard`), the barrier, the stop and the live snapshots on Dask's
-    events and queues; returns the outcome as plain data. Runs outside the worker's thread pool."""
-    import distributed
-
-    distributed.secede()
-    client = distributed.get_client()
-    worker = distributed.get_worker()
-    go = distributed.Event(f"{key}-go", client=client)
-    stop = distributed.Event(f"{key}-stop", client=client)
-    ready = distributed.Queue(f"{key}-ready", client=client)
-    live = distributed.Queue(f"{key}-live", client=client)
-
-    def wait_for_go() -> None:
-        ready.put(index)
-        while not go.wait(STOP_POLL_S):
-            if stop.is_set():
-                raise Stopped
-        # Released: the engine starts its clients now (plus its few ms of lead time).
-
-    def send(snapshot: Snapshot) -> None:
-        live.put((index, snapshot.model_dump_json()))
-
-    spec = EngineSpec.model_validate_json(spec_json)
-    outcome = run_shard(spec, ready=wait_for_go if barrier else None, stop_requested=stop.is_set, live=send)
-    if outcome is None:
-        return {"index": index, "address": worker.address, "stopped_before_start": True}
-    return {"index": index, "address": worker.address, **outcome.to_wire()}
-
-
-def _background(spec_json: str, key: str, index: int) -> bytes | None:
-    """A worker's part of a baseload kept across steps: answers `cut` and `stop` on its command queue."""
-    import distributed
-
-    distributed.secede()
-    client = distributed.get_client()
-    commands = distributed.Queue(f"{key}-cmd-{index}", client=client)
-    replies = distributed.Queue(f"{key}-reply-{index}", client=client)
-    engine = Engine(as_run_here(EngineSpec.model_validate_json(spec_json))).start()
-    while True:
-        try:
-            command = commands.get(timeout=1.0)
-        except TimeoutError:
-            continue
-        if command == "cut":
-            replies.put(engine.cut().to_bytes())
-        else:
-            engine.stop()
-            engine.wait(None)
-            replies.put(engine.result().to_bytes())
-            return None
-
-
-# ---- the driver ---------------------------------------------------------------------------------
-
-
 def _version_probe() -> str:
     return importlib.metadata.version("knee")
 
@@ -127,7 +70,13 @@ class DaskExecutor(Executor):
     name = "dask"  # and the scheduler's address, once connected
 
     def __init__(
-        self, client: Any, weights: dict[str, float] | None = None, *, owns_client: bool = False, cluster: Any = None
+        self,
+        client: Any,
+        weights: dict[str, float] | None = None,
+        *,
+        owns_client: bool = False,
+        cluster: Any = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self.client = client
         self.weights = dict(weights or {})
@@ -136,9 +85,17 @@ class DaskExecutor(Executor):
         self._offsets: dict[str, float] = {}
         self._checked: set[str] = set()  # workers whose knee version matched
         self.last_overhead = (0.0, 0.0)  # seconds before the common start, and after the last shard ended
+        self._closed = False
         self.check_workers()
-        where = "a LocalCluster" if cluster is not None else str(getattr(client.scheduler, "address", "?"))
-        self.name = f"dask {where}"
+        # The driver's lease (knee.executor.lease): renewed on the scheduler while this executor is open; every
+        # shard reads it, and stops by itself when it lapses.
+        self.lease = (f"knee-lease-{uuid.uuid4().hex[:12]}", lease_s)
+        variable = _dask().Variable(self.lease[0], client=client)
+        self._keeper = LeaseKeeper(variable.set, LeaseTimes(lease_s))
+        self._lease_variable = variable
+        # where the scheduler is, as `describe` says it
+        self.where = "a LocalCluster" if cluster is not None else str(getattr(client.scheduler, "address", "?"))
+        self.name = f"dask {self.where}"
 
     def describe(self) -> str:
         """'3 Dask workers on 2 hosts (tcp://…)'."""
@@ -146,11 +103,13 @@ class DaskExecutor(Executor):
         hosts = len({w.host for w in workers})
         return (
             f"{len(workers)} Dask worker{'s' if len(workers) != 1 else ''} on {hosts} host{'s' if hosts != 1 else ''}"
-            f" ({self.name.removeprefix('dask ')})"
+            f" ({self.where})"
         )
 
     @classmethod
-    def connect(cls, where: str, weights: dict[str, float] | None = None) -> DaskExecutor:
+    def connect(
+        cls, where: str, weights: dict[str, float] | None = None, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> DaskExecutor:
         """`tcp://host:port` (a running scheduler) or `local:N` (a LocalCluster of N worker processes)."""
         distributed = _dask()
         if where.startswith("local:"):
@@ -160,7 +119,7 @@ class DaskExecutor(Executor):
             cluster = distributed.LocalCluster(
                 n_workers=int(n_text), threads_per_worker=1, processes=True, dashboard_address=None
             )
-            return cls(distributed.Client(cluster), weights, owns_client=True, cluster=cluster)
+            return cls(distributed.Client(cluster), weights, owns_client=True, cluster=cluster, lease_s=lease_s)
         if "://" not in where:
             raise UserError(
                 f"--cluster {where!r}: give a scheduler address (tcp://host:8786) or local:N (N worker processes)"
@@ -173,7 +132,7 @@ class DaskExecutor(Executor):
                 "or check the address"
             ) from None
         try:
-            return cls(client, weights, owns_client=True)
+            return cls(client, weights, owns_client=True, lease_s=lease_s)
         except BaseException:
             client.close()
             raise
@@ -187,8 +146,12 @@ class DaskExecutor(Executor):
         for (address, w), host in zip(info, hosts, strict=True):
             nthreads = int(w.get("nthreads") or 1)
             weight = self.weights[host] / hosts.count(host) if host in self.weights else float(nthreads)
-            out.append(LoadGenerator(address, host, nthreads, weight))
+            out.append(LoadGenerator(address, host, nthreads, weight, self.job_of(str(w.get("name") or ""))))
         return out
+
+    def job_of(self, worker_name: str) -> str:
+        """What else names the worker of that Dask name (a batch job: `JobQueueExecutor`); nothing here."""
+        return ""
 
     def check_workers(self, workers: Sequence[LoadGenerator] | None = None) -> None:
         """Every worker has this knee: one sentence before any load, naming the first that has not. Workers
@@ -203,12 +166,12 @@ class DaskExecutor(Executor):
             got = found.get(w.address)
             if isinstance(got, BaseException):
                 raise UserError(
-                    f"Dask worker {w.address} ({w.host}) has no knee ({type(got).__name__}: {got}): install the "
+                    f"Dask worker {w.named} has no knee ({type(got).__name__}: {got}): install the "
                     f"same knee there (pip install 'knee[dask]=={__version__}')"
                 )
             if got is not None and got != __version__:
                 raise UserError(
-                    f"Dask worker {w.address} ({w.host}) runs knee {got}, this knee is {__version__}: install "
+                    f"Dask worker {w.named} runs knee {got}, this knee is {__version__}: install "
                     "the same version on every worker"
                 )
         self._checked.update(w.address for w in workers)
@@ -224,9 +187,9 @@ class DaskExecutor(Executor):
         for w in self.workers():
             got = found.get(w.address)
             if isinstance(got, UserError):
-                raise UserError(f"on Dask worker {w.address} ({w.host}): {got}")
+                raise UserError(f"on Dask worker {w.named}: {got}")
             if isinstance(got, BaseException):
-                raise UserError(f"the preflight on Dask worker {w.address} ({w.host}) failed: {got}")
+                raise UserError(f"the preflight on Dask worker {w.named} failed: {got}")
             for text in got or []:
                 warnings.setdefault(text, []).append(w.host)
         return [f"{text} (on {', '.join(sorted(set(hosts)))})" for text, hosts in warnings.items()]
@@ -250,13 +213,32 @@ class DaskExecutor(Executor):
         return {w.address: self._offsets.get(w.address, 0.0) for w in workers}
 
     def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None = None) -> StepRun:
+        with self.scheduler_needed():
+            return self._run_step(spec, interrupts, on_snapshot)
+
+    @contextlib.contextmanager
+    def scheduler_needed(self) -> Iterator[None]:
+        """Talking to the scheduler: when it is gone (its connection lost, not to be had back), one sentence that
+        says so, whatever the call that noticed. The workers stop their load by themselves (the lease)."""
+        try:
+            yield
+        except (OSError, UserError, asyncio.CancelledError) as exc:
+            if self.client.status == "running" and not isinstance(exc, asyncio.CancelledError):
+                raise
+            where = getattr(self.client.scheduler, "address", None) or "of this run"
+            raise UserError(
+                f"the Dask scheduler {where} is gone: the steps measured before it are kept; start the cluster "
+                "again and continue with knee sweep --resume"
+            ) from None
+
+    def _run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None) -> StepRun:
         t_begin = time.monotonic()
         workers = self.workers()
         if not workers:
             raise UserError("every Dask worker is gone: the sweep cannot go on (start workers and --resume it)")
         self.check_workers(workers)
         chosen = [(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None]
-        step = _Step(self.client, chosen)
+        step = _Step(self.client, chosen, self.lease)
         offsets = self._clock_offsets([w for w, _ in chosen])
         step.submit()
         # Every shard ready (or lost), then the common start.
@@ -284,6 +266,12 @@ class DaskExecutor(Executor):
         return DaskBackground(self, spec)
 
     def close(self) -> None:
+        """End the lease and let go of what this executor made (its client, its cluster); again: nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._keeper.close()
+        quietly(self._lease_variable.delete)
         if self._owns_client:
             self.client.close()
         if self._cluster is not None:
@@ -294,10 +282,11 @@ class _Step:
     """One step's shards on the cluster: their tasks, the common start's events, the live queue, and the
     workers lost on the way (by shard index, each named)."""
 
-    def __init__(self, client: Any, chosen: list[tuple[LoadGenerator, EngineSpec]]) -> None:
+    def __init__(self, client: Any, chosen: list[tuple[LoadGenerator, EngineSpec]], lease: tuple[str, float]) -> None:
         distributed = _dask()
         self.client = client
         self.chosen = chosen
+        self.lease = lease
         self.key = key = f"knee-{uuid.uuid4().hex[:12]}"
         self.go = distributed.Event(f"{key}-go", client=client)
         self.stop = distributed.Event(f"{key}-stop", client=client)
@@ -311,7 +300,7 @@ class _Step:
         key = self.key
         self.futures = [
             self.client.submit(
-                _shard, s.to_json(), key, i, True, key=f"{key}-shard-{i}", workers=[w.address], pure=False
+                shard, s.to_json(), key, i, True, self.lease, key=f"{key}-shard-{i}", workers=[w.address], pure=False
             )
             for i, (w, s) in enumerate(self.chosen)
         ]
@@ -327,10 +316,10 @@ class _Step:
                 if isinstance(exc, EngineError):  # the engine refused (a worker program that cannot start)
                     self.stop.set()
                     self.client.cancel(self.futures)
-                    raise UserError(f"on Dask worker {w.address} ({w.host}): {exc}")
-                self.lost[i] = f"{w.address} ({w.host}): {type(exc).__name__}: {exc}"
+                    raise UserError(f"on Dask worker {w.named}: {exc}")
+                self.lost[i] = f"{w.named}: {type(exc).__name__}: {exc}"
             elif w.address not in alive:
-                self.lost[i] = f"{w.address} ({w.host}): the worker left the cluster"
+                self.lost[i] = f"{w.named}: the worker left the cluster"
 
     def wait_ready(self, interrupts: Interrupts) -> None:
         """Until every shard is ready (or lost), or Ctrl-C; a UserError when that takes too long."""
@@ -381,7 +370,7 @@ class _Step:
                 try:
                     got = self.futures[i].result(timeout=30)
                 except Exception as exc:
-                    self.lost[i] = f"{w.address} ({w.host}): {type(exc).__name__}: {exc}"
+                    self.lost[i] = f"{w.named}: {type(exc).__name__}: {exc}"
             outcome = None if got is None or got.get("stopped_before_start") else ShardOutcome.from_wire(got)
             gather.add(w, s, outcome, lost=i in self.lost, offset=offsets.get(w.address, 0.0))
         return gather
@@ -403,6 +392,7 @@ class DaskBackground:
     def __init__(self, executor: DaskExecutor, spec: EngineSpec) -> None:
         distributed = _dask()
         self._client = executor.client
+        self._executor = executor
         workers = executor.workers()
         key = f"knee-bg-{uuid.uuid4().hex[:12]}"
         self._parts = []
@@ -410,16 +400,17 @@ class DaskBackground:
             if s is None:
                 continue
             fut = self._client.submit(
-                _background, s.to_json(), key, i, key=f"{key}-{i}", workers=[w.address], pure=False
+                background, s.to_json(), key, i, executor.lease, key=f"{key}-{i}", workers=[w.address], pure=False
             )
             commands = distributed.Queue(f"{key}-cmd-{i}", client=self._client)
             replies = distributed.Queue(f"{key}-reply-{i}", client=self._client)
             self._parts.append((w, fut, commands, replies))
 
     def _ask(self, command: str) -> ShardResult:
-        for _, _, commands, _ in self._parts:
-            commands.put(command)
-        out = merge_results(self._reply(w, fut, replies, command) for w, fut, _, replies in self._parts)
+        with self._executor.scheduler_needed():
+            for _, _, commands, _ in self._parts:
+                commands.put(command)
+            out = merge_results(self._reply(w, fut, replies, command) for w, fut, _, replies in self._parts)
         if out is None:
             raise UserError("the baseload runs on no worker")
         return out
@@ -430,10 +421,8 @@ class DaskBackground:
             data = replies.get(timeout=30)
         except TimeoutError:
             if fut.status == "error":
-                raise UserError(
-                    f"the baseload on Dask worker {w.address} ({w.host}) failed: {fut.exception()}"
-                ) from None
-            raise UserError(f"the baseload on Dask worker {w.address} ({w.host}) did not answer {command}") from None
+                raise UserError(f"the baseload on Dask worker {w.named} failed: {fut.exception()}") from None
+            raise UserError(f"the baseload on Dask worker {w.named} did not answer {command}") from None
         return ShardResult.from_bytes(data)
 
     def cut(self) -> ShardResult:

@@ -23,6 +23,7 @@ from typing import Any
 
 from knee.engine import Engine, ShardResult, Snapshot, group_stats, summary
 from knee.executor.base import StepRun
+from knee.executor.lease import LeaseWatch
 from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.spec import EngineSpec, GroupSpec, RatePacer, Total
 
@@ -35,12 +36,19 @@ LIVE_S = 1.0  # how often a shard hands on a live snapshot
 
 @dataclass(frozen=True)
 class LoadGenerator:
-    """One place a shard can run (a Dask worker, …): its address, its host, its threads and its weight."""
+    """One place a shard can run (a Dask worker, …): its address, its host, its threads, its weight, and what else
+    names it (a batch job: "Slurm job 17")."""
 
     address: str
     host: str
     nthreads: int
     weight: float
+    label: str = ""
+
+    @property
+    def named(self) -> str:
+        """'tcp://10.0.0.7:40213 (10.0.0.7)', or '… (10.0.0.7, Slurm job 17)': how messages name it."""
+        return f"{self.address} ({', '.join(p for p in (self.host, self.label) if p)})"
 
 
 def shares(total: int, weights: Sequence[float]) -> list[int]:
@@ -150,10 +158,12 @@ def run_shard(
     ready: Callable[[], None] | None,
     stop_requested: Callable[[], bool],
     live: Callable[[Snapshot], None],
+    lease: LeaseWatch | None = None,
 ) -> ShardOutcome | None:
     """Run one shard on this machine: get ready, call `ready` (the transport's barrier: it returns at the
     common start, or raises `Stopped`), run, hand a snapshot to `live` every second, stop once
-    `stop_requested()`. None: stopped before the start."""
+    `stop_requested()`, or once the driver's `lease` lapses (the driver is gone: the outcome is partial). None:
+    stopped before the start."""
     from knee.machine.cpu import CpuMeter
     from knee.machine.kernel import HostSampler
 
@@ -165,6 +175,8 @@ def run_shard(
     except Stopped:
         host.stop()
         return None
+    if lease is not None:
+        lease.guard(engine)
     next_live, next_poll = time.monotonic() + LIVE_S, time.monotonic() + STOP_POLL_S
     partial = False
     while not engine.wait(POLL_S):
@@ -177,6 +189,7 @@ def run_shard(
         if now >= next_live:
             next_live = now + LIVE_S
             live(engine.snapshot())
+    partial = partial or (lease is not None and lease.lapsed)
     result = engine.result()
     generator = meter.stop()
     return ShardOutcome(result, partial, summary(result).started_unix, generator, host.stop())

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from knee.errors import UserError
+from knee.scenario.cluster import Cluster
 from knee.scenario.fields import Duration, DurationOrAuto, PositiveInt, PositiveRate, Precision, Table
 from knee.scenario.groups import Group
 from knee.scenario.messages import Source, describe
@@ -216,13 +217,6 @@ class Slo(Table):
         if self.min_rate is not None:
             parts.append(f"up to {self.min_rate:g}/s offered")
         return ", ".join(parts) or "no limits"
-
-
-class Cluster(Table):
-    """Where the steps run (docs/distributed.md): this machine (no address), or a Dask cluster."""
-
-    address: Annotated[str, Field(min_length=1)] | None = None  # tcp://host:8786, or local:N worker processes
-    weights: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # host -> share of clients
 
 
 class Monitor(Table):

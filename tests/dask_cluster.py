@@ -1,0 +1,115 @@
+"""Real Dask clusters for the tests: a `dask scheduler` and `dask worker` processes on 127.0.0.1, started and
+stopped by PID (tests/integration/test_distributed.py, test_driver_lease.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from servers import free_port
+
+DASK = str(Path(sys.executable).parent / "dask")
+
+
+@dataclass
+class Cluster:
+    """A `dask scheduler` and its `dask worker` processes (no nanny: a killed worker stays dead)."""
+
+    address: str
+    scheduler: subprocess.Popen[bytes]
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: Path | None = None
+
+    def add_worker(self, name: str, prefix: list[str] | None = None, host: str = "127.0.0.1") -> None:
+        log = open(self.logs / f"{name}.log", "wb") if self.logs else subprocess.DEVNULL  # noqa: SIM115
+        self.workers.append(
+            subprocess.Popen(
+                [
+                    *(prefix or []),
+                    DASK,
+                    "worker",
+                    self.address,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    name,
+                    "--host",
+                    host,
+                ],
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
+        )
+
+    def wait_for(self, n: int, timeout_s: float = 60) -> None:
+        import distributed
+
+        with distributed.Client(self.address, timeout=30) as c:  # connecting waits for the scheduler
+            if n:
+                c.wait_for_workers(n, timeout=timeout_s)
+
+    def worker_pids(self) -> dict[str, int]:
+        """Each worker's name → the PID of the process running it (under `ip netns exec` too)."""
+        import distributed
+
+        with distributed.Client(self.address, timeout=10) as c:
+            pids = c.run(os.getpid)
+            return {str(w["name"]): pids[a] for a, w in c.scheduler_info(n_workers=-1)["workers"].items()}
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p.poll() is None:
+                p.terminate()
+        for p in [*self.workers, self.scheduler]:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+
+def start_cluster(tmp: Path, workers: int, host: str = "127.0.0.1") -> Cluster:
+    port = free_port()
+    logs = tmp / "dask-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = open(logs / "scheduler.log", "wb")  # noqa: SIM115
+    scheduler = subprocess.Popen(
+        [DASK, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+    )
+    cluster = Cluster(f"tcp://{host}:{port}", scheduler, logs=logs)
+    for i in range(workers):
+        cluster.add_worker(f"w{i}")
+    try:
+        cluster.wait_for(workers)
+    except Exception:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def wait_for_children(parents: list[int], want: int, timeout_s: float = 30) -> list[int]:
+    """PIDs of the client processes under `parents`, once `want` of the parents have some."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found: dict[int, list[int]] = {}
+        for p in parents:
+            try:
+                found[p] = [k.pid for k in psutil.Process(p).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+        if sum(1 for v in found.values() if v) >= want:
+            return [k for v in found.values() for k in v]
+        time.sleep(0.05)
+    raise AssertionError(f"the workers {parents} never ran client processes")
