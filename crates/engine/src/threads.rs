@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use crate::cancel::{sleep_unless_stopped, Cancel};
-use crate::clients::{Client, Host, HostedGroup, Hosts, Prepared};
+use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
@@ -192,6 +192,8 @@ pub(crate) fn run_thread(
         .build()
         .expect("a tokio runtime can be built");
     let local = tokio::task::LocalSet::new();
+    // Exec clients spawn through this thread's low descriptor slots, taken before any client runs.
+    let _slots = shared.groups.iter().any(|g| g.prep.spawns()).then(prepare_spawns);
     // This thread's clients of each group; a client's slot is its place in its group's list.
     let mut mine: Vec<Vec<u64>> = vec![Vec::new(); shared.groups.len()];
     for &(g, c) in &clients {

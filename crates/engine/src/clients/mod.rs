@@ -13,11 +13,13 @@ mod group;
 mod h1;
 mod http;
 mod program;
+mod spawn;
 mod tcp;
 mod template;
 mod tls;
 
 pub(crate) use program::{Host, HostedGroup, Hosts};
+pub(crate) use spawn::prepare_thread as prepare_spawns;
 
 /// What a group's clients share: parsed URL, resolved address, body bytes, compiled regexes, TLS config.
 pub(crate) enum Prepared {
@@ -38,6 +40,11 @@ impl Prepared {
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e)),
             ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w)),
         }))
+    }
+
+    /// Its clients start processes for every operation (exec): their threads hold spawn slots.
+    pub fn spawns(&self) -> bool {
+        matches!(self, Prepared::Exec(_))
     }
 
     /// Open files one client holds at most while its operation runs (for the fd-limit check).
