@@ -14,7 +14,7 @@ from knee.machine.cpu import cores_available
 from knee.machine.network import Endpoint, reachable
 from knee.preflight.probes import probe_check, run_once
 from knee.preflight.rules import Check, Connections, Load, Preflight, preflight
-from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup, addresses
 
 DOCTOR_CLIENTS = 1000  # `knee doctor` without a target: a step of this many clients
 
@@ -96,6 +96,7 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
                     rate=float(top) if g.rate == "level" else None,
                     think_s=g.think,
                     http=isinstance(g, HttpGroup),
+                    sources=max(1, len(addresses.of_group(g.source_addr))),
                 )
             )
     return load

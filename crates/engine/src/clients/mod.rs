@@ -12,6 +12,7 @@ mod exec;
 mod group;
 mod h1;
 mod http;
+mod net;
 mod program;
 mod spawn;
 mod tcp;
@@ -81,8 +82,8 @@ impl Client {
         let kind = match (&*prep, host) {
             (Prepared::Program(_), Some(host)) => Kind::Program(program::ProgramClient::new(host, client)),
             (Prepared::Program(_), None) => unreachable!("a program client always has a host"),
-            (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep)),
-            (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep)),
+            (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep, client)),
+            (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep, client)),
             (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep, client)),
         };
         Client {
