@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
-use crate::cancel::{sleep_unless_stopped, Cancel};
+use crate::cancel::{sleep_unless_stopped, Alarm, Alarms, Cancel};
 use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
@@ -243,6 +243,11 @@ pub(crate) fn run_thread(
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(publish_recent(shared.clone(), rec.clone(), thread));
         let cutter = tokio::task::spawn_local(serve_cuts(shared.clone(), rec.clone(), cuts));
+        let alarms = Rc::new(Alarms::default());
+        let ringers = [
+            tokio::task::spawn_local(alarms.clone().ring_on(shared.stop_tx.subscribe(), false)),
+            tokio::task::spawn_local(alarms.clone().ring_on(shared.bg_stop_tx.subscribe(), true)),
+        ];
         let mut tasks: Vec<_> = Vec::new();
         let mut foreground = 0u64;
         for (g, cs) in mine.iter().enumerate().filter(|(_, cs)| !cs.is_empty()) {
@@ -250,7 +255,14 @@ pub(crate) fn run_thread(
             if matches!(shared.groups[g].spec.pacer, PacerSpec::Rate { .. }) {
                 // One scheduler per thread and group feeds this thread's clients of the group.
                 foreground += counts;
-                let fut = open_group(shared.clone(), rec.clone(), g, cs.clone(), hosts.of(g, cs.len()));
+                let fut = open_group(
+                    shared.clone(),
+                    rec.clone(),
+                    g,
+                    cs.clone(),
+                    hosts.of(g, cs.len()),
+                    alarms.clone(),
+                );
                 tasks.push(tokio::task::spawn_local(fut));
                 continue;
             }
@@ -262,6 +274,7 @@ pub(crate) fn run_thread(
                     prev: None,
                 };
                 let host = hosts.host(g, slot);
+                let alarm = alarms.alarm(spec.stop.is_background());
                 tasks.push(tokio::task::spawn_local(client(
                     shared.clone(),
                     rec.clone(),
@@ -270,6 +283,7 @@ pub(crate) fn run_thread(
                     slot,
                     source,
                     host,
+                    alarm,
                 )));
             }
         }
@@ -282,6 +296,7 @@ pub(crate) fn run_thread(
         }
         ticker.abort();
         cutter.abort();
+        ringers.iter().for_each(tokio::task::JoinHandle::abort);
         hosts.close(shared.stopped.load(Ordering::Relaxed)).await;
     });
     drop(local);
@@ -326,12 +341,14 @@ async fn run_one(
     iteration: u64,
     timeout_at: Instant,
     stop: &mut watch::Receiver<bool>,
+    alarm: &Alarm,
 ) -> (OpReport, Instant) {
     group.live.in_flight.fetch_add(1, Ordering::Relaxed);
     let mut cancel = Cancel {
         timeout_at,
         end_at: group.end_at(),
         stop,
+        alarm,
     };
     let report = op.run(iteration, &mut cancel).await;
     let end = Instant::now();
@@ -465,6 +482,7 @@ impl Source {
 }
 
 /// A client: take the next operation from the source, run it, record it, until the source says stop.
+#[allow(clippy::too_many_arguments)]
 async fn client(
     shared: Arc<Shared>,
     rec: Recs,
@@ -473,6 +491,7 @@ async fn client(
     slot: usize,
     mut source: Source,
     host: Option<Host>,
+    alarm: Alarm,
 ) {
     let group = &shared.groups[g];
     let spec = &group.spec;
@@ -491,7 +510,7 @@ async fn client(
     while let Some(start) = source.next(group, measured, &mut stop, stopped, &rec, g).await {
         let began = start.began;
         source.begin();
-        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
+        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop, &alarm).await;
         iteration += 1;
         if report.unsent {
             // Cut off while connecting: nothing reached the service, so it never started.
@@ -544,7 +563,14 @@ const TIMER_SLACK: Duration = Duration::from_millis(1);
 /// share of the group's rate; idle clients take them in order. An arrival that finds more than the
 /// cap (`max_in_flight`, split over threads like the rate) waiting or running is dropped; one that
 /// waits longer than `timeout_ms` for a client is dropped too. Both are counted, never skipped.
-async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>, hosts: Vec<Option<Host>>) {
+async fn open_group(
+    shared: Arc<Shared>,
+    rec: Recs,
+    g: usize,
+    clients: Vec<u64>,
+    hosts: Vec<Option<Host>>,
+    alarms: Rc<Alarms>,
+) {
     let group = &shared.groups[g];
     let spec = &group.spec;
     let PacerSpec::Rate {
@@ -580,7 +606,8 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>,
         .enumerate()
         .map(|(slot, (&c, host))| {
             let source = Source::Open(q.clone());
-            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source, host))
+            let alarm = alarms.alarm(spec.stop.is_background());
+            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source, host, alarm))
         })
         .collect();
     let _foreground = Foreground::enter(&shared, g);
