@@ -39,9 +39,11 @@ def nginx_version() -> str:
 class Nginx:
     """`with Nginx(cpu=0) as n: n.url` — started on enter, stopped by its PID on exit."""
 
-    def __init__(self, cpu: int, connections: int = 12000) -> None:
+    def __init__(self, cpu: int, connections: int = 12000, workers: int = 1) -> None:
+        """`connections` per worker process (each holds that many descriptors: at most the hard open-file limit)."""
         self.cpu = cpu
         self.connections = connections
+        self.workers = workers
         self.dir = Path(tempfile.mkdtemp(prefix="knee-bench-nginx-"))
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -60,7 +62,12 @@ class Nginx:
             conf.write_text(
                 string.Template(TEMPLATE.read_text()).substitute(
                     user_line="user root;" if os.geteuid() == 0 else "",
-                    nofile=self.connections + 1024,
+                    workers=self.workers,
+                    # several workers: one listening socket each (the kernel spreads connections evenly), and
+                    # warnings logged (nginx says at warn level when it closes idle connections for lack of room)
+                    reuseport=" reuseport" if self.workers > 1 else "",
+                    log_level="warn" if self.workers > 1 else "error",
+                    nofile=self.connections + 512,
                     connections=self.connections,
                     dir=self.dir,
                     port=self.port,
@@ -83,9 +90,19 @@ class Nginx:
 
     def requests(self) -> int:
         """nginx's count of the requests it has read (stub_status), this one included."""
+        return self._status()[2]
+
+    def active(self) -> int:
+        """nginx's count of the client connections open now (stub_status), this one included."""
+        return self._status()[0]
+
+    def _status(self) -> tuple[int, int, int]:
+        """(active connections, accepted connections, requests read) from stub_status."""
         with urllib.request.urlopen(self.url + "__nginx_requests", timeout=5) as resp:
             lines = resp.read().decode().splitlines()
-        return int(lines[2].split()[2])  # " accepts handled requests" below "server accepts handled requests"
+        # "Active connections: N", then " accepts handled requests" under "server accepts handled requests"
+        counts = lines[2].split()
+        return int(lines[0].split(":")[1]), int(counts[0]), int(counts[2])
 
     def _wait_ready(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import raise_nofile_limit, run_measured
+from measure import raise_nofile_limit, run_measured, spawn_curve
 from nginx_server import Nginx, nginx_version
 from report import machine, write_report
 from scenarios import TOOLS, Scenario, scenarios
@@ -47,6 +47,10 @@ MEDIAN_KEYS = (
     "merge_ms",
     "skew_ms",
     "load_cores",
+    "server_active_peak",
+    "tree_rss_mb",
+    "knee_processes",
+    "nginx_workers",
 )
 
 
@@ -95,7 +99,12 @@ def one_run(
     http = scenario.mode in ("keepalive", "close")
     try:
         before = server.requests() if http else 0
-        measured = run_measured(tool.command(run), GENERATOR_CPU, timeout_s=duration * 3 + 60, cwd=workdir)
+        hold = scenario.mode == "exec-hold"
+        measured = run_measured(
+            tool.command(run), GENERATOR_CPU, timeout_s=duration * 3 + 60, cwd=workdir, count_children=hold
+        )
+        if hold:
+            row["spawn_curve"] = spawn_curve(measured.children)
         if http:  # what nginx read, the counter's own request excluded: held against the tool's own count
             row["server_requests"] = server.requests() - before - 1
         row |= {"cpu_s": measured.cpu_s, "user_s": measured.user_s, "sys_s": measured.sys_s}
@@ -143,19 +152,52 @@ def _line(row: dict[str, object]) -> str:
     )
 
 
-def fixed_cost(tool: Tool, url: str) -> float:
-    """CPU seconds of a one-request run: start-up and report, paid once per run whatever its length (median of 3)."""
-    costs = []
+def fixed_cost(tool: Tool, url: str) -> tuple[float, float]:
+    """CPU seconds and peak RSS (MB) of a one-request run: start-up and report, paid once per run whatever its
+    length, and the memory before any connection (median of 3)."""
+    costs, rss = [], []
     for _ in range(3):
         workdir = Path(tempfile.mkdtemp(prefix="knee-bench-fixed-"))
         try:
             argv = [*tool.command(Run("keepalive", 1, 1, url, workdir)), "-n", "1"]
             argv.remove("-d")
             argv.remove("1s")
-            costs.append(run_measured(argv, GENERATOR_CPU, timeout_s=60, cwd=workdir).cpu_s)
+            measured = run_measured(argv, GENERATOR_CPU, timeout_s=60, cwd=workdir)
+            costs.append(measured.cpu_s)
+            rss.append(measured.maxrss_mb)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+    return statistics.median(costs), statistics.median(rss)
+
+
+def worker_start_cost() -> float:
+    """CPU seconds of a Python worker's start (median of 3): `python -m knee.pyworker noopflow:noop` from its
+    start until it is ready (knee's start message, its ready reply), then it ends at the end of its input."""
+    start = json.dumps({"op": "start", "protocol": 1, "group": "main", "process": 0, "clients": [0], "vars": {}})
+    costs = []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory(prefix="knee-bench-worker-") as workdir:
+            stdin = Path(workdir) / "start.jsonl"
+            stdin.write_text(start + "\n")
+            argv = ["sh", "-c", f'exec "$0" -m knee.pyworker noopflow:noop --path {BENCH} < {stdin}', _python()]
+            measured = run_measured(argv, GENERATOR_CPU, timeout_s=60, cwd=workdir)
+            if '"ready":true' not in measured.stdout:
+                raise RuntimeError(f"the Python worker did not get ready: {measured.stdout} {measured.stderr}")
+            costs.append(measured.cpu_s)
     return statistics.median(costs)
+
+
+def _python() -> str:
+    """The interpreter knee runs on (its venv's), which its Python workers run on too."""
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.is_file() else sys.executable
+
+
+def compile_bytecode() -> None:
+    """An installed knee has its modules compiled (pip does it); a source tree run with PYTHONDONTWRITEBYTECODE
+    would compile every module at every start and measure the compiler. Compile them once, as pip would."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([_python(), "-m", "compileall", "-q", str(ROOT / "python" / "knee")], env=env, check=False)
 
 
 def medians(rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -202,8 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     meta_extra: dict[str, object] = {}
     needs_http = any(s.mode in ("keepalive", "close") for s in chosen)
     with Nginx(cpu=SERVER_CPU) if needs_http else _NoServer() as server:
+        if "knee" in tools and not args.smoke:
+            compile_bytecode()
         if "knee" in tools and needs_http and not args.smoke:
-            meta_extra["knee_fixed_cpu_s"] = fixed_cost(tools["knee"], server.url)
+            meta_extra["knee_fixed_cpu_s"], meta_extra["knee_fixed_rss_mb"] = fixed_cost(tools["knee"], server.url)
+            meta_extra["worker_start_cpu_s"] = worker_start_cost()
+            print(
+                f"fixed cost: one-request run {meta_extra['knee_fixed_cpu_s']:.3f} CPU-s, Python worker start "
+                f"{meta_extra['worker_start_cpu_s']:.3f} CPU-s",
+                flush=True,
+            )
         for scenario in chosen:
             present = [tools[n] for n in scenario.tools if n in tools]
             if not present:
@@ -213,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
                 import dask_bench
 
                 rows += dask_bench.measure(args.duration, args.reps)
+                continue
+            if scenario.mode == "many-connections":
+                import many_conns
+
+                rows += many_conns.measure(args.duration, args.reps)
                 continue
             rows += run_scenario(scenario, present, server, args)
     summary = medians(rows)

@@ -18,7 +18,7 @@ TOOLS: dict[str, Tool] = {
 class Scenario:
     name: str
     title: str
-    mode: str  # keepalive | close | exec | exec-hold
+    mode: str  # keepalive | close | exec | exec-hold | flow | worker | distributed | many-connections
     concurrency: int
     tools: tuple[str, ...]  # in run order (interleaved within a repetition)
     smoke: bool  # part of `--smoke`
@@ -55,6 +55,8 @@ def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
         Scenario(
             "distributed", "Dask executor: overhead, and exec on 1 vs 2 workers", "distributed", 8, ("knee",), False
         ),
+        # 100 000 keep-alive connections to one nginx, from 8 local addresses (issue 23).
+        Scenario("c100k", "100 000 concurrent keep-alive connections", "many-connections", 100_000, ("knee",), False),
         # Memory at scale for exec clients (issue 5): every client holds a running process at once.
         Scenario(
             "exec5000", "5 000 concurrent exec clients, each running sleep 20", "exec-hold", 5000, ("knee",), False

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from knee.analysis.search import Config as SearchConfig
-from knee.scenario import DEFAULT_MAX_IN_FLIGHT, Group, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+from knee.scenario import (
+    DEFAULT_MAX_IN_FLIGHT,
+    Group,
+    HttpGroup,
+    PythonGroup,
+    Scenario,
+    TcpGroup,
+    WorkerGroup,
+    addresses,
+)
 from knee.spec import (
     ClientSpec,
     ClosedPacer,
@@ -177,9 +186,11 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None) -> Client
             expect_body=g.expect_body,
             expect_body_regex=g.expect_body_regex,
             expect_length=g.expect_length,
+            source_addrs=addresses.of_group(g.source_addr),
         )
     if isinstance(g, TcpGroup):
-        return TcpClient(addr=g.addr, send=g.send, expect=g.expect)
+        sources = addresses.of_group(g.source_addr)
+        return TcpClient(addr=g.addr, send=g.send, expect=g.expect, source_addrs=sources)
     if isinstance(g, WorkerGroup | PythonGroup):
         if isinstance(g, PythonGroup):
             argv = [sys.executable, "-m", "knee.pyworker", g.function, *(["--path", g.path] if g.path else [])]

@@ -85,6 +85,7 @@ class HttpClient(_Spec):
     expect_body: str | None = None
     expect_body_regex: str | None = None
     expect_length: int | None = None
+    source_addrs: list[str] = Field(default_factory=list)
 
 
 class TcpClient(_Spec):
@@ -92,6 +93,7 @@ class TcpClient(_Spec):
     addr: str
     send: str | None = None
     expect: str | None = None
+    source_addrs: list[str] = Field(default_factory=list)
 
 
 class FileCheck(_Spec):

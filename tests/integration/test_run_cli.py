@@ -56,6 +56,16 @@ def test_new_connection_opens_one_connection_per_request(nginx: Nginx, tmp_path:
     assert doc["connect_ms"]["count"] == 3000
 
 
+def test_connections_come_from_the_source_addresses(nginx: Nginx, tmp_path: Path) -> None:
+    nginx.clear_log()
+    doc, _ = run_json(tmp_path, nginx.url + "/", "-c", "4", "-n", "400", "--source-addr", "127.0.0.2-127.0.0.3")
+    lines = [line.split() for line in nginx.access_lines()]
+    assert doc["succeeded"] == 400 == len(lines)
+    # 4 keep-alive connections (nginx's $connection), clients 0 and 2 from 127.0.0.2, 1 and 3 from 127.0.0.3
+    peer_of = {line[0]: line[4] for line in lines}
+    assert sorted(peer_of.values()) == ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
+
+
 def test_ab_connection_times_table(nginx: Nginx) -> None:
     proc = knee_cli(
         "run", "-q", nginx.url + "/", "-c", "4", "-n", "400", "--new-connection", env={**os.environ, "COLUMNS": "80"}
@@ -225,6 +235,8 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: 
         (["-n", "5", "-d", "1s", "--", "true"], r"give only one of -n, --iterations and --duration"),
         (["-H", "nocolon", "http://127.0.0.1:1/"], r"-H must look like 'Name: value'"),
         (["--expect-status", "abc", "http://127.0.0.1:1/"], r"--expect-status must be statuses like"),
+        (["--source-addr", "127.0.0.9-127.0.0.2", "http://127.0.0.1:1/"], r"--source-addr.*ends before it starts"),
+        (["--source-addr", "192.0.2.1", "http://127.0.0.1:1/"], r"192\.0\.2\.1 is not an address of this machine"),
     ],
 )
 def test_bad_input_gets_one_clear_sentence(args: list[str], pattern: str) -> None:
@@ -333,6 +345,7 @@ def test_what_an_exec_command_leaves_running_is_killed_after_its_normal_exit(tmp
         (["-e", "A=1", "http://127.0.0.1:1/"], "-e/--env applies to commands and worker programs only"),
         (["--python", "m:f", "--cwd", "/tmp"], "--cwd is for a --worker program; a --python flow is imported from"),
         (["--processes", "2", "--", "true"], "--processes applies to worker programs (--worker) and Python flows"),
+        (["--source-addr", "127.0.0.2", "--", "true"], "--source-addr applies to http(s):// and tcp:// targets only"),
     ],
 )  # fmt: skip
 def test_options_of_another_client_kind_are_refused(args: list[str], message: str) -> None:

@@ -58,13 +58,14 @@ FULL = EngineSpec(
                 expect_body="ok",
                 expect_body_regex="o+k",
                 expect_length=2,
+                source_addrs=["127.0.0.2", "127.0.0.3"],
             ),
         ),
         GroupSpec(
             name="tcp",
             clients=1,
             stop=PerClient(per_client=2),
-            client=TcpClient(addr="127.0.0.1:9", send="PING\n", expect="PONG"),
+            client=TcpClient(addr="127.0.0.1:9", send="PING\n", expect="PONG", source_addrs=["127.0.0.4"]),
         ),
         GroupSpec(
             name="cli",

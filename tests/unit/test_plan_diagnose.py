@@ -187,3 +187,16 @@ def test_memory_above_half_of_what_is_available_is_a_warning(load: Load, share: 
     (said,) = check.warnings
     assert f"{share} the 1.00 GB available (MemAvailable)" in said
     assert preflight(Load({"exec": 100}), fix=False, machine=NARROW).warnings == []  # 400 MB
+
+
+def test_ports_connections_open_at_once_past_the_ports_of_their_source_addresses() -> None:
+    held = Load({"http": 700}, connections=[Connections("main", LOOPBACK, 700, new_per_op=False)])
+    said = findings(held)["ports"]
+    assert said.startswith(
+        "700 connections open at once to 127.0.0.1:8080 need more local ports than the 600 that one source address"
+    )
+    assert "--source-addr 127.0.0.2-127.0.0.9" in said and "'Cannot assign requested address'" in said
+    # two source addresses hold 1 200, and spread the TIME_WAIT budget the same way
+    spread = Load({"http": 700}, connections=[Connections("main", LOOPBACK, 700, new_per_op=False, sources=2)])
+    assert "ports" not in findings(spread)
+    assert "the 1200 ephemeral ports" in findings(churn(REMOTE, 50, rate=50.0, sources=2))["ports"]

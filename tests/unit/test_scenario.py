@@ -225,3 +225,20 @@ def test_a_background_group_needs_no_stop_and_takes_none() -> None:
     assert "remove duration or background" in msg
     msg = error_of(BASELOAD.replace("per_client = 100", "background = true"))
     assert "every group has background = true, so none would end the step" in msg
+
+
+def test_source_addresses_are_lists_and_ranges_of_this_machines_addresses() -> None:
+    from knee.plan import client_spec
+
+    sc = parse_scenario(MINIMAL.replace('url = "', 'source_addr = ["127.0.0.2-127.0.0.4", "127.0.0.9"]\nurl = "'), "s")
+    assert client_spec(sc.groups["main"]).source_addrs == ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.9"]
+    assert client_spec(parse_scenario(MINIMAL, "s").groups["main"]).source_addrs == []
+    for given, said in [
+        ('"127.0.0.9-127.0.0.2"', "range '127.0.0.9-127.0.0.2' ends before it starts; give the lower address first"),
+        ('"127.0.0.2,::1"', "mixes IPv4 and IPv6 addresses"),
+        ('"nowhere"', "'nowhere' is not an IP address"),
+        ('"192.0.2.1"', "192.0.2.1 is not an address of this machine"),
+        ('"10.0.0.0-10.1.0.0"', "more than 65536 addresses"),
+    ]:
+        text = MINIMAL.replace('url = "', f'source_addr = {given}\nurl = "')
+        assert "groups.main.source_addr" in error_of(text) and said in error_of(text), error_of(text)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +179,17 @@ def test_cisco_matches_practical_scalability_analysis() -> None:
     # N max 35 and X max 12341: the book takes the whole number of clients below N* and X there
     assert f.n_star is not None and math.floor(f.n_star) == 35
     assert usl(35.0, f.sigma, f.kappa, f.lam) == pytest.approx(12341, rel=2e-4)
+
+
+def test_a_run_loads_numpy_only_to_fit() -> None:
+    """numpy costs a tenth of a CPU-second at every start: what `knee run` imports to run a level leaves it out
+    (bench/run.py measures the one-request run's fixed cost); the first fit imports it."""
+    code = (
+        "import sys, knee.commands.run, knee.runner, knee.progress_line, knee.report.abtext\n"
+        "print('numpy' in sys.modules)\n"
+        "from knee.analysis.uslfit import fit_usl\n"
+        "fit_usl([1, 2, 4, 8], [10, 19, 35, 50])\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]

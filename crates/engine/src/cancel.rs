@@ -1,16 +1,30 @@
 //! What can end an operation early: its timeout (→ hung), the group's end or `stop()` (→ abandoned).
+//!
+//! Each client has one `Alarm`, a timer kept for its whole life rather than one made, registered and
+//! removed per operation (with a watch on the stop signal beside it, that was a sixth of the
+//! engine's instructions per keep-alive request). Operations start later and later, so the alarm
+//! may stay armed for an earlier due time: when it rings before the operation in flight is due, it
+//! is re-armed for that one (about once per timeout, per client). A thread's `Alarms` ring every
+//! alarm of a group at once when its stop signal comes.
 
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use tokio::time::Sleep;
 
 use crate::outcome::Outcome;
 
 pub(crate) struct Cancel<'a> {
     pub timeout_at: Instant,
     pub end_at: Option<Instant>,
+    /// The run's (or the background groups') stop signal: program clients watch it for their process.
     pub stop: &'a mut watch::Receiver<bool>,
+    pub alarm: &'a Alarm,
 }
 
 impl Cancel<'_> {
@@ -20,11 +34,77 @@ impl Cancel<'_> {
             Some(e) if e < self.timeout_at => e,
             _ => self.timeout_at,
         };
-        tokio::select! {
-            _ = tokio::time::sleep_until(until.into()) => {
-                if until == self.timeout_at { Outcome::Hung } else { Outcome::Abandoned }
+        let a = &self.alarm.0;
+        loop {
+            if a.stopped.get() {
+                return Outcome::Abandoned;
             }
-            _ = self.stop.wait_for(|s| *s) => Outcome::Abandoned,
+            if a.armed.get() > until {
+                a.arm(until);
+            }
+            poll_fn(|cx| a.sleep.borrow_mut().as_mut().poll(cx)).await;
+            if a.stopped.get() {
+                return Outcome::Abandoned;
+            }
+            if Instant::now() >= until {
+                return if until == self.timeout_at {
+                    Outcome::Hung
+                } else {
+                    Outcome::Abandoned
+                };
+            }
+            a.arm(until); // it rang for an earlier operation
+        }
+    }
+}
+
+/// A client's timer for the operation in flight, and whether the client's stop signal has come.
+pub(crate) struct Alarm(Rc<AlarmState>);
+
+struct AlarmState {
+    sleep: RefCell<Pin<Box<Sleep>>>,
+    /// When `sleep` rings.
+    armed: Cell<Instant>,
+    stopped: Cell<bool>,
+}
+
+impl AlarmState {
+    fn arm(&self, at: Instant) {
+        self.armed.set(at);
+        self.sleep.borrow_mut().as_mut().reset(at.into());
+    }
+}
+
+/// One thread's alarms, by stop signal (the run's, or the background groups').
+#[derive(Default)]
+pub(crate) struct Alarms {
+    of: RefCell<[Vec<Rc<AlarmState>>; 2]>,
+}
+
+impl Alarms {
+    /// A new alarm for a client whose group obeys the background stop (`background`) or the run's.
+    pub fn alarm(&self, background: bool) -> Alarm {
+        // Far enough never to ring before it is armed for an operation.
+        let never = Instant::now() + Duration::from_secs(86_400 * 365);
+        let state = Rc::new(AlarmState {
+            sleep: RefCell::new(Box::pin(tokio::time::sleep_until(never.into()))),
+            armed: Cell::new(never),
+            stopped: Cell::new(false),
+        });
+        self.of.borrow_mut()[usize::from(background)].push(state.clone());
+        Alarm(state)
+    }
+
+    /// Ring the alarms of `background` or foreground clients once `stop` says so: their operations in
+    /// flight end as abandoned.
+    pub async fn ring_on(self: Rc<Self>, mut stop: watch::Receiver<bool>, background: bool) {
+        if stop.wait_for(|s| *s).await.is_err() {
+            return;
+        }
+        let now = Instant::now();
+        for a in &self.of.borrow()[usize::from(background)] {
+            a.stopped.set(true);
+            a.arm(now);
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The shard spec: what Python hands the engine, as JSON (docs/engine-spec.md).
 
+use std::net::IpAddr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
@@ -131,6 +133,9 @@ pub struct HttpSpec {
     pub expect_body: Option<String>,
     pub expect_body_regex: Option<String>,
     pub expect_length: Option<u64>,
+    /// Local addresses to connect from, client `c` from `source_addrs[c % len]` (empty: the kernel picks).
+    #[serde(default)]
+    pub source_addrs: Vec<IpAddr>,
 }
 
 /// Connect, optionally send, optionally read until a regex matches, close.
@@ -140,6 +145,9 @@ pub struct TcpSpec {
     pub addr: String,
     pub send: Option<String>,
     pub expect: Option<String>,
+    /// As `HttpSpec::source_addrs`.
+    #[serde(default)]
+    pub source_addrs: Vec<IpAddr>,
 }
 
 /// Run a command (no shell).

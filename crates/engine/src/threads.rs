@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
-use crate::cancel::{sleep_unless_stopped, Cancel};
-use crate::clients::{Client, Host, HostedGroup, Hosts, Prepared};
+use crate::cancel::{sleep_unless_stopped, Alarm, Alarms, Cancel};
+use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
@@ -192,6 +192,8 @@ pub(crate) fn run_thread(
         .build()
         .expect("a tokio runtime can be built");
     let local = tokio::task::LocalSet::new();
+    // Exec clients spawn through this thread's low descriptor slots, taken before any client runs.
+    let _slots = shared.groups.iter().any(|g| g.prep.spawns()).then(prepare_spawns);
     // This thread's clients of each group; a client's slot is its place in its group's list.
     let mut mine: Vec<Vec<u64>> = vec![Vec::new(); shared.groups.len()];
     for &(g, c) in &clients {
@@ -241,6 +243,11 @@ pub(crate) fn run_thread(
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(publish_recent(shared.clone(), rec.clone(), thread));
         let cutter = tokio::task::spawn_local(serve_cuts(shared.clone(), rec.clone(), cuts));
+        let alarms = Rc::new(Alarms::default());
+        let ringers = [
+            tokio::task::spawn_local(alarms.clone().ring_on(shared.stop_tx.subscribe(), false)),
+            tokio::task::spawn_local(alarms.clone().ring_on(shared.bg_stop_tx.subscribe(), true)),
+        ];
         let mut tasks: Vec<_> = Vec::new();
         let mut foreground = 0u64;
         for (g, cs) in mine.iter().enumerate().filter(|(_, cs)| !cs.is_empty()) {
@@ -248,7 +255,14 @@ pub(crate) fn run_thread(
             if matches!(shared.groups[g].spec.pacer, PacerSpec::Rate { .. }) {
                 // One scheduler per thread and group feeds this thread's clients of the group.
                 foreground += counts;
-                let fut = open_group(shared.clone(), rec.clone(), g, cs.clone(), hosts.of(g, cs.len()));
+                let fut = open_group(
+                    shared.clone(),
+                    rec.clone(),
+                    g,
+                    cs.clone(),
+                    hosts.of(g, cs.len()),
+                    alarms.clone(),
+                );
                 tasks.push(tokio::task::spawn_local(fut));
                 continue;
             }
@@ -260,6 +274,7 @@ pub(crate) fn run_thread(
                     prev: None,
                 };
                 let host = hosts.host(g, slot);
+                let alarm = alarms.alarm(spec.stop.is_background());
                 tasks.push(tokio::task::spawn_local(client(
                     shared.clone(),
                     rec.clone(),
@@ -268,6 +283,7 @@ pub(crate) fn run_thread(
                     slot,
                     source,
                     host,
+                    alarm,
                 )));
             }
         }
@@ -280,6 +296,7 @@ pub(crate) fn run_thread(
         }
         ticker.abort();
         cutter.abort();
+        ringers.iter().for_each(tokio::task::JoinHandle::abort);
         hosts.close(shared.stopped.load(Ordering::Relaxed)).await;
     });
     drop(local);
@@ -324,12 +341,14 @@ async fn run_one(
     iteration: u64,
     timeout_at: Instant,
     stop: &mut watch::Receiver<bool>,
+    alarm: &Alarm,
 ) -> (OpReport, Instant) {
     group.live.in_flight.fetch_add(1, Ordering::Relaxed);
     let mut cancel = Cancel {
         timeout_at,
         end_at: group.end_at(),
         stop,
+        alarm,
     };
     let report = op.run(iteration, &mut cancel).await;
     let end = Instant::now();
@@ -463,6 +482,7 @@ impl Source {
 }
 
 /// A client: take the next operation from the source, run it, record it, until the source says stop.
+#[allow(clippy::too_many_arguments)]
 async fn client(
     shared: Arc<Shared>,
     rec: Recs,
@@ -471,6 +491,7 @@ async fn client(
     slot: usize,
     mut source: Source,
     host: Option<Host>,
+    alarm: Alarm,
 ) {
     let group = &shared.groups[g];
     let spec = &group.spec;
@@ -489,7 +510,7 @@ async fn client(
     while let Some(start) = source.next(group, measured, &mut stop, stopped, &rec, g).await {
         let began = start.began;
         source.begin();
-        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop).await;
+        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop, &alarm).await;
         iteration += 1;
         if report.unsent {
             // Cut off while connecting: nothing reached the service, so it never started.
@@ -542,7 +563,14 @@ const TIMER_SLACK: Duration = Duration::from_millis(1);
 /// share of the group's rate; idle clients take them in order. An arrival that finds more than the
 /// cap (`max_in_flight`, split over threads like the rate) waiting or running is dropped; one that
 /// waits longer than `timeout_ms` for a client is dropped too. Both are counted, never skipped.
-async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>, hosts: Vec<Option<Host>>) {
+async fn open_group(
+    shared: Arc<Shared>,
+    rec: Recs,
+    g: usize,
+    clients: Vec<u64>,
+    hosts: Vec<Option<Host>>,
+    alarms: Rc<Alarms>,
+) {
     let group = &shared.groups[g];
     let spec = &group.spec;
     let PacerSpec::Rate {
@@ -578,7 +606,8 @@ async fn open_group(shared: Arc<Shared>, rec: Recs, g: usize, clients: Vec<u64>,
         .enumerate()
         .map(|(slot, (&c, host))| {
             let source = Source::Open(q.clone());
-            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source, host))
+            let alarm = alarms.alarm(spec.stop.is_background());
+            tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source, host, alarm))
         })
         .collect();
     let _foreground = Foreground::enter(&shared, g);

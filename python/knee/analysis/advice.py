@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from knee import fmt
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MIN_LEVELS = 4
 MIN_BELOW_PEAK = 2
@@ -52,7 +54,7 @@ def for_points(
     warnings: list[str] = []
     tips: list[str] = []
     levels = sorted({float(v) for v in n})
-    peak = float(n[int(np.argmax(x))])
+    peak = float(n[int(x.argmax())])
     below = [v for v in levels if v < peak]
     above = [v for v in levels if v > peak]
     if len(levels) < MIN_LEVELS:

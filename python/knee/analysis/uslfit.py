@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import overload
-
-import numpy as np
+from typing import TYPE_CHECKING, overload
 
 from knee.analysis import advice
 from knee.errors import UserError
 from knee.model import USLFit
+
+if TYPE_CHECKING:  # numpy is imported by the functions that compute: a run that fits nothing does not load it
+    import numpy as np
 
 PARAMS = ("sigma", "kappa", "lam")
 MIN_POINTS = 3  # three parameters
@@ -37,7 +38,7 @@ def usl(n: float, sigma: float, kappa: float, lam: float) -> float: ...
 def usl(n: np.ndarray, sigma: float, kappa: float, lam: float) -> np.ndarray: ...
 def usl(n: np.ndarray | float, sigma: float, kappa: float, lam: float) -> np.ndarray | float:
     """Throughput X(N) = λN / (1 + σ(N−1) + κN(N−1))."""
-    if isinstance(n, np.ndarray):
+    if not isinstance(n, int | float):  # an array
         return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
     n = float(n)
     return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
@@ -45,12 +46,16 @@ def usl(n: np.ndarray | float, sigma: float, kappa: float, lam: float) -> np.nda
 
 def _jacobian(p: np.ndarray, n: np.ndarray) -> np.ndarray:
     """∂X/∂(σ, κ, λ) at each N."""
+    import numpy as np
+
     sigma, kappa, lam = p
     d = 1 + sigma * (n - 1) + kappa * n * (n - 1)
     return np.column_stack((-lam * n * (n - 1) / d**2, -lam * n * n * (n - 1) / d**2, n / d))
 
 
 def _check(levels: Sequence[float] | np.ndarray, rates: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
     if len(levels) != len(rates):
         raise FitError(f"levels and rates differ in length ({len(levels)} levels, {len(rates)} rates)")
     n = np.asarray(levels, dtype=float)
@@ -74,7 +79,8 @@ def _check(levels: Sequence[float] | np.ndarray, rates: Sequence[float] | np.nda
 
 def _solve(n: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Best of several starts, in units where the highest rate is 1 (σ and κ do not change with that scale)."""
-    # scipy is imported on the first fit: it costs a second of start-up that error paths and reports do not need
+    # numpy and scipy are imported on the first fit: start-up that runs, error paths and reports do not need
+    import numpy as np
     from scipy.optimize import least_squares
 
     scale = float(x.max())
@@ -113,6 +119,8 @@ def _solve(n: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _intervals(p: np.ndarray, n: np.ndarray, rss: float) -> tuple[dict[str, tuple[float, float]], str | None]:
+    import numpy as np
+
     dof = len(n) - len(PARAMS)
     if dof <= 0:
         return {}, f"with {len(n)} levels there are no degrees of freedom left for confidence intervals"
@@ -135,6 +143,8 @@ def fit_usl(
 
     `left_out`: levels that were measured but are not in the fit (collapsed ones); the advice uses them.
     """
+    import numpy as np
+
     n, x = _check(levels, rates)
     p = _solve(n, x)
     sigma, kappa, lam = (float(v) for v in p)

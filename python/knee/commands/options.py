@@ -33,6 +33,14 @@ _TARGET = [
     click.option("--expect-body", help="Succeed only if the response body contains this text."),
     click.option("--expect-body-regex", help="Succeed only if the response body matches this regex."),
     click.option("--expect-length", type=click.IntRange(min=0), help="Succeed only if the body has this many bytes."),
+    click.option(
+        "--source-addr",
+        "source_addr",
+        multiple=True,
+        metavar="ADDR[-ADDR]",
+        help="http/tcp: connect from these local addresses, in turn per client (repeatable, or a range like "
+        "127.0.0.2-127.0.0.9): past one address's ~28 000 ephemeral ports.",
+    ),
     click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
     click.option("--expect", help="tcp: read until this regex matches the reply."),
     click.option("-e", "--env", "env", multiple=True, help="exec: NAME=value (repeatable)."),

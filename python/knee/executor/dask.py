@@ -182,7 +182,10 @@ class DaskExecutor(Executor):
         warnings, each naming its host."""
         from knee.preflight import preflight_scenario
 
-        found = self.client.run(preflight_scenario, scenario, on_error="return")
+        # each worker runs its weight's share of the clients (the largest share, for all: one call)
+        weights = [w.weight for w in self.workers()]
+        share = max(weights) / sum(weights) if weights and sum(weights) > 0 else 1.0
+        found = self.client.run(preflight_scenario, scenario, 3.0, share, on_error="return")
         warnings: dict[str, list[str]] = {}
         for w in self.workers():
             got = found.get(w.address)

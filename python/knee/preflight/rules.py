@@ -43,6 +43,7 @@ class Connections:
     rate: float | None = None  # open loop: its arrivals per second at the top rate
     think_s: float = 0.0
     http: bool = True
+    sources: int = 1  # local addresses it connects from (--source-addr); each has its own ports
 
 
 @dataclass
@@ -153,15 +154,37 @@ def _by_destination(conns: list[Connections]) -> list[list[Connections]]:
     return list(out.values())
 
 
+def _check_open(out: Preflight, conns: list[Connections], ports: int, sources: int, widen: str) -> None:
+    """Connections open at once to one destination: each holds a local port of its source address."""
+    n = sum(c.clients for c in conns)
+    if n <= ports:
+        return
+    ep = conns[0].endpoint
+    (lo, hi) = out.machine.port_range
+    of = f"{sources} source addresses" if sources > 1 else "one source address"
+    more = "127.0.0.2-127.0.0.9" if ep.loopback else "the addresses of this machine's network interfaces"
+    out.add(
+        Check(
+            "ports",
+            f"{n} connections open at once to {ep.label} need more local ports than the {ports} that {of} has "
+            f"({lo}-{hi} each): connects past that fail with {_NO_PORT}. Fix: connect from more local addresses "
+            f"(--source-addr {more}), {widen}, or send from more machines (--cluster).",
+        )
+    )
+
+
 def _check_ports(out: Preflight, load: Load) -> None:
     """Connections not kept alive: each one this side closes first keeps its local port TIME_WAIT_S in
     TIME_WAIT, so one destination gets about ports / TIME_WAIT_S new connections per second before connect()
     fails. With tcp_tw_reuse on for the destination (1; 2: loopback only) a port comes back after about a
     second. (An HTTP server that closes first after `Connection: close` keeps most of them on its side.)"""
     m = out.machine
-    (lo, hi), ports = m.port_range, m.ports
+    (lo, hi), one_source = m.port_range, m.ports
     widen = '`sysctl -w net.ipv4.ip_local_port_range="1024 65535"`'
     for conns in _by_destination(load.connections):
+        sources = min(c.sources for c in conns)
+        ports = one_source * sources
+        _check_open(out, conns, ports, sources, widen)
         churn = [c for c in conns if c.new_per_op]
         if not churn:
             continue

@@ -9,24 +9,33 @@ found), then the machine against the scenario's largest step; `knee doctor` also
 
 from __future__ import annotations
 
+import math
+
 from knee.errors import UserError
 from knee.machine.cpu import cores_available
 from knee.machine.network import Endpoint, reachable
 from knee.preflight.probes import probe_check, run_once
 from knee.preflight.rules import Check, Connections, Load, Preflight, preflight
-from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup, addresses
 
 DOCTOR_CLIENTS = 1000  # `knee doctor` without a target: a step of this many clients
 
 
-def preflight_scenario(scenario: Scenario, connect_timeout_s: float = 3.0) -> list[str]:
+def preflight_scenario(scenario: Scenario, connect_timeout_s: float = 3.0, share: float = 1.0) -> list[str]:
     """Before any load: every target reachable (every command found), the machine's limits fit the largest
-    step. Raises UserError (one sentence) for what would make every operation fail; returns warnings."""
-    return check_scenario(scenario, connect_timeout_s).warnings
+    step. Raises UserError (one sentence) for what would make every operation fail; returns warnings.
+    `share`: the part of the clients this process runs (a Dask worker's; its machine's connections count whole)."""
+    return check_scenario(scenario, connect_timeout_s, share=share).warnings
 
 
 def check_scenario(
-    scenario: Scenario, connect_timeout_s: float = 3.0, *, fix: bool = True, strict: bool = True, probe: bool = False
+    scenario: Scenario,
+    connect_timeout_s: float = 3.0,
+    *,
+    fix: bool = True,
+    strict: bool = True,
+    probe: bool = False,
+    share: float = 1.0,
 ) -> Preflight:
     """The preflight of a scenario's largest step. A run: `fix` (raise the open-file limit) and `strict` (raise
     the first error). `knee doctor`: neither, and `probe`: run each exec command once."""
@@ -58,7 +67,10 @@ def check_scenario(
             if said.error and strict:
                 raise UserError(said.text)
             early.append(said)
-    out = preflight(load_of(scenario, endpoints, rss), fix=fix, strict=strict)
+    load = load_of(scenario, endpoints, rss)
+    if share < 1.0:  # this process's clients (its descriptors, its memory); the machine's ports stay whole
+        load.clients = {kind: math.ceil(n * share) for kind, n in load.clients.items()}
+    out = preflight(load, fix=fix, strict=strict)
     out.findings[:0] = early
     return out
 
@@ -96,6 +108,7 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
                     rate=float(top) if g.rate == "level" else None,
                     think_s=g.think,
                     http=isinstance(g, HttpGroup),
+                    sources=max(1, len(addresses.of_group(g.source_addr))),
                 )
             )
     return load

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field_validator, model_validator
 
 from knee.errors import UserError
+from knee.scenario import addresses
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
 from knee.scenario.units import parse_status_ranges
 from knee.scenario.urls import check_addr, check_url
@@ -30,6 +31,25 @@ def _rate(value: Any) -> Any:
 
 
 Clients = Annotated[int | Literal["level"], BeforeValidator(_clients)]
+
+
+def _source_addrs(value: Any) -> Any:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError('must be addresses like "127.0.0.2", ranges like "127.0.0.2-127.0.0.9", or a list of them')
+    if not value:  # none: the kernel picks (the default, and what a run record says then)
+        return value
+    missing = addresses.not_local(addresses.expand(value))
+    if missing is not None:
+        raise ValueError(
+            f"{missing[0]} is not an address of this machine ({missing[1]}); give addresses it has (`ip addr`)"
+        )
+    return value
+
+
+# Local addresses the clients connect from (knee.scenario.addresses), as given: expanded by knee.plan.
+SourceAddrs = Annotated[list[str], BeforeValidator(_source_addrs)]
 
 
 class _GroupBase(Table):
@@ -84,6 +104,7 @@ class HttpGroup(_GroupBase):
     expect_body: str | None = None
     expect_body_regex: str | None = None
     expect_length: Annotated[int, Field(ge=0)] | None = None
+    source_addr: SourceAddrs = Field(default_factory=list)
 
     @field_validator("expect_status", mode="before")
     @classmethod
@@ -116,6 +137,7 @@ class TcpGroup(_GroupBase):
     addr: Annotated[str, AfterValidator(check_addr)]
     send: str | None = None
     expect: str | None = None
+    source_addr: SourceAddrs = Field(default_factory=list)
 
 
 class ExpectFile(Table):

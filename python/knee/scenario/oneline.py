@@ -39,6 +39,7 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.expect_body": "--expect-body",
     "groups.main.expect_body_regex": "--expect-body-regex",
     "groups.main.expect_length": "--expect-length",
+    "groups.main.source_addr": "--source-addr",
     "groups.main.send": "--send",
     "groups.main.expect": "--expect",
     "groups.main.env": "-e/--env",
@@ -102,8 +103,11 @@ _KIND_OPTIONS = {
     "worker": (("--processes", "processes"), ("--path", "path"), ("--start-timeout", "start_timeout")),
     # a child process's environment and directory: commands and worker programs (a flow has -e, not --cwd)
     "process": (("-e/--env", "env"), ("--cwd", "cwd")),
+    # where connections come from: http and tcp targets
+    "connect": (("--source-addr", "source_addr"),),
 }
 _PROCESS_KINDS = ("exec", "worker")
+_CONNECT_KINDS = ("http", "tcp")
 
 
 @dataclass
@@ -151,6 +155,7 @@ class Options:
     expect_body: str | None = None
     expect_body_regex: str | None = None
     expect_length: int | None = None
+    source_addr: list[str] = field(default_factory=list)  # http and tcp: local addresses to connect from
     send: str | None = None
     expect: str | None = None
     env: list[str | tuple[str, str]] = field(default_factory=list)
@@ -196,13 +201,17 @@ def _pairs(items: Sequence[str | tuple[str, str]], option: str, sep: str) -> dic
 
 def _group(target: Target, o: Options) -> dict[str, Any]:
     kind = kind_of(target, o)
+    shared_by = {"process": _PROCESS_KINDS, "connect": _CONNECT_KINDS}
     for other, options in _KIND_OPTIONS.items():
-        if other == kind or (other == "process" and kind in _PROCESS_KINDS):
+        if other == kind or kind in shared_by.get(other, ()):
             continue
         given = next((name for name, key in options if getattr(o, key) not in (None, False, [], "")), None)
         if given is not None:
-            words = "commands and worker programs" if other == "process" else _KIND_WORDS[other]
+            words = {"process": "commands and worker programs", "connect": "http(s):// and tcp:// targets"}.get(
+                other, _KIND_WORDS.get(other, other)
+            )
             raise UserError(f"{given} applies to {words} only, not to {_KIND_WORDS[kind]}")
+    sources = {"source_addr": list(o.source_addr)} if o.source_addr else {}
     if kind == "worker":
         return _code_group(target, o)
     if isinstance(target, str) and kind == "http":
@@ -225,7 +234,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         for flag in ("insecure", "new_connection"):
             if getattr(o, flag):
                 g[flag] = True
-        return g
+        return g | sources
     if isinstance(target, str) and kind == "tcp":
         try:
             _, host, port = split(target, ("tcp",))
@@ -237,7 +246,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
             g["send"] = o.send.encode().decode("unicode_escape")
         if o.expect is not None:
             g["expect"] = o.expect
-        return g
+        return g | sources
     if isinstance(target, str):
         if "://" in target:
             raise UserError(

@@ -1,5 +1,5 @@
-//! Commands: spawned without a shell in their own process group (so std can use posix_spawn),
-//! checked by exit code, output regexes and a produced file. On timeout or stop the whole
+//! Commands: spawned without a shell in their own process group (`spawn`: at a cost that does not
+//! grow with the clients alive), checked by exit code, output regexes and a produced file. On timeout or stop the whole
 //! group is killed and the leader reaped before the client moves on; after a normal exit any
 //! process the command left behind in its group is killed too.
 //!
@@ -8,13 +8,13 @@
 //! kept, unless a regex check needs the whole stream.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Stdio;
 use std::sync::Arc;
 
 use regex::bytes::Regex;
 use tokio::io::AsyncReadExt;
 
-use super::group::{command, kill_group, GroupGuard};
+use super::group::{kill_group, GroupGuard};
+use super::spawn::{spawn, BaseEnv, Cmd};
 use super::template::Template;
 use super::Prepared;
 use crate::cancel::Cancel;
@@ -49,6 +49,8 @@ pub(crate) struct ExecPrep {
     pub(super) stderr: Option<Regex>,
     file: Option<(Template, u64)>,
     payload: Payload,
+    /// knee's environment at the start (the command's `env` goes over it).
+    base_env: BaseEnv,
 }
 
 impl ExecPrep {
@@ -72,6 +74,7 @@ impl ExecPrep {
                 None if spec.expect_file.is_some() => Payload::ExpectFile,
                 None => Payload::None,
             },
+            base_env: BaseEnv::capture(),
         }
     }
 }
@@ -122,21 +125,20 @@ impl ExecClient {
         };
         let (c, i) = (self.client, iteration);
         let program = p.program.render(c, i);
-        let mut cmd = command(
-            &program,
-            p.args.iter().map(|a| a.render(c, i)),
-            p.env.iter().map(|(k, v)| (k, v.render(c, i))),
-            Stdio::null(),
-            p.cwd.as_deref(),
-        );
-        let mut child = match cmd.spawn() {
+        let cmd = Cmd {
+            program: &program,
+            args: p.args.iter().map(|a| a.render(c, i)).collect(),
+            env: p.env.iter().map(|(k, v)| (k.as_str(), v.render(c, i))).collect(),
+            cwd: p.cwd.as_deref(),
+        };
+        let mut child = match spawn(&cmd, &p.base_env) {
             Ok(child) => child,
             Err(e) => {
                 d.clear().put(format_args!("cannot run {program}: ")).io(&e);
                 return OpReport::of(Outcome::Fail(ErrorClass::Spawn));
             }
         };
-        let pgid = child.id().map_or(0, |id| id as i32);
+        let pgid = child.id();
         let guard = GroupGuard(pgid);
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();

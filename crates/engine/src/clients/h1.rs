@@ -126,6 +126,7 @@ enum Framing {
 }
 
 /// What the exchange needs to know about a parsed response head.
+#[derive(Clone, Copy)]
 struct Head {
     status: u16,
     /// Bytes of the head, status line to the blank line.
@@ -145,6 +146,42 @@ fn has_token(value: &[u8], token: &str) -> bool {
     value
         .split(|b| *b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Heads up to this size are remembered (`HeadMemo`).
+const MEMO_HEAD: usize = 512;
+
+/// The last complete response head this thread parsed, and its parse. Many services answer with the
+/// same head again and again (nginx's changes with its Date header, once a second); parsing checks every
+/// byte of it (a third of the engine's work per keep-alive request), while comparing it with the last
+/// one is a memcmp. The same bytes parse the same way, so a match is the parse, exactly.
+struct HeadMemo {
+    bytes: Vec<u8>,
+    head: Option<Head>,
+}
+
+thread_local! {
+    static MEMO: std::cell::RefCell<HeadMemo> =
+        const { std::cell::RefCell::new(HeadMemo { bytes: Vec::new(), head: None }) };
+}
+
+/// `parse_head`, through this thread's memo of the last complete head.
+fn parse_head_memo(data: &[u8]) -> Result<Option<Head>, String> {
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(h) = m.head {
+            if data.len() >= h.len && data[..h.len] == m.bytes[..] {
+                return Ok(Some(h));
+            }
+        }
+        let parsed = parse_head(data)?;
+        if let Some(h) = parsed.filter(|h| h.len <= MEMO_HEAD) {
+            m.bytes.clear();
+            m.bytes.extend_from_slice(&data[..h.len]);
+            m.head = Some(h);
+        }
+        Ok(parsed)
+    })
 }
 
 /// Parse a response head from `data`: `Ok(None)` = incomplete.
@@ -210,7 +247,7 @@ async fn read_head<S: AsyncRead + Unpin>(
     let mut received = false;
     loop {
         if !rx.unread().is_empty() {
-            match parse_head(rx.unread()) {
+            match parse_head_memo(rx.unread()) {
                 Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
                     rx.consume(h.len);
                     continue;
@@ -461,7 +498,7 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 
 #[cfg(test)]
 mod tests {
-    use super::parse_head;
+    use super::{parse_head, parse_head_memo};
 
     #[test]
     fn heads_are_parsed_with_their_framing_headers() {
@@ -479,5 +516,28 @@ mod tests {
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le").unwrap().is_none());
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
         assert!(parse_head(b"garbage\r\n\r\n").is_err());
+    }
+
+    /// The memo gives the parse of the same bytes, and nothing else: a head that differs anywhere, a head
+    /// not yet complete, or bytes that do not parse are parsed afresh.
+    #[test]
+    fn the_memo_is_the_parse_of_the_same_bytes() {
+        let head = |d: &[u8]| parse_head_memo(d).map(|h| h.map(|h| (h.status, h.length, h.close, h.len)));
+        let a = b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n";
+        assert_eq!(
+            head(&[&a[..], b"body"].concat()),
+            Ok(Some((200, Some(12), false, a.len())))
+        );
+        assert_eq!(
+            head(&[&a[..], b"other body"].concat()),
+            Ok(Some((200, Some(12), false, a.len())))
+        );
+        let b = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n";
+        assert_eq!(head(b), Ok(Some((200, Some(13), false, b.len()))));
+        assert_eq!(head(&b[..b.len() - 1]), Ok(None));
+        assert!(head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
+        let c = b"HTTP/1.1 503 Busy\r\nConnection: close\r\n\r\n";
+        assert_eq!(head(c), Ok(Some((503, None, true, c.len()))));
+        assert_eq!(head(b), Ok(Some((200, Some(13), false, b.len()))));
     }
 }

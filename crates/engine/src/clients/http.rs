@@ -2,7 +2,7 @@
 //! stream, optionally wrapped in rustls. The request is pre-built once per group; the exchange
 //! itself is `h1`'s (a hand-written client: one write, `httparse` on a reusable buffer).
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::h1;
-use super::{tls, Prepared};
+use super::{net, tls, Prepared};
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::error::EngineError;
@@ -38,6 +38,7 @@ pub(crate) struct HttpPrep {
     expect_body: Option<Regex>,
     expect_body_regex: Option<Regex>,
     expect_length: Option<u64>,
+    sources: Vec<IpAddr>,
 }
 
 impl HttpPrep {
@@ -64,6 +65,7 @@ impl HttpPrep {
                 addr: format!("{host}:{port}"),
                 reason,
             })?;
+        net::check_sources(&spec.source_addrs, addr, key)?;
         let tls = if https {
             let config = tls::client_config(spec.insecure).map_err(|e| EngineError::Tls {
                 key: key.to_string(),
@@ -135,6 +137,7 @@ impl HttpPrep {
                 .map(|s| compile("expect_body_regex", s))
                 .transpose()?,
             expect_length: spec.expect_length,
+            sources: spec.source_addrs.clone(),
         })
     }
 }
@@ -153,13 +156,17 @@ pub(crate) struct HttpClient {
     body: Vec<u8>,
     /// The current operation has begun writing its request (it may have reached the server).
     wrote: bool,
+    /// The local address this client connects from (None: the kernel picks).
+    source: Option<IpAddr>,
 }
 
-async fn connect(p: &HttpPrep, d: &mut Detail) -> Result<Conn, ErrorClass> {
-    let stream = match TcpStream::connect(p.addr).await {
+async fn connect(p: &HttpPrep, source: Option<IpAddr>, d: &mut Detail) -> Result<Conn, ErrorClass> {
+    let stream = match net::connect(p.addr, source).await {
         Ok(s) => s,
         Err(e) => {
-            d.clear().put(format_args!("connect to {}: ", p.addr)).io(&e);
+            d.clear()
+                .put(format_args!("connect to {}: ", net::Peer(p.addr, source)))
+                .io(&e);
             return Err(ErrorClass::of_connect(&e));
         }
     };
@@ -183,13 +190,19 @@ async fn connect(p: &HttpPrep, d: &mut Detail) -> Result<Conn, ErrorClass> {
 }
 
 impl HttpClient {
-    pub fn new(prep: Arc<Prepared>) -> HttpClient {
+    /// `client`: the client's number in its group (it picks the source address).
+    pub fn new(prep: Arc<Prepared>, client: u64) -> HttpClient {
+        let Prepared::Http(p) = &*prep else {
+            unreachable!("an http client always has an http prep")
+        };
+        let source = net::source_for(&p.sources, client);
         HttpClient {
             prep,
             conn: None,
             rx: h1::Rx::default(),
             body: Vec::new(),
             wrote: false,
+            source,
         }
     }
 
@@ -231,7 +244,7 @@ impl HttpClient {
             let reused = self.conn.is_some();
             if !reused {
                 let t = Instant::now();
-                match connect(p, d).await {
+                match connect(p, self.source, d).await {
                     Ok(c) => self.conn = Some(c),
                     Err(class) => return OpReport::of(Outcome::Fail(class)),
                 }
@@ -309,9 +322,9 @@ mod tests {
         let prep = Prepared::new(&ClientSpec::Http(spec), "k").unwrap();
         let Prepared::Http(p) = &*prep else { unreachable!() };
         let mut d = crate::outcome::Detail::default();
-        assert!(std::mem::size_of_val(&connect(p, &mut d)) <= 512);
+        assert!(std::mem::size_of_val(&connect(p, None, &mut d)) <= 512);
         let mut d = crate::outcome::Detail::default();
-        let mut c = HttpClient::new(prep.clone());
+        let mut c = HttpClient::new(prep.clone(), 0);
         assert!(std::mem::size_of_val(&c.exchange(&mut d)) <= 768);
         assert!(std::mem::size_of::<HttpClient>() <= 128);
     }

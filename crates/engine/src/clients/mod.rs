@@ -12,12 +12,15 @@ mod exec;
 mod group;
 mod h1;
 mod http;
+mod net;
 mod program;
+mod spawn;
 mod tcp;
 mod template;
 mod tls;
 
 pub(crate) use program::{Host, HostedGroup, Hosts};
+pub(crate) use spawn::prepare_thread as prepare_spawns;
 
 /// What a group's clients share: parsed URL, resolved address, body bytes, compiled regexes, TLS config.
 pub(crate) enum Prepared {
@@ -38,6 +41,11 @@ impl Prepared {
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e)),
             ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w)),
         }))
+    }
+
+    /// Its clients start processes for every operation (exec): their threads hold spawn slots.
+    pub fn spawns(&self) -> bool {
+        matches!(self, Prepared::Exec(_))
     }
 
     /// Open files one client holds at most while its operation runs (for the fd-limit check).
@@ -74,8 +82,8 @@ impl Client {
         let kind = match (&*prep, host) {
             (Prepared::Program(_), Some(host)) => Kind::Program(program::ProgramClient::new(host, client)),
             (Prepared::Program(_), None) => unreachable!("a program client always has a host"),
-            (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep)),
-            (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep)),
+            (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep, client)),
+            (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep, client)),
             (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep, client)),
         };
         Client {

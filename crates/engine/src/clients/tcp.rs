@@ -1,15 +1,14 @@
 //! Raw TCP: connect, optionally send, optionally read until a regex matches, close.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-use super::Prepared;
+use super::{net, Prepared};
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::error::{EngineError, SpecError};
@@ -20,6 +19,7 @@ pub(crate) struct TcpPrep {
     addr: SocketAddr,
     send: Bytes,
     expect: Option<Regex>,
+    sources: Vec<IpAddr>,
 }
 
 impl TcpPrep {
@@ -34,6 +34,7 @@ impl TcpPrep {
                 addr: spec.addr.clone(),
                 reason,
             })?;
+        net::check_sources(&spec.source_addrs, addr, key)?;
         let expect = match &spec.expect {
             Some(p) => Some(Regex::new(p).map_err(|e| SpecError(format!("{key}.expect {p:?}: {e}")))?),
             None => None,
@@ -42,6 +43,7 @@ impl TcpPrep {
             addr,
             send: Bytes::from(spec.send.clone().unwrap_or_default()),
             expect,
+            sources: spec.source_addrs.clone(),
         })
     }
 }
@@ -49,13 +51,21 @@ impl TcpPrep {
 pub(crate) struct TcpClient {
     prep: Arc<Prepared>,
     buf: Vec<u8>,
+    /// The local address this client connects from (None: the kernel picks).
+    source: Option<IpAddr>,
 }
 
 impl TcpClient {
-    pub fn new(prep: Arc<Prepared>) -> TcpClient {
+    /// `client`: the client's number in its group (it picks the source address).
+    pub fn new(prep: Arc<Prepared>, client: u64) -> TcpClient {
+        let Prepared::Tcp(p) = &*prep else {
+            unreachable!("a tcp client always has a tcp prep")
+        };
+        let source = net::source_for(&p.sources, client);
         TcpClient {
             prep,
             buf: Vec::with_capacity(4096),
+            source,
         }
     }
 
@@ -72,10 +82,12 @@ impl TcpClient {
             unreachable!("a tcp client always has a tcp prep")
         };
         let t = Instant::now();
-        let mut stream = match TcpStream::connect(p.addr).await {
+        let mut stream = match net::connect(p.addr, self.source).await {
             Ok(s) => s,
             Err(e) => {
-                d.clear().put(format_args!("connect to {}: ", p.addr)).io(&e);
+                d.clear()
+                    .put(format_args!("connect to {}: ", net::Peer(p.addr, self.source)))
+                    .io(&e);
                 return OpReport::of(Outcome::Fail(ErrorClass::of_connect(&e)));
             }
         };

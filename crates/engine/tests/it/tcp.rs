@@ -39,3 +39,33 @@ fn tcp_without_a_match_fails_and_refused_is_classed() {
     let r = run(one_group(2, json!({"total": 10}), c)).unwrap();
     assert_eq!(r.groups[0].counts.outcomes.succeeded, 10, "connect-only operations");
 }
+
+/// `source_addrs`: client c connects from `source_addrs[c % len]`, as the server sees it; an address
+/// this machine does not have fails the connect, naming it.
+#[test]
+fn clients_connect_from_their_source_addresses() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::thread::spawn(move || {
+        let mut peers = std::collections::BTreeMap::<String, u32>::new();
+        for _ in 0..8 {
+            let (_conn, peer) = listener.accept().unwrap();
+            *peers.entry(peer.ip().to_string()).or_default() += 1;
+        }
+        peers
+    });
+    let c = json!({"kind": "tcp", "addr": addr.to_string(), "source_addrs": ["127.0.0.2", "127.0.0.3"]});
+    let r = run(one_group(4, json!({"per_client": 2}), c)).unwrap();
+    assert_eq!(r.groups[0].counts.outcomes.succeeded, 8, "{}", r.summary_json());
+    let peers = seen.join().unwrap();
+    assert_eq!(format!("{peers:?}"), r#"{"127.0.0.2": 4, "127.0.0.3": 4}"#);
+
+    let c = json!({"kind": "tcp", "addr": addr.to_string(), "source_addrs": ["192.0.2.1"]});
+    let r = run(one_group(1, json!({"total": 1}), c)).unwrap();
+    let samples = r.groups[0].error_samples(ErrorClass::ConnectError);
+    assert!(
+        samples.iter().any(|s| s.contains("from 192.0.2.1")),
+        "{}",
+        r.summary_json()
+    );
+}
