@@ -196,6 +196,19 @@ def test_ports_used_up_and_connects_never_sent_are_load_side_evidence() -> None:
     assert "20,000 of the 28,232 ephemeral ports were in use at 32 clients" in v.shape.evidence
 
 
+def test_the_machines_time_wait_toward_other_destinations_is_no_load_side_evidence() -> None:
+    # 14,538 sockets in TIME_WAIT machine-wide (earlier runs, other services), none seen toward the target: the
+    # target's port supply is untouched (a CI run named the load side busy from sockstat's count)
+    a, b = step(0, 1, 1000), step(1, 8, 4000)
+    c = step(2, 32, 4100, mean_ms=8.0 * 10 / 410.3 * 1000 / 8)
+    tw = HostCounters(
+        samples=2, ephemeral_ports=28232, time_wait_peak=14_538, ephemeral_in_use_peak=0,
+        tcp_states_peak={"TIME_WAIT": 14_538, "ESTABLISHED": 48},
+    )  # fmt: skip
+    steps = [_with(a), _with(b), _with(c, counters=tw)]
+    assert sides(steps, "main", LOCAL)[32].load == []
+
+
 # ---- neither side shows: none is named ----------------------------------------------------------------
 
 

@@ -70,6 +70,16 @@ def test_time_wait_over_half_the_ports_is_the_client_host() -> None:
     assert _kinds(_record(counters=c))["ports"].level == 100  # type: ignore[attr-defined]
     c = {100: HostCounters(time_wait_peak=14_000, ephemeral_ports=28_232)}  # under half: not yet
     assert "ports" not in _kinds(_record(counters=c))
+    # where the census ran, it alone counts: the machine's TIME_WAIT goes to every destination
+    census = {"TIME_WAIT": 15_000, "ESTABLISHED": 10}
+    c = {100: HostCounters(time_wait_peak=15_000, ephemeral_ports=28_232, tcp_states_peak=census)}
+    assert "ports" not in _kinds(_record(counters=c))
+    c = {
+        100: HostCounters(
+            time_wait_peak=15_000, ephemeral_ports=28_232, ephemeral_in_use_peak=15_000, tcp_states_peak=census
+        )
+    }
+    assert _kinds(_record(counters=c))["ports"].level == 100  # type: ignore[attr-defined]
 
 
 def test_a_busy_machine_is_named_only_when_the_target_shares_it() -> None:

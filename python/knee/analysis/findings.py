@@ -197,7 +197,8 @@ def _ports(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord
         c = s.counters
         if c is None or not c.ephemeral_ports:
             continue
-        held = c.ephemeral_in_use_peak or c.time_wait_peak
+        # sockstat's TIME_WAIT (toward every destination) stands in only where no census ran at all (no sock_diag)
+        held = c.ephemeral_in_use_peak or (0 if c.tcp_states_peak else c.time_wait_peak)
         if held >= PORTS_SHARE * c.ephemeral_ports:
             what = (
                 f"{held:,} of the {c.ephemeral_ports:,} ephemeral ports were in use ({c.time_wait_peak:,} sockets "

@@ -163,7 +163,9 @@ def _add(p: _Pool, s: StepResult, group: str, target: TargetHost | None) -> None
             p.waiting = max(p.waiting, c.accept_queue_peak.get(target.port, 0) if target else 0)
         if c.ephemeral_ports:
             p.ports = c.ephemeral_ports
-            p.ports_held = max(p.ports_held, c.ephemeral_in_use_peak or c.time_wait_peak)
+            # the census's count toward one destination only: the machine's TIME_WAIT sockets (sockstat) go to every
+            # destination (other services, earlier runs) and take none of the target's supply
+            p.ports_held = max(p.ports_held, c.ephemeral_in_use_peak)
     if s.target is not None:  # the monitored target's own listening sockets
         for ls in s.target.listen:
             if (target is not None and ls.port == target.port) or (ls.backlog and ls.queue_peak >= ls.backlog):

@@ -163,8 +163,20 @@ class LeaseWatch:
 _RUNNING: set[_Stoppable] = set()
 
 
+EXIT_WAIT_S = 2.0  # at most this long at exit for the stopped engines to have killed their process groups
+
+
 @atexit.register
 def _stop_running() -> None:
-    for engine in list(_RUNNING):
+    # `stop` only tells the engine's threads; they kill the process groups. Without the wait the process could end
+    # first (a Dask worker closes at once when its scheduler dies) and leave its clients orphaned.
+    engines = list(_RUNNING)
+    for engine in engines:
         with contextlib.suppress(Exception):
             engine.stop()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for engine in engines:
+        wait = getattr(engine, "wait", None)
+        if wait is not None:
+            with contextlib.suppress(Exception):
+                wait(max(0.0, deadline - time.monotonic()))
