@@ -19,8 +19,9 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from rich.console import Console
 
@@ -49,6 +50,9 @@ from knee.plan import (
 )
 from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.store import RunDir
+
+if TYPE_CHECKING:
+    from knee.live import Live
 
 Status = Literal["complete", "stopped", "aborted"]
 EXIT_SLO_FAILED = 3
@@ -136,10 +140,19 @@ def execute(
     show: bool = True,
     write: bool = True,
     check: Callable[[Scenario], list[str]] | None = None,
+    serve: tuple[str, int] | None = None,
+    live: Live | None = None,
 ) -> Outcome:
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
     report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
-    (`--cluster`) or the scenario's `[cluster] address`, else on this machine."""
+    (`--cluster`) or the scenario's `[cluster] address`, else on this machine. `serve` (`--serve`), else the
+    scenario's `[serve] address`: (host, port) to serve the live page and `/metrics` on (knee.live)."""
+    listen = serve or scenario.serve.listen()
+    if live is None and listen is not None:
+        from knee.live import served
+
+        again = partial(execute, scenario, run_dir, console, executor=executor, cluster=cluster, progress=progress)
+        return served(listen, scenario, run_dir, console, partial(again, show=show, write=write, check=check))
     address = cluster or scenario.cluster.address
     if executor is None and address:
         from knee.executor import connect
@@ -147,8 +160,9 @@ def execute(
         owned = connect(address, scenario.cluster.weights)
         try:
             return execute(
-                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check
-            )
+                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check,
+                live=live,
+            )  # fmt: skip
         finally:
             owned.close()
     from knee.progress import SweepProgress
@@ -181,6 +195,8 @@ def execute(
         runner = _Runner(
             scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display, monitor=monitor
         )
+        if live is not None:
+            runner.progress = live.watch(display, scenario, record, runner.results)
         try:
             runner.start_background()
             runner.sweep()

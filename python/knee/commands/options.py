@@ -130,6 +130,14 @@ CLUSTER = click.option(
     "see docs/distributed.md. Default: this machine (or the scenario's [cluster] address).",
 )
 
+SERVE = click.option(
+    "--serve",
+    metavar="[HOST:]PORT",
+    help="While the run goes, serve a live page and Prometheus /metrics on this port (host 127.0.0.1 unless given; "
+    "0: any free port); see docs/live.md. Default: the scenario's [serve] address, else none.",
+)
+
+
 RUNS_OUT = click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),

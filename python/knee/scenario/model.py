@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from knee.errors import UserError
+from knee.scenario.address import listen_address
 from knee.scenario.fields import Duration, DurationOrAuto, PositiveInt, PositiveRate, Precision, Table
 from knee.scenario.groups import Group
 from knee.scenario.messages import Source, describe
@@ -242,6 +243,25 @@ class Monitor(Table):
         return self.pid is not None or self.name is not None
 
 
+class Serve(Table):
+    """The live page and `/metrics` while the run goes (docs/live.md): where they listen, and how long knee keeps
+    serving the final state after the run for a page or a scraper that has not read it yet."""
+
+    address: Annotated[str, Field(min_length=1)] | None = None  # [HOST:]PORT; HOST defaults to 127.0.0.1
+    linger: Duration = 15.0
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is not None:
+            listen_address(v)  # its ValueError names what is wrong
+        return v
+
+    def listen(self) -> tuple[str, int] | None:
+        """(host, port) to serve on; None: no serving."""
+        return listen_address(self.address) if self.address is not None else None
+
+
 class Search(Table):
     """`levels = "auto"` (or `rates = "auto"`): where the level search starts, how far it may go, how precisely it
     locates each point, and how long it may take (knee.analysis.search, docs/analysis.md)."""
@@ -287,6 +307,7 @@ class Scenario(Table):
     analysis: Analysis = Field(default_factory=Analysis)
     cluster: Cluster = Field(default_factory=Cluster)
     monitor: Monitor = Field(default_factory=Monitor)
+    serve: Serve = Field(default_factory=Serve)
 
     @field_validator("groups")
     @classmethod
