@@ -30,7 +30,7 @@ install: $(PY) ## build the engine and install knee (with dev extras) into .venv
 	$(call logged,building and installing knee,$(VENV)/bin/maturin develop --release -q -E dev$(comma)dask)
 	@echo "make install: done: run $(VENV)/bin/knee, or 'source $(VENV)/bin/activate' to have knee on PATH"
 
-ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql)
+ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql, prometheus)
 	bash scripts/install-system-deps.sh
 
 demo: install ## start the demo service, sweep it, write the report

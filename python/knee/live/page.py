@@ -83,7 +83,7 @@ _SCRIPT = r"""
     const k = Math.max(0, groups.indexOf(d.measured));
     const pts = series.data;
     const NS = 'http://www.w3.org/2000/svg';
-    const W = 900, H = 200, L = 50, B = 20;
+    const W = 900, H = 200, L = 50, B = 20, T = 26;
     const rates = [];
     for (let i = 0; i < pts.length; i++) {
       const [t, c] = pts[i];
@@ -92,8 +92,8 @@ _SCRIPT = r"""
       if (dt > 0) rates.push([t, (a[0] - b[0]) / dt, (a[1] + a[2] - b[1] - b[2]) / dt]);
     }
     const top = Math.max(1, ...rates.map((r) => Math.max(r[1], r[2]))) * 1.1;
-    const span = Math.max(10, d.step && d.step.planned_s ? d.step.planned_s : 0, ...rates.map((r) => r[0]));
-    const x = (t) => L + (t / span) * (W - L - 10), y = (v) => H - B - (v / top) * (H - B - 10);
+    const span = Math.max(d.step && d.step.planned_s ? d.step.planned_s : 10, ...rates.map((r) => r[0]));
+    const x = (t) => L + (t / span) * (W - L - 10), y = (v) => H - B - (v / top) * (H - B - T);
     const add = (tag, attrs, text) => {
       const e = document.createElementNS(NS, tag);
       for (const [a, v] of Object.entries(attrs)) e.setAttribute(a, v);
@@ -101,16 +101,16 @@ _SCRIPT = r"""
       svg.appendChild(e);
     };
     add('line', {x1: L, y1: H - B, x2: W - 10, y2: H - B, stroke: '#9aa3ad'});
-    add('line', {x1: L, y1: 10, x2: L, y2: H - B, stroke: '#9aa3ad'});
-    add('text', {x: 4, y: 16}, hz(top / 1.1));
+    add('line', {x1: L, y1: T, x2: L, y2: H - B, stroke: '#9aa3ad'});
+    add('text', {x: 4, y: T + 4}, hz(top / 1.1));
     add('text', {x: 4, y: H - B}, '0');
     add('text', {x: W - 60, y: H - 4}, span.toFixed(0) + ' s');
     const line = (i, color) => add('polyline', {fill: 'none', stroke: color, 'stroke-width': 1.6,
       points: rates.map((r) => x(r[0]).toFixed(1) + ',' + y(r[i]).toFixed(1)).join(' ')});
     line(1, '#1f77b4');
     line(2, '#d62728');
-    add('text', {x: L + 8, y: 22, fill: '#1f77b4'}, 'succeeded / s (' + (groups[k] || d.measured) + ')');
-    add('text', {x: L + 200, y: 22, fill: '#d62728'}, 'failed + hung / s');
+    add('text', {x: L + 8, y: 12, fill: '#1f77b4'}, 'succeeded / s (' + (groups[k] || d.measured) + ')');
+    add('text', {x: L + 220, y: 12, fill: '#d62728'}, 'failed + hung / s');
   }
   function showTotals(d) {
     fill($('totals'), ['Group', 'Succeeded', 'Failed', 'Hung', 'Abandoned'],
@@ -123,6 +123,7 @@ _SCRIPT = r"""
     $('remote').textContent = d.remote.map((r) => r.line).join(' · ');
   }
   function show(d) {
+    window.knee = {state: d, points: series};  // what the page shows, for a reader's console (and the tests)
     $('badge').textContent = d.ended ? 'ended: ' + d.status : 'live';
     $('badge').classList.toggle('ended', d.ended);
     showStep(d);
