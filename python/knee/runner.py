@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from rich.console import Console
+from rich.markup import escape
 
 from knee import fmt
 from knee._engine import __version__
@@ -37,7 +38,8 @@ from knee.executor import Interrupts, LocalExecutor, on_hard_exit
 from knee.executor.base import BackgroundShard, Executor, StepRun
 from knee.machine.monitor import TargetMonitor
 from knee.machine.network import target_hosts
-from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult, TargetStats
+from knee.machine.remote import RemoteMonitor
+from knee.model import Counts, GroupStats, RemoteStats, RunRecord, SteadyState, StepResult, TargetStats
 from knee.plan import (
     PlannedStep,
     background_spec,
@@ -188,15 +190,28 @@ def execute(
             soft_wrap=True,
             markup=False,
         )
+    remote = None
+    if scenario.monitor.prometheus:  # the target's machines, through their exporters (knee.machine.remote)
+        remote = RemoteMonitor(scenario.monitor.prometheus, scenario.monitor.metrics)
+        for w in remote.probe():
+            console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True, highlight=False)
     display = progress or SweepProgress(
         console, step_seconds(scenario), scenario.sweep.pause, record.rates, record.measured_group
     )
     with Interrupts() as intr:
         runner = _Runner(
-            scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display, monitor=monitor
+            scenario,
+            run_dir,
+            record,
+            console=console,
+            intr=intr,
+            executor=on,
+            progress=display,
+            monitor=monitor,
+            remote=remote,
         )
         if live is not None:
-            runner.progress = live.watch(display, scenario, record, runner.results)
+            runner.progress = live.watch(display, scenario, record, runner.results, remote)
         try:
             runner.start_background()
             runner.sweep()
@@ -246,9 +261,11 @@ class _Runner:
         executor: Executor,
         progress: Progress,
         monitor: TargetMonitor | None = None,
+        remote: RemoteMonitor | None = None,
     ) -> None:
         self.scenario = scenario
         self.monitor = monitor
+        self.remote = remote
         self.run_dir = run_dir
         self.record = record
         self.console = console
@@ -407,13 +424,16 @@ class _Runner:
         settle = self._settling(planned)
         if self.monitor is not None:
             self.monitor.start()
+        if self.remote is not None:
+            self.remote.start()
         try:
             run = self.executor.run_step(spec, self.intr, settle or self.progress.update)
         finally:
             target = self.monitor.stop() if self.monitor is not None else None
+            remote = self.remote.stop() if self.remote is not None else []
         if self._bg is not None:
             run.result.merge(self._bg.cut())
-        step = self._save(planned, run, target)
+        step = self._save(planned, run, target, remote)
         self.progress.end(step)
         return step
 
@@ -445,7 +465,13 @@ class _Runner:
             return None
         return steady_state(g, self.scenario.sweep.settle, auto=self._auto_duration(planned))
 
-    def _save(self, planned: PlannedStep, run: StepRun, target: TargetStats | None = None) -> StepResult:
+    def _save(
+        self,
+        planned: PlannedStep,
+        run: StepRun,
+        target: TargetStats | None = None,
+        remote: list[RemoteStats] | None = None,
+    ) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
@@ -466,6 +492,7 @@ class _Runner:
             generator=run.generator,
             counters=run.counters,
             target=target,
+            remote=remote or [],
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,

@@ -101,6 +101,21 @@ _LOAD = [
     ),
     click.option("--monitor-pid", type=click.IntRange(min=1), help="Sample this process tree (the target) per step."),
     click.option("--monitor-name", metavar="NAME", help="Sample the process tree of the process named NAME."),
+    click.option(
+        "--monitor-url",
+        "monitor_url",
+        multiple=True,
+        metavar="URL",
+        help="Scrape this Prometheus exporter (node_exporter, postgres_exporter …) of the target's machines each "
+        "second of each step, e.g. http://db:9100/metrics (repeatable).",
+    ),
+    click.option(
+        "--monitor-metric",
+        "monitor_metric",
+        multiple=True,
+        metavar="NAME",
+        help="Keep this metric of the --monitor-url endpoints too (repeatable).",
+    ),
     click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Fill ${NAME} (repeatable)."),
     click.option(
         "--secret",

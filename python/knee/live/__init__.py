@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING
 
 import psutil
 from rich.console import Console
+from rich.markup import escape
 
 from knee.engine import ShardResult
 from knee.live.progress import LiveProgress
 from knee.live.render import Renderer
 from knee.live.server import LiveServer
 from knee.live.state import Hub
+from knee.machine.remote import RemoteMonitor
 from knee.model import RunRecord
 from knee.runner import Progress
 from knee.scenario import Scenario
@@ -55,9 +57,17 @@ class Live:
         self.console = console
         self.linger_s = linger_s
 
-    def watch(self, progress: Progress, scenario: Scenario, record: RunRecord, results: list[ShardResult]) -> Progress:
-        """`progress`, publishing to the page too (`results`: the runner's engine results, in step order)."""
-        return LiveProgress(progress, self.hub, scenario, record, results)
+    def watch(
+        self,
+        progress: Progress,
+        scenario: Scenario,
+        record: RunRecord,
+        results: list[ShardResult],
+        remote: RemoteMonitor | None = None,
+    ) -> Progress:
+        """`progress`, publishing to the page too (`results`: the runner's engine results, in step order; `remote`:
+        the target machines' exporters, whose latest figures the page shows)."""
+        return LiveProgress(progress, self.hub, scenario=scenario, record=record, results=results, remote=remote)
 
     def end(self, record: RunRecord) -> None:
         """The run has ended: `record` (its status and verdicts) is what the page and `/metrics` show from now."""
@@ -140,7 +150,7 @@ def start_live(
     console.print(f"live page: {url} · Prometheus metrics: {url}metrics", highlight=False, soft_wrap=True, markup=False)
     warning = exposure(option, host, server.port)
     if warning:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True, highlight=False)
     return Live(hub, server, renderer, console, linger_s)
 
 

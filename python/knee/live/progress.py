@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from knee.engine import ShardResult, Snapshot
 from knee.live.state import GroupNow, Hub, Point, StepNow
+from knee.machine.remote import RemoteMonitor
 from knee.model import RunRecord, StepResult
 from knee.plan import PlannedStep, engine_spec, step_seconds
 from knee.runner import Progress
@@ -23,13 +24,21 @@ class LiveProgress:
     ran (the last one is the step that just ended: its histograms go to `/metrics`)."""
 
     def __init__(
-        self, inner: Progress, hub: Hub, scenario: Scenario, record: RunRecord, results: list[ShardResult]
+        self,
+        inner: Progress,
+        hub: Hub,
+        *,
+        scenario: Scenario,
+        record: RunRecord,
+        results: list[ShardResult],
+        remote: RemoteMonitor | None = None,
     ) -> None:
         self.inner = inner
         self.hub = hub
         self.scenario = scenario
         self.record = record
         self.results = results
+        self.remote = remote
         self._clients: dict[str, tuple[int, float | None]] = {}
         self._points: list[Point] = []
         self._last: tuple[float, dict[str, tuple[int, int]]] | None = None
@@ -94,7 +103,7 @@ class LiveProgress:
         self._last = (t, {g.name: (g.succeeded, g.total) for g in snapshot.groups})
         self._points.append((round(t, 3), tuple((g.succeeded, g.failed, g.hung) for g in snapshot.groups)))
         step = replace(current, elapsed_s=t, groups=tuple(groups), workers=snapshot.workers)
-        self.hub.publish(current=step, points=self._points)
+        self.hub.publish(current=step, points=self._points, remote=self.remote.now() if self.remote else ())
 
     def end(self, step: StepResult) -> None:
         self.inner.end(step)

@@ -29,7 +29,8 @@ def check_scenario(
     scenario: Scenario, connect_timeout_s: float = 3.0, *, fix: bool = True, strict: bool = True, probe: bool = False
 ) -> Preflight:
     """The preflight of a scenario's largest step. A run: `fix` (raise the open-file limit) and `strict` (raise
-    the first error). `knee doctor`: neither, and `probe`: run each exec command once."""
+    the first error). `knee doctor`: neither, and `probe`: run each exec command once, scrape each `[monitor]
+    prometheus` endpoint once."""
     early: list[Check] = []
     endpoints: dict[str, Endpoint] = {}
     found: set[str] = set()
@@ -58,6 +59,10 @@ def check_scenario(
             if said.error and strict:
                 raise UserError(said.text)
             early.append(said)
+    if probe and scenario.monitor.prometheus:  # the target's machines' exporters answer with Prometheus text
+        from knee.machine.remote import RemoteMonitor
+
+        early += [Check("monitor", w) for w in RemoteMonitor(scenario.monitor.prometheus, []).probe()]
     out = preflight(load_of(scenario, endpoints, rss), fix=fix, strict=strict)
     out.findings[:0] = early
     return out

@@ -78,6 +78,8 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))
         if g.section("counters") is not None:
             out.append(_figure(plots.counters(record, g.name), f"machine and target counters beside throughput vs {x}"))
+        if g.section("remote") is not None:
+            out.append(_figure(plots.remote(record, g.name), f"the target's machines beside throughput vs {x}"))
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
     return out

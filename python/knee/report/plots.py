@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from knee import fmt
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
-from knee.model import RunRecord, StepResult, USLFit
+from knee.model import RemoteStats, RunRecord, StepResult, USLFit
 
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -161,6 +161,46 @@ def counters(record: RunRecord, group: str) -> str:
             ax2.plot(levels, [float("nan") if y is None else y for y in ys], style, color=f"C{i}", label=label)
     ax2.set_ylabel("count (peak or per step)")
     return _twin_svg(fig, ax, ax2, levels, rates, title=f"Counters beside throughput vs {_vs(rates)}")
+
+
+def remote(record: RunRecord, group: str) -> str:
+    """The target's machines beside throughput, level by level: throughput on the left axis; on the right, in % of
+    what each has, every endpoint's CPU busy and memory in use, and a database's connections of its limit."""
+    fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: bool(s.remote))
+    ax.plot(levels, [_rate(s, group) for s in up], "o-", color="C0", label="succeeded / s")
+    ax.set_ylabel("operations / s")
+    ax2 = ax.twinx()
+    ax2.grid(False)
+    hosts = list(dict.fromkeys(r.host for s in up for r in s.remote))
+    series: list[tuple[str, str, Callable[[RemoteStats], float | None]]] = [
+        ("CPU busy", "s--", lambda r: r.cpu_busy),
+        (
+            "memory used",
+            "d:",
+            lambda r: r.mem_used_mb_peak / r.mem_total_mb if r.mem_used_mb_peak and r.mem_total_mb else None,
+        ),
+        (
+            "connections of max",
+            "^--",
+            lambda r: (
+                r.pg_connections_peak / r.pg_max_connections
+                if r.pg_connections_peak is not None and r.pg_max_connections
+                else None
+            ),
+        ),
+    ]
+    color = 1
+    for host in hosts:
+        for what, style, get in series:
+            ys = [next((get(r) for r in s.remote if r.host == host), None) for s in up]
+            if all(y is None for y in ys):
+                continue
+            share = [float("nan") if y is None else 100 * y for y in ys]
+            ax2.plot(levels, share, style, color=f"C{color}", label=f"{text(host)}: {what}")
+            color += 1
+    ax2.set_ylim(0, 105)
+    ax2.set_ylabel("% of the host's")
+    return _twin_svg(fig, ax, ax2, levels, rates, title=f"The target's machines beside throughput vs {_vs(rates)}")
 
 
 def failures(record: RunRecord, group: str) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from knee.errors import UserError
 from knee.scenario.address import listen_address
@@ -226,16 +227,28 @@ class Cluster(Table):
     weights: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)  # host -> share of clients
 
 
+def _exporter_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be the http:// or https:// URL of a Prometheus exporter, e.g. http://db:9100/metrics")
+    return value
+
+
 class Monitor(Table):
-    """The target's process tree to sample on this machine (docs/diagnosis.md): by pid or by name."""
+    """The target's process tree to sample on this machine (docs/diagnosis.md): by pid or by name; and the Prometheus
+    exporters of the target's machines to scrape each step (`prometheus`), with metrics of theirs to keep by name."""
 
     pid: Annotated[int, Field(gt=0)] | None = None
     name: Annotated[str, Field(min_length=1)] | None = None
+    prometheus: list[Annotated[str, AfterValidator(_exporter_url)]] = Field(default_factory=list)
+    metrics: list[Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one(self) -> Monitor:
         if self.pid is not None and self.name is not None:
             raise ValueError("give pid or name, not both")
+        if self.metrics and not self.prometheus:
+            raise ValueError("metrics names metrics of the endpoints in prometheus; give prometheus = [URL, …] too")
         return self
 
     @property
