@@ -57,6 +57,7 @@ lint: $(PY) ## clippy and ruff, warnings as errors
 bench: install ## compare knee with other load generators, write docs/performance.md
 	$(PY) bench/run.py
 	$(PY) bench/search_bench.py
+	$(PY) bench/live_bench.py
 
 bench-smoke: install ## one short run per installed generator (part of make test)
 	$(PY) bench/run.py --smoke

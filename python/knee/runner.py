@@ -21,10 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
-from rich.markup import escape
 
 from knee import fmt
 from knee._engine import __version__
@@ -36,10 +35,9 @@ from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, on_hard_exit
 from knee.executor.base import BackgroundShard, Executor, StepRun
-from knee.machine.monitor import TargetMonitor
 from knee.machine.network import target_hosts
-from knee.machine.remote import RemoteMonitor
-from knee.model import Counts, GroupStats, RemoteStats, RunRecord, SteadyState, StepResult, TargetStats
+from knee.machine.watch import StepWatch, Watched
+from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult
 from knee.plan import (
     PlannedStep,
     background_spec,
@@ -50,6 +48,7 @@ from knee.plan import (
     step_seconds,
     sweep_plan,
 )
+from knee.progress import Progress
 from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.store import RunDir
 
@@ -59,16 +58,6 @@ if TYPE_CHECKING:
 Status = Literal["complete", "stopped", "aborted"]
 EXIT_SLO_FAILED = 3
 EXIT_INTERRUPTED = 130
-
-
-class Progress(Protocol):
-    """What the runner tells whoever shows progress."""
-
-    def __enter__(self) -> Progress: ...
-    def __exit__(self, *exc: object) -> None: ...
-    def begin(self, number: int, total: int, step: PlannedStep) -> None: ...
-    def update(self, snapshot: Snapshot) -> None: ...
-    def end(self, step: StepResult) -> None: ...
 
 
 def new_record(loaded: Loaded, run_id: str) -> RunRecord:
@@ -149,12 +138,6 @@ def execute(
     report files into the run directory. Steps run on `executor`, else on the Dask cluster at `cluster`
     (`--cluster`) or the scenario's `[cluster] address`, else on this machine. `serve` (`--serve`), else the
     scenario's `[serve] address`: (host, port) to serve the live page and `/metrics` on (knee.live)."""
-    listen = serve or scenario.serve.listen()
-    if live is None and listen is not None:
-        from knee.live import served
-
-        again = partial(execute, scenario, run_dir, console, executor=executor, cluster=cluster, progress=progress)
-        return served(listen, scenario, run_dir, console, partial(again, show=show, write=write, check=check))
     address = cluster or scenario.cluster.address
     if executor is None and address:
         from knee.executor import connect
@@ -163,10 +146,16 @@ def execute(
         try:
             return execute(
                 scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check,
-                live=live,
+                serve=serve,
             )  # fmt: skip
         finally:
             owned.close()
+    listen = serve or scenario.serve.listen()
+    if live is None and listen is not None:
+        from knee.live import served
+
+        again = partial(execute, scenario, run_dir, console, executor=executor, progress=progress)
+        return served(listen, scenario, run_dir, console, partial(again, show=show, write=write, check=check))
     from knee.progress import SweepProgress
 
     record = run_dir.load()
@@ -181,37 +170,16 @@ def execute(
     if run_dir.kept:
         console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
     record.executor = on.name
-    monitor = None
-    if scenario.monitor.enabled:
-        monitor = TargetMonitor(scenario.monitor.pid, scenario.monitor.name)
-        console.print(
-            f"monitoring the target: pid {monitor.proc.pid} ({monitor.proc.name()}) and its children",
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
-        )
-    remote = None
-    if scenario.monitor.prometheus:  # the target's machines, through their exporters (knee.machine.remote)
-        remote = RemoteMonitor(scenario.monitor.prometheus, scenario.monitor.metrics)
-        for w in remote.probe():
-            console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True, highlight=False)
+    watch = StepWatch(scenario.monitor, console)  # the target's process tree here, its machines' exporters
     display = progress or SweepProgress(
         console, step_seconds(scenario), scenario.sweep.pause, record.rates, record.measured_group
     )
     with Interrupts() as intr:
         runner = _Runner(
-            scenario,
-            run_dir,
-            record,
-            console=console,
-            intr=intr,
-            executor=on,
-            progress=display,
-            monitor=monitor,
-            remote=remote,
+            scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display, monitor=watch
         )
         if live is not None:
-            runner.progress = live.watch(display, scenario, record, runner.results, remote)
+            runner.progress = live.watch(display, scenario, record, runner.results, watch.remote)
         try:
             runner.start_background()
             runner.sweep()
@@ -260,12 +228,10 @@ class _Runner:
         intr: Interrupts,
         executor: Executor,
         progress: Progress,
-        monitor: TargetMonitor | None = None,
-        remote: RemoteMonitor | None = None,
+        monitor: StepWatch | None = None,
     ) -> None:
         self.scenario = scenario
         self.monitor = monitor
-        self.remote = remote
         self.run_dir = run_dir
         self.record = record
         self.console = console
@@ -424,16 +390,13 @@ class _Runner:
         settle = self._settling(planned)
         if self.monitor is not None:
             self.monitor.start()
-        if self.remote is not None:
-            self.remote.start()
         try:
             run = self.executor.run_step(spec, self.intr, settle or self.progress.update)
         finally:
-            target = self.monitor.stop() if self.monitor is not None else None
-            remote = self.remote.stop() if self.remote is not None else []
+            watched = self.monitor.stop() if self.monitor is not None else (None, [])
         if self._bg is not None:
             run.result.merge(self._bg.cut())
-        step = self._save(planned, run, target, remote)
+        step = self._save(planned, run, watched)
         self.progress.end(step)
         return step
 
@@ -465,13 +428,7 @@ class _Runner:
             return None
         return steady_state(g, self.scenario.sweep.settle, auto=self._auto_duration(planned))
 
-    def _save(
-        self,
-        planned: PlannedStep,
-        run: StepRun,
-        target: TargetStats | None = None,
-        remote: list[RemoteStats] | None = None,
-    ) -> StepResult:
+    def _save(self, planned: PlannedStep, run: StepRun, watched: Watched = (None, [])) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
@@ -491,8 +448,8 @@ class _Runner:
             steady=self._steady(planned, groups),
             generator=run.generator,
             counters=run.counters,
-            target=target,
-            remote=remote or [],
+            target=watched[0],
+            remote=watched[1],
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,

@@ -118,11 +118,13 @@ def _watch(browser: Browser, base: str, seen: Watched) -> None:
     time.sleep(1.5)
     browser.open(base)  # … and opened again
     browser.wait("window.knee && window.knee.state.step && window.knee.points.data.length")
-    browser.screenshot(ARTIFACTS / "live.png", full=True)
     seen.reopened = browser.eval(
         f"({{step: window.knee.state.step.index, points: window.knee.points.data.map(p => p[0]),"
         f" elapsed: window.knee.state.step.elapsed_s, total: Number({TOTAL}.textContent.replace(/,/g, ''))}})"
     )
+    # the screenshot once the step has drawn a few seconds (or has ended)
+    browser.wait("!window.knee.state.step || window.knee.points.data.length >= 3", 10)
+    browser.screenshot(ARTIFACTS / "live.png", full=True)
     browser.wait("document.body.dataset.ended === 'true'", 90)
     seen.final = browser.eval(
         "Object.fromEntries(Array.from(document.querySelectorAll('#totals [data-k]'))"

@@ -22,7 +22,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import psutil
 from rich.console import Console
@@ -35,14 +35,24 @@ from knee.live.server import LiveServer
 from knee.live.state import Hub
 from knee.machine.remote import RemoteMonitor
 from knee.model import RunRecord
-from knee.runner import Progress
+from knee.progress import Progress
 from knee.scenario import Scenario
 from knee.scenario.address import loopback
 from knee.scenario.secrets import Secrets
 from knee.store import RunDir
 
-if TYPE_CHECKING:
-    from knee.runner import Outcome
+
+class Ran(Protocol):
+    """What a run leaves (the runner's `Outcome`): its record, and whether it was interrupted."""
+
+    @property
+    def record(self) -> RunRecord: ...
+
+    @property
+    def interrupted(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Ran)
 
 __all__ = ["Live", "LiveProgress", "served", "start_live"]
 
@@ -112,9 +122,7 @@ class Live:
         self.close()
 
 
-def served(
-    where: tuple[str, int], scenario: Scenario, run_dir: RunDir, console: Console, run: Callable[..., Outcome]
-) -> Outcome:
+def served(where: tuple[str, int], scenario: Scenario, run_dir: RunDir, console: Console, run: Callable[..., R]) -> R:
     """`run(live=...)` (the runner's `execute`) with the run served on `where`: bound before anything runs, the final
     record published at the end, kept up until read (unless the run was interrupted), then closed."""
     text = run_dir.scenario_text() if run_dir.kept else None

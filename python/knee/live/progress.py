@@ -14,7 +14,7 @@ from knee.live.state import GroupNow, Hub, Point, StepNow
 from knee.machine.remote import RemoteMonitor
 from knee.model import RunRecord, StepResult
 from knee.plan import PlannedStep, engine_spec, step_seconds
-from knee.runner import Progress
+from knee.progress import Progress
 from knee.scenario import Scenario
 from knee.spec import RatePacer
 

@@ -16,6 +16,7 @@ from knee.report.escape import esc
 from knee.scenario.secrets import Secrets
 
 NICE = 10  # the server's and the renderer's threads: the engine's threads come first for the CPU
+SETTLE_S = 0.5  # a step's report is drawn once no newer version has come for this long
 NO_STEPS = "<p>The report appears here when the first step has ended.</p>"
 
 
@@ -61,6 +62,9 @@ class Renderer:
         hub = self.hub
         return self._closing or (hub.view.version > drawn and (hub.viewers > 0 or hub.wanted >= hub.view.version))
 
+    def _superseded(self, version: int) -> bool:
+        return self._closing or self.hub.view.version > version
+
     def _loop(self) -> None:
         lower_priority()
         drawn = 0
@@ -71,6 +75,8 @@ class Renderer:
             view = self.hub.view
             if view.version <= drawn:
                 continue
+            if not view.ended and self.hub.wait_for(partial(self._superseded, view.version), SETTLE_S):
+                continue  # a newer one came at once (the last step's, when the run ended right after): draw that
             try:
                 body = report_body(view.record, self.scenario_text)
             except Exception as exc:  # a drawing that fails must not end the run; the page says why
