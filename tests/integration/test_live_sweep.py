@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -69,6 +70,7 @@ class Watched:
     """What the module's sweep left, and what its watchers read while it ran."""
 
     record: RunRecord | None = None
+    run_dir: Path | None = None
     stdout: str = ""
     served_requests: int = 0  # knee target's own count of the requests it served during the sweep
     reads: list[tuple[int, int]] = field(default_factory=list)  # (step index, the page's main succeeded) a second apart
@@ -170,6 +172,7 @@ def watched(target: TargetProcess, nginx: Nginx, tmp_path_factory: pytest.TempPa
         reader.join(30)
         (run,) = (tmp / "runs").iterdir()
         record = seen.record = RunDir(run).load()
+        seen.run_dir = run
         seen.stdout = stdout
         seen.texts.update(texts)
         seen.served_requests = settled(lambda: target.stats()["requests"] - before, _main_sent(record))
@@ -265,3 +268,28 @@ def test_a_port_in_use_stops_before_any_load(target: TargetProcess) -> None:
         "port, or 0 for any free one"
     )
     assert target.stats()["requests"] == before
+
+
+def test_report_serve_serves_the_finished_run(watched: Watched) -> None:
+    """`knee report --serve RUN_DIR`: the run's final page and /metrics, with the latency histograms from its
+    files, until Ctrl-C."""
+    record, port = _record(watched), free_port()
+    serving = subprocess.Popen(
+        [sys.executable, "-m", "knee", "report", "--serve", str(watched.run_dir), "--listen", str(port)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/metrics", 30)
+        page, metrics = _get(f"http://127.0.0.1:{port}/"), _get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        serving.send_signal(signal.SIGINT)
+        out, err = serving.communicate(timeout=30)
+    assert serving.returncode == 0 and "Traceback" not in err, err
+    assert f"live page: http://127.0.0.1:{port}/" in out
+    assert "knee report: " in page and "<svg" in page and TOKEN not in page and LITERAL not in page
+    assert "knee_running 0" in metrics
+    for s in record.steps:
+        g = s.groups["main"]
+        labels = f'group="main",step="{s.index}",level="{s.level}"'
+        assert f'knee_operations_total{{{labels},outcome="succeeded"}} {g.succeeded}' in metrics
+        assert f"knee_latency_seconds_count{{{labels}}} {g.succeeded}" in metrics  # from steps/<n>-main.hgrm

@@ -175,3 +175,12 @@ def test_serving_beyond_loopback_names_who_can_see_it() -> None:
     assert "anyone who can reach one of them can see the run" in every and "never its secrets" in every
     one = exposure("--serve", "10.1.2.3", 8089)
     assert one is not None and "anyone who can reach 10.1.2.3 can see the run" in one
+
+
+def test_the_final_page_is_report_html_s_own_body() -> None:
+    """At the end of a run that wrote report.html, the page gets that file's body (not drawn a second time)."""
+    from knee.report.html import body_of, render_html, report_body
+
+    record = live_record()
+    assert body_of(render_html(record)) == report_body(record)
+    assert body_of("<html><body><p>not knee's</p></body></html>") is None

@@ -36,6 +36,7 @@ from knee.live.state import Hub
 from knee.machine.remote import RemoteMonitor
 from knee.model import RunRecord
 from knee.progress import Progress
+from knee.report.html import body_of
 from knee.scenario import Scenario
 from knee.scenario.address import loopback
 from knee.scenario.secrets import Secrets
@@ -79,10 +80,14 @@ class Live:
         the target machines' exporters, whose latest figures the page shows)."""
         return LiveProgress(progress, self.hub, scenario=scenario, record=record, results=results, remote=remote)
 
-    def end(self, record: RunRecord) -> None:
-        """The run has ended: `record` (its status and verdicts) is what the page and `/metrics` show from now."""
+    def end(self, record: RunRecord, report: str | None = None) -> None:
+        """The run has ended: `record` (its status and verdicts) is what the page and `/metrics` show from now;
+        `report`, the final report's body when the run wrote it already (report.html: not drawn again)."""
         done = record.model_copy(update={"steps": list(record.steps)})
-        self.hub.publish(record=done, version=self.hub.view.version + 1, current=None, points=[], ended=True)
+        version = self.hub.view.version + 1
+        if report is not None:
+            self.hub.set_report(version, self.renderer.secrets.scrub(report))
+        self.hub.publish(record=done, version=version, current=None, points=[], ended=True)
 
     def settled(self) -> bool:
         """Every open page has had the final report, and a scraper that read during the run has read once since."""
@@ -130,7 +135,8 @@ def served(where: tuple[str, int], scenario: Scenario, run_dir: RunDir, console:
     with start_live(where, run_dir.load(), run_dir.secrets, console, scenario_text=text, linger_s=linger) as live:
         live.hub.histogram_source = run_dir.histogram  # the steps of a resumed run, before this process ran any
         outcome = run(live=live)
-        live.end(outcome.record)
+        written = run_dir.report_path("report.html") if run_dir.kept else None
+        live.end(outcome.record, body_of(written.read_text()) if written is not None and written.exists() else None)
         if not outcome.interrupted:
             live.linger()
         return outcome

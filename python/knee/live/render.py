@@ -69,10 +69,12 @@ class Renderer:
         lower_priority()
         drawn = 0
         while True:
+            drawn = max(drawn, self.hub.report_version())  # the run's end may hand over report.html's body
             self.hub.wait_for(partial(self._due, drawn), 5.0)
             if self._closing:
                 return
             view = self.hub.view
+            drawn = max(drawn, self.hub.report_version())
             if view.version <= drawn:
                 continue
             if not view.ended and self.hub.wait_for(partial(self._superseded, view.version), SETTLE_S):

@@ -144,10 +144,11 @@ class Hub:
         """The view and the rendered report once either is newer than `seq` and `report` (a version), or as they are
         after `timeout_s`."""
         with self._cond:
-            self._cond.wait_for(lambda: self._view.seq > seq or self._report_version() > report, timeout_s)
+            self._cond.wait_for(lambda: self._view.seq > seq or self.report_version() > report, timeout_s)
             return self._view, self._report
 
-    def _report_version(self) -> int:
+    def report_version(self) -> int:
+        """The version of the last rendered report (0: none yet)."""
         return self._report[0] if self._report is not None else 0
 
     def wake(self) -> None:

@@ -7,7 +7,6 @@ machine fields) goes through `esc`; the only unescaped markup is knee's own and 
 from __future__ import annotations
 
 from knee.model import RunRecord
-from knee.report import plots
 from knee.report.escape import esc
 from knee.report.view import PAGE_PARTS, GroupView, ReportView, Section, Table, build
 
@@ -67,6 +66,8 @@ def _section(s: Section) -> list[str]:
 def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
     """The group's figures, drawn from `record`: the curves (with two levels or more), the series, the latency
     distribution."""
+    from knee.report import plots  # here: importing matplotlib takes a quarter of a second (the live page's CSS not)
+
     out = []
     v = next((x for x in record.verdicts if x.group == g.name), None)
     x = "offered rate" if rates else "concurrency"
@@ -113,6 +114,13 @@ ran on {esc(view.executor)}</p>
 <pre>{esc(view.scenario_text)}</pre>
 <h2>Machine and versions</h2>
 {_table(Table(["Key", "Value"], view.machine, kv=True))}"""
+
+
+def body_of(page: str) -> str | None:
+    """What `render_html` put inside `<main>` (`report_body`'s text), read back from a page it wrote; None when
+    `page` is not one of them."""
+    start, end = page.find("<body><main>\n"), page.rfind("\n</main></body>")
+    return page[start + len("<body><main>\n") : end] if 0 <= start < end else None
 
 
 def render_html(record: RunRecord, view: ReportView | None = None) -> str:
