@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages knee's tests drive. Idempotent; needs root (CI runs as root).
 set -euo pipefail
-pkgs=(nginx curl wrk apache2-utils chromium postgresql prometheus prometheus-node-exporter)
+pkgs=(nginx curl wrk apache2-utils chromium postgresql prometheus prometheus-node-exporter prometheus-postgres-exporter)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Commands the tests run, from whichever package provides them here: network namespaces (ip), the Java
@@ -15,5 +15,5 @@ $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The tests start their own Prometheus and node_exporter on free ports; the daemons Debian starts are not needed.
 if command -v systemctl >/dev/null 2>&1; then
-  $SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now prometheus prometheus-node-exporter prometheus-postgres-exporter >/dev/null 2>&1 || true
 fi

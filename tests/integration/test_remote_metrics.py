@@ -22,6 +22,7 @@ from knee.model import RemoteStats, RunRecord
 from knee.store import RunDir
 
 from conftest import knee_cli
+from postgres import start_postgres, start_postgres_exporter
 from servers import NodeExporter, free_port, start_node_exporter, wait_for_http
 
 Burnt = tuple[RunRecord, str, float, Path]  # run.json, knee's output, the burn's CPU seconds, the run directory
@@ -171,3 +172,27 @@ def test_doctor_scrapes_each_endpoint_once(target: TargetProcess) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = [f for f in json.loads(proc.stdout)["findings"] if f["check"] == "monitor"]
     assert found["severity"] == "warning" and found["text"].startswith(f"monitor: {nowhere} cannot connect")
+
+
+def test_a_database_at_its_max_connections_is_named_from_postgres_exporter(tmp_path: Path) -> None:
+    """PostgreSQL with max_connections = 20 and Debian's postgres_exporter: psql clients holding a connection for
+    1 s; at 8 clients the database has room, at 24 its connections reach the limit and "why" says so, from the
+    exporter's figures."""
+    with start_postgres(max_connections=20) as pg, start_postgres_exporter(pg) as exporter:
+        proc = knee_cli(
+            "sweep", "--levels", "8,24", "-d", "3s", "--pause", "2s", "--timeout", "20s", "--no-recovery",
+            "--out", str(tmp_path), "--monitor-url", exporter, "--", *pg.psql("SELECT pg_sleep(1)"),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run,) = tmp_path.iterdir()
+    record = RunDir(run).load()
+    room, full = endpoint(record, 0), endpoint(record, 1)
+    assert room.pg_max_connections == full.pg_max_connections == 20 and full.pg_reserved_connections == 0
+    assert room.pg_connections_peak is not None and 8 <= room.pg_connections_peak < 20, room
+    assert full.pg_connections_peak == 20, full
+    assert record.steps[1].groups["main"].failed > 0  # "sorry, too many clients already"
+    v = next(v for v in record.verdicts if v.group == "main")
+    (found,) = [f for f in v.findings if f.kind == "remote_connections"]
+    host = exporter.split("/")[2]
+    assert found.level == 24
+    assert found.what == f"the database's connections ({host}) reached its max_connections (20) at 24 clients"
