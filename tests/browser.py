@@ -39,6 +39,7 @@ class Browser:
         self._cc = _check_module()
         self._profile = tempfile.mkdtemp(prefix="knee-chromium-")
         self._proc, port = self._cc._start(chromium, self._profile)
+        self.timeout_s = timeout_s
         deadline = time.monotonic() + timeout_s
         self._ws = self._cc.WebSocket(self._cc._page_ws(port, deadline), timeout_s)
         self.page = self._cc.Page(self._ws, deadline)
@@ -47,14 +48,19 @@ class Browser:
         size = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
         self.page.call("Emulation.setDeviceMetricsOverride", **size)
 
+    def _call(self, method: str, **params: Any) -> dict[str, Any]:
+        """One DevTools call, with `timeout_s` from now (the checker's Page has one deadline for its whole life)."""
+        self.page.deadline = time.monotonic() + self.timeout_s
+        return self.page.call(method, **params)  # type: ignore[no-any-return]
+
     def open(self, url: str) -> None:
         """Navigate to `url` and wait for its load event."""
         self.page.events = [e for e in self.page.events if e["method"] != "Page.loadEventFired"]
-        self.page.call("Page.navigate", url=url)
+        self._call("Page.navigate", url=url)
         self.page.wait_event("Page.loadEventFired")
 
     def eval(self, expression: str) -> Any:
-        result = self.page.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        result = self._call("Runtime.evaluate", expression=expression, returnByValue=True)
         if "exceptionDetails" in result:
             raise AssertionError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -70,7 +76,7 @@ class Browser:
         raise AssertionError(f"{expression} was not true within {timeout_s} s")
 
     def screenshot(self, path: Path, full: bool = False) -> None:
-        shot = self.page.call("Page.captureScreenshot", format="png", captureBeyondViewport=full)
+        shot = self._call("Page.captureScreenshot", format="png", captureBeyondViewport=full)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
 
@@ -93,7 +99,7 @@ class Browser:
     def close(self) -> None:
         try:
             with contextlib.suppress(ConnectionError, OSError, TimeoutError, RuntimeError):
-                self.page.call("Browser.close")
+                self._call("Browser.close")
             self._ws.close()
         finally:
             self._cc._stop(self._proc)

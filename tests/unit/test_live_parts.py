@@ -9,6 +9,7 @@ import random
 import shutil
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -184,3 +185,22 @@ def test_the_final_page_is_report_html_s_own_body() -> None:
     record = live_record()
     assert body_of(render_html(record)) == report_body(record)
     assert body_of("<html><body><p>not knee's</p></body></html>") is None
+
+
+def test_nothing_is_drawn_while_nobody_watches() -> None:
+    """The report (matplotlib, the analysis) is drawn only for a page that wants it: a run served to nobody, or only
+    to a scraper, draws nothing, however long it runs."""
+    from knee.live.render import Renderer
+
+    hub = Hub(live_record())
+    renderer = Renderer(hub, Secrets(), poll_s=0.01).start()
+    try:
+        for _ in range(3):
+            hub.publish(version=hub.view.version + 1)
+            time.sleep(0.1)
+        assert hub.report() is None
+        hub.want(hub.view.version)  # a page asks
+        assert hub.wait_for(lambda: hub.report_version() == hub.view.version, 30)
+        assert "knee report:" in (hub.report() or (0, ""))[1]
+    finally:
+        renderer.close()

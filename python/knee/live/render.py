@@ -42,8 +42,9 @@ def report_body(record: RunRecord, scenario_text: str | None) -> str:
 class Renderer:
     """Draws the hub's report when a reader wants a newer version than the last drawn."""
 
-    def __init__(self, hub: Hub, secrets: Secrets, scenario_text: str | None = None) -> None:
+    def __init__(self, hub: Hub, secrets: Secrets, scenario_text: str | None = None, poll_s: float = 5.0) -> None:
         self.hub = hub
+        self.poll_s = poll_s  # how long it waits before it looks again without being woken
         self.secrets = secrets
         self.scenario_text = scenario_text
         self._closing = False
@@ -70,9 +71,11 @@ class Renderer:
         drawn = 0
         while True:
             drawn = max(drawn, self.hub.report_version())  # the run's end may hand over report.html's body
-            self.hub.wait_for(partial(self._due, drawn), 5.0)
+            due = self.hub.wait_for(partial(self._due, drawn), self.poll_s)
             if self._closing:
                 return
+            if not due:  # nobody wants a newer report: draw nothing
+                continue
             view = self.hub.view
             drawn = max(drawn, self.hub.report_version())
             if view.version <= drawn:
