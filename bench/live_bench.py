@@ -60,7 +60,8 @@ def watch(browser: Browser, port: int, done: threading.Event) -> dict[str, Any]:
     return {"page_succeeded": total}
 
 
-def one(url: str, clients: int, seconds: int, served: int | None, browser: Browser | None) -> dict[str, Any]:
+def one(variant: str, url: str, args: argparse.Namespace, served: int | None, browser: Browser | None) -> dict:
+    clients, seconds = args.clients, args.duration
     with tempfile.TemporaryDirectory(prefix="knee-live-bench-") as tmp:
         out = Path(tmp) / "knee.json"
         result: dict[str, Measured] = {}
@@ -80,6 +81,7 @@ def one(url: str, clients: int, seconds: int, served: int | None, browser: Brows
         doc = json.loads(out.read_text())
     requests = doc["succeeded"] + doc["failed"] + doc["hung"]
     return {
+        "variant": variant,
         "served": served is not None,
         "requests": requests,
         "succeeded": doc["succeeded"],
@@ -94,28 +96,45 @@ def one(url: str, clients: int, seconds: int, served: int | None, browser: Brows
     }
 
 
+VARIANTS = {
+    "plain": "plain",
+    "alone": "`--serve`, nobody watching",
+    "watched": "`--serve`, a browser and Prometheus watching",
+}
+
+
 def median(rows: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in rows))
 
 
+def paired(rows: list[dict[str, Any]], variant: str, key: str) -> list[float]:
+    """Per repetition, `variant`'s `key` over plain's in the same repetition, less 1 (a cost is negative): runs side
+    by side share the machine's drift (other processes, the CPU's clock), which their ratio cancels."""
+    reps = sorted({r["rep"] for r in rows})
+    by = {(r["rep"], r["variant"]): r[key] for r in rows}
+    return sorted(by[(i, variant)] / by[(i, "plain")] - 1 for i in reps)
+
+
 def section(rows: list[dict[str, Any]], args: argparse.Namespace, scrapes: int) -> str:
-    plain = [r for r in rows if not r["served"]]
-    served = [r for r in rows if r["served"]]
-    cost = 1 - median(served, "per_cpu_s") / median(plain, "per_cpu_s")
-    cost_load = 1 - median(served, "per_load_cpu_s") / median(plain, "per_load_cpu_s")
+    keys = ("rps", "cpu_s", "per_cpu_s", "load_cpu_s", "per_load_cpu_s", "outside_cpu_s", "wall_s")
     table = [
         "| knee run | requests/s | CPU s (whole process) | requests per CPU-s | CPU s during the load | requests per "
         "CPU-s of the load | CPU s outside the load | wall clock |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    keys = ("rps", "cpu_s", "per_cpu_s", "load_cpu_s", "per_load_cpu_s", "outside_cpu_s", "wall_s")
-    for name, group in (("plain", plain), ("`--serve`, a browser and Prometheus watching", served)):
-        m = {k: median(group, k) for k in keys}
+    for variant, name in VARIANTS.items():
+        m = {k: median([r for r in rows if r["variant"] == variant], k) for k in keys}
         table.append(
             f"| {name} | {m['rps']:,.0f} | {m['cpu_s']:.2f} | {m['per_cpu_s']:,.0f} | {m['load_cpu_s']:.2f} | "
             f"{m['per_load_cpu_s']:,.0f} | {m['outside_cpu_s']:.2f} | {m['wall_s']:.1f} s |"
         )
-    extra = median(served, "outside_cpu_s") - median(plain, "outside_cpu_s")
+
+    def change(variant: str, key: str) -> str:
+        d = paired(rows, variant, key)
+        return f"**{statistics.median(d):+.1%}** ({d[0]:+.1%} … {d[-1]:+.1%})"
+
+    plain = [r for r in rows if r["variant"] == "plain"]
+    extra = median([r for r in rows if r["variant"] == "watched"], "outside_cpu_s") - median(plain, "outside_cpu_s")
     at_2 = extra / 0.02 / (median(plain, "cpu_s") / args.duration)  # the run's length at which the end's CPU is 2 %
     return "\n".join(
         [
@@ -123,21 +142,31 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, scrapes: int) 
             "## Watching a run live: what `--serve` costs",
             "",
             f"`python bench/live_bench.py` (part of `make bench`): the keep-alive scenario (nginx, one worker, on core "
-            f"0; `knee run URL -c {args.clients} -d {args.duration}s` on core 1), {args.reps} repetitions of each, "
-            "alternating: plain, and with `--serve` while a real Prometheus scrapes /metrics every second and "
-            "headless Chromium keeps the live page open (both on core 0). Medians:",
+            f"0; `knee run URL -c {args.clients} -d {args.duration}s` on core 1), {args.reps} repetitions of three "
+            "variants side by side, in rotating order: plain; with `--serve` and nobody watching; with `--serve` "
+            "while a real Prometheus scrapes /metrics every second and headless Chromium keeps the live page open "
+            "(both on core 0, beside nginx). Medians:",
             "",
             *table,
             "",
-            f"During the load `--serve` costs **{cost_load:.1%}** of knee's requests per CPU-s (its own CPU over the "
-            "step: the runner's one small view a second, the page's events, Prometheus' scrapes; target: at most "
-            f"2 %). Over the whole process of these {args.duration}-s runs it costs **{cost:.1%}**: outside the "
-            f"load the served runs used {extra:.2f} s more CPU, once per run, to draw the final report for the open "
-            "page (importing matplotlib, the analysis, the plots), which a run without a page does not draw. That "
-            f"fixed cost is within 2 % of a run of {at_2:.0f} s or more (a sweep's step, or a whole sweep, is "
-            "minutes). A run's page draws the report of each finished step once, on a thread below the engine's "
-            f"CPU priority. Prometheus scraped {scrapes} times in all; every page ended showing the run's succeeded "
-            "count exactly.",
+            "Each variant's requests per CPU-s against plain's in the same repetition (median, and the lowest … "
+            "highest of the repetitions; a cost is negative):",
+            "",
+            "| | during the load | whole process |",
+            "|---|---|---|",
+            f"| `--serve`, nobody watching | {change('alone', 'per_load_cpu_s')} | {change('alone', 'per_cpu_s')} |",
+            f"| `--serve`, watched | {change('watched', 'per_load_cpu_s')} | {change('watched', 'per_cpu_s')} |",
+            "",
+            "During the load (knee's own CPU over the step) the runner publishes one small view a second, and the "
+            "server's threads answer the page's events and Prometheus' scrapes at a lower CPU priority than the "
+            "engine's (target: at most 2 % of knee's requests per CPU-s). The watched variant's browser and "
+            "Prometheus share nginx's core: what they take from nginx shows in the requests per second. Outside "
+            f"the load the watched runs used {extra:.2f} s more CPU, once per run, to draw the final report for the "
+            "open page (importing matplotlib, the analysis, the plots), which a run nobody watches does not draw; "
+            f"that is within 2 % of a run of {at_2:.0f} s or more (a sweep's step, or a sweep, is minutes), and a "
+            "run that writes report.html (`--out`, every sweep) hands the page that file's body instead of drawing "
+            f"it again. Prometheus scraped {scrapes} times in all; every watched page ended showing the run's "
+            "succeeded count exactly.",
             END,
         ]
     )
@@ -156,26 +185,28 @@ def write_section(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
-    p.add_argument("--reps", type=int, default=3, help="repetitions of each variant (default 3)")
+    p.add_argument("--reps", type=int, default=7, help="repetitions of each variant (default 7)")
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     p.add_argument("--json", type=Path, default=BENCH / "results" / "bench-live.json")
     args = p.parse_args(argv)
     raise_nofile_limit()
     os.sched_setaffinity(0, {SERVER_CPU})  # this driver, Prometheus and Chromium share nginx's core, not knee's
-    port = free_port()
+    port, alone = free_port(), free_port()  # Prometheus scrapes `port` only
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="knee-live-bench-prom-") as tmp, Nginx(cpu=SERVER_CPU) as server:
         prometheus = start_prometheus(Path(tmp), [f"127.0.0.1:{port}"])
         browser = Browser()
         try:
+            order = list(VARIANTS)
             for rep in range(args.reps):
-                for served in (False, True) if rep % 2 == 0 else (True, False):
-                    row = one(server.url, args.clients, args.duration, port if served else None, browser)
-                    if served and row["page_succeeded"] != row["succeeded"]:
+                for variant in order[rep % 3 :] + order[: rep % 3]:
+                    served = {"plain": None, "alone": alone, "watched": port}[variant]
+                    row = one(variant, server.url, args, served, browser if served == port else None)
+                    if variant == "watched" and row["page_succeeded"] != row["succeeded"]:
                         raise SystemExit(f"the page ended at {row['page_succeeded']}, knee at {row['succeeded']}")
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+                    rows.append({"rep": rep, **row})
+                    print(json.dumps(rows[-1]), flush=True)
             found = prometheus.query("sum(count_over_time(knee_running[1h]))")
             scrapes = int(float(found[0]["value"][1])) if found else 0
         finally:
