@@ -22,18 +22,17 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from measure import Measured, raise_nofile_limit, run_measured  # noqa: E402
-from nginx_server import Nginx, free_port  # noqa: E402
+if TYPE_CHECKING:
+    from measure import Measured
 
-from browser import Browser  # noqa: E402
-from servers import start_prometheus  # noqa: E402
+    from browser import Browser
 
 SERVER_CPU, GENERATOR_CPU = 0, 1
 BEGIN, END = "<!-- live-bench: begin -->", "<!-- live-bench: end -->"
@@ -61,6 +60,8 @@ def watch(browser: Browser, port: int, done: threading.Event) -> dict[str, Any]:
 
 
 def one(variant: str, url: str, args: argparse.Namespace, served: int | None, browser: Browser | None) -> dict:
+    from measure import run_measured
+
     clients, seconds = args.clients, args.duration
     with tempfile.TemporaryDirectory(prefix="knee-live-bench-") as tmp:
         out = Path(tmp) / "knee.json"
@@ -113,6 +114,12 @@ def paired(rows: list[dict[str, Any]], variant: str, key: str) -> list[float]:
     reps = sorted({r["rep"] for r in rows})
     by = {(r["rep"], r["variant"]): r[key] for r in rows}
     return sorted(by[(i, variant)] / by[(i, "plain")] - 1 for i in reps)
+
+
+def section_from(data: dict[str, Any]) -> str:
+    """The section from bench/results/bench-live.json (bench/report.py renders the page with it)."""
+    args = SimpleNamespace(clients=data["clients"], duration=data["duration"], reps=data["reps"])
+    return section(data["runs"], args, data["scrapes"])  # type: ignore[arg-type]
 
 
 def section(rows: list[dict[str, Any]], args: argparse.Namespace, scrapes: int) -> str:
@@ -190,6 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     p.add_argument("--json", type=Path, default=BENCH / "results" / "bench-live.json")
     args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "tests"))  # the tests' Prometheus and Chromium (tests/servers.py, tests/browser.py)
+    from measure import raise_nofile_limit
+    from nginx_server import Nginx, free_port
+
+    from browser import Browser
+    from servers import start_prometheus
+
     raise_nofile_limit()
     os.sched_setaffinity(0, {SERVER_CPU})  # this driver, Prometheus and Chromium share nginx's core, not knee's
     port, alone = free_port(), free_port()  # Prometheus scrapes `port` only
@@ -215,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if scrapes < args.reps * args.duration:
         raise SystemExit(f"Prometheus scraped knee only {scrapes} times")
     args.json.parent.mkdir(exist_ok=True)
-    args.json.write_text(json.dumps({"runs": rows, "scrapes": scrapes}, indent=2))
+    data = {"clients": args.clients, "duration": args.duration, "reps": args.reps, "runs": rows, "scrapes": scrapes}
+    args.json.write_text(json.dumps(data, indent=2))
     write_section(args.out, section(rows, args, scrapes))
     print(f"wrote {args.out}", flush=True)
     return 0
