@@ -71,14 +71,14 @@ def endpoint(record: RunRecord, index: int) -> RemoteStats:
 
 @pytest.fixture(scope="module")
 def burnt(target: TargetProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Burnt]:
-    """A sweep of three steps watched by node_exporter: a core burnt during the second, the exporter stopped during
-    the third. Yields run.json, knee's output, the CPU seconds the burn took and the run directory."""
+    """A sweep of four steps watched by node_exporter: a core burnt during the second, the exporter stopped during
+    the fourth. Yields run.json, knee's output, the CPU seconds the burn took and the run directory."""
     tmp = tmp_path_factory.mktemp("remote")
     exporter: NodeExporter = start_node_exporter()
     port = free_port()
     metrics = f"http://127.0.0.1:{port}/metrics"
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "knee", "sweep", target.url + "/", "--levels", "1,2,3", "-d", f"{STEP_S}s",
+        [sys.executable, "-m", "knee", "sweep", target.url + "/", "--levels", "1,2,3,4", "-d", f"{STEP_S}s",
          "--think", "50ms", "--no-recovery", "--out", str(tmp), "--serve", str(port), "--monitor-url", exporter.url,
          "--monitor-metric", "node_procs_running", "--monitor-metric", "node_forks_total"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -89,7 +89,7 @@ def burnt(target: TargetProcess, tmp_path_factory: pytest.TempPathFactory) -> It
         time.sleep(0.5)
         burn = subprocess.run([sys.executable, "-c", BURN], capture_output=True, text=True, timeout=30, check=True)
         burnt_s = float(burn.stdout)
-        wait_step(metrics, 2)
+        wait_step(metrics, 3)
         time.sleep(1.5)
         exporter.stop()  # the endpoint stops answering mid-step
         while sweep.poll() is None:  # a scraper to the end: knee serves until its last scrape after the run
@@ -115,7 +115,7 @@ def busy_cpu_s(record: RunRecord, index: int) -> float:
 def test_a_core_burnt_during_one_step_shows_in_that_step_only(burnt: Burnt) -> None:
     record, _, burnt_s, _ = burnt
     assert burnt_s >= 0.6 * BURN_S, burnt_s  # the loop got most of a core
-    for i in (0, 1):
+    for i in (0, 1, 2):
         r = endpoint(record, i)
         assert r.failed == 0 and r.samples >= STEP_S, r
         assert r.cpus >= 1 and r.mem_total_mb and r.mem_used_mb_peak and r.load1_peak is not None
@@ -124,20 +124,21 @@ def test_a_core_burnt_during_one_step_shows_in_that_step_only(burnt: Burnt) -> N
         assert r.metrics["node_procs_running"].kind == "gauge" and r.metrics["node_procs_running"].peak >= 1
         assert r.metrics["node_forks_total"].kind == "counter"
     # the burn's CPU seconds are in step 1's busy time (less what the other steps used on their own)
-    before, during = busy_cpu_s(record, 0), busy_cpu_s(record, 1)
-    shown = [endpoint(record, i).model_dump(include={"cpu_busy", "cpu_modes", "samples"}) for i in (0, 1)]
-    assert during - before >= 0.7 * burnt_s, (before, during, burnt_s, shown)
-    assert endpoint(record, 1).cpu_modes["user"] > endpoint(record, 0).cpu_modes["user"]
+    # the others: the steps before and after, the quieter one (another process on the machine may have taken CPU)
+    during, others = busy_cpu_s(record, 1), min(busy_cpu_s(record, 0), busy_cpu_s(record, 2))
+    shown = [endpoint(record, i).model_dump(include={"cpu_busy", "cpu_modes", "samples"}) for i in (0, 1, 2)]
+    assert during - others >= 0.7 * burnt_s, (others, during, burnt_s, shown)
+    assert endpoint(record, 1).cpu_modes["user"] > min(endpoint(record, i).cpu_modes["user"] for i in (0, 2))
 
 
 def test_an_endpoint_that_stops_answering_is_noted_and_the_run_goes_on(burnt: Burnt) -> None:
     record, out, _, run = burnt
-    assert record.status == "complete" and len(record.steps) == 3
-    last = endpoint(record, 2)
+    assert record.status == "complete" and len(record.steps) == 4
+    last = endpoint(record, 3)
     assert last.samples >= 1 and last.failed >= 1 and last.error.startswith("cannot connect"), last
     v = next(v for v in record.verdicts if v.group == "main")
     (down,) = [f for f in v.findings if f.kind == "remote_down"]
-    assert down.level == 3 and "stopped answering during the step at 3 clients" in down.what
+    assert down.level == 4 and "stopped answering during the step at 4 clients" in down.what
     assert "why: http://127.0.0.1:" in out
     report = (run / "report.md").read_text()
     assert "The target's machines" in report and "node_procs_running" in report
