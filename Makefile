@@ -30,7 +30,7 @@ install: $(PY) ## build the engine and install knee (with dev extras) into .venv
 	$(call logged,building and installing knee,$(VENV)/bin/maturin develop --release -q -E dev$(comma)dask)
 	@echo "make install: done: run $(VENV)/bin/knee, or 'source $(VENV)/bin/activate' to have knee on PATH"
 
-ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql, slurm, munge)
+ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql, prometheus, slurm)
 	bash scripts/install-system-deps.sh
 
 demo: install ## start the demo service, sweep it, write the report
@@ -59,6 +59,7 @@ lint: $(PY) ## clippy and ruff, warnings as errors
 bench: install ## compare knee with other load generators, write docs/performance.md
 	$(PY) bench/run.py
 	$(PY) bench/search_bench.py
+	$(PY) bench/live_bench.py
 
 bench-smoke: install ## one short run per installed generator (part of make test)
 	$(PY) bench/run.py --smoke

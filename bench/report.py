@@ -563,5 +563,10 @@ def write_report(
         from search_bench import section_from
 
         lines += [section_from(json.loads(search.read_text())), ""]
+    live = Path(__file__).resolve().parent / "results" / "bench-live.json"
+    if live.is_file():  # bench/live_bench.py's numbers: what --serve costs
+        import live_bench
+
+        lines += [live_bench.section_from(json.loads(live.read_text())), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

@@ -2,7 +2,7 @@
 # Installs the Debian packages knee's tests drive (a single-node Slurm with munge among them: tests/slurm.py
 # starts its own daemons, so the packages' services are not used). Idempotent; needs root (CI runs as root).
 set -euo pipefail
-pkgs=(nginx curl wrk apache2-utils chromium postgresql slurm-wlm munge)
+pkgs=(nginx curl wrk apache2-utils chromium postgresql slurm-wlm munge prometheus prometheus-node-exporter prometheus-postgres-exporter)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Commands the tests run, from whichever package provides them here: network namespaces (ip), the Java
@@ -14,3 +14,7 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc)
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The tests start their own Prometheus and node_exporter on free ports; the daemons Debian starts are not needed.
+if command -v systemctl >/dev/null 2>&1; then
+  $SUDO systemctl disable --now prometheus prometheus-node-exporter prometheus-postgres-exporter >/dev/null 2>&1 || true
+fi

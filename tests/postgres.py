@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from servers import free_port, wait_for_port
+from servers import free_port, stop_process, wait_for_http, wait_for_port
 
 
 def _bin() -> Path:
@@ -83,3 +83,23 @@ def start_postgres(max_connections: int = 20) -> Iterator[Postgres]:
                 proc.kill()
                 proc.wait(5)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def start_postgres_exporter(pg: Postgres) -> Iterator[str]:
+    """Debian's prometheus-postgres-exporter for `pg`, on a free loopback port; yields its /metrics URL."""
+    binary = shutil.which("prometheus-postgres-exporter") or shutil.which("postgres_exporter")
+    if binary is None:
+        raise RuntimeError("prometheus-postgres-exporter is not installed: run `make ci-deps`")
+    port = free_port()
+    env = {**os.environ, "DATA_SOURCE_NAME": f"postgresql://postgres@127.0.0.1:{pg.port}/postgres?sslmode=disable"}
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        wait_for_http(url)
+        yield url
+    finally:
+        stop_process(proc)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,3 +174,105 @@ def sent(record: RunRecord) -> int:
         for g in s.groups.values():
             assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
     return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())
+
+
+PROMETHEUS_CONF = """\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+scrape_configs:
+  - job_name: knee
+    static_configs:
+      - targets: [{targets}]
+"""
+
+
+@dataclass
+class Prometheus:
+    """A Prometheus server from Debian, scraping `targets` every second, its storage in a temp dir."""
+
+    dir: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """The result of an instant query (its `data.result`: one {metric, value} per series)."""
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            doc = json.load(r)
+        assert doc["status"] == "success", doc
+        return doc["data"]["result"]  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s, by PID."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def wait_for_http(url: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} did not answer within {timeout_s} s") from None
+            time.sleep(0.05)
+
+
+def start_prometheus(tmp: Path, targets: list[str]) -> Prometheus:
+    """Prometheus on a free port scraping `targets` ("127.0.0.1:PORT") every second."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise RuntimeError("prometheus is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
+    tmp.mkdir(parents=True, exist_ok=True)
+    conf = tmp / "prometheus.yml"
+    conf.write_text(PROMETHEUS_CONF.format(targets=", ".join(f"'{t}'" for t in targets)))
+    port = free_port()
+    with (tmp / "prometheus.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [binary, f"--config.file={conf}", f"--storage.tsdb.path={tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    wait_for_http(f"http://127.0.0.1:{port}/-/ready")
+    return Prometheus(tmp, port, proc)
+
+
+@dataclass
+class NodeExporter:
+    """prometheus-node-exporter from Debian on a free loopback port."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def start_node_exporter() -> NodeExporter:
+    binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    if binary is None:
+        raise RuntimeError("prometheus-node-exporter is not installed: run `make ci-deps`")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_for_http(f"http://127.0.0.1:{port}/metrics")
+    return NodeExporter(port, proc)

@@ -121,6 +121,7 @@ def run(
     check: bool = True,
     console: Console | None = None,
     client: Any = None,
+    serve: str | None = None,
     **options: Any,
 ) -> RunResult:
     """Drive `target` with `clients` closed-loop clients (or, with `rate`, an open loop of that many
@@ -130,9 +131,12 @@ def run(
     `timeout`: an operation still running after it is hung. `check`: refuse to start (UserError) if
     the target cannot be reached at all. `out`: keep a run directory there. `client`: a
     `distributed.Client` whose workers run the load (left open). On Ctrl-C the partial result
-    is returned with `interrupted=True`.
+    is returned with `interrupted=True`. `serve`: "[HOST:]PORT" to serve the live page and `/metrics` on (docs/live.md).
     """
     from knee.runner import execute, start_run
+    from knee.scenario.address import parse_serve
+
+    where = parse_serve(serve, "serve")
 
     loaded = _loaded(target, None, True, dict(options, clients=clients, rates=[rate] if rate is not None else None))
     scenario, run_dir = start_run(loaded, Path(out) if out is not None else None, "run")
@@ -146,6 +150,7 @@ def run(
             show=False,
             write=run_dir.kept,
             check=None if check else (lambda s: []),
+            serve=where,
         )
     step = outcome.record.steps[-1]
     from knee.plan import PlannedStep, engine_spec
@@ -169,19 +174,26 @@ def sweep(
     console: Console | None = None,
     quick: bool = False,
     client: Any = None,
+    serve: str | None = None,
     **options: Any,
 ) -> Run:
     """Run a sweep: of `target` with the options of `knee sweep TARGET` (`levels=[5, 20, 50]` or
     `rates=[…]`, `duration`, `slo_p99` …), or of a `scenario` (a TOML file's path or a Scenario).
     Returns the run: `.verdict`, `.levels()`, `.dataframe()`, `.run_dir`. `out=None` keeps no directory.
     `client`: a `distributed.Client` (of a LocalCluster, dask-jobqueue's HTCondorCluster or SLURMCluster,
-    dask-kubernetes …) whose workers run the load; it is left open."""
+    dask-kubernetes …) whose workers run the load; it is left open. `serve`: "[HOST:]PORT" to serve the live page and
+    `/metrics` on while it runs (docs/live.md)."""
     from knee.runner import execute, start_run
+    from knee.scenario.address import parse_serve
+
+    where = parse_serve(serve, "serve")
 
     loaded = _loaded(target, scenario, False, dict(options))
     sc, run_dir = start_run(loaded, Path(out) if out is not None else None, "sweep", shorten=quick)
     with _executor(client, sc) as executor:
-        outcome = execute(sc, run_dir, console or Console(quiet=True), executor=executor, write=run_dir.kept)
+        outcome = execute(
+            sc, run_dir, console or Console(quiet=True), executor=executor, write=run_dir.kept, serve=where
+        )
     return Run(outcome.record, run_dir.path if run_dir.kept else None, outcome.code)
 
 

@@ -7,6 +7,7 @@ only the finished-step lines are printed.
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from rich.console import Console
 from rich.live import Live
@@ -17,6 +18,17 @@ from knee.analysis.side import spin
 from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
+
+
+class Progress(Protocol):
+    """What the runner tells whoever shows progress (`SweepProgress`, `knee run`'s `RunProgress`, the live page's
+    `LiveProgress`)."""
+
+    def __enter__(self) -> Progress: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def begin(self, number: int, total: int, step: PlannedStep) -> None: ...
+    def update(self, snapshot: Snapshot) -> None: ...
+    def end(self, step: StepResult) -> None: ...
 
 
 class SweepProgress:

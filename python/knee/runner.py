@@ -19,8 +19,9 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 
@@ -34,9 +35,9 @@ from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, on_hard_exit
 from knee.executor.base import BackgroundShard, Executor, StepRun
-from knee.machine.monitor import TargetMonitor
 from knee.machine.network import target_hosts
-from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult, TargetStats
+from knee.machine.watch import StepWatch, Watched
+from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult
 from knee.plan import (
     PlannedStep,
     background_spec,
@@ -47,22 +48,16 @@ from knee.plan import (
     step_seconds,
     sweep_plan,
 )
+from knee.progress import Progress
 from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.store import RunDir
+
+if TYPE_CHECKING:
+    from knee.live import Live
 
 Status = Literal["complete", "stopped", "aborted"]
 EXIT_SLO_FAILED = 3
 EXIT_INTERRUPTED = 130
-
-
-class Progress(Protocol):
-    """What the runner tells whoever shows progress."""
-
-    def __enter__(self) -> Progress: ...
-    def __exit__(self, *exc: object) -> None: ...
-    def begin(self, number: int, total: int, step: PlannedStep) -> None: ...
-    def update(self, snapshot: Snapshot) -> None: ...
-    def end(self, step: StepResult) -> None: ...
 
 
 def new_record(loaded: Loaded, run_id: str) -> RunRecord:
@@ -137,19 +132,31 @@ def execute(
     write: bool = True,
     check: Callable[[Scenario], list[str]] | None = None,
     release: Callable[[], None] | None = None,
+    serve: tuple[str, int] | None = None,
+    live: Live | None = None,
 ) -> Outcome:
     """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
     report files into the run directory. Steps run on `executor`, else where `cluster` (`--cluster`) or the
-    scenario's `[cluster]` says, else here; `release()` once the steps are over (batch jobs, before the report)."""
+    scenario's `[cluster]` says, else here; `release()` once the steps are over (batch jobs, before the report).
+    `serve` (`--serve`), else the scenario's `[serve] address`: (host, port) to serve the live page and `/metrics`
+    on (knee.live)."""
     if executor is None and (cluster or scenario.cluster.address or scenario.cluster.jobqueue):
         from knee.executor import connect
 
         owned = connect(cluster, scenario.cluster, console)
         try:
-            return execute(scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write,
-                           check=check, release=owned.close)  # fmt: skip
+            return execute(
+                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check,
+                release=owned.close, serve=serve,
+            )  # fmt: skip
         finally:
             owned.close()
+    listen = serve or scenario.serve.listen()
+    if live is None and listen is not None:
+        from knee.live import served
+
+        again = partial(execute, scenario, run_dir, console, executor=executor, progress=progress)
+        return served(listen, scenario, run_dir, console, partial(again, show=show, write=write, check=check))
     from knee.progress import SweepProgress
 
     record = run_dir.load()
@@ -164,22 +171,16 @@ def execute(
     if run_dir.kept:
         console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
     record.executor = on.name
-    monitor = None
-    if scenario.monitor.enabled:
-        monitor = TargetMonitor(scenario.monitor.pid, scenario.monitor.name)
-        console.print(
-            f"monitoring the target: pid {monitor.proc.pid} ({monitor.proc.name()}) and its children",
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
-        )
+    watch = StepWatch(scenario.monitor, console)  # the target's process tree here, its machines' exporters
     display = progress or SweepProgress(
         console, step_seconds(scenario), scenario.sweep.pause, record.rates, record.measured_group
     )
     with Interrupts() as intr:
         runner = _Runner(
-            scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display, monitor=monitor
+            scenario, run_dir, record, console=console, intr=intr, executor=on, progress=display, monitor=watch
         )
+        if live is not None:
+            runner.progress = live.watch(display, scenario, record, runner.results, watch.remote)
         try:
             runner.start_background()
             runner.sweep()
@@ -230,7 +231,7 @@ class _Runner:
         intr: Interrupts,
         executor: Executor,
         progress: Progress,
-        monitor: TargetMonitor | None = None,
+        monitor: StepWatch | None = None,
     ) -> None:
         self.scenario = scenario
         self.monitor = monitor
@@ -395,10 +396,10 @@ class _Runner:
         try:
             run = self.executor.run_step(spec, self.intr, settle or self.progress.update)
         finally:
-            target = self.monitor.stop() if self.monitor is not None else None
+            watched = self.monitor.stop() if self.monitor is not None else (None, [])
         if self._bg is not None:
             run.result.merge(self._bg.cut())
-        step = self._save(planned, run, target)
+        step = self._save(planned, run, watched)
         self.progress.end(step)
         return step
 
@@ -430,7 +431,7 @@ class _Runner:
             return None
         return steady_state(g, self.scenario.sweep.settle, auto=self._auto_duration(planned))
 
-    def _save(self, planned: PlannedStep, run: StepRun, target: TargetStats | None = None) -> StepResult:
+    def _save(self, planned: PlannedStep, run: StepRun, watched: Watched = (None, [])) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
@@ -450,7 +451,8 @@ class _Runner:
             steady=self._steady(planned, groups),
             generator=run.generator,
             counters=run.counters,
-            target=target,
+            target=watched[0],
+            remote=watched[1],
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,

@@ -203,6 +203,15 @@ class RunDir:
     def step_result_bytes(self, index: int) -> bytes:
         return self.step_path(index).read_bytes()
 
+    def histogram(self, index: int, group: str) -> bytes | None:
+        """Step `index`'s latency histogram of `group` as saved (HdrHistogram V2 deflate); None when there is none."""
+        if not self.kept:
+            return None
+        try:
+            return self.hgrm_path(index, group).read_bytes()
+        except OSError:
+            return None
+
     def write_report(self, name: str, text: str) -> Path:
         path = self.report_path(name)
         write_text(path, text, self.secrets)

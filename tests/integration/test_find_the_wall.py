@@ -19,6 +19,7 @@ import pytest
 from knee.demo_target import start_target
 from knee.model import RunRecord, Verdict
 from knee.store import RunDir
+
 from postgres import start_postgres
 
 

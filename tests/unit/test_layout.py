@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knee.preflight", "knee.executor"),
     ("knee.store",),
     ("knee.report",),
-    ("knee.progress", "knee.progress_line"),
+    ("knee.progress", "knee.progress_line", "knee.live"),
     ("knee.runner",),
     ("knee.api", "knee.demo_target", "knee.target", "knee.pyworker"),
     ("knee.commands",),

@@ -14,7 +14,9 @@ failure reasons) in level order and report the lowest level where each condition
 - target_cpu, target_fds, target_exit: the monitored target's CPU, open files, or its exit;
 - target_core: a process of the monitored target wanted a whole core (a single-threaded limit), on a machine
   with more;
-- target_memory: memory per concurrent client and CPU per operation of the monitored target.
+- target_memory: memory per concurrent client and CPU per operation of the monitored target;
+- remote_cpu, remote_memory, remote_listen, remote_connections, remote_down: the target's machines, through the
+  Prometheus exporters a run scraped (knee.analysis.remote).
 
 The rules are weighed together, so that a report tells one story: a busy load side where the failing clients
 spun is told by `spinning` (the CPU went to re-running failures, the service's refusals were the limit), and
@@ -28,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
+from knee.analysis.remote import remote_findings
 from knee.analysis.side import spin
 from knee.errors import UserError
 from knee.model import BusiestProcess, Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
@@ -113,6 +116,8 @@ def findings(record: RunRecord, v: Verdict) -> list[Finding]:
     out: list[Finding] = []
     for rule in rules if v.group == record.measured_group else (_refused, _spinning):
         out.extend(rule(steps, v, unit, record))
+    if v.group == record.measured_group:
+        out.extend(remote_findings(record, v))  # the target's machines, through their exporters
     return out
 
 

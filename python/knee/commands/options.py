@@ -109,6 +109,21 @@ _LOAD = [
     ),
     click.option("--monitor-pid", type=click.IntRange(min=1), help="Sample this process tree (the target) per step."),
     click.option("--monitor-name", metavar="NAME", help="Sample the process tree of the process named NAME."),
+    click.option(
+        "--monitor-url",
+        "monitor_url",
+        multiple=True,
+        metavar="URL",
+        help="Scrape this Prometheus exporter (node_exporter, postgres_exporter …) of the target's machines each "
+        "second of each step, e.g. http://db:9100/metrics (repeatable).",
+    ),
+    click.option(
+        "--monitor-metric",
+        "monitor_metric",
+        multiple=True,
+        metavar="NAME",
+        help="Keep this metric of the --monitor-url endpoints too (repeatable).",
+    ),
     click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Fill ${NAME} (repeatable)."),
     click.option(
         "--secret",
@@ -138,6 +153,14 @@ CLUSTER = click.option(
     "batch jobs knee asks for and releases: slurm:JOBS, htcondor:JOBS, pbs:JOBS, sge:JOBS (each job's cores, "
     "memory … from [cluster]); see docs/distributed.md. Default: this machine (or the scenario's [cluster]).",
 )
+
+SERVE = click.option(
+    "--serve",
+    metavar="[HOST:]PORT",
+    help="While the run goes, serve a live page and Prometheus /metrics on this port (host 127.0.0.1 unless given; "
+    "0: any free port); see docs/live.md. Default: the scenario's [serve] address, else none.",
+)
+
 
 RUNS_OUT = click.option(
     "--out",

@@ -13,9 +13,18 @@ from typing import Any
 
 import click
 
-from knee.commands.options import CLUSTER, load_options, parse_vars, slo_options, target_options, to_options
+from knee.commands.options import (
+    CLUSTER,
+    SERVE,
+    load_options,
+    parse_vars,
+    slo_options,
+    target_options,
+    to_options,
+)
 from knee.console import make_console
 from knee.errors import UserError
+from knee.scenario.address import parse_serve
 
 EPILOG = """\b
 Examples:
@@ -26,6 +35,7 @@ Examples:
   knee run http://127.0.0.1:8080/ --rate 500 -c 50 -d 30s          (open loop)
   knee run http://127.0.0.1:8080/ --rate 100,200,400 --poisson -d 5s  (one row per rate)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --out runs/         (keep a run directory)
+  knee run http://127.0.0.1:8080/ -c 50 -d 10m --serve 8089     (watch it at http://127.0.0.1:8089/)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --slo-p99 200 --slo-failure-ratio 0.01   (CI: exit 3 if missed)
 """
 
@@ -48,6 +58,7 @@ Examples:
     help="Keep a run directory under this directory (run.json, reports, histograms), like a sweep's.",
 )
 @CLUSTER
+@SERVE
 @click.option("-q", "--quiet", is_flag=True, help="No live progress.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
     """Drive TARGET with N concurrent clients and report exactly what happened.
@@ -69,6 +80,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     json_path = opts["json_path"]
     if json_path and not os.access(Path(json_path).resolve().parent, os.W_OK):
         raise UserError(f"--json {json_path!r}: its directory does not exist or cannot be written")
+    serve = parse_serve(opts["serve"])
     options = to_options(opts, rates=parse_list(opts["rate"], "--rate", whole=False))
     table = scenario_table(tgt, options, run=True)
     names = dict(OPTION_NAMES, **{"sweep.levels": "-c/--clients", "sweep.rates": "--rate"})
@@ -83,7 +95,14 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)
     outcome = execute(
-        scenario, run_dir, console, cluster=opts["cluster"], progress=progress, show=False, write=run_dir.kept
+        scenario,
+        run_dir,
+        console,
+        cluster=opts["cluster"],
+        progress=progress,
+        show=False,
+        write=run_dir.kept,
+        serve=serve,
     )
     steps = outcome.record.steps
     if several:

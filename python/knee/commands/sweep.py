@@ -12,6 +12,7 @@ import click
 from knee.commands.options import (
     CLUSTER,
     RUNS_OUT,
+    SERVE,
     is_scenario_file,
     one_line_sweep,
     parse_vars,
@@ -21,6 +22,7 @@ from knee.commands.options import (
 )
 from knee.console import make_console
 from knee.errors import UserError
+from knee.scenario.address import parse_serve
 
 EPILOG = """\b
 Examples:
@@ -31,6 +33,7 @@ Examples:
   knee sweep http://127.0.0.1:8080/ --rates 100,200,400 -c 50 -d 30s --slo-p99 200
   knee sweep http://127.0.0.1:8080/ --levels 5,50,500 -d 1m --save-scenario ls.toml
   knee sweep --resume runs/20261122-101500-ls
+  knee sweep examples/http-sweep.toml --var target=http://127.0.0.1:8080 --serve 8089
 """
 
 
@@ -61,6 +64,7 @@ Examples:
     help="Continue an interrupted run from its last complete step.",
 )
 @CLUSTER
+@SERVE
 @click.option("--quick", is_flag=True, help="Shortened run (about 1 s per level, small counts) to try a scenario.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
     """Run a sweep level by level and write a report: from SCENARIO (a TOML file, see docs/scenarios.md), or
@@ -74,6 +78,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.scenario.secrets import parse_secret_options
 
     console = make_console()
+    serve = parse_serve(opts["serve"])
     secrets = parse_secret_options(opts["secrets"])
     variables = parse_vars(opts["variables"])
     one_line, given = one_line_sweep(opts)
@@ -105,6 +110,6 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             click.echo(f"scenario written to {save}; run it with: knee sweep {save}")
             return
         scenario, run_dir = start_run(loaded, opts["out"], name, text, shorten=opts["quick"])
-    outcome = execute(scenario, run_dir, console, cluster=opts["cluster"])
+    outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)

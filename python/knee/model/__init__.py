@@ -35,6 +35,8 @@ from knee.model.resources import (
     GeneratorStats,
     HostCounters,
     ListenSocket,
+    RemoteMetric,
+    RemoteStats,
     TargetHost,
     TargetStats,
 )
@@ -61,6 +63,8 @@ __all__ = [
     "OpenLoopStats",
     "Outcomes",
     "Reason",
+    "RemoteMetric",
+    "RemoteStats",
     "RunRecord",
     "SeriesPoint",
     "SteadyState",

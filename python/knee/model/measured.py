@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.engine_summary import EngineGroup, EngineLatency
-from knee.model.resources import GeneratorStats, HostCounters, TargetStats
+from knee.model.resources import GeneratorStats, HostCounters, RemoteStats, TargetStats
 
 # A sweep level: a client count (closed loop) or an offered rate in operations per second (open
 # loop, `[sweep] rates`); whole numbers stay ints so client levels read 50, not 50.0.
@@ -212,6 +212,9 @@ class StepResult(BaseModel):
     generator: GeneratorStats = Field(default_factory=GeneratorStats)
     counters: HostCounters | None = Field(default=None, description="the load machines' kernel counters")
     target: TargetStats | None = Field(default=None, description="the monitored target's process tree")
+    remote: list[RemoteStats] = Field(
+        default_factory=list, description="the Prometheus endpoints of [monitor] prometheus (the target's machines)"
+    )
     workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
     start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
     lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")

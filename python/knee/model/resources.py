@@ -125,3 +125,39 @@ class TargetHost(BaseModel):
     host: str
     port: int
     local: bool = Field(description="the host resolved to the load machine: a loopback address or one of its own")
+
+
+class RemoteMetric(BaseModel):
+    """A metric the user named (`[monitor] metrics`), summed over its series, over a step."""
+
+    kind: str = Field(description="counter (its rate per second is summarised) or gauge (its value)")
+    mean: float = Field(description="a gauge's mean value, or a counter's mean rate per second")
+    peak: float = Field(description="a gauge's highest value, or a counter's highest rate between two scrapes")
+
+
+class RemoteStats(BaseModel):
+    """One Prometheus endpoint (`[monitor] prometheus`, `--monitor-url`) over a step: node_exporter's figures of its
+    host, postgres_exporter's connections, the metrics the user named. A figure the endpoint did not give is null."""
+
+    url: str = Field(description="the endpoint, its user and password left out")
+    host: str = Field(description="host:port of the endpoint")
+    samples: int = Field(default=0, description="scrapes that answered with Prometheus text")
+    failed: int = Field(default=0, description="scrapes that did not (no answer, an error, not Prometheus text)")
+    error: str = Field(default="", description="why the first failed scrape of the step failed")
+    cpus: int = 0
+    cpu_busy: float | None = Field(default=None, description="share of its CPUs' time not idle nor in iowait")
+    cpu_busy_peak: float | None = Field(default=None, description="the highest busy share between two scrapes")
+    cpu_modes: dict[str, float] = Field(default_factory=dict, description="share of its CPUs' time in each mode")
+    load1_peak: float | None = None
+    mem_used_mb_peak: float | None = Field(default=None, description="MemTotal - MemAvailable at its highest")
+    mem_total_mb: float | None = None
+    listen_overflows: int | None = Field(default=None, description="TcpExt ListenOverflows over the step")
+    listen_drops: int | None = Field(default=None, description="TcpExt ListenDrops over the step")
+    tcp_established_peak: int | None = None
+    time_wait_peak: int | None = None
+    tcp_states_peak: dict[str, int] = Field(default_factory=dict, description="node_tcp_connection_states, peaks")
+    context_switches_per_s: float | None = None
+    pg_connections_peak: int | None = Field(default=None, description="postgres_exporter: backends at their most")
+    pg_max_connections: int | None = None
+    pg_reserved_connections: int | None = Field(default=None, description="superuser_reserved_connections")
+    metrics: dict[str, RemoteMetric] = Field(default_factory=dict, description="the metrics the user named")

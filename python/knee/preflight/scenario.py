@@ -38,7 +38,8 @@ def check_scenario(
     share: float = 1.0,
 ) -> Preflight:
     """The preflight of a scenario's largest step. A run: `fix` (raise the open-file limit) and `strict` (raise
-    the first error). `knee doctor`: neither, and `probe`: run each exec command once."""
+    the first error). `knee doctor`: neither, and `probe`: run each exec command once, scrape each `[monitor]
+    prometheus` endpoint once."""
     early: list[Check] = []
     endpoints: dict[str, Endpoint] = {}
     found: set[str] = set()
@@ -67,6 +68,10 @@ def check_scenario(
             if said.error and strict:
                 raise UserError(said.text)
             early.append(said)
+    if probe and scenario.monitor.prometheus:  # the target's machines' exporters answer with Prometheus text
+        from knee.machine.remote import RemoteMonitor
+
+        early += [Check("monitor", w) for w in RemoteMonitor(scenario.monitor.prometheus, []).probe()]
     load = load_of(scenario, endpoints, rss)
     if share < 1.0:  # this process's clients (its descriptors, its memory); the machine's ports stay whole
         load.clients = {kind: math.ceil(n * share) for kind, n in load.clients.items()}

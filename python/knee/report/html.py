@@ -7,11 +7,10 @@ machine fields) goes through `esc`; the only unescaped markup is knee's own and 
 from __future__ import annotations
 
 from knee.model import RunRecord
-from knee.report import plots
 from knee.report.escape import esc
 from knee.report.view import PAGE_PARTS, GroupView, ReportView, Section, Table, build
 
-_CSS = """
+CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;
   color:#1d2430;background:#f6f7f9}
 main{max-width:1000px;margin:0 auto;padding:24px 28px 60px;background:#fff;box-shadow:0 0 12px #0001}
@@ -67,6 +66,8 @@ def _section(s: Section) -> list[str]:
 def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
     """The group's figures, drawn from `record`: the curves (with two levels or more), the series, the latency
     distribution."""
+    from knee.report import plots  # here: importing matplotlib takes a quarter of a second (the live page's CSS not)
+
     out = []
     v = next((x for x in record.verdicts if x.group == g.name), None)
     x = "offered rate" if rates else "concurrency"
@@ -78,6 +79,8 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))
         if g.section("counters") is not None:
             out.append(_figure(plots.counters(record, g.name), f"machine and target counters beside throughput vs {x}"))
+        if g.section("remote") is not None:
+            out.append(_figure(plots.remote(record, g.name), f"the target's machines beside throughput vs {x}"))
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
     return out
@@ -97,17 +100,12 @@ def _group_section(g: GroupView, record: RunRecord, rates: bool) -> str:
     return "\n".join(out)
 
 
-def render_html(record: RunRecord, view: ReportView | None = None) -> str:
-    """The page of `record` (its view built once by the caller, or here); the plots are drawn from `record`."""
+def report_body(record: RunRecord, view: ReportView | None = None) -> str:
+    """What the page shows inside `<main>`: the title, each group's sections and plots, the scenario, the machine
+    (the live page, knee.live, shows the same between its own parts)."""
     view = view or build(record)
     groups = "\n".join(_group_section(g, record, view.rates) for g in view.groups) or "<p>No steps yet.</p>"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>knee report {esc(view.run_id)}</title>
-<style>{_CSS}</style></head>
-<body><main>
-<h1>knee report: {esc(view.run_id)}</h1>
+    return f"""<h1>knee report: {esc(view.run_id)}</h1>
 <p class="meta">status {esc(view.status)} · started {esc(view.created)} · knee {esc(view.knee_version)} ·
 {view.steps} step{"" if view.steps == 1 else "s"} · measured group {esc(view.measured_group)} ·
 ran on {esc(view.executor)}</p>
@@ -115,6 +113,25 @@ ran on {esc(view.executor)}</p>
 <h2>Scenario</h2>
 <pre>{esc(view.scenario_text)}</pre>
 <h2>Machine and versions</h2>
-{_table(Table(["Key", "Value"], view.machine, kv=True))}
+{_table(Table(["Key", "Value"], view.machine, kv=True))}"""
+
+
+def body_of(page: str) -> str | None:
+    """What `render_html` put inside `<main>` (`report_body`'s text), read back from a page it wrote; None when
+    `page` is not one of them."""
+    start, end = page.find("<body><main>\n"), page.rfind("\n</main></body>")
+    return page[start + len("<body><main>\n") : end] if 0 <= start < end else None
+
+
+def render_html(record: RunRecord, view: ReportView | None = None) -> str:
+    """The page of `record` (its view built once by the caller, or here); the plots are drawn from `record`."""
+    view = view or build(record)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>knee report {esc(view.run_id)}</title>
+<style>{CSS}</style></head>
+<body><main>
+{report_body(record, view)}
 </main></body></html>
 """

@@ -1,4 +1,8 @@
-"""The report's plots: matplotlib (Agg) figures returned as inline SVG text."""
+"""The report's plots: matplotlib (Agg) figures returned as inline SVG text.
+
+Figures are made with matplotlib's object API (`Figure`), not pyplot, whose global figure registry is not safe to
+use from two threads: the live page (knee.live) draws its report on a thread of its own while the run's end draws
+report.html."""
 
 from __future__ import annotations
 
@@ -10,16 +14,16 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from knee import fmt
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
-from knee.model import RunRecord, StepResult, USLFit
+from knee.model import RemoteStats, RunRecord, StepResult, USLFit
 
-plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
+matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 _SIZE = (9.5, 3.6)
 
@@ -32,10 +36,14 @@ def text(s: str) -> str:
 def to_svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     return _METADATA_RE.sub("", svg)
+
+
+def _figure(size: tuple[float, float] = _SIZE) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=size)
+    return fig, fig.subplots()
 
 
 def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepResult]:
@@ -45,17 +53,15 @@ def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepRes
 
 def _sweep_figure(
     record: RunRecord, group: str, keep: Callable[[StepResult], bool] | None = None
-) -> tuple[Figure, plt.Axes, bool, list[StepResult], list[float]]:
+) -> tuple[Figure, Axes, bool, list[StepResult], list[float]]:
     """A figure of the up sweep of `group` (its steps that `keep` accepts): the figure, its axes, whether x is
     the offered rate, the steps and their x."""
-    fig, ax = plt.subplots(figsize=_SIZE)
+    fig, ax = _figure()
     up = [s for s in _sweep(record, group) if keep is None or keep(s)]
     return fig, ax, record.rates, up, _xs(record, up, group)
 
 
-def _plot_rates(
-    ax: plt.Axes, record: RunRecord, steps: list[StepResult], group: str, marker: str, **style: Any
-) -> None:
+def _plot_rates(ax: Axes, record: RunRecord, steps: list[StepResult], group: str, marker: str, **style: Any) -> None:
     """The group's succeeded rate in these steps, at their levels."""
     ax.plot(_xs(record, steps, group), [_rate(s, group) for s in steps], marker, **style)
 
@@ -73,7 +79,7 @@ def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
     return [float(s.level) if record.rates else float(s.groups[group].clients) for s in steps]
 
 
-def _levels_axis(ax: plt.Axes, levels: list[float], rates: bool = False) -> None:
+def _levels_axis(ax: Axes, levels: list[float], rates: bool = False) -> None:
     ax.set_xlabel("offered rate, arrivals / s" if rates else "concurrent clients")
     if levels and max(levels) / max(1e-9 if rates else 1, min(levels)) >= 20:
         ax.set_xscale("log")
@@ -83,7 +89,7 @@ def _vs(rates: bool) -> str:
     return "offered rate" if rates else "concurrency"
 
 
-def _twin_svg(fig: Figure, ax: plt.Axes, ax2: plt.Axes, levels: list[float], rates: bool, *, title: str) -> str:
+def _twin_svg(fig: Figure, ax: Axes, ax2: Axes, levels: list[float], rates: bool, *, title: str) -> str:
     """Finish a plot with a second y axis on the right: the levels axis, the title, one legend for both axes."""
     _levels_axis(ax, levels, rates)
     ax.set_title(title)
@@ -157,6 +163,46 @@ def counters(record: RunRecord, group: str) -> str:
     return _twin_svg(fig, ax, ax2, levels, rates, title=f"Counters beside throughput vs {_vs(rates)}")
 
 
+def remote(record: RunRecord, group: str) -> str:
+    """The target's machines beside throughput, level by level: throughput on the left axis; on the right, in % of
+    what each has, every endpoint's CPU busy and memory in use, and a database's connections of its limit."""
+    fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: bool(s.remote))
+    ax.plot(levels, [_rate(s, group) for s in up], "o-", color="C0", label="succeeded / s")
+    ax.set_ylabel("operations / s")
+    ax2 = ax.twinx()
+    ax2.grid(False)
+    hosts = list(dict.fromkeys(r.host for s in up for r in s.remote))
+    series: list[tuple[str, str, Callable[[RemoteStats], float | None]]] = [
+        ("CPU busy", "s--", lambda r: r.cpu_busy),
+        (
+            "memory used",
+            "d:",
+            lambda r: r.mem_used_mb_peak / r.mem_total_mb if r.mem_used_mb_peak and r.mem_total_mb else None,
+        ),
+        (
+            "connections of max",
+            "^--",
+            lambda r: (
+                r.pg_connections_peak / r.pg_max_connections
+                if r.pg_connections_peak is not None and r.pg_max_connections
+                else None
+            ),
+        ),
+    ]
+    color = 1
+    for host in hosts:
+        for what, style, get in series:
+            ys = [next((get(r) for r in s.remote if r.host == host), None) for s in up]
+            if all(y is None for y in ys):
+                continue
+            share = [float("nan") if y is None else 100 * y for y in ys]
+            ax2.plot(levels, share, style, color=f"C{color}", label=f"{text(host)}: {what}")
+            color += 1
+    ax2.set_ylim(0, 105)
+    ax2.set_ylabel("% of the host's")
+    return _twin_svg(fig, ax, ax2, levels, rates, title=f"The target's machines beside throughput vs {_vs(rates)}")
+
+
 def failures(record: RunRecord, group: str) -> str:
     fig, ax, rates, up, levels = _sweep_figure(record, group)
     ax.plot(levels, [s.groups[group].failed for s in up], "o-", color="C3", label="failed")
@@ -197,7 +243,7 @@ def latency(record: RunRecord, group: str) -> str:
 
 def series(record: RunRecord, group: str) -> str:
     """Every interval of every step on one time line: successes, failures and hung per second."""
-    fig, ax = plt.subplots(figsize=(_SIZE[0], 3.0))
+    fig, ax = _figure((_SIZE[0], 3.0))
     steps = [s for s in record.steps if group in s.groups]
     t0 = min((s.started_unix for s in steps), default=0.0)
     for s in steps:
@@ -232,9 +278,9 @@ def series(record: RunRecord, group: str) -> str:
 
 def distribution(record: RunRecord, group: str) -> str:
     """Latency percentile curves per level, from the percentiles the engine took of each step's histogram."""
-    fig, ax = plt.subplots(figsize=_SIZE)
+    fig, ax = _figure()
     up = [s for s in record.steps if group in s.groups and s.phase == "sweep"]
-    cmap = plt.get_cmap("viridis")
+    cmap = matplotlib.colormaps["viridis"]
     drawn = 0
     for i, s in enumerate(up):
         pts = [(q, v) for q, v in s.groups[group].percentiles_ms if q < 100.0 and v > 0]

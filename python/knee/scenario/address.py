@@ -46,3 +46,34 @@ def host_port(g: Group) -> tuple[str, int] | None:
     except ValueError as exc:  # a group built without validation
         raise UserError(f"bad URL {written!r}: it {exc}") from None
     return host, port
+
+
+DEFAULT_SERVE_HOST = "127.0.0.1"
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (`--serve`, `[serve] address`) → (host, port): `8089` is 127.0.0.1:8089, `0.0.0.0:8089` every
+    IPv4 address, `[::1]:8089` an IPv6 one; port 0 is any free port. ValueError says what is wrong."""
+    text = str(text).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host = DEFAULT_SERVE_HOST
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("an IPv6 host goes in brackets, e.g. [::1]:8089")
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError("must be [HOST:]PORT with a port from 0 to 65535, e.g. 8089 or 0.0.0.0:8089")
+    if not host:
+        raise ValueError("names no host before the ':'; write PORT alone for 127.0.0.1, or HOST:PORT")
+    return host, int(port)
+
+
+def parse_serve(value: str | None, option: str = "--serve") -> tuple[str, int] | None:
+    """`--serve [HOST:]PORT` (or `option`) → (host, port); None when not given. One sentence for a bad value."""
+    if value is None:
+        return None
+    try:
+        return listen_address(value)
+    except ValueError as exc:
+        raise UserError(f"{option} {value!r}: {exc}") from None

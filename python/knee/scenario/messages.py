@@ -91,7 +91,7 @@ def describe(err: Any, source: Source) -> str:
     msg = _phrase(err)
     if source.options is not None:
         # the command line: name the option that set the key (or the key's own option, for a whole table)
-        option = next((o for k, o in source.options.items() if key == k or key.startswith(k + ".")), None)
+        option = next((o for k, o in source.options.items() if key == k or key.startswith((k + ".", k + "["))), None)
         if option is None:
             option = next((o for k, o in source.options.items() if k.startswith(key + ".")), None) if key else None
         return (

@@ -15,6 +15,7 @@ from knee.errors import UserError
 from knee.scenario.cluster import Cluster
 from knee.scenario.fields import Duration, DurationOrAuto, PositiveInt, PositiveRate, Precision, Table
 from knee.scenario.groups import Group
+from knee.scenario.machines import Monitor, Serve
 from knee.scenario.messages import Source, describe
 
 DEFAULT_MAX_IN_FLIGHT = 10_000
@@ -219,23 +220,6 @@ class Slo(Table):
         return ", ".join(parts) or "no limits"
 
 
-class Monitor(Table):
-    """The target's process tree to sample on this machine (docs/diagnosis.md): by pid or by name."""
-
-    pid: Annotated[int, Field(gt=0)] | None = None
-    name: Annotated[str, Field(min_length=1)] | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> Monitor:
-        if self.pid is not None and self.name is not None:
-            raise ValueError("give pid or name, not both")
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        return self.pid is not None or self.name is not None
-
-
 class Search(Table):
     """`levels = "auto"` (or `rates = "auto"`): where the level search starts, how far it may go, how precisely it
     locates each point, and how long it may take (knee.analysis.search, docs/analysis.md)."""
@@ -281,6 +265,7 @@ class Scenario(Table):
     analysis: Analysis = Field(default_factory=Analysis)
     cluster: Cluster = Field(default_factory=Cluster)
     monitor: Monitor = Field(default_factory=Monitor)
+    serve: Serve = Field(default_factory=Serve)
 
     @field_validator("groups")
     @classmethod

@@ -27,6 +27,8 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.clients": "-c/--clients",
     "monitor.pid": "--monitor-pid",
     "monitor.name": "--monitor-name",
+    "monitor.prometheus": "--monitor-url",
+    "monitor.metrics": "--monitor-metric",
     "groups.main.timeout": "--timeout",
     "groups.main.think": "--think",
     "groups.main.think_on_failure": "--think-on-failure",
@@ -143,6 +145,8 @@ class Options:
     name: str = ""
     monitor_pid: int | None = None
     monitor_name: str | None = None
+    monitor_url: list[str] = field(default_factory=list)  # Prometheus exporters of the target's machines
+    monitor_metric: list[str] = field(default_factory=list)
     # the target's own options
     method: str | None = None
     headers: list[str | tuple[str, str]] = field(default_factory=list)
@@ -370,7 +374,11 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     }
     if search:
         table["search"] = search
-    monitor = {k: v for k, v in (("pid", o.monitor_pid), ("name", o.monitor_name)) if v is not None}
+    monitor: dict[str, Any] = {k: v for k, v in (("pid", o.monitor_pid), ("name", o.monitor_name)) if v is not None}
+    if o.monitor_url:
+        monitor["prometheus"] = list(o.monitor_url)
+    if o.monitor_metric:
+        monitor["metrics"] = list(o.monitor_metric)
     if monitor:
         table["monitor"] = monitor
     slo = {k: v for k, v in (("p99_ms", o.slo_p99), ("failure_ratio", o.slo_failure_ratio)) if v is not None}

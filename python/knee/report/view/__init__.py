@@ -27,6 +27,7 @@ from knee.report.view.levels import (
     row,
     table_cells,
 )
+from knee.report.view.remote import remote_metrics_table, remote_table
 from knee.report.view.section import PAGE_PARTS, Section, Table
 from knee.report.view.tables import (
     counters_table,
@@ -140,6 +141,14 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
         Section("counters", "Machine and target counters", table=counters, page="machine"),
         Section(
             "workers", "Per worker", table=workers if measured else None, terminal_title="per worker", page="machine"
+        ),
+        # the target's machines, through their Prometheus exporters ([monitor] prometheus); not on the terminal
+        Section("remote", "The target's machines", table=remote_table(record) if measured else None, page="machine"),
+        Section(
+            "remote_metrics",
+            "Metrics of the target's machines",
+            table=remote_metrics_table(record) if measured else None,
+            page="machine",
         ),
     ]
     return [s for s in sections if s.lines or s.pre or s.table is not None]

@@ -1,0 +1,115 @@
+"""The runner's side of the live page: a `Progress` that passes everything on to the one it wraps (the terminal's)
+and publishes each step's start, each snapshot (about once a second) and each step's end to the `Hub`.
+
+Everything here runs on the runner's thread and stays small: a view of a few numbers per group, swapped in. The
+report of the record (matplotlib, the analysis) is rendered elsewhere (`knee.live.render`), when someone reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from knee.engine import ShardResult, Snapshot
+from knee.live.state import GroupNow, Hub, Point, StepNow
+from knee.machine.remote import RemoteMonitor
+from knee.model import RunRecord, StepResult
+from knee.plan import PlannedStep, engine_spec, step_seconds
+from knee.progress import Progress
+from knee.scenario import Scenario
+from knee.spec import RatePacer
+
+
+class LiveProgress:
+    """`inner`'s progress, published to `hub` too. `results`: the runner's engine results, in the order its steps
+    ran (the last one is the step that just ended: its histograms go to `/metrics`)."""
+
+    def __init__(
+        self,
+        inner: Progress,
+        hub: Hub,
+        *,
+        scenario: Scenario,
+        record: RunRecord,
+        results: list[ShardResult],
+        remote: RemoteMonitor | None = None,
+    ) -> None:
+        self.inner = inner
+        self.hub = hub
+        self.scenario = scenario
+        self.record = record
+        self.results = results
+        self.remote = remote
+        self._clients: dict[str, tuple[int, float | None]] = {}
+        self._points: list[Point] = []
+        self._last: tuple[float, dict[str, tuple[int, int]]] | None = None
+
+    def __enter__(self) -> LiveProgress:
+        self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(*exc)
+
+    def begin(self, number: int, total: int, step: PlannedStep) -> None:
+        self.inner.begin(number, total, step)
+        spec = engine_spec(self.scenario, step, continuous=True)
+        self._clients = {
+            g.name: (g.clients, g.pacer.rate_hz if isinstance(g.pacer, RatePacer) else None) for g in spec.groups
+        }
+        self._points = []
+        self._last = None
+        now = StepNow(
+            index=self.hub.view.next_index(),
+            number=number,
+            total=total,
+            level=step.level,
+            label=step.label,
+            phase=step.phase,
+            direction=step.direction,
+            reason=step.reason,
+            planned_s=step_seconds(self.scenario) if step.phase == "sweep" else None,
+            groups=tuple(GroupNow(n, c, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, r) for n, (c, r) in self._clients.items()),
+        )
+        self.hub.publish(current=now, points=self._points)
+
+    def update(self, snapshot: Snapshot) -> None:
+        self.inner.update(snapshot)
+        current = self.hub.view.current
+        if current is None:
+            return
+        t = snapshot.elapsed_s
+        last_t, last = self._last or (0.0, {})
+        dt = t - last_t
+        groups = []
+        for g in snapshot.groups:
+            ok0, done0 = last.get(g.name, (0, 0))
+            clients, offered = self._clients.get(g.name, (0, None))
+            groups.append(
+                GroupNow(
+                    name=g.name,
+                    clients=clients,
+                    succeeded=g.succeeded,
+                    failed=g.failed,
+                    hung=g.hung,
+                    abandoned=g.abandoned,
+                    in_flight=g.in_flight,
+                    p50_ms=g.p50_us / 1000.0,
+                    p99_ms=g.p99_us / 1000.0,
+                    rate_hz=(g.succeeded - ok0) / dt if dt > 0 else 0.0,
+                    completed_hz=(g.total - done0) / dt if dt > 0 else 0.0,
+                    offered_hz=offered,
+                )
+            )
+        self._last = (t, {g.name: (g.succeeded, g.total) for g in snapshot.groups})
+        self._points.append((round(t, 3), tuple((g.succeeded, g.failed, g.hung) for g in snapshot.groups)))
+        step = replace(current, elapsed_s=t, groups=tuple(groups), workers=snapshot.workers)
+        self.hub.publish(current=step, points=self._points, remote=self.remote.now() if self.remote else ())
+
+    def end(self, step: StepResult) -> None:
+        self.inner.end(step)
+        if self.results:
+            result = self.results[-1]
+            kept = {name: data for i, name in enumerate(step.groups) if (data := result.histogram(i, "latency"))}
+            self.hub.keep_histograms(step.index, kept)
+        done = self.record.model_copy(update={"steps": list(self.record.steps)})
+        self.hub.publish(record=done, version=self.hub.view.version + 1, current=None, points=[])
