@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::outcome::Outcome;
+use crate::outcome::{OpReport, Outcome};
 
 pub(crate) struct Cancel<'a> {
     pub timeout_at: Instant,
@@ -25,6 +25,18 @@ impl Cancel<'_> {
                 if until == self.timeout_at { Outcome::Hung } else { Outcome::Abandoned }
             }
             _ = self.stop.wait_for(|s| *s) => Outcome::Abandoned,
+        }
+    }
+}
+
+impl Cancel<'_> {
+    /// Run an operation's exchange unless the operation must end first (then its report is only `Hung`
+    /// or `Abandoned`).
+    pub async fn race(&mut self, exchange: impl std::future::Future<Output = OpReport>) -> OpReport {
+        tokio::select! {
+            biased;
+            r = exchange => r,
+            o = self.fired() => OpReport::of(o),
         }
     }
 }
