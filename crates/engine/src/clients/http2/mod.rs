@@ -210,7 +210,9 @@ impl H2Client {
                         ErrorClass::GoAway
                     };
                     words(&e, d);
-                    d.put(format_args!(" (not processed by the server, {} times)", refused + 1));
+                    let tries = refused + 1;
+                    let s = if tries == 1 { "" } else { "s" };
+                    d.put(format_args!(" (not processed by the server: sent {tries} time{s})"));
                     return fail(class, opened);
                 }
                 StreamEnd::Failed(class, _) => return fail(class, opened),
