@@ -61,7 +61,8 @@ impl H2Prep {
         body: &[u8],
         connections: u64,
     ) -> Result<H2Prep, String> {
-        let mut map = hyper::HeaderMap::with_capacity(headers.len() + 1);
+        // Empty unless headers are set: cloning an empty map (once per request) allocates nothing.
+        let mut map = hyper::HeaderMap::new();
         for (n, v) in headers {
             if [CONNECTION, TRANSFER_ENCODING, UPGRADE].contains(n) || n.as_str() == "keep-alive" {
                 return Err(format!(
@@ -102,6 +103,9 @@ impl H2Prep {
 pub(crate) struct H2Client {
     prep: Arc<Prepared>,
     lane: Rc<Lane>,
+    /// This client's handle on its current connection (cloned once per connection, not per request: a
+    /// clone and its drop each take the connection's lock).
+    handle: Option<(Rc<Link>, ::h2::client::SendRequest<Bytes>)>,
     /// The body, kept only when a body check needs it (or to quote an unexpected status's).
     body: Vec<u8>,
     /// The current operation's request was handed to a connection (it may have reached the server).
@@ -140,6 +144,7 @@ impl H2Client {
         H2Client {
             prep,
             lane: lane.unwrap_or_default(),
+            handle: None,
             body: Vec::new(),
             wrote: false,
         }
@@ -148,6 +153,9 @@ impl H2Client {
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let mut report = cancel.race(self.exchange(d)).await;
         report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
+        if matches!(&*self.prep, Prepared::Http(p) if p.new_connection) {
+            self.handle = None; // its connection closes with the operation
+        }
         report
     }
 
@@ -234,13 +242,14 @@ impl H2Client {
                 || (e.is_reset() && e.is_remote() && e.reason() == Some(::h2::Reason::REFUSED_STREAM));
             StreamEnd::of(e, unprocessed, d)
         };
-        // Waits while the connection has as many streams open as the server allows.
-        let mut send = match link.send.clone().ready().await {
-            Ok(s) => s,
-            Err(e) => return Err(judge(e, None, d)),
-        };
+        if !self.handle.as_ref().is_some_and(|(l, _)| Rc::ptr_eq(l, link)) {
+            self.handle = Some((link.clone(), link.send.clone()));
+        }
+        let (_, send) = self.handle.as_mut().expect("set above");
         let no_body = h2.body.is_empty();
         self.wrote = true;
+        // No `ready()` first: this handle carries one stream at a time, so it never has one waiting to open
+        // (the only case `send_request` refuses); a stream over the server's limit waits inside the library.
         let (response, mut out) = match send.send_request(h2.request(), no_body) {
             Ok(pair) => pair,
             Err(e) => return Err(judge(e, None, d)),
