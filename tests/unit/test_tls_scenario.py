@@ -82,3 +82,14 @@ def test_expiry_within_the_planned_time_is_a_warning(pki: Pki) -> None:
     assert lines[0].startswith("group main: client certificate CN=soon from ")
     assert len(warnings) == 1 and "expires at" in warnings[0] and "before the run's planned end" in warnings[0]
     assert notes(s, 10.0)[1] == []
+
+
+def test_the_preflight_counts_http2_connections_not_streams() -> None:
+    from knee.machine.network import Endpoint
+    from knee.preflight.scenario import load_of
+
+    ep = Endpoint("127.0.0.1", 80, "127.0.0.1")
+    for streams, connections in ((100, 10), (1, 1000)):
+        loaded = one_line("http://127.0.0.1:1/", http2=True, streams=streams, levels=[1000])
+        load = load_of(loaded.scenario, {"main": ep})  # type: ignore[attr-defined]
+        assert [c.clients for c in load.connections] == [connections]
