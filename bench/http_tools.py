@@ -26,7 +26,11 @@ class UrlTool(Tool):
 
 class Wrk(UrlTool):
     name = "wrk"
-    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"close": ("-H", "Connection: close")}
+    modes = ("keepalive", "close", "https", "https-close")
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {
+        "close": ("-H", "Connection: close"),
+        "https-close": ("-H", "Connection: close"),
+    }
 
     def version(self) -> str:
         deb = debian_version("wrk")
@@ -52,7 +56,8 @@ class Wrk(UrlTool):
 
 class Ab(UrlTool):
     name = "ab"
-    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"keepalive": ("-k",)}
+    modes = ("keepalive", "close", "https", "https-close")
+    mode_flags: ClassVar[dict[str, tuple[str, ...]]] = {"keepalive": ("-k",), "https": ("-k",)}
 
     def version(self) -> str:
         own = first_line([self.binary() or "ab", "-V"]).removeprefix("This is ApacheBench, ").split(" <")[0]
@@ -75,6 +80,36 @@ class Ab(UrlTool):
         p50 = float(search(r"^\s*50%\s+(\d+)", out, "p50").group(1))
         p99 = float(search(r"^\s*99%\s+(\d+)", out, "p99").group(1))
         return Sample(requests, rps, p50, p99, errors)
+
+
+class H2load(UrlTool):
+    """nghttp2's h2load (Debian nghttp2-client): HTTP/2, the reference for knee's --http2."""
+
+    name = "h2load"
+    modes = ("h2",)
+
+    def version(self) -> str:
+        deb = debian_version("nghttp2-client")
+        own = first_line([self.binary() or "h2load", "--version"])
+        return f"{own}, nghttp2-client {deb} (Debian)" if deb else own
+
+    def flags(self, run: Run) -> list[str]:
+        # one thread (the generator's one core), the same connections and streams as knee's clients
+        return ["-t", "1", "-c", str(run.connections), "-m", str(run.streams), "-D", str(run.duration_s)]
+
+    def parse(self, measured: Measured, run: Run) -> Sample:
+        out = measured.stdout
+        rps = float(search(r"^finished in [\d.]+s, ([\d.]+) req/s", out, "req/s").group(1))
+        counts = search(
+            r"^requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, "
+            r"(\d+) timeout",
+            out,
+            "request counts",
+        )
+        done, succeeded = int(counts.group(2)), int(counts.group(3))
+        non2xx = sum(int(n) for n in re.findall(r"(\d+) [345]xx", out))
+        # h2load reports no latency percentiles (its "time for request" line is min/max/mean/sd)
+        return Sample(done, rps, None, None, done - succeeded + non2xx)
 
 
 class Oha(UrlTool):

@@ -14,7 +14,7 @@ HOLD_S = 20  # exec-hold: how long each client's process lives
 
 class Knee(Tool):
     name = "knee"
-    modes = ("keepalive", "close", "exec", "exec-hold", "flow", "worker")
+    modes = ("keepalive", "close", "h2", "https", "https-close", "exec", "exec-hold", "flow", "worker")
 
     def version(self) -> str:
         return first_line([self.binary() or "knee", "--version"]).removeprefix("knee, version ")
@@ -34,8 +34,13 @@ class Knee(Tool):
             hold = ["-q", "-c", str(run.concurrency), "--iterations", "1", "--timeout", "60s", "--json", str(out)]
             return [self.binary() or "knee", "run", *hold, "--", "sleep", str(HOLD_S)]
         argv = [self.binary() or "knee", "run", run.url, *common]
-        if run.mode == "close":
+        if run.mode in ("close", "https-close"):
             argv.append("--new-connection")
+        if run.mode == "h2":
+            argv += ["--http2", "--streams", str(run.streams)]
+        if run.mode.startswith("https"):
+            # wrk and ab verify no certificate: neither does knee here; and every handshake a full one
+            argv += ["--insecure", *(["--tls-resume", "off"] if run.mode == "https-close" else [])]
         return argv
 
     def parse(self, measured: Measured, run: Run) -> Sample:

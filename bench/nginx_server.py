@@ -1,4 +1,5 @@
-"""The nginx that `make bench` measures against: one worker, pinned to one core, on a free 127.0.0.1 port."""
+"""The nginx that `make bench` measures against: one worker, pinned to one core, on free 127.0.0.1 ports: HTTP/1.1
+(`url`), HTTP/2 with prior knowledge (`h2c_url`) and HTTPS with a certificate made at start (`tls_url`)."""
 
 from __future__ import annotations
 
@@ -46,18 +47,42 @@ class Nginx:
         self.workers = workers
         self.dir = Path(tempfile.mkdtemp(prefix="knee-bench-nginx-"))
         self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
+        self.port = self.h2c_port = self.tls_port = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
 
+    @property
+    def h2c_url(self) -> str:
+        return f"http://127.0.0.1:{self.h2c_port}/"
+
+    @property
+    def tls_url(self) -> str:
+        return f"https://127.0.0.1:{self.tls_port}/"
+
+    def url_for(self, mode: str) -> str:
+        """The listener a mode's generators load: HTTP/2 with prior knowledge, HTTPS, or plain HTTP/1.1."""
+        if mode == "h2":
+            return self.h2c_url
+        return self.tls_url if mode.startswith("https") else self.url
+
+    def _certificate(self) -> None:
+        """A self-signed EC P-256 certificate for 127.0.0.1 (what a modern service presents)."""
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+             "-keyout", str(self.dir / "server.key"), "-out", str(self.dir / "server.pem")],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+
     def __enter__(self) -> Nginx:
         binary = nginx_binary()
         if binary is None:
             raise RuntimeError("nginx is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
+        self._certificate()
         for _attempt in range(5):
-            self.port = free_port()
+            self.port, self.h2c_port, self.tls_port = free_port(), free_port(), free_port()
             conf = self.dir / "nginx.conf"
             conf.write_text(
                 string.Template(TEMPLATE.read_text()).substitute(
@@ -71,6 +96,8 @@ class Nginx:
                     connections=self.connections,
                     dir=self.dir,
                     port=self.port,
+                    h2c_port=self.h2c_port,
+                    tls_port=self.tls_port,
                     backlog=4096,
                 )
             )

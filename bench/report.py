@@ -207,6 +207,14 @@ def targets(summary: list[Row], runs: list[Row], meta: dict[str, object] | None 
         out.append(
             f"| {clients} keep-alive clients: requests per CPU-s ≥ {MANY_VS_WRK} × wrk's | {seen} | {_verdict(ok)} |"
         )
+    for scenario, what in (("h2-1", "1 stream per connection"), ("h2-100", "100 streams per connection")):
+        seen, ok = _vs(runs, scenario, "h2load", "per_cpu_s", 1.0)
+        out.append(f"| HTTP/2 (h2c), {what}: requests per CPU-s ≥ h2load's | {seen} | {_verdict(ok)} |")
+    for scenario, what in (("https", "HTTPS keep-alive"), ("httpsnew", "HTTPS, new connection (full handshake)")):
+        seen_wrk, ok_wrk = _vs(runs, scenario, "wrk", "per_cpu_s", 1.0)
+        seen_ab, ok_ab = _vs(runs, scenario, "ab", "per_cpu_s", 1.0)
+        both = None if ok_ab is None or ok_wrk is None else ok_ab and ok_wrk
+        out.append(f"| {what}: requests per CPU-s ≥ wrk's and ab's | {seen_wrk}, {seen_ab} | {_verdict(both)} |")
     big = _find(summary, "c10000", "knee")
     rss = _val(big, "maxrss_mb")
     ran = big is not None and not big.get("failed_runs") and (_val(big, "rps") or 0) > 0
@@ -495,6 +503,13 @@ def write_report(
         "  knee's `--json`). knee records every request's latency in an HdrHistogram.",
         "- New connection per request: knee `--new-connection`, ab without `-k`, wrk with",
         "  `Connection: close`.",
+        "- HTTP/2: nginx's `listen … http2` listener, spoken with prior knowledge (h2c) by knee",
+        "  `--http2 --streams S -c C` and h2load (nghttp2) `-t 1 -c C/S -m S -D seconds`: the same connections",
+        "  and streams. h2load reports no latency percentiles.",
+        "- HTTPS: nginx's `listen … ssl http2` listener with a self-signed EC P-256 certificate, no session cache",
+        "  and no tickets, so every new connection's handshake is a full one (TLS 1.3). wrk and ab verify no",
+        "  certificate, so knee runs with `--insecure` too (and, for a new connection per request,",
+        "  `--tls-resume off`).",
         "- exec: each generator runs `/bin/true` with 4 in flight on core 1 for the run's duration:",
         "  knee `run -- /bin/true`, the C fork/exec loop `bench/forkexec.c`, `xargs -P 4 -n 1` (count-based,",
         "  sized from the C loop's rate, timed by wall clock) and Python threads calling `subprocess.run`.",

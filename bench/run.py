@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import raise_nofile_limit, run_measured, spawn_curve
 from nginx_server import Nginx, nginx_version
 from report import machine, write_report
-from scenarios import TOOLS, Scenario, scenarios
+from scenarios import HTTP_MODES, TOOLS, Scenario, scenarios
 from tool import BENCH, ROOT, ParseError, Run, Tool
 
 INSTALLABLE = ("oha", "hey", "vegeta", "locust")
@@ -94,9 +94,10 @@ def one_run(
     tool: Tool, scenario: Scenario, server: Nginx | _NoServer, duration: int, expected_ops: int
 ) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix=f"knee-bench-{tool.name}-"))
-    run = Run(scenario.mode, scenario.concurrency, duration, server.url, workdir, expected_ops)
+    url = server.url_for(scenario.mode)
+    run = Run(scenario.mode, scenario.concurrency, duration, url, workdir, expected_ops, scenario.streams)
     row: dict[str, object] = {"scenario": scenario.name, "tool": tool.name}
-    http = scenario.mode in ("keepalive", "close")
+    http = scenario.mode in HTTP_MODES
     try:
         before = server.requests() if http else 0
         hold = scenario.mode == "exec-hold"
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows: list[dict[str, object]] = []
     meta_extra: dict[str, object] = {}
-    needs_http = any(s.mode in ("keepalive", "close") for s in chosen)
+    needs_http = any(s.mode in HTTP_MODES for s in chosen)
     with Nginx(cpu=SERVER_CPU) if needs_http else _NoServer() as server:
         if "knee" in tools and not args.smoke:
             compile_bytecode()
@@ -302,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 
 class _NoServer:
     url = ""
+
+    def url_for(self, mode: str) -> str:
+        return ""
 
     def requests(self) -> int:
         return 0

@@ -5,23 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exec_tools import ForkExecC, PySubprocess, Xargs
-from http_tools import Ab, Hey, Locust, Oha, Vegeta, Wrk
+from http_tools import Ab, H2load, Hey, Locust, Oha, Vegeta, Wrk
 from knee_tool import Knee
 from tool import Tool
 
 TOOLS: dict[str, Tool] = {
-    t.name: t for t in (Knee(), Wrk(), Ab(), Oha(), Hey(), Vegeta(), Locust(), ForkExecC(), Xargs(), PySubprocess())
+    t.name: t
+    for t in (Knee(), Wrk(), Ab(), Oha(), Hey(), Vegeta(), Locust(), H2load(), ForkExecC(), Xargs(), PySubprocess())
 }
+# Modes whose generators talk to nginx (and whose request counts are held against nginx's own).
+HTTP_MODES = ("keepalive", "close", "h2", "https", "https-close")
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     title: str
-    mode: str  # keepalive | close | exec | exec-hold | flow | worker | distributed | many-connections
-    concurrency: int
+    mode: str  # keepalive | close | h2 | https | https-close | exec | exec-hold | flow | worker | distributed |
+    # many-connections
+    concurrency: int  # clients; HTTP/2: streams in flight in all
     tools: tuple[str, ...]  # in run order (interleaved within a repetition)
     smoke: bool  # part of `--smoke`
+    streams: int = 1  # HTTP/2: concurrent streams per connection
 
 
 def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
@@ -36,6 +41,19 @@ def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
             True,
         ),
         Scenario("newconn", f"New connection per request, {c} clients", "close", c, ("knee", "ab", "wrk"), True),
+        # HTTP/2 with prior knowledge against h2load: a stream per connection, then 100 streams on each of 2.
+        # (`--smoke`, CI's, takes one HTTP/2 and one HTTPS scenario: each generator's new path, not every size.)
+        Scenario("h2-1", f"HTTP/2 (h2c), {c} connections × 1 stream", "h2", c, ("knee", "h2load"), True),
+        Scenario("h2-100", "HTTP/2 (h2c), 2 connections × 100 streams", "h2", 200, ("knee", "h2load"), False, 100),
+        Scenario("https", f"HTTPS keep-alive, {c} clients", "https", c, ("knee", "wrk", "ab"), False),
+        Scenario(
+            "httpsnew",
+            f"HTTPS, new connection per request (full handshake), {c} clients",
+            "https-close",
+            c,
+            ("knee", "ab", "wrk"),
+            True,
+        ),
         Scenario("c1000", "1 000 concurrent keep-alive clients", "keepalive", 1000, ("knee", "wrk", "oha"), False),
         Scenario("c10000", "10 000 concurrent keep-alive clients", "keepalive", 10000, ("knee", "wrk", "oha"), False),
         # forkexec-c runs first in each repetition: xargs (count-based) is sized from its rate.

@@ -18,16 +18,23 @@ VENV_BIN = ROOT / ".venv" / "bin"
 
 @dataclass
 class Run:
-    """One run's parameters. mode: keepalive | close (new connection per request) | exec (/bin/true) |
+    """One run's parameters. mode: keepalive | close (new connection per request) | h2 (HTTP/2 with prior
+    knowledge) | https | https-close (a new TLS connection, full handshake, per request) | exec (/bin/true) |
     exec-hold (one `sleep 20` per client: every client holds a running process at once) | flow (a no-op
     Python flow) | worker (a no-op worker program in C)."""
 
     mode: str
-    concurrency: int
+    concurrency: int  # clients; HTTP/2: streams in flight in all (connections × streams)
     duration_s: int
     url: str  # empty for exec
     workdir: Path
     expected_ops: int = 0  # count-based tools (xargs) run this many operations
+    streams: int = 1  # HTTP/2: concurrent streams per connection
+
+    @property
+    def connections(self) -> int:
+        """HTTP/2: connections (⌈concurrency / streams⌉)."""
+        return -(-self.concurrency // self.streams)
 
 
 @dataclass

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from no_skips import pytest_make_collect_report, pytest_runtest_makereport
-from servers import Nginx, start_nginx
+from pki import Pki, make_pki
+from servers import Nginx, TlsNginx, start_nginx, start_tls_nginx
 
 # Under `make test` or in CI a skipped test fails, unless the Makefile's KNEE_ALLOWED_SKIPS names it (no_skips.py).
 __all__ = ["pytest_make_collect_report", "pytest_runtest_makereport"]
@@ -21,6 +22,20 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     server = start_nginx(tmp_path_factory.mktemp("nginx"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A CA, certificates and keys made with openssl (tests/pki.py)."""
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def tls_nginx(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsNginx]:
+    """nginx with TLS (client certificates of `pki` required) and HTTP/2 listeners (tests/servers.py)."""
+    server = start_tls_nginx(tmp_path_factory.mktemp("tls-nginx"), pki.dir)
     yield server
     server.stop()
 

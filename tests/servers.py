@@ -21,7 +21,8 @@ from knee.executor import Interrupts, run_step
 from knee.model import RunRecord
 from knee.spec import EngineSpec
 
-NGINX_CONF = """\
+# What every nginx of the tests shares: one worker, in the foreground, its files in its own directory.
+NGINX_HEAD = """\
 worker_processes 1;
 user root;
 daemon off;
@@ -34,6 +35,10 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
+"""
+NGINX_CONF = (
+    NGINX_HEAD
+    + """\
     log_format counted '$connection $request_method $uri $status $remote_addr';
     access_log {dir}/access.log counted;
     # what each request carried, to hold a secret knee sent against what it wrote (tests/integration/test_secrets.py)
@@ -49,6 +54,7 @@ http {{
     }}
 }}
 """
+)
 
 
 def free_port() -> int:
@@ -276,3 +282,91 @@ def start_node_exporter() -> NodeExporter:
     )  # fmt: skip
     wait_for_http(f"http://127.0.0.1:{port}/metrics")
     return NodeExporter(port, proc)
+
+
+TLS_NGINX_CONF = (
+    NGINX_HEAD
+    + """\
+    # each request: its connection, whether its TLS session was resumed (r) or not (.), the status, the
+    # client certificate's subject, the HTTP version
+    log_format tls '$connection $ssl_session_reused $status "$ssl_client_s_dn" $server_protocol';
+    log_format h2c '$connection $status $server_protocol';
+    keepalive_requests 1000000;
+    server {{
+        # HTTP/1.1 and HTTP/2 (ALPN) over TLS, with the client's certificate required (nginx answers 400
+        # without one, or with one it does not trust, rather than failing the handshake)
+        listen 127.0.0.1:{tls_port} ssl http2;
+        ssl_certificate {pki}/server-chain.pem;
+        ssl_certificate_key {pki}/server.key;
+        ssl_client_certificate {pki}/root.pem;
+        ssl_verify_client on;
+        ssl_verify_depth 3;
+        ssl_session_cache shared:SSL:1m;
+        ssl_session_tickets on;
+        access_log {dir}/tls.log tls;
+        location / {{ default_type text/plain; return 200 "hello tls\\n"; }}
+    }}
+    server {{
+        # TLS 1.2 only, no client certificate: a TLS 1.3 client gets the server's alert
+        listen 127.0.0.1:{tls12_port} ssl;
+        ssl_protocols TLSv1.2;
+        ssl_certificate {pki}/server-chain.pem;
+        ssl_certificate_key {pki}/server.key;
+        access_log {dir}/tls12.log tls;
+        location / {{ default_type text/plain; return 200 "hello tls 1.2\\n"; }}
+    }}
+    server {{
+        # HTTP/2 with prior knowledge (h2c)
+        listen 127.0.0.1:{h2c_port} http2;
+        access_log {dir}/h2c.log h2c;
+        location / {{ default_type text/plain; return 200 "hello h2c\\n"; }}
+    }}
+    server {{
+        # h2c again, but GOAWAY after every 50 requests of a connection (keepalive_requests; nginx 1.19.7+)
+        listen 127.0.0.1:{goaway_port} http2;
+        keepalive_requests 50;
+        access_log {dir}/goaway.log h2c;
+        location / {{ default_type text/plain; return 200 "hello h2c\\n"; }}
+    }}
+}}
+"""
+)
+
+
+@dataclass
+class TlsNginx:
+    """nginx from Debian serving TLS (client certificates required) and HTTP/2, each listener with its own log."""
+
+    dir: Path
+    ports: dict[str, int]  # tls, tls12, h2c, goaway
+    proc: subprocess.Popen[bytes]
+
+    def url(self, listener: str) -> str:
+        scheme = "https" if listener.startswith("tls") else "http"
+        return f"{scheme}://127.0.0.1:{self.ports[listener]}/"
+
+    def lines(self, listener: str) -> list[str]:
+        """The access log of one listener (nginx writes it unbuffered)."""
+        path = self.dir / f"{listener}.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def clear(self) -> None:
+        for name in self.ports:
+            (self.dir / f"{name}.log").write_text("")
+
+    def stop(self) -> None:
+        Nginx(self.dir, 0, self.proc).stop()
+
+
+def start_tls_nginx(tmp: Path, pki_dir: Path) -> TlsNginx:
+    """nginx with a TLS listener requiring client certificates of `pki_dir`'s root (tests/pki.py), a TLS 1.2-only
+    one, an h2c one and an h2c one that sends GOAWAY every 50 requests."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    tmp.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in ("tls", "tls12", "h2c", "goaway")}
+    conf = tmp / "nginx.conf"
+    conf.write_text(TLS_NGINX_CONF.format(dir=tmp, pki=pki_dir, **{f"{k}_port": v for k, v in ports.items()}))
+    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)
+    for port in ports.values():
+        wait_for_port(port)
+    return TlsNginx(dir=tmp, ports=ports, proc=proc)

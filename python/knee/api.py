@@ -160,7 +160,7 @@ def run(
         result=outcome.results[-1],
         stats=step.groups[scenario.measured_group],
         step=step,
-        spec=engine_spec(loaded.record, planned),
+        spec=engine_spec(loaded.record, planned, record=True),
         interrupted=outcome.interrupted,
         run_dir=run_dir.path if run_dir.kept else None,
     )

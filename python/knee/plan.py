@@ -25,6 +25,7 @@ from knee.scenario import (
     TcpGroup,
     WorkerGroup,
     addresses,
+    tlsfiles,
 )
 from knee.spec import (
     ClientSpec,
@@ -39,6 +40,7 @@ from knee.spec import (
     RatePacer,
     StopRule,
     TcpClient,
+    TlsClient,
     Total,
     WhileOthers,
     WorkerClient,
@@ -88,6 +90,22 @@ def step_seconds(scenario: Scenario) -> float | None:
     return max(durations) + scenario.sweep.warmup if durations else None
 
 
+def planned_seconds(scenario: Scenario) -> float | None:
+    """About how long the sweep's steps take in all, when that is known in advance (duration-based stops): its
+    steps (a level search: at most its max_steps) and the pauses between them; recovery probes aside."""
+    each = step_seconds(scenario)
+    if each is None:
+        return None
+    n = scenario.search.max_steps if scenario.sweep.auto_levels else len(sweep_plan(scenario))
+    return n * each + max(0, n - 1) * scenario.sweep.pause
+
+
+def tls_notes(scenario: Scenario) -> tuple[list[str], list[str]]:
+    """What the scenario's https groups present and trust, and a warning for a client certificate that expires
+    within the sweep's planned time (knee.scenario.tlsfiles.notes)."""
+    return tlsfiles.notes(scenario, planned_seconds(scenario))
+
+
 def sweep_seconds(scenario: Scenario) -> float:
     """The sweep's duration in seconds (duration = "auto": the most a level may run, max_duration)."""
     duration = scenario.sweep.duration
@@ -95,11 +113,14 @@ def sweep_seconds(scenario: Scenario) -> float:
     return scenario.sweep.duration_bounds()[1] if duration == "auto" else duration
 
 
-def engine_spec(scenario: Scenario, step: PlannedStep, *, continuous: bool = False) -> EngineSpec:
+def engine_spec(scenario: Scenario, step: PlannedStep, *, continuous: bool = False, record: bool = False) -> EngineSpec:
     """The engine spec of one step. With `continuous`, background groups are left out: they run across
-    the steps in a shard of their own (`background_spec`)."""
+    the steps in a shard of their own (`background_spec`). With `record`, the spec as run.json keeps it (of the
+    recorded scenario, secrets as placeholders): TLS files are not read, no certificate or key is in it."""
     groups = [
-        _group(scenario, name, g, step) for name, g in scenario.groups.items() if not (continuous and g.background)
+        _group(scenario, name, g, step, record)
+        for name, g in scenario.groups.items()
+        if not (continuous and g.background)
     ]
     return EngineSpec(threads=scenario.sweep.threads, interval_ms=_interval_ms(scenario), groups=groups)
 
@@ -143,7 +164,7 @@ def _stop(scenario: Scenario, g: Group, step: PlannedStep) -> StopRule:
     raise AssertionError("Scenario validation guarantees every group a stop")
 
 
-def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep) -> GroupSpec:
+def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: bool = False) -> GroupSpec:
     stop = _stop(scenario, g, step)
     pacer: ClosedPacer | RatePacer = ClosedPacer()
     if g.rate == "level":
@@ -161,13 +182,14 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep) -> GroupS
         timeout_ms=max(1, round(g.timeout * 1000)),
         warmup_ms=round(scenario.sweep.warmup * 1000) if isinstance(stop, DurationMs) else 0,
         pacer=pacer,
-        client=_fill_stage(client_spec(g, scenario.vars), step.label),
+        client=_fill_stage(client_spec(g, scenario.vars, record=record), step.label),
     )
 
 
-def client_spec(g: Group, scenario_vars: dict[str, str] | None = None) -> ClientSpec:
+def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record: bool = False) -> ClientSpec:
     """The engine's client spec of a group: the one place that turns a group's keys into the engine's
-    (a body makes the default method POST; cookies become one Cookie header)."""
+    (a body makes the default method POST; cookies become one Cookie header; an https group's TLS files become
+    PEM text, except in the `record`)."""
     if isinstance(g, HttpGroup):
         headers = list(g.headers.items())
         if g.cookies:
@@ -182,6 +204,8 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None) -> Client
             insecure=g.insecure,
             new_connection=g.new_connection,
             http2=g.http2,
+            streams=g.streams,
+            tls=_tls(g, record),
             expect_status=list(g.expect_status),
             expect_body=g.expect_body,
             expect_body_regex=g.expect_body_regex,
@@ -217,9 +241,34 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None) -> Client
     )
 
 
+def _tls(g: HttpGroup, record: bool) -> TlsClient:
+    """The engine's TLS settings of an http group: with `record`, as run.json keeps them (no file read, no PEM)."""
+    t = g.tls
+    settings = TlsClient(
+        webpki_roots=t.trusts_webpki if t is not None else True,
+        resume=t.resume if t is not None else True,
+        version=t.version if t is not None else None,
+    )
+    if record or not tlsfiles.https(g):
+        return settings
+    who = tlsfiles.identity(t)
+    trusted = tlsfiles.cas(t)
+    return settings.model_copy(
+        update={
+            "cert_pem": who.chain_pem if who is not None else None,
+            "key_pem": who.key_pem if who is not None else None,
+            "ca_pem": trusted[0] if trusted is not None else None,
+        }
+    )
+
+
 def _fill_stage(client: ClientSpec, stage: str) -> ClientSpec:
-    """`${stage}` in every string of the client spec replaced by the step's stage (fixed-work label)."""
-    data = _replace(client.model_dump(), stage)
+    """`${stage}` in every string of the client spec replaced by the step's stage (fixed-work label); an http
+    client's TLS settings (PEM texts, a key no dump but the engine's holds) are kept as they are."""
+    tls = getattr(client, "tls", None)
+    data = _replace(client.model_dump(exclude={"tls"}), stage)
+    if tls is not None:
+        data["tls"] = tls
     return type(client).model_validate(data)
 
 

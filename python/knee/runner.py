@@ -47,6 +47,7 @@ from knee.plan import (
     search_config,
     step_seconds,
     sweep_plan,
+    tls_notes,
 )
 from knee.progress import Progress
 from knee.scenario import Loaded, Scenario, scenario_from_record
@@ -162,10 +163,12 @@ def execute(
     record = run_dir.load()
     on = executor or LocalExecutor()
     where = on.describe()
-    if where is not None:
-        console.print(f"cluster: {where}", highlight=False, soft_wrap=True, markup=False)
+    # TLS files are read here, where knee runs (a cluster's workers get their contents with the spec).
+    identities, expiring = tls_notes(scenario)
+    for line in ([f"cluster: {where}"] if where is not None else []) + identities:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     # The preflight runs where the load comes from: this machine, or every worker of a cluster.
-    for w in (check or on.preflight)(scenario):
+    for w in [*expiring, *(check or on.preflight)(scenario)]:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
 
     if run_dir.kept:
@@ -456,7 +459,7 @@ class _Runner:
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,
-            spec=engine_spec(self.record.scenario, planned).model_dump(mode="json"),
+            spec=engine_spec(self.record.scenario, planned, record=True).model_dump(mode="json"),
         )
         self.record.steps.append(step)
         self.results.append(run.result)

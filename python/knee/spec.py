@@ -9,9 +9,9 @@ side fails a test instead of silently falling back to a default.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, field_serializer
 
 
 class _Spec(BaseModel):
@@ -70,6 +70,28 @@ Pacer = Annotated[ClosedPacer | RatePacer, Field(discriminator="kind")]
 
 # ---- clients (serde: internally tagged by "kind") ------------------------------------------------
 
+# What a client key's place holds in every dump but the engine's (`EngineSpec.to_json`).
+KEY_WITHHELD = "<withheld: the key travels to the engine only>"
+
+
+class TlsClient(_Spec):
+    """The TLS side of an https client, PEM texts in memory (knee.scenario.tlsfiles reads and checks the files). The
+    private key appears in the JSON the engine reads and nowhere else: any other dump (run.json's step specs,
+    --json, a repr) holds KEY_WITHHELD in its place."""
+
+    cert_pem: str | None = Field(default=None, repr=False)
+    key_pem: str | None = Field(default=None, repr=False)
+    ca_pem: str | None = Field(default=None, repr=False)
+    webpki_roots: bool = True
+    resume: bool = True
+    version: Literal["1.2", "1.3"] | None = None
+
+    @field_serializer("key_pem")
+    def _withheld(self, key: str | None, info: SerializationInfo) -> str | None:
+        context: Any = info.context
+        engine = isinstance(context, dict) and context.get("engine") is True
+        return key if key is None or engine else KEY_WITHHELD
+
 
 class HttpClient(_Spec):
     kind: Literal["http"] = "http"
@@ -81,6 +103,8 @@ class HttpClient(_Spec):
     insecure: bool = False
     new_connection: bool = False
     http2: bool = False
+    streams: int = 1  # HTTP/2: clients per connection (⌈clients / streams⌉ connections per shard)
+    tls: TlsClient = Field(default_factory=TlsClient)
     expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
     expect_body: str | None = None
     expect_body_regex: str | None = None
@@ -157,5 +181,6 @@ class EngineSpec(_Spec):
     groups: list[GroupSpec]
 
     def to_json(self) -> str:
-        """The JSON the engine reads (every field, as the engine writes it back)."""
-        return self.model_dump_json()
+        """The JSON the engine reads (every field, as the engine writes it back): the only dump that holds a TLS
+        client's private key."""
+        return self.model_dump_json(context={"engine": True})

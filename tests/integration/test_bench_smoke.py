@@ -12,12 +12,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "bench" / "run.py"
-REQUIRED = ("knee", "wrk", "ab")  # CI installs these; the peers from bench/install.sh are optional
+REQUIRED = ("knee", "wrk", "ab")  # CI installs these (and h2load); the peers from bench/install.sh are optional
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    for tool in ("nginx", "wrk", "ab", "taskset"):
+    for tool in ("nginx", "wrk", "ab", "h2load", "taskset"):
         if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
             pytest.fail(f"{tool} is not installed: run `make ci-deps`")
     out = tmp_path_factory.mktemp("bench") / "smoke.json"
@@ -58,6 +58,9 @@ def test_required_generators_ran_in_every_mode(smoke: dict[str, object]) -> None
         assert ("newconn", tool) in ran, f"{tool} did not run new-connection: {sorted(ran)}"
     for tool in ("knee", "forkexec-c", "python-subprocess"):
         assert ("exec", tool) in ran, f"{tool} did not run exec: {sorted(ran)}"
+    for scenario, tools in (("h2-1", ("knee", "h2load")), ("httpsnew", ("knee", "wrk", "ab"))):
+        for tool in tools:
+            assert (scenario, tool) in ran, f"{tool} did not run {scenario}: {sorted(ran)}"
     assert ("flow", "knee") in ran and ("worker", "knee") in ran, sorted(ran)
 
 

@@ -23,7 +23,8 @@ from knee.store import RunDir
 
 from conftest import knee_cli
 from dask_cluster import DASK, Cluster, start_cluster, wait_for_children
-from servers import Nginx, free_port, pids_alive, sent, settled, start_nginx
+from pki import PASSWORD, Pki
+from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
 
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
@@ -150,6 +151,28 @@ def test_an_open_loop_rate_is_split_across_workers(cluster: Cluster, nginx: Ngin
     assert doc["started"] == o["offered"] == doc["succeeded"] + doc["abandoned"], doc
     seen = doc["started"] + doc["warmup_ops"]
     assert settled(lambda: len(nginx.access_lines()), seen) == seen
+
+
+def test_http2_with_a_client_certificate_on_three_workers(
+    cluster: Cluster, tls_nginx: TlsNginx, pki: Pki, tmp_path: Path
+) -> None:
+    """The client certificate's key travels to the workers in memory (docs/distributed.md): every request is
+    nginx's, with the client's subject; 60 clients at 10 streams per connection stay 6 connections, 2 a worker."""
+    tls_nginx.clear()
+    out = tmp_path / "r.json"
+    proc = knee_cli(
+        "run", "-q", tls_nginx.url("tls"), "--http2", "--streams", "10", "-c", "60", "-n", "3000",
+        "--cert", pki.path("client.p12"), "--key-password", "${pw}", "--secret", f"pw={PASSWORD}",
+        "--cacert", pki.path("root.pem"), "--json", str(out), "--cluster", cluster.address, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert (doc["started"], doc["succeeded"], doc["connect_ms"]["count"]) == (3000, 3000, 6), doc["reasons"]
+    assert settled(lambda: len(tls_nginx.lines("tls")), 3000) == 3000
+    lines = tls_nginx.lines("tls")
+    assert all(pki.client_subject in ln and ln.endswith("HTTP/2.0") for ln in lines)
+    assert len({ln.split()[0] for ln in lines}) == 6
+    assert PASSWORD not in out.read_text() + proc.stdout + proc.stderr
 
 
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path: Path) -> None:

@@ -6,16 +6,22 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from knee.demo_target import start_target
 
 from conftest import REPO, knee_cli
+from pki import Pki
+from servers import TlsNginx
 
 SHORTER = {"-d 30s": "-d 1s", "-d 5s": "-d 1s", "-n 20000": "-n 2000", "--iterations 100": "--iterations 5"}
 
 
-def readme_run_examples() -> list[str]:
+def readme_run_examples(tls: bool = False) -> list[str]:
+    """The README's `knee run` lines: those against the demo service, or (`tls`) those of its TLS section."""
     text = (REPO / "README.md").read_text()
-    return [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("knee run ")]
+    lines = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("knee run ")]
+    return [line for line in lines if ("https://127.0.0.1:8443" in line) == tls]
 
 
 def test_readme_knee_run_examples_work() -> None:
@@ -32,6 +38,31 @@ def test_readme_knee_run_examples_work() -> None:
             assert proc.returncode == 0, f"{example}\n{proc.stderr}"
             assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
             assert re.search(r"Hung \(timed out\):\s+0\b", proc.stdout), example
+
+
+def test_readme_tls_examples_work(tls_nginx: TlsNginx, pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TLS section's examples, against nginx requiring client certificates of the test's PKI: its files stand
+    for the README's, and a proxy-style file is $X509_USER_PROXY."""
+    examples = readme_run_examples(tls=True)
+    assert len(examples) >= 4
+    files = {
+        "usercert.pem": pki.path("client-chain.pem"),
+        "userkey.pem": pki.path("client.key"),
+        "ca.pem": pki.path("root.pem"),
+        "/etc/grid-security/certificates": pki.path("certificates"),
+    }
+    monkeypatch.setenv("X509_USER_PROXY", pki.path("proxy.pem"))
+    tls_nginx.clear()
+    for example in examples:
+        line = example.replace("https://127.0.0.1:8443/", tls_nginx.url("tls"))
+        for name, path in files.items():
+            line = line.replace(name, path)
+        line = line.replace("-d 30s", "-d 0.5s")
+        proc = knee_cli("run", "-q", *shlex.split(line)[2:], timeout=60)
+        assert proc.returncode == 0, f"{example}\n{proc.stderr}"
+        assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
+        assert re.search(r"Succeeded:\s+[1-9]", proc.stdout), example
+    assert all(pki.client_subject in ln for ln in tls_nginx.lines("tls"))
 
 
 def test_readme_one_line_sweeps_work(tmp_path: Path) -> None:

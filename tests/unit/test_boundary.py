@@ -18,6 +18,7 @@ from knee.engine import Engine, GroupSnapshot, Snapshot, summary
 from knee.executor import Interrupts, run_step
 from knee.model.engine_summary import EngineGroup, EngineLatency, EngineReason, EngineSeriesPoint, EngineSummary
 from knee.spec import (
+    KEY_WITHHELD,
     DurationMs,
     EngineSpec,
     ExecClient,
@@ -27,6 +28,7 @@ from knee.spec import (
     PerClient,
     RatePacer,
     TcpClient,
+    TlsClient,
     Total,
     WhileOthers,
 )
@@ -62,6 +64,24 @@ FULL = EngineSpec(
             ),
         ),
         GroupSpec(
+            name="h2",
+            clients=16,
+            stop=Total(total=7),
+            client=HttpClient(
+                url="https://127.0.0.1:8443/h2",
+                http2=True,
+                streams=8,
+                tls=TlsClient(
+                    cert_pem="-----BEGIN CERTIFICATE-----\n…",
+                    key_pem="-----BEGIN PRIVATE KEY-----\n…",
+                    ca_pem="-----BEGIN CERTIFICATE-----\n…",
+                    webpki_roots=False,
+                    resume=False,
+                    version="1.3",
+                ),
+            ),
+        ),
+        GroupSpec(
             name="tcp",
             clients=1,
             stop=PerClient(per_client=2),
@@ -94,6 +114,16 @@ def test_the_spec_crosses_field_for_field() -> None:
     renamed = mine | {"groups": [dict(mine["groups"][0], timeout=5)]}
     with pytest.raises(knee.SpecError, match="unknown field `timeout`"):
         _engine.check_spec(json.dumps(renamed))
+
+
+def test_a_client_key_crosses_to_the_engine_only() -> None:
+    """The engine reads the TLS key (to_json); every other dump of a spec (run.json's, --json's) and its repr hold a
+    mark in its place."""
+    key = "-----BEGIN PRIVATE KEY-----\n…"
+    assert json.loads(FULL.to_json())["groups"][1]["client"]["tls"]["key_pem"] == key
+    for dump in (FULL.model_dump(mode="json"), json.loads(FULL.model_dump_json())):
+        assert dump["groups"][1]["client"]["tls"]["key_pem"] == KEY_WITHHELD
+    assert "PRIVATE KEY" not in repr(FULL) and "BEGIN CERTIFICATE" not in repr(FULL)
 
 
 def _fields(model: type) -> set[str]:

@@ -223,3 +223,18 @@ def test_a_driver_stop_or_a_stopped_shard_makes_the_step_partial(partial: bool) 
     assert run.partial is partial
     assert run.workers[0].started_unix == outcome.started_unix - 0.5
     assert gather.step_run(gather.result, started_unix=0.0, partial=True, lost=[]).partial
+
+
+def test_an_http2_group_splits_by_whole_connections() -> None:
+    """60 clients at 10 streams are 6 connections: 2 a generator of three, the clients in proportion; 100 clients
+    at 100 streams are one connection, on one generator (the others get nothing of the group)."""
+    from knee.spec import HttpClient
+
+    def split_h2(clients: int, streams: int, n: int) -> list[int]:
+        client = HttpClient(url="http://127.0.0.1:1/", http2=True, streams=streams)
+        spec = EngineSpec(groups=[GroupSpec(name="g", clients=clients, stop=PerClient(per_client=1), client=client)])
+        return [p.groups[0].clients if p is not None else 0 for p in split(spec, gens(*[1.0] * n))]
+
+    assert split_h2(60, 10, 3) == [20, 20, 20]
+    assert split_h2(100, 100, 3) == [100, 0, 0]
+    assert split_h2(250, 100, 2) == [167, 83]  # 3 connections: 2 and 1, each ⌈share / 100⌉

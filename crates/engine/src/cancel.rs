@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::time::Sleep;
 
-use crate::outcome::Outcome;
+use crate::outcome::{OpReport, Outcome};
 
 pub(crate) struct Cancel<'a> {
     pub timeout_at: Instant,
@@ -105,6 +105,18 @@ impl Alarms {
         for a in &self.of.borrow()[usize::from(background)] {
             a.stopped.set(true);
             a.arm(now);
+        }
+    }
+}
+
+impl Cancel<'_> {
+    /// Run an operation's exchange unless the operation must end first (then its report is only `Hung`
+    /// or `Abandoned`).
+    pub async fn race(&mut self, exchange: impl std::future::Future<Output = OpReport>) -> OpReport {
+        tokio::select! {
+            biased;
+            r = exchange => r,
+            o = self.fired() => OpReport::of(o),
         }
     }
 }

@@ -25,11 +25,15 @@ pub enum ErrorClass {
     Worker,
     /// A worker program exited (or was lost) while the operation ran.
     WorkerExit,
+    /// HTTP/2: the server's GOAWAY ended the stream (its error code in the message).
+    GoAway,
+    /// HTTP/2: the stream was reset with RST_STREAM (its error code in the message).
+    StreamReset,
 }
 
 impl ErrorClass {
     /// Every class, in the order of their indices.
-    pub const ALL: [ErrorClass; 20] = [
+    pub const ALL: [ErrorClass; 22] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectError,
@@ -50,6 +54,8 @@ impl ErrorClass {
         ErrorClass::File,
         ErrorClass::Worker,
         ErrorClass::WorkerExit,
+        ErrorClass::GoAway,
+        ErrorClass::StreamReset,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -79,6 +85,8 @@ impl ErrorClass {
             ErrorClass::File => "file",
             ErrorClass::Worker => "worker",
             ErrorClass::WorkerExit => "worker_exit",
+            ErrorClass::GoAway => "goaway",
+            ErrorClass::StreamReset => "rst_stream",
         }
     }
 
@@ -98,6 +106,11 @@ impl ErrorClass {
     /// The class of an I/O error met while reading (`write` = while writing).
     pub fn of_io(e: &std::io::Error, write: bool) -> ErrorClass {
         use std::io::ErrorKind as K;
+        // A TLS alert may come with the first read (TLS 1.3: the server checks the client's
+        // certificate after the client's side of the handshake is done).
+        if crate::clients::rustls_error(e).is_some() {
+            return ErrorClass::Tls;
+        }
         match e.kind() {
             K::ConnectionReset | K::ConnectionAborted => ErrorClass::Reset,
             K::BrokenPipe => ErrorClass::WriteError,

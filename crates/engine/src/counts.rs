@@ -63,6 +63,9 @@ pub struct GroupCounts {
     pub bytes_received: u64,
     /// Document bytes of succeeded operations (HTTP bodies, tcp replies, exec files or stdout).
     pub payload_bytes: u64,
+    /// TLS handshakes that resumed an earlier session (of those timed in `tls`; absent in older results).
+    #[serde(default)]
+    pub tls_resumed: u64,
     /// True when the group ran open loop (a target rate).
     pub open_loop: bool,
     /// Open loop: arrivals scheduled with an intended start inside the measured window.
@@ -99,6 +102,7 @@ impl GroupCounts {
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
         self.payload_bytes += o.payload_bytes;
+        self.tls_resumed += o.tls_resumed;
         self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
         for (a, b) in self.failures.iter_mut().zip(&o.failures) {
             *a += b;

@@ -88,7 +88,7 @@ impl Engine {
         let mut preps = Vec::with_capacity(spec.groups.len());
         let mut fds = 64u64;
         for (i, g) in spec.groups.iter().enumerate() {
-            let prep = Prepared::new(&g.client, &format!("groups[{i}].client"))?;
+            let prep = Prepared::new(&g.client, g.clients, &format!("groups[{i}].client"))?;
             fds = fds.saturating_add(g.clients.saturating_mul(prep.fds_per_client()));
             preps.push(prep);
         }
@@ -111,13 +111,22 @@ impl Engine {
             })
             .collect();
         // Round-robin every group's clients over the threads; a worker group with fewer processes than
-        // threads over as many threads as it has processes (each thread runs its own processes).
+        // threads over as many threads as it has processes (each thread runs its own processes); an HTTP/2
+        // group's clients by connection (client c on connection c % C), a connection's on one thread.
         let mut plan: Vec<Vec<(usize, u64)>> = vec![Vec::new(); threads];
         let mut k = 0usize;
         for (gi, g) in spec.groups.iter().enumerate() {
-            let over = hosting_threads(&g.client, threads);
+            let connections = match &g.client {
+                crate::spec::ClientSpec::Http(h) => h.shared_connections(g.clients),
+                _ => None,
+            };
+            let over = hosting_threads(&g.client, threads).min(connections.unwrap_or(u64::MAX) as usize);
             for c in 0..g.clients {
-                let t = if over < threads { c as usize % over } else { k % threads };
+                let t = match connections {
+                    Some(n) => (c % n) as usize % over,
+                    None if over < threads => c as usize % over,
+                    None => k % threads,
+                };
                 plan[t].push((gi, c));
                 k += 1;
             }

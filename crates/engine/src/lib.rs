@@ -39,5 +39,7 @@ pub use error::{DecodeError, EngineError, MergeError, SpecError};
 pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
 pub use result::{GroupResult, Metric, ShardResult, Tick, FORMAT_VERSION};
-pub use spec::{ClientSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, PacerSpec, Spec, StopRule, TcpSpec, WorkerSpec};
+pub use spec::{
+    ClientSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, PacerSpec, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
+};
 pub use summary::{GroupSummary, LatencySummary, ReasonSummary, SeriesPoint, StepSummary, Summary};

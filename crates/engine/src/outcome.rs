@@ -34,10 +34,21 @@ pub(crate) struct Traffic {
     pub payload: u64,
 }
 
+/// A TLS handshake an operation completed (it opened a connection).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Handshake {
+    pub time: Duration,
+    /// An abbreviated handshake that resumed an earlier session (ticket or session ID).
+    pub resumed: bool,
+}
+
 /// One operation's outcome plus its HTTP/TCP phase times, bytes and (worker clients) named steps.
 pub(crate) struct OpReport {
     pub outcome: Outcome,
+    /// The TCP connect, when the operation opened a connection.
     pub connect: Option<Duration>,
+    /// The TLS handshake after it, when there was one and it completed.
+    pub handshake: Option<Handshake>,
     pub ttfb: Option<Duration>,
     pub bytes: Traffic,
     /// Durations the client program reported for named steps of the operation (connect, auth …).
@@ -52,6 +63,7 @@ impl OpReport {
         OpReport {
             outcome,
             connect: None,
+            handshake: None,
             ttfb: None,
             bytes: Traffic::default(),
             steps: Vec::new(),
@@ -90,8 +102,12 @@ impl Detail {
     }
 
     /// Append an I/O error's text. OS errors go through `strerror_r` into a stack buffer, so this
-    /// allocates nothing (std's `Display` for them builds a String).
+    /// allocates nothing (std's `Display` for them builds a String); a TLS error names the server's alert.
     pub fn io(&mut self, e: &std::io::Error) -> &mut Detail {
+        if let Some(tls) = crate::clients::rustls_error(e) {
+            crate::clients::describe_tls(tls, &mut self.text);
+            return self;
+        }
         match e.raw_os_error() {
             Some(code) => {
                 let mut buf = [0u8; 128];

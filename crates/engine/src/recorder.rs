@@ -82,6 +82,10 @@ impl GroupRec {
         if let Some(c) = rep.connect {
             histo::record(&mut self.res.connect, c);
         }
+        if let Some(h) = rep.handshake {
+            histo::record(&mut self.res.tls, h.time);
+            self.res.counts.tls_resumed += u64::from(h.resumed);
+        }
         if let Some(ttfb) = rep.ttfb {
             histo::record(&mut self.res.ttfb, ttfb);
         }
@@ -93,10 +97,8 @@ impl GroupRec {
                     histo::record(&mut self.res.latency_uncorrected, u);
                 }
                 let whole = t.uncorrected.unwrap_or(t.latency);
-                histo::record(
-                    &mut self.res.processing,
-                    whole.saturating_sub(rep.connect.unwrap_or_default()),
-                );
+                let opening = rep.connect.unwrap_or_default() + rep.handshake.map_or(Duration::ZERO, |h| h.time);
+                histo::record(&mut self.res.processing, whole.saturating_sub(opening));
                 histo::record(&mut self.res.latency, t.latency);
                 histo::record(&mut self.recent, t.latency);
             }

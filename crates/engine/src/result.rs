@@ -22,8 +22,10 @@ pub enum Metric {
     /// Whole operation, of failed operations (kept apart: a failure that comes at once must not pass
     /// for a fast service).
     FailedLatency,
-    /// TCP connect + TLS handshake, when the operation opened a connection.
+    /// TCP connect, when the operation opened a connection.
     Connect,
+    /// TLS handshake, when the operation opened a TLS connection and the handshake completed.
+    Tls,
     /// HTTP time to first byte: request handed to the connection → response head received.
     Ttfb,
     /// Whole operation less its connect time (ab's "Processing"), from the actual start; succeeded
@@ -40,6 +42,7 @@ impl Metric {
             "latency" => Some(Metric::Latency),
             "failed_latency" => Some(Metric::FailedLatency),
             "connect" => Some(Metric::Connect),
+            "tls" => Some(Metric::Tls),
             "ttfb" => Some(Metric::Ttfb),
             "latency_uncorrected" => Some(Metric::Uncorrected),
             "processing" => Some(Metric::Processing),
@@ -75,8 +78,10 @@ pub struct GroupResult {
     pub latency: Histogram<u64>,
     /// Failed operations' latency (hung ones are in neither: they ran until their timeout).
     pub failed_latency: Histogram<u64>,
-    /// Every operation that connected (succeeded or not).
+    /// Every operation that connected (succeeded or not): the TCP connect.
     pub connect: Histogram<u64>,
+    /// Every operation that completed a TLS handshake (succeeded or not).
+    pub tls: Histogram<u64>,
     /// Every HTTP operation that received a response head (succeeded or not).
     pub ttfb: Histogram<u64>,
     /// Succeeded operations' latency less connect time, from the actual start (ab's "Processing").
@@ -100,6 +105,7 @@ impl GroupResult {
             latency: histo::new_histogram(),
             failed_latency: histo::new_histogram(),
             connect: histo::new_histogram(),
+            tls: histo::new_histogram(),
             ttfb: histo::new_histogram(),
             processing: histo::new_histogram(),
             latency_uncorrected: histo::new_histogram(),
@@ -125,6 +131,7 @@ impl GroupResult {
             Metric::Latency => &self.latency,
             Metric::FailedLatency => &self.failed_latency,
             Metric::Connect => &self.connect,
+            Metric::Tls => &self.tls,
             Metric::Ttfb => &self.ttfb,
             Metric::Processing => &self.processing,
             Metric::Uncorrected => &self.latency_uncorrected,
@@ -156,6 +163,7 @@ impl GroupResult {
         self.latency.add(&o.latency).map_err(herr)?;
         self.failed_latency.add(&o.failed_latency).map_err(herr)?;
         self.connect.add(&o.connect).map_err(herr)?;
+        self.tls.add(&o.tls).map_err(herr)?;
         self.ttfb.add(&o.ttfb).map_err(herr)?;
         self.latency_uncorrected.add(&o.latency_uncorrected).map_err(herr)?;
         self.processing.add(&o.processing).map_err(herr)?;
@@ -199,6 +207,9 @@ struct WireGroup {
     latency: String,
     failed_latency: String,
     connect: String,
+    /// Absent in results of engines before the TLS phase was timed apart (read as empty).
+    #[serde(default)]
+    tls: String,
     ttfb: String,
     latency_uncorrected: String,
     processing: String,
@@ -252,6 +263,7 @@ impl ShardResult {
                     latency: histo::encode_b64(&g.latency),
                     failed_latency: histo::encode_b64(&g.failed_latency),
                     connect: histo::encode_b64(&g.connect),
+                    tls: histo::encode_b64(&g.tls),
                     ttfb: histo::encode_b64(&g.ttfb),
                     latency_uncorrected: histo::encode_b64(&g.latency_uncorrected),
                     processing: histo::encode_b64(&g.processing),
@@ -282,6 +294,11 @@ impl ShardResult {
                 latency: hist("latency", &w.latency)?,
                 failed_latency: hist("failed_latency", &w.failed_latency)?,
                 connect: hist("connect", &w.connect)?,
+                tls: if w.tls.is_empty() {
+                    histo::new_histogram()
+                } else {
+                    hist("tls", &w.tls)?
+                },
                 ttfb: hist("ttfb", &w.ttfb)?,
                 latency_uncorrected: hist("latency_uncorrected", &w.latency_uncorrected)?,
                 processing: hist("processing", &w.processing)?,

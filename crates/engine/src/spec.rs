@@ -128,6 +128,13 @@ pub struct HttpSpec {
     pub new_connection: bool,
     #[serde(default)]
     pub http2: bool,
+    /// HTTP/2: concurrent streams per connection; the group's clients share ⌈clients / streams⌉
+    /// connections per shard (each client is a stream). 1 = a connection per client.
+    #[serde(default = "default_streams")]
+    pub streams: u64,
+    /// https: trust, client certificate, version and resumption.
+    #[serde(default)]
+    pub tls: TlsSpec,
     #[serde(default = "default_expect_status")]
     pub expect_status: Vec<(u16, u16)>,
     pub expect_body: Option<String>,
@@ -136,6 +143,53 @@ pub struct HttpSpec {
     /// Local addresses to connect from, client `c` from `source_addrs[c % len]` (empty: the kernel picks).
     #[serde(default)]
     pub source_addrs: Vec<IpAddr>,
+}
+
+/// The TLS side of an https client. PEM texts are given in memory (knee's Python side reads the files,
+/// decrypts a protected key and checks them); the key is never written anywhere, and `Debug` omits it.
+#[derive(Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSpec {
+    /// The client certificate chain (leaf first), PEM; it may hold the key too (a grid proxy file).
+    pub cert_pem: Option<String>,
+    /// The client certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1), unencrypted.
+    pub key_pem: Option<String>,
+    /// CA certificates to trust, PEM (a CA file, or a CA directory's certificates one after another).
+    pub ca_pem: Option<String>,
+    /// Trust webpki's (Mozilla's) roots too.
+    #[serde(default = "yes")]
+    pub webpki_roots: bool,
+    /// Resume sessions (tickets / IDs) on new connections; false: every handshake is a full one.
+    #[serde(default = "yes")]
+    pub resume: bool,
+    /// "1.2" or "1.3": only that version; None: either.
+    pub version: Option<String>,
+}
+
+impl Default for TlsSpec {
+    fn default() -> TlsSpec {
+        TlsSpec {
+            cert_pem: None,
+            key_pem: None,
+            ca_pem: None,
+            webpki_roots: true,
+            resume: true,
+            version: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for TlsSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSpec")
+            .field("cert_pem", &self.cert_pem.as_ref().map(|c| c.len()))
+            .field("key_pem", &self.key_pem.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
+            .field("webpki_roots", &self.webpki_roots)
+            .field("resume", &self.resume)
+            .field("version", &self.version)
+            .finish()
+    }
 }
 
 /// Connect, optionally send, optionally read until a regex matches, close.
@@ -207,6 +261,12 @@ fn default_timeout_ms() -> u64 {
 }
 fn default_start_timeout_ms() -> u64 {
     30_000
+}
+fn default_streams() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
 }
 fn default_method() -> String {
     "GET".to_string()
@@ -374,11 +434,7 @@ impl HttpSpec {
                 "{key} has both body and body_file; give only one"
             )));
         }
-        if self.http2 {
-            return Err(SpecError::new(format!(
-                "{key}.http2 is true but HTTP/2 is not supported yet; set it to false"
-            )));
-        }
+        self.validate_protocol(key, uri.scheme_str() == Some("https"))?;
         if self.expect_status.is_empty() {
             return Err(SpecError::new(format!(
                 "{key}.expect_status is empty; give at least one [low, high] range, e.g. [[200, 399]]"
@@ -392,6 +448,49 @@ impl HttpSpec {
             }
         }
         check_regex(&format!("{key}.expect_body_regex"), &self.expect_body_regex)
+    }
+
+    /// HTTP/2 with connections shared by the clients (not one per operation): ⌈clients / streams⌉ of them.
+    pub fn shared_connections(&self, clients: u64) -> Option<u64> {
+        (self.http2 && !self.new_connection).then(|| clients.div_ceil(self.streams.max(1)).max(1))
+    }
+
+    /// HTTP/2 streams and the TLS settings.
+    fn validate_protocol(&self, key: &str, https: bool) -> Result<(), SpecError> {
+        if self.streams == 0 {
+            return Err(SpecError::new(format!("{key}.streams must be at least 1 (got 0)")));
+        }
+        if self.streams > 1 && !self.http2 {
+            return Err(SpecError::new(format!(
+                "{key}.streams is {} but streams multiplex HTTP/2 only; set http2 = true or streams = 1",
+                self.streams
+            )));
+        }
+        if self.streams > 1 && self.new_connection {
+            return Err(SpecError::new(format!(
+                "{key}.streams is {} but new_connection opens a connection per operation (one stream each); \
+                 drop one of them",
+                self.streams
+            )));
+        }
+        let t = &self.tls;
+        if let Some(v) = t.version.as_deref().filter(|v| !matches!(*v, "1.2" | "1.3")) {
+            return Err(SpecError::new(format!(
+                "{key}.tls.version {v:?} is not a TLS version knee speaks; use \"1.2\" or \"1.3\""
+            )));
+        }
+        let given = [
+            ("cert_pem", t.cert_pem.is_some()),
+            ("key_pem", t.key_pem.is_some()),
+            ("ca_pem", t.ca_pem.is_some()),
+            ("version", t.version.is_some()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, set)| *set).filter(|_| !https) {
+            return Err(SpecError::new(format!(
+                "{key}.tls.{name} is set but the url is http:// (no TLS); use an https:// url or drop it"
+            )));
+        }
+        Ok(())
     }
 }
 

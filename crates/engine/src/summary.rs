@@ -89,8 +89,10 @@ pub struct GroupSummary {
     pub latency_us: LatencySummary,
     /// Failed operations' latency (its count is `failed`).
     pub failed_latency_us: LatencySummary,
-    /// Every operation that connected, succeeded or not.
+    /// Every operation that connected, succeeded or not: the TCP connect.
     pub connect_us: LatencySummary,
+    /// Every operation that completed a TLS handshake, succeeded or not (resumed ones: `tls_resumed`).
+    pub tls_us: LatencySummary,
     /// Every HTTP operation that received a response head, succeeded or not.
     pub ttfb_us: LatencySummary,
     pub latency_uncorrected_us: LatencySummary,
@@ -154,6 +156,7 @@ impl GroupSummary {
             latency_us: LatencySummary::of(&g.latency),
             failed_latency_us: LatencySummary::of(&g.failed_latency),
             connect_us: LatencySummary::of(&g.connect),
+            tls_us: LatencySummary::of(&g.tls),
             ttfb_us: LatencySummary::of(&g.ttfb),
             latency_uncorrected_us: LatencySummary::of(&g.latency_uncorrected),
             processing_us: LatencySummary::of(&g.processing),

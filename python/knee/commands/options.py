@@ -28,6 +28,42 @@ _TARGET = [
     click.option("--body", help="Request body (the method becomes POST unless -m says otherwise)."),
     click.option("--body-file", help="Request body from a file."),
     click.option("--insecure", "-k", is_flag=True, help="Do not verify TLS certificates."),
+    click.option(
+        "--cert",
+        metavar="FILE",
+        help="TLS client certificate: PEM (certificate, chain and, without --key, its key in one file, as a grid "
+        "proxy) or PKCS#12 (.p12). Default: $X509_USER_PROXY when set.",
+    ),
+    click.option("--key", metavar="FILE", help="The client certificate's private key (PEM), when not in --cert."),
+    click.option(
+        "--key-password",
+        metavar="PASSWORD",
+        help="Password of --key (or of a PKCS#12 --cert): a secret, never written; '${NAME}' with --secret NAME "
+        "keeps it off the command line.",
+    ),
+    click.option("--cacert", metavar="FILE", help="Trust the CA certificates in this PEM file."),
+    click.option(
+        "--capath",
+        metavar="DIR",
+        help="Trust the CA certificates in this directory (e.g. /etc/grid-security/certificates).",
+    ),
+    click.option(
+        "--webpki-roots",
+        is_flag=True,
+        help="With --cacert/--capath: trust webpki's (Mozilla's) roots too (otherwise only the CAs given).",
+    ),
+    click.option(
+        "--tls-resume",
+        type=click.Choice(["on", "off"]),
+        help="Resume TLS sessions on new connections (on, the default) or make every handshake a full one (off).",
+    ),
+    click.option("--tls-version", type=click.Choice(["1.2", "1.3"]), help="Speak only this TLS version."),
+    click.option("--http2", is_flag=True, help="Speak HTTP/2 (ALPN h2 over https://, prior knowledge over http://)."),
+    click.option(
+        "--streams",
+        type=click.IntRange(min=1),
+        help="--http2: clients per connection (N clients share ⌈N/streams⌉ connections; default 1).",
+    ),
     click.option("--new-connection", is_flag=True, help="A new connection per operation (ab without -k)."),
     click.option("--expect-status", help="Statuses that count as success, e.g. 200 or 200-299,404 (default 2xx-3xx)."),
     click.option("--expect-body", help="Succeed only if the response body contains this text."),

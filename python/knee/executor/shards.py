@@ -1,7 +1,8 @@
 """A step on many load generators, whatever carries it there: split, run a shard, merge (backend-neutral).
 
 The driver splits a step's spec into one shard per load generator (`split`): each group's clients by
-the generators' weights (largest remainder, `shares`), numbered on through `client_offset` so
+the generators' weights (largest remainder, `shares`; an HTTP/2 group's by its connections, so that its
+⌈clients / streams⌉ connections stay that many across the shards), numbered on through `client_offset` so
 `${client}` stays unique across machines; fixed work (`total`) exactly, in proportion to the clients each
 got; an open loop's rate and in-flight cap in the same proportion. On a load generator, `run_shard` runs
 one shard: the engine, its CPU meter and kernel counters, a barrier before the common start, a stop
@@ -25,7 +26,7 @@ from knee.engine import Engine, ShardResult, Snapshot, group_stats, summary
 from knee.executor.base import StepRun
 from knee.executor.lease import LeaseWatch
 from knee.model import GeneratorStats, HostCounters, WorkerShare
-from knee.spec import EngineSpec, GroupSpec, RatePacer, Total
+from knee.spec import EngineSpec, GroupSpec, HttpClient, RatePacer, Total
 
 POLL_S = 0.1  # how often a shard looks at its engine
 STOP_POLL_S = 0.25  # how often a shard asks whether to stop
@@ -73,6 +74,11 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
     per_generator: list[list[GroupSpec]] = [[] for _ in generators]
     for g in spec.groups:
         clients = shares(g.clients, weights)
+        c = g.client
+        if isinstance(c, HttpClient) and c.http2 and not c.new_connection and c.streams > 1:
+            # whole connections to each generator, then the clients in proportion to them
+            connections = shares(math.ceil(g.clients / c.streams), weights)
+            clients = shares(g.clients, [float(n) for n in connections])
         totals = shares(g.stop.total, clients) if isinstance(g.stop, Total) else None
         offset = g.client_offset
         for i, n in enumerate(clients):

@@ -83,9 +83,11 @@ class EngineGroup(Mirror, Counts, GroupIdentity):
     bytes_sent: int
     bytes_received: int
     payload_bytes: int
+    tls_resumed: int
     latency_us: EngineLatency
     failed_latency_us: EngineLatency
     connect_us: EngineLatency
+    tls_us: EngineLatency
     ttfb_us: EngineLatency
     latency_uncorrected_us: EngineLatency
     processing_us: EngineLatency

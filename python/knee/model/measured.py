@@ -102,6 +102,7 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
     bytes_sent: int = 0
     bytes_received: int = 0
     payload_bytes: int = Field(default=0, description="document bytes of succeeded operations")
+    tls_resumed: int = Field(default=0, description="TLS handshakes (of tls_ms.count) that resumed an earlier session")
     latency_ms: LatencyStats = Field(
         default_factory=LatencyStats,
         description="succeeded operations only (count = succeeded): a failure that comes at once is no fast service",
@@ -110,13 +111,16 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
         default_factory=LatencyStats, description="failed operations, apart from the successes' (count = failed)"
     )
     connect_ms: LatencyStats = Field(
-        default_factory=LatencyStats, description="every operation that connected, succeeded or failed"
+        default_factory=LatencyStats, description="every operation that connected, succeeded or failed: the TCP connect"
+    )
+    tls_ms: LatencyStats = Field(
+        default_factory=LatencyStats, description="every operation that completed a TLS handshake, succeeded or failed"
     )
     ttfb_ms: LatencyStats = Field(
         default_factory=LatencyStats, description="every HTTP operation that got a response head, succeeded or failed"
     )
     processing_ms: LatencyStats = Field(
-        default_factory=LatencyStats, description="succeeded operations: latency less connect time"
+        default_factory=LatencyStats, description="succeeded operations: latency less connect and handshake time"
     )
     percentiles_ms: list[tuple[float, float]] = Field(
         default_factory=list, description="[percent, ms] of the succeeded operations' latency"
@@ -148,9 +152,11 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
             bytes_sent=g.bytes_sent,
             bytes_received=g.bytes_received,
             payload_bytes=g.payload_bytes,
+            tls_resumed=g.tls_resumed,
             latency_ms=LatencyStats.from_engine_us(g.latency_us),
             failed_latency_ms=LatencyStats.from_engine_us(g.failed_latency_us),
             connect_ms=LatencyStats.from_engine_us(g.connect_us),
+            tls_ms=LatencyStats.from_engine_us(g.tls_us),
             ttfb_ms=LatencyStats.from_engine_us(g.ttfb_us),
             processing_ms=LatencyStats.from_engine_us(g.processing_us),
             percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in g.percentiles],

@@ -104,11 +104,14 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
             load.processes[g.kind] = load.processes.get(g.kind, 0) + (g.processes or threads)
         ep = (endpoints or {}).get(name)
         if ep is not None and isinstance(g, HttpGroup | TcpGroup):
+            conns = n
+            if isinstance(g, HttpGroup) and g.http2 and not g.new_connection:
+                conns = -(-n // g.streams)  # HTTP/2: the clients are streams of ⌈n / streams⌉ connections
             load.connections.append(
                 Connections(
                     name,
                     ep,
-                    n,
+                    conns,
                     new_per_op=isinstance(g, TcpGroup) or g.new_connection,
                     rate=float(top) if g.rate == "level" else None,
                     think_s=g.think,

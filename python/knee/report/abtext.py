@@ -72,12 +72,14 @@ class RunJson(BaseModel):
     bytes_sent: int
     bytes_received: int
     payload_bytes: int = Field(description="document bytes of succeeded operations")
+    tls_resumed: int = Field(description="TLS handshakes (of tls_ms.count) that resumed an earlier session")
     transfer_rate_bps: float = Field(description="bytes_received / elapsed_s")
     latency_ms: LatencyStats = Field(description="succeeded operations only (count = succeeded)")
     failed_latency_ms: LatencyStats = Field(description="failed operations, apart (count = failed)")
-    connect_ms: LatencyStats = Field(description="every operation that connected, succeeded or failed")
+    connect_ms: LatencyStats = Field(description="every operation that connected, succeeded or failed: the TCP connect")
+    tls_ms: LatencyStats = Field(description="every operation that completed a TLS handshake, succeeded or failed")
     ttfb_ms: LatencyStats = Field(description="every HTTP operation that got a response head, succeeded or failed")
-    processing_ms: LatencyStats = Field(description="succeeded operations: latency less connect time")
+    processing_ms: LatencyStats = Field(description="succeeded operations: latency less connect and handshake time")
     steps: dict[str, LatencyStats] = Field(description="worker clients: named steps the client program timed")
     percentiles_ms: list[tuple[float, float]] = Field(
         description="[percent, milliseconds] up to 100, of the succeeded operations' latency"
@@ -180,6 +182,9 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     mode = ""
     if isinstance(g, HttpGroup):
         mode = " (new connection per request)" if g.new_connection else " (keep-alive)"
+        if g.http2:
+            shared = f", {g.streams} streams per connection" if g.streams > 1 else ""
+            mode = f" (HTTP/2{shared}{', new connection per request' if g.new_connection else ''})"
     add(f"{'Target:':<28}{target(scenario, group, step)}")
     add(f"{'Clients:':<28}{s.clients}{mode}")
     add(f"{'Stop rule:':<28}{_stop_rule(scenario, group)}")
@@ -195,6 +200,9 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add(f"{'Abandoned (in flight):':<28}{s.abandoned}")
     if s.warmup_ops:
         add(f"{'Warm-up (not measured):':<28}{s.warmup_ops}")
+    if s.tls_ms.count:
+        full = s.tls_ms.count - s.tls_resumed
+        add(f"{'TLS handshakes:':<28}{s.tls_ms.count}  ({full} full, {s.tls_resumed} resumed)")
     o = open_loop(scenario, step, s)
     if o is not None:
         shape = "Poisson" if o.poisson else "constant"
@@ -220,6 +228,8 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
     if isinstance(g, HttpGroup | TcpGroup):
         add(_times_row("Connect:", s.connect_ms))
+    if isinstance(g, HttpGroup) and g.url.lower().startswith("https://"):
+        add(_times_row("TLS:", s.tls_ms))
     add(_times_row("Processing:", s.processing_ms))
     if isinstance(g, HttpGroup):
         add(_times_row("Waiting:", s.ttfb_ms))

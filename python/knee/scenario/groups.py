@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field
 from knee.errors import UserError
 from knee.scenario import addresses
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
+from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
 from knee.scenario.urls import check_addr, check_url
 
@@ -99,7 +100,9 @@ class HttpGroup(_GroupBase):
     body_file: str | None = None
     insecure: bool = False
     new_connection: bool = False
-    http2: bool = False
+    http2: bool = False  # HTTP/2: ALPN h2 over TLS, prior knowledge (h2c) over http://
+    streams: PositiveInt = 1  # HTTP/2: clients per connection (⌈clients / streams⌉ connections)
+    tls: Tls | None = None
     expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
     expect_body: str | None = None
     expect_body_regex: str | None = None
@@ -124,11 +127,20 @@ class HttpGroup(_GroupBase):
         return v
 
     @model_validator(mode="after")
-    def _one_body(self) -> HttpGroup:
+    def _consistent(self) -> HttpGroup:
         if self.body is not None and self.body_file is not None:
             raise ValueError("give either body or body_file, not both")
-        if self.http2:
-            raise ValueError("http2 = true is not supported yet (knee speaks HTTP/1.1); remove it")
+        if self.streams > 1 and not self.http2:
+            raise ValueError(f"streams = {self.streams} multiplexes HTTP/2 only; set http2 = true (or drop streams)")
+        if self.streams > 1 and self.new_connection:
+            raise ValueError(
+                f"streams = {self.streams} shares connections, but new_connection opens one per operation; "
+                "drop one of them"
+            )
+        if self.tls is not None and not self.url.lower().startswith("https://"):
+            raise ValueError(
+                "tls (client certificate, CAs, TLS version) applies to https:// URLs only; use https:// or drop it"
+            )
         return self
 
 

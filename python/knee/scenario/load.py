@@ -117,10 +117,18 @@ def scenario_from_record(record: Scenario, secrets: Mapping[str, str] | None = N
 
 
 def _validate(raw: dict[str, Any], source: Source) -> Scenario:
+    """The scenario that runs, checked: its values, then the TLS files its https groups use (knee.scenario.tlsfiles)."""
     try:
-        return Scenario.model_validate(raw)
+        scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
         raise messages.invalid(source, exc) from None
+    from knee.scenario.tlsfiles import TlsFileError, check
+
+    try:
+        check(scenario)
+    except TlsFileError as exc:
+        raise messages.tls_file(source, exc.key, exc.message) from None
+    return scenario
 
 
 def _substitute(value: Any, values: dict[str, str], source: Source, keep: set[str], strict: bool = True) -> Any:

@@ -69,6 +69,11 @@ def secret_where_checked(source: Source, exc: ValidationError) -> UserError:
     )
 
 
+def tls_file(source: Source, key: str, message: str) -> UserError:
+    """A TLS file that cannot be used (knee.scenario.tlsfiles), named by its key (or the option that set it)."""
+    return UserError(describe({"loc": tuple(key.split(".")), "msg": message, "type": "tls_file"}, source))
+
+
 def invalid(source: Source, exc: ValidationError) -> UserError:
     """Every problem pydantic found, one sentence a line."""
     return UserError("\n".join(describe(e, source) for e in exc.errors()))

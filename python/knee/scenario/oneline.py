@@ -37,6 +37,16 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.cookies": "-C/--cookie",
     "groups.main.body": "--body",
     "groups.main.body_file": "--body-file",
+    "groups.main.tls.cert": "--cert",
+    "groups.main.tls.key": "--key",
+    "groups.main.tls.password": "--key-password",
+    "groups.main.tls.cacert": "--cacert",
+    "groups.main.tls.capath": "--capath",
+    "groups.main.tls.webpki_roots": "--webpki-roots",
+    "groups.main.tls.resume": "--tls-resume",
+    "groups.main.tls.version": "--tls-version",
+    "groups.main.http2": "--http2",
+    "groups.main.streams": "--streams",
     "groups.main.expect_status": "--expect-status",
     "groups.main.expect_body": "--expect-body",
     "groups.main.expect_body_regex": "--expect-body-regex",
@@ -90,6 +100,16 @@ _KIND_OPTIONS = {
         ("--body-file", "body_file"),
         ("-k/--insecure", "insecure"),
         ("--new-connection", "new_connection"),
+        ("--cert", "cert"),
+        ("--key", "key"),
+        ("--key-password", "key_password"),
+        ("--cacert", "cacert"),
+        ("--capath", "capath"),
+        ("--webpki-roots", "webpki_roots"),
+        ("--tls-resume", "tls_resume"),
+        ("--tls-version", "tls_version"),
+        ("--http2", "http2"),
+        ("--streams", "streams"),
         ("--expect-status", "expect_status"),
         ("--expect-body", "expect_body"),
         ("--expect-body-regex", "expect_body_regex"),
@@ -155,6 +175,16 @@ class Options:
     body_file: str | None = None
     insecure: bool = False
     new_connection: bool = False
+    cert: str | None = None  # TLS client certificate (PEM or PKCS#12)
+    key: str | None = None
+    key_password: str | None = None  # a secret: lifted into one when given literally
+    cacert: str | None = None
+    capath: str | None = None
+    webpki_roots: bool = False  # with cacert/capath: trust webpki's roots too
+    tls_resume: str | None = None  # "on" | "off"
+    tls_version: str | None = None  # "1.2" | "1.3"
+    http2: bool = False
+    streams: int | None = None
     expect_status: str | None = None
     expect_body: str | None = None
     expect_body_regex: str | None = None
@@ -235,9 +265,14 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         ):
             if getattr(o, key) is not None:
                 g[key] = getattr(o, key)
-        for flag in ("insecure", "new_connection"):
+        for flag in ("insecure", "new_connection", "http2"):
             if getattr(o, flag):
                 g[flag] = True
+        if o.streams is not None:
+            g["streams"] = o.streams
+        tls = _tls_table(o)
+        if tls:
+            g["tls"] = tls
         return g | sources
     if isinstance(target, str) and kind == "tcp":
         try:
@@ -271,6 +306,32 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         path, sep, size = o.expect_file.rpartition(":")
         g["expect_file"] = {"path": path, "min_size": int(size)} if sep and size.isdigit() else {"path": o.expect_file}
     return g
+
+
+def _tls_table(o: Options) -> dict[str, Any]:
+    """The group's `tls` table from --cert, --key, --key-password, --cacert, --capath, --webpki-roots, --tls-resume
+    and --tls-version (empty when none is given)."""
+    tls: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("cert", o.cert),
+            ("key", o.key),
+            ("password", o.key_password),
+            ("cacert", o.cacert),
+            ("capath", o.capath),
+            ("version", o.tls_version),
+        )
+        if value is not None
+    }
+    if o.webpki_roots:
+        if o.cacert is None and o.capath is None:
+            raise UserError("--webpki-roots adds webpki's roots to --cacert/--capath: give one of them too")
+        tls["webpki_roots"] = True
+    if o.tls_resume is not None:
+        tls["resume"] = o.tls_resume == "on"
+    if o.key is not None and o.cert is None:
+        raise UserError("--key needs --cert, the certificate the key belongs to")
+    return tls
 
 
 def _code_group(target: Target, o: Options) -> dict[str, Any]:

@@ -7,8 +7,9 @@ never the value, and `--resume` asks for the value again by name.
 
 Credential-bearing values given literally — the value of an `Authorization`, `Proxy-Authorization`
 or `Cookie` header, of any header or exec environment variable named like a token, key, secret,
-password or session, and of every cookie — are made secrets of their own (`main_header_authorization`
-…): the run uses them, the files hold the placeholder.
+password or session, of every cookie, and an https group's `tls.password` (a client key's) — are made
+secrets of their own (`main_header_authorization`, `main_tls_password` …): the run uses them, the files
+hold the placeholder.
 
 As a last line of defence every text knee writes goes through `Secrets.scrub`, which replaces any secret
 value of 4 or more characters still found in it (an error message that echoed a token, say). A run's
@@ -103,6 +104,11 @@ def resolve(names: list[str], given: Mapping[str, str], why: str = "this run use
     return out
 
 
+def _uses_secret(value: str, secrets: Mapping[str, str] | dict[str, str]) -> bool:
+    """`value` holds a placeholder of a known secret ("Bearer ${token}")."""
+    return any(m.group(1) in secrets for m in _PLACEHOLDER.finditer(value))
+
+
 def lift_credentials(record: dict[str, Any], run: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
     """Credential-bearing literal values in the groups of `record` (raw scenario tables, secrets still
     as placeholders) become placeholders of new secrets, whose values (from `run`, the same tables
@@ -125,7 +131,7 @@ def lift_credentials(record: dict[str, Any], run: dict[str, Any], secrets: dict[
                     isinstance(value, str)
                     and value
                     and (every or sensitive(str(key)))
-                    and not any(m.group(1) in secrets for m in _PLACEHOLDER.finditer(value))
+                    and not _uses_secret(value, secrets)
                 ):
                     name = re.sub(r"[^A-Za-z0-9_]", "_", f"{gname}_{word}_{key}").lower()
                     secrets[name] = str(filled.get(key, value))
@@ -133,5 +139,12 @@ def lift_credentials(record: dict[str, Any], run: dict[str, Any], secrets: dict[
                 else:
                     new[key] = value
             g[field] = new
+        tls = g.get("tls")
+        password = tls.get("password") if isinstance(tls, dict) else None
+        literal = isinstance(password, str) and password and not _uses_secret(password, secrets)
+        if isinstance(tls, dict) and literal:
+            name = re.sub(r"[^A-Za-z0-9_]", "_", f"{gname}_tls_password").lower()
+            secrets[name] = str(run.get(gname, {}).get("tls", {}).get("password", password))
+            g["tls"] = {**tls, "password": f"${{{name}}}"}
         out[gname] = g
     return out

@@ -228,16 +228,12 @@ impl ExecClient {
             Payload::File(path) => std::fs::metadata(path.render(c, i)).map_or(0, |m| m.len()),
         };
         OpReport {
-            outcome: class.map_or(Outcome::Ok, Outcome::Fail),
-            connect: None,
-            ttfb: None,
             bytes: Traffic {
                 sent: 0,
                 received: out_bytes,
                 payload,
             },
-            steps: Vec::new(),
-            unsent: false,
+            ..OpReport::of(class.map_or(Outcome::Ok, Outcome::Fail))
         }
     }
 }

@@ -1,21 +1,20 @@
-//! HTTP/1.1 clients: one keep-alive connection per client (or one per operation), over a TCP
-//! stream, optionally wrapped in rustls. The request is pre-built once per group; the exchange
-//! itself is `h1`'s (a hand-written client: one write, `httparse` on a reusable buffer).
+//! HTTP clients: a group's request prepared once (`HttpPrep`: address, TLS, the request in HTTP/1.1's
+//! wire form or HTTP/2's, the checks), and the HTTP/1.1 client: one keep-alive connection per client (or
+//! one per operation), over a TCP stream, optionally wrapped in rustls. The exchange itself is `h1`'s (a
+//! hand-written client: one write, `httparse` on a reusable buffer). HTTP/2 clients are `h2`'s.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use hyper::{Method, Uri};
 use regex::bytes::Regex;
 use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
 
+use super::dial::{Conn, Dialer};
 use super::h1;
+use super::http2::H2Prep;
 use super::{net, tls, Prepared};
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
@@ -28,13 +27,14 @@ use crate::spec::HttpSpec;
 const NODELAY_ABOVE: usize = 1200;
 
 pub(crate) struct HttpPrep {
-    addr: SocketAddr,
-    tls: Option<(TlsConnector, ServerName<'static>)>,
+    pub dialer: Dialer,
     method: Method,
     /// The whole request (head and body), written with one write.
     request: Bytes,
-    new_connection: bool,
-    expect_status: Vec<(u16, u16)>,
+    /// HTTP/2: the request in HTTP/2's form and the group's connections.
+    pub h2: Option<H2Prep>,
+    pub new_connection: bool,
+    pub expect_status: Vec<(u16, u16)>,
     expect_body: Option<Regex>,
     expect_body_regex: Option<Regex>,
     expect_length: Option<u64>,
@@ -42,7 +42,8 @@ pub(crate) struct HttpPrep {
 }
 
 impl HttpPrep {
-    pub fn new(spec: &HttpSpec, key: &str) -> Result<HttpPrep, EngineError> {
+    /// `clients`: the group's clients in this shard (HTTP/2 shares ⌈clients / streams⌉ connections among them).
+    pub fn new(spec: &HttpSpec, clients: u64, key: &str) -> Result<HttpPrep, EngineError> {
         let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
         let full: Uri = spec
             .url
@@ -67,15 +68,16 @@ impl HttpPrep {
             })?;
         net::check_sources(&spec.source_addrs, addr, key)?;
         let tls = if https {
-            let config = tls::client_config(spec.insecure).map_err(|e| EngineError::Tls {
+            let alpn: &[u8] = if spec.http2 { b"h2" } else { b"http/1.1" };
+            let config = tls::client_config(&spec.tls, spec.insecure, alpn).map_err(|reason| EngineError::Tls {
                 key: key.to_string(),
-                reason: e.to_string(),
+                reason,
             })?;
             let name = ServerName::try_from(host.clone()).map_err(|e| EngineError::Tls {
                 key: format!("{key}.url"),
                 reason: e.to_string(),
             })?;
-            Some((TlsConnector::from(config), name))
+            Some((config, name))
         } else {
             None
         };
@@ -98,6 +100,14 @@ impl HttpPrep {
             headers.push((n, v));
         }
         let has = |h: &HeaderName| headers.iter().any(|(n, _)| n == h);
+        let wants_length = !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        let h2 = if spec.http2 {
+            let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(body.len());
+            let connections = spec.shared_connections(clients).unwrap_or(1);
+            Some(H2Prep::new(&full, &method, &headers, length, &body, connections).map_err(bad)?)
+        } else {
+            None
+        };
         let mut head = format!("{method} {path} HTTP/1.1\r\n");
         if !has(&HOST) {
             let authority = full.authority().map_or(host.as_str(), |a| a.as_str());
@@ -111,7 +121,6 @@ impl HttpPrep {
         if spec.new_connection && !has(&CONNECTION) {
             head.push_str("Connection: close\r\n");
         }
-        let wants_length = !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
         if wants_length && !has(&CONTENT_LENGTH) && !has(&TRANSFER_ENCODING) {
             head.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
@@ -120,10 +129,10 @@ impl HttpPrep {
         request.extend_from_slice(&body);
         let compile = |k: &str, p: &str| Regex::new(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
         Ok(HttpPrep {
-            addr,
-            tls,
+            dialer: Dialer::new(addr, tls),
             method,
             request: Bytes::from(request),
+            h2,
             new_connection: spec.new_connection,
             expect_status: spec.expect_status.clone(),
             expect_body: spec
@@ -142,12 +151,6 @@ impl HttpPrep {
     }
 }
 
-/// One open connection.
-enum Conn {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
 pub(crate) struct HttpClient {
     prep: Arc<Prepared>,
     conn: Option<Conn>,
@@ -160,32 +163,47 @@ pub(crate) struct HttpClient {
     source: Option<IpAddr>,
 }
 
-async fn connect(p: &HttpPrep, source: Option<IpAddr>, d: &mut Detail) -> Result<Conn, ErrorClass> {
-    let stream = match net::connect(p.addr, source).await {
-        Ok(s) => s,
-        Err(e) => {
+impl HttpPrep {
+    /// The outcome of a response with these figures: its status outside `expect_status` (`unexpected`: the
+    /// reason is in `d` already), or a length or body check that failed (written to `d`).
+    pub fn judge(&self, unexpected: bool, len: u64, body: &[u8], d: &mut Detail) -> Outcome {
+        if unexpected {
+            Outcome::Fail(ErrorClass::Status)
+        } else if self.expect_length.is_some_and(|n| n != len) {
+            let n = self.expect_length.unwrap_or_default();
+            d.clear().put(format_args!("body of {len} bytes, expected {n}"));
+            Outcome::Fail(ErrorClass::Length)
+        } else if let Some(what) = [
+            (&self.expect_body, "contain expect_body"),
+            (&self.expect_body_regex, "match expect_body_regex"),
+        ]
+        .into_iter()
+        .find_map(|(re, what)| re.as_ref().is_some_and(|re| !re.is_match(body)).then_some(what))
+        {
             d.clear()
-                .put(format_args!("connect to {}: ", net::Peer(p.addr, source)))
-                .io(&e);
-            return Err(ErrorClass::of_connect(&e));
+                .put(format_args!("body does not {what}"))
+                .fix()
+                .head_line(body, 120);
+            Outcome::Fail(ErrorClass::Body)
+        } else {
+            Outcome::Ok
         }
-    };
-    // One request per connection and a one-segment request: Nagle never delays it, skip the syscall.
-    if !p.new_connection || p.tls.is_some() || p.request.len() > NODELAY_ABOVE {
-        let _ = stream.set_nodelay(true);
     }
-    match &p.tls {
-        None => Ok(Conn::Plain(stream)),
-        Some((connector, name)) => {
-            // Boxed: the handshake future is large and would otherwise sit in every client's task.
-            match Box::pin(connector.connect(name.clone(), stream)).await {
-                Ok(tls) => Ok(Conn::Tls(Box::new(tls))),
-                Err(e) => {
-                    d.clear().put(format_args!("TLS handshake with {}: ", p.addr)).io(&e);
-                    Err(ErrorClass::Tls)
-                }
-            }
-        }
+
+    /// The group's source addresses (client `c` connects from the `c % len`-th).
+    pub fn sources(&self) -> &[IpAddr] {
+        &self.sources
+    }
+
+    /// A body check needs the body kept.
+    pub fn checks_body(&self) -> bool {
+        self.expect_body.is_some() || self.expect_body_regex.is_some()
+    }
+
+    /// TCP_NODELAY for this group's connections: one request per connection in one segment is never
+    /// delayed by Nagle, so the syscall is skipped then.
+    pub fn nodelay(&self) -> bool {
+        !self.new_connection || self.dialer.tls.is_some() || self.request.len() > NODELAY_ABOVE || self.h2.is_some()
     }
 }
 
@@ -207,11 +225,7 @@ impl HttpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        let mut report = tokio::select! {
-            biased;
-            r = self.exchange(d) => r,
-            o = cancel.fired() => OpReport::of(o),
-        };
+        let mut report = cancel.race(self.exchange(d)).await;
         report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
         // A failed check leaves the connection usable; anything else may have broken it.
         let usable = matches!(
@@ -228,7 +242,7 @@ impl HttpClient {
         let Prepared::Http(p) = &*self.prep else {
             unreachable!("an http client always has an http prep")
         };
-        let mut connect_time = None;
+        let mut opened = None;
         if p.new_connection {
             self.conn = None;
         }
@@ -237,19 +251,25 @@ impl HttpClient {
             head: p.method == Method::HEAD,
             expect_status: &p.expect_status,
         };
-        let check_body = p.expect_body.is_some() || p.expect_body_regex.is_some();
+        let check_body = p.checks_body();
         let mut sent = 0u64;
         self.wrote = false;
         let resp = loop {
             let reused = self.conn.is_some();
             if !reused {
-                let t = Instant::now();
-                match connect(p, self.source, d).await {
-                    Ok(c) => self.conn = Some(c),
-                    Err(class) => return OpReport::of(Outcome::Fail(class)),
+                match p.dialer.dial(p.nodelay(), self.source, d).await {
+                    Ok((c, o)) => {
+                        self.conn = Some(c);
+                        opened = Some(o);
+                    }
+                    Err(e) => {
+                        return OpReport {
+                            connect: e.connect,
+                            ..OpReport::of(Outcome::Fail(e.class))
+                        }
+                    }
                 }
                 self.rx.reset();
-                connect_time = Some(t.elapsed());
             }
             self.wrote = true;
             let result = match self.conn.as_mut().expect("connected above") {
@@ -263,7 +283,8 @@ impl HttpClient {
                 Err(f) => {
                     self.conn = None;
                     return OpReport {
-                        connect: connect_time,
+                        connect: opened.map(|o| o.connect),
+                        handshake: opened.and_then(|o| o.handshake),
                         ..OpReport::of(Outcome::Fail(f.class))
                     };
                 }
@@ -275,30 +296,10 @@ impl HttpClient {
             self.conn = None;
         }
         let len = resp.len;
-        let outcome = if resp.unexpected {
-            Outcome::Fail(ErrorClass::Status)
-        } else if p.expect_length.is_some_and(|n| n != len) {
-            let n = p.expect_length.unwrap_or_default();
-            d.clear().put(format_args!("body of {len} bytes, expected {n}"));
-            Outcome::Fail(ErrorClass::Length)
-        } else if let Some(what) = [
-            (&p.expect_body, "contain expect_body"),
-            (&p.expect_body_regex, "match expect_body_regex"),
-        ]
-        .into_iter()
-        .find_map(|(re, what)| re.as_ref().is_some_and(|re| !re.is_match(&self.body)).then_some(what))
-        {
-            d.clear()
-                .put(format_args!("body does not {what}"))
-                .fix()
-                .head_line(&self.body, 120);
-            Outcome::Fail(ErrorClass::Body)
-        } else {
-            Outcome::Ok
-        };
         OpReport {
-            outcome,
-            connect: connect_time,
+            outcome: p.judge(resp.unexpected, len, &self.body, d),
+            connect: opened.map(|o| o.connect),
+            handshake: opened.and_then(|o| o.handshake),
             ttfb: Some(resp.ttfb),
             bytes: Traffic {
                 sent,
@@ -310,19 +311,20 @@ impl HttpClient {
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
-    use super::{connect, HttpClient, Prepared};
+    use super::{HttpClient, Prepared};
     use crate::spec::ClientSpec;
 
     /// Every client's task holds its exchange future: keep it small (10 000 clients ≤ 100 MB).
     #[test]
     fn per_client_state_stays_small() {
         let spec = serde_json::from_str(r#"{"url": "https://127.0.0.1:1/"}"#).unwrap();
-        let prep = Prepared::new(&ClientSpec::Http(spec), "k").unwrap();
+        let prep = Prepared::new(&ClientSpec::Http(spec), 1, "k").unwrap();
         let Prepared::Http(p) = &*prep else { unreachable!() };
         let mut d = crate::outcome::Detail::default();
-        assert!(std::mem::size_of_val(&connect(p, None, &mut d)) <= 512);
+        assert!(std::mem::size_of_val(&p.dialer.dial(true, None, &mut d)) <= 512);
         let mut d = crate::outcome::Detail::default();
         let mut c = HttpClient::new(prep.clone(), 0);
         assert!(std::mem::size_of_val(&c.exchange(&mut d)) <= 768);

@@ -1,6 +1,8 @@
-//! The operations clients run: `http`, `tcp`, `exec`, and `program` (the spec's `worker` client: a
-//! long-lived program speaking the line protocol). One enum, prepared once per group.
+//! The operations clients run: `http` (HTTP/1.1, or `http2`), `tcp`, `exec`, and `program` (the spec's
+//! `worker` client: a long-lived program speaking the line protocol). One enum, prepared once per group;
+//! what a thread's clients of a group share (program processes, HTTP/2 connections) is its `Hosts`.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::cancel::Cancel;
@@ -8,10 +10,12 @@ use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport};
 use crate::spec::ClientSpec;
 
+mod dial;
 mod exec;
 mod group;
 mod h1;
 mod http;
+mod http2;
 mod net;
 mod program;
 mod spawn;
@@ -19,8 +23,59 @@ mod tcp;
 mod template;
 mod tls;
 
-pub(crate) use program::{Host, HostedGroup, Hosts};
+pub(crate) use program::HostedGroup;
 pub(crate) use spawn::prepare_thread as prepare_spawns;
+pub(crate) use tls::{describe as describe_tls, rustls_error};
+
+/// A client's place among what its thread's clients of its group share.
+#[derive(Clone)]
+pub(crate) enum Host {
+    /// Its slot in a program's process (`worker` clients).
+    Program(program::Host),
+    /// Its HTTP/2 lane: the connection it shares with up to `streams` clients.
+    Lane(Rc<http2::Lane>),
+}
+
+/// What one engine thread's clients share, per group: program processes, HTTP/2 connections.
+pub(crate) struct Hosts {
+    programs: program::Hosts,
+    lanes: http2::Lanes,
+}
+
+impl Hosts {
+    /// Start this thread's program processes (their handshakes done) and lay out its HTTP/2 lanes.
+    pub async fn start(
+        groups: &[HostedGroup],
+        mine: &[Vec<u64>],
+        thread: usize,
+        threads: usize,
+    ) -> Result<Hosts, EngineError> {
+        let programs = program::Hosts::start(groups, mine, thread, threads).await?;
+        Ok(Hosts {
+            programs,
+            lanes: http2::Lanes::new(groups, mine),
+        })
+    }
+
+    /// Client `slot` of group `g`'s place, if its group shares anything.
+    pub fn host(&self, g: usize, slot: usize) -> Option<Host> {
+        match self.lanes.lane(g, slot) {
+            Some(lane) => Some(Host::Lane(lane)),
+            None => self.programs.host(g, slot).map(Host::Program),
+        }
+    }
+
+    /// Every client slot's place in group `g` (in slot order), for the open-loop scheduler.
+    pub fn of(&self, g: usize, clients: usize) -> Vec<Option<Host>> {
+        (0..clients).map(|s| self.host(g, s)).collect()
+    }
+
+    /// End every process and close every connection (`kill`: after `stop()`, at once).
+    pub async fn close(&self, kill: bool) {
+        self.lanes.close().await;
+        self.programs.close(kill).await;
+    }
+}
 
 /// What a group's clients share: parsed URL, resolved address, body bytes, compiled regexes, TLS config.
 pub(crate) enum Prepared {
@@ -34,9 +89,10 @@ pub(crate) enum Prepared {
 pub(crate) const SPAWN_FDS: u64 = 8;
 
 impl Prepared {
-    pub fn new(spec: &ClientSpec, key: &str) -> Result<Arc<Prepared>, EngineError> {
+    /// `clients`: the group's clients in this shard.
+    pub fn new(spec: &ClientSpec, clients: u64, key: &str) -> Result<Arc<Prepared>, EngineError> {
         Ok(Arc::new(match spec {
-            ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, key)?)),
+            ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, clients, key)?)),
             ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, key)?),
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e)),
             ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w)),
@@ -64,6 +120,7 @@ impl Prepared {
 /// One client's state (connection, buffers) between operations.
 enum Kind {
     Http(http::HttpClient),
+    Http2(http2::H2Client),
     Tcp(tcp::TcpClient),
     Exec(exec::ExecClient),
     Program(program::ProgramClient),
@@ -80,8 +137,17 @@ impl Client {
     /// `host`: a program client's place in its program's process (None for the other kinds).
     pub fn new(prep: Arc<Prepared>, client: u64, host: Option<Host>) -> Client {
         let kind = match (&*prep, host) {
-            (Prepared::Program(_), Some(host)) => Kind::Program(program::ProgramClient::new(host, client)),
-            (Prepared::Program(_), None) => unreachable!("a program client always has a host"),
+            (Prepared::Program(_), Some(Host::Program(host))) => {
+                Kind::Program(program::ProgramClient::new(host, client))
+            }
+            (Prepared::Program(_), _) => unreachable!("a program client always has a host"),
+            (Prepared::Http(p), host) if p.h2.is_some() => {
+                let lane = match host {
+                    Some(Host::Lane(lane)) => Some(lane),
+                    _ => None,
+                };
+                Kind::Http2(http2::H2Client::new(prep, lane, client))
+            }
             (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep, client)),
             (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep, client)),
             (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep, client)),
@@ -97,6 +163,7 @@ impl Client {
         let d = &mut self.detail;
         match &mut self.kind {
             Kind::Http(c) => c.run(cancel, d).await,
+            Kind::Http2(c) => c.run(cancel, d).await,
             Kind::Tcp(c) => c.run(cancel, d).await,
             Kind::Exec(c) => c.run(iteration, cancel, d).await,
             Kind::Program(c) => c.run(iteration, cancel, d).await,

@@ -12,7 +12,7 @@ use super::{net, Prepared};
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::error::{EngineError, SpecError};
-use crate::outcome::{Detail, OpReport, Outcome, Traffic};
+use crate::outcome::{Detail, OpReport, Outcome};
 use crate::spec::TcpSpec;
 
 pub(crate) struct TcpPrep {
@@ -70,11 +70,7 @@ impl TcpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        tokio::select! {
-            biased;
-            r = self.exchange(d) => r,
-            o = cancel.fired() => OpReport::of(o),
-        }
+        cancel.race(self.exchange(d)).await
     }
 
     async fn exchange(&mut self, d: &mut Detail) -> OpReport {
@@ -94,12 +90,8 @@ impl TcpClient {
         let connect = Some(t.elapsed());
         let _ = stream.set_nodelay(true);
         let mut report = OpReport {
-            outcome: Outcome::Ok,
             connect,
-            ttfb: None,
-            bytes: Traffic::default(),
-            steps: Vec::new(),
-            unsent: false,
+            ..OpReport::of(Outcome::Ok)
         };
         if !p.send.is_empty() {
             if let Err(e) = stream.write_all(&p.send).await {

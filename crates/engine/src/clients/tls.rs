@@ -1,10 +1,17 @@
-//! The rustls client config: webpki roots, or (`insecure`) a verifier that accepts any certificate.
+//! The rustls client config of a group (`TlsSpec`): trust (webpki roots and/or the given CAs, or with
+//! `insecure` a verifier that accepts any certificate), the client certificate, the TLS versions,
+//! session resumption and ALPN; and the words for a TLS failure (the server's alert by its name).
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::client::Resumption;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::spec::TlsSpec;
 
 /// `insecure`: every certificate and every handshake signature is accepted, whatever the TLS version.
 #[derive(Debug)]
@@ -35,21 +42,181 @@ impl ServerCertVerifier for AcceptAnything {
     }
 }
 
-pub(crate) fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, rustls::Error> {
+/// Why a group's TLS config could not be built: a sentence naming the spec key and the fix.
+pub(crate) type ConfigError = String;
+
+/// The certificates in a PEM text (other sections skipped); `what` names the key in errors.
+fn certificates(pem: &str, what: &str) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{what} is not valid PEM ({e})"))?;
+    if certs.is_empty() {
+        return Err(format!("{what} holds no certificate (no BEGIN CERTIFICATE section)"));
+    }
+    Ok(certs)
+}
+
+/// The trust anchors: webpki's roots and/or the CA certificates given.
+fn roots(spec: &TlsSpec) -> Result<RootCertStore, ConfigError> {
+    let mut roots = RootCertStore::empty();
+    if spec.webpki_roots {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    if let Some(pem) = &spec.ca_pem {
+        let (added, _ignored) = roots.add_parsable_certificates(certificates(pem, "tls.ca_pem")?);
+        if added == 0 {
+            return Err("tls.ca_pem holds no usable CA certificate; give PEM CA certificates".to_string());
+        }
+    }
+    if roots.is_empty() {
+        return Err(
+            "tls trusts no CA (webpki_roots is false and no ca_pem); give ca_pem or set webpki_roots".to_string(),
+        );
+    }
+    Ok(roots)
+}
+
+/// The client certificate chain and its key: the key from `key_pem`, else from `cert_pem` (a proxy file
+/// holding both).
+fn identity(spec: &TlsSpec) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ConfigError> {
+    let Some(cert) = &spec.cert_pem else {
+        return match spec.key_pem {
+            Some(_) => Err("tls.key_pem is given without cert_pem; give the certificate too".to_string()),
+            None => Ok(None),
+        };
+    };
+    let chain = certificates(cert, "tls.cert_pem")?;
+    let (from, text) = match &spec.key_pem {
+        Some(k) => ("tls.key_pem", k),
+        None => ("tls.cert_pem", cert),
+    };
+    let key = PrivateKeyDer::from_pem_slice(text.as_bytes()).map_err(|e| {
+        format!("{from} holds no usable private key ({e}); give an unencrypted PEM key (PKCS#8, PKCS#1 or SEC1)")
+    })?;
+    Ok(Some((chain, key)))
+}
+
+/// The rustls config of a group: `alpn` is the protocols offered (`h2`, or `http/1.1`).
+pub(crate) fn client_config(spec: &TlsSpec, insecure: bool, alpn: &[u8]) -> Result<Arc<ClientConfig>, ConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let schemes = provider.signature_verification_algorithms.supported_schemes();
-    let builder = ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
-    let mut config = if insecure {
+    let versions: &[&rustls::SupportedProtocolVersion] = match spec.version.as_deref() {
+        Some("1.2") => &[&rustls::version::TLS12],
+        Some("1.3") => &[&rustls::version::TLS13],
+        _ => rustls::DEFAULT_VERSIONS,
+    };
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| format!("tls.version: {e}"))?;
+    let builder = if insecure {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnything(schemes)))
-            .with_no_client_auth()
     } else {
-        let roots = RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder.with_root_certificates(roots(spec)?)
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let mut config = match identity(spec)? {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
+            format!("tls.cert_pem and its key cannot be used together ({e}); give the key of that certificate")
+        })?,
+    };
+    if !spec.resume {
+        config.resumption = Resumption::disabled();
+    }
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
+}
+
+/// A short text on the stack (an alert's Debug name), so naming an alert allocates nothing.
+struct Name {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl std::fmt::Write for Name {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// An alert's name in words: `UnknownCA` → "unknown ca", `CertificateRequired` → "certificate required".
+fn alert_words(alert: rustls::AlertDescription, out: &mut String) {
+    let mut name = Name { buf: [0; 64], len: 0 };
+    let _ = write!(name, "{alert:?}");
+    let mut prev_lower = false;
+    for &b in &name.buf[..name.len] {
+        if b.is_ascii_uppercase() && prev_lower {
+            out.push(' ');
+        }
+        prev_lower = b.is_ascii_lowercase() || b.is_ascii_digit();
+        out.push(char::from(b.to_ascii_lowercase()));
+    }
+}
+
+/// A TLS failure in words: the server's alert by its name ("TLS alert from the server: unknown ca"), or what
+/// knee's side found ("the server's certificate is not trusted: UnknownIssuer").
+pub(crate) fn describe(e: &rustls::Error, out: &mut String) {
+    match e {
+        rustls::Error::AlertReceived(alert) => {
+            out.push_str("TLS alert from the server: ");
+            alert_words(*alert, out);
+        }
+        rustls::Error::InvalidCertificate(c) => {
+            let _ = write!(out, "the server's certificate is not trusted: {c:?}");
+        }
+        other => {
+            let _ = write!(out, "TLS: {other}");
+        }
+    }
+}
+
+/// The rustls error inside an I/O error, if that is what it carries (a failed handshake, or an alert read
+/// with the response).
+pub(crate) fn rustls_error(e: &std::io::Error) -> Option<&rustls::Error> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alerts_read_as_words() {
+        let mut s = String::new();
+        describe(
+            &rustls::Error::AlertReceived(rustls::AlertDescription::UnknownCA),
+            &mut s,
+        );
+        assert_eq!(s, "TLS alert from the server: unknown ca");
+        s.clear();
+        alert_words(rustls::AlertDescription::CertificateRequired, &mut s);
+        assert_eq!(s, "certificate required");
+        s.clear();
+        alert_words(rustls::AlertDescription::BadCertificate, &mut s);
+        assert_eq!(s, "bad certificate");
+    }
+
+    #[test]
+    fn bad_material_is_one_sentence() {
+        let spec = TlsSpec {
+            ca_pem: Some("not pem".into()),
+            webpki_roots: false,
+            ..TlsSpec::default()
+        };
+        let e = client_config(&spec, false, b"http/1.1").unwrap_err();
+        assert!(e.starts_with("tls.ca_pem holds no certificate"), "{e}");
+        let spec = TlsSpec {
+            webpki_roots: false,
+            ..TlsSpec::default()
+        };
+        assert!(client_config(&spec, false, b"h2").unwrap_err().contains("trusts no CA"));
+        assert!(client_config(&spec, true, b"h2").is_ok());
+    }
 }

@@ -254,3 +254,6 @@ pub fn not_running(pid: i32) -> bool {
             .is_some_and(|rest| rest.trim_start().starts_with('Z')),
     }
 }
+
+/// A test PKI made with `openssl` (root CA, server and client certificates, a second CA).
+pub mod pki;

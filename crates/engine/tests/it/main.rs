@@ -7,7 +7,9 @@ mod common;
 
 mod exec;
 mod http;
+mod http2;
 mod pacer;
 mod result;
 mod tcp;
 mod tls;
+mod tls_client_auth;

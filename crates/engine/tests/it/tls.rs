@@ -1,4 +1,4 @@
-//! HTTPS against a real rustls server on 127.0.0.1:0 with a self-signed certificate (made by `openssl`).
+//! HTTPS against a real rustls server on 127.0.0.1:0 with a certificate of a private CA (made by `openssl`).
 
 use crate::common;
 
@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use common::pki::Pki;
 use common::*;
 use http_body_util::Full;
 use hyper::service::service_fn;
@@ -17,37 +18,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
-/// Start an HTTPS server; returns its port and its request counter.
+/// Start an HTTPS server with a certificate of the test PKI (whose root the client is not given);
+/// returns its port and its request counter.
 fn https_server(dir: &std::path::Path) -> (u16, Arc<AtomicU64>) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let status = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl is installed");
-    assert!(status.success());
-    let certs = vec![CertificateDer::from_pem_file(&cert).unwrap()];
-    let key = PrivateKeyDer::from_pem_file(&key).unwrap();
+    let pki = Pki::new(dir);
+    let certs = vec![CertificateDer::from_pem_file(pki.dir.join("server.pem")).unwrap()];
+    let key = PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap()

@@ -31,7 +31,9 @@ from knee.report.view.remote import remote_metrics_table, remote_table
 from knee.report.view.section import PAGE_PARTS, Section, Table
 from knee.report.view.tables import (
     counters_table,
+    handshakes,
     intervals,
+    phases_table,
     reasons_table,
     stages_table,
     steps_table,
@@ -129,6 +131,13 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
             terminal_rows=MAX_TERMINAL_REASONS,
             empty="No failures.",
             page="reasons",
+        ),
+        # the terminal shows the phases when a TLS handshake was among them (its cost is the news); the files always
+        Section(
+            "phases",
+            "Connection times: mean (p99)",
+            table=phases_table(record, group),
+            terminal_title=f"group {group}: connection times, mean (p99)" if handshakes(record, group) else None,
         ),
         Section("steps", "Timed steps", table=steps_table(record, group), terminal_title=f"group {group}: timed steps"),
         # "Per stage" here, "group NAME per stage" in the terminal: today's titles, kept as they were

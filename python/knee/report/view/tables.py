@@ -1,5 +1,5 @@
-"""A group's other tables: failure reasons, timed steps, stages, the machine's and the target's counters, the
-workers of a distributed run, and a long level's per-interval distribution."""
+"""A group's other tables: failure reasons, connection times, timed steps, stages, the machine's and the target's
+counters, the workers of a distributed run, and a long level's per-interval distribution."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from knee import fmt
 from knee.analysis.beside import stress_group
 from knee.analysis.stats import IntervalDistribution, interval_distribution
-from knee.model import GroupStats, RunRecord, StepResult
+from knee.model import GroupStats, LatencyStats, RunRecord, StepResult
 from knee.report.view.levels import level_cell, row
 from knee.report.view.section import Table
 
@@ -86,6 +86,43 @@ def reasons_table(record: RunRecord, group: str) -> Table:
         for r in g.reasons:
             rows.append([level_cell(row(s, g), record.rates, beside), r.class_, f"{r.count:,}", r.sample])
     return Table(REASONS_HEADER, rows, kv=True)
+
+
+PHASES_HEADER = ["Level", "Connections", "Connect", "TLS handshake", "Resumed", "Waiting", "Total"]
+
+
+def phases_table(record: RunRecord, group: str) -> Table | None:
+    """Per level, an operation's phases (ab's "Connection Times", mean and p99): the TCP connect and the TLS
+    handshake of the connections opened, how many handshakes resumed a session, the time to the first byte and
+    the whole operation. None for a group that neither connected nor waited for a response (exec, workers)."""
+    rows: list[list[str]] = []
+    beside = stress_group(record, group)
+
+    def cell(st: LatencyStats) -> str:
+        return f"{fmt.ms(st.mean)} ({fmt.ms(st.p99)})" if st.count else "–"
+
+    for s in record.steps:
+        g = s.groups.get(group)
+        if g is None or (g.connect_ms.count == 0 and g.ttfb_ms.count == 0):
+            continue
+        resumed = f"{g.tls_resumed:,} of {g.tls_ms.count:,}" if g.tls_ms.count else "–"
+        rows.append(
+            [
+                level_cell(row(s, g), record.rates, beside),
+                f"{g.connect_ms.count:,}",
+                cell(g.connect_ms),
+                cell(g.tls_ms),
+                resumed,
+                cell(g.ttfb_ms),
+                cell(g.latency_ms),
+            ]
+        )
+    return Table(PHASES_HEADER, rows) if rows else None
+
+
+def handshakes(record: RunRecord, group: str) -> bool:
+    """The group's operations shook hands (TLS) in some step."""
+    return any(s.groups[group].tls_ms.count for s in record.steps if group in s.groups)
 
 
 STEPS_HEADER = ["Level", "Step", "Count", "Mean", "p50", "p99", "Share of the time"]

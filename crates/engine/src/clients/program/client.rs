@@ -112,16 +112,13 @@ impl ProgramClient {
         match slot.wait().await {
             Reply::Cut { hung } => OpReport::of(if hung { Outcome::Hung } else { Outcome::Abandoned }),
             Reply::Ok { steps, bytes } => OpReport {
-                outcome: Outcome::Ok,
-                connect: None,
-                ttfb: None,
                 bytes: Traffic {
                     sent: 0,
                     received: bytes,
                     payload: bytes,
                 },
                 steps,
-                unsent: false,
+                ..OpReport::of(Outcome::Ok)
             },
             Reply::Fail { class, message, steps } => {
                 // The program's own class is kept verbatim in the grouping key, its message normalised.

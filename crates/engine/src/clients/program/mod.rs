@@ -175,11 +175,6 @@ impl Hosts {
         })
     }
 
-    /// Every client slot's place in group `g` (in slot order), for the open-loop scheduler.
-    pub fn of(&self, g: usize, clients: usize) -> Vec<Option<Host>> {
-        (0..clients).map(|s| self.host(g, s)).collect()
-    }
-
     /// End every process: after a normal end, `stop` and a grace period; after `stop()` (`kill`), at once.
     pub async fn close(&self, kill: bool) {
         if self.killed.replace(true) {

@@ -1,0 +1,165 @@
+//! Opening a connection for HTTP/1.1 and HTTP/2 alike: the TCP connect, then (https) the TLS handshake,
+//! each timed on its own, the handshake's kind (full or resumed) noted, and a failure's class and words.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use super::net;
+use crate::class::ErrorClass;
+use crate::outcome::{Detail, Handshake};
+
+/// Where a group's clients connect, and how: the address, and for https the TLS connector and name.
+pub(crate) struct Dialer {
+    pub addr: SocketAddr,
+    pub tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+/// One open connection.
+pub(crate) enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    /// The protocol the server chose by ALPN (None: plain TCP, or the server chose none).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Conn::Plain(_) => None,
+            Conn::Tls(s) => s.get_ref().1.alpn_protocol(),
+        }
+    }
+}
+
+/// How the connection was opened: the TCP connect's time and the handshake's.
+#[derive(Clone, Copy)]
+pub(crate) struct Opened {
+    pub connect: Duration,
+    pub handshake: Option<Handshake>,
+}
+
+/// Why it could not be opened (the words are in the client's `Detail`); `connect` is set when the TCP
+/// connect succeeded and the handshake failed.
+pub(crate) struct DialError {
+    pub class: ErrorClass,
+    pub connect: Option<Duration>,
+}
+
+impl Dialer {
+    pub fn new(addr: SocketAddr, tls: Option<(Arc<ClientConfig>, ServerName<'static>)>) -> Dialer {
+        Dialer {
+            addr,
+            tls: tls.map(|(config, name)| (TlsConnector::from(config), name)),
+        }
+    }
+
+    /// Connect (from `source` when given) and shake hands; `nodelay`: set TCP_NODELAY.
+    pub async fn dial(
+        &self,
+        nodelay: bool,
+        source: Option<IpAddr>,
+        d: &mut Detail,
+    ) -> Result<(Conn, Opened), DialError> {
+        let t = Instant::now();
+        let stream = match net::connect(self.addr, source).await {
+            Ok(s) => s,
+            Err(e) => {
+                d.clear()
+                    .put(format_args!("connect to {}: ", net::Peer(self.addr, source)))
+                    .io(&e);
+                return Err(DialError {
+                    class: ErrorClass::of_connect(&e),
+                    connect: None,
+                });
+            }
+        };
+        let connect = t.elapsed();
+        if nodelay {
+            let _ = stream.set_nodelay(true);
+        }
+        let Some((connector, name)) = &self.tls else {
+            return Ok((
+                Conn::Plain(stream),
+                Opened {
+                    connect,
+                    handshake: None,
+                },
+            ));
+        };
+        let t = Instant::now();
+        // Boxed: the handshake future is large and would otherwise sit in every client's task.
+        match Box::pin(connector.connect(name.clone(), stream)).await {
+            Ok(tls) => {
+                let resumed = matches!(tls.get_ref().1.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
+                let handshake = Some(Handshake {
+                    time: t.elapsed(),
+                    resumed,
+                });
+                Ok((Conn::Tls(Box::new(tls)), Opened { connect, handshake }))
+            }
+            Err(e) => {
+                d.clear().put(format_args!("TLS handshake with {}: ", self.addr)).io(&e);
+                Err(DialError {
+                    class: ErrorClass::Tls,
+                    connect: Some(connect),
+                })
+            }
+        }
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! HTTP/2 connections on one engine thread. A group's clients are streams: up to `streams` of them share a
+//! *lane*, which holds the lane's current connection (a `Link`) and opens a new one when there is none,
+//! the last was closed, or its server sent GOAWAY. The client that opens it times the connect and the
+//! handshake; the others wait for it. Each connection is driven by a task of its own on the thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use super::goaway::{GoAway, Watched};
+use crate::class::ErrorClass;
+use crate::clients::dial::{DialError, Opened};
+use crate::clients::http::HttpPrep;
+use crate::clients::{HostedGroup, Prepared};
+use crate::outcome::Detail;
+
+/// How long the end of a run waits for the connections to close cleanly (GOAWAY sent, sockets shut).
+const CLOSE_WAIT: Duration = Duration::from_millis(200);
+
+/// One HTTP/2 connection: where streams are opened, and what the server said of it.
+pub(crate) struct Link {
+    pub send: ::h2::client::SendRequest<Bytes>,
+    /// The server's GOAWAY, once it came: streams above its last id were never processed.
+    pub goaway: Rc<Cell<Option<GoAway>>>,
+    /// The connection has ended (closed, or failed).
+    ended: Rc<Cell<bool>>,
+}
+
+impl Link {
+    /// New streams may be opened on it.
+    fn usable(&self) -> bool {
+        !self.ended.get() && self.goaway.get().is_none()
+    }
+
+    /// The stream `id` was never processed by the server: its GOAWAY's last stream id is below it.
+    pub fn unprocessed(&self, id: u32) -> bool {
+        self.goaway.get().is_some_and(|g| id > g.last)
+    }
+}
+
+/// Open a connection: connect, TLS (ALPN must choose h2), the HTTP/2 preface; its driver runs as a task
+/// of this thread. The driver's handle is pushed on `drivers` (to wait for it at the end).
+pub(crate) async fn open(
+    p: &HttpPrep,
+    drivers: &RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    source: Option<IpAddr>,
+    d: &mut Detail,
+) -> Result<(Rc<Link>, Opened), DialError> {
+    let (conn, opened) = p.dialer.dial(true, source, d).await?;
+    let failed = |class| DialError {
+        class,
+        connect: Some(opened.connect),
+    };
+    if p.dialer.tls.is_some() && conn.alpn() != Some(b"h2") {
+        let chose = conn.alpn().map_or("none".into(), String::from_utf8_lossy);
+        // Kept verbatim (fixed): the protocol's digits are not a number to mask.
+        d.clear()
+            .put(format_args!(
+                "HTTP/2 not agreed by ALPN: the server chose {chose}; drop http2 for this service"
+            ))
+            .fix();
+        return Err(failed(ErrorClass::Protocol));
+    }
+    let io = Watched::new(conn);
+    let goaway = io.seen.clone();
+    let h2 = p.h2.as_ref().expect("an HTTP/2 group has its HTTP/2 prep");
+    let (send, connection) = match h2.builder.handshake::<_, Bytes>(io).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            d.clear()
+                .put(format_args!("HTTP/2 preface with {}: {e}", p.dialer.addr));
+            return Err(failed(ErrorClass::Protocol));
+        }
+    };
+    let ended = Rc::new(Cell::new(false));
+    let done = ended.clone();
+    let mut drivers = drivers.borrow_mut();
+    drivers.retain(|h| !h.is_finished());
+    drivers.push(tokio::task::spawn_local(async move {
+        let _ = connection.await;
+        done.set(true);
+    }));
+    Ok((Rc::new(Link { send, goaway, ended }), opened))
+}
+
+/// Up to `streams` clients sharing one connection at a time.
+#[derive(Default)]
+pub(crate) struct Lane {
+    link: RefCell<Option<Rc<Link>>>,
+    dialing: Cell<bool>,
+    dialed: Notify,
+    drivers: Rc<RefCell<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+/// Clears the lane's "dialing" mark however the dial ends (an operation cancelled while dialing too).
+struct Dialing<'a>(&'a Lane);
+
+impl Drop for Dialing<'_> {
+    fn drop(&mut self) {
+        self.0.dialing.set(false);
+        self.0.dialed.notify_waiters();
+    }
+}
+
+impl Lane {
+    /// A connection to open a stream on: the lane's, or one this client opens now (then its opening is
+    /// returned, to be recorded with this operation).
+    /// `source`: the local address a connection this client opens comes from.
+    pub async fn link(
+        &self,
+        p: &HttpPrep,
+        source: Option<IpAddr>,
+        d: &mut Detail,
+    ) -> Result<(Rc<Link>, Option<Opened>), DialError> {
+        loop {
+            if let Some(l) = self.link.borrow().as_ref().filter(|l| l.usable()) {
+                return Ok((l.clone(), None));
+            }
+            if self.dialing.get() {
+                self.dialed.notified().await;
+                continue;
+            }
+            self.dialing.set(true);
+            let _mark = Dialing(self);
+            self.link.borrow_mut().take();
+            let (link, opened) = open(p, &self.drivers, source, d).await?;
+            *self.link.borrow_mut() = Some(link.clone());
+            return Ok((link, Some(opened)));
+        }
+    }
+
+    /// Stop opening streams on `link` (it failed, or refused a stream).
+    pub fn forget(&self, link: &Rc<Link>) {
+        let mut current = self.link.borrow_mut();
+        if current.as_ref().is_some_and(|l| Rc::ptr_eq(l, link)) {
+            current.take();
+        }
+    }
+
+    /// The handles of this lane's connection drivers (shared with operations that open their own).
+    pub fn drivers(&self) -> &RefCell<Vec<tokio::task::JoinHandle<()>>> {
+        &self.drivers
+    }
+}
+
+/// One engine thread's lanes, per group: each client slot's lane (empty for other groups).
+#[derive(Default)]
+pub(crate) struct Lanes {
+    groups: Vec<Vec<Rc<Lane>>>,
+}
+
+impl Lanes {
+    /// The lanes of this thread's clients (`mine`, per group): client `c` of an HTTP/2 group with `C`
+    /// connections in the shard is on connection `c % C` (the engine put those clients on this thread).
+    pub fn new(groups: &[HostedGroup], mine: &[Vec<u64>]) -> Lanes {
+        let mut lanes = Lanes::default();
+        for (hg, clients) in groups.iter().zip(mine) {
+            let h2 = match &*hg.prep {
+                Prepared::Http(p) => p.h2.as_ref().filter(|_| !p.new_connection),
+                _ => None,
+            };
+            let Some(h2) = h2 else {
+                lanes.groups.push(Vec::new());
+                continue;
+            };
+            let mut by_connection: BTreeMap<u64, Rc<Lane>> = BTreeMap::new();
+            let slots = clients
+                .iter()
+                .map(|c| by_connection.entry(c % h2.connections).or_default().clone())
+                .collect();
+            lanes.groups.push(slots);
+        }
+        lanes
+    }
+
+    /// Client `slot` of group `g`'s lane, if the group speaks HTTP/2 over shared connections.
+    pub fn lane(&self, g: usize, slot: usize) -> Option<Rc<Lane>> {
+        self.groups.get(g)?.get(slot).cloned()
+    }
+
+    /// Close every connection: drop the lanes' handles (each connection then ends with a GOAWAY once its
+    /// streams are done), and wait a moment for them to close.
+    pub async fn close(&self) {
+        let mut drivers = Vec::new();
+        for lane in self.groups.iter().flatten() {
+            lane.link.borrow_mut().take();
+            drivers.append(&mut lane.drivers.borrow_mut());
+        }
+        let all = async {
+            for d in drivers {
+                let _ = d.await;
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_WAIT, all).await;
+    }
+}

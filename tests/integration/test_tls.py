@@ -1,0 +1,172 @@
+"""TLS with client certificates against nginx (Debian's, `ssl_verify_client on`) and a PKI made with openssl
+(tests/pki.py): the right certificate in every form (certificate and key, one proxy-style file, $X509_USER_PROXY,
+an encrypted key, PKCS#12), trust by a CA file and a hashed CA directory, the server's refusals grouped, a real TLS
+alert, each bad file's one sentence before any load, the handshake timed apart and resumption counted as nginx
+counts it. Every count is held against nginx's access log."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import knee
+from knee.errors import UserError
+
+from conftest import knee_cli
+from pki import PASSWORD, Pki
+from servers import TlsNginx, settled
+
+
+@pytest.fixture
+def server(tls_nginx: TlsNginx) -> TlsNginx:
+    return tls_nginx
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No $X509_USER_PROXY of the machine's own leaks into a test (one sets it itself)."""
+    monkeypatch.delenv("X509_USER_PROXY", raising=False)
+
+
+def served(server: TlsNginx, want: int, listener: str = "tls") -> list[str]:
+    """nginx's access log lines of `listener`, once it holds `want` of them (or after waiting a moment)."""
+    settled(lambda: len(server.lines(listener)), want)
+    return server.lines(listener)
+
+
+def written(root: Path) -> str:
+    return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file())
+
+
+def test_the_right_certificate_in_every_form(server: TlsNginx, pki: Pki, tmp_path: Path) -> None:
+    """nginx logs every request with the client's subject, and as many as knee started; the key and its password
+    are in no file, report or output knee writes."""
+    server.clear()
+    out, js = tmp_path / "runs", tmp_path / "run.json"
+    proc = knee_cli(
+        "run", server.url("tls"), "-c", "4", "-n", "200", "-q", "--out", str(out), "--json", str(js),
+        "--cert", pki.path("client-chain.pem"), "--key", pki.path("client-enc.key"), "--cacert", pki.path("root.pem"),
+        "--key-password", "${pw}", "--secret", f"pw={PASSWORD}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(js.read_text())
+    assert (doc["started"], doc["succeeded"], doc["tls_ms"]["count"]) == (200, 200, 4)
+    lines = served(server, 200)
+    assert len(lines) == 200 and all(f'200 "{pki.client_subject}" HTTP/1.1' in ln for ln in lines)
+    assert "client certificate CN=alice,DC=knee-test,DC=org from" in proc.stdout + proc.stderr
+    key_body = Path(pki.path("client.key")).read_text().splitlines()[1]
+    everything = written(out) + js.read_text() + proc.stdout + proc.stderr
+    assert PASSWORD not in everything and key_body not in everything and "PRIVATE KEY" not in everything
+    (run_dir,) = out.iterdir()
+    report = (run_dir / "report.md").read_text()
+    assert "### Connection times: mean (p99)" in report and "| TLS handshake | Resumed |" in report, report
+
+    # One proxy-style file (certificate, key and chain) as $X509_USER_PROXY, the server checked against a hashed
+    # CA directory; then PKCS#12 with its password given literally (made a secret of its own, never written).
+    server.clear()
+    os.environ["X509_USER_PROXY"] = pki.path("proxy.pem")
+    try:
+        r = knee.run(server.url("tls"), clients=2, n=40, capath=pki.path("certificates"))
+    finally:
+        del os.environ["X509_USER_PROXY"]
+    assert (r.stats.started, r.stats.succeeded) == (40, 40)
+    out2 = tmp_path / "p12"
+    r = knee.run(
+        server.url("tls"), clients=2, n=40, out=out2, cert=pki.path("client.p12"), key_password=PASSWORD,
+        cacert=pki.path("root.pem"),
+    )  # fmt: skip
+    assert (r.stats.started, r.stats.succeeded) == (40, 40)
+    assert PASSWORD not in written(out2) and "main_tls_password" in written(out2)
+    lines = served(server, 80)
+    assert len(lines) == 80 and all(pki.client_subject in ln for ln in lines)
+
+
+def test_the_servers_refusals_are_grouped_plainly(server: TlsNginx, pki: Pki) -> None:
+    """nginx answers 400 to a client without a certificate, or with one from another CA (it does not fail the
+    handshake): every failure is grouped under the server's words. A TLS 1.2-only listener refuses a TLS 1.3 client
+    with its alert, by name, class tls; a server certificate from a CA knee was not given is knee's refusal."""
+    server.clear()
+    for cert, key, words in (
+        (None, None, "HTTP/1.1 400 Bad Request: 400 No required SSL certificate was sent"),
+        (pki.path("rogue.pem"), pki.path("rogue.key"), "HTTP/1.1 400 Bad Request: 400 The SSL certificate error"),
+    ):
+        r = knee.run(server.url("tls"), clients=2, n=20, cert=cert, key=key, cacert=pki.path("root.pem"))
+        s = r.stats
+        assert (s.started, s.failed, s.failures) == (20, 20, {"status": 20})
+        assert [(x.class_, x.sample, x.count) for x in s.reasons] == [("status", words, 20)]
+    assert len(served(server, 40)) == 40
+    r = knee.run(server.url("tls12"), clients=1, n=3, cacert=pki.path("root.pem"), tls_version="1.3", check=False)
+    assert r.stats.failures == {"tls": 3}
+    assert r.stats.reasons[0].sample.endswith("TLS alert from the server: protocol version"), r.stats.reasons
+    r = knee.run(server.url("tls12"), clients=1, n=3, check=False)
+    assert r.stats.failures == {"tls": 3}
+    assert "the server's certificate is not trusted: UnknownIssuer" in r.stats.reasons[0].sample
+
+
+def test_each_bad_file_is_one_sentence_before_any_load(server: TlsNginx, pki: Pki, tmp_path: Path) -> None:
+    server.clear()
+    empty = tmp_path / "empty-cas"
+    empty.mkdir()
+    (empty / "README").write_text("no certificates here\n")
+    cases = [
+        ({"cert": str(tmp_path / "missing.pem")}, "--cert: cannot read the client certificate"),
+        ({"cert": pki.path("client-chain.pem")}, "holds no private key (no BEGIN PRIVATE KEY); give the key file too"),
+        ({"cert": pki.path("client.pem"), "key": pki.path("rogue.key")}, "--key: the key in"),
+        ({"cert": pki.path("client.pem"), "key": pki.path("client-enc.key")}, "is encrypted; give its password"),
+        (
+            {"cert": pki.path("client.pem"), "key": pki.path("client-enc.key"), "key_password": "wrong"},
+            "--key-password: the key in",
+        ),
+        ({"cert": pki.path("client.p12"), "key_password": "wrong"}, "cannot be opened as PKCS#12"),
+        ({"cert": pki.path("expired.pem"), "key": pki.path("expired.key")}, "expired on"),
+        ({"cacert": pki.path("client.key")}, "--cacert: "),
+        ({"capath": str(empty)}, "--capath: the CA directory"),
+    ]
+    for options, words in cases:
+        with pytest.raises(UserError) as err:
+            knee.run(server.url("tls"), clients=1, n=1, **options)
+        message = str(err.value)
+        assert words in message and "\n" not in message, (options, message)
+    assert "does not belong to the certificate" in _error(
+        server, cert=pki.path("client.pem"), key=pki.path("rogue.key")
+    )
+    assert server.lines("tls") == []  # nothing reached the server
+
+
+def _error(server: TlsNginx, **options: str) -> str:
+    with pytest.raises(UserError) as err:
+        knee.run(server.url("tls"), clients=1, n=1, **options)
+    return str(err.value)
+
+
+def test_handshakes_timed_apart_and_resumption_counted_as_nginx_counts(
+    server: TlsNginx, pki: Pki, tmp_path: Path
+) -> None:
+    """A new connection per request: with resumption nearly every handshake is resumed and cheaper, without it
+    none is; knee's count of resumed handshakes is nginx's ($ssl_session_reused), and the ab-style text's TLS row
+    shows the difference."""
+    medians = {}
+    for resume in ("on", "off"):
+        server.clear()
+        js = tmp_path / f"{resume}.json"
+        proc = knee_cli(
+            "run", server.url("tls"), "-c", "2", "-n", "120", "--new-connection", "--tls-resume", resume, "-q",
+            "--cert", pki.path("proxy.pem"), "--cacert", pki.path("root.pem"), "--json", str(js),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(js.read_text())
+        lines = served(server, 120)
+        reused = sum(1 for ln in lines if ln.split()[1] == "r")
+        assert (doc["started"], doc["succeeded"], doc["tls_ms"]["count"], len(lines)) == (120, 120, 120, 120)
+        assert doc["tls_resumed"] == reused
+        medians[resume] = doc["tls_ms"]["p50"]
+        assert f"TLS handshakes:             120  ({120 - reused} full, {reused} resumed)" in proc.stdout
+        assert "\nTLS:  " in proc.stdout
+        if resume == "on":
+            assert reused >= 110
+        else:
+            assert reused == 0
+    assert medians["on"] < medians["off"], medians

@@ -1,0 +1,95 @@
+"""The TLS and HTTP/2 keys of a scenario, checked before any load: the `tls` table and its options, the files
+(tests/integration/test_tls.py holds each bad file's sentence against a real run), the expiry warning against the
+run's planned time, the password lifted into a secret, and what the engine gets against what is recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from knee.errors import UserError
+from knee.plan import engine_spec, planned_seconds, sweep_plan
+from knee.scenario import Source, from_raw, parse_scenario
+from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
+from knee.scenario.tlsfiles import notes
+from knee.spec import KEY_WITHHELD, HttpClient
+
+from pki import PASSWORD, Pki
+
+
+def one_line(url: str, **options: object) -> object:
+    table = scenario_table(url, Options(**options), run=False)  # type: ignore[arg-type]
+    return from_raw(table, Source("command line", options=OPTION_NAMES))
+
+
+def test_http2_and_tls_keys_are_checked_with_one_sentence() -> None:
+    base = '[groups.main]\nkind = "http"\nclients = 1\nurl = "{url}"\n{extra}\n[sweep]\nduration = "1s"\n'
+    bad = [
+        ("http://h/", "streams = 4", "streams = 4 multiplexes HTTP/2 only; set http2 = true"),
+        ("http://h/", "http2 = true\nstreams = 4\nnew_connection = true", "drop one of them"),
+        ("http://h/", '[groups.main.tls]\ncacert = "x"', "tls (client certificate, CAs, TLS version) applies to"),
+        ("https://h/", '[groups.main.tls]\nkey = "k.pem"', "key needs cert"),
+        ("https://h/", "[groups.main.tls]\nversion = 1.1", "groups.main.tls.version must be '1.2' or '1.3'"),
+    ]
+    for url, extra, words in bad:
+        with pytest.raises(UserError, match=None) as err:
+            parse_scenario(base.format(url=url, extra=extra))
+        assert words in str(err.value), str(err.value)
+    ok = parse_scenario(base.format(url="http://h/", extra="http2 = true\nstreams = 100"))
+    assert ok.groups["main"].streams == 100  # type: ignore[union-attr]
+    with pytest.raises(UserError, match="--key needs --cert"):
+        one_line("https://h/", key="k.pem")
+    with pytest.raises(UserError, match="--webpki-roots adds webpki's roots to --cacert/--capath"):
+        one_line("https://h/", webpki_roots=True)
+
+
+def test_the_engine_gets_the_material_and_the_record_keeps_none(pki: Pki) -> None:
+    options = {
+        "cert": pki.path("client.p12"), "cacert": pki.path("root.pem"), "tls_resume": "off", "tls_version": "1.3",
+        "http2": True, "streams": 10, "levels": [20],
+    }  # fmt: skip
+    with pytest.raises(UserError, match=r"^--key-password: .*cannot be opened as PKCS#12"):
+        one_line("https://127.0.0.1:1/", key_password="wrong", **options)
+    loaded = one_line("https://127.0.0.1:1/", key_password=PASSWORD, **options)
+    step = sweep_plan(loaded.scenario)[0]  # type: ignore[attr-defined]
+    ran = engine_spec(loaded.scenario, step).groups[0].client  # type: ignore[attr-defined]
+    kept = engine_spec(loaded.record, step, record=True).groups[0].client  # type: ignore[attr-defined]
+    assert isinstance(ran, HttpClient) and isinstance(kept, HttpClient)
+    assert (ran.http2, ran.streams, ran.tls.resume, ran.tls.version, ran.tls.webpki_roots) == (
+        True,
+        10,
+        False,
+        "1.3",
+        False,
+    )
+    assert ran.tls.key_pem is not None and "BEGIN PRIVATE KEY" in ran.tls.key_pem
+    assert ran.tls.cert_pem is not None and ran.tls.cert_pem.count("BEGIN CERTIFICATE") == 2  # leaf and intermediate
+    assert ran.tls.ca_pem is not None and ran.tls.ca_pem.count("BEGIN CERTIFICATE") == 1
+    assert ran.model_dump()["tls"]["key_pem"] == KEY_WITHHELD
+    assert (kept.tls.cert_pem, kept.tls.key_pem, kept.tls.ca_pem) == (None, None, None)
+    assert kept.tls.resume is False and kept.tls.version == "1.3"
+    tls = loaded.record.groups["main"].tls  # type: ignore[attr-defined,union-attr]
+    assert tls.password == "${main_tls_password}" and loaded.secrets["main_tls_password"] == PASSWORD  # type: ignore[attr-defined]
+
+
+def test_expiry_within_the_planned_time_is_a_warning(pki: Pki) -> None:
+    loaded = one_line(
+        "https://127.0.0.1:1/", cert=pki.path("soon.pem"), key=pki.path("soon.key"), levels=[1, 2, 4, 8],
+        duration="2m", no_recovery=True,
+    )  # fmt: skip
+    s = loaded.scenario  # type: ignore[attr-defined]
+    assert len(sweep_plan(s)) == 4 and planned_seconds(s) == 480
+    lines, warnings = notes(s, planned_seconds(s))
+    assert lines[0].startswith("group main: client certificate CN=soon from ")
+    assert len(warnings) == 1 and "expires at" in warnings[0] and "before the run's planned end" in warnings[0]
+    assert notes(s, 10.0)[1] == []
+
+
+def test_the_preflight_counts_http2_connections_not_streams() -> None:
+    from knee.machine.network import Endpoint
+    from knee.preflight.scenario import load_of
+
+    ep = Endpoint("127.0.0.1", 80, "127.0.0.1")
+    for streams, connections in ((100, 10), (1, 1000)):
+        loaded = one_line("http://127.0.0.1:1/", http2=True, streams=streams, levels=[1000])
+        load = load_of(loaded.scenario, {"main": ep})  # type: ignore[attr-defined]
+        assert [c.clients for c in load.connections] == [connections]
