@@ -33,6 +33,22 @@ class GroupSnapshot(Mirror, Outcomes):
     in_flight: int
     p50_us: int
     p99_us: int
+    failed_by_class: dict[str, int]  # failures so far by class, the classes with some only
+
+
+class ShardNow(BaseModel):
+    """One load generator's part of a distributed step, as of its last snapshot (its groups added up)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    worker: str  # how messages name it: 'tcp://10.0.0.7:40213 (10.0.0.7)'
+    clients: int
+    succeeded: int
+    failed: int
+    hung: int
+    abandoned: int
+    in_flight: int
+    finished: bool
 
 
 class Snapshot(BaseModel):
@@ -44,6 +60,7 @@ class Snapshot(BaseModel):
     finished: bool
     groups: list[GroupSnapshot]
     workers: tuple[int, int] | None = None  # distributed: (workers reporting, workers running the step)
+    shards: list[ShardNow] | None = None  # distributed: each reporting worker's part
 
     def group(self, name: str) -> GroupSnapshot | None:
         return next((g for g in self.groups if g.name == name), None)

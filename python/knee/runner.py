@@ -136,27 +136,23 @@ def execute(
     serve: tuple[str, int] | None = None,
     live: Live | None = None,
 ) -> Outcome:
-    """Run what is left of the plan, then analyse and report: `show` the report on the terminal, `write` the
-    report files into the run directory. Steps run on `executor`, else where `cluster` (`--cluster`) or the
-    scenario's `[cluster]` says, else here; `release()` once the steps are over (batch jobs, before the report).
-    `serve` (`--serve`), else the scenario's `[serve] address`: (host, port) to serve the live page and `/metrics`
-    on (knee.live)."""
+    """Run what is left of the plan, then analyse and report (`show` on the terminal, `write` into the run
+    directory). Steps run on `executor`, else where `cluster` or `[cluster]` says, else here; `release()` once the
+    steps are over (batch jobs); `serve` (else `[serve]`): where the live page and `/metrics` are (knee.live)."""
     if executor is None and (cluster or scenario.cluster.address or scenario.cluster.jobqueue):
         from knee.executor import connect
 
         owned = connect(cluster, scenario.cluster, console)
         try:
-            return execute(
-                scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write, check=check,
-                release=owned.close, serve=serve,
-            )  # fmt: skip
+            return execute(scenario, run_dir, console, executor=owned, progress=progress, show=show, write=write,
+                           check=check, release=owned.close, serve=serve)  # fmt: skip
         finally:
             owned.close()
     listen = serve or scenario.serve.listen()
     if live is None and listen is not None:
         from knee.live import served
 
-        again = partial(execute, scenario, run_dir, console, executor=executor, progress=progress)
+        again = partial(execute, scenario, run_dir, console, executor=executor, progress=progress, release=release)
         return served(listen, scenario, run_dir, console, partial(again, show=show, write=write, check=check))
     from knee.progress import SweepProgress
 

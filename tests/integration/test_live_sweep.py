@@ -234,6 +234,59 @@ def test_the_live_page_counts_and_ends_as_run_json(watched: Watched) -> None:
     assert "knee report: " in watched.texts["page at the end"] and "Failure reasons" in watched.texts["page at the end"]
 
 
+def test_a_cluster_sweep_shows_each_workers_row_and_the_failures_by_class(
+    target: TargetProcess, tmp_path: Path
+) -> None:
+    """--cluster local:2 --serve, every response a failure (--expect-status 201): each step's event stream names
+    both workers with their clients and counts, the rows add up to the step's, and the step's failures so far are
+    shown by class (in the stream and in /metrics) while it runs."""
+    port = free_port()
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "knee", "sweep", target.url + "/", "--levels", "2,4", "-d", "3s", "--no-recovery",
+         "--expect-status", "201", "--think", "20ms", "--cluster", "local:2", "--serve", str(port),
+         "--out", str(tmp_path)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    states: list[dict[str, Any]] = []
+    metrics = ""
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/metrics", 60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/events", timeout=60) as r:
+            event = ""
+            for line in r:
+                if line.startswith(b"event: "):
+                    event = line[7:].decode().strip()
+                    if event == "end":
+                        break
+                elif line.startswith(b"data: ") and event == "state":
+                    states.append(json.loads(line[6:])["state"])
+                    step = states[-1].get("step")
+                    if not metrics and step and step["shards"] and step["groups"][0]["failed"]:
+                        metrics = _get(f"http://127.0.0.1:{port}/metrics")
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait(10)
+    assert sweep.returncode == 0, out
+    rows = {}
+    for st in states:
+        step = st.get("step")
+        if step and step["shards"]:
+            rows[step["level"]] = (step["shards"], step["groups"])
+    assert set(rows) == {2, 4}, [s.get("step") for s in states][-3:]
+    for level, (shards, groups) in rows.items():
+        assert len(shards) == 2 and sum(w["clients"] for w in shards) == level, shards
+        assert all(w["worker"].startswith("tcp://127.0.0.1:") for w in shards), shards
+        for k in ("succeeded", "failed", "hung", "in_flight"):
+            assert sum(w[k] for w in shards) == sum(g[k] for g in groups), (k, shards, groups)
+        (main,) = groups
+        assert main["failed"] > 0 and main["failed_by_class"] == [["status", main["failed"]]], main
+    assert 'knee_failures_total{group="main",step="0",level="2",class="status"}' in metrics, metrics
+    record = RunDir(next(tmp_path.iterdir())).load()
+    assert all(s.groups["main"].succeeded == 0 and s.groups["main"].failed > 0 for s in record.steps)
+
+
 def test_closing_and_reopening_the_page_loses_nothing(watched: Watched) -> None:
     before, after = watched.before_close, watched.reopened
     assert after["total"] >= before["total"] > 0

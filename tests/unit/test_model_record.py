@@ -55,6 +55,7 @@ def test_the_engine_mirror_requires_every_field_even_a_shared_one() -> None:
         "in_flight": 2,
         "p50_us": 1,
         "p99_us": 2,
+        "failed_by_class": {},
     }
     assert GroupSnapshot.model_validate(snap).started == 1
     with pytest.raises(ValidationError, match="missing abandoned"):

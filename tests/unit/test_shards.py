@@ -89,7 +89,17 @@ def snap(elapsed: float, finished: bool, *groups: tuple[str, int, int, int]) -> 
         elapsed_s=elapsed,
         finished=finished,
         groups=[
-            GroupSnapshot(name=n, succeeded=ok, failed=1, hung=0, abandoned=0, in_flight=2, p50_us=p50, p99_us=p50 * 10)
+            GroupSnapshot(
+                name=n,
+                succeeded=ok,
+                failed=1,
+                hung=0,
+                abandoned=0,
+                in_flight=2,
+                p50_us=p50,
+                p99_us=p50 * 10,
+                failed_by_class={"status": 1},
+            )
             for n, ok, p50, _ in groups
         ],
     )
@@ -104,6 +114,20 @@ def test_merge_snapshots_adds_counts_and_keeps_the_slowest_percentiles() -> None
     assert a is not None and (a.succeeded, a.failed, a.in_flight, a.p50_us, a.p99_us) == (12, 2, 4, 100, 1000)
     b = merged.group("b")
     assert b is not None and (b.succeeded, b.p50_us) == (1, 9)
+    assert a.failed_by_class == {"status": 2} and b.failed_by_class == {"status": 1}
+    assert merged.shards is None  # no names given: no per-worker rows
+
+
+def test_merge_snapshots_gives_each_reporting_worker_its_row() -> None:
+    latest = {0: snap(2.0, True, ("a", 5, 100, 0)), 2: snap(2.5, False, ("a", 7, 80, 0), ("b", 1, 9, 0))}
+    names = [("tcp://10.0.0.7:1 (10.0.0.7)", 4), ("tcp://10.0.0.8:1 (10.0.0.8)", 4), ("tcp://10.0.0.9:1 (10.0.0.9)", 3)]
+    merged = merge_snapshots(latest, 3, names)
+    assert merged.shards is not None
+    rows = [(r.worker, r.clients, r.succeeded, r.failed, r.in_flight, r.finished) for r in merged.shards]
+    assert rows == [
+        ("tcp://10.0.0.7:1 (10.0.0.7)", 4, 5, 1, 2, True),
+        ("tcp://10.0.0.9:1 (10.0.0.9)", 3, 8, 2, 4, False),
+    ]
 
 
 def test_hosts_counters_count_each_host_once_and_cpu_adds_up() -> None:

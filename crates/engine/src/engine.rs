@@ -1,5 +1,6 @@
 //! `Engine`: starts a shard's runtime threads, answers live snapshots, stops, and collects the result.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -52,6 +53,8 @@ pub struct GroupSnapshot {
     /// Latency percentiles over the last completed second, µs (0 before the first second).
     pub p50_us: u64,
     pub p99_us: u64,
+    /// Failures so far by class (the classes with some only), as the result's reasons will group them.
+    pub failed_by_class: BTreeMap<&'static str, u64>,
 }
 
 /// A live view of the shard (`snapshot()`).
@@ -294,6 +297,7 @@ impl Engine {
                     in_flight: g.live.in_flight.load(Ordering::Relaxed),
                     p50_us,
                     p99_us,
+                    failed_by_class: g.live.failed_by_class(),
                 }
             })
             .collect();

@@ -2,12 +2,14 @@
 //! allocation per operation — a failing one included, once its reason group exists), plus shared
 //! atomics for live snapshots.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::class::ErrorClass;
 use crate::counts::Outcomes;
 use crate::histo;
 use crate::outcome::{Detail, OpReport, Outcome};
@@ -151,6 +153,8 @@ pub(crate) struct LiveGroup {
     pub hung: AtomicU64,
     pub abandoned: AtomicU64,
     pub in_flight: AtomicI64,
+    /// Failures so far by class (indexed by `ErrorClass::index`).
+    pub failed_by_class: [AtomicU64; ErrorClass::COUNT],
     /// Each thread's latency histogram of its last completed second.
     pub recent: Vec<Mutex<Option<Histogram<u64>>>>,
 }
@@ -163,6 +167,7 @@ impl LiveGroup {
             hung: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
+            failed_by_class: std::array::from_fn(|_| AtomicU64::new(0)),
             recent: (0..threads).map(|_| Mutex::new(None)).collect(),
         }
     }
@@ -181,11 +186,25 @@ impl LiveGroup {
     pub fn count(&self, outcome: &Outcome) {
         let c = match outcome {
             Outcome::Ok => &self.succeeded,
-            Outcome::Fail(..) => &self.failed,
+            Outcome::Fail(class) => {
+                self.failed_by_class[class.index()].fetch_add(1, Ordering::Relaxed);
+                &self.failed
+            }
             Outcome::Hung => &self.hung,
             Outcome::Abandoned => &self.abandoned,
         };
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The failures so far by class name, the classes with some only.
+    pub fn failed_by_class(&self) -> BTreeMap<&'static str, u64> {
+        ErrorClass::ALL
+            .into_iter()
+            .filter_map(|c| {
+                let n = self.failed_by_class[c.index()].load(Ordering::Relaxed);
+                (n > 0).then(|| (c.as_str(), n))
+            })
+            .collect()
     }
 
     /// (p50, p99) in µs over every thread's last second; zeros before the first second.

@@ -289,6 +289,7 @@ class _Step:
         distributed = _dask()
         self.client = client
         self.chosen = chosen
+        self.names = [(w.named, sum(g.clients for g in spec.groups)) for w, spec in chosen]  # the live rows' names
         self.lease = lease
         self.key = key = f"knee-{uuid.uuid4().hex[:12]}"
         self.go = distributed.Event(f"{key}-go", client=client)
@@ -355,7 +356,7 @@ class _Step:
             for index, text in fresh:
                 latest[index] = Snapshot.model_validate_json(text)
             if fresh and on_snapshot is not None:
-                enough = on_snapshot(merge_snapshots(latest, of=len(self.chosen) - len(self.lost)))
+                enough = on_snapshot(merge_snapshots(latest, len(self.chosen) - len(self.lost), self.names))
                 if enough and not stop_sent:  # the step has measured enough (duration = "auto"): end it, whole
                     self.stop.set()
                     self.enough = True

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from knee.engine import Engine, ShardResult, Snapshot, group_stats, summary
+from knee.engine import Engine, ShardNow, ShardResult, Snapshot, group_stats, summary
 from knee.executor.base import StepRun
 from knee.executor.lease import LeaseWatch
 from knee.model import GeneratorStats, HostCounters, WorkerShare
@@ -218,22 +218,32 @@ def merge_results(results: Iterable[ShardResult]) -> ShardResult | None:
     return out
 
 
-def merge_snapshots(latest: dict[int, Snapshot], of: int) -> Snapshot:
-    """The shards' latest snapshots as one: counts add up; live percentiles are the highest shard's."""
+def merge_snapshots(latest: dict[int, Snapshot], of: int, names: Sequence[tuple[str, int]] = ()) -> Snapshot:
+    """The shards' latest snapshots as one: counts add up (failures by class too); live percentiles are the highest
+    shard's. `names`: each shard index's (worker, clients), for the per-worker rows."""
+    keys = ("succeeded", "failed", "hung", "abandoned", "in_flight")
     groups: dict[str, dict[str, Any]] = {}
-    for snap in latest.values():
+    rows: list[ShardNow] = []
+    for index, snap in sorted(latest.items()):
         for g in snap.groups:
-            acc = groups.setdefault(g.name, dict.fromkeys(("succeeded", "failed", "hung", "abandoned", "in_flight"), 0))
-            for k in ("succeeded", "failed", "hung", "abandoned", "in_flight"):
+            acc = groups.setdefault(g.name, {**dict.fromkeys(keys, 0), "failed_by_class": {}})
+            for k in keys:
                 acc[k] += getattr(g, k)
             acc["p50_us"] = max(acc.get("p50_us", 0), g.p50_us)
             acc["p99_us"] = max(acc.get("p99_us", 0), g.p99_us)
+            for cls, n in g.failed_by_class.items():
+                acc["failed_by_class"][cls] = acc["failed_by_class"].get(cls, 0) + n
+        if index < len(names):
+            worker, clients = names[index]
+            sums = {k: sum(getattr(g, k) for g in snap.groups) for k in keys}
+            rows.append(ShardNow(worker=worker, clients=clients, finished=snap.finished, **sums))
     return Snapshot.model_validate(
         {
             "elapsed_s": max(s.elapsed_s for s in latest.values()),
             "finished": all(s.finished for s in latest.values()),
             "groups": [{"name": n, **v} for n, v in groups.items()],
             "workers": (len(latest), of),
+            "shards": rows or None,
         }
     )
 

@@ -49,7 +49,7 @@ _HELP = {
         "counter",
         "Operations started and ended: succeeded + failed + hung + abandoned (those in flight are not yet counted).",
     ),
-    "knee_failures_total": ("counter", "Failed operations of a finished step, per group and failure class."),
+    "knee_failures_total": ("counter", "Failed operations of a step, per group and failure class."),
     "knee_latency_seconds": ("histogram", "Latency of a finished step's succeeded operations, per group."),
     "knee_process_cpu_seconds_total": ("counter", "knee's own CPU time (user + system)."),
     "knee_children_cpu_seconds_total": ("counter", "The CPU time of knee's child processes that ended (exec clients)."),
@@ -124,6 +124,8 @@ class Metrics:
                 for outcome in OUTCOMES:
                     out.add("knee_operations_total", getattr(g, outcome), **step, outcome=outcome)
                 out.add("knee_operations_started_total", g.started, **step)
+                for cls, n in sorted(g.failed_by_class):
+                    out.add("knee_failures_total", n, **step, **{"class": cls})
         for s in view.steps:
             self._finished(s, out)
         out.add("knee_process_cpu_seconds_total", round(view.usage.cpu_s, 3))

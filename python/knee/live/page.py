@@ -69,6 +69,13 @@ _SCRIPT = r"""
         cell(g.name, 'rate', hz(g.rate_hz)),
         cell(g.name, 'completed', hz(g.completed_hz) + (g.offered_hz ? ' of ' + hz(g.offered_hz) : '')),
         cell(g.name, 'p50', g.p50_ms ? ms(g.p50_ms) : '—'), cell(g.name, 'p99', g.p99_ms ? ms(g.p99_ms) : '—')]));
+    const failing = s.groups.filter((g) => g.failed_by_class.length);
+    $('failures').textContent = failing.map((g) => g.name + ' failed: ' +
+      g.failed_by_class.map(([c, n]) => c + ' ' + int(n)).join(', ')).join(' · ');
+    $('shards').hidden = !s.shards.length;
+    fill($('shards'), ['Worker', 'Clients', 'Succeeded', 'Failed', 'Hung', 'In flight', ''],
+      s.shards.map((w) => [[w.worker, {}], [int(w.clients), {}], [int(w.succeeded), {}], [int(w.failed), {}],
+        [int(w.hung), {}], [int(w.in_flight), {}], [w.finished ? 'done' : '', {}]]));
   }
   function addPoints(p) {
     if (!p) return;
@@ -172,6 +179,8 @@ def live_page(view: LiveView, report: tuple[int, str]) -> str:
 <h3><span id="step-title"></span> <span id="step-meta" class="muted"></span></h3>
 <p id="reason" class="muted"></p>
 <table id="groups"></table>
+<p id="failures" class="muted"></p>
+<table id="shards" hidden></table>
 <svg id="chart" viewBox="0 0 900 200" preserveAspectRatio="none" role="img"
  aria-label="the current step per second"></svg>
 </div>

@@ -98,11 +98,14 @@ class LiveProgress:
                     rate_hz=(g.succeeded - ok0) / dt if dt > 0 else 0.0,
                     completed_hz=(g.total - done0) / dt if dt > 0 else 0.0,
                     offered_hz=offered,
+                    failed_by_class=tuple(sorted(g.failed_by_class.items(), key=lambda kv: (-kv[1], kv[0]))),
                 )
             )
         self._last = (t, {g.name: (g.succeeded, g.total) for g in snapshot.groups})
         self._points.append((round(t, 3), tuple((g.succeeded, g.failed, g.hung) for g in snapshot.groups)))
-        step = replace(current, elapsed_s=t, groups=tuple(groups), workers=snapshot.workers)
+        step = replace(
+            current, elapsed_s=t, groups=tuple(groups), workers=snapshot.workers, shards=tuple(snapshot.shards or ())
+        )
         self.hub.publish(current=step, points=self._points, remote=self.remote.now() if self.remote else ())
 
     def end(self, step: StepResult) -> None:

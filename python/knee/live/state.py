@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from knee.engine import ShardNow
 from knee.model import RunRecord, StepResult
 from knee.model.measured import Level
 
@@ -37,6 +38,7 @@ class GroupNow:
     rate_hz: float  # successes per second over the last interval
     completed_hz: float  # operations that ended per second over the last interval: the achieved rate
     offered_hz: float | None  # an open loop's arrival rate
+    failed_by_class: tuple[tuple[str, int], ...] = ()  # failures so far by class, most first
 
     @property
     def started(self) -> int:
@@ -61,6 +63,7 @@ class StepNow:
     elapsed_s: float = 0.0
     groups: tuple[GroupNow, ...] = ()
     workers: tuple[int, int] | None = None  # distributed: (workers reporting, workers running the step)
+    shards: tuple[ShardNow, ...] = ()  # distributed: each reporting worker's part
 
 
 @dataclass(frozen=True)

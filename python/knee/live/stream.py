@@ -63,9 +63,11 @@ def state(view: LiveView) -> dict[str, Any]:
                     "offered_hz": g.offered_hz,
                     "p50_ms": g.p50_ms,
                     "p99_ms": g.p99_ms,
+                    "failed_by_class": [list(kv) for kv in g.failed_by_class],
                 }
                 for g in now.groups
             ],
+            "shards": [r.model_dump() for r in now.shards],
         }
     return {
         "seq": view.seq,

@@ -99,6 +99,19 @@ fn merge_appends_unknown_groups_and_rejects_mismatches() {
 }
 
 #[test]
+fn the_snapshot_counts_failures_by_class_as_the_result_does() {
+    let url = format!("http://127.0.0.1:{}/", closed_port());
+    let engine = Engine::start(one_group(2, json!({"total": 10}), http(&url))).unwrap();
+    assert!(engine.wait(Some(Duration::from_secs(10))));
+    let snap = engine.snapshot();
+    let g = &snap.groups[0];
+    assert_eq!(g.failed_by_class.get("connect_refused"), Some(&10), "{snap:?}");
+    assert_eq!(g.failed_by_class.values().sum::<u64>(), g.outcomes.failed);
+    let r = engine.result().unwrap();
+    assert_eq!(r.groups[0].failures_of(ErrorClass::ConnectRefused), 10);
+}
+
+#[test]
 fn stop_mid_run_ends_promptly_with_partial_counts() {
     let server = TestServer::delayed(Duration::from_millis(2));
     let engine =
@@ -113,6 +126,7 @@ fn stop_mid_run_ends_promptly_with_partial_counts() {
         [
             "abandoned",
             "failed",
+            "failed_by_class",
             "hung",
             "in_flight",
             "name",
