@@ -72,6 +72,13 @@ class Pki:
     def path(self, name: str) -> str:
         return str(self.dir / name)
 
+    def ending_soon(self, minutes: float = 3.0) -> tuple[str, str]:
+        """A client certificate (CN=soon) that expires `minutes` from now, made now: the PKI is made once per
+        session, and a session can outlast a few minutes. Its (certificate, key) paths."""
+        now = dt.datetime.now(dt.UTC)
+        _dated(self.dir, "soon", "intermediate", now - dt.timedelta(hours=1), now + dt.timedelta(minutes=minutes))
+        return self.path("soon.pem"), self.path("soon.key")
+
     @property
     def client_subject(self) -> str:
         """The client certificate's subject as nginx logs it ($ssl_client_s_dn, RFC 2253)."""
@@ -97,7 +104,6 @@ def make_pki(d: Path) -> Pki:
     _leaf(d, "rogue", "other", "extendedKeyUsage=clientAuth")
     now = dt.datetime.now(dt.UTC)
     _dated(d, "expired", "intermediate", now - dt.timedelta(days=2), now - dt.timedelta(days=1))
-    _dated(d, "soon", "intermediate", now - dt.timedelta(hours=1), now + dt.timedelta(minutes=3))
     # a CA directory as /etc/grid-security/certificates is: the CAs, their hashed links, and other files
     cas = d / "certificates"
     cas.mkdir()

@@ -72,9 +72,9 @@ def test_the_engine_gets_the_material_and_the_record_keeps_none(pki: Pki) -> Non
 
 
 def test_expiry_within_the_planned_time_is_a_warning(pki: Pki) -> None:
+    cert, key = pki.ending_soon(minutes=3)
     loaded = one_line(
-        "https://127.0.0.1:1/", cert=pki.path("soon.pem"), key=pki.path("soon.key"), levels=[1, 2, 4, 8],
-        duration="2m", no_recovery=True,
+        "https://127.0.0.1:1/", cert=cert, key=key, levels=[1, 2, 4, 8], duration="2m", no_recovery=True
     )  # fmt: skip
     s = loaded.scenario  # type: ignore[attr-defined]
     assert len(sweep_plan(s)) == 4 and planned_seconds(s) == 480
