@@ -8,6 +8,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 Row = dict[str, object]
 
@@ -459,6 +460,18 @@ def _contention(before: tuple[float, ...], after: tuple[float, ...]) -> list[str
     ]
 
 
+def _merged(meta: dict[str, object], when: str) -> list[str]:
+    merged: dict[str, Any] = meta.get("merged")  # type: ignore[assignment]
+    if not merged:
+        return []
+    then = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(merged["from_started_unix"])))
+    return [
+        f"- **Two runs:** the rows of {', '.join(merged['scenarios'])}"
+        f"{' (and the fixed cost)' if merged.get('fixed_cost_now') else ''} were measured on {when}"
+        f" (`bench/run.py --scenario … --merge-into`); every other row comes from `{merged['from']}` ({then}).",
+    ]
+
+
 def write_report(
     path: Path, meta: dict[str, object], summary: list[Row], runs: list[Row], titles: dict[str, str]
 ) -> None:
@@ -480,6 +493,7 @@ def write_report(
         "The load after is the benchmark's own (it keeps both cores busy); a load before well above 0 "
         "means other work shared the machine.",
         *_contention(load_before, load_after),
+        *_merged(meta, when),
         "- Absolute figures vary from machine to machine and run to run; the **ratios** are the point.",
         "  Requests per CPU-s is shown as median (lowest–highest) over the repetitions.",
         "",

@@ -19,6 +19,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -66,6 +67,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md", help="the report to write")
     p.add_argument("--no-install", action="store_true", help="do not install missing peer generators")
     p.add_argument("--from-json", type=Path, default=None, help="rewrite the report from a --json file; run nothing")
+    p.add_argument(
+        "--merge-into",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="keep this results file's runs of the scenarios not run now (with --scenario): the page has every row, "
+        "and names which were measured when",
+    )
     args = p.parse_args(argv)
     args.duration = args.duration or (1 if args.smoke else 10)
     args.reps = args.reps or (1 if args.smoke else 3)
@@ -219,6 +228,27 @@ def medians(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     return out
 
 
+def merge_into(
+    base: dict[str, Any], rows: list[dict[str, object]], titles: dict[str, str], meta_extra: dict[str, object]
+) -> tuple[list[dict[str, object]], dict[str, str], dict[str, object]]:
+    """The runs of `base` (a results file) whose scenarios were not run now, then this run's `rows`; the titles of
+    both, in base's order; and what the page says of the merge. A figure this run did not measure (the fixed
+    cost, when no HTTP scenario ran) is base's, into `meta_extra`."""
+    ran = {str(r["scenario"]) for r in rows}
+    kept = [r for r in base["runs"] if r["scenario"] not in ran]
+    fixed_now = "knee_fixed_cpu_s" in meta_extra
+    for key in ("knee_fixed_cpu_s", "knee_fixed_rss_mb", "worker_start_cpu_s"):
+        if key not in meta_extra and key in base["meta"]:
+            meta_extra[key] = base["meta"][key]
+    merged = {
+        "scenarios": sorted(ran),
+        "from": base["meta"].get("results_file", ""),
+        "from_started_unix": base["meta"]["started_unix"],
+        "fixed_cost_now": fixed_now,
+    }
+    return kept + rows, {**base["meta"].get("titles", {}), **titles}, merged
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.from_json:
@@ -271,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows += many_conns.measure(args.duration, args.reps)
                 continue
             rows += run_scenario(scenario, present, server, args)
+    titles = {s.name: s.title for s in chosen}
+    merged: dict[str, object] = {}
+    if args.merge_into:
+        rows, titles, merged = merge_into(json.loads(args.merge_into.read_text()), rows, titles, meta_extra)
     summary = medians(rows)
     meta = {
         "started_unix": started,
@@ -281,9 +315,10 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions,
         "skipped": skipped,
         "smoke": args.smoke,
-        "titles": {s.name: s.title for s in chosen},
+        "titles": titles,
         "machine": machine(),
         **meta_extra,
+        **({"merged": merged} if merged else {}),
     }
     if args.json is None and not args.smoke:  # keep the raw numbers: `--from-json` re-renders the report
         args.json = BENCH / "results" / time.strftime("bench-%Y%m%dT%H%M%SZ.json", time.gmtime(started))
@@ -295,8 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"meta": meta, "runs": rows, "medians": summary}, indent=2))
         print(f"wrote {args.json}", flush=True)
     if not args.smoke:
-        scenario_titles = {s.name: s.title for s in chosen}
-        write_report(args.out, meta, summary, rows, scenario_titles)
+        write_report(args.out, meta, summary, rows, titles)
         print(f"wrote {args.out}", flush=True)
     return 1 if any("error" in r for r in rows) else 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -27,3 +28,37 @@ def test_the_performance_page_is_its_committed_results_rendered(tmp_path: Path) 
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert again.read_text() == text
+
+
+def test_a_partial_run_merged_into_a_results_file_keeps_every_other_row(tmp_path: Path) -> None:
+    """`bench/run.py --scenario keepalive --merge-into FILE`: FILE's keep-alive runs give way to this run's, its
+    other runs stay, and the page says which rows were measured when."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    named = re.search(r"comes from `(bench/results/[^`]+\.json)`", PAGE.read_text())
+    assert named
+    base = json.loads((ROOT / named.group(1)).read_text())
+    assert any(r["scenario"] == "keepalive" for r in base["runs"])
+    new = [dict(r, per_cpu_s=1.0, rep=r["rep"]) for r in base["runs"] if r["scenario"] == "keepalive"]
+    extra: dict[str, object] = {}
+    rows, titles, merged = bench.merge_into(base, new, {"keepalive": "Keep-alive"}, extra)
+    assert [r for r in rows if r["scenario"] == "keepalive"] == new
+    assert [r for r in rows if r["scenario"] != "keepalive"] == [
+        r for r in base["runs"] if r["scenario"] != "keepalive"
+    ]
+    assert list(titles) == list(base["meta"]["titles"]) and titles["keepalive"] == "Keep-alive"
+    assert extra["knee_fixed_cpu_s"] == base["meta"]["knee_fixed_cpu_s"] and merged["fixed_cost_now"] is False
+    meta = dict(base["meta"], titles=titles, merged=merged, **extra)
+    out = tmp_path / "performance.md"
+    bench.write_report(out, meta, bench.medians(rows), rows, titles)
+    text = out.read_text()
+    assert "- **Two runs:** the rows of keepalive were measured on " in text
+    assert f"every other row comes from `{named.group(1)}`" in text
