@@ -468,7 +468,8 @@ def _merged(meta: dict[str, object], when: str) -> list[str]:
     return [
         f"- **Two runs:** the rows of {', '.join(merged['scenarios'])}"
         f"{' (and the fixed cost)' if merged.get('fixed_cost_now') else ''} were measured on {when}"
-        f" (`bench/run.py --scenario … --merge-into`); every other row comes from `{merged['from']}` ({then}).",
+        f" (`bench/run.py --scenario … --merge-into`); every other row was measured on {then} (kept from"
+        f" `{merged['from']}`).",
     ]
 
 

@@ -61,4 +61,4 @@ def test_a_partial_run_merged_into_a_results_file_keeps_every_other_row(tmp_path
     bench.write_report(out, meta, bench.medians(rows), rows, titles)
     text = out.read_text()
     assert "- **Two runs:** the rows of keepalive were measured on " in text
-    assert f"every other row comes from `{named.group(1)}`" in text
+    assert f"(kept from `{named.group(1)}`)" in text
