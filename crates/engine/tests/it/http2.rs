@@ -4,8 +4,10 @@
 
 use crate::common;
 
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -34,6 +36,8 @@ struct Behaviour {
 struct Counts {
     requests: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
+    /// The addresses connections came from.
+    peers: Arc<Mutex<BTreeSet<IpAddr>>>,
 }
 
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(io: S, b: Behaviour, c: Counts) {
@@ -94,7 +98,8 @@ fn server(b: Behaviour, tls: Option<(&Pki, &[&[u8]])>) -> (u16, Counts) {
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     });
     let (addr, _thread) = tokio_server(2, move |listener| async move {
-        while let Ok((stream, _)) = listener.accept().await {
+        while let Ok((stream, peer)) = listener.accept().await {
+            c.peers.lock().unwrap().insert(peer.ip());
             let _ = stream.set_nodelay(true);
             let (c, acceptor) = (c.clone(), acceptor.clone());
             tokio::spawn(async move {
@@ -182,6 +187,20 @@ fn clients_are_streams_over_shared_connections() {
     assert_eq!(g.counts.outcomes.failed, 0);
     holds(&r, &counts);
     assert_eq!(g.connect.len(), 2);
+}
+
+#[test]
+fn shared_connections_spread_over_the_source_addresses() {
+    // 8 clients, 2 streams each: 4 connections, connection k from source k % 2, as the server sees it.
+    let (port, counts) = server(Behaviour::default(), None);
+    let mut client = h2c(port, 2);
+    client["source_addrs"] = json!(["127.0.0.2", "127.0.0.3"]);
+    let r = run(spec_of(2, 8, json!({"total": 400}), client, None)).unwrap();
+    assert_eq!(succeeded_failed_hung(&r.groups[0]), (400, 0, 0), "{}", r.summary_json());
+    assert_eq!(holds(&r, &counts), 400);
+    assert_eq!(counts.connections.load(Ordering::Relaxed), 4);
+    let peers: Vec<String> = counts.peers.lock().unwrap().iter().map(ToString::to_string).collect();
+    assert_eq!(peers, ["127.0.0.2", "127.0.0.3"]);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use super::goaway::{GoAway, Watched};
 use crate::class::ErrorClass;
 use crate::clients::dial::{DialError, Opened};
 use crate::clients::http::HttpPrep;
-use crate::clients::{HostedGroup, Prepared};
+use crate::clients::{net, HostedGroup, Prepared};
 use crate::outcome::Detail;
 
 /// How long the end of a run waits for the connections to close cleanly (GOAWAY sent, sockets shut).
@@ -95,6 +95,9 @@ pub(crate) struct Lane {
     dialing: Cell<bool>,
     dialed: Notify,
     drivers: Rc<RefCell<Vec<tokio::task::JoinHandle<()>>>>,
+    /// The local address its connections come from (connection `k` of the shard from the group's
+    /// `k % len`-th source address; None: the kernel picks, or the client's own when it has no shared lane).
+    pub source: Option<IpAddr>,
 }
 
 /// Clears the lane's "dialing" mark however the dial ends (an operation cancelled while dialing too).
@@ -164,14 +167,26 @@ impl Lanes {
                 Prepared::Http(p) => p.h2.as_ref().filter(|_| !p.new_connection),
                 _ => None,
             };
-            let Some(h2) = h2 else {
+            let (Some(h2), Prepared::Http(p)) = (h2, &*hg.prep) else {
                 lanes.groups.push(Vec::new());
                 continue;
             };
             let mut by_connection: BTreeMap<u64, Rc<Lane>> = BTreeMap::new();
             let slots = clients
                 .iter()
-                .map(|c| by_connection.entry(c % h2.connections).or_default().clone())
+                .map(|c| {
+                    let k = c % h2.connections;
+                    let source = net::source_for(p.sources(), k);
+                    by_connection
+                        .entry(k)
+                        .or_insert_with(|| {
+                            Rc::new(Lane {
+                                source,
+                                ..Lane::default()
+                            })
+                        })
+                        .clone()
+                })
                 .collect();
             lanes.groups.push(slots);
         }

@@ -111,7 +111,8 @@ pub(crate) struct H2Client {
     body: Vec<u8>,
     /// The current operation's request was handed to a connection (it may have reached the server).
     wrote: bool,
-    /// The local address the connections this client opens come from (None: the kernel picks).
+    /// The local address the connections this client opens come from when its lane has none (a connection
+    /// per operation); None: the kernel picks.
     source: Option<IpAddr>,
 }
 
@@ -183,12 +184,13 @@ impl H2Client {
                 handshake: opened.and_then(|o| o.handshake),
                 ..OpReport::of(Outcome::Fail(class))
             };
+            let source = self.lane.source.or(self.source);
             let link = if p.new_connection {
-                lane::open(p, self.lane.drivers(), self.source, d)
+                lane::open(p, self.lane.drivers(), source, d)
                     .await
                     .map(|(l, o)| (l, Some(o)))
             } else {
-                self.lane.link(p, self.source, d).await
+                self.lane.link(p, source, d).await
             };
             let link = match link {
                 Ok((l, o)) => {
