@@ -36,17 +36,13 @@ class GroupSnapshot(Mirror, Outcomes):
     failed_by_class: dict[str, int]  # failures so far by class, the classes with some only
 
 
-class ShardNow(BaseModel):
+class ShardNow(Outcomes):
     """One load generator's part of a distributed step, as of its last snapshot (its groups added up)."""
 
     model_config = ConfigDict(extra="forbid")
 
     worker: str  # how messages name it: 'tcp://10.0.0.7:40213 (10.0.0.7)'
     clients: int
-    succeeded: int
-    failed: int
-    hung: int
-    abandoned: int
     in_flight: int
     finished: bool
 

@@ -291,13 +291,14 @@ impl Engine {
             .iter()
             .map(|g| {
                 let (p50_us, p99_us) = g.live.recent_percentiles();
+                let (outcomes, failed_by_class) = g.live.outcomes();
                 GroupSnapshot {
                     name: g.spec.name.clone(),
-                    outcomes: g.live.outcomes(),
+                    outcomes,
                     in_flight: g.live.in_flight.load(Ordering::Relaxed),
                     p50_us,
                     p99_us,
-                    failed_by_class: g.live.failed_by_class(),
+                    failed_by_class,
                 }
             })
             .collect();

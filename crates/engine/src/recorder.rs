@@ -149,11 +149,10 @@ impl GroupRec {
 /// Shared live counters of one group (relaxed atomics; read by `snapshot()`).
 pub(crate) struct LiveGroup {
     pub succeeded: AtomicU64,
-    pub failed: AtomicU64,
     pub hung: AtomicU64,
     pub abandoned: AtomicU64,
     pub in_flight: AtomicI64,
-    /// Failures so far by class (indexed by `ErrorClass::index`).
+    /// Failures so far by class (indexed by `ErrorClass::index`); their sum is the failed count.
     pub failed_by_class: [AtomicU64; ErrorClass::COUNT],
     /// Each thread's latency histogram of its last completed second.
     pub recent: Vec<Mutex<Option<Histogram<u64>>>>,
@@ -163,7 +162,6 @@ impl LiveGroup {
     pub fn new(threads: usize) -> LiveGroup {
         LiveGroup {
             succeeded: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
             hung: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
@@ -172,39 +170,34 @@ impl LiveGroup {
         }
     }
 
-    /// The counts so far.
-    pub fn outcomes(&self) -> Outcomes {
-        Outcomes {
+    /// The counts so far, and the failures among them by class name (the classes with some only): one
+    /// read of each class's counter, so the failed count is their sum.
+    pub fn outcomes(&self) -> (Outcomes, BTreeMap<&'static str, u64>) {
+        let by_class: BTreeMap<&'static str, u64> = ErrorClass::ALL
+            .into_iter()
+            .filter_map(|c| {
+                let n = self.failed_by_class[c.index()].load(Ordering::Relaxed);
+                (n > 0).then(|| (c.as_str(), n))
+            })
+            .collect();
+        let outcomes = Outcomes {
             succeeded: self.succeeded.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
+            failed: by_class.values().sum(),
             hung: self.hung.load(Ordering::Relaxed),
             abandoned: self.abandoned.load(Ordering::Relaxed),
-        }
+        };
+        (outcomes, by_class)
     }
 
     #[inline]
     pub fn count(&self, outcome: &Outcome) {
         let c = match outcome {
             Outcome::Ok => &self.succeeded,
-            Outcome::Fail(class) => {
-                self.failed_by_class[class.index()].fetch_add(1, Ordering::Relaxed);
-                &self.failed
-            }
+            Outcome::Fail(class) => &self.failed_by_class[class.index()],
             Outcome::Hung => &self.hung,
             Outcome::Abandoned => &self.abandoned,
         };
         c.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The failures so far by class name, the classes with some only.
-    pub fn failed_by_class(&self) -> BTreeMap<&'static str, u64> {
-        ErrorClass::ALL
-            .into_iter()
-            .filter_map(|c| {
-                let n = self.failed_by_class[c.index()].load(Ordering::Relaxed);
-                (n > 0).then(|| (c.as_str(), n))
-            })
-            .collect()
     }
 
     /// (p50, p99) in µs over every thread's last second; zeros before the first second.
