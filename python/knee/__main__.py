@@ -1,9 +1,9 @@
 import sys
 
 try:
-    from knee.cli import main
+    from knee.cli import entry
 except KeyboardInterrupt:  # Ctrl-C while knee itself is still importing
     sys.stderr.write("knee: interrupted\n")
     sys.exit(130)
 
-main()
+entry()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
+import importlib.machinery
+import importlib.util
 import signal
 import sys
+import types
+from typing import Any
 
 import click
 
@@ -24,6 +29,60 @@ SUBCOMMANDS = {
 }
 
 
+# Importing a subcommand builds some 80 pydantic models and a hundred thousand other objects, none of them garbage,
+# which the cyclic collector would walk again and again: about an eighth of a one-request run's CPU
+# (docs/performance.md, fixed cost). main() pauses it until the command is imported. In a process of knee's own
+# (entry()), those objects are then frozen: no collection walks them again, the one at the process's exit included.
+_paused = False
+_own_process = False
+
+
+def _pause_collection() -> None:
+    global _paused
+    if gc.isenabled():
+        gc.disable()
+        _paused = True
+
+
+def _collect_again() -> None:
+    global _paused
+    if _paused:
+        if _own_process:  # not in a caller's process (tests call main()): its objects are not knee's to freeze
+            gc.freeze()
+        gc.enable()
+        _paused = False
+
+
+PLUGIN_LOADER = "pydantic.plugin._loader"
+
+
+def _skip_pydantic_plugins() -> None:
+    """knee's command line loads no pydantic plugins, as PYDANTIC_DISABLE_PLUGINS=__all__ would say, and does not
+    look for any: looking imports importlib.metadata (and email) and reads every installed package's entry points
+    when the first model is built, some 19 ms of every command's start (docs/performance.md, fixed cost). Whatever
+    else pydantic asks of its plugin loader comes from the real one. A user's own program that imports knee is
+    untouched: this is the command line's start only."""
+    if PLUGIN_LOADER in sys.modules:
+        return
+    loader = types.ModuleType(PLUGIN_LOADER, "pydantic's plugin loader, with no plugins (knee.cli)")
+
+    def real(name: str) -> Any:
+        if name.startswith("__"):  # the import system asks for __path__ and the like: a plain module has none
+            raise AttributeError(name)
+        plugin = importlib.import_module("pydantic.plugin")
+        spec = importlib.machinery.PathFinder.find_spec(PLUGIN_LOADER, plugin.__path__)
+        if spec is None or spec.loader is None:
+            raise AttributeError(name)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        loader.__getattr__ = lambda attr: getattr(module, attr)  # type: ignore[attr-defined]
+        return getattr(module, name)
+
+    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+    loader.__getattr__ = real  # type: ignore[attr-defined]
+    sys.modules[PLUGIN_LOADER] = loader
+
+
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(SUBCOMMANDS)
@@ -32,13 +91,22 @@ class _LazyGroup(click.Group):
         module = SUBCOMMANDS.get(cmd_name)
         if module is None:
             return None
-        return importlib.import_module(f"knee.commands.{module}").command
+        command = importlib.import_module(f"knee.commands.{module}").command
+        _collect_again()  # paused by main() while the command's modules were imported
+        return command
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="knee")
 def cli() -> None:
     """knee: drive a service with N concurrent clients and find where it hits the wall."""
+
+
+def entry() -> None:
+    """The `knee` program and `python -m knee`: main() in a process of knee's own."""
+    global _own_process
+    _own_process = True
+    main()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     # detaching is what SIGHUP and nohup are for.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _pause_collection()
+    _skip_pydantic_plugins()
     try:
         cli.main(args=argv, prog_name="knee", standalone_mode=False)
     except UserError as exc:
@@ -71,3 +141,5 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"knee: error: {exc}", err=True)
         sys.exit(2)
+    finally:
+        _collect_again()

@@ -7,17 +7,17 @@ only the finished-step lines are printed.
 from __future__ import annotations
 
 import time
-from typing import Protocol
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+from typing import TYPE_CHECKING, Protocol
 
 from knee import fmt
 from knee.analysis.side import spin
 from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
+
+if TYPE_CHECKING:  # rich is imported when a line is drawn: a run that draws none does not pay for it
+    from rich.console import Console
+    from rich.live import Live
 
 
 class Progress(Protocol):
@@ -49,6 +49,9 @@ class SweepProgress:
 
     def __enter__(self) -> SweepProgress:
         if self.console.is_terminal:
+            from rich.live import Live
+            from rich.text import Text
+
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self._live.__enter__()
         return self
@@ -66,7 +69,7 @@ class SweepProgress:
         self._last = None
         if step.reason:  # a searched level: why the search chose it, kept in the log
             self.console.print(f"{self._title()}: {step.reason}", highlight=False, soft_wrap=True, markup=False)
-        self._show(Text(f"{self._title()}  starting…"))
+        self._show(f"{self._title()}  starting…")
 
     def update(self, snapshot: Snapshot) -> None:
         g = snapshot.group(self.group)
@@ -83,7 +86,7 @@ class SweepProgress:
         if snapshot.workers is not None:
             line += f" | workers {snapshot.workers[0]}/{snapshot.workers[1]}"
 
-        self._show(Text(line, no_wrap=True, overflow="ellipsis"))
+        self._show(line)
 
     def end(self, step: StepResult) -> None:
         g = step.groups.get(self.group)
@@ -129,9 +132,11 @@ class SweepProgress:
         left = max(0.0, self.step_s - elapsed) + (self.total_steps - self._number) * (self.step_s + self.pause_s)
         return f" (sweep ~{clock(left)} left)" if left >= 1 else ""
 
-    def _show(self, text: Text) -> None:
+    def _show(self, line: str) -> None:
         if self._live is not None:
-            self._live.update(text)
+            from rich.text import Text
+
+            self._live.update(Text(line, no_wrap=True, overflow="ellipsis"))
 
 
 def _level(level: float, rates: bool) -> str:

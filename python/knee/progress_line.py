@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
 from knee import fmt
 from knee.analysis.side import spin
@@ -13,6 +12,9 @@ from knee.engine import Snapshot
 from knee.model import StepResult
 from knee.plan import PlannedStep
 from knee.scenario import Scenario
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 
 class RunProgress:
@@ -41,6 +43,10 @@ class RunProgress:
     def begin(self, number: int, total: int, step: PlannedStep) -> None:
         self._last = None
         if self.live:
+            from rich.console import Console  # a terminal's line only: rich is not imported for a quiet run
+            from rich.live import Live
+            from rich.text import Text
+
             self._live = Live(Text("starting…"), console=Console(stderr=True), transient=True, auto_refresh=False)
             self._live.__enter__()
 
@@ -56,6 +62,8 @@ class RunProgress:
             rate = (ok - self._last[1]) / (snap.elapsed_s - self._last[0])
         self._last = (snap.elapsed_s, ok)
         p99 = max((g.p99_us for g in snap.groups), default=0) / 1000.0
+        from rich.text import Text
+
         line = Text.assemble(
             (f"{snap.elapsed_s:7.1f} s  ", "bold"),
             (f"{ok} ok", "green"),

@@ -13,17 +13,12 @@ baseload that never restarts), cut into a window per step.
 
 from __future__ import annotations
 
-import os
-import platform
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-
-from rich.console import Console
 
 from knee import fmt
 from knee._engine import __version__
@@ -35,6 +30,7 @@ from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, on_hard_exit
 from knee.executor.base import BackgroundShard, Executor, StepRun
+from knee.machine.host import identity
 from knee.machine.network import target_hosts
 from knee.machine.watch import StepWatch, Watched
 from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult
@@ -54,6 +50,8 @@ from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.store import RunDir
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from knee.live import Live
 
 Status = Literal["complete", "stopped", "aborted"]
@@ -67,7 +65,7 @@ def new_record(loaded: Loaded, run_id: str) -> RunRecord:
         run_id=run_id,
         created_unix=time.time(),
         knee_version=__version__,
-        machine=machine(),
+        machine=identity(),
         scenario=loaded.record,
         targets=target_hosts(loaded.record),
         measured_group=scenario.measured_group,
@@ -487,13 +485,3 @@ class _Runner:
 
 def _whole(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
-
-
-def machine() -> dict[str, object]:
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-    }

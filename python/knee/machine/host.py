@@ -3,7 +3,10 @@ backlog, memory and cores (`Machine`), and the sysctl readers the kernel counter
 
 from __future__ import annotations
 
+import os
+import platform
 import resource
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +77,24 @@ def ephemeral_port_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_ran
     except (OSError, ValueError):
         return 32768, 60999  # the Linux default
     return lo, hi
+
+
+def _platform() -> str:
+    """platform.platform()'s text ("Linux-6.1.0-x86_64-with-glibc2.36") without the `uname -p` process it starts on
+    Linux to learn a processor name it then drops: a fork and an exec of every run's fixed cost."""
+    u = os.uname()
+    if u.sysname != "Linux":
+        return platform.platform()
+    libc, version = platform.libc_ver()  # glibc answers os.confstr; others read the executable
+    return f"{u.sysname}-{u.release}-{u.machine}" + (f"-with-{libc}{version}" if libc else "")
+
+
+def identity() -> dict[str, object]:
+    """Which machine a run was made on, as its record keeps it."""
+    return {
+        "hostname": socket.gethostname(),
+        "platform": _platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }

@@ -4,13 +4,16 @@ prometheus`: `RemoteMonitor`). `StepWatch` starts and stops both with each step.
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from knee.machine.monitor import TargetMonitor
-from knee.machine.remote import RemoteMonitor
 from knee.model import RemoteStats, TargetStats
 from knee.scenario.machines import Monitor
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from knee.machine.remote import RemoteMonitor
 
 # What a step's watch saw: the target's process tree (None: not watched), each endpoint's figures
 Watched = tuple[TargetStats | None, list[RemoteStats]]
@@ -30,8 +33,14 @@ class StepWatch:
                 soft_wrap=True,
                 markup=False,
             )
-        self.remote = RemoteMonitor(monitor.prometheus, monitor.metrics) if monitor.prometheus else None
+        self.remote: RemoteMonitor | None = None
+        if monitor.prometheus:  # the scraper is imported only when there is something to scrape
+            from knee.machine.remote import RemoteMonitor
+
+            self.remote = RemoteMonitor(monitor.prometheus, monitor.metrics)
         for w in self.remote.probe() if self.remote is not None else []:
+            from rich.markup import escape
+
             console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True, highlight=False)
 
     def start(self) -> None:
