@@ -16,7 +16,7 @@ use super::dial::{Conn, Dialer};
 use super::h1;
 use super::http2::H2Prep;
 use super::{net, tls, Prepared};
-use crate::cancel::Cancel;
+use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
@@ -225,7 +225,7 @@ impl HttpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        let mut report = cancel.race(self.exchange(d)).await;
+        let mut report = race!(cancel, self.exchange(d));
         report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
         // A failed check leaves the connection usable; anything else may have broken it.
         let usable = matches!(

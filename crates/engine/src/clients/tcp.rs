@@ -9,7 +9,7 @@ use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{net, Prepared};
-use crate::cancel::Cancel;
+use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
@@ -70,7 +70,7 @@ impl TcpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        cancel.race(self.exchange(d)).await
+        race!(cancel, self.exchange(d))
     }
 
     async fn exchange(&mut self, d: &mut Detail) -> OpReport {

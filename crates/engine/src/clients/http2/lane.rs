@@ -121,8 +121,8 @@ impl Lane {
         d: &mut Detail,
     ) -> Result<(Rc<Link>, Option<Opened>), DialError> {
         loop {
-            if let Some(l) = self.link.borrow().as_ref().filter(|l| l.usable()) {
-                return Ok((l.clone(), None));
+            if let Some(l) = self.current() {
+                return Ok((l, None));
             }
             if self.dialing.get() {
                 self.dialed.notified().await;
@@ -135,6 +135,11 @@ impl Lane {
             *self.link.borrow_mut() = Some(link.clone());
             return Ok((link, Some(opened)));
         }
+    }
+
+    /// The lane's connection, if new streams may be opened on it.
+    pub fn current(&self) -> Option<Rc<Link>> {
+        self.link.borrow().as_ref().filter(|l| l.usable()).cloned()
     }
 
     /// Stop opening streams on `link` (it failed, or refused a stream).
