@@ -8,8 +8,6 @@ Engine failures arrive as `EngineError` and its subclasses (created in the bindi
 bare ValueError.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
@@ -69,7 +67,7 @@ class Engine:
         self._inner = _engine.Engine(spec.to_json())
         self.spec = spec
 
-    def start(self, ready: Callable[[], object] | None = None) -> Engine:
+    def start(self, ready: Callable[[], object] | None = None) -> "Engine":
         """Start the clients; `ready`, if given, is called once every engine thread is ready (worker programs
         answering) and the clients start when it returns (a distributed step's common start)."""
         if ready is None:

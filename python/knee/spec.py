@@ -7,8 +7,6 @@ against the engine's own reading of it (`knee._engine.check_spec`), so a key ren
 side fails a test instead of silently falling back to a default.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, field_serializer

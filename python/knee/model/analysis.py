@@ -1,7 +1,5 @@
 """What the analysis concluded (`knee.analysis`): a verdict per group, with its fits, shape and findings."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, Field

@@ -14,8 +14,6 @@ written `class GroupStats(Counts, GroupIdentity)` keeps run.json's keys in their
 clients, then the counts, then its own.
 """
 
-from __future__ import annotations
-
 from pydantic import BaseModel
 
 
@@ -43,7 +41,7 @@ class Outcomes(BaseModel):
         n = self.total
         return (self.failed + self.hung) / n if n else 0.0
 
-    def add(self, other: Outcomes) -> None:
+    def add(self, other: "Outcomes") -> None:
         """Pool another's counts into these."""
         self.succeeded += other.succeeded
         self.failed += other.failed

@@ -6,8 +6,6 @@ required and no unknown field is allowed (`Mirror`), so a key renamed on either 
 fails loudly; `tests/unit/test_boundary.py` holds these fields against the keys the engine writes.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -3,8 +3,6 @@
 All latencies here are in milliseconds (`GroupStats.from_engine` converts the engine's microseconds).
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,7 +32,7 @@ class LatencyStats(BaseModel):
     max: float = 0.0
 
     @classmethod
-    def from_engine_us(cls, e: EngineLatency) -> LatencyStats:
+    def from_engine_us(cls, e: EngineLatency) -> "LatencyStats":
         return cls(count=e.count, **{k: float(getattr(e, k)) / 1000.0 for k in _LAT_KEYS})
 
 
@@ -62,7 +60,7 @@ class OpenLoopStats(BaseModel):
     )
 
     @classmethod
-    def from_engine(cls, g: EngineGroup) -> OpenLoopStats | None:
+    def from_engine(cls, g: EngineGroup) -> "OpenLoopStats | None":
         if not g.open_loop:
             return None
         return cls(
@@ -140,7 +138,7 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
         return sum(s.mean * s.count for s in (self.latency_ms, self.failed_latency_ms))
 
     @classmethod
-    def from_engine(cls, g: EngineGroup, interval_s: float = 1.0) -> GroupStats:
+    def from_engine(cls, g: EngineGroup, interval_s: float = 1.0) -> "GroupStats":
         """Build from one group of the engine's summary."""
         return cls(
             **{k: getattr(g, k) for k in (*GroupIdentity.model_fields, *Counts.model_fields)},

@@ -1,8 +1,6 @@
 """What was true of the machines during a step: the load side's CPU and kernel counters, and the monitored
 target's process tree (`knee.machine` and the executors fill these in)."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, Field
 
 
@@ -60,7 +58,7 @@ class HostCounters(BaseModel):
     mem_used_mb_peak: float = 0.0  # MemTotal - MemAvailable
     mem_total_mb: float = 0.0
 
-    def merge(self, other: HostCounters) -> None:
+    def merge(self, other: "HostCounters") -> None:
         """Another machine's counters: events add up, peaks take the highest."""
         for k in ("samples", "listen_overflows", "listen_drops", "syn_retrans", "attempt_fails", "estab_resets"):
             setattr(self, k, getattr(self, k) + getattr(other, k))

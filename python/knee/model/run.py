@@ -1,7 +1,5 @@
 """The run directory's run.json: the scenario as run, every step's measurement and the verdicts."""
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator

@@ -3,8 +3,6 @@ cluster (`address`), or workers that knee asks a batch system for (`jobqueue`, t
 and what each job asks for); and the driver's lease, which stops the load on the workers when the driver is
 gone (knee.executor.lease)."""
 
-from __future__ import annotations
-
 import contextlib
 import re
 from typing import Annotated, Any, Literal
@@ -97,7 +95,7 @@ class Cluster(Table):
     logs: Words | None = None  # where the jobs write their output (default: the batch system's)
 
     @model_validator(mode="after")
-    def _one_place(self) -> Cluster:
+    def _one_place(self) -> "Cluster":
         if self.address is not None and self.jobqueue is not None:
             raise ValueError("give address (a running Dask scheduler) or jobqueue (batch jobs knee asks for), not both")
         if self.jobqueue is not None:

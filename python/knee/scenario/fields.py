@@ -1,8 +1,6 @@
 """What every scenario table shares: the base model (unknown keys refused) and the field types typed by
 users (durations like "10s", counts, rates)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field

@@ -1,8 +1,6 @@
 """The client groups of a scenario: what each kind of client (http, tcp, exec, worker program, Python flow)
 is told to do, and the stop and timing every group shares."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field_validator, model_validator
@@ -67,7 +65,7 @@ class _GroupBase(Table):
     think_on_failure: Duration = 0.0
 
     @model_validator(mode="after")
-    def _one_stop(self) -> _GroupBase:
+    def _one_stop(self) -> "_GroupBase":
         given = [k for k in ("per_client", "total", "duration") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of per_client, total, duration (got {', '.join(given)})")
@@ -127,7 +125,7 @@ class HttpGroup(_GroupBase):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> HttpGroup:
+    def _consistent(self) -> "HttpGroup":
         if self.body is not None and self.body_file is not None:
             raise ValueError("give either body or body_file, not both")
         if self.streams > 1 and not self.http2:

@@ -2,8 +2,6 @@
 tree here, its machines' Prometheus exporters), and where the run is served while it goes (`[serve]`). Where its
 steps run (`[cluster]`) is knee.scenario.cluster."""
 
-from __future__ import annotations
-
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -30,7 +28,7 @@ class Monitor(Table):
     metrics: list[Annotated[str, Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")]] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _one(self) -> Monitor:
+    def _one(self) -> "Monitor":
         if self.pid is not None and self.name is not None:
             raise ValueError("give pid or name, not both")
         if self.metrics and not self.prometheus:

@@ -4,8 +4,6 @@ A scenario is TOML (see docs/scenarios.md); `knee.scenario.load` reads it, fills
 validates it against these types, turning every problem into one sentence (`knee.scenario.messages`).
 """
 
-from __future__ import annotations
-
 import re
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -45,7 +43,7 @@ class _Range(Table):
     spacing: Literal["geometric", "linear"] = "geometric"
 
     @model_validator(mode="after")
-    def _check(self) -> _Range:
+    def _check(self) -> "_Range":
         if self.stop < self.start:
             raise ValueError(f"stop ({self.stop:g}) must not be below start ({self.start:g})")
         if self.spacing == "geometric" and self.count is None:
@@ -117,7 +115,7 @@ class Sweep(Table):
     threads: Annotated[int, Field(ge=0)] = 0  # engine threads; 0 = one per core
 
     @model_validator(mode="after")
-    def _check(self) -> Sweep:
+    def _check(self) -> "Sweep":
         given = [k for k in ("duration", "per_client", "total") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of duration, per_client, total (got {', '.join(given)})")
@@ -187,7 +185,7 @@ class Slo(Table):
     min_rate: PositiveRate | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Slo | None:
+    def from_dict(cls, d: dict[str, Any] | None) -> "Slo | None":
         """From a table like {"p99_ms": 500, "failure_ratio": 0.01}; None when it sets no limit. One sentence per
         mistake (with the key), as in a scenario file."""
         if not d:
@@ -276,7 +274,7 @@ class Scenario(Table):
         return v
 
     @model_validator(mode="after")
-    def _stops(self) -> Scenario:
+    def _stops(self) -> "Scenario":
         if all(g.background for g in self.groups.values()):
             raise ValueError(
                 "every group has background = true, so none would end the step; "

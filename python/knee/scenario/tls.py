@@ -2,8 +2,6 @@
 session resumption (docs/scenarios.md, "TLS and client certificates"). The files themselves are read and checked
 by `knee.scenario.tlsfiles` before any load."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -38,7 +36,7 @@ class Tls(Table):
     version: Annotated[Literal["1.2", "1.3"] | None, BeforeValidator(_version)] = None
 
     @model_validator(mode="after")
-    def _pairs(self) -> Tls:
+    def _pairs(self) -> "Tls":
         if self.key is not None and self.cert is None:
             raise ValueError("key needs cert, the certificate it belongs to; add cert")
         return self
