@@ -1,0 +1,43 @@
+/* What the least clients of bench/bounds.py share: their arguments, their clock, the service's address. */
+#ifndef KNEE_BOUNDS_COMMON_H
+#define KNEE_BOUNDS_COMMON_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct bounds_args {
+    int port, clients;
+    double seconds;
+    struct timespec t0;
+};
+
+/* PORT CLIENTS SECONDS, or the usage and exit 2. */
+static struct bounds_args bounds_args(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s PORT CLIENTS SECONDS\n", argv[0]);
+        exit(2);
+    }
+    struct bounds_args a = {.port = atoi(argv[1]), .clients = atoi(argv[2]), .seconds = atof(argv[3])};
+    return a;
+}
+
+/* Start the clock: running() is true until `seconds` have passed. */
+static void bounds_start(struct bounds_args *a) { clock_gettime(CLOCK_MONOTONIC, &a->t0); }
+
+static int bounds_running(const struct bounds_args *a) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - a->t0.tv_sec) + (double)(t.tv_nsec - a->t0.tv_nsec) / 1e9 < a->seconds;
+}
+
+/* 127.0.0.1:port */
+static struct sockaddr_in bounds_service(int port) {
+    struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+    inet_pton(AF_INET, "127.0.0.1", &s.sin_addr);
+    return s;
+}
+
+#endif
