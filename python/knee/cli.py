@@ -60,8 +60,8 @@ def _skip_pydantic_plugins() -> None:
     """knee's command line loads no pydantic plugins, as PYDANTIC_DISABLE_PLUGINS=__all__ would say, and does not
     look for any: looking imports importlib.metadata (and email) and reads every installed package's entry points
     when the first model is built, some 19 ms of every command's start (docs/performance.md, fixed cost). Whatever
-    else pydantic asks of its plugin loader comes from the real one. A user's own program that imports knee is
-    untouched: this is the command line's start only."""
+    else pydantic asks of its plugin loader comes from the real one. Only in knee's own process (entry()): a
+    program that imports knee, or calls main(), keeps its plugins."""
     if PLUGIN_LOADER in sys.modules:
         return
     loader = types.ModuleType(PLUGIN_LOADER, "pydantic's plugin loader, with no plugins (knee.cli)")
@@ -106,6 +106,7 @@ def entry() -> None:
     """The `knee` program and `python -m knee`: main() in a process of knee's own."""
     global _own_process
     _own_process = True
+    _skip_pydantic_plugins()
     main()
 
 
@@ -117,7 +118,6 @@ def main(argv: list[str] | None = None) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _pause_collection()
-    _skip_pydantic_plugins()
     try:
         cli.main(args=argv, prog_name="knee", standalone_mode=False)
     except UserError as exc:

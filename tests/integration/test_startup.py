@@ -144,3 +144,17 @@ def test_pydantic_s_plugin_loader_without_plugins_still_answers_for_the_rest_of_
 def test_the_machine_s_platform_is_platform_s_own_text() -> None:
     # Said without the `uname -p` process platform.platform() starts on Linux.
     assert identity()["platform"] == platform.platform()
+
+
+def test_main_in_a_callers_process_leaves_pydantic_s_plugins_alone() -> None:
+    program = textwrap.dedent(
+        """
+        import sys
+        from knee.cli import PLUGIN_LOADER, main
+        main(["--version"])
+        loader = sys.modules.get(PLUGIN_LOADER)
+        print("stub" if loader is not None and "__file__" not in vars(loader) else "untouched")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().endswith("untouched"), done.stdout + done.stderr
