@@ -1,4 +1,4 @@
-//! The keep-alive HTTP hot path allocates nothing per request, succeeding or failing: a counting
+//! The keep-alive HTTP hot path (HTTP/1.1 and HTTP/2) allocates nothing per request, succeeding or failing: a counting
 //! global allocator sees no more allocations for 22 000 requests than for 2 000. Its own test
 //! binary; its tests share one lock, so no other test allocates meanwhile.
 
@@ -36,11 +36,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Allocations made while running `total` keep-alive requests with 4 clients on one thread, the
-/// fewest of three runs (thread start-up and timers vary a little from run to run).
-fn allocations_for(server: &TestServer, total: u64, succeeded: bool) -> u64 {
-    let client = json!({"kind": "http", "url": server.url(), "expect_status": [[200, 200]]});
-    let mut spec = one_group(4, json!({"total": total}), client);
+/// Allocations made while running `total` requests of `client` with 4 clients on one thread, the fewest
+/// of three runs (thread start-up and timers vary a little from run to run).
+fn allocations_for(client: &serde_json::Value, total: u64, succeeded: bool) -> u64 {
+    let mut spec = one_group(4, json!({"total": total}), client.clone());
     spec.threads = 1;
     (0..3)
         .map(|_| {
@@ -66,17 +65,97 @@ fn allocations_for(server: &TestServer, total: u64, succeeded: bool) -> u64 {
 
 /// 20 000 more requests must cost no more allocations than run-to-run noise (a per-request
 /// allocation would add 20 000; one per thousand requests would add 20).
-fn assert_no_allocation_per_request(response: &[u8], succeeded: bool) {
+fn assert_no_allocation_per_request_of(client: serde_json::Value, succeeded: bool) {
     static SERIAL: Mutex<()> = Mutex::new(());
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // The raw server allocates nothing per request either (one thread per connection).
-    let server = TestServer::raw(response.to_vec(), After::KeepOpen, false);
-    let small = allocations_for(&server, 2_000, succeeded);
-    let large = allocations_for(&server, 22_000, succeeded);
+    let small = allocations_for(&client, 2_000, succeeded);
+    let large = allocations_for(&client, 22_000, succeeded);
     assert!(
         large <= small + 20,
         "{small} allocations for 2 000 requests, {large} for 22 000"
     );
+}
+
+fn assert_no_allocation_per_request(response: &[u8], succeeded: bool) {
+    // The raw server allocates nothing per request either (one thread per connection).
+    let server = TestServer::raw(response.to_vec(), After::KeepOpen, false);
+    let client = json!({"kind": "http", "url": server.url(), "expect_status": [[200, 200]]});
+    assert_no_allocation_per_request_of(client, succeeded);
+}
+
+/// An h2c server that allocates nothing per request (a thread per connection, buffers made once): it
+/// answers every request (a HEADERS frame that ends its stream) with `:status 200` and "ok".
+fn raw_h2c_server() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { break };
+            std::thread::spawn(move || serve_h2c(&mut s));
+        }
+    });
+    addr
+}
+
+fn serve_h2c(s: &mut std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let _ = s.set_nodelay(true);
+    let mut preface = [0u8; 24];
+    // The client's preface, then the server's (an empty SETTINGS).
+    if s.read_exact(&mut preface).is_err() || s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out = Vec::with_capacity(1 << 16);
+    let (mut start, mut end) = (0, 0);
+    loop {
+        while end - start >= 9 {
+            let h = &buf[start..start + 9];
+            let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+            if end - start < 9 + len {
+                break;
+            }
+            let (ty, flags, id) = (h[3], h[4], [h[5], h[6], h[7], h[8]]);
+            match ty {
+                0x4 if flags & 0x1 == 0 => out.extend_from_slice(&[0, 0, 0, 4, 1, 0, 0, 0, 0]),
+                0x1 if flags & 0x1 != 0 => {
+                    out.extend_from_slice(&[0, 0, 1, 1, 4]); // HEADERS, END_HEADERS
+                    out.extend_from_slice(&id);
+                    out.push(0x88); // :status 200 (static index 8)
+                    out.extend_from_slice(&[0, 0, 2, 0, 1]); // DATA, END_STREAM
+                    out.extend_from_slice(&id);
+                    out.extend_from_slice(b"ok");
+                }
+                _ => {}
+            }
+            start += 9 + len;
+        }
+        if !out.is_empty() {
+            if s.write_all(&out).is_err() {
+                return;
+            }
+            out.clear();
+        }
+        if start == end {
+            (start, end) = (0, 0);
+        } else if end == buf.len() {
+            buf.copy_within(start..end, 0);
+            (start, end) = (0, end - start);
+        }
+        match s.read(&mut buf[end..]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => end += n,
+        }
+    }
+}
+
+/// HTTP/2 (knee's own client): a stream costs no allocation either, over shared connections.
+#[test]
+fn http2_requests_do_not_allocate() {
+    let addr = raw_h2c_server();
+    let client = json!({"kind": "http", "url": format!("http://{addr}/"), "http2": true, "streams": 2,
+                        "expect_status": [[200, 200]], "expect_body": "ok"});
+    assert_no_allocation_per_request_of(client, true);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! HTTP clients: a group's request prepared once (`HttpPrep`: address, TLS, the request in HTTP/1.1's
 //! wire form or HTTP/2's, the checks), and the HTTP/1.1 client: one keep-alive connection per client (or
 //! one per operation), over a TCP stream, optionally wrapped in rustls. The exchange itself is `h1`'s (a
-//! hand-written client: one write, `httparse` on a reusable buffer). HTTP/2 clients are `h2`'s.
+//! hand-written client: one write, `httparse` on a reusable buffer). HTTP/2 clients are `http2`'s, knee's own too.
 
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;

@@ -30,6 +30,14 @@ struct Behaviour {
     reset_every: Option<u64>,
     /// Answer after this long.
     delay_ms: u64,
+    /// Never answer every n-th stream (its request taken, and counted).
+    hang_every: Option<u64>,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS (None: 250).
+    max_streams: Option<u32>,
+    /// The response body's length (0: "hello h2\n").
+    body_len: usize,
+    /// An `x-filler` response header this long (above 16 KiB it comes in CONTINUATION frames).
+    header_len: usize,
 }
 
 #[derive(Clone, Default)]
@@ -38,11 +46,15 @@ struct Counts {
     connections: Arc<AtomicU64>,
     /// The addresses connections came from.
     peers: Arc<Mutex<BTreeSet<IpAddr>>>,
+    /// Request body bytes read.
+    body_bytes: Arc<AtomicU64>,
+    /// The requests' `:authority` and `host` fields.
+    authorities: Arc<Mutex<BTreeSet<String>>>,
 }
 
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(io: S, b: Behaviour, c: Counts) {
     let Ok(mut conn) = h2::server::Builder::new()
-        .max_concurrent_streams(250)
+        .max_concurrent_streams(b.max_streams.unwrap_or(250))
         .handshake::<_, Bytes>(io)
         .await
     else {
@@ -52,7 +64,10 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(io: S, b: Behaviour
     let mut seen = 0u64;
     let mut taken = 0u64;
     while let Some(next) = conn.accept().await {
-        let Ok((_req, mut respond)) = next else { break };
+        let Ok((req, mut respond)) = next else { break };
+        let host = req.headers().get("host").map(|h| h.to_str().unwrap_or("?").to_string());
+        let authority = req.uri().authority().map(ToString::to_string);
+        c.authorities.lock().unwrap().insert(format!("{authority:?} {host:?}"));
         seen += 1;
         if b.refuse_every.is_some_and(|n| seen.is_multiple_of(n)) {
             respond.send_reset(h2::Reason::REFUSED_STREAM);
@@ -63,13 +78,33 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(io: S, b: Behaviour
         if b.reset_every.is_some_and(|n| taken.is_multiple_of(n)) {
             respond.send_reset(h2::Reason::INTERNAL_ERROR);
         } else {
+            let hang = b.hang_every.is_some_and(|n| taken.is_multiple_of(n));
+            let body_bytes = c.body_bytes.clone();
             tokio::spawn(async move {
+                let mut body = req.into_body();
+                while let Some(Ok(chunk)) = body.data().await {
+                    body_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                }
+                if hang {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    return;
+                }
                 if b.delay_ms > 0 {
                     tokio::time::sleep(Duration::from_millis(b.delay_ms)).await;
                 }
-                let resp = hyper::Response::new(());
+                let mut resp = hyper::Response::new(());
+                if b.header_len > 0 {
+                    let filler = "f".repeat(b.header_len);
+                    resp.headers_mut().insert("x-filler", filler.parse().unwrap());
+                }
+                let data = if b.body_len == 0 {
+                    Bytes::from_static(b"hello h2\n")
+                } else {
+                    Bytes::from(vec![b'x'; b.body_len])
+                };
                 if let Ok(mut out) = respond.send_response(resp, false) {
-                    let _ = out.send_data(Bytes::from_static(b"hello h2\n"), true);
+                    let _ = out.send_data(data, true);
                 }
             });
         }
@@ -149,6 +184,8 @@ fn clients_are_streams_over_shared_connections() {
     // One stream per connection: a connection per client.
     let (port, counts) = server(Behaviour::default(), None);
     let r = run(spec_of(2, 4, json!({"total": 200}), h2c(port, 1), None)).unwrap();
+    let authorities: Vec<String> = counts.authorities.lock().unwrap().iter().cloned().collect();
+    assert_eq!(authorities, [format!("Some(\"127.0.0.1:{port}\") None")]);
     assert_eq!(succeeded_failed_hung(&r.groups[0]), (200, 0, 0), "{}", r.summary_json());
     assert_eq!(holds(&r, &counts), 200);
     assert_eq!(
@@ -195,12 +232,16 @@ fn shared_connections_spread_over_the_source_addresses() {
     let (port, counts) = server(Behaviour::default(), None);
     let mut client = h2c(port, 2);
     client["source_addrs"] = json!(["127.0.0.2", "127.0.0.3"]);
+    // A Host header is the request's :authority (RFC 9113 §8.3.1), not a field of its own.
+    client["headers"] = json!([["Host", "knee.example"], ["x-run", "1"]]);
     let r = run(spec_of(2, 8, json!({"total": 400}), client, None)).unwrap();
     assert_eq!(succeeded_failed_hung(&r.groups[0]), (400, 0, 0), "{}", r.summary_json());
     assert_eq!(holds(&r, &counts), 400);
     assert_eq!(counts.connections.load(Ordering::Relaxed), 4);
     let peers: Vec<String> = counts.peers.lock().unwrap().iter().map(ToString::to_string).collect();
     assert_eq!(peers, ["127.0.0.2", "127.0.0.3"]);
+    let authorities: Vec<String> = counts.authorities.lock().unwrap().iter().cloned().collect();
+    assert_eq!(authorities, ["Some(\"knee.example\") None"]);
 }
 
 #[test]
@@ -308,4 +349,103 @@ fn http2_over_tls_by_alpn() {
         "HTTP/2 not agreed by ALPN: the server chose none; drop http2 for this service"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bodies_larger_than_the_windows_go_both_ways() {
+    // A 300 KB request body (the server's windows are 64 KiB, given back as it reads) and a 20 MiB response
+    // (above knee's 16 MiB stream window: knee gives the credit back as it reads).
+    let (port, counts) = server(
+        Behaviour {
+            body_len: 20 << 20,
+            ..Behaviour::default()
+        },
+        None,
+    );
+    let mut client = h2c(port, 1);
+    client["expect_body"] = Value::Null;
+    client["method"] = json!("POST");
+    client["body"] = json!("b".repeat(300_000));
+    let r = run(spec_of(1, 2, json!({"total": 4}), client, None)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (4, 0, 0), "{}", r.summary_json());
+    assert_eq!(holds(&r, &counts), 4);
+    assert_eq!(g.counts.payload_bytes, 4 * (20 << 20));
+    assert_eq!(counts.body_bytes.load(Ordering::Relaxed), 4 * 300_000);
+}
+
+#[test]
+fn the_server_s_stream_limit_makes_streams_wait_not_fail() {
+    // 30 clients on one connection, the server takes 3 streams at a time: the others wait for a stream to
+    // close; none is refused, none fails.
+    let (port, counts) = server(
+        Behaviour {
+            max_streams: Some(3),
+            delay_ms: 1,
+            ..Behaviour::default()
+        },
+        None,
+    );
+    let r = run(spec_of(1, 30, json!({"total": 600}), h2c(port, 30), None)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (600, 0, 0), "{}", r.summary_json());
+    assert_eq!(holds(&r, &counts), 600);
+    assert_eq!((g.connect.len(), counts.connections.load(Ordering::Relaxed)), (1, 1));
+}
+
+#[test]
+fn large_response_headers_come_in_continuation_frames() {
+    let (port, counts) = server(
+        Behaviour {
+            header_len: 40_000,
+            ..Behaviour::default()
+        },
+        None,
+    );
+    let r = run(spec_of(1, 4, json!({"total": 40}), h2c(port, 2), None)).unwrap();
+    assert_eq!(succeeded_failed_hung(&r.groups[0]), (40, 0, 0), "{}", r.summary_json());
+    assert_eq!(holds(&r, &counts), 40);
+}
+
+#[test]
+fn a_hung_stream_is_reset_and_its_connection_carries_on() {
+    // Every 10th request is never answered: it hangs (300 ms timeout), knee resets that stream (CANCEL),
+    // and the connection goes on carrying the others.
+    let (port, counts) = server(
+        Behaviour {
+            hang_every: Some(10),
+            ..Behaviour::default()
+        },
+        None,
+    );
+    let mut s = spec_of(1, 5, json!({"total": 200}), h2c(port, 5), None);
+    s.groups[0].timeout_ms = 300;
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (180, 0, 20), "{}", r.summary_json());
+    assert_eq!(holds(&r, &counts), 200);
+    assert_eq!((g.connect.len(), counts.connections.load(Ordering::Relaxed)), (1, 1));
+}
+
+#[test]
+fn h2c_to_a_server_that_speaks_only_http1_is_one_sentence() {
+    let (addr, _thread) = tokio_server(1, |listener| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = stream.read(&mut buf).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    let r = run(spec_of(1, 1, json!({"total": 2}), h2c(addr.port(), 1), None)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::Protocol), 2, "{}", r.summary_json());
+    assert_eq!(
+        summary(&r)["groups"][0]["reasons"][0]["key"],
+        "HTTP/2: the server answered in HTTP/1.x: it does not speak HTTP/2 with prior knowledge (h2c) here"
+    );
 }

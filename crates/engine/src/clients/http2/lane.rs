@@ -9,10 +9,9 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::goaway::{GoAway, Watched};
+use super::conn::{Driver, Link};
 use crate::class::ErrorClass;
 use crate::clients::dial::{DialError, Opened};
 use crate::clients::http::HttpPrep;
@@ -22,29 +21,8 @@ use crate::outcome::Detail;
 /// How long the end of a run waits for the connections to close cleanly (GOAWAY sent, sockets shut).
 const CLOSE_WAIT: Duration = Duration::from_millis(200);
 
-/// One HTTP/2 connection: where streams are opened, and what the server said of it.
-pub(crate) struct Link {
-    pub send: ::h2::client::SendRequest<Bytes>,
-    /// The server's GOAWAY, once it came: streams above its last id were never processed.
-    pub goaway: Rc<Cell<Option<GoAway>>>,
-    /// The connection has ended (closed, or failed).
-    ended: Rc<Cell<bool>>,
-}
-
-impl Link {
-    /// New streams may be opened on it.
-    fn usable(&self) -> bool {
-        !self.ended.get() && self.goaway.get().is_none()
-    }
-
-    /// The stream `id` was never processed by the server: its GOAWAY's last stream id is below it.
-    pub fn unprocessed(&self, id: u32) -> bool {
-        self.goaway.get().is_some_and(|g| id > g.last)
-    }
-}
-
-/// Open a connection: connect, TLS (ALPN must choose h2), the HTTP/2 preface; its driver runs as a task
-/// of this thread. The driver's handle is pushed on `drivers` (to wait for it at the end).
+/// Open a connection: connect, TLS (ALPN must choose h2); its driver (which sends the preface first)
+/// runs as a task of this thread, its handle pushed on `drivers` (to wait for it at the end).
 pub(crate) async fn open(
     p: &HttpPrep,
     drivers: &RefCell<Vec<tokio::task::JoinHandle<()>>>,
@@ -52,10 +30,6 @@ pub(crate) async fn open(
     d: &mut Detail,
 ) -> Result<(Rc<Link>, Opened), DialError> {
     let (conn, opened) = p.dialer.dial(true, source, d).await?;
-    let failed = |class| DialError {
-        class,
-        connect: Some(opened.connect),
-    };
     if p.dialer.tls.is_some() && conn.alpn() != Some(b"h2") {
         let chose = conn.alpn().map_or("none".into(), String::from_utf8_lossy);
         // Kept verbatim (fixed): the protocol's digits are not a number to mask.
@@ -64,28 +38,16 @@ pub(crate) async fn open(
                 "HTTP/2 not agreed by ALPN: the server chose {chose}; drop http2 for this service"
             ))
             .fix();
-        return Err(failed(ErrorClass::Protocol));
+        return Err(DialError {
+            class: ErrorClass::Protocol,
+            connect: Some(opened.connect),
+        });
     }
-    let io = Watched::new(conn);
-    let goaway = io.seen.clone();
-    let h2 = p.h2.as_ref().expect("an HTTP/2 group has its HTTP/2 prep");
-    let (send, connection) = match h2.builder.handshake::<_, Bytes>(io).await {
-        Ok(pair) => pair,
-        Err(e) => {
-            d.clear()
-                .put(format_args!("HTTP/2 preface with {}: {e}", p.dialer.addr));
-            return Err(failed(ErrorClass::Protocol));
-        }
-    };
-    let ended = Rc::new(Cell::new(false));
-    let done = ended.clone();
+    let link = Rc::new(Link::new());
     let mut drivers = drivers.borrow_mut();
     drivers.retain(|h| !h.is_finished());
-    drivers.push(tokio::task::spawn_local(async move {
-        let _ = connection.await;
-        done.set(true);
-    }));
-    Ok((Rc::new(Link { send, goaway, ended }), opened))
+    drivers.push(tokio::task::spawn_local(Driver::new(conn, link.clone())));
+    Ok((link, opened))
 }
 
 /// Up to `streams` clients sharing one connection at a time.
@@ -142,12 +104,14 @@ impl Lane {
         self.link.borrow().as_ref().filter(|l| l.usable()).cloned()
     }
 
-    /// Stop opening streams on `link` (it failed, or refused a stream).
+    /// Stop opening streams on `link` (it failed, or the server stopped taking streams on it): it
+    /// closes once its open streams are done.
     pub fn forget(&self, link: &Rc<Link>) {
         let mut current = self.link.borrow_mut();
         if current.as_ref().is_some_and(|l| Rc::ptr_eq(l, link)) {
             current.take();
         }
+        link.close();
     }
 
     /// The handles of this lane's connection drivers (shared with operations that open their own).
@@ -203,12 +167,14 @@ impl Lanes {
         self.groups.get(g)?.get(slot).cloned()
     }
 
-    /// Close every connection: drop the lanes' handles (each connection then ends with a GOAWAY once its
-    /// streams are done), and wait a moment for them to close.
+    /// Close every connection (each ends with a GOAWAY once its streams are done), and wait a moment for
+    /// them to close.
     pub async fn close(&self) {
         let mut drivers = Vec::new();
         for lane in self.groups.iter().flatten() {
-            lane.link.borrow_mut().take();
+            if let Some(link) = lane.link.borrow_mut().take() {
+                link.close();
+            }
             drivers.append(&mut lane.drivers.borrow_mut());
         }
         let all = async {

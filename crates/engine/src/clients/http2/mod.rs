@@ -1,5 +1,5 @@
-//! HTTP/2 clients (the `h2` crate, which hyper's HTTP/2 is built on: used directly for the stream and
-//! connection errors' codes, the GOAWAY's last stream id and the flow-control windows). Over TLS the
+//! HTTP/2 clients, knee's own (`conn`: frames, flow control, GOAWAY and RST_STREAM with their codes;
+//! `hpack`: a request's header block encoded once, responses' decoded for their status). Over TLS the
 //! protocol is chosen by ALPN (`h2`); over `http://` it is spoken with prior knowledge (h2c).
 //!
 //! A group's clients are streams: ⌈clients / streams⌉ connections per shard, each shared by up to
@@ -10,14 +10,15 @@
 //! became of it. Any other RST_STREAM or GOAWAY fails the operation with that class and the frame's error
 //! code; a reset ends its stream only, the connection carries on.
 
+use std::future::poll_fn;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use hyper::header::{HeaderName, HeaderValue, CONNECTION, TRANSFER_ENCODING, UPGRADE};
-use hyper::{Method, Request, Uri};
+use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING, UPGRADE};
+use hyper::{Method, Uri};
 
 use super::dial::Opened;
 use super::Prepared;
@@ -26,30 +27,26 @@ use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 
-mod goaway;
+mod conn;
+mod hpack;
 mod lane;
 
-use lane::Link;
+use conn::{code_name, Failure, Fault, Link};
 pub(crate) use lane::{Lane, Lanes};
 
 /// Times a stream the server never processed is sent again on a new connection before the operation fails.
 const MAX_REFUSED: u32 = 3;
 /// Body bytes kept to quote in the reason of a response with an unexpected status.
 const QUOTED_BODY: usize = 240;
-/// Flow-control windows: large enough that a stream's window never limits a response on loopback (the
-/// receiver reads as data arrives and gives the window back as it goes), like h2load's defaults.
-const STREAM_WINDOW: u32 = 16 << 20;
-const CONNECTION_WINDOW: u32 = 1 << 30;
 
 /// A group's request in HTTP/2's form, and its connections.
 pub(crate) struct H2Prep {
-    method: Method,
-    uri: Uri,
-    headers: hyper::HeaderMap,
+    /// The request's header block, encoded once: fields the server does not index, no Huffman, names
+    /// from the static table where it has them (`:authority` is the URL's, or the `Host` header's).
+    block: Vec<u8>,
     body: Bytes,
     /// Connections per shard: ⌈clients / streams⌉ (`HttpSpec::shared_connections`).
     pub connections: u64,
-    pub builder: ::h2::client::Builder,
 }
 
 impl H2Prep {
@@ -62,40 +59,57 @@ impl H2Prep {
         body: &[u8],
         connections: u64,
     ) -> Result<H2Prep, String> {
-        // Empty unless headers are set: cloning an empty map (once per request) allocates nothing.
-        let mut map = hyper::HeaderMap::new();
+        let mut block = Vec::with_capacity(128);
+        match hpack::static_field(":method", method.as_str()) {
+            Some(i) => hpack::put_int(&mut block, 0x80, 7, i),
+            None => hpack::put_field(&mut block, 2, b"", method.as_str().as_bytes()),
+        }
+        let scheme = if url.scheme_str() == Some("https") {
+            "https"
+        } else {
+            "http"
+        };
+        let i = hpack::static_field(":scheme", scheme).expect("both schemes are in the static table");
+        hpack::put_int(&mut block, 0x80, 7, i);
+        let authority = headers
+            .iter()
+            .find(|(n, _)| n == HOST)
+            .map(|(_, v)| v.as_bytes())
+            .or_else(|| url.authority().map(|a| a.as_str().as_bytes()))
+            .unwrap_or_default();
+        hpack::put_field(&mut block, 1, b"", authority);
+        let path = url.path_and_query().map_or("/", |p| p.as_str());
+        let path = if path.is_empty() { "/" } else { path };
+        match hpack::static_field(":path", path) {
+            Some(i) => hpack::put_int(&mut block, 0x80, 7, i),
+            None => hpack::put_field(&mut block, 4, b"", path.as_bytes()),
+        }
         for (n, v) in headers {
             if [CONNECTION, TRANSFER_ENCODING, UPGRADE].contains(n) || n.as_str() == "keep-alive" {
                 return Err(format!(
                     "headers {n:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2); drop it"
                 ));
             }
-            map.append(n.clone(), v.clone());
+            if n == HOST {
+                continue; // sent as :authority (RFC 9113 §8.3.1)
+            }
+            let name = n.as_str(); // lower case, as HTTP/2 wants it
+            hpack::put_field(
+                &mut block,
+                hpack::static_name(name).unwrap_or(0),
+                name.as_bytes(),
+                v.as_bytes(),
+            );
         }
         if let Some(n) = length {
-            map.insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(n));
+            let i = hpack::static_name("content-length").expect("in the static table");
+            hpack::put_field(&mut block, i, b"", n.to_string().as_bytes());
         }
-        let mut builder = ::h2::client::Builder::new();
-        builder
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .enable_push(false);
         Ok(H2Prep {
-            method: method.clone(),
-            uri: url.clone(),
-            headers: map,
+            block,
             body: Bytes::copy_from_slice(body),
             connections,
-            builder,
         })
-    }
-
-    fn request(&self) -> Request<()> {
-        let mut req = Request::new(());
-        *req.method_mut() = self.method.clone();
-        *req.uri_mut() = self.uri.clone();
-        *req.headers_mut() = self.headers.clone();
-        req
     }
 }
 
@@ -104,10 +118,9 @@ impl H2Prep {
 pub(crate) struct H2Client {
     prep: Arc<Prepared>,
     lane: Rc<Lane>,
-    /// This client's handle on its current connection (cloned once per connection, not per request: a
-    /// clone and its drop each take the connection's lock).
-    handle: Option<(Rc<Link>, ::h2::client::SendRequest<Bytes>)>,
-    /// The body, kept only when a body check needs it (or to quote an unexpected status's).
+    /// The connection this operation opened for itself (a new connection per operation), closed with it.
+    own: Option<Rc<Link>>,
+    /// The body, kept only as far as a body check needs it (or to quote an unexpected status's).
     body: Vec<u8>,
     /// The current operation's request was handed to a connection (it may have reached the server).
     wrote: bool,
@@ -116,29 +129,12 @@ pub(crate) struct H2Client {
     source: Option<IpAddr>,
 }
 
-/// Why a stream ended without a response, and whether its connection may carry more streams (a reset
-/// ends the stream only).
-enum StreamEnd {
-    /// The server never processed it: send it again.
-    Unprocessed(::h2::Error),
-    Failed(ErrorClass, bool),
-}
+/// Resets its stream if the operation ends before the response (a timeout, the run's end).
+struct Open<'a>(&'a Link, u32);
 
-impl StreamEnd {
-    fn of(e: ::h2::Error, unprocessed: bool, d: &mut Detail) -> StreamEnd {
-        if unprocessed {
-            StreamEnd::Unprocessed(e)
-        } else {
-            StreamEnd::Failed(words(&e, d), e.is_reset())
-        }
-    }
-
-    /// The connection may carry more streams.
-    fn connection_ok(&self) -> bool {
-        match self {
-            StreamEnd::Unprocessed(e) => e.is_reset(),
-            StreamEnd::Failed(_, ok) => *ok,
-        }
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.cancel(self.1); // nothing to do when the response came
     }
 }
 
@@ -153,7 +149,7 @@ impl H2Client {
         H2Client {
             prep,
             lane: lane.unwrap_or_default(),
-            handle: None,
+            own: None,
             body: Vec::new(),
             wrote: false,
             source,
@@ -163,8 +159,8 @@ impl H2Client {
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let mut report = race!(cancel, self.exchange(d));
         report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
-        if matches!(&*self.prep, Prepared::Http(p) if p.new_connection) {
-            self.handle = None; // its connection closes with the operation
+        if let Some(link) = self.own.take() {
+            link.close(); // its connection closes with the operation
         }
         report
     }
@@ -185,12 +181,16 @@ impl H2Client {
                 ..OpReport::of(Outcome::Fail(class))
             };
             let source = self.lane.source.or(self.source);
-            // Opening a connection is boxed: its futures (the dial, the preface) are large and rare, and
+            // Opening a connection is boxed: its futures (the dial, the handshake) are large and rare, and
             // would otherwise sit in every client's task, HTTP/1.1 clients' too (the task holds any kind).
             let link = if p.new_connection {
-                Box::pin(lane::open(p, self.lane.drivers(), source, d))
-                    .await
-                    .map(|(l, o)| (l, Some(o)))
+                let l = Box::pin(lane::open(p, self.lane.drivers(), source, d)).await;
+                if let Ok((l, _)) = &l {
+                    if let Some(old) = self.own.replace(l.clone()) {
+                        old.close();
+                    }
+                }
+                l.map(|(l, o)| (l, Some(o)))
             } else if let Some(l) = self.lane.current() {
                 Ok((l, None))
             } else {
@@ -220,28 +220,21 @@ impl H2Client {
                 }
                 Err(end) => end,
             };
-            if !end.connection_ok() {
-                self.lane.forget(&link);
+            if !matches!(end.fault, Fault::Reset { .. }) {
+                self.lane.forget(&link); // a reset ends its stream only
             }
-            match end {
-                StreamEnd::Unprocessed(_) if refused < MAX_REFUSED => {
-                    refused += 1;
-                    self.wrote = false;
-                }
-                StreamEnd::Unprocessed(e) => {
-                    let class = if e.is_reset() {
-                        ErrorClass::StreamReset
-                    } else {
-                        ErrorClass::GoAway
-                    };
-                    words(&e, d);
-                    let tries = refused + 1;
-                    let s = if tries == 1 { "" } else { "s" };
-                    d.put(format_args!(" (not processed by the server: sent {tries} time{s})"));
-                    return fail(class, opened);
-                }
-                StreamEnd::Failed(class, _) => return fail(class, opened),
+            if end.unprocessed && refused < MAX_REFUSED {
+                refused += 1;
+                self.wrote = false;
+                continue;
             }
+            let class = words(&end.fault, d);
+            if end.unprocessed {
+                let tries = refused + 1;
+                let s = if tries == 1 { "" } else { "s" };
+                d.put(format_args!(" (not processed by the server: sent {tries} time{s})"));
+            }
+            return fail(class, opened);
         }
     }
 
@@ -253,101 +246,65 @@ impl H2Client {
         link: &Rc<Link>,
         sent_at: Instant,
         d: &mut Detail,
-    ) -> Result<OpReport, StreamEnd> {
-        let judge = |e: ::h2::Error, id: Option<u32>, d: &mut Detail| {
-            let unprocessed = id.is_none_or(|id| link.unprocessed(id))
-                || (e.is_reset() && e.is_remote() && e.reason() == Some(::h2::Reason::REFUSED_STREAM));
-            StreamEnd::of(e, unprocessed, d)
-        };
-        if !self.handle.as_ref().is_some_and(|(l, _)| Rc::ptr_eq(l, link)) {
-            self.handle = Some((link.clone(), link.send.clone()));
-        }
-        let (_, send) = self.handle.as_mut().expect("set above");
-        let no_body = h2.body.is_empty();
+    ) -> Result<OpReport, Failure> {
+        let keep = if p.checks_body() { usize::MAX } else { QUOTED_BODY };
+        let id = poll_fn(|cx| link.poll_open(cx, &h2.block, &h2.body, keep, &mut self.body)).await?;
         self.wrote = true;
-        // No `ready()` first: this handle carries one stream at a time, so it never has one waiting to open
-        // (the only case `send_request` refuses); a stream over the server's limit waits inside the library.
-        let (response, mut out) = match send.send_request(h2.request(), no_body) {
-            Ok(pair) => pair,
-            Err(e) => return Err(judge(e, None, d)),
-        };
-        let id = u32::from(response.stream_id());
-        if !no_body {
-            // Queued: the connection sends it as the stream's window allows.
-            if let Err(e) = out.send_data(h2.body.clone(), true) {
-                return Err(judge(e, Some(id), d));
-            }
-        }
-        let response = match response.await {
-            Ok(r) => r,
-            Err(e) => return Err(judge(e, Some(id), d)),
-        };
-        let ttfb = sent_at.elapsed();
-        let status = response.status();
-        let unexpected = !h1::expected(status.as_u16(), &p.expect_status);
+        let _open = Open(link, id);
+        let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.body)).await?;
+        let ttfb = answer.headers_at.saturating_duration_since(sent_at);
+        let status = answer.status;
+        let unexpected = !h1::expected(status, &p.expect_status);
         if unexpected {
-            let reason = status.canonical_reason().unwrap_or("");
-            d.clear().put(format_args!("HTTP/2 {} {reason}", status.as_u16())).fix();
-        }
-        let keep = p.checks_body() || unexpected;
-        let limit = if p.checks_body() { usize::MAX } else { QUOTED_BODY };
-        self.body.clear();
-        let mut body = response.into_body();
-        let mut len = 0u64;
-        while let Some(chunk) = body.data().await {
-            let chunk = match chunk {
-                Ok(c) => c,
-                Err(e) => return Err(StreamEnd::of(e, false, d)),
-            };
-            len += chunk.len() as u64;
-            if keep {
-                let room = limit.saturating_sub(self.body.len());
-                self.body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            }
-            let _ = body.flow_control().release_capacity(chunk.len());
-        }
-        if unexpected {
+            let reason = hyper::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("");
+            d.clear().put(format_args!("HTTP/2 {status} {reason}")).fix();
             d.body_line(&self.body, QUOTED_BODY);
         }
         Ok(OpReport {
-            outcome: p.judge(unexpected, len, &self.body, d),
+            outcome: p.judge(unexpected, answer.len, &self.body, d),
             ttfb: Some(ttfb),
             bytes: Traffic {
                 sent: h2.body.len() as u64,
-                received: len,
-                payload: len,
+                received: answer.len,
+                payload: answer.len,
             },
             ..OpReport::of(Outcome::Ok)
         })
     }
 }
 
-/// An HTTP/2 error in words (into `d`), and its class.
-fn words(e: &::h2::Error, d: &mut Detail) -> ErrorClass {
-    let code = e.reason().unwrap_or(::h2::Reason::NO_ERROR);
-    let from = if e.is_remote() {
-        "from the server"
-    } else {
-        "from knee's side"
-    };
-    if e.is_reset() {
-        d.clear().put(format_args!("RST_STREAM {code:?} {from}")).fix();
-        ErrorClass::StreamReset
-    } else if e.is_go_away() {
-        d.clear().put(format_args!("GOAWAY {code:?} {from}")).fix();
-        ErrorClass::GoAway
-    } else if let Some(io) = e.get_io() {
-        // The library reports the server's close as a broken pipe, whatever was under way.
-        if io.kind() == std::io::ErrorKind::BrokenPipe {
+/// Why a stream failed, in words (into `d`), and its class.
+fn words(f: &Fault, d: &mut Detail) -> ErrorClass {
+    match f {
+        Fault::Reset { code, remote } => {
+            let from = if *remote { "from the server" } else { "from knee's side" };
+            d.clear()
+                .put(format_args!("RST_STREAM {} {from}", code_name(*code)))
+                .fix();
+            ErrorClass::StreamReset
+        }
+        Fault::GoAway { code } => {
+            d.clear()
+                .put(format_args!("GOAWAY {} from the server", code_name(*code)))
+                .fix();
+            ErrorClass::GoAway
+        }
+        Fault::Closed => {
             d.clear().put(format_args!("connection closed before the response"));
             ErrorClass::Closed
-        } else {
-            d.clear().put(format_args!("HTTP/2 connection: ")).io(io);
-            ErrorClass::of_io(io, false)
         }
-    } else {
-        d.clear().put(format_args!("HTTP/2: {e}"));
-        ErrorClass::Protocol
+        Fault::Io(e) => {
+            d.clear().put(format_args!("HTTP/2 connection: ")).io(e);
+            ErrorClass::of_io(e, false)
+        }
+        Fault::Protocol(why) => {
+            // Kept verbatim (fixed): "HTTP/2", "h2c" and a frame's type are not numbers to mask.
+            d.clear().put(format_args!("HTTP/2: {why}")).fix();
+            ErrorClass::Protocol
+        }
     }
 }
 
