@@ -461,15 +461,29 @@ def _contention(before: tuple[float, ...], after: tuple[float, ...]) -> list[str
 
 
 def _merged(meta: dict[str, object], when: str) -> list[str]:
-    merged: dict[str, Any] = meta.get("merged")  # type: ignore[assignment]
+    """Which rows were measured when: a results file merged into one that was itself merged names every run."""
+    merged: dict[str, Any] | None = meta.get("merged")  # type: ignore[assignment]
     if not merged:
         return []
-    then = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(merged["from_started_unix"])))
+    parts: list[str] = []
+    claimed: set[str] = set()
+    fixed_claimed = False
+    at, files = when, []
+    while merged:
+        scenarios = [s for s in merged["scenarios"] if s not in claimed]
+        fixed = bool(merged.get("fixed_cost_now")) and not fixed_claimed
+        if scenarios or fixed:
+            rows = f"the rows of {', '.join(scenarios)}" if scenarios else "the fixed cost"
+            parts.append(f"{rows}{' (and the fixed cost)' if fixed and scenarios else ''} were measured on {at}")
+        claimed.update(merged["scenarios"])
+        fixed_claimed = fixed_claimed or fixed
+        at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(merged["from_started_unix"])))
+        files.append(f"`{merged['from']}`")
+        merged = merged.get("before")
+    count = {2: "Two", 3: "Three", 4: "Four"}.get(len(parts) + 1, str(len(parts) + 1))
     return [
-        f"- **Two runs:** the rows of {', '.join(merged['scenarios'])}"
-        f"{' (and the fixed cost)' if merged.get('fixed_cost_now') else ''} were measured on {when}"
-        f" (`bench/run.py --scenario … --merge-into`); every other row was measured on {then} (kept from"
-        f" `{merged['from']}`).",
+        f"- **{count} runs:** {'; '.join(parts)} (`bench/run.py --scenario … --merge-into`); every other row was"
+        f" measured on {at} (kept from {', which kept them from '.join(files)}).",
     ]
 
 

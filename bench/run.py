@@ -245,6 +245,8 @@ def merge_into(
         "from": base["meta"].get("results_file", ""),
         "from_started_unix": base["meta"]["started_unix"],
         "fixed_cost_now": fixed_now,
+        # base's own merge, if it was one: the page names every run's rows
+        **({"before": base["meta"]["merged"]} if base["meta"].get("merged") else {}),
     }
     return kept + rows, {**base["meta"].get("titles", {}), **titles}, merged
 

@@ -60,5 +60,36 @@ def test_a_partial_run_merged_into_a_results_file_keeps_every_other_row(tmp_path
     out = tmp_path / "performance.md"
     bench.write_report(out, meta, bench.medians(rows), rows, titles)
     text = out.read_text()
-    assert "- **Two runs:** the rows of keepalive were measured on " in text
-    assert f"(kept from `{named.group(1)}`)" in text
+    assert "runs:** the rows of keepalive were measured on " in text
+    assert f"kept from `{named.group(1)}`" in text
+    # A file that was itself a merge: its runs are named too, oldest last.
+    base_merged = base["meta"].get("merged")
+    if base_merged:
+        assert f"the rows of {', '.join(s for s in base_merged['scenarios'] if s != 'keepalive')}" in text
+        assert f", which kept them from `{base_merged['from']}`" in text
+
+
+def test_a_merge_of_a_merge_names_every_run() -> None:
+    """Rows re-measured by a newer run are that run's; the fixed cost is the newest run's that measured it."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from report import _merged
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    hour = 3600.0
+    meta = {
+        "merged": {
+            "scenarios": ["h2-1", "https"],
+            "from": "b.json",
+            "from_started_unix": 2 * hour,
+            "fixed_cost_now": True,
+            "before": {"scenarios": ["https", "httpsnew"], "from": "a.json", "from_started_unix": hour,
+                       "fixed_cost_now": True},
+        }
+    }  # fmt: skip
+    assert _merged(meta, "NOW") == [
+        "- **Three runs:** the rows of h2-1, https (and the fixed cost) were measured on NOW; the rows of httpsnew"
+        " were measured on 1970-01-01 02:00 UTC (`bench/run.py --scenario … --merge-into`); every other row was"
+        " measured on 1970-01-01 01:00 UTC (kept from `b.json`, which kept them from `a.json`)."
+    ]
+    assert _merged({}, "NOW") == []
