@@ -402,9 +402,40 @@ fn large_response_headers_come_in_continuation_frames() {
         },
         None,
     );
-    let r = run(spec_of(1, 4, json!({"total": 40}), h2c(port, 2), None)).unwrap();
+    // The request's header block too (a 40 KB header: HEADERS and CONTINUATION frames of 16 KiB).
+    let mut client = h2c(port, 2);
+    client["headers"] = json!([["x-filler", "g".repeat(40_000)]]);
+    let r = run(spec_of(1, 4, json!({"total": 40}), client, None)).unwrap();
     assert_eq!(succeeded_failed_hung(&r.groups[0]), (40, 0, 0), "{}", r.summary_json());
     assert_eq!(holds(&r, &counts), 40);
+}
+
+#[test]
+fn a_server_that_stops_reading_hangs_the_streams_not_knee() {
+    // The server takes the connection and never reads: knee's writes block (20 streams with 200 KB header
+    // blocks, more than the socket buffers hold), every operation hangs at its timeout with its reset queued
+    // behind the blocked write, and the run ends on time.
+    let (addr, _thread) = tokio_server(1, |listener| async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let mut client = h2c(addr.port(), 20);
+    client["headers"] = json!([["x-filler", "f".repeat(200_000)]]);
+    let mut s = spec_of(1, 20, json!({"duration_ms": 1000}), client, None);
+    s.groups[0].timeout_ms = 300;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(run(s));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the run ends although its connection's writes block")
+        .unwrap();
+    let o = &r.groups[0].counts.outcomes;
+    assert_eq!(o.succeeded + o.failed, 0, "{}", r.summary_json());
+    assert!(o.hung >= 40, "{}", r.summary_json());
 }
 
 #[test]

@@ -181,7 +181,14 @@ impl Decoder {
     /// Decode a whole header block; the `:status` it holds, if any (the last one).
     pub fn decode(&mut self, mut b: &[u8]) -> Result<Option<u16>, Bad> {
         let mut status = None;
+        let mut fields = false;
         while let Some(&first) = b.first() {
+            // A size update comes only before the block's fields (RFC 7541 §4.2).
+            let update = first & 0xe0 == 0x20;
+            if update && fields {
+                return Err(Bad("a dynamic table size update after a field"));
+            }
+            fields |= !update;
             if first & 0x80 != 0 {
                 // Indexed field.
                 let index = int(&mut b, 7)?;
@@ -610,7 +617,8 @@ mod tests {
         put_str(&mut b, &[b'v'; 40]);
         assert_eq!(d.decode(&b), Ok(None));
         assert_eq!(d.size(), 0);
-        // Above the allowed size, and truncated blocks, are errors.
+        // A size update after a field, above the allowed size, and truncated blocks are errors.
+        assert!(d.decode(&[0x88, 0x3f, 0x09]).is_err());
         assert!(d.decode(&[0x3f, 0xe2, 0x1f]).is_err());
         assert!(d.decode(&[0x40, 0x05, b'a']).is_err());
         assert!(d.decode(&[0xff]).is_err());

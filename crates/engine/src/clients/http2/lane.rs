@@ -92,7 +92,9 @@ impl Lane {
             }
             self.dialing.set(true);
             let _mark = Dialing(self);
-            self.link.borrow_mut().take();
+            if let Some(old) = self.link.borrow_mut().take() {
+                old.close(); // it closes once its streams are done
+            }
             let (link, opened) = open(p, &self.drivers, source, d).await?;
             *self.link.borrow_mut() = Some(link.clone());
             return Ok((link, Some(opened)));

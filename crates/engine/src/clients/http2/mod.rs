@@ -93,6 +93,11 @@ impl H2Prep {
             if n == HOST {
                 continue; // sent as :authority (RFC 9113 §8.3.1)
             }
+            if n == hyper::header::TE && !v.as_bytes().eq_ignore_ascii_case(b"trailers") {
+                return Err(
+                    "headers \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2); drop it or set it so".into(),
+                );
+            }
             let name = n.as_str(); // lower case, as HTTP/2 wants it
             hpack::put_field(
                 &mut block,
@@ -220,7 +225,7 @@ impl H2Client {
                 }
                 Err(end) => end,
             };
-            if !matches!(end.fault, Fault::Reset { .. }) {
+            if !matches!(end.fault, Fault::Reset { .. } | Fault::Malformed(_)) {
                 self.lane.forget(&link); // a reset ends its stream only
             }
             if end.unprocessed && refused < MAX_REFUSED {
@@ -300,7 +305,7 @@ fn words(f: &Fault, d: &mut Detail) -> ErrorClass {
             d.clear().put(format_args!("HTTP/2 connection: ")).io(e);
             ErrorClass::of_io(e, false)
         }
-        Fault::Protocol(why) => {
+        Fault::Protocol(why) | Fault::Malformed(why) => {
             // Kept verbatim (fixed): "HTTP/2", "h2c" and a frame's type are not numbers to mask.
             d.clear().put(format_args!("HTTP/2: {why}")).fix();
             ErrorClass::Protocol
@@ -324,5 +329,32 @@ mod tests {
         let size = std::mem::size_of_val(&c.exchange(&mut d));
         assert!(size <= 768, "an HTTP/2 exchange's future is {size} bytes");
         assert!(std::mem::size_of::<H2Client>() <= 128);
+    }
+
+    #[test]
+    fn the_request_s_header_block_is_encoded_once_and_checked() {
+        use hyper::header::{HeaderName, HeaderValue};
+        let url: hyper::Uri = "https://knee.example:8443/a?b=c".parse().unwrap();
+        let h = |n: &str, v: &str| {
+            (
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            )
+        };
+        let p = super::H2Prep::new(&url, &hyper::Method::POST, &[h("X-Run", "7")], Some(2), b"ab", 1).unwrap();
+        let mut want = vec![0x83, 0x87]; // :method POST, :scheme https (static)
+        want.extend([0x01, 17]);
+        want.extend(b"knee.example:8443");
+        want.extend([0x04, 6]);
+        want.extend(b"/a?b=c");
+        want.extend([0x00, 5]);
+        want.extend(b"x-run");
+        want.extend([1, b'7']);
+        want.extend([0x0f, 13, 1, b'2']); // content-length (static name 28)
+        assert_eq!(p.block, want);
+        let err = super::H2Prep::new(&url, &hyper::Method::GET, &[h("TE", "gzip")], None, b"", 1).err();
+        assert!(err.is_some_and(|e| e.contains("\"te\" may only be \"trailers\"")));
+        assert!(super::H2Prep::new(&url, &hyper::Method::GET, &[h("te", "trailers")], None, b"", 1).is_ok());
+        assert!(super::H2Prep::new(&url, &hyper::Method::GET, &[h("connection", "close")], None, b"", 1).is_err());
     }
 }

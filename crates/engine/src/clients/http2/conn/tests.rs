@@ -1,0 +1,141 @@
+//! The connection's state, driven frame by frame (no socket): windows, acknowledgements, errors, ends.
+
+use super::wire::*;
+use super::*;
+
+#[test]
+fn a_body_goes_as_the_windows_allow() {
+    let link = Link::new();
+    let waker = std::task::Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let body = Bytes::from(vec![7u8; 100_000]);
+    let mut buf = Vec::new();
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut buf) else {
+        panic!("the stream opens")
+    };
+    let mut s = link.st.borrow_mut();
+    // 65 535 bytes at first (both windows), in frames of at most 16 384.
+    let sent = s.streams[&id].pending.as_ref().map(|(_, n)| *n);
+    assert_eq!(sent, Some(65_535));
+    s.out.clear();
+    s.frame(WINDOW_UPDATE, 0, 0, &100_000u32.to_be_bytes()).ok().unwrap();
+    assert!(s.out.is_empty(), "the stream's own window is still empty");
+    s.frame(WINDOW_UPDATE, 0, id, &100_000u32.to_be_bytes()).ok().unwrap();
+    assert!(s.streams[&id].pending.is_none());
+    // Three DATA frames: 16 384, 16 384, 1 697 (END_STREAM on the last).
+    let mut frames = Vec::new();
+    let mut b = &s.out[..];
+    while b.len() >= 9 {
+        let len = usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2]);
+        frames.push((len, b[3], b[4]));
+        b = &b[9 + len..];
+    }
+    assert_eq!(
+        frames,
+        [(16_384, DATA, 0), (16_384, DATA, 0), (1_697, DATA, END_STREAM)]
+    );
+}
+
+#[test]
+fn pings_and_settings_are_acknowledged_and_bad_frames_refused() {
+    let link = Link::new();
+    let mut s = link.st.borrow_mut();
+    s.out.clear();
+    // SETTINGS_MAX_CONCURRENT_STREAMS 5, SETTINGS_MAX_FRAME_SIZE 32 768.
+    s.frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 5, 0, 5, 0, 0, 0x80, 0])
+        .ok()
+        .unwrap();
+    s.frame(PING, 0, 0, b"12345678").ok().unwrap();
+    s.frame(PING, ACK, 0, b"abcdefgh").ok().unwrap(); // an acknowledgement is not answered
+    assert_eq!((s.max_streams, s.max_frame, s.settled), (5, 32_768, true));
+    let mut want = Vec::new();
+    frame_head(&mut want, 0, SETTINGS, ACK, 0);
+    frame_head(&mut want, 8, PING, ACK, 0);
+    want.extend_from_slice(b"12345678");
+    assert_eq!(s.out, want);
+    assert!(
+        s.frame(SETTINGS, 0, 0, &[0, 5, 0, 0, 0, 1]).is_err(),
+        "a frame size below 16 384"
+    );
+    assert!(
+        s.frame(SETTINGS, 0, 0, &[0, 4, 0x80, 0, 0, 0]).is_err(),
+        "a window above 2^31 - 1"
+    );
+    assert!(s.frame(PUSH_PROMISE, END_HEADERS, 1, &[0, 0, 0, 2]).is_err());
+    assert!(s.frame(DATA, 0, 0, b"x").is_err(), "DATA on stream 0");
+    assert!(s.frame(RST_STREAM, 0, 1, &[0, 0]).is_err());
+}
+
+/// A stream opened on a fresh link, and the link's queued frames cleared.
+fn opened(link: &Link) -> u32 {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new()) else {
+        panic!("the stream opens")
+    };
+    link.st.borrow_mut().out.clear();
+    id
+}
+
+fn answer(link: &Link, id: u32) -> Poll<Result<Answer, Failure>> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    link.poll_answer(&mut cx, id, &mut Vec::new())
+}
+
+#[test]
+fn a_stream_the_server_breaks_is_reset_alone() {
+    // A 101 (`:status` literal, not indexed), and a stream WINDOW_UPDATE of 0: each resets its stream
+    // only (RST_STREAM PROTOCOL_ERROR), fails it as malformed, and leaves the connection usable.
+    for (ty, flags, payload) in [
+        (HEADERS, END_HEADERS, &[0x08, 0x03, b'1', b'0', b'1'][..]),
+        (WINDOW_UPDATE, 0, &[0, 0, 0, 0][..]),
+    ] {
+        let link = Link::new();
+        let id = opened(&link);
+        link.st.borrow_mut().frame(ty, flags, id, payload).ok().unwrap();
+        let mut want = Vec::new();
+        rst_stream(&mut want, id, PROTOCOL_ERROR);
+        assert_eq!(link.st.borrow().out, want);
+        match answer(&link, id) {
+            Poll::Ready(Err(Failure {
+                fault: Fault::Malformed(_),
+                unprocessed: false,
+            })) => {}
+            other => panic!("{:?}", other.map(|r| r.map(|a| a.status))),
+        }
+        assert!(link.usable());
+        assert_eq!(link.st.borrow().active, 0);
+    }
+}
+
+#[test]
+fn streams_whose_headers_never_left_are_unprocessed_when_the_connection_ends() {
+    // Two streams; the driver wrote the preface and the first one's HEADERS only, then the server closed.
+    let link = Link::new();
+    let preface = link.st.borrow().out.len() as u64;
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut open = || match link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new()) {
+        Poll::Ready(Ok(id)) => id,
+        _ => panic!("the stream opens"),
+    };
+    let (first, second) = (open(), open());
+    let headers = 9 + 1;
+    link.st.borrow_mut().end_all(Fault::Closed, preface + headers);
+    assert!(matches!(
+        answer(&link, first),
+        Poll::Ready(Err(Failure { unprocessed: false, .. }))
+    ));
+    assert!(matches!(
+        answer(&link, second),
+        Poll::Ready(Err(Failure { unprocessed: true, .. }))
+    ));
+    // A graceful GOAWAY that covers every stream: no new streams, and knee closes it once they are done.
+    let link = Link::new();
+    let id = opened(&link);
+    link.st
+        .borrow_mut()
+        .frame(GOAWAY, 0, 0, &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0])
+        .ok()
+        .unwrap();
+    assert!(!link.usable() && link.st.borrow().closing);
+    assert!(answer(&link, id).is_pending(), "its stream goes on");
+}
