@@ -460,23 +460,31 @@ fn a_hung_stream_is_reset_and_its_connection_carries_on() {
 
 #[test]
 fn h2c_to_a_server_that_speaks_only_http1_is_one_sentence() {
-    let (addr, _thread) = tokio_server(1, |listener| async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                let _ = stream.read(&mut buf).await;
-                let _ = stream
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                    .await;
-            });
-        }
-    });
-    let r = run(spec_of(1, 1, json!({"total": 2}), h2c(addr.port(), 1), None)).unwrap();
-    let g = &r.groups[0];
-    assert_eq!(g.failures_of(ErrorClass::Protocol), 2, "{}", r.summary_json());
+    let reason = |reply: &'static [u8]| {
+        let (addr, _thread) = tokio_server(1, move |listener| async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = stream.read(&mut buf).await;
+                    let _ = stream.write_all(reply).await;
+                });
+            }
+        });
+        let r = run(spec_of(1, 1, json!({"total": 2}), h2c(addr.port(), 1), None)).unwrap();
+        assert_eq!(r.groups[0].failures_of(ErrorClass::Protocol), 2, "{}", r.summary_json());
+        summary(&r)["groups"][0]["reasons"][0]["key"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(
-        summary(&r)["groups"][0]["reasons"][0]["key"],
+        reason(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
         "HTTP/2: the server answered in HTTP/1.x: it does not speak HTTP/2 with prior knowledge (h2c) here"
+    );
+    assert_eq!(
+        reason(b"<html><body>not here</body></html>\n"),
+        "HTTP/2: the server answered with text, not HTTP/2 frames (\"<html><body>not here</body></html>\"): is it \
+         an HTTP/2 server?"
     );
 }

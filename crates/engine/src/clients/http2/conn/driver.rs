@@ -80,8 +80,15 @@ impl Driver {
             let (ty, flags) = (h[3], h[4]);
             let id = u32_at(&h[5..]) & LAST_ID;
             if !s.settled && ty != SETTINGS {
+                let line = self.rbuf[self.start..self.end]
+                    .split(|&b| b == b'\r' || b == b'\n')
+                    .next();
+                let text = line.filter(|l| l.iter().all(|b| b.is_ascii_graphic() || *b == b' '));
                 let why = if h.starts_with(b"HTTP/") {
                     "the server answered in HTTP/1.x: it does not speak HTTP/2 with prior knowledge (h2c) here".into()
+                } else if let Some(text) = text {
+                    let text = String::from_utf8_lossy(&text[..text.len().min(40)]);
+                    format!("the server answered with text, not HTTP/2 frames ({text:?}): is it an HTTP/2 server?")
                 } else {
                     format!("the server's first frame is of type {ty}, not SETTINGS: is it an HTTP/2 server?")
                 };
