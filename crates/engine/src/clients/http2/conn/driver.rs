@@ -28,6 +28,10 @@ pub(crate) struct Driver {
     total: u64,
     /// knee's GOAWAY (the connection closing) is queued.
     goaway_sent: bool,
+    /// knee's side is shut (GOAWAY sent, the write side closed): it reads until the server closes, so
+    /// that no unread byte makes the kernel reset the connection and drop what the server had not read
+    /// yet (the last requests, which knee counted as sent).
+    shut: bool,
 }
 
 impl Driver {
@@ -42,11 +46,16 @@ impl Driver {
             written: 0,
             total: 0,
             goaway_sent: false,
+            shut: false,
         }
     }
 
     /// Write what is queued; Ready(Ok) once all of it went.
     fn flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.shut {
+            self.link.st.borrow_mut().out.clear(); // replies to what still comes: too late to write
+            return Poll::Ready(Ok(()));
+        }
         loop {
             if self.written == self.wbuf.len() {
                 self.wbuf.clear();
@@ -160,7 +169,7 @@ impl Future for Driver {
             }
             // Nothing more to read now; what clients queued while a write was blocked goes once it drains.
             let mut s = me.link.st.borrow_mut();
-            if s.closing && s.active == 0 {
+            if s.closing && s.active == 0 && !me.shut {
                 if !me.goaway_sent {
                     me.goaway_sent = true;
                     frame_head(&mut s.out, 8, GOAWAY, 0, 0);
@@ -171,10 +180,14 @@ impl Future for Driver {
                 if me.written == me.wbuf.len() && s.out.is_empty() {
                     drop(s);
                     // Over TLS this sends close_notify first; it waits while the socket does.
-                    if Pin::new(&mut me.io).poll_shutdown(cx).is_pending() {
-                        return Poll::Pending;
+                    match Pin::new(&mut me.io).poll_shutdown(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(())) => {
+                            me.shut = true;
+                            continue; // and read until the server closes
+                        }
+                        Poll::Ready(Err(_)) => return me.end(Fault::Closed),
                     }
-                    return me.end(Fault::Closed);
                 }
             }
             if !s.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
