@@ -488,3 +488,61 @@ fn h2c_to_a_server_that_speaks_only_http1_is_one_sentence() {
          an HTTP/2 server?"
     );
 }
+
+#[test]
+fn knee_closes_its_connections_without_resetting_them() {
+    // A server that answers, and when knee's GOAWAY comes sends more (PINGs), and more 50 ms later: knee reads
+    // until the server closes, so the server can still send and then finds knee's orderly end. A connection
+    // dropped with unread bytes is reset, and a reset drops what the server had not read yet: the last
+    // requests, which knee counted as sent.
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || -> std::io::Result<usize> {
+        let (mut s, _) = listener.accept()?;
+        let mut preface = [0u8; 24];
+        s.read_exact(&mut preface)?;
+        s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            while buf.len() >= 9 {
+                let len = usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
+                if buf.len() < 9 + len {
+                    break;
+                }
+                let (ty, flags, id) = (buf[3], buf[4], [buf[5], buf[6], buf[7], buf[8]]);
+                buf.drain(..9 + len);
+                match ty {
+                    0x4 if flags & 0x1 == 0 => s.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0])?,
+                    0x1 => {
+                        s.write_all(&[0, 0, 1, 1, 4, id[0], id[1], id[2], id[3], 0x88])?;
+                        s.write_all(&[0, 0, 2, 0, 1, id[0], id[1], id[2], id[3], b'o', b'k'])?;
+                    }
+                    0x7 => {
+                        for _ in 0..200 {
+                            s.write_all(&[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])?;
+                        }
+                        // 50 ms later knee still takes what comes (a reset connection refuses it), and
+                        // its end is an orderly one.
+                        std::thread::sleep(Duration::from_millis(50));
+                        s.write_all(&[0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])?;
+                        return s.read(&mut chunk);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+    let mut client = h2c(port, 1);
+    client["expect_body"] = json!("ok");
+    let r = run(spec_of(1, 1, json!({"total": 3}), client, None)).unwrap();
+    assert_eq!(succeeded_failed_hung(&r.groups[0]), (3, 0, 0), "{}", r.summary_json());
+    let end = server.join().unwrap();
+    assert!(matches!(end, Ok(0)), "the server saw {end:?}, not knee's orderly end");
+}
