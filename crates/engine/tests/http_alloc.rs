@@ -100,35 +100,16 @@ fn raw_h2c_server() -> std::net::SocketAddr {
 fn serve_h2c(s: &mut std::net::TcpStream) {
     use std::io::{Read, Write};
     let _ = s.set_nodelay(true);
-    let mut preface = [0u8; 24];
-    // The client's preface, then the server's (an empty SETTINGS).
-    if s.read_exact(&mut preface).is_err() || s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).is_err() {
+    if h2_prefaces(s).is_err() {
         return;
     }
     let mut buf = vec![0u8; 1 << 16];
     let mut out = Vec::with_capacity(1 << 16);
     let (mut start, mut end) = (0, 0);
     loop {
-        while end - start >= 9 {
-            let h = &buf[start..start + 9];
-            let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-            if end - start < 9 + len {
-                break;
-            }
-            let (ty, flags, id) = (h[3], h[4], [h[5], h[6], h[7], h[8]]);
-            match ty {
-                0x4 if flags & 0x1 == 0 => out.extend_from_slice(&[0, 0, 0, 4, 1, 0, 0, 0, 0]),
-                0x1 if flags & 0x1 != 0 => {
-                    out.extend_from_slice(&[0, 0, 1, 1, 4]); // HEADERS, END_HEADERS
-                    out.extend_from_slice(&id);
-                    out.push(0x88); // :status 200 (static index 8)
-                    out.extend_from_slice(&[0, 0, 2, 0, 1]); // DATA, END_STREAM
-                    out.extend_from_slice(&id);
-                    out.extend_from_slice(b"ok");
-                }
-                _ => {}
-            }
-            start += 9 + len;
+        while let Some((ty, flags, id, len)) = h2_frame(&buf[start..end]) {
+            h2_answer(ty, flags, id, &mut out);
+            start += len;
         }
         if !out.is_empty() {
             if s.write_all(&out).is_err() {

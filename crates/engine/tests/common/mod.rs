@@ -17,7 +17,10 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use knee_engine::{GroupResult, ShardResult, Spec};
 
+mod h2raw;
 mod raw;
+#[allow(unused_imports)]
+pub use h2raw::*;
 #[allow(unused_imports)]
 pub use raw::*;
 use serde_json::{json, Value};

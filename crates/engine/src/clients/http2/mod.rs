@@ -134,7 +134,8 @@ pub(crate) struct H2Client {
     source: Option<IpAddr>,
 }
 
-/// Resets its stream if the operation ends before the response (a timeout, the run's end).
+/// Resets its stream if the operation ends before the response (a timeout, the run's end); forgotten once
+/// the answer came.
 struct Open<'a>(&'a Link, u32);
 
 impl Drop for Open<'_> {
@@ -255,8 +256,10 @@ impl H2Client {
         let keep = if p.checks_body() { usize::MAX } else { QUOTED_BODY };
         let id = poll_fn(|cx| link.poll_open(cx, &h2.block, &h2.body, keep, &mut self.body)).await?;
         self.wrote = true;
-        let _open = Open(link, id);
-        let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.body)).await?;
+        let open = Open(link, id);
+        let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.body)).await;
+        std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
+        let answer = answer?;
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
         let status = answer.status;
         let unexpected = !h1::expected(status, &p.expect_status);
