@@ -34,6 +34,15 @@ def test_streams_over_shared_tls_connections_count_exactly(tls_nginx: TlsNginx, 
         lines = log(tls_nginx, "tls", n)
         assert len(lines) == n and all(ln.endswith("HTTP/2.0") and pki.client_subject in ln for ln in lines)
         assert connections(lines) == conns
+    # and the same over h2c (prior knowledge, no TLS)
+    for clients, streams, n, conns in ((4, 1, 400, 4), (200, 100, 4000, 2)):
+        tls_nginx.clear()
+        r = knee.run(tls_nginx.url("h2c"), clients=clients, n=n, http2=True, streams=streams, threads=2)
+        s = r.stats
+        assert (s.started, s.succeeded, s.connect_ms.count, s.tls_ms.count) == (n, n, conns, 0), s.reasons
+        lines = log(tls_nginx, "h2c", n)
+        assert len(lines) == n and all(ln.endswith("HTTP/2.0") for ln in lines)
+        assert connections(lines) == conns
     # the ab-style text says how the clients were spread
     proc = knee_cli("run", tls_nginx.url("h2c"), "--http2", "--streams", "10", "-c", "20", "-n", "200", "-q")
     assert proc.returncode == 0, proc.stderr

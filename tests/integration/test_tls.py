@@ -6,8 +6,10 @@ counts it. Every count is held against nginx's access log."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -60,9 +62,18 @@ def test_the_right_certificate_in_every_form(server: TlsNginx, pki: Pki, tmp_pat
     key_body = Path(pki.path("client.key")).read_text().splitlines()[1]
     everything = written(out) + js.read_text() + proc.stdout + proc.stderr
     assert PASSWORD not in everything and key_body not in everything and "PRIVATE KEY" not in everything
+    # The run directory's reports carry the handshakes too: report.md's TLS cell, levels.csv, run.json.
     (run_dir,) = out.iterdir()
     report = (run_dir / "report.md").read_text()
     assert "### Connection times: mean (p99)" in report and "| TLS handshake | Resumed |" in report, report
+    ms = r"([\d.]+) ms \([\d.]+ ms\)"  # a cell: mean (p99)
+    cells = re.search(rf"^\| 4 \| 4 \| {ms} \| {ms} \| (\d) of 4 \|", report, re.M)
+    assert cells and float(cells[2]) > 0, report
+    (level,) = csv.DictReader((run_dir / "levels.csv").open())
+    assert (level["connections"], level["tls_resumed"]) == ("4", cells[3]), level
+    assert float(level["tls_mean_ms"]) > 0 and float(level["tls_p99_ms"]) >= float(level["tls_mean_ms"]) * 0.99
+    (step,) = json.loads((run_dir / "run.json").read_text())["steps"]
+    assert step["groups"]["main"]["tls_ms"]["count"] == 4
 
     # One proxy-style file (certificate, key and chain) as $X509_USER_PROXY, the server checked against a hashed
     # CA directory; then PKCS#12 with its password given literally (made a secret of its own, never written).

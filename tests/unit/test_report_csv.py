@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from knee.model import LatencyStats
 from knee.report.csvout import levels_csv, series_csv
 
 from sample_records import make_group, sample_record
@@ -30,6 +31,14 @@ LEVEL_COLUMNS = [
     "max_ms",
     "bytes_received",
     "transfer_bps",
+    "connections",
+    "connect_mean_ms",
+    "connect_p99_ms",
+    "tls_resumed",
+    "tls_mean_ms",
+    "tls_p99_ms",
+    "ttfb_mean_ms",
+    "ttfb_p99_ms",
     "partial",
     "generator_cpu_cores",
     "machine_cpu_cores",
@@ -40,6 +49,13 @@ def _two_groups():  # type: ignore[no-untyped-def]
     record = sample_record(levels=(1, 10, 100, 1000), error_from=100, collapse_at=1000)
     for s in record.steps:
         s.groups["baseload"] = make_group("baseload", 4, 9.0, seconds=10, failed=s.index, seed=s.index)
+        # the main group's connections shook hands (TLS), the baseload's had no phases (an exec client)
+        main = s.groups["main"]
+        phases = LatencyStats(count=s.level, mean=1.5, p50=1.0, p90=2.0, p99=3.0, max=4.0)
+        main.connect_ms = phases
+        main.tls_ms = phases.model_copy(update={"mean": 7.5, "p99": 9.0})
+        main.ttfb_ms = phases.model_copy(update={"mean": 11.0, "p99": 12.0})
+        main.tls_resumed = s.level // 2
     return record
 
 
@@ -60,6 +76,11 @@ def test_levels_csv_columns_and_rows() -> None:
         assert abs(float(row["p99_ms"]) - g.latency_ms.p99) <= 1e-5 * g.latency_ms.p99
         assert row["partial"] == ("true" if step.partial else "false")
         assert float(row["generator_cpu_cores"]) == step.generator.cpu_cores
+        phases = [row[c] for c in LEVEL_COLUMNS[20:28]]
+        if row["group"] == "main":
+            assert phases == [str(step.level), "1.5", "3", str(step.level // 2), "7.5", "9", "11", "12"]
+        else:
+            assert phases == ["0", "", "", "", "", "", "", ""]
     assert [r["group"] for r in rows[:2]] == ["main", "baseload"]
 
 

@@ -69,6 +69,10 @@ def test_the_engine_gets_the_material_and_the_record_keeps_none(pki: Pki) -> Non
     assert kept.tls.resume is False and kept.tls.version == "1.3"
     tls = loaded.record.groups["main"].tls  # type: ignore[attr-defined,union-attr]
     assert tls.password == "${main_tls_password}" and loaded.secrets["main_tls_password"] == PASSWORD  # type: ignore[attr-defined]
+    # --webpki-roots with --cacert: both reach the engine (which trusts the two together)
+    added = one_line("https://127.0.0.1:1/", key_password=PASSWORD, webpki_roots=True, **options)
+    tls_spec = engine_spec(added.scenario, step).groups[0].client.tls  # type: ignore[attr-defined]
+    assert tls_spec.webpki_roots is True and tls_spec.ca_pem == ran.tls.ca_pem
 
 
 def test_expiry_within_the_planned_time_is_a_warning(pki: Pki) -> None:

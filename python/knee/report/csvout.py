@@ -13,7 +13,7 @@ SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung"]
 
 
 def _fmt(v: object) -> object:
-    if v is None:  # an open-loop column of a closed-loop group
+    if v is None:  # an open-loop column of a closed-loop group, a phase the operations did not have
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"

@@ -352,6 +352,69 @@ fn http2_over_tls_by_alpn() {
 }
 
 #[test]
+fn a_goaway_with_an_error_fails_the_streams_it_took_with_its_code() {
+    // A server that answers two requests a connection, and on the third sends GOAWAY ENHANCE_YOUR_CALM
+    // naming that stream as the last it took, then closes: the stream fails in the GOAWAY class with the
+    // code's name (the server had it, so it is not sent again), and the next operation opens a new connection.
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicU64::new(0));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let (Ok(mut s), seen) = (s, seen.clone()) else { break };
+            std::thread::spawn(move || -> std::io::Result<()> {
+                h2_prefaces(&mut s)?;
+                let (mut buf, mut chunk, mut out, mut taken) = (Vec::new(), [0u8; 4096], Vec::new(), 0);
+                loop {
+                    let n = s.read(&mut chunk)?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some((ty, flags, id, len)) = h2_frame(&buf) {
+                        buf.drain(..len);
+                        if ty == 0x1 {
+                            seen.fetch_add(1, Ordering::Relaxed);
+                            taken += 1;
+                            if taken == 3 {
+                                // GOAWAY: last stream id, then ENHANCE_YOUR_CALM (0xb).
+                                s.write_all(&[0, 0, 8, 7, 0, 0, 0, 0, 0])?;
+                                s.write_all(&id)?;
+                                s.write_all(&[0, 0, 0, 0xb])?;
+                                s.shutdown(std::net::Shutdown::Write)?;
+                                while s.read(&mut chunk)? > 0 {}
+                                return Ok(());
+                            }
+                        }
+                        h2_answer(ty, flags, id, &mut out);
+                        s.write_all(&out)?;
+                        out.clear();
+                    }
+                }
+            });
+        }
+    });
+    let mut client = h2c(port, 1);
+    client["expect_body"] = json!("ok");
+    let r = run(spec_of(1, 1, json!({"total": 6}), client, None)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (4, 2, 0), "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::GoAway), 2, "{}", r.summary_json());
+    assert_eq!(
+        summary(&r)["groups"][0]["reasons"][0]["key"],
+        "GOAWAY ENHANCE_YOUR_CALM from the server"
+    );
+    assert_eq!(
+        settled(|| requests.load(Ordering::Relaxed), 6),
+        6,
+        "the server took each once"
+    );
+    assert_eq!(g.connect.len(), 2, "a connection for every three requests");
+}
+
+#[test]
 fn bodies_larger_than_the_windows_go_both_ways() {
     // A 300 KB request body (the server's windows are 64 KiB, given back as it reads) and a 20 MiB response
     // (above knee's 16 MiB stream window: knee gives the credit back as it reads).

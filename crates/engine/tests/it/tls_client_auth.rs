@@ -126,6 +126,18 @@ fn client_certificates_trust_alerts_and_resumption() {
         .unwrap()
         .contains("not trusted: UnknownIssuer"));
 
+    // webpki's roots added to the CA given: the private CA still verifies the server; webpki's alone do not.
+    for (ca, failed) in [(true, 0), (false, 2)] {
+        let mut c = client(port, &pki, Some("client"));
+        c["tls"]["webpki_roots"] = json!(true);
+        if !ca {
+            c["tls"].as_object_mut().unwrap().remove("ca_pem");
+        }
+        let r = run(one_group(1, json!({"total": 2}), c)).unwrap();
+        assert_eq!(r.groups[0].failures_of(ErrorClass::Tls), failed, "{}", r.summary_json());
+        assert_eq!(r.groups[0].counts.outcomes.succeeded, 2 - failed);
+    }
+
     // A new connection per request: resumed handshakes are counted as the server counts them, and none
     // are resumed when resumption is off.
     for resume in [true, false] {

@@ -36,6 +36,17 @@ class Row:
     max_ms: float
     bytes_received: int
     transfer_bps: float  # bytes received per measured second
+    # an operation's phases (the reports' "Connection times"; None when it had none): the connections opened and
+    # their TCP connect, the TLS handshakes that resumed a session and the handshakes' time, the time to the
+    # first byte
+    connections: int
+    connect_mean_ms: float | None
+    connect_p99_ms: float | None
+    tls_resumed: int | None
+    tls_mean_ms: float | None
+    tls_p99_ms: float | None
+    ttfb_mean_ms: float | None
+    ttfb_p99_ms: float | None
     partial: bool
     generator_cpu_cores: float  # knee and its child processes
     machine_cpu_cores: float
@@ -84,6 +95,14 @@ def row(step: StepResult, g: GroupStats) -> Row:
         max_ms=g.latency_ms.max,
         bytes_received=g.bytes_received,
         transfer_bps=g.bytes_received / g.elapsed_s if g.elapsed_s > 0 else 0.0,
+        connections=g.connect_ms.count,
+        connect_mean_ms=g.connect_ms.mean if g.connect_ms.count else None,
+        connect_p99_ms=g.connect_ms.p99 if g.connect_ms.count else None,
+        tls_resumed=g.tls_resumed if g.tls_ms.count else None,
+        tls_mean_ms=g.tls_ms.mean if g.tls_ms.count else None,
+        tls_p99_ms=g.tls_ms.p99 if g.tls_ms.count else None,
+        ttfb_mean_ms=g.ttfb_ms.mean if g.ttfb_ms.count else None,
+        ttfb_p99_ms=g.ttfb_ms.p99 if g.ttfb_ms.count else None,
         partial=step.partial,
         generator_cpu_cores=step.generator.load_cores,
         machine_cpu_cores=step.generator.machine_cpu_cores,
