@@ -211,10 +211,13 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
             expect_body_regex=g.expect_body_regex,
             expect_length=g.expect_length,
             source_addrs=addresses.of_group(g.source_addr),
+            connect_timeout_ms=_ms(g.connect_timeout),
         )
     if isinstance(g, TcpGroup):
         sources = addresses.of_group(g.source_addr)
-        return TcpClient(addr=g.addr, send=g.send, expect=g.expect, source_addrs=sources)
+        return TcpClient(
+            addr=g.addr, send=g.send, expect=g.expect, source_addrs=sources, connect_timeout_ms=_ms(g.connect_timeout)
+        )
     if isinstance(g, WorkerGroup | PythonGroup):
         if isinstance(g, PythonGroup):
             argv = [sys.executable, "-m", "knee.pyworker", g.function, *(["--path", g.path] if g.path else [])]
@@ -239,6 +242,10 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
         expect_file=FileCheck(path=g.expect_file.path, min_size=g.expect_file.min_size) if g.expect_file else None,
         bytes_from=g.bytes_from,
     )
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else max(1, round(seconds * 1000))
 
 
 def _tls(g: HttpGroup, record: bool) -> TlsClient:

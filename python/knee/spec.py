@@ -108,6 +108,8 @@ class HttpClient(_Spec):
     expect_body_regex: str | None = None
     expect_length: int | None = None
     source_addrs: list[str] = Field(default_factory=list)
+    # connect and TLS handshake together; None: only the group's timeout_ms
+    connect_timeout_ms: int | None = None
 
 
 class TcpClient(_Spec):
@@ -116,6 +118,7 @@ class TcpClient(_Spec):
     send: str | None = None
     expect: str | None = None
     source_addrs: list[str] = Field(default_factory=list)
+    connect_timeout_ms: int | None = None
 
 
 class FileCheck(_Spec):

@@ -143,6 +143,9 @@ pub struct HttpSpec {
     /// Local addresses to connect from, client `c` from `source_addrs[c % len]` (empty: the kernel picks).
     #[serde(default)]
     pub source_addrs: Vec<IpAddr>,
+    /// A connection not open (TCP connect, then the TLS handshake) this long after the connect began fails:
+    /// class `connect_timeout`, or `tls` ("handshake timeout"). None: only the operation's timeout (hung).
+    pub connect_timeout_ms: Option<u64>,
 }
 
 /// The TLS side of an https client. PEM texts are given in memory (knee's Python side reads the files,
@@ -202,6 +205,8 @@ pub struct TcpSpec {
     /// As `HttpSpec::source_addrs`.
     #[serde(default)]
     pub source_addrs: Vec<IpAddr>,
+    /// As `HttpSpec::connect_timeout_ms` (the TCP connect).
+    pub connect_timeout_ms: Option<u64>,
 }
 
 /// Run a command (no shell).
@@ -388,8 +393,19 @@ fn check_regex(key: &str, re: &Option<String>) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// A connect timeout, when given, is at least 1 ms.
+fn check_connect_timeout(key: &str, ms: Option<u64>) -> Result<(), SpecError> {
+    match ms {
+        Some(0) => Err(SpecError::new(format!(
+            "{key}.connect_timeout_ms must be at least 1 (got 0); leave it out to let only timeout_ms apply"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl HttpSpec {
     fn validate(&self, key: &str) -> Result<(), SpecError> {
+        check_connect_timeout(key, self.connect_timeout_ms)?;
         let uri: hyper::Uri = self.url.parse().map_err(|e| {
             SpecError::new(format!(
                 "{key}.url {:?} is not a valid URL ({e}); use e.g. http://host:port/path",
@@ -496,6 +512,7 @@ impl HttpSpec {
 
 impl TcpSpec {
     fn validate(&self, key: &str) -> Result<(), SpecError> {
+        check_connect_timeout(key, self.connect_timeout_ms)?;
         if !self.addr.contains(':') {
             return Err(SpecError::new(format!(
                 "{key}.addr {:?} must be host:port, e.g. 127.0.0.1:9000",
@@ -578,6 +595,11 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "groups[0].clients must be at least 1 (got 0)");
+        let e = Spec::from_json(&group(r#"{"kind": "tcp", "addr": "h:1", "connect_timeout_ms": 0}"#, "")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups[0].client.connect_timeout_ms must be at least 1 (got 0); leave it out to let only timeout_ms apply"
+        );
         let e = Spec::from_json(&group(r#"{"kind": "exec", "argv": ["x"], "expect_stdout": "("}"#, "")).unwrap_err();
         assert!(
             e.to_string()

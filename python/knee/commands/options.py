@@ -77,6 +77,11 @@ _TARGET = [
         help="http/tcp: connect from these local addresses, in turn per client (repeatable, or a range like "
         "127.0.0.2-127.0.0.9): past one address's ~28 000 ephemeral ports.",
     ),
+    click.option(
+        "--connect-timeout",
+        help="http/tcp: a connection not open this long after its connect began (TCP connect and TLS handshake "
+        "together) fails (connect_timeout, or tls: handshake timeout) instead of hanging; shorter than --timeout.",
+    ),
     click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
     click.option("--expect", help="tcp: read until this regex matches the reply."),
     click.option("-e", "--env", "env", multiple=True, help="exec: NAME=value (repeatable)."),

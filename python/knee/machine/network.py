@@ -87,6 +87,8 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
     except socket.gaierror as exc:
         raise UserError(f"cannot resolve host {host!r}: {exc.strerror} (check the name)") from None
     family, socktype, proto, _, addr = infos[0]
+    # a group that allows its connections longer is waited for as long (a slow network), never less
+    connect_timeout_s = max(connect_timeout_s, getattr(g, "connect_timeout", None) or 0.0)
     with socket.socket(family, socktype, proto) as s:
         s.settimeout(connect_timeout_s)
         t0 = time.perf_counter()

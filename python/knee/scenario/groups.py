@@ -3,7 +3,15 @@ is told to do, and the stop and timing every group shares."""
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from knee.errors import UserError
 from knee.scenario import addresses
@@ -88,7 +96,34 @@ class _GroupBase(Table):
         return int(level) if self.clients == "level" else self.clients
 
 
-class HttpGroup(_GroupBase):
+class _Connects(_GroupBase):
+    """A group whose operations open TCP connections (http, tcp)."""
+
+    # a connection not open this long after its connect began (TCP connect, then TLS handshake) fails:
+    # connect_timeout, or tls "handshake timeout"; None: only timeout applies (the operation is hung)
+    connect_timeout: Duration | None = None
+
+    @field_validator("connect_timeout")
+    @classmethod
+    def _connect_within_timeout(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v is None:
+            return v
+        if v <= 0:
+            raise ValueError("must be more than 0 (or left out: only timeout applies)")
+        timeout = info.data.get("timeout")
+        if timeout is not None and v >= timeout:
+            raise ValueError(
+                f"{fmt_s(v)} is not shorter than timeout ({fmt_s(timeout)}): the operation would be hung first; "
+                "make it shorter, or leave it out"
+            )
+        return v
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:g}s"
+
+
+class HttpGroup(_Connects):
     kind: Literal["http"]
     url: Annotated[str, AfterValidator(check_url)]
     method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
@@ -142,7 +177,7 @@ class HttpGroup(_GroupBase):
         return self
 
 
-class TcpGroup(_GroupBase):
+class TcpGroup(_Connects):
     kind: Literal["tcp"]
     addr: Annotated[str, AfterValidator(check_addr)]
     send: str | None = None

@@ -52,6 +52,7 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.expect_body_regex": "--expect-body-regex",
     "groups.main.expect_length": "--expect-length",
     "groups.main.source_addr": "--source-addr",
+    "groups.main.connect_timeout": "--connect-timeout",
     "groups.main.send": "--send",
     "groups.main.expect": "--expect",
     "groups.main.env": "-e/--env",
@@ -126,7 +127,7 @@ _KIND_OPTIONS = {
     # a child process's environment and directory: commands and worker programs (a flow has -e, not --cwd)
     "process": (("-e/--env", "env"), ("--cwd", "cwd")),
     # where connections come from: http and tcp targets
-    "connect": (("--source-addr", "source_addr"),),
+    "connect": (("--source-addr", "source_addr"), ("--connect-timeout", "connect_timeout")),
 }
 _PROCESS_KINDS = ("exec", "worker")
 _CONNECT_KINDS = ("http", "tcp")
@@ -190,6 +191,7 @@ class Options:
     expect_body_regex: str | None = None
     expect_length: int | None = None
     source_addr: list[str] = field(default_factory=list)  # http and tcp: local addresses to connect from
+    connect_timeout: str | float | None = None  # http and tcp: a connection's opening (connect + TLS) limit
     send: str | None = None
     expect: str | None = None
     env: list[str | tuple[str, str]] = field(default_factory=list)
@@ -245,7 +247,9 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
                 other, _KIND_WORDS.get(other, other)
             )
             raise UserError(f"{given} applies to {words} only, not to {_KIND_WORDS[kind]}")
-    sources = {"source_addr": list(o.source_addr)} if o.source_addr else {}
+    sources: dict[str, Any] = {"source_addr": list(o.source_addr)} if o.source_addr else {}
+    if o.connect_timeout is not None:
+        sources["connect_timeout"] = o.connect_timeout
     if kind == "worker":
         return _code_group(target, o)
     if isinstance(target, str) and kind == "http":

@@ -19,10 +19,12 @@ use super::net;
 use crate::class::ErrorClass;
 use crate::outcome::{Detail, Handshake};
 
-/// Where a group's clients connect, and how: the address, and for https the TLS connector and name.
+/// Where a group's clients connect, and how: the address, for https the TLS connector and name, and the
+/// time a connection may take to open.
 pub(crate) struct Dialer {
     pub addr: SocketAddr,
     pub tls: Option<(TlsConnector, ServerName<'static>)>,
+    pub limit: Option<Duration>,
 }
 
 /// One open connection.
@@ -56,10 +58,17 @@ pub(crate) struct DialError {
 }
 
 impl Dialer {
-    pub fn new(addr: SocketAddr, tls: Option<(Arc<ClientConfig>, ServerName<'static>)>) -> Dialer {
+    /// `limit`: the time the connection may take to open, connect and handshake together (None: no limit
+    /// but the operation's).
+    pub fn new(
+        addr: SocketAddr,
+        tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+        limit: Option<Duration>,
+    ) -> Dialer {
         Dialer {
             addr,
             tls: tls.map(|(config, name)| (TlsConnector::from(config), name)),
+            limit,
         }
     }
 
@@ -71,7 +80,7 @@ impl Dialer {
         d: &mut Detail,
     ) -> Result<(Conn, Opened), DialError> {
         let t = Instant::now();
-        let stream = match net::connect(self.addr, source).await {
+        let stream = match net::connect(self.addr, source, self.limit).await {
             Ok(s) => s,
             Err(e) => {
                 d.clear()
@@ -98,7 +107,27 @@ impl Dialer {
         };
         let t = Instant::now();
         // Boxed: the handshake future is large and would otherwise sit in every client's task.
-        match Box::pin(connector.connect(name.clone(), stream)).await {
+        let handshake = Box::pin(connector.connect(name.clone(), stream));
+        let done = match self.limit {
+            None => handshake.await,
+            // What the connect left of the limit.
+            Some(limit) => match Box::pin(tokio::time::timeout(limit.saturating_sub(connect), handshake)).await {
+                Ok(done) => done,
+                Err(_) => {
+                    d.clear().put(format_args!(
+                        "TLS handshake with {}: handshake timeout (the connection not open within {}, \
+                         connect_timeout)",
+                        self.addr,
+                        net::Millis(limit)
+                    ));
+                    return Err(DialError {
+                        class: ErrorClass::Tls,
+                        connect: Some(connect),
+                    });
+                }
+            },
+        };
+        match done {
             Ok(tls) => {
                 let resumed = matches!(tls.get_ref().1.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
                 let handshake = Some(Handshake {

@@ -129,7 +129,7 @@ impl HttpPrep {
         request.extend_from_slice(&body);
         let compile = |k: &str, p: &str| Regex::new(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
         Ok(HttpPrep {
-            dialer: Dialer::new(addr, tls),
+            dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(std::time::Duration::from_millis)),
             method,
             request: Bytes::from(request),
             h2,

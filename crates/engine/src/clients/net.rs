@@ -10,6 +10,7 @@
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -41,8 +42,32 @@ fn family(ip: &IpAddr) -> &'static str {
     }
 }
 
-/// Connect to `to`, from `source` when given.
-pub(crate) async fn connect(to: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+/// Connect to `to`, from `source` when given, within `limit` when given (a `TimedOut` error once it passed:
+/// class `connect_timeout`).
+pub(crate) async fn connect(to: SocketAddr, source: Option<IpAddr>, limit: Option<Duration>) -> io::Result<TcpStream> {
+    let Some(limit) = limit else {
+        return connect_from(to, source).await;
+    };
+    // Boxed: a timer is large, and only a group with a connect timeout pays for it.
+    match Box::pin(tokio::time::timeout(limit, connect_from(to, source))).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no connection within {} (connect_timeout)", Millis(limit)),
+        )),
+    }
+}
+
+/// A duration in whole milliseconds, as a limit was given.
+pub(crate) struct Millis(pub Duration);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ms", self.0.as_millis())
+    }
+}
+
+async fn connect_from(to: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
     let Some(ip) = source else {
         return TcpStream::connect(to).await;
     };

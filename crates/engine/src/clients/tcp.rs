@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use regex::bytes::Regex;
@@ -20,6 +20,7 @@ pub(crate) struct TcpPrep {
     send: Bytes,
     expect: Option<Regex>,
     sources: Vec<IpAddr>,
+    connect_timeout: Option<Duration>,
 }
 
 impl TcpPrep {
@@ -44,6 +45,7 @@ impl TcpPrep {
             send: Bytes::from(spec.send.clone().unwrap_or_default()),
             expect,
             sources: spec.source_addrs.clone(),
+            connect_timeout: spec.connect_timeout_ms.map(Duration::from_millis),
         })
     }
 }
@@ -78,7 +80,7 @@ impl TcpClient {
             unreachable!("a tcp client always has a tcp prep")
         };
         let t = Instant::now();
-        let mut stream = match net::connect(p.addr, self.source).await {
+        let mut stream = match net::connect(p.addr, self.source, p.connect_timeout).await {
             Ok(s) => s,
             Err(e) => {
                 d.clear()

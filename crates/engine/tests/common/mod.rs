@@ -193,6 +193,49 @@ pub fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// A listener whose accept queue is full (backlog 0, one connection queued and never accepted): the kernel
+/// drops further SYNs, so a connect to it neither succeeds nor fails until SYN retries run out (minutes).
+/// Keep the returned pair alive as long as the test needs it full.
+pub fn full_listener() -> (std::net::TcpListener, std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen() on our own socket; on a listening socket it only changes the backlog.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let queued = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    (l, queued)
+}
+
+/// A server that accepts connections and then neither reads nor writes (a TLS handshake with it stalls);
+/// its connections stay open for the test's life.
+pub fn silent_server() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming() {
+            let Ok(s) = s else { break };
+            held.push(s);
+        }
+    });
+    addr
+}
+
+/// The first failure reason's key (numbers and addresses masked) of the first group.
+pub fn first_reason(r: &ShardResult) -> String {
+    summary(r)["groups"][0]["reasons"][0]["key"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Run `spec`, and hold that it ended within `limit`.
+pub fn run_within(spec: Spec, limit: Duration) -> ShardResult {
+    let t = std::time::Instant::now();
+    let r = knee_engine::run(spec).unwrap();
+    assert!(t.elapsed() < limit, "took {:?}", t.elapsed());
+    r
+}
+
 /// A one-group spec.
 pub fn one_group(clients: u64, stop: Value, client: Value) -> Spec {
     spec(json!({"threads": 2, "groups": [group("main", clients, stop, client)]}))

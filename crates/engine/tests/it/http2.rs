@@ -302,11 +302,7 @@ fn goaway_refused_and_reset_streams_keep_the_accounting() {
     assert_eq!(g.counts.outcomes.succeeded, 450);
     assert_eq!(holds(&r, &counts), 500);
     assert_eq!(g.connect.len(), 1, "a reset ends the stream, not the connection");
-    let s = summary(&r);
-    assert_eq!(
-        s["groups"][0]["reasons"][0]["key"],
-        "RST_STREAM INTERNAL_ERROR from the server"
-    );
+    assert_eq!(first_reason(&r), "RST_STREAM INTERNAL_ERROR from the server");
 }
 
 #[test]
@@ -329,10 +325,7 @@ fn http2_over_tls_by_alpn() {
     let (port, _) = server(Behaviour::default(), Some((&pki, &[b"http/1.1"])));
     let r = run(spec_of(1, 1, json!({"total": 2}), client(port), None)).unwrap();
     assert_eq!(r.groups[0].failures_of(ErrorClass::Tls), 2, "{}", r.summary_json());
-    let key = summary(&r)["groups"][0]["reasons"][0]["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = first_reason(&r);
     assert!(
         key.ends_with("TLS alert from the server: no application protocol"),
         "{key}"
@@ -340,10 +333,7 @@ fn http2_over_tls_by_alpn() {
     let (port, _) = server(Behaviour::default(), Some((&pki, &[])));
     let r = run(spec_of(1, 1, json!({"total": 2}), client(port), None)).unwrap();
     assert_eq!(r.groups[0].failures_of(ErrorClass::Protocol), 2, "{}", r.summary_json());
-    let key = summary(&r)["groups"][0]["reasons"][0]["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = first_reason(&r);
     assert_eq!(
         key,
         "HTTP/2 not agreed by ALPN: the server chose none; drop http2 for this service"
@@ -402,10 +392,7 @@ fn a_goaway_with_an_error_fails_the_streams_it_took_with_its_code() {
     let g = &r.groups[0];
     assert_eq!(succeeded_failed_hung(g), (4, 2, 0), "{}", r.summary_json());
     assert_eq!(g.failures_of(ErrorClass::GoAway), 2, "{}", r.summary_json());
-    assert_eq!(
-        summary(&r)["groups"][0]["reasons"][0]["key"],
-        "GOAWAY ENHANCE_YOUR_CALM from the server"
-    );
+    assert_eq!(first_reason(&r), "GOAWAY ENHANCE_YOUR_CALM from the server");
     assert_eq!(
         settled(|| requests.load(Ordering::Relaxed), 6),
         6,
@@ -536,10 +523,7 @@ fn h2c_to_a_server_that_speaks_only_http1_is_one_sentence() {
         });
         let r = run(spec_of(1, 1, json!({"total": 2}), h2c(addr.port(), 1), None)).unwrap();
         assert_eq!(r.groups[0].failures_of(ErrorClass::Protocol), 2, "{}", r.summary_json());
-        summary(&r)["groups"][0]["reasons"][0]["key"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        first_reason(&r)
     };
     assert_eq!(
         reason(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),

@@ -69,3 +69,32 @@ fn clients_connect_from_their_source_addresses() {
         r.summary_json()
     );
 }
+
+#[test]
+fn a_connect_past_its_limit_fails_as_connect_timeout_and_without_one_is_hung() {
+    // A listener whose accept queue is full: the kernel drops knee's SYNs.
+    let (l, _queued) = full_listener();
+    let addr = l.local_addr().unwrap().to_string();
+    let reason = |c: serde_json::Value, timeout_ms: u64| {
+        let mut s = one_group(1, json!({"total": 2}), c);
+        s.groups[0].timeout_ms = timeout_ms;
+        let r = run_within(s, std::time::Duration::from_secs(3));
+        let g = &r.groups[0];
+        (
+            succeeded_failed_hung(g),
+            g.failures_of(ErrorClass::ConnectTimeout),
+            first_reason(&r),
+        )
+    };
+    let tcp = json!({"kind": "tcp", "addr": addr, "send": "PING\n", "connect_timeout_ms": 150});
+    let (counts, class, key) = reason(tcp.clone(), 1000);
+    assert_eq!((counts, class), ((0, 2, 0), 2), "{key:?}");
+    assert_eq!(key, "connect to <addr>: no connection within <n> ms (connect_timeout)");
+    // The same for HTTP (and the connect timeout longer than the operation's: hung, as without one).
+    let http = json!({"kind": "http", "url": format!("http://{addr}/"), "connect_timeout_ms": 150});
+    let (counts, class, _) = reason(http.clone(), 1000);
+    assert_eq!((counts, class), ((0, 2, 0), 2));
+    let mut long = tcp;
+    long["connect_timeout_ms"] = json!(5000);
+    assert_eq!(reason(long, 300).0, (0, 0, 2));
+}

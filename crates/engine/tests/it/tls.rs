@@ -87,3 +87,35 @@ fn https_with_insecure_verifier_and_untrusted_cert_failure() {
     assert_eq!(r.groups[0].failures_of(ErrorClass::Tls), 3, "{}", r.summary_json());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_handshake_past_the_connect_timeout_is_a_tls_failure_handshake_timeout() {
+    // The server accepts and then says nothing: the TLS handshake stalls. With a connect timeout it fails
+    // (class tls, "handshake timeout", the connect timed apart); without one it is hung at the operation's
+    // timeout.
+    let addr = silent_server();
+    let client = json!({"kind": "http", "url": format!("https://{addr}/"), "insecure": true,
+                        "connect_timeout_ms": 200});
+    let mut s = one_group(2, json!({"total": 4}), client.clone());
+    s.groups[0].timeout_ms = 2000;
+    let r = run_within(s, std::time::Duration::from_secs(2));
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (0, 4, 0), "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::Tls), 4);
+    assert_eq!(
+        (g.connect.len(), g.tls.len()),
+        (4, 0),
+        "the connects are timed, no handshake ended"
+    );
+    let key = first_reason(&r);
+    assert_eq!(
+        key,
+        "TLS handshake with <addr>: handshake timeout (the connection not open within <n> ms, connect_timeout)"
+    );
+
+    let mut unlimited = client;
+    unlimited.as_object_mut().unwrap().remove("connect_timeout_ms");
+    let mut s = one_group(2, json!({"total": 2}), unlimited);
+    s.groups[0].timeout_ms = 300;
+    assert_eq!(succeeded_failed_hung(&run(s).unwrap().groups[0]), (0, 0, 2));
+}
