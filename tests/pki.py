@@ -1,6 +1,7 @@
 """A test PKI made with `openssl`, as a grid site has one: a root CA and an intermediate CA, a server certificate
 for 127.0.0.1 (RSA, so a full handshake costs what it costs in the field), a client certificate with its key apart,
-the same as one proxy-style file (certificate, key and chain), its key encrypted and as PKCS#12, a second CA with
+the same as one proxy-style file (certificate, key and chain), its key encrypted and as PKCS#12, an RFC 3820 proxy
+of it (as voms-proxy-init makes: a critical proxyCertInfo extension) in one file, a second CA with
 a client certificate of its own, and a hashed CA directory (`openssl rehash`) holding non-certificate files too.
 Certificates whose validity must be in the past or end soon are made with `cryptography` (OpenSSL 3.0's `x509`
 cannot set the dates), signed by the same intermediate."""
@@ -80,6 +81,11 @@ class Pki:
         return self.path("soon.pem"), self.path("soon.key")
 
     @property
+    def proxy_subject(self) -> str:
+        """The RFC 3820 proxy's subject, as nginx logs it."""
+        return "CN=1234567,CN=alice,DC=knee-test,DC=org"
+
+    @property
     def client_subject(self) -> str:
         """The client certificate's subject as nginx logs it ($ssl_client_s_dn, RFC 2253)."""
         return "CN=alice,DC=knee-test,DC=org"
@@ -100,6 +106,13 @@ def make_pki(d: Path) -> Pki:
     _openssl(d, "pkey", "-in", "client.key", "-aes256", "-passout", f"pass:{PASSWORD}", "-out", "client-enc.key")
     _openssl(d, "pkcs12", "-export", "-in", "client.pem", "-inkey", "client.key", "-certfile", "intermediate.pem",
              "-passout", f"pass:{PASSWORD}", "-out", "client.p12")  # fmt: skip
+    # a grid proxy as voms-proxy-init makes one (RFC 3820): signed by alice's own key, her subject plus a CN, a
+    # critical proxyCertInfo extension; the file holds the proxy, its key, alice's certificate and the chain
+    proxy_ext = "keyUsage=critical,digitalSignature,keyEncipherment\nproxyCertInfo=critical,language:id-ppl-inheritAll"
+    _leaf(d, "rfc-proxy", "client", proxy_ext, subj="/DC=org/DC=knee-test/CN=alice/CN=1234567")
+    (d / "rfc-proxy-file.pem").write_text(
+        "".join((d / n).read_text() for n in ("rfc-proxy.pem", "rfc-proxy.key", "client.pem", "intermediate.pem"))
+    )
     _ca(d, "other")
     _leaf(d, "rogue", "other", "extendedKeyUsage=clientAuth")
     now = dt.datetime.now(dt.UTC)

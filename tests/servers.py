@@ -291,6 +291,7 @@ TLS_NGINX_CONF = (
     # client certificate's subject, the HTTP version
     log_format tls '$connection $ssl_session_reused $status "$ssl_client_s_dn" $server_protocol';
     log_format h2c '$connection $status $server_protocol';
+    log_format tlsany '$status "$ssl_client_s_dn" "$ssl_client_i_dn" "$ssl_client_verify"';
     keepalive_requests 1000000;
     server {{
         # HTTP/1.1 and HTTP/2 (ALPN) over TLS, with the client's certificate required (nginx answers 400
@@ -304,6 +305,18 @@ TLS_NGINX_CONF = (
         ssl_session_cache shared:SSL:1m;
         ssl_session_tickets on;
         access_log {dir}/tls.log tls;
+        location / {{ default_type text/plain; return 200 "hello tls\\n"; }}
+    }}
+    server {{
+        # a client certificate logged with its issuer and nginx's verdict (optional_no_ca: a request comes
+        # even from an unknown CA): nginx's OpenSSL 3.0 cannot be told to allow grid proxies (RFC 3820),
+        # so it answers a proxy 400, but shows what the client presented
+        listen 127.0.0.1:{tlsany_port} ssl;
+        ssl_certificate {pki}/server-chain.pem;
+        ssl_certificate_key {pki}/server.key;
+        ssl_verify_client optional_no_ca;
+        ssl_verify_depth 4;
+        access_log {dir}/tlsany.log tlsany;
         location / {{ default_type text/plain; return 200 "hello tls\\n"; }}
     }}
     server {{
@@ -338,7 +351,7 @@ class TlsNginx:
     """nginx from Debian serving TLS (client certificates required) and HTTP/2, each listener with its own log."""
 
     dir: Path
-    ports: dict[str, int]  # tls, tls12, h2c, goaway
+    ports: dict[str, int]  # tls, tlsany, tls12, h2c, goaway
     proc: subprocess.Popen[bytes]
 
     def url(self, listener: str) -> str:
@@ -359,11 +372,12 @@ class TlsNginx:
 
 
 def start_tls_nginx(tmp: Path, pki_dir: Path) -> TlsNginx:
-    """nginx with a TLS listener requiring client certificates of `pki_dir`'s root (tests/pki.py), a TLS 1.2-only
-    one, an h2c one and an h2c one that sends GOAWAY every 50 requests."""
+    """nginx with a TLS listener requiring client certificates of `pki_dir`'s root (tests/pki.py), one that takes
+    any client certificate unverified, a TLS 1.2-only one, an h2c one and an h2c one that sends GOAWAY every 50
+    requests."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     tmp.mkdir(parents=True, exist_ok=True)
-    ports = {name: free_port() for name in ("tls", "tls12", "h2c", "goaway")}
+    ports = {name: free_port() for name in ("tls", "tlsany", "tls12", "h2c", "goaway")}
     conf = tmp / "nginx.conf"
     conf.write_text(TLS_NGINX_CONF.format(dir=tmp, pki=pki_dir, **{f"{k}_port": v for k, v in ports.items()}))
     proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)

@@ -10,6 +10,9 @@ import csv
 import json
 import os
 import re
+import socket
+import ssl
+import threading
 from pathlib import Path
 
 import pytest
@@ -181,3 +184,74 @@ def test_handshakes_timed_apart_and_resumption_counted_as_nginx_counts(
         else:
             assert reused == 0
     assert medians["on"] < medians["off"], medians
+
+
+def _proxy_verifying_server(pki: Pki, seen: list[str], stop: threading.Event) -> int:
+    """An HTTPS server on Python's OpenSSL that requires a client certificate and verifies grid proxies (RFC 3820,
+    X509_V_FLAG_ALLOW_PROXY_CERTS, which nginx cannot be told to set): each request answered 200 "ok", the
+    client's subject recorded once per connection."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki.path("server-chain.pem"), pki.path("server.key"))
+    ctx.load_verify_locations(pki.path("root.pem"))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.verify_flags |= 0x40  # type: ignore[assignment]  # X509_V_FLAG_ALLOW_PROXY_CERTS
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                tls = ctx.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+            cert = tls.getpeercert() or {}
+            seen.append(",".join(f"{k}={v}" for rdn in reversed(cert.get("subject", ())) for k, v in rdn))
+            buf = b""
+            while not stop.is_set():
+                while b"\r\n\r\n" not in buf:
+                    data = tls.recv(4096)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf.split(b"\r\n\r\n", 1)[1]
+                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    def accept() -> None:
+        with listener:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return int(listener.getsockname()[1])
+
+
+def test_a_grid_proxy_is_presented_with_its_chain_and_verifies(server: TlsNginx, pki: Pki) -> None:
+    """A grid proxy as voms-proxy-init writes it (RFC 3820: signed by the user's own key, a critical proxyCertInfo
+    extension; proxy, its key, the user's certificate and the chain in one file) through $X509_USER_PROXY. knee
+    presents it whatever its extensions (judging them is the server's): nginx logs the proxy's subject, the user as
+    its issuer, and its OpenSSL's refusal of proxies; a server that verifies proxies accepts the chain to the
+    root."""
+    os.environ["X509_USER_PROXY"] = pki.path("rfc-proxy-file.pem")
+    seen: list[str] = []
+    stop = threading.Event()
+    try:
+        # nginx's OpenSSL 3.0 cannot be told to allow proxies: it takes the handshake, logs what it got, and
+        # answers 400 "The SSL certificate error" (expected here: the proxy reached the server whole)
+        server.clear()
+        r = knee.run(server.url("tlsany"), clients=2, n=20, cacert=pki.path("root.pem"), expect_status="400")
+        assert (r.stats.started, r.stats.succeeded) == (20, 20), r.stats.reasons
+        lines = served(server, 20, "tlsany")
+        want = f'400 "{pki.proxy_subject}" "{pki.client_subject}" "FAILED:proxy certificates not allowed, please set'
+        assert len(lines) == 20 and all(ln.startswith(want) for ln in lines), lines[:2]
+
+        port = _proxy_verifying_server(pki, seen, stop)
+        r = knee.run(f"https://127.0.0.1:{port}/", clients=2, n=20, cacert=pki.path("root.pem"), expect_body="ok")
+        assert (r.stats.started, r.stats.succeeded, r.stats.tls_ms.count) == (20, 20, 2), r.stats.reasons
+        assert seen == ["commonName=1234567,commonName=alice,domainComponent=knee-test,domainComponent=org"] * 2
+    finally:
+        stop.set()
+        del os.environ["X509_USER_PROXY"]

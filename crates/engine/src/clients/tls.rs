@@ -9,7 +9,8 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::Resumption;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
+use rustls::{ClientConfig, DigitallySignedStruct, InconsistentKeys, RootCertStore, SignatureScheme};
 
 use crate::spec::TlsSpec;
 
@@ -96,9 +97,71 @@ fn identity(spec: &TlsSpec) -> Result<Option<(Vec<CertificateDer<'static>>, Priv
     Ok(Some((chain, key)))
 }
 
+/// The client certificate is of the key. Compared by their SubjectPublicKeyInfo, as rustls does, but read
+/// from the certificate here when webpki will not parse it: a grid proxy (RFC 3820) has a critical
+/// proxyCertInfo extension webpki does not know, and the server, not knee, is the one to judge it.
+fn matching(certified: &CertifiedKey) -> Result<(), ConfigError> {
+    const MISMATCH: &str = "tls.cert_pem and its key do not match; give the key of that certificate";
+    match certified.keys_match() {
+        Ok(()) | Err(rustls::Error::InconsistentKeys(InconsistentKeys::Unknown)) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => Err(MISMATCH.to_string()),
+        Err(e @ rustls::Error::InvalidCertificate(_)) => {
+            let cert = certified.cert.first().map(|c| c.as_ref()).unwrap_or_default();
+            match (spki_of(cert), certified.key.public_key()) {
+                (Some(spki), Some(key)) if spki == key.as_ref() => Ok(()),
+                (Some(_), Some(_)) => Err(MISMATCH.to_string()),
+                (None, _) => Err(format!("tls.cert_pem: the client certificate cannot be read ({e})")),
+                (Some(_), None) => Ok(()),
+            }
+        }
+        Err(e) => Err(format!("tls.cert_pem and its key cannot be used together ({e})")),
+    }
+}
+
+/// A DER element at the start of `der`: its tag, its contents, the whole element and what follows it.
+fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = match first {
+        0..=0x7f => (usize::from(first), rest),
+        0x81..=0x84 => {
+            let n = usize::from(first & 0x7f);
+            let bytes = rest.get(..n)?;
+            (bytes.iter().fold(0usize, |a, b| a << 8 | usize::from(*b)), &rest[n..])
+        }
+        _ => return None,
+    };
+    let head = der.len() - rest.len();
+    let contents = rest.get(..len)?;
+    Some((tag, contents, &der[..head + len], &rest[len..]))
+}
+
+/// The SubjectPublicKeyInfo (whole, as DER) of an X.509 certificate: the seventh field of its
+/// TBSCertificate, or the sixth when it has no version (RFC 5280 §4.1).
+fn spki_of(cert: &[u8]) -> Option<&[u8]> {
+    const SEQUENCE: u8 = 0x30;
+    let (SEQUENCE, certificate, _, _) = element(cert)? else {
+        return None;
+    };
+    let (SEQUENCE, tbs, _, _) = element(certificate)? else {
+        return None;
+    };
+    let (tag, _, _, after) = element(tbs)?;
+    // [0] version, then serialNumber, signature, issuer, validity, subject
+    let mut rest = if tag == 0xa0 { after } else { tbs };
+    for _ in 0..5 {
+        rest = element(rest)?.3;
+    }
+    match element(rest)? {
+        (SEQUENCE, _, spki, _) => Some(spki),
+        _ => None,
+    }
+}
+
 /// The rustls config of a group: `alpn` is the protocols offered (`h2`, or `http/1.1`).
 pub(crate) fn client_config(spec: &TlsSpec, insecure: bool, alpn: &[u8]) -> Result<Arc<ClientConfig>, ConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let keys = provider.key_provider;
     let schemes = provider.signature_verification_algorithms.supported_schemes();
     let versions: &[&rustls::SupportedProtocolVersion] = match spec.version.as_deref() {
         Some("1.2") => &[&rustls::version::TLS12],
@@ -117,9 +180,14 @@ pub(crate) fn client_config(spec: &TlsSpec, insecure: bool, alpn: &[u8]) -> Resu
     };
     let mut config = match identity(spec)? {
         None => builder.with_no_client_auth(),
-        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
-            format!("tls.cert_pem and its key cannot be used together ({e}); give the key of that certificate")
-        })?,
+        Some((chain, key)) => {
+            let key = keys
+                .load_private_key(key)
+                .map_err(|e| format!("tls.key_pem cannot be used to sign ({e}); give an RSA, ECDSA or Ed25519 key"))?;
+            let certified = CertifiedKey::new(chain, key);
+            matching(&certified)?;
+            builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
+        }
     };
     if !spec.resume {
         config.resumption = Resumption::disabled();

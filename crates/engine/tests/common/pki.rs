@@ -1,5 +1,6 @@
 //! A test PKI made with `openssl`: a root CA, a server certificate for 127.0.0.1 and a client certificate
-//! it signed, and a second CA with a client certificate of its own (one the server does not trust).
+//! it signed (and one with an unknown critical extension), and a second CA with a client certificate of its own
+//! (one the server does not trust).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -112,6 +113,13 @@ impl Pki {
             "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
         );
         leaf(dir, "client", "root", "extendedKeyUsage=clientAuth");
+        // Signed by the right CA, with a critical extension no verifier knows: refused as a bad certificate.
+        leaf(
+            dir,
+            "odd",
+            "root",
+            "extendedKeyUsage=clientAuth\n1.3.6.1.4.1.55555.1=critical,ASN1:UTF8String:knee",
+        );
         ca(dir, "other");
         leaf(dir, "rogue", "other", "extendedKeyUsage=clientAuth");
         Pki { dir: dir.to_path_buf() }

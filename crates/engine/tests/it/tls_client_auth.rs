@@ -103,8 +103,13 @@ fn client_certificates_trust_alerts_and_resumption() {
     let r = run(one_group(1, json!({"total": 3}), c)).unwrap();
     assert_eq!(succeeded_failed_hung(&r.groups[0]), (3, 0, 0), "{}", r.summary_json());
 
-    // No certificate, or one from another CA: the server's alert, by its name, class `tls`.
-    for (identity, alert) in [(None, "certificate required"), (Some("rogue"), "unknown ca")] {
+    // No certificate, one from another CA, or one with a critical extension the server does not know (knee
+    // presents it: judging it is the server's): the server's alert, by its name, class `tls`.
+    for (identity, alert) in [
+        (None, "certificate required"),
+        (Some("rogue"), "unknown ca"),
+        (Some("odd"), "certificate unknown"),
+    ] {
         let r = run(one_group(1, json!({"total": 3}), client(port, &pki, identity))).unwrap();
         let g = &r.groups[0];
         assert_eq!(g.failures_of(ErrorClass::Tls), 3, "{}", r.summary_json());
@@ -192,4 +197,19 @@ fn tls_spec_mistakes_are_one_sentence() {
         "https://127.0.0.1:1/",
     );
     assert!(e.contains("tls.cert_pem holds no usable private key"), "{e}");
+
+    // A key that is not the certificate's, for a certificate webpki reads and for one it will not (an unknown
+    // critical extension, as a grid proxy's proxyCertInfo): one sentence either way.
+    let dir = temp_dir("tls-mismatch");
+    let pki = Pki::new(&dir);
+    for cert in ["client", "odd"] {
+        let tls = json!({"cert_pem": pki.read(&format!("{cert}.pem")), "key_pem": pki.read("rogue.key"),
+                         "ca_pem": pki.read("root.pem")});
+        let e = bad(tls, "https://127.0.0.1:1/");
+        assert!(
+            e.contains("tls.cert_pem and its key do not match; give the key of that certificate"),
+            "{cert}: {e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
