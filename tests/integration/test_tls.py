@@ -6,13 +6,19 @@ counts it. Every count is held against nginx's access log."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import queue
 import re
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -255,3 +261,37 @@ def test_a_grid_proxy_is_presented_with_its_chain_and_verifies(server: TlsNginx,
     finally:
         stop.set()
         del os.environ["X509_USER_PROXY"]
+
+
+def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_run_starts(
+    server: TlsNginx, pki: Pki
+) -> None:
+    """A run planned for 4 minutes with a certificate valid for 3 more: knee says which certificate it presents and
+    warns, before the load, that it expires first. The run is then stopped with Ctrl-C (exit 130)."""
+    cert, key = pki.ending_soon(minutes=3)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee", "run", server.url("tlsany"), "--cert", cert, "--key", key, "-d", "4m",
+         "--cacert", pki.path("root.pem")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout or ()], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not any("warning:" in ln for ln in seen) and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=0.5))
+        time.sleep(0.5)  # the load has started
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+    text = "".join(seen) + "".join(lines.queue)
+    assert proc.returncode == 130, text
+    assert "group main: client certificate CN=soon from" in text, text
+    (warning,) = [ln for ln in text.splitlines() if "warning:" in ln]
+    assert "expires at" in warning and "before the run's planned end" in warning, warning
+    # said before the load: the warning comes before the run's result
+    assert text.index("warning:") < text.index("Started operations:"), text
