@@ -124,3 +124,23 @@ def test_rendering_shows_both_runs_side_by_side() -> None:
         assert h in text
     assert "better" in text
     assert "Welch's t-test" in text
+    assert "TLS A" not in text  # no handshakes in either run: no TLS columns
+
+
+def test_the_tls_handshakes_are_shown_beside_the_verdict() -> None:
+    """Resumption off (A) against on (B): each level's handshake mean and resumed share, from each run."""
+    a = sample_record((1, 10), seed=1, run_id="full")
+    b = sample_record((1, 10), seed=1, run_id="resumed")
+    for s in a.steps:
+        s.groups["main"].tls_ms = LatencyStats(count=400, mean=6.0, p99=9.0)
+    for s in b.steps:
+        s.groups["main"].tls_ms = LatencyStats(count=400, mean=1.5, p99=2.5)
+        s.groups["main"].tls_resumed = 396
+    cmp = compare_runs(a, b)
+    d = cmp.levels[0]
+    assert (d.tls_a_ms, d.resumed_a, d.tls_b_ms, d.resumed_b) == (6.0, 0.0, 1.5, 0.99)
+    console = Console(record=True, width=200, color_system=None)
+    render_comparison(cmp, console)
+    text = console.export_text()
+    assert "TLS A" in text and "TLS B" in text, text
+    assert "6.00 ms" in text and "1.50 ms (99 % resumed)" in text, text

@@ -58,6 +58,12 @@ class LevelDelta(BaseModel):
     failure_ratio_b: float | None = None
     failures_p_value: float | None = None
     failures: Judgement = "unknown"
+    # the TLS handshakes' mean and the resumed share, where the level's connections shook hands (None elsewhere):
+    # shown beside the verdict, not part of it (a handshake's cost is a cause, the rate and failures the effect)
+    tls_a_ms: float | None = None
+    tls_b_ms: float | None = None
+    resumed_a: float | None = None
+    resumed_b: float | None = None
     overall: Literal["better", "worse", "mixed", "within noise", "only in A", "only in B"] = "within noise"
 
 
@@ -99,6 +105,12 @@ def _p99(g: GroupStats) -> float | None:
     return g.latency_ms.p99 if g.latency_ms.count else None
 
 
+def _tls(g: GroupStats) -> tuple[float | None, float | None]:
+    """The handshakes' mean (ms) and the share of them that resumed a session; (None, None) without any."""
+    n = g.tls_ms.count
+    return (g.tls_ms.mean, g.tls_resumed / n) if n else (None, None)
+
+
 def compare_level(
     group: str, sa: StepResult | None, sb: StepResult | None, alpha: float, min_change: float
 ) -> LevelDelta:
@@ -110,9 +122,11 @@ def compare_level(
     if a is not None:
         d.clients_a, d.rate_a, d.p99_a_ms = a.clients, a.rate_hz, _p99(a)
         d.failures_a, d.failure_ratio_a = a.failed + a.hung, a.failure_ratio
+        d.tls_a_ms, d.resumed_a = _tls(a)
     if b is not None:
         d.clients_b, d.rate_b, d.p99_b_ms = b.clients, b.rate_hz, _p99(b)
         d.failures_b, d.failure_ratio_b = b.failed + b.hung, b.failure_ratio
+        d.tls_b_ms, d.resumed_b = _tls(b)
     if a is None or b is None:
         d.overall = "only in A" if b is None else "only in B"
         return d

@@ -22,6 +22,13 @@ def _failures(n: int | None, ratio: float | None) -> str:
     return f"{n:,} ({fmt.pct(ratio or 0)})" if n else "0"
 
 
+def _handshake(mean_ms: float | None, resumed: float | None) -> str:
+    """'3.2 ms (40 % resumed)', or '-' without handshakes."""
+    if mean_ms is None:
+        return "-"
+    return f"{fmt.ms(mean_ms)} ({fmt.pct(resumed or 0)} resumed)" if resumed else fmt.ms(mean_ms)
+
+
 def _hz(x: float) -> str:
     return fmt.rate(x).removesuffix(" Hz")
 
@@ -34,11 +41,15 @@ def render_comparison(cmp: Comparison, console: Console) -> None:
     console.print(f"[bold]A[/] = {escape(cmp.run_a)}   [bold]B[/] = {escape(cmp.run_b)}")
     for group in dict.fromkeys(d.group for d in cmp.levels):
         table = Table(title=f"group {escape(group)}", title_justify="left")
-        header = ["Level", "Rate A Hz", "Rate B Hz", "Change", "p99 A", "p99 B", "Fail A", "Fail B", "B vs A"]
-        for i, h in enumerate(header):
-            table.add_column(h, justify="left" if i in (0, 8) else "right")
-        for d in (d for d in cmp.levels if d.group == group):
-            table.add_row(
+        rows = [d for d in cmp.levels if d.group == group]
+        # the TLS handshake's mean (and the resumed share) when either run's connections shook hands
+        tls = any(d.tls_a_ms is not None or d.tls_b_ms is not None for d in rows)
+        header = ["Level", "Rate A Hz", "Rate B Hz", "Change", "p99 A", "p99 B", "Fail A", "Fail B"]
+        header += ["TLS A", "TLS B"] if tls else []
+        for h in [*header, "B vs A"]:
+            table.add_column(h, justify="left" if h in ("Level", "B vs A") else "right")
+        for d in rows:
+            cells = [
                 escape(level_name(d)),
                 _opt(d.rate_a, _hz),
                 _opt(d.rate_b, _hz),
@@ -47,9 +58,10 @@ def render_comparison(cmp: Comparison, console: Console) -> None:
                 _opt(d.p99_b_ms, fmt.ms),
                 _failures(d.failures_a, d.failure_ratio_a),
                 _failures(d.failures_b, d.failure_ratio_b),
-                _SHORT.get(d.overall, d.overall),
-                style=_STYLE.get(d.overall),
-            )
+            ]
+            if tls:
+                cells += [_handshake(d.tls_a_ms, d.resumed_a), _handshake(d.tls_b_ms, d.resumed_b)]
+            table.add_row(*cells, _SHORT.get(d.overall, d.overall), style=_STYLE.get(d.overall))
         console.print(table)
     for line in cmp.summary:
         console.print(escape(line))
