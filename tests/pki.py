@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PASSWORD = "s3cret-key-pass"  # the encrypted key's and the PKCS#12 bundle's
+PROXY_SUBJECT = "/DC=org/DC=knee-test/CN=alice/CN=1234567"  # the RFC 3820 proxy's: alice's, and a CN of its own
 
 
 def _openssl(cwd: Path, *args: str) -> None:
@@ -82,8 +83,8 @@ class Pki:
 
     @property
     def proxy_subject(self) -> str:
-        """The RFC 3820 proxy's subject, as nginx logs it."""
-        return "CN=1234567,CN=alice,DC=knee-test,DC=org"
+        """The RFC 3820 proxy's subject as nginx logs it ($ssl_client_s_dn, RFC 2253: last RDN first)."""
+        return ",".join(reversed(PROXY_SUBJECT.strip("/").split("/")))
 
     @property
     def client_subject(self) -> str:
@@ -109,7 +110,7 @@ def make_pki(d: Path) -> Pki:
     # a grid proxy as voms-proxy-init makes one (RFC 3820): signed by alice's own key, her subject plus a CN, a
     # critical proxyCertInfo extension; the file holds the proxy, its key, alice's certificate and the chain
     proxy_ext = "keyUsage=critical,digitalSignature,keyEncipherment\nproxyCertInfo=critical,language:id-ppl-inheritAll"
-    _leaf(d, "rfc-proxy", "client", proxy_ext, subj="/DC=org/DC=knee-test/CN=alice/CN=1234567")
+    _leaf(d, "rfc-proxy", "client", proxy_ext, subj=PROXY_SUBJECT)
     (d / "rfc-proxy-file.pem").write_text(
         "".join((d / n).read_text() for n in ("rfc-proxy.pem", "rfc-proxy.key", "client.pem", "intermediate.pem"))
     )

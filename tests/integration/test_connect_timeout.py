@@ -16,8 +16,6 @@ import pytest
 
 import knee
 from knee.errors import UserError
-from knee.plan import engine_spec, sweep_plan
-from knee.scenario import parse_scenario
 
 from conftest import knee_cli
 from pki import Pki
@@ -26,13 +24,15 @@ from servers import TlsNginx
 
 @pytest.fixture
 def full_listener() -> Iterator[int]:
-    """A port whose accept queue is full: backlog 0 and one connection queued, never accepted."""
+    """A port whose accept queue is full: backlog 1 and two connections queued, never accepted (with backlog 0 the
+    kernel's SYN queue counts as full too, and the queued ones would get through only by syncookies)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    queued = socket.create_connection(listener.getsockname())
+    listener.listen(1)
+    queued = [socket.create_connection(listener.getsockname(), timeout=2) for _ in range(2)]
     yield listener.getsockname()[1]
-    queued.close()
+    for s in queued:
+        s.close()
     listener.close()
 
 
@@ -68,12 +68,12 @@ def test_a_stalled_tls_handshake_fails_as_handshake_timeout(silent_server: int, 
     t = time.monotonic()
     proc = knee_cli(
         "run", f"https://127.0.0.1:{silent_server}/", "-k", "-c", "2", "-n", "6", "--connect-timeout", "0.2s",
-        "--timeout", "5s", "--json", str(js),
+        "--timeout", "20s", "--json", str(js),
     )  # fmt: skip
     took = time.monotonic() - t
     doc = json.loads(js.read_text())
     assert (doc["started"], doc["failed"], doc["hung"]) == (6, 6, 0), doc["reasons"]
-    assert took < 5, f"the limit, not the operation's timeout, ended them ({took:.1f} s)"
+    assert took < 15, f"the limit, not the operation's timeout, ended them ({took:.1f} s)"
     (reason,) = doc["reasons"]
     assert reason["class"] == "tls" and reason["count"] == 6
     assert reason["sample"] == (
@@ -109,8 +109,8 @@ def test_a_healthy_service_under_the_limit_and_the_limits_errors(tls_nginx: TlsN
     assert len(tls_nginx.lines("tls")) == 40
 
     bad = {
-        "40s": "--connect-timeout: 40s is not shorter than timeout (30s): the operation would be hung first; make "
-        "it shorter, or leave it out",
+        "40s": "--connect-timeout: 40s is not shorter than timeout (30s, --timeout on the command line): an operation "
+        "would be hung before it; make it shorter, raise timeout, or leave it out",
         "0": "--connect-timeout must be more than 0 (or left out: only timeout applies) (got '0')",
     }
     for value, words in bad.items():
@@ -121,13 +121,3 @@ def test_a_healthy_service_under_the_limit_and_the_limits_errors(tls_nginx: TlsN
         assert (proc.returncode, proc.stderr.strip()) == (2, f"knee: error: {words}")
     with pytest.raises(UserError, match="--connect-timeout applies to http"):
         knee.run("/bin/true", connect_timeout="1s", n=1)
-
-
-def test_the_scenario_key() -> None:
-    text = '[groups.main]\nkind = "tcp"\naddr = "127.0.0.1:1"\nclients = 1\ntotal = 5\nconnect_timeout = "{v}"\n'
-    scenario = parse_scenario(text.format(v="1.5s"))
-    (step,) = sweep_plan(scenario)[:1]
-    assert engine_spec(scenario, step).groups[0].client.connect_timeout_ms == 1500  # type: ignore[union-attr]
-    with pytest.raises(UserError) as err:
-        parse_scenario(text.format(v="45s"))
-    assert "groups.main.connect_timeout: 45s is not shorter than timeout (30s)" in str(err.value)

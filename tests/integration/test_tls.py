@@ -283,12 +283,14 @@ def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_r
         while not any("warning:" in ln for ln in seen) and time.monotonic() < deadline:
             with contextlib.suppress(queue.Empty):
                 seen.append(lines.get(timeout=0.5))
+        warned_while_running = proc.poll() is None and any("warning:" in ln for ln in seen)
         time.sleep(0.5)  # the load has started
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
         reader.join(timeout=10)
     text = "".join(seen) + "".join(lines.queue)
+    assert warned_while_running, f"no warning while the 4-minute run went on: {text}"
     assert proc.returncode == 130, text
     assert "group main: client certificate CN=soon from" in text, text
     (warning,) = [ln for ln in text.splitlines() if "warning:" in ln]

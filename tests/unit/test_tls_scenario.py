@@ -97,3 +97,13 @@ def test_the_preflight_counts_http2_connections_not_streams() -> None:
         loaded = one_line("http://127.0.0.1:1/", http2=True, streams=streams, levels=[1000])
         load = load_of(loaded.scenario, {"main": ep})  # type: ignore[attr-defined]
         assert [c.clients for c in load.connections] == [connections]
+
+
+def test_the_connect_timeout_key_reaches_the_engine_and_is_checked_against_timeout() -> None:
+    text = '[groups.main]\nkind = "tcp"\naddr = "127.0.0.1:1"\nclients = 1\ntotal = 5\nconnect_timeout = "{v}"\n'
+    scenario = parse_scenario(text.format(v="1.5s"))
+    (step,) = sweep_plan(scenario)[:1]
+    assert engine_spec(scenario, step).groups[0].client.connect_timeout_ms == 1500  # type: ignore[union-attr]
+    with pytest.raises(UserError) as err:
+        parse_scenario(text.format(v="45s"))
+    assert "groups.main.connect_timeout: 45s is not shorter than timeout (30s, --timeout on" in str(err.value)

@@ -113,13 +113,13 @@ class _Connects(_GroupBase):
         timeout = info.data.get("timeout")
         if timeout is not None and v >= timeout:
             raise ValueError(
-                f"{fmt_s(v)} is not shorter than timeout ({fmt_s(timeout)}): the operation would be hung first; "
-                "make it shorter, or leave it out"
+                f"{_fmt_s(v)} is not shorter than timeout ({_fmt_s(timeout)}, --timeout on the command line): an "
+                "operation would be hung before it; make it shorter, raise timeout, or leave it out"
             )
         return v
 
 
-def fmt_s(seconds: float) -> str:
+def _fmt_s(seconds: float) -> str:
     return f"{seconds:g}s"
 
 

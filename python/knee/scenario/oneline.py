@@ -247,9 +247,10 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
                 other, _KIND_WORDS.get(other, other)
             )
             raise UserError(f"{given} applies to {words} only, not to {_KIND_WORDS[kind]}")
-    sources: dict[str, Any] = {"source_addr": list(o.source_addr)} if o.source_addr else {}
+    # where connections come from and how long they may take to open (http and tcp)
+    connects: dict[str, Any] = {"source_addr": list(o.source_addr)} if o.source_addr else {}
     if o.connect_timeout is not None:
-        sources["connect_timeout"] = o.connect_timeout
+        connects["connect_timeout"] = o.connect_timeout
     if kind == "worker":
         return _code_group(target, o)
     if isinstance(target, str) and kind == "http":
@@ -277,7 +278,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         tls = _tls_table(o)
         if tls:
             g["tls"] = tls
-        return g | sources
+        return g | connects
     if isinstance(target, str) and kind == "tcp":
         try:
             _, host, port = split(target, ("tcp",))
@@ -289,7 +290,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
             g["send"] = o.send.encode().decode("unicode_escape")
         if o.expect is not None:
             g["expect"] = o.expect
-        return g | sources
+        return g | connects
     if isinstance(target, str):
         if "://" in target:
             raise UserError(

@@ -107,11 +107,27 @@ impl Dialer {
         };
         let t = Instant::now();
         // Boxed: the handshake future is large and would otherwise sit in every client's task.
-        let handshake = Box::pin(connector.connect(name.clone(), stream));
         let done = match self.limit {
-            None => handshake.await,
-            // What the connect left of the limit.
-            Some(limit) => match Box::pin(tokio::time::timeout(limit.saturating_sub(connect), handshake)).await {
+            None => Box::pin(connector.connect(name.clone(), stream)).await,
+            // What the connect left of the limit (none: the connect itself took it all).
+            Some(limit) if connect >= limit => {
+                d.clear()
+                    .put(format_args!("connect to {}: ", net::Peer(self.addr, source)))
+                    .put(format_args!(
+                        "no connection within {} (connect_timeout)",
+                        net::Millis(limit)
+                    ));
+                return Err(DialError {
+                    class: ErrorClass::ConnectTimeout,
+                    connect: Some(connect),
+                });
+            }
+            Some(limit) => match Box::pin(tokio::time::timeout(
+                limit - connect,
+                connector.connect(name.clone(), stream),
+            ))
+            .await
+            {
                 Ok(done) => done,
                 Err(_) => {
                     d.clear().put(format_args!(

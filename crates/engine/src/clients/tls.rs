@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::Resumption;
+use rustls::crypto::KeyProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::sign::{CertifiedKey, SingleCertAndKey};
@@ -77,9 +78,9 @@ fn roots(spec: &TlsSpec) -> Result<RootCertStore, ConfigError> {
     Ok(roots)
 }
 
-/// The client certificate chain and its key: the key from `key_pem`, else from `cert_pem` (a proxy file
-/// holding both).
-fn identity(spec: &TlsSpec) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, ConfigError> {
+/// The client certificate chain and its signing key: the key from `key_pem`, else from `cert_pem` (a proxy
+/// file holding both); the key must be the certificate's.
+fn identity(spec: &TlsSpec, keys: &dyn KeyProvider) -> Result<Option<CertifiedKey>, ConfigError> {
     let Some(cert) = &spec.cert_pem else {
         return match spec.key_pem {
             Some(_) => Err("tls.key_pem is given without cert_pem; give the certificate too".to_string()),
@@ -94,7 +95,12 @@ fn identity(spec: &TlsSpec) -> Result<Option<(Vec<CertificateDer<'static>>, Priv
     let key = PrivateKeyDer::from_pem_slice(text.as_bytes()).map_err(|e| {
         format!("{from} holds no usable private key ({e}); give an unencrypted PEM key (PKCS#8, PKCS#1 or SEC1)")
     })?;
-    Ok(Some((chain, key)))
+    let key = keys
+        .load_private_key(key)
+        .map_err(|e| format!("{from}: its key cannot sign ({e}); give an RSA, ECDSA or Ed25519 key"))?;
+    let certified = CertifiedKey::new(chain, key);
+    matching(&certified)?;
+    Ok(Some(certified))
 }
 
 /// The client certificate is of the key. Compared by their SubjectPublicKeyInfo, as rustls does, but read
@@ -103,23 +109,35 @@ fn identity(spec: &TlsSpec) -> Result<Option<(Vec<CertificateDer<'static>>, Priv
 fn matching(certified: &CertifiedKey) -> Result<(), ConfigError> {
     const MISMATCH: &str = "tls.cert_pem and its key do not match; give the key of that certificate";
     match certified.keys_match() {
+        // Unknown: the key cannot tell its public key (rustls accepts it so too)
         Ok(()) | Err(rustls::Error::InconsistentKeys(InconsistentKeys::Unknown)) => Ok(()),
         Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => Err(MISMATCH.to_string()),
         Err(e @ rustls::Error::InvalidCertificate(_)) => {
             let cert = certified.cert.first().map(|c| c.as_ref()).unwrap_or_default();
             match (spki_of(cert), certified.key.public_key()) {
                 (Some(spki), Some(key)) if spki == key.as_ref() => Ok(()),
-                (Some(_), Some(_)) => Err(MISMATCH.to_string()),
-                (None, _) => Err(format!("tls.cert_pem: the client certificate cannot be read ({e})")),
-                (Some(_), None) => Ok(()),
+                (Some(_), _) => Err(MISMATCH.to_string()),
+                (None, _) => Err(format!(
+                    "tls.cert_pem: the client certificate is not a readable X.509 certificate ({e}); give a PEM \
+                     certificate"
+                )),
             }
         }
         Err(e) => Err(format!("tls.cert_pem and its key cannot be used together ({e})")),
     }
 }
 
-/// A DER element at the start of `der`: its tag, its contents, the whole element and what follows it.
-fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// A DER element: its tag, its contents, the whole element, and what follows it.
+struct Element<'a> {
+    tag: u8,
+    contents: &'a [u8],
+    whole: &'a [u8],
+    rest: &'a [u8],
+}
+
+/// The DER element at the start of `der` (None if it is cut short, or its length is indefinite or over 4
+/// bytes long).
+fn element(der: &[u8]) -> Option<Element<'_>> {
     let (&tag, rest) = der.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (len, rest) = match first {
@@ -132,30 +150,29 @@ fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
         _ => return None,
     };
     let head = der.len() - rest.len();
-    let contents = rest.get(..len)?;
-    Some((tag, contents, &der[..head + len], &rest[len..]))
+    Some(Element {
+        tag,
+        contents: rest.get(..len)?,
+        whole: &der[..head + len],
+        rest: &rest[len..],
+    })
 }
 
 /// The SubjectPublicKeyInfo (whole, as DER) of an X.509 certificate: the seventh field of its
 /// TBSCertificate, or the sixth when it has no version (RFC 5280 §4.1).
 fn spki_of(cert: &[u8]) -> Option<&[u8]> {
-    const SEQUENCE: u8 = 0x30;
-    let (SEQUENCE, certificate, _, _) = element(cert)? else {
-        return None;
-    };
-    let (SEQUENCE, tbs, _, _) = element(certificate)? else {
-        return None;
-    };
-    let (tag, _, _, after) = element(tbs)?;
+    fn sequence(e: Element<'_>) -> Option<Element<'_>> {
+        (e.tag == 0x30).then_some(e)
+    }
+    let certificate = sequence(element(cert)?)?;
+    let tbs = sequence(element(certificate.contents)?)?.contents;
+    let first = element(tbs)?;
     // [0] version, then serialNumber, signature, issuer, validity, subject
-    let mut rest = if tag == 0xa0 { after } else { tbs };
+    let mut rest = if first.tag == 0xa0 { first.rest } else { tbs };
     for _ in 0..5 {
-        rest = element(rest)?.3;
+        rest = element(rest)?.rest;
     }
-    match element(rest)? {
-        (SEQUENCE, _, spki, _) => Some(spki),
-        _ => None,
-    }
+    Some(sequence(element(rest)?)?.whole)
 }
 
 /// The rustls config of a group: `alpn` is the protocols offered (`h2`, or `http/1.1`).
@@ -178,16 +195,9 @@ pub(crate) fn client_config(spec: &TlsSpec, insecure: bool, alpn: &[u8]) -> Resu
     } else {
         builder.with_root_certificates(roots(spec)?)
     };
-    let mut config = match identity(spec)? {
+    let mut config = match identity(spec, keys)? {
         None => builder.with_no_client_auth(),
-        Some((chain, key)) => {
-            let key = keys
-                .load_private_key(key)
-                .map_err(|e| format!("tls.key_pem cannot be used to sign ({e}); give an RSA, ECDSA or Ed25519 key"))?;
-            let certified = CertifiedKey::new(chain, key);
-            matching(&certified)?;
-            builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
-        }
+        Some(certified) => builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified))),
     };
     if !spec.resume {
         config.resumption = Resumption::disabled();
@@ -254,6 +264,61 @@ pub(crate) fn rustls_error(e: &std::io::Error) -> Option<&rustls::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A DER element of `tag` around `contents` (short, one-byte and two-byte lengths).
+    fn tlv(tag: u8, contents: &[u8]) -> Vec<u8> {
+        let n = contents.len();
+        let mut out = vec![tag];
+        match n {
+            0..=0x7f => out.push(n as u8),
+            0x80..=0xff => out.extend([0x81, n as u8]),
+            _ => out.extend([0x82, (n >> 8) as u8, n as u8]),
+        }
+        out.extend_from_slice(contents);
+        out
+    }
+
+    /// A certificate's shape: TBSCertificate (with or without its [0] version), then the signature.
+    fn certificate(version: bool, spki: &[u8]) -> Vec<u8> {
+        let mut tbs = Vec::new();
+        if version {
+            tbs.extend(tlv(0xa0, &tlv(0x02, &[2])));
+        }
+        tbs.extend(tlv(0x02, &[0x01, 0x23])); // serialNumber
+        tbs.extend(tlv(0x30, &tlv(0x06, &[1, 2, 3]))); // signature
+        tbs.extend(tlv(0x30, &[0x31; 40])); // issuer
+        tbs.extend(tlv(0x30, &[0x17; 30])); // validity
+        tbs.extend(tlv(0x30, &[0x31; 300])); // subject: a two-byte length
+        tbs.extend(spki);
+        tbs.extend(tlv(0xa3, &[0x30; 10])); // extensions
+        let mut cert = tlv(0x30, &tbs);
+        cert.extend(tlv(0x30, &tlv(0x06, &[1, 2, 3])));
+        cert.extend(tlv(0x03, &[0; 64]));
+        tlv(0x30, &cert)
+    }
+
+    #[test]
+    fn the_public_key_is_read_from_a_certificate_webpki_will_not_parse() {
+        let spki = tlv(0x30, &[0x42; 200]); // a one-byte long-form length
+        for version in [true, false] {
+            assert_eq!(
+                spki_of(&certificate(version, &spki)),
+                Some(&spki[..]),
+                "version: {version}"
+            );
+        }
+        let whole = certificate(true, &spki);
+        for cut in [0, 1, 3, 40, whole.len() / 2, whole.len() - 1] {
+            assert_eq!(spki_of(&whole[..cut]), None, "cut at {cut}");
+        }
+        // an indefinite length (BER, not DER) and a length over 4 bytes are not read
+        assert!(element(&[0x30, 0x80, 0, 0]).is_none());
+        assert!(element(&[0x30, 0x85, 0, 0, 0, 0, 1, 0]).is_none());
+        let e = element(&[0x04, 0x82, 0x01, 0x00]).map(|e| e.contents.len());
+        assert_eq!(e, None, "cut short");
+        // the key's field is a SEQUENCE or nothing
+        assert_eq!(spki_of(&certificate(true, &tlv(0x04, &[1]))), None);
+    }
 
     #[test]
     fn alerts_read_as_words() {

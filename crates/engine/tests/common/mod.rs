@@ -193,15 +193,18 @@ pub fn closed_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// A listener whose accept queue is full (backlog 0, one connection queued and never accepted): the kernel
+/// A listener whose accept queue is full (backlog 1, two connections queued and never accepted): the kernel
 /// drops further SYNs, so a connect to it neither succeeds nor fails until SYN retries run out (minutes).
 /// Keep the returned pair alive as long as the test needs it full.
-pub fn full_listener() -> (std::net::TcpListener, std::net::TcpStream) {
+pub fn full_listener() -> (std::net::TcpListener, [std::net::TcpStream; 2]) {
     use std::os::fd::AsRawFd;
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    // SAFETY: listen() on our own socket; on a listening socket it only changes the backlog.
-    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
-    let queued = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    // SAFETY: listen() on our own socket; on a listening socket it only changes the backlog. Backlog 1 (two
+    // connections queued fill it): with 0 the kernel's SYN queue counts as full too, and the queued
+    // connections would get through only by syncookies.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 1) }, 0);
+    let queue = || std::net::TcpStream::connect_timeout(&l.local_addr().unwrap(), Duration::from_secs(2)).unwrap();
+    let queued = [queue(), queue()];
     (l, queued)
 }
 

@@ -113,7 +113,8 @@ impl Pki {
             "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
         );
         leaf(dir, "client", "root", "extendedKeyUsage=clientAuth");
-        // Signed by the right CA, with a critical extension no verifier knows: refused as a bad certificate.
+        // Signed by the right CA, with a critical extension no verifier knows (as a grid proxy's proxyCertInfo):
+        // knee presents it, and the server refuses it.
         leaf(
             dir,
             "odd",

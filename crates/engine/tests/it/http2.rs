@@ -402,6 +402,26 @@ fn a_goaway_with_an_error_fails_the_streams_it_took_with_its_code() {
 }
 
 #[test]
+fn streams_waiting_for_a_connection_that_cannot_open_fail_with_it() {
+    // A listener whose accept queue is full drops the SYNs: each connection's dial ends at the connect
+    // timeout, and the streams that waited for it fail with it then, rather than each dialing in turn
+    // (the tenth would wait ten limits, past the operation's timeout).
+    let (l, _queued) = full_listener();
+    let mut client = h2c(l.local_addr().unwrap().port(), 10);
+    client["connect_timeout_ms"] = json!(150);
+    let mut s = spec_of(1, 10, json!({"total": 30}), client, None);
+    s.groups[0].timeout_ms = 1000;
+    let r = run_within(s, Duration::from_secs(10));
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (0, 30, 0), "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::ConnectTimeout), 30);
+    assert_eq!(
+        first_reason(&r),
+        "connect to <addr>: no connection within <n> ms (connect_timeout)"
+    );
+}
+
+#[test]
 fn bodies_larger_than_the_windows_go_both_ways() {
     // A 300 KB request body (the server's windows are 64 KiB, given back as it reads) and a 20 MiB response
     // (above knee's 16 MiB stream window: knee gives the credit back as it reads).

@@ -78,7 +78,7 @@ fn a_connect_past_its_limit_fails_as_connect_timeout_and_without_one_is_hung() {
     let reason = |c: serde_json::Value, timeout_ms: u64| {
         let mut s = one_group(1, json!({"total": 2}), c);
         s.groups[0].timeout_ms = timeout_ms;
-        let r = run_within(s, std::time::Duration::from_secs(3));
+        let r = run_within(s, std::time::Duration::from_secs(10));
         let g = &r.groups[0];
         (
             succeeded_failed_hung(g),

@@ -1,7 +1,8 @@
 //! HTTP/2 connections on one engine thread. A group's clients are streams: up to `streams` of them share a
 //! *lane*, which holds the lane's current connection (a `Link`) and opens a new one when there is none,
 //! the last was closed, or its server sent GOAWAY. The client that opens it times the connect and the
-//! handshake; the others wait for it. Each connection is driven by a task of its own on the thread.
+//! handshake; the others wait for it, and fail as it did when it cannot be opened. Each connection is
+//! driven by a task of its own on the thread.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -56,6 +57,11 @@ pub(crate) struct Lane {
     link: RefCell<Option<Rc<Link>>>,
     dialing: Cell<bool>,
     dialed: Notify,
+    /// Dials begun on this lane; the last one that failed, with its class and words: the clients that waited
+    /// for that dial fail as it did (one after another would each wait for a dial of its own, a connect
+    /// timeout each).
+    dials: Cell<u64>,
+    failed: RefCell<Option<(u64, ErrorClass, String, usize)>>,
     drivers: Rc<RefCell<Vec<tokio::task::JoinHandle<()>>>>,
     /// The local address its connections come from (connection `k` of the shard from the group's
     /// `k % len`-th source address; None: the kernel picks, or the client's own when it has no shared lane).
@@ -87,15 +93,33 @@ impl Lane {
                 return Ok((l, None));
             }
             if self.dialing.get() {
+                let dial = self.dials.get();
                 self.dialed.notified().await;
+                if let Some((n, class, text, fixed)) = &*self.failed.borrow() {
+                    if *n == dial {
+                        d.clear().put(format_args!("{}", &text[..*fixed])).fix();
+                        d.put(format_args!("{}", &text[*fixed..]));
+                        return Err(DialError {
+                            class: *class,
+                            connect: None,
+                        });
+                    }
+                }
                 continue;
             }
             self.dialing.set(true);
+            self.dials.set(self.dials.get() + 1);
             let _mark = Dialing(self);
             if let Some(old) = self.link.borrow_mut().take() {
                 old.close(); // it closes once its streams are done
             }
-            let (link, opened) = open(p, &self.drivers, source, d).await?;
+            let (link, opened) = match open(p, &self.drivers, source, d).await {
+                Ok(opened) => opened,
+                Err(e) => {
+                    *self.failed.borrow_mut() = Some((self.dials.get(), e.class, d.text.clone(), d.fixed));
+                    return Err(e);
+                }
+            };
             *self.link.borrow_mut() = Some(link.clone());
             return Ok((link, Some(opened)));
         }
