@@ -107,3 +107,19 @@ def test_the_connect_timeout_key_reaches_the_engine_and_is_checked_against_timeo
     with pytest.raises(UserError) as err:
         parse_scenario(text.format(v="45s"))
     assert "groups.main.connect_timeout: 45s is not shorter than timeout (30s, --timeout on" in str(err.value)
+
+
+def test_clashing_http_options_are_said_in_the_options_words() -> None:
+    """The scenario's own checks speak of its keys (streams = 4, http2 = true); on the command line the same clash
+    is said with the options the user typed."""
+    bad = [
+        ({"streams": 4}, "--streams 4 multiplexes HTTP/2 only: add --http2 (or drop --streams)"),
+        ({"streams": 4, "http2": True, "new_connection": True}, "--streams 4 shares connections, but --new-connection"),
+        ({"body": "x", "body_file": "f"}, "give either --body or --body-file, not both"),
+        ({"cert": "c.pem"}, "--cert applies to https:// URLs only: use https:// (or drop it)"),
+        ({"cacert": "r.pem", "tls_version": "1.3"}, "--cacert, --tls-version apply to https:// URLs only"),
+    ]
+    for options, words in bad:
+        with pytest.raises(UserError) as err:
+            one_line("http://127.0.0.1:1/", **options)
+        assert str(err.value).startswith(words), str(err.value)

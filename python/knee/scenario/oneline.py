@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knee.errors import UserError
+from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table
 from knee.scenario.units import parse_header
 from knee.scenario.urls import scheme_of, split
 
@@ -101,14 +102,7 @@ _KIND_OPTIONS = {
         ("--body-file", "body_file"),
         ("-k/--insecure", "insecure"),
         ("--new-connection", "new_connection"),
-        ("--cert", "cert"),
-        ("--key", "key"),
-        ("--key-password", "key_password"),
-        ("--cacert", "cacert"),
-        ("--capath", "capath"),
-        ("--webpki-roots", "webpki_roots"),
-        ("--tls-resume", "tls_resume"),
-        ("--tls-version", "tls_version"),
+        *TLS_OPTIONS,
         ("--http2", "http2"),
         ("--streams", "streams"),
         ("--expect-status", "expect_status"),
@@ -254,6 +248,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     if kind == "worker":
         return _code_group(target, o)
     if isinstance(target, str) and kind == "http":
+        http_clashes(target, o)
         g: dict[str, Any] = {"kind": "http", "url": target}
         if o.headers:
             g["headers"] = _pairs(o.headers, "-H/--header", ":")
@@ -275,7 +270,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
                 g[flag] = True
         if o.streams is not None:
             g["streams"] = o.streams
-        tls = _tls_table(o)
+        tls = tls_table(o)
         if tls:
             g["tls"] = tls
         return g | connects
@@ -311,32 +306,6 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         path, sep, size = o.expect_file.rpartition(":")
         g["expect_file"] = {"path": path, "min_size": int(size)} if sep and size.isdigit() else {"path": o.expect_file}
     return g
-
-
-def _tls_table(o: Options) -> dict[str, Any]:
-    """The group's `tls` table from --cert, --key, --key-password, --cacert, --capath, --webpki-roots, --tls-resume
-    and --tls-version (empty when none is given)."""
-    tls: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("cert", o.cert),
-            ("key", o.key),
-            ("password", o.key_password),
-            ("cacert", o.cacert),
-            ("capath", o.capath),
-            ("version", o.tls_version),
-        )
-        if value is not None
-    }
-    if o.webpki_roots:
-        if o.cacert is None and o.capath is None:
-            raise UserError("--webpki-roots adds webpki's roots to --cacert/--capath: give one of them too")
-        tls["webpki_roots"] = True
-    if o.tls_resume is not None:
-        tls["resume"] = o.tls_resume == "on"
-    if o.key is not None and o.cert is None:
-        raise UserError("--key needs --cert, the certificate the key belongs to")
-    return tls
 
 
 def _code_group(target: Target, o: Options) -> dict[str, Any]:

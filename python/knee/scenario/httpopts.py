@@ -1,0 +1,67 @@
+"""The options of an http(s) target on the command line that need more than a key each: those that exclude
+each other, said in the options' own words (the scenario's checks speak of its keys), and the group's `tls`
+table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from knee.errors import UserError
+
+if TYPE_CHECKING:
+    from knee.scenario.oneline import Options
+
+# the http target's TLS options
+TLS_OPTIONS = (
+    ("--cert", "cert"),
+    ("--key", "key"),
+    ("--key-password", "key_password"),
+    ("--cacert", "cacert"),
+    ("--capath", "capath"),
+    ("--webpki-roots", "webpki_roots"),
+    ("--tls-resume", "tls_resume"),
+    ("--tls-version", "tls_version"),
+)
+
+
+def http_clashes(url: str, o: Options) -> None:
+    """Options of an http(s) target that exclude each other, in the options' words (the scenario's own checks
+    speak of its keys)."""
+    if o.body is not None and o.body_file is not None:
+        raise UserError("give either --body or --body-file, not both")
+    if o.streams is not None and o.streams > 1 and not o.http2:
+        raise UserError(f"--streams {o.streams} multiplexes HTTP/2 only: add --http2 (or drop --streams)")
+    if o.streams is not None and o.streams > 1 and o.new_connection:
+        raise UserError(
+            f"--streams {o.streams} shares connections, but --new-connection opens one per operation: drop one"
+        )
+    given = [flag for flag, key in TLS_OPTIONS if getattr(o, key) not in (None, False)]
+    if given and not url.lower().startswith("https://"):
+        verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
+        raise UserError(f"{', '.join(given)} {verb} to https:// URLs only: use https:// (or drop {them})")
+
+
+def tls_table(o: Options) -> dict[str, Any]:
+    """The group's `tls` table from --cert, --key, --key-password, --cacert, --capath, --webpki-roots, --tls-resume
+    and --tls-version (empty when none is given)."""
+    tls: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("cert", o.cert),
+            ("key", o.key),
+            ("password", o.key_password),
+            ("cacert", o.cacert),
+            ("capath", o.capath),
+            ("version", o.tls_version),
+        )
+        if value is not None
+    }
+    if o.webpki_roots:
+        if o.cacert is None and o.capath is None:
+            raise UserError("--webpki-roots adds webpki's roots to --cacert/--capath: give one of them too")
+        tls["webpki_roots"] = True
+    if o.tls_resume is not None:
+        tls["resume"] = o.tls_resume == "on"
+    if o.key is not None and o.cert is None:
+        raise UserError("--key needs --cert, the certificate the key belongs to")
+    return tls
