@@ -123,3 +123,6 @@ def test_clashing_http_options_are_said_in_the_options_words() -> None:
         with pytest.raises(UserError) as err:
             one_line("http://127.0.0.1:1/", **options)
         assert str(err.value).startswith(words), str(err.value)
+    # an option of another kind of target is refused even when its value is 0 (== False in Python)
+    with pytest.raises(UserError, match="--connect-timeout applies to http"):
+        one_line("/bin/true", connect_timeout=0)

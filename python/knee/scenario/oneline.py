@@ -202,6 +202,11 @@ class Options:
     start_timeout: str | float | None = None
 
 
+def _given(value: object) -> bool:
+    """An option was given: anything but its unset forms (a number 0 is given: `0 == False` must not hide it)."""
+    return value is not None and value is not False and value not in ([], "")
+
+
 def kind_of(target: Target, o: Options | None = None) -> str:
     if o is not None and (o.worker or o.python):
         return "worker"
@@ -235,7 +240,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     for other, options in _KIND_OPTIONS.items():
         if other == kind or kind in shared_by.get(other, ()):
             continue
-        given = next((name for name, key in options if getattr(o, key) not in (None, False, [], "")), None)
+        given = next((name for name, key in options if _given(getattr(o, key))), None)
         if given is not None:
             words = {"process": "commands and worker programs", "connect": "http(s):// and tcp:// targets"}.get(
                 other, _KIND_WORDS.get(other, other)
