@@ -136,7 +136,7 @@ def background_spec(scenario: Scenario) -> EngineSpec | None:
 
 
 def _interval_ms(scenario: Scenario) -> int:
-    return max(1, round(scenario.sweep.interval * 1000))
+    return _ms(scenario.sweep.interval)
 
 
 def _stop(scenario: Scenario, g: Group, step: PlannedStep) -> StopRule:
@@ -179,7 +179,7 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: b
         stop=stop,
         think_ms=round(g.think * 1000),
         think_on_failure_ms=round(g.think_on_failure * 1000),
-        timeout_ms=max(1, round(g.timeout * 1000)),
+        timeout_ms=_ms(g.timeout),
         warmup_ms=round(scenario.sweep.warmup * 1000) if isinstance(stop, DurationMs) else 0,
         pacer=pacer,
         client=_fill_stage(client_spec(g, scenario.vars, record=record), step.label),
@@ -211,12 +211,16 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
             expect_body_regex=g.expect_body_regex,
             expect_length=g.expect_length,
             source_addrs=addresses.of_group(g.source_addr),
-            connect_timeout_ms=_ms(g.connect_timeout),
+            connect_timeout_ms=_ms_or_none(g.connect_timeout),
         )
     if isinstance(g, TcpGroup):
         sources = addresses.of_group(g.source_addr)
         return TcpClient(
-            addr=g.addr, send=g.send, expect=g.expect, source_addrs=sources, connect_timeout_ms=_ms(g.connect_timeout)
+            addr=g.addr,
+            send=g.send,
+            expect=g.expect,
+            source_addrs=sources,
+            connect_timeout_ms=_ms_or_none(g.connect_timeout),
         )
     if isinstance(g, WorkerGroup | PythonGroup):
         if isinstance(g, PythonGroup):
@@ -231,7 +235,7 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
             processes=g.processes,
             vars=dict(scenario_vars or {}),
             operation="${stage}",
-            start_timeout_ms=max(1, round(g.start_timeout * 1000)),
+            start_timeout_ms=_ms(g.start_timeout),
         )
     return ExecClient(
         argv=list(g.argv),
@@ -244,8 +248,13 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
     )
 
 
-def _ms(seconds: float | None) -> int | None:
-    return None if seconds is None else max(1, round(seconds * 1000))
+def _ms(seconds: float) -> int:
+    """A duration in the engine's whole milliseconds, at least 1."""
+    return max(1, round(seconds * 1000))
+
+
+def _ms_or_none(seconds: float | None) -> int | None:
+    return None if seconds is None else _ms(seconds)
 
 
 def _tls(g: HttpGroup, record: bool) -> TlsClient:

@@ -75,7 +75,7 @@ impl OpReport {
 /// A failure's message, in a buffer the client reuses. The first `fixed` bytes are kept verbatim
 /// when failures are grouped (a status line, an exit code); the rest is normalised (numbers, ids
 /// and addresses masked).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Detail {
     pub text: String,
     pub fixed: usize,

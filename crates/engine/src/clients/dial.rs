@@ -82,15 +82,7 @@ impl Dialer {
         let t = Instant::now();
         let stream = match net::connect(self.addr, source, self.limit).await {
             Ok(s) => s,
-            Err(e) => {
-                d.clear()
-                    .put(format_args!("connect to {}: ", net::Peer(self.addr, source)))
-                    .io(&e);
-                return Err(DialError {
-                    class: ErrorClass::of_connect(&e),
-                    connect: None,
-                });
-            }
+            Err(e) => return Err(self.connect_failed(source, &e, None, d)),
         };
         let connect = t.elapsed();
         if nodelay {
@@ -111,16 +103,7 @@ impl Dialer {
             None => Box::pin(connector.connect(name.clone(), stream)).await,
             // What the connect left of the limit (none: the connect itself took it all).
             Some(limit) if connect >= limit => {
-                d.clear()
-                    .put(format_args!("connect to {}: ", net::Peer(self.addr, source)))
-                    .put(format_args!(
-                        "no connection within {} (connect_timeout)",
-                        net::Millis(limit)
-                    ));
-                return Err(DialError {
-                    class: ErrorClass::ConnectTimeout,
-                    connect: Some(connect),
-                });
+                return Err(self.connect_failed(source, &net::timed_out(limit), Some(connect), d));
             }
             Some(limit) => match Box::pin(tokio::time::timeout(
                 limit - connect,
@@ -159,6 +142,23 @@ impl Dialer {
                     connect: Some(connect),
                 })
             }
+        }
+    }
+
+    /// A connect that failed (or took the whole limit): its words and class; `connect`, its time if it ended.
+    fn connect_failed(
+        &self,
+        source: Option<IpAddr>,
+        e: &io::Error,
+        connect: Option<Duration>,
+        d: &mut Detail,
+    ) -> DialError {
+        d.clear()
+            .put(format_args!("connect to {}: ", net::Peer(self.addr, source)))
+            .io(e);
+        DialError {
+            class: ErrorClass::of_connect(e),
+            connect,
         }
     }
 }

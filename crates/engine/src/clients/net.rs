@@ -51,11 +51,16 @@ pub(crate) async fn connect(to: SocketAddr, source: Option<IpAddr>, limit: Optio
     // Boxed: a timer is large, and only a group with a connect timeout pays for it.
     match Box::pin(tokio::time::timeout(limit, connect_from(to, source))).await {
         Ok(r) => r,
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("no connection within {} (connect_timeout)", Millis(limit)),
-        )),
+        Err(_) => Err(timed_out(limit)),
     }
+}
+
+/// A connection not open within `limit` (class `connect_timeout`).
+pub(crate) fn timed_out(limit: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("no connection within {} (connect_timeout)", Millis(limit)),
+    )
 }
 
 /// A duration in whole milliseconds, as a limit was given.

@@ -61,7 +61,7 @@ pub(crate) struct Lane {
     /// for that dial fail as it did (one after another would each wait for a dial of its own, a connect
     /// timeout each).
     dials: Cell<u64>,
-    failed: RefCell<Option<(u64, ErrorClass, String, usize)>>,
+    failed: RefCell<Option<(u64, ErrorClass, Detail)>>,
     drivers: Rc<RefCell<Vec<tokio::task::JoinHandle<()>>>>,
     /// The local address its connections come from (connection `k` of the shard from the group's
     /// `k % len`-th source address; None: the kernel picks, or the client's own when it has no shared lane).
@@ -95,10 +95,9 @@ impl Lane {
             if self.dialing.get() {
                 let dial = self.dials.get();
                 self.dialed.notified().await;
-                if let Some((n, class, text, fixed)) = &*self.failed.borrow() {
+                if let Some((n, class, words)) = &*self.failed.borrow() {
                     if *n == dial {
-                        d.clear().put(format_args!("{}", &text[..*fixed])).fix();
-                        d.put(format_args!("{}", &text[*fixed..]));
+                        d.clone_from(words);
                         return Err(DialError {
                             class: *class,
                             connect: None,
@@ -116,7 +115,7 @@ impl Lane {
             let (link, opened) = match open(p, &self.drivers, source, d).await {
                 Ok(opened) => opened,
                 Err(e) => {
-                    *self.failed.borrow_mut() = Some((self.dials.get(), e.class, d.text.clone(), d.fixed));
+                    *self.failed.borrow_mut() = Some((self.dials.get(), e.class, d.clone()));
                     return Err(e);
                 }
             };
