@@ -24,7 +24,6 @@ from knee import fmt
 from knee._engine import __version__
 from knee.analysis.levels import collapse, pool
 from knee.analysis.recovery import back
-from knee.analysis.search import Done, next_level, points
 from knee.analysis.steady import Settling, steady_state
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
@@ -33,21 +32,22 @@ from knee.executor.base import BackgroundShard, Executor, StepRun
 from knee.machine.host import identity
 from knee.machine.network import target_hosts
 from knee.machine.watch import StepWatch, Watched
-from knee.model import Counts, GroupStats, RunRecord, SteadyState, StepResult
+from knee.model import Counts, GroupStats, RunRecord, Settle, SteadyState, StepResult
 from knee.plan import (
     PlannedStep,
     background_spec,
     engine_spec,
     probe_step,
     quick,
-    search_config,
     step_seconds,
     sweep_plan,
     tls_notes,
 )
 from knee.progress import Progress
 from knee.scenario import Loaded, Scenario, scenario_from_record
-from knee.store import RunDir
+from knee.searching import Searching
+from knee.settle import Settler
+from knee.store import RunDir, ends_with_a_status
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -119,6 +119,7 @@ class Outcome:
         return self.record.status == "interrupted"
 
 
+@ends_with_a_status
 def execute(
     scenario: Scenario,
     run_dir: RunDir,
@@ -217,7 +218,7 @@ def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = Tr
     return 0
 
 
-class _Runner:
+class _Runner(Searching):
     def __init__(
         self,
         scenario: Scenario,
@@ -245,6 +246,10 @@ class _Runner:
         self._bg: BackgroundShard | None = None
         self._between: ShardResult | None = None
         self._forget_bg: Callable[[], object] | None = None
+        target = (record.targets or {}).get(self.group)
+        self.settler = Settler(scenario, self.group, target, scenario.sweep.settle_wait, lambda: intr.requested)
+        for s in record.steps:  # a resumed run keeps the baseline of its first step
+            self.settler.learn(s)
 
     # ---- the continuous baseload ------------------------------------------------------------
 
@@ -328,35 +333,6 @@ class _Runner:
         )
         return True
 
-    def _search(self) -> None:
-        """levels = "auto": ask the search for the next level, measure it, until the search is done. Its state is
-        the steps measured so far (a --resume continues from run.json's)."""
-        config = search_config(self.scenario)
-        number = len([s for s in self.record.steps if s.phase == "sweep"])
-        with self.progress:
-            while not self.intr.requested:
-                steps = [s for s in self.record.steps if s.phase == "sweep"]
-                rows = pool(steps, self.group, "up")
-                spent = sum(s.elapsed_s for s in steps) + self.scenario.sweep.pause * max(0, len(steps) - 1)
-                per_step = spent / len(steps) if steps else (step_seconds(self.scenario) or 0.0)
-                found = next_level(points(rows, self.scenario.slo), config, spent_s=spent, step_s=per_step)
-                if isinstance(found, Done):
-                    self.record.search_end = found.reason
-                    self.run_dir.save(self.record)
-                    self.console.print(f"search done: {found.reason}", highlight=False, soft_wrap=True, markup=False)
-                    return
-                level = int(found.level) if config.integer else _whole(found.level)
-                if self._ran_one or steps:
-                    self._sleep(self.scenario.sweep.pause)
-                    if self.intr.requested:
-                        return
-                number += 1
-                step = self._run(PlannedStep(level, reason=found.reason), number, 0)
-                if step.partial and (self.intr.requested or not step.lost_workers):
-                    return
-                if self._abort(step):
-                    return
-
     def recovery(self) -> None:
         probe = probe_step(self.scenario)
         base = next(
@@ -382,9 +358,10 @@ class _Runner:
         if not self.intr.requested:
             self.console.print(f"not recovered within {fmt.duration(rec.limit)} (recovery.limit)")
 
-    def _run(self, planned: PlannedStep, number: int, total: int) -> StepResult:
+    def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True
         spec = engine_spec(self.scenario, planned, continuous=True)
+        settled = self.settler.before(planned, self.console)
         self.progress.begin(number, total, planned)
         self._cut_between()
         settle = self._settling(planned)
@@ -396,7 +373,7 @@ class _Runner:
             watched = self.monitor.stop() if self.monitor is not None else (None, [])
         if self._bg is not None:
             run.result.merge(self._bg.cut())
-        step = self._save(planned, run, watched)
+        step = self._save(planned, run, watched, settled, repeat_of)
         self.progress.end(step)
         return step
 
@@ -428,7 +405,14 @@ class _Runner:
             return None
         return steady_state(g, self.scenario.sweep.settle, auto=self._auto_duration(planned))
 
-    def _save(self, planned: PlannedStep, run: StepRun, watched: Watched = (None, [])) -> StepResult:
+    def _save(
+        self,
+        planned: PlannedStep,
+        run: StepRun,
+        watched: Watched = (None, []),
+        settle: Settle | None = None,
+        repeat_of: int | None = None,
+    ) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
@@ -453,6 +437,8 @@ class _Runner:
             workers=run.workers,
             start_skew_s=run.start_skew_s,
             lost_workers=run.lost,
+            settle=settle,
+            repeat_of=repeat_of,
             spec=engine_spec(self.record.scenario, planned, record=True).model_dump(mode="json"),
         )
         self.record.steps.append(step)
@@ -481,7 +467,3 @@ class _Runner:
         end = time.monotonic() + seconds
         while not self.intr.requested and (left := end - time.monotonic()) > 0:
             time.sleep(min(0.1, left))
-
-
-def _whole(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value

@@ -210,15 +210,18 @@ class LevelRow(Outcomes):
         return self.achieved_rate * mean_s
 
 
-def sweep_steps(steps: Sequence[StepResult], group: str) -> list[StepResult]:
-    """The sweep steps (not recovery probes) that measured `group`, in order."""
-    return sorted((s for s in steps if s.phase == "sweep" and group in s.groups), key=lambda s: s.index)
+def sweep_steps(steps: Sequence[StepResult], group: str, every: bool = False) -> list[StepResult]:
+    """The sweep steps (not recovery probes) that measured `group`, in order: those the analysis believes (not
+    superseded by a measurement again, not run on a service that had not come back to rest), or `every` one."""
+    return sorted(
+        (s for s in steps if s.phase == "sweep" and group in s.groups and (every or s.believed)), key=lambda s: s.index
+    )
 
 
-def pool(steps: Sequence[StepResult], group: str, direction: str) -> list[LevelRow]:
-    """One row per level (ascending) for the sweep steps of `direction` that measured `group`."""
+def pool(steps: Sequence[StepResult], group: str, direction: str, every: bool = False) -> list[LevelRow]:
+    """One row per level (ascending) for the sweep steps of `direction` that measured `group` (`sweep_steps`)."""
     rows: dict[int | float, LevelRow] = {}
-    for s in sweep_steps(steps, group):
+    for s in sweep_steps(steps, group, every):
         if s.direction != direction:
             continue
         g = s.groups[group]

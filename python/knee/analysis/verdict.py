@@ -44,6 +44,7 @@ from knee.analysis.beside import against
 from knee.analysis.levels import FEW_LATENCIES, LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
+from knee.analysis.rest import rest
 from knee.analysis.shape import name_shape
 from knee.analysis.side import Side, sides
 from knee.analysis.slo import capacity
@@ -90,6 +91,7 @@ def analyze(
         v = _merge(group, parts, slo is not None)
         v.level_unit = unit
     _recovery(v, steps, group, recovery_tolerance)
+    rest(v, steps, group)
     return v
 
 

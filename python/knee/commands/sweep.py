@@ -46,6 +46,13 @@ Examples:
     clients="Open loop (--rates): the connections.",
 )
 @click.option("--pause", help="Pause between levels (default 0s).")
+@click.option(
+    "--settle",
+    metavar="MAX",
+    help="Before each level, wait at most this long for the service to be back at rest: knee's connections of the "
+    "last level closed, the target's listen queue empty, a probe as fast as at the start (default 30s; 0 turns it "
+    "off).",
+)
 @click.option("--up-down", is_flag=True, help="After the highest level, the same levels back down (hysteresis).")
 @click.option("--no-recovery", is_flag=True, help="No recovery probes after the sweep (default: probe level one).")
 @slo_options

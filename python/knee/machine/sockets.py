@@ -117,3 +117,39 @@ def accept_queues() -> dict[int, int]:
         if s.rq:
             waiting[s.port] = waiting.get(s.port, 0) + s.rq
     return waiting
+
+
+# A connection knee made to a port still going (a previous step's, closing or not yet open), seen from its side …
+_CLIENT_PENDING = {2, 4, 5, 9, 11}  # SYN_SENT, FIN_WAIT1, FIN_WAIT2, LAST_ACK, CLOSING
+# … and one the service on this machine still holds on its port: a handshake half done, or a client gone while the
+# service has not closed it yet (it is still serving it, or it waits in the accept queue)
+_SERVER_PENDING = {3, 8, 9}  # SYN_RECV, CLOSE_WAIT, LAST_ACK
+
+
+class Pending(NamedTuple):
+    """What a step left behind at a service's port (`pending`)."""
+
+    connections: int  # knee's connections to the port still connecting or closing
+    held: int  # connections the service (on this machine) still holds after their client went, or half-opened
+    queued: int  # connections waiting in the service's accept queue (on this machine)
+
+    @property
+    def clear(self) -> bool:
+        return not (self.connections or self.held or self.queued)
+
+
+def pending(port: int, local: bool) -> Pending:
+    """The connections to `port` of this namespace that are not at rest: those still connecting or closing from
+    the client's side, and, when the service runs on this machine (`local`), the ones it still holds after their
+    client went (CLOSE_WAIT: it has not finished them) and the accept queue of its listening socket. TIME_WAIT is
+    rest: the connection is over on both sides."""
+    connections = held = queued = 0
+    for s in _diag(_NOT_TIME_WAIT):
+        if s.peer[2] == port and s.state in _CLIENT_PENDING:
+            connections += 1
+        elif local and s.port == port:
+            if s.state == _LISTEN:
+                queued += s.rq
+            elif s.state in _SERVER_PENDING:
+                held += 1
+    return Pending(connections, held, queued)

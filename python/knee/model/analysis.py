@@ -89,6 +89,11 @@ class Verdict(BaseModel):
     brackets: dict[str, Bracket] = Field(
         default_factory=dict, description="peak, onset, saturation, collapse, slo: each located point's bracket"
     )
+    degraded_after: Level | None = Field(
+        default=None,
+        description="the level after which the service did not come back to rest within the settle wait: the steps "
+        "measured after it ran on a broken service and locate nothing; null when every step began at rest",
+    )
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)

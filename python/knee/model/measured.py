@@ -201,6 +201,25 @@ class SteadyState(BaseModel):
     auto: bool = Field(default=False, description="the step ran until settled (duration = auto): its rate is rate_hz")
 
 
+class Settle(BaseModel):
+    """The wait before a step until the service was back at rest (knee.settle, docs/analysis.md "Settling between
+    steps"): none of knee's connections from the previous step still open, connecting or closing, the target's
+    listen queue empty where it runs on this machine, and a probe no slower than the baseline latency."""
+
+    seconds: float = Field(description="how long knee waited before the step")
+    settled: bool = Field(description="the service was at rest when the step began (false: the wait ran out)")
+    reason: str = Field(default="", description="what was still there, in words, or why the step ran unsettled")
+    pending: int = Field(default=0, description="knee's connections still open, connecting or closing at the start")
+    queued: int = Field(default=0, description="connections waiting in the target's listen queue at the start")
+    probes: int = Field(default=0, description="probe operations sent to the service while waiting")
+    probe_failed: int = Field(default=0, description="of which failed or hung (the service saw them too)")
+    probe_ms: float | None = Field(default=None, description="the last probe's latency")
+    rest_ms: float | None = Field(
+        default=None, description="a single operation's latency at rest: the median of the probes before the first step"
+    )
+    baseline_ms: float | None = Field(default=None, description="the latency a probe had to be within (rest's noise)")
+
+
 class StepResult(BaseModel):
     """One step of a plan: one level (or a recovery probe), all its groups."""
 
@@ -226,11 +245,31 @@ class StepResult(BaseModel):
     steady: SteadyState | None = Field(
         default=None, description="the measured group's steady state (its warm-up cut, its rate's interval)"
     )
+    settle: Settle | None = Field(
+        default=None, description="the wait for the service to be at rest before the step; null when not waited"
+    )
+    superseded: bool = Field(
+        default=False,
+        description="a level that contradicted both neighbours and was measured again without repeating: kept in "
+        "the record, left out of the verdict and the fit",
+    )
+    repeat_of: int | None = Field(default=None, description="the index of the step this one measured again")
     spec: dict[str, Any] | None = Field(
         default=None,
         description="what ran: the engine spec of the step's groups (docs/engine-spec.md), secrets as "
         "placeholders; null in a run.json written before steps kept it",
     )
+
+    @property
+    def unsettled(self) -> bool:
+        """The service was not back at rest when the step began (the wait for it ran out)."""
+        return self.settle is not None and not self.settle.settled
+
+    @property
+    def believed(self) -> bool:
+        """The analysis locates points on this step: it was neither superseded by a measurement again nor run on a
+        service that had not come back to rest."""
+        return not self.superseded and not self.unsettled
 
     @property
     def skewed(self) -> bool:

@@ -343,7 +343,7 @@ def steps_to_json(scenario: Scenario, steps: list[StepResult], run_dir: str | No
 def slo_check(scenario: Scenario, step: StepResult, group: str = "main") -> SloJson | None:
     """The step against the scenario's SLO (knee.analysis.slo, as a sweep judges a level); None without one."""
     slo = scenario.slo
-    rows = pool([step], group, step.direction)
+    rows = pool([step], group, step.direction, every=True)
     if slo is None or not rows:
         return None
     row = rows[0]

@@ -94,6 +94,9 @@ ListOrRange = Annotated[
 ]
 
 
+DEFAULT_SETTLE_WAIT = 30.0  # seconds: how long knee waits before a step for the service to come back to rest
+
+
 class Sweep(Table):
     levels: ListOrRange[PositiveInt, LevelRange] | None = None
     rates: ListOrRange[PositiveRate, RateRange] | None = None
@@ -109,6 +112,8 @@ class Sweep(Table):
     total: PositiveInt | None = None
     warmup: Duration = 0.0
     pause: Duration = 0.0
+    # before each step, wait at most this long for the service to be back at rest (knee.settle); 0 turns it off
+    settle_wait: Duration = DEFAULT_SETTLE_WAIT
     direction: Literal["up", "up-down"] = "up"
     interval: Duration = 1.0
     stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)

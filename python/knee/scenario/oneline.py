@@ -79,6 +79,7 @@ OPTION_NAMES: dict[str, str] = {
     "sweep.per_client": "--iterations",
     "sweep.warmup": "--warmup",
     "sweep.pause": "--pause",
+    "sweep.settle_wait": "--settle",
     "sweep.interval": "--interval",
     "sweep.threads": "--threads",
     "sweep.max_in_flight": "--max-in-flight",
@@ -149,6 +150,7 @@ class Options:
     think_on_failure: str | float | None = None
     warmup: str | float | None = None
     pause: str | float | None = None
+    settle: str | float | None = None  # the most knee waits before a step for the service to be at rest
     interval: str | float | None = None
     threads: int | None = None
     poisson: bool = False
@@ -398,6 +400,8 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration"):
         if getattr(o, key) is not None:
             sweep[key] = getattr(o, key)
+    if o.settle is not None:
+        sweep["settle_wait"] = o.settle
     if o.up_down:
         sweep["direction"] = "up-down"
     table: dict[str, Any] = {"groups": {"main": group}, "sweep": sweep}

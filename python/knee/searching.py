@@ -1,0 +1,124 @@
+"""The level search's loop (`levels = "auto"`, `rates = "auto"`): ask knee.analysis.search for the next level,
+measure it, and believe it only when it is consistent with its neighbours or measured twice; stop when the service
+did not come back to rest (docs/analysis.md "The level search", "A level measured twice").
+
+`Searching` is a part of the runner (knee.runner._Runner): it uses the runner's steps, run directory and console.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from knee import fmt
+from knee.analysis.levels import pool
+from knee.analysis.search import Done, anomaly, next_level, points
+from knee.plan import PlannedStep, search_config, step_seconds
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from knee.executor import Interrupts
+    from knee.model import RunRecord, StepResult
+    from knee.progress import Progress
+    from knee.scenario import Scenario
+    from knee.store import RunDir
+
+
+class Searching:
+    """The search's loop, mixed into the runner."""
+
+    scenario: Scenario
+    record: RunRecord
+    run_dir: RunDir
+    console: Console
+    intr: Interrupts
+    progress: Progress
+    group: str
+    _ran_one: bool
+
+    def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
+        raise NotImplementedError  # the runner's
+
+    def _abort(self, step: StepResult) -> bool:
+        raise NotImplementedError  # the runner's
+
+    def _sleep(self, seconds: float) -> None: ...
+
+    def _search(self) -> None:
+        """levels = "auto": ask the search for the next level, measure it, until the search is done. Its state is
+        the steps measured so far (a --resume continues from run.json's)."""
+        config = search_config(self.scenario)
+        number = len([s for s in self.record.steps if s.phase == "sweep"])
+        with self.progress:
+            while not self.intr.requested:
+                steps = [s for s in self.record.steps if s.phase == "sweep"]
+                rows = pool(steps, self.group, "up")
+                spent = sum(s.elapsed_s for s in steps) + self.scenario.sweep.pause * max(0, len(steps) - 1)
+                per_step = spent / len(steps) if steps else (step_seconds(self.scenario) or 0.0)
+                found = next_level(points(rows, self.scenario.slo), config, spent_s=spent, step_s=per_step)
+                if isinstance(found, Done):
+                    self.record.search_end = found.reason
+                    self.run_dir.save(self.record)
+                    self.console.print(f"search done: {found.reason}", highlight=False, soft_wrap=True, markup=False)
+                    return
+                level = int(found.level) if config.integer else _whole(found.level)
+                if self._ran_one or steps:
+                    self._sleep(self.scenario.sweep.pause)
+                    if self.intr.requested:
+                        return
+                number += 1
+                step = self._searched(PlannedStep(level, reason=found.reason), number)
+                if step is None:
+                    return
+                why = self._contradicts(step)
+                if why is not None:  # measured again before the search believes it
+                    number += 1
+                    at = fmt.load(level, self.record.level_unit)
+                    repeat = self._searched(PlannedStep(level, reason=f"measuring {at} again: {why}"), number, step)
+                    if repeat is None:
+                        return
+                    if self._contradicts(repeat, without=step) is None:
+                        step.superseded = True  # it did not repeat: kept in the record, left out of the verdict
+                        self.run_dir.save(self.record)
+
+    def _searched(self, planned: PlannedStep, number: int, again: StepResult | None = None) -> StepResult | None:
+        """Measure one searched level (`again`: the step it measures once more); None when the search ends there
+        (Ctrl-C, the abort rule, a service that did not come back to rest)."""
+        step = self._run(planned, number, 0, repeat_of=again.index if again is not None else None)
+        if step.partial and (self.intr.requested or not step.lost_workers):
+            return None
+        if self._abort(step):
+            return None
+        if step.unsettled:
+            self._degraded(step)
+            return None
+        return step
+
+    def _degraded(self, step: StepResult) -> None:
+        """The service did not come back to rest before `step`: the search ends there (what it would measure next is
+        a broken service, not a level of load)."""
+        before = max((s.level for s in self.record.steps if s.phase == "sweep" and s.index < step.index), default=None)
+        after = f" after {fmt.load(before, self.record.level_unit)}" if before is not None else ""
+        waited = fmt.duration(step.settle.seconds) if step.settle is not None else ""
+        why = step.settle.reason if step.settle is not None else ""
+        self.record.search_end = (
+            f"the service did not come back to rest{after} within {waited} ({why}): the search stopped, for the "
+            "levels it would measure next would be of a broken service, not of load"
+        )
+        self.run_dir.save(self.record)
+        self.console.print(f"search done: {self.record.search_end}", highlight=False, soft_wrap=True, markup=False)
+
+    def _contradicts(self, step: StepResult, without: StepResult | None = None) -> str | None:
+        """How `step`'s level contradicts both its neighbours measured so far (docs/analysis.md "A level measured
+        twice"), or None."""
+        own = points(pool([step], self.group, step.direction, every=True), self.scenario.slo)
+        others = [s for s in self.record.steps if s.phase == "sweep" and s is not step and s is not without]
+        if not own:
+            return None
+        return anomaly(
+            points(pool(others, self.group, step.direction), self.scenario.slo), own[0], search_config(self.scenario)
+        )
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

@@ -1,0 +1,219 @@
+"""Before each step, wait until the service is back at rest (docs/analysis.md "Settling between steps").
+
+A step measures the service as it is when the step begins. After an overload it is not at rest: abandoned
+connections still queue at its door, its workers finish work nobody waits for, its connections close, or it stays
+degraded (a metastable service, a JVM in a GC spiral). `Settler.wait` waits, at most `settle_wait`, until
+
+- none of knee's connections to the service's port is still connecting or closing, and, where the service runs on
+  this machine, its listen queue is empty and it holds no connection whose client has gone (knee.machine.sockets);
+- a probe — single operations of the measured group, one after another — takes no more than the baseline latency
+  (the first step's, at rest) within its noise. A failed probe is not at rest.
+
+It returns what it waited for as a `Settle` (run.json, per step). The first step has no baseline yet: only the
+connections are waited for. Probes are operations the service sees: their counts are kept in `Settle.probes`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from knee import fmt
+from knee.engine import Engine, group_stats
+from knee.machine.sockets import Pending, pending
+from knee.model import GroupStats, Settle, StepResult, TargetHost
+from knee.plan import PlannedStep, client_spec
+from knee.scenario import PythonGroup, Scenario, WorkerGroup
+from knee.spec import EngineSpec, GroupSpec, Total
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+POLL_S = 0.05  # between looks at the sockets
+PROBE_GAP_S = 0.1  # between probes that found the service not at rest yet
+# a probe is at rest when its latency is within the baseline's noise: at most its p99, or twice its median, and
+# never less than this much over the median (a loopback operation of 0.1 ms varies by more than its own size)
+SLACK_MS = 2.0
+BASELINE_PROBES = 5  # single operations before the first step: the latency at rest
+SAY_S = 0.5  # a wait this long is said on the terminal even when nothing was left behind
+
+
+class Settler:
+    """The settling of one run's steps: the latency of a single operation at rest, and the waits."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        group: str,
+        target: TargetHost | None,
+        most_s: float,
+        stop: Callable[[], bool],
+    ) -> None:
+        self.scenario = scenario
+        self.group = group
+        self.target = target
+        self.most_s = most_s
+        self.stop = stop  # True once the run is interrupted: stop waiting
+        self.baseline_ms: float | None = None  # how long a single operation may take at rest
+        self.rest_ms: float | None = None  # a single operation's latency at rest (median)
+
+    @property
+    def enabled(self) -> bool:
+        return self.most_s > 0
+
+    def before(self, planned: PlannedStep, console: Console) -> Settle | None:
+        """Wait for the service to be at rest before a sweep step (none before a recovery probe: it measures the
+        return itself); say so on `console` when the wait found something or ran out."""
+        if planned.phase != "sweep" or not self.enabled:
+            return None
+        settle = self.wait(planned)
+        waited = fmt.duration(settle.seconds)
+        if not settle.settled:
+            console.print(
+                f"[yellow]not at rest[/] after {waited}: {settle.reason}; the step runs unsettled",
+                highlight=False,
+                soft_wrap=True,
+            )
+        elif settle.seconds >= SAY_S or settle.pending or settle.queued:
+            console.print(f"settled in {waited}: {settle.reason}", highlight=False, soft_wrap=True, markup=False)
+        return settle
+
+    def learn(self, step: StepResult) -> None:
+        """Keep the baseline of a recorded step (a resumed run goes on with the one measured at its start)."""
+        if self.baseline_ms is None and step.settle is not None and step.settle.baseline_ms is not None:
+            self.baseline_ms, self.rest_ms = step.settle.baseline_ms, step.settle.rest_ms
+
+    def wait(self, planned: PlannedStep) -> Settle:
+        """Wait until the service is at rest, at most `most_s`; what was there and how long it took. Before the
+        first step, once the connections are at rest, the baseline: BASELINE_PROBES single operations."""
+        t0 = time.monotonic()
+        deadline = t0 + self.most_s
+        first = self._pending()
+        now = first
+        while not now.clear and time.monotonic() < deadline and not self.stop():
+            time.sleep(POLL_S)
+            now = self._pending()
+        settle = Settle(seconds=0.0, settled=now.clear, pending=first.connections, queued=first.queued)
+        if not now.clear:
+            settle.seconds = time.monotonic() - t0
+            settle.reason = _left(now)
+            return settle
+        if not self._probed(planned):
+            pass
+        elif self.baseline_ms is None:
+            self._baseline(settle, deadline)
+        else:
+            self._rest(settle, deadline)
+        settle.seconds = time.monotonic() - t0
+        if settle.settled:
+            settle.reason = _found(first, settle)
+        return settle
+
+    def _baseline(self, settle: Settle, deadline: float) -> None:
+        """A single operation's latency at rest, from BASELINE_PROBES of them one after another: a probe is at rest
+        when it takes no more than twice their median, their slowest, or their median plus SLACK_MS, whichever is
+        most."""
+        took = []
+        for _ in range(BASELINE_PROBES):
+            if self.stop() or time.monotonic() >= deadline:
+                break
+            g = self._probe(deadline - time.monotonic())
+            settle.probes += 1
+            settle.probe_failed += g.failed + g.hung
+            if g.succeeded:
+                took.append(_service_ms(g))
+        if took:
+            rest = statistics.median(took)
+            self.rest_ms, self.baseline_ms = rest, max(2 * rest, *took, rest + SLACK_MS)
+            settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
+
+    def _rest(self, settle: Settle, deadline: float) -> None:
+        """Probe until one operation alone takes no more than the baseline; not at rest when none did in time."""
+        settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
+        while not self.stop():
+            g = self._probe(deadline - time.monotonic())
+            settle.probes += 1
+            settle.probe_failed += g.failed + g.hung
+            settle.probe_ms = _service_ms(g)
+            if g.succeeded and settle.probe_ms <= (self.baseline_ms or 0.0):
+                return
+            if time.monotonic() + PROBE_GAP_S >= deadline:
+                settle.settled = False
+                settle.reason = _slow(g, settle)
+                return
+            time.sleep(PROBE_GAP_S)
+
+    def _pending(self) -> Pending:
+        if self.target is None:
+            return Pending(0, 0, 0)
+        return pending(self.target.port, self.target.local)
+
+    def _probed(self, planned: PlannedStep) -> bool:
+        """Probes run for the groups whose operation is cheap to start alone (not a worker program's processes)."""
+        g = self.scenario.groups.get(self.group)
+        return g is not None and not isinstance(g, WorkerGroup | PythonGroup) and planned.phase in ("sweep", "recovery")
+
+    def _probe(self, left_s: float) -> GroupStats:
+        """One operation of the measured group, alone; its outcome."""
+        g = self.scenario.groups[self.group]
+        timeout_s = max(0.05, min(g.timeout, left_s))
+        spec = EngineSpec(
+            threads=1,
+            interval_ms=1000,
+            groups=[
+                GroupSpec(
+                    name=self.group,
+                    clients=1,
+                    stop=Total(total=1),
+                    timeout_ms=max(1, round(timeout_s * 1000)),
+                    client=client_spec(g, self.scenario.vars),
+                )
+            ],
+        )
+        engine = Engine(spec).start()
+        while not engine.wait(0.1):
+            if self.stop():
+                engine.stop()
+        return group_stats(engine.result())[self.group]
+
+
+def _service_ms(g: GroupStats) -> float:
+    """A probe's time in the service: its latency less the connection's opening (the steps' clients keep theirs)."""
+    lat = g.latency_ms if g.latency_ms.count else g.failed_latency_ms
+    return max(0.0, lat.mean - g.connect_ms.mean - g.tls_ms.mean)
+
+
+def _left(p: Pending) -> str:
+    """What was still there, in words: '61 connections were still queued at the service'."""
+    parts = []
+    if p.queued:
+        parts.append(f"{p.queued:,} {_were(p.queued, 'connection')} still queued at the service")
+    held = max(0, p.held - p.queued)
+    if held:
+        parts.append(f"{held:,} {_were(held, 'connection')} still held by the service after their clients went")
+    if p.connections:
+        parts.append(f"{p.connections:,} of knee's {_were(p.connections, 'connection')} still closing or connecting")
+    return ", ".join(parts) or "nothing left"
+
+
+def _were(n: int, noun: str) -> str:
+    return f"{noun}s were" if n != 1 else f"{noun} was"
+
+
+def _slow(g: GroupStats, s: Settle) -> str:
+    if not g.succeeded:
+        why = g.reasons[0].sample if g.reasons else ("hung" if g.hung else "failed")
+        return f"a single operation still failed ({why})"
+    return f"a single operation still took {fmt.ms(s.probe_ms or 0.0)}, against {fmt.ms(s.rest_ms or 0.0)} at rest"
+
+
+def _found(first: Pending, s: Settle) -> str:
+    """What the wait found before the service was at rest: what the last step left, slow probes, or nothing."""
+    if not first.clear:
+        return _left(first)
+    if s.probe_ms is not None and s.probes > 1:
+        slow = s.probes - 1
+        return f"{slow} single operation{'s' * (slow > 1)} slower than at rest ({fmt.ms(s.rest_ms or 0.0)}) first"
+    return "at rest"
