@@ -181,6 +181,24 @@ impl Detail {
         }
         self
     }
+
+    /// Append ": " and the first `max` bytes of `bytes` in quotes, with newlines and other control characters
+    /// escaped as Rust and Python write them (`"1\n"`), bytes that are not UTF-8 as `\xNN`, and "…" after a cut: a
+    /// check that did not match shows exactly what it was held against.
+    pub fn quoted(&mut self, bytes: &[u8], max: usize) -> &mut Detail {
+        self.text.push_str(": \"");
+        for chunk in bytes[..bytes.len().min(max)].utf8_chunks() {
+            let _ = write!(self.text, "{}", chunk.valid().escape_debug());
+            for b in chunk.invalid() {
+                let _ = write!(self.text, "\\x{b:02x}");
+            }
+        }
+        self.text.push('"');
+        if bytes.len() > max {
+            self.text.push('…');
+        }
+        self
+    }
 }
 
 /// The last non-empty line of `bytes`, trimmed.
@@ -232,5 +250,11 @@ mod tests {
         assert_eq!(d.text, "HTTP/1.1 403 Forbidden: 403 Forbidden");
         d.clear().body_line(b"  pool full (600 busy)\nmore", 9);
         assert_eq!(d.text, ": pool full");
+        d.clear().quoted(b"1\n", 10);
+        assert_eq!(d.text, r#": "1\n""#);
+        d.clear().quoted(b"a\tb\r\n\xff\"c", 6);
+        assert_eq!(d.text, r#": "a\tb\r\n\xff"…"#);
+        d.clear().quoted(b"", 10);
+        assert_eq!(d.text, r#": """#);
     }
 }

@@ -381,9 +381,17 @@ impl GroupSpec {
     }
 }
 
+/// A check's pattern (`expect_stdout`, `expect_stderr`, `expect_body_regex`, tcp `expect`) as every check reads
+/// it: line by line, as grep does. `^` and `$` match at the start and end of every line (multi-line mode), so `^1$`
+/// matches the output "1\n"; `\A` and `\z` are the text's own ends. `knee doctor` reads it the same way (Python's
+/// `re.MULTILINE`).
+pub(crate) fn line_regex(pattern: &str) -> Result<regex::bytes::Regex, regex::Error> {
+    regex::bytes::RegexBuilder::new(pattern).multi_line(true).build()
+}
+
 fn check_regex(key: &str, re: &Option<String>) -> Result<(), SpecError> {
     if let Some(r) = re {
-        regex::bytes::Regex::new(r).map_err(|e| {
+        line_regex(r).map_err(|e| {
             let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
             SpecError::new(format!(
                 "{key} {r:?} is not a valid regular expression ({first}); fix the pattern"
@@ -586,6 +594,13 @@ mod tests {
             }
             other => panic!("not http: {other:?}"),
         }
+    }
+
+    #[test]
+    fn checks_match_line_by_line() {
+        let re = line_regex("^1$").unwrap();
+        assert!(re.is_match(b"1\n") && re.is_match(b"0\n1\n2") && !re.is_match(b"10\n"));
+        assert!(!line_regex(r"\A1\z").unwrap().is_match(b"1\n"));
     }
 
     #[test]

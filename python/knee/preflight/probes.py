@@ -4,6 +4,7 @@ operation, and what that says about every operation of the run (a `Check`)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -129,10 +130,17 @@ def _last_line(text: str, width: int = 200) -> str:
 
 
 def _matches(pattern: str, text: str) -> bool:
+    """As the engine holds a check's pattern against the output: line by line, as grep does (`^` and `$` at every
+    line's ends; crates/engine/src/spec.rs `line_regex`)."""
     try:
-        return re.search(pattern, text) is not None
+        return re.search(pattern, text, re.MULTILINE) is not None
     except re.error:  # a pattern only Rust's regex reads: the run checks it
         return True
+
+
+def _quoted(text: str, width: int = 200) -> str:
+    """`text` in quotes with its newlines escaped, as a run's failure reason shows it: '"1\\n"'."""
+    return json.dumps(text[:width], ensure_ascii=False) + ("…" if len(text) > width else "")
 
 
 def probe_check(g: ExecGroup, p: Probe) -> Check | None:
@@ -174,8 +182,7 @@ def probe_check(g: ExecGroup, p: Probe) -> Check | None:
         )
     for stream, pattern, text in (("stdout", g.expect_stdout, p.stdout), ("stderr", g.expect_stderr, p.stderr)):
         if pattern is not None and not _matches(pattern, text):
-            last = _last_line(text)
-            got = f'its last line is "{last}"' if last else "it wrote nothing there"
+            got = f"it wrote {_quoted(text)}" if text else "it wrote nothing there"
             return Check(
                 "command",
                 f"{who} succeeded, but its {stream} does not match expect_{stream} {pattern!r} ({got}): a run counts "

@@ -20,7 +20,7 @@ use super::Prepared;
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
-use crate::spec::ExecSpec;
+use crate::spec::{line_regex, ExecSpec};
 
 /// Bytes of each output stream kept for the failure's reason.
 const TAIL: usize = 512;
@@ -58,7 +58,7 @@ impl ExecPrep {
     pub fn new(spec: &ExecSpec) -> ExecPrep {
         let re = |p: &Option<String>| {
             p.as_deref()
-                .map(|p| Regex::new(p).expect("validated by Spec::validate"))
+                .map(|p| line_regex(p).expect("validated by Spec::validate"))
         };
         ExecPrep {
             program: Template::new(&spec.argv[0]),
@@ -198,8 +198,8 @@ impl ExecClient {
         {
             d.clear()
                 .put(format_args!("{name} of {program} does not match expect_{name}"))
-                .fix();
-            d.tail_line(text, QUOTED);
+                .fix()
+                .quoted(text, QUOTED);
             Some(class)
         } else if let Some((path, min)) = &p.file {
             let path = path.render(c, i);

@@ -20,7 +20,7 @@ use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
-use crate::spec::HttpSpec;
+use crate::spec::{line_regex, HttpSpec};
 
 /// Requests up to this size go out in one segment; larger ones set TCP_NODELAY so that their last
 /// segment is not held back waiting for the ACK of the previous ones.
@@ -127,7 +127,7 @@ impl HttpPrep {
         head.push_str("\r\n");
         let mut request = head.into_bytes();
         request.extend_from_slice(&body);
-        let compile = |k: &str, p: &str| Regex::new(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
+        let compile = |k: &str, p: &str| line_regex(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
         Ok(HttpPrep {
             dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(std::time::Duration::from_millis)),
             method,
@@ -183,7 +183,7 @@ impl HttpPrep {
             d.clear()
                 .put(format_args!("body does not {what}"))
                 .fix()
-                .head_line(body, 120);
+                .quoted(body, 120);
             Outcome::Fail(ErrorClass::Body)
         } else {
             Outcome::Ok

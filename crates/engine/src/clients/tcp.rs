@@ -13,7 +13,7 @@ use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
-use crate::spec::TcpSpec;
+use crate::spec::{line_regex, TcpSpec};
 
 pub(crate) struct TcpPrep {
     addr: SocketAddr,
@@ -37,7 +37,7 @@ impl TcpPrep {
             })?;
         net::check_sources(&spec.source_addrs, addr, key)?;
         let expect = match &spec.expect {
-            Some(p) => Some(Regex::new(p).map_err(|e| SpecError(format!("{key}.expect {p:?}: {e}")))?),
+            Some(p) => Some(line_regex(p).map_err(|e| SpecError(format!("{key}.expect {p:?}: {e}")))?),
             None => None,
         };
         Ok(TcpPrep {
@@ -117,7 +117,7 @@ impl TcpClient {
                             "{} closed the connection after {n} bytes without a match for expect",
                             p.addr
                         ))
-                        .head_line(&self.buf, 120);
+                        .quoted(&self.buf, 120);
                     report.outcome = Outcome::Fail(ErrorClass::Closed);
                     break;
                 }
