@@ -95,7 +95,7 @@ class SweepProgress:
         tags = []
         if step.partial:
             tags.append("partial")
-        if spin(g) is not None:  # a busy load side is then the spinning's (analysis/side.py)
+        if spin(step, self.group) is not None:  # a busy load side is then the spinning's (analysis/side.py)
             tags.append("failing clients spin")
         elif step.generator.saturated:
             tags.append("load side saturated")

@@ -84,7 +84,7 @@ class RunProgress:
         self._shown += 1
         click.echo(abtext.render(self.scenario, step))
         gen = step.generator
-        spun = next((x for g in step.groups.values() if (x := spin(g)) is not None), None)
+        spun = next((x for name in step.groups if (x := spin(step, name)) is not None), None)
         if spun is not None:  # the busy load side, if any, is the spinning's: one story (analysis/side.py)
             click.echo(
                 f"\nwarning: the failing clients spun: their operations failed at once and started again without a "

@@ -255,7 +255,7 @@ def _refused(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunReco
 def _spinning(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
     """The failing clients spun: the load they made was failures re-run at once, not work the service did."""
     for s in steps:
-        spun = spin(s.groups[v.group])
+        spun = spin(s, v.group)
         if spun is None:
             continue
         g = s.generator
@@ -280,7 +280,7 @@ def _spinning(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRec
 
 def _calm(s: StepResult, v: Verdict) -> bool:
     """The group's failing clients did not spin over step `s` (its busy CPU, if any, is the load side's own)."""
-    return spin(s.groups[v.group]) is None
+    return spin(s, v.group) is None
 
 
 def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:

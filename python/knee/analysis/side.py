@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
-from knee.model import GeneratorStats, GroupStats, Level, StepResult, TargetHost
+from knee.model import GeneratorStats, Level, StepResult, TargetHost
 
 PORTS_SHARE = 0.5  # ports held over this share of the ephemeral range: the client host is the limit
 SLOW_CONNECT_MS = 900.0  # a connect this slow waited for a SYN sent again (the first retransmit is after 1 s)
@@ -56,20 +56,32 @@ class Spin:
         )
 
 
-def spin(g: GroupStats) -> Spin | None:
-    """The group's failing clients spun over the step: its failures came SPIN_RATIO times as fast as its
-    successes, and each took at most SPIN_MS on average. What a failure took is bounded by the clients' time
-    (clients × measured seconds) less the successes' (their count × the mean latency), shared among the
-    failures: think time included, so a pause after each failure stops the spinning. An open loop does not
-    spin: its arrivals are paced."""
+def spin(s: StepResult, group: str) -> Spin | None:
+    """Group `group`'s failing clients spun over step `s`: its failures came SPIN_RATIO times as fast as its
+    successes, each took at most SPIN_MS on average, and less than half of that was the pause the clients were
+    given after a failure (think time and think time on failure, from the engine spec the step ran). What a
+    failure took is bounded by the clients' time (clients × measured seconds) less the successes' (their count ×
+    the mean latency and think time), shared among the failures, its pause included: clients that spend most of
+    a round in their pause are paced by it, not spinning (3 clients failing at 52 Hz with think = "50ms" take 57
+    ms a failure, 50 of them paused). An open loop does not spin: its arrivals are paced."""
+    g = s.groups[group]
     if g.open_loop is not None or g.failed <= 0 or g.elapsed_s <= 0 or g.clients <= 0:
         return None
+    think_ms, pause_ms = _pauses(s, group)
     failed_hz = g.failed / g.elapsed_s
     clients_ms = g.clients * g.elapsed_s * 1000.0
-    each_ms = max(0.0, clients_ms - g.succeeded * g.latency_ms.mean) / g.failed
-    if failed_hz < SPIN_RATIO * g.rate_hz or each_ms > SPIN_MS:
+    each_ms = max(0.0, clients_ms - g.succeeded * (g.latency_ms.mean + think_ms)) / g.failed
+    if failed_hz < SPIN_RATIO * g.rate_hz or each_ms > SPIN_MS or 2 * pause_ms >= each_ms:
         return None
     return Spin(failed_hz=failed_hz, succeeded_hz=g.rate_hz, each_ms=each_ms)
+
+
+def _pauses(s: StepResult, group: str) -> tuple[float, float]:
+    """The group's pause after a success and after a failure (ms), from the engine spec step `s` ran (0 when
+    unknown: a run.json written before steps kept their spec)."""
+    g = next((x for x in (s.spec or {}).get("groups", []) if isinstance(x, dict) and x.get("name") == group), {})
+    think = float(g.get("think_ms") or 0)
+    return think, think + float(g.get("think_on_failure_ms") or 0)
 
 
 @dataclass
@@ -146,7 +158,7 @@ def _add(p: _Pool, s: StepResult, group: str, target: TargetHost | None) -> None
             p.never_sent += r.count
             p.never_sample = p.never_sample or r.sample
     gen = s.generator
-    spun = spin(g)
+    spun = spin(s, group)
     if spun is not None and p.spun is None:
         p.spun = spun
     if gen.saturated and spun is None and p.busy is None:

@@ -57,7 +57,7 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
     for s in record.steps:
         gen = s.generator
         if gen.saturated and group in s.groups:
-            spun = spin(s.groups[group])
+            spun = spin(s, group)
             why = (
                 "its numbers measure the load generator as much as the service"
                 if spun is None

