@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from knee import fmt
+from knee.analysis.levels import window
 from knee.analysis.side import spin
 from knee.engine import Snapshot
 from knee.model import StepResult
@@ -107,7 +108,7 @@ class SweepProgress:
         label = f" {step.label}" if step.label else ""
         self.console.print(
             f"{step.phase:<8} {step.direction:<4} {_level(step.level, self.rates)}{label}: "
-            f"{g.succeeded:,} ok ({g.rate_hz:,.1f}/s), {g.failed:,} failed, {g.hung:,} hung, "
+            f"{g.succeeded:,} ok ({fmt.sig3(window(step, g).rate)}/s), {g.failed:,} failed, {g.hung:,} hung, "
             f"{g.abandoned:,} abandoned, p99 {fmt.ms(g.latency_ms.p99)} in {step.elapsed_s:.1f} s{tag}",
             highlight=False,
             soft_wrap=True,

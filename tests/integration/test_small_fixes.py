@@ -5,6 +5,7 @@ why it ran."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import knee_cli
@@ -35,3 +36,17 @@ def test_failing_clients_that_pause_for_their_think_time_do_not_spin(tmp_path: P
     assert "spun" not in proc.stdout + proc.stderr
     # without the pause they do spin, and are said to
     assert "spinning" in kinds(sweep(tmp_path / "none", "--levels", "3", "-d", "2s", *FAILS_AFTER_THE_FIRST))
+
+
+def test_the_progress_line_shows_the_rate_the_report_shows(tmp_path: Path) -> None:
+    # 0.4 s operations in 3 s steps end with operations in flight: the rate is judged after the first latency
+    # (analysis.levels.window), not over the whole step
+    proc = knee_cli("sweep", "--out", str(tmp_path), "--levels", "3", "-d", "3s", "--no-recovery", "--", "sleep", "0.4")
+    assert proc.returncode == 0, proc.stderr
+    line = re.search(r"level +3: (\d+) ok \(([\d.]+)/s\)", proc.stdout)
+    cell = re.search(r"│ +(\d+) \(([\d.]+) Hz\) +│", proc.stdout)
+    assert line and cell, proc.stdout
+    assert line.groups() == cell.groups()
+    (run_json,) = tmp_path.glob("*/run.json")
+    g = json.loads(run_json.read_text())["steps"][0]["groups"]["main"]
+    assert float(line[2]) > 1.05 * g["succeeded"] / g["elapsed_s"]  # the cut was made: the two ways differ

@@ -47,6 +47,11 @@ class Window:
     hung: float
     latency_s: float  # the operation latency the cut is made by (the mean time in the service)
 
+    @property
+    def rate(self) -> float:
+        """Successful operations per judged second: the step's rate in the report, and on the progress line."""
+        return self.succeeded / self.seconds if self.seconds > 0 else 0.0
+
 
 def latency_s(g: GroupStats) -> float:
     """A group's operation latency: its mean time in the service (an open loop's counted from the actual start)."""

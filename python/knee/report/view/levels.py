@@ -72,7 +72,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
     at its end (knee.analysis.levels.window)."""
     o = g.open_loop
     w = window(step, g)
-    rate = w.succeeded / w.seconds if w.seconds > 0 else 0.0
+    rate = w.rate
     achieved = (w.succeeded + w.failed + w.hung) / w.seconds if w.seconds > 0 else 0.0
     return Row(
         index=step.index,
