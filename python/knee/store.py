@@ -16,11 +16,15 @@ of one; every text goes through the run's `Secrets.scrub` (knee.scenario.secrets
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 
@@ -29,6 +33,24 @@ from knee.model import SCHEMA_VERSION, RunRecord
 from knee.scenario.secrets import NO_SECRETS, Secrets
 
 REPORT_FILES = ("report.md", "report.html", "levels.csv", "series.csv")
+S = TypeVar("S")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def ends_with_a_status(run: Callable[Concatenate[S, RunDir, P], T]) -> Callable[Concatenate[S, RunDir, P], T]:
+    """`run(scenario, run_dir, …)`, and when it ends by an exception (a port taken for --serve, a cluster not
+    reached, Ctrl-C before its steps), its run directory's status is final all the same (`RunDir.end_early`)."""
+
+    @functools.wraps(run)
+    def ended(scenario: S, run_dir: RunDir, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return run(scenario, run_dir, *args, **kwargs)
+        except BaseException as exc:
+            run_dir.end_early(interrupted=isinstance(exc, KeyboardInterrupt))
+            raise
+
+    return ended
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -165,6 +187,15 @@ class RunDir:
                 f"'{self.record_path}' does not match the run schema at {where} ({err['msg']}); "
                 "it is damaged or not written by knee"
             ) from None
+
+    def end_early(self, interrupted: bool = False) -> None:
+        """A run that stopped before it could say how it ended (an error, Ctrl-C before its steps): its status is
+        "failed" (or "interrupted") rather than "running" for ever. A status already final is kept."""
+        with contextlib.suppress(UserError):  # a run.json that cannot be read has nothing to end
+            record = self.load()
+            if record.status == "running":
+                record.status = "interrupted" if interrupted else "failed"
+                self.save(record)
 
     def save(self, record: RunRecord) -> None:
         self._record = None if self.kept else record

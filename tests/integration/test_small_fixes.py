@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
 
 from conftest import knee_cli
@@ -50,3 +51,18 @@ def test_the_progress_line_shows_the_rate_the_report_shows(tmp_path: Path) -> No
     (run_json,) = tmp_path.glob("*/run.json")
     g = json.loads(run_json.read_text())["steps"][0]["groups"]["main"]
     assert float(line[2]) > 1.05 * g["succeeded"] / g["elapsed_s"]  # the cut was made: the two ways differ
+
+
+def test_a_run_that_ends_early_gets_its_final_status(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = knee_cli(
+            "sweep", "--out", str(tmp_path), "--serve", f"127.0.0.1:{port}", "--levels", "1", "-d", "1s", "--", "true"
+        )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"--serve 127.0.0.1:{port}: the port is in use" in proc.stderr
+    (run_json,) = tmp_path.glob("*/run.json")
+    record = json.loads(run_json.read_text())
+    assert record["status"] == "failed" and record["steps"] == []

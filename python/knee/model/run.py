@@ -22,7 +22,8 @@ class RunRecord(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     created_unix: float
-    status: Literal["running", "complete", "interrupted", "aborted", "stopped"] = "running"
+    # failed: ended early by an error (knee.store.ends_with_a_status), before or between its steps
+    status: Literal["running", "complete", "interrupted", "aborted", "stopped", "failed"] = "running"
     knee_version: str = ""
     machine: dict[str, Any] = Field(default_factory=dict)
     # the scenario as run, secrets as ${placeholders} (what --resume starts from)
