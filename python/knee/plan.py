@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from knee import fmt
 from knee.analysis.search import Config as SearchConfig
 from knee.scenario import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -70,9 +71,15 @@ def sweep_plan(scenario: Scenario) -> list[PlannedStep]:
 
 
 def probe_step(scenario: Scenario) -> PlannedStep:
-    """A recovery probe: the baseline (first) level again."""
+    """A recovery probe: the baseline (first) level again, with its reason (run.json's `reason`)."""
     stages = scenario.sweep.stages or [""]
-    return PlannedStep(scenario.levels()[0], stages[0], "up", "recovery")
+    level = scenario.levels()[0]
+    back = fmt.pct(scenario.recovery.tolerance)
+    why = (
+        f"recovery probe: the baseline level ({fmt.load(level, 'rate' if scenario.rate_sweep else 'clients')}) again "
+        f"after the load, until its rate is back within {back} of its first measurement"
+    )
+    return PlannedStep(level, stages[0], "up", "recovery", why)
 
 
 def step_seconds(scenario: Scenario) -> float | None:

@@ -68,7 +68,7 @@ class SweepProgress:
         self._step = step
         self._t0 = time.monotonic()
         self._last = None
-        if step.reason:  # a searched level: why the search chose it, kept in the log
+        if step.reason and step.phase == "sweep":  # a searched level: why the search chose it, kept in the log
             self.console.print(f"{self._title()}: {step.reason}", highlight=False, soft_wrap=True, markup=False)
         self._show(f"{self._title()}  starting…")
 

@@ -66,3 +66,14 @@ def test_a_run_that_ends_early_gets_its_final_status(tmp_path: Path) -> None:
     (run_json,) = tmp_path.glob("*/run.json")
     record = json.loads(run_json.read_text())
     assert record["status"] == "failed" and record["steps"] == []
+
+
+def test_a_recovery_probe_says_why_it_ran(tmp_path: Path) -> None:
+    record = sweep(tmp_path, "--levels", "1,2", "-d", "1s", "--", "true")
+    probes = [s for s in record["steps"] if s["phase"] == "recovery"]
+    assert probes, record["steps"]
+    for s in probes:
+        assert s["reason"] == (
+            "recovery probe: the baseline level (1 client) again after the load, until its rate is back within 10 % "
+            "of its first measurement"
+        )
