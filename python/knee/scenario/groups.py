@@ -159,6 +159,13 @@ class HttpGroup(_Connects):
             return out
         return v
 
+    @field_validator("expect_status")
+    @classmethod
+    def _statuses(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        if any(not 100 <= lo <= hi <= 599 for lo, hi in v):
+            raise ValueError("must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> "HttpGroup":
         if self.body is not None and self.body_file is not None:

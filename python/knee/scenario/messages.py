@@ -95,8 +95,8 @@ def describe(err: Any, source: Source) -> str:
     key = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc).lstrip(".")
     msg = _phrase(err)
     if source.options is not None:
-        if len(loc) == 2 and loc[0] == "groups":
-            return msg  # about the group as a whole (options that clash): its own sentence, no one option to name
+        if len(loc) == 1 or (len(loc) == 2 and loc[0] == "groups"):
+            return msg  # about a table or a group as a whole (options that clash): no one option to name
         # the command line: name the option that set the key (or the key's own option, for a whole table)
         option = next((o for k, o in source.options.items() if key == k or key.startswith((k + ".", k + "["))), None)
         if option is None:

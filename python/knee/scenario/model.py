@@ -119,13 +119,23 @@ class Sweep(Table):
     stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     threads: Annotated[int, Field(ge=0)] = 0  # engine threads; 0 = one per core
 
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: float) -> float:
+        if v < 0.001:
+            raise ValueError("must be at least 1ms, the shortest interval the engine counts by")
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "Sweep":
         given = [k for k in ("duration", "per_client", "total") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of duration, per_client, total (got {', '.join(given)})")
-        if self.interval < 0.001:
-            raise ValueError("interval must be at least 1ms")
+        if isinstance(self.duration, float) and self.duration > 0 and self.warmup >= self.duration:
+            raise ValueError(
+                f"warmup ({self.warmup:g} s) must be shorter than duration ({self.duration:g} s), the part of each "
+                "step that is measured after it; shorten warmup or lengthen duration"
+            )
         bounds = [k for k in ("min_duration", "max_duration") if getattr(self, k) is not None]
         if bounds and self.duration != "auto":
             raise ValueError(f'{bounds[0]} bounds duration = "auto" only; set duration = "auto" or drop {bounds[0]}')

@@ -15,7 +15,7 @@ from typing import Any
 
 from knee.errors import UserError
 from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table
-from knee.scenario.units import parse_header
+from knee.scenario.units import parse_duration, parse_header
 from knee.scenario.urls import scheme_of, split
 
 Target = str | Sequence[str]
@@ -397,6 +397,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         sweep["per_client"] = o.iterations
     else:
         sweep["duration"] = o.duration if o.duration is not None else "10s"
+        _warmup_within(o.warmup, o.duration)
     for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration"):
         if getattr(o, key) is not None:
             sweep[key] = getattr(o, key)
@@ -429,6 +430,22 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     if slo:
         table["slo"] = slo
     return table
+
+
+def _warmup_within(warmup: str | float | None, duration: str | float | None) -> None:
+    """A warm-up as long as the measured part of the step or longer is a mistake (the step is warm-up + duration)."""
+    if warmup is None or duration == "auto":
+        return
+    try:
+        longer = parse_duration(warmup, "--warmup") >= parse_duration(duration or "10s", "-d/--duration") > 0
+    except UserError:
+        return  # the scenario's validation says which is not a duration
+    if longer:
+        given = duration if duration is not None else "10s (the default)"
+        raise UserError(
+            f"--warmup {warmup} must be shorter than -d/--duration {given}, the part of each step measured after "
+            "the warm-up: shorten --warmup or lengthen -d"
+        )
 
 
 def parse_list(value: str | None, option: str, whole: bool, auto: bool = False) -> list[Any] | str | None:

@@ -1,0 +1,86 @@
+"""Values knee cannot honour are refused before any load, in one sentence that names the flag (or the scenario
+key), the value and the fix, with exit status 2 (issue 34's smaller cases)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import knee_cli
+
+
+def refused(*args: str) -> str:
+    """Run knee ARGS: it must exit 2 at once with one line on stderr and nothing else; that line."""
+    started = time.monotonic()
+    proc = knee_cli(*args, timeout=30)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 10, "it ran load"
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("knee: error: ")
+    return line.removeprefix("knee: error: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["run", "--interval", "0s", "-d", "1s", "--", "true"],
+            "--interval must be at least 1ms, the shortest interval the engine counts by (got '0s')",
+        ),
+        (
+            ["sweep", "--levels", "1,2", "--interval", "0.0001", "-d", "1s", "--", "true"],
+            "--interval must be at least 1ms, the shortest interval the engine counts by (got '0.0001')",
+        ),
+        (
+            ["run", "--expect-status", "999", "-n", "1", "http://127.0.0.1:1/"],
+            "--expect-status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx (got '999')",
+        ),
+        (
+            ["sweep", "--levels", "1", "--expect-status", "200,099", "http://127.0.0.1:1/"],
+            "--expect-status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx (got '200,099')",
+        ),
+        (
+            ["run", "-d", "1s", "--warmup", "5s", "--", "true"],
+            "--warmup 5s must be shorter than -d/--duration 1s, the part of each step measured after the warm-up: "
+            "shorten --warmup or lengthen -d",
+        ),
+        (
+            ["sweep", "--levels", "1", "--warmup", "10s", "--", "true"],
+            "--warmup 10s must be shorter than -d/--duration 10s (the default), the part of each step measured after "
+            "the warm-up: shorten --warmup or lengthen -d",
+        ),
+    ],
+)
+def test_a_value_knee_cannot_honour_is_one_sentence_naming_its_flag(args: list[str], said: str) -> None:
+    assert refused(*args) == said
+
+
+EXEC = '[groups.main]\nkind = "exec"\nargv = ["true"]\n'
+HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status = 600\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        (
+            EXEC + '[sweep]\nlevels = [1]\nduration = "1s"\nwarmup = "1s"\n',
+            "s.toml line 4: sweep: warmup (1 s) must be shorter than duration (1 s), the part of each step that is "
+            "measured after it; shorten warmup or lengthen duration",
+        ),
+        (
+            EXEC + '[sweep]\nlevels = [1]\nduration = "1s"\ninterval = "0s"\n',
+            "s.toml line 7: sweep.interval must be at least 1ms, the shortest interval the engine counts by (got '0s')",
+        ),
+        (
+            HTTP + '[sweep]\nlevels = [1]\nduration = "1s"\n',
+            "s.toml line 4: groups.main.expect_status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx "
+            "(got 600)",
+        ),
+    ],
+)
+def test_a_scenario_file_names_the_keys(toml: str, said: str, tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(toml)
+    assert refused("sweep", str(tmp_path / "s.toml")).replace(str(tmp_path) + "/", "") == said
