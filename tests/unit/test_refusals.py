@@ -3,10 +3,14 @@ key), the value and the fix, with exit status 2 (issue 34's smaller cases)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+
+from knee import _engine
+from knee.scenario.fields import MAX_RATE_HZ
 
 from conftest import knee_cli
 
@@ -52,6 +56,16 @@ def refused(*args: str) -> str:
             "--warmup 10s must be shorter than -d/--duration 10s (the default), the part of each step measured after "
             "the warm-up: shorten --warmup or lengthen -d",
         ),
+        (
+            ["run", "--rate", "1e9", "-d", "1s", "--", "true"],
+            "--rate must be at most 10,000,000/s, the most knee's engine can pace (an arrival every 100 ns): lower it "
+            "(got 1000000000.0)",
+        ),
+        (
+            ["sweep", "--rates", "100,2e7", "-d", "1s", "--", "true"],
+            "--rates must be at most 10,000,000/s, the most knee's engine can pace (an arrival every 100 ns): lower "
+            "it (got 20000000.0)",
+        ),
     ],
 )
 def test_a_value_knee_cannot_honour_is_one_sentence_naming_its_flag(args: list[str], said: str) -> None:
@@ -59,6 +73,7 @@ def test_a_value_knee_cannot_honour_is_one_sentence_naming_its_flag(args: list[s
 
 
 EXEC = '[groups.main]\nkind = "exec"\nargv = ["true"]\n'
+RATED = '[groups.main]\nkind = "exec"\nargv = ["true"]\nrate = "level"\n'
 HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status = 600\n'
 
 
@@ -75,6 +90,11 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
             "s.toml line 7: sweep.interval must be at least 1ms, the shortest interval the engine counts by (got '0s')",
         ),
         (
+            RATED + '[sweep]\nduration = "1s"\nrates = [5e7]\n',
+            "s.toml line 7: sweep.rates[0] must be at most 10,000,000/s, the most knee's engine can pace (an arrival "
+            "every 100 ns): lower it (got 50000000.0)",
+        ),
+        (
             HTTP + '[sweep]\nlevels = [1]\nduration = "1s"\n',
             "s.toml line 4: groups.main.expect_status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx "
             "(got 600)",
@@ -84,3 +104,14 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
 def test_a_scenario_file_names_the_keys(toml: str, said: str, tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text(toml)
     assert refused("sweep", str(tmp_path / "s.toml")).replace(str(tmp_path) + "/", "") == said
+
+
+def test_the_engine_paces_up_to_the_bound_the_scenario_allows() -> None:
+    def spec(rate: float) -> str:
+        client = {"kind": "tcp", "addr": "127.0.0.1:1"}
+        group = {"name": "g", "clients": 1, "stop": {"duration_ms": 1000}, "client": client}
+        return json.dumps({"groups": [group | {"pacer": {"kind": "rate", "rate_hz": rate}}]})
+
+    _engine.check_spec(spec(MAX_RATE_HZ))
+    with pytest.raises(_engine.SpecError, match=r"rate_hz 10000001 is more than the engine can pace"):
+        _engine.check_spec(spec(MAX_RATE_HZ + 1))

@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 /// Larger than the timer's granularity (1 ms) plus scheduling jitter on a busy machine.
 pub const LATE_AFTER: Duration = Duration::from_millis(10);
 
+/// The most arrivals a second an open loop may ask of one engine (one load machine's shard): one every 100 ns. The
+/// schedule issues each arrival in about that time even when every one is dropped (on 2 cores, 10 M a second took
+/// 1.8 s for a 1 s step, 20 M took 6.6 s): past it a schedule falls behind from the start, and a step lasts until
+/// every arrival due before its end was issued (`--rate 1e9 -d 1s` ran 25 s). No operation is that short anyway.
+pub const MAX_RATE_HZ: f64 = 10_000_000.0;
+
 /// Closed loop: when a client's next operation starts.
 pub(crate) struct Closed {
     think: Duration,

@@ -365,6 +365,13 @@ impl GroupSpec {
                     "{key}.pacer.rate_hz must be a positive number (got {rate_hz})"
                 )));
             }
+            if rate_hz > crate::pacer::MAX_RATE_HZ {
+                return Err(SpecError::new(format!(
+                    "{key}.pacer.rate_hz {rate_hz} is more than the engine can pace (at most {} a second); \
+                     lower the rate",
+                    crate::pacer::MAX_RATE_HZ
+                )));
+            }
             if max_in_flight == Some(0) {
                 return Err(SpecError::new(format!(
                     "{key}.pacer.max_in_flight must be at least 1 (got 0)"
@@ -630,6 +637,16 @@ mod tests {
         .unwrap_err();
         assert!(
             e.to_string().contains("rate_hz must be a positive number (got 0)"),
+            "{e}"
+        );
+        let e = Spec::from_json(&group(
+            r#"{"kind": "tcp", "addr": "x:1"}"#,
+            r#", "pacer": {"kind": "rate", "rate_hz": 1e9}"#,
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("rate_hz 1000000000 is more than the engine can pace (at most 10000000 a second)"),
             "{e}"
         );
         let e = Spec::from_json(&group(

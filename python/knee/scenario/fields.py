@@ -3,7 +3,7 @@ users (durations like "10s", counts, rates)."""
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from knee.errors import UserError
 from knee.scenario.units import parse_duration
@@ -52,7 +52,20 @@ def _precision(value: Any) -> Any:
 
 Precision = Annotated[str | float, BeforeValidator(_precision)]
 PositiveInt = Annotated[int, Field(ge=1)]
-PositiveRate = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# The most arrivals a second knee's engine can pace (crates/engine/src/pacer.rs MAX_RATE_HZ, which refuses more):
+# one every 100 ns, what its schedule takes to issue one even when it drops it; past it a step overruns its duration.
+MAX_RATE_HZ = 10_000_000.0
+
+
+def _paced(rate: float) -> float:
+    if rate > MAX_RATE_HZ:
+        raise ValueError(
+            f"must be at most {MAX_RATE_HZ:,.0f}/s, the most knee's engine can pace (an arrival every 100 ns): lower it"
+        )
+    return rate
+
+
+PositiveRate = Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(_paced)]
 
 
 class Table(BaseModel):
