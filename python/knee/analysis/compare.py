@@ -1,39 +1,41 @@
-"""Two runs side by side, level by level: did B (say, the new server version) do better than A?
+"""Two runs side by side, level by level: did B (say, the new server version) do better than A, beyond noise?
 
-Levels are matched by (group, phase, direction, label, level, n-th occurrence). At each level:
+Levels are matched by (group, phase, direction, label, level, n-th occurrence). At each level (docs/reports.md):
 
-- **Throughput** is judged from the per-interval series: the rates of the complete intervals of A's
-  step and B's step are two samples, and Welch's t-test (unequal variances) asks whether their means
-  differ. B is *better* / *worse* when p < `alpha` (default 0.05) **and** the change is at least
-  `min_change` (default 2 %): a real but negligible difference is reported as within noise. When a
-  step has fewer than 3 complete intervals, the counts are treated as Poisson and the rates compared
-  with a z-test (z = (x_b - x_a) / sqrt(n_a / t_a² + n_b / t_b²)).
-- **Failures** (failed + hung over all operations) are compared with a two-proportion z-test at the
-  same `alpha`.
+- **Throughput**: each run's rate is the report's (after the ramp of the first operation latency) with its standard
+  error from its own per-interval series by batch means (the counting noise of its successes when the step has too
+  few intervals); B's change against A's carries a `confidence` interval (default 95 %) that adds, to both runs'
+  own noise, a `floor` of run-to-run variation (default 5 % of the rate, a standard deviation per run) that one
+  step's series cannot show (`knee.analysis.stats.change`). B is *better* / *worse* when the interval leaves out 0
+  **and** the change is at least `min_change` (default 2 %); otherwise there is *no change within noise*.
+- **Failures** (failed + hung over all operations) are compared with a two-proportion z-test at alpha = 1 − confidence.
 - The level is *better* when one of them improved and none got worse, *worse* when one got worse
-  and none improved, *mixed* when both happened, and *within noise* otherwise.
+  and none improved, *mixed* when both happened, and *no change within noise* otherwise.
 
-p99 latency is shown but not judged: a run keeps one p99 per level, so there is no noise estimate. It is
-the succeeded operations' p99 (none when nothing succeeded), so failures that come at once never pass for
-a faster service; a run recorded before knee kept failures' latency apart (run.json schema 2) is named in
-the summary, as its p99 mixes both.
-The tests are in `knee.analysis.stats`; `knee.report.compare` renders a Comparison.
+p99 carries an interval too (order statistics of its rank, and the same floor): shown, and held against
+`--fail-on p99:…`, but not part of the level's judgement (in a closed loop it moves with the rate, by Little's law).
+It is the succeeded operations' p99 (none when nothing succeeded), so failures that come at once never pass for a
+faster service; a run recorded before knee kept failures' latency apart (run.json schema 2) is named in the
+summary, as its p99 mixes both. Runs whose targets, scenario or machine differ are named first (`knee.analysis.alike`).
+`knee.analysis.failon` holds the `--fail-on` rules; `knee.report.compare` renders a Comparison.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, Field
 
 from knee import fmt
+from knee.analysis.alike import differences
 from knee.analysis.beside import stress_group
 from knee.analysis.run import group_names
-from knee.analysis.stats import failures_test, rate_test
+from knee.analysis.stats import CONFIDENCE, NOISE_FLOOR, Change, change, failures_test, p99_estimate, rate_estimate
 from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, RunRecord, StepResult
 
 Judgement = Literal["better", "worse", "same", "unknown"]
+SAME: Final = "no change within noise"
 
 
 class LevelDelta(BaseModel):
@@ -47,11 +49,14 @@ class LevelDelta(BaseModel):
     rate_a: float | None = None
     rate_b: float | None = None
     change_pct: float | None = None
-    rate_p_value: float | None = None
-    rate_test: str = ""  # "welch" | "poisson" | ""
+    noise_pct: float | None = None  # the change's interval: change_pct ± noise_pct (percentage points)
+    rate_method: str = ""  # how the runs' noise was estimated: "batch means" (both) or "counting" (either)
     rate: Judgement = "unknown"
     p99_a_ms: float | None = None
     p99_b_ms: float | None = None
+    p99_change_pct: float | None = None
+    p99_noise_pct: float | None = None
+    p99: Judgement = "unknown"  # shown and held against --fail-on p99, not part of `overall`
     failures_a: int | None = None
     failures_b: int | None = None
     failure_ratio_a: float | None = None
@@ -64,7 +69,15 @@ class LevelDelta(BaseModel):
     tls_b_ms: float | None = None
     resumed_a: float | None = None
     resumed_b: float | None = None
-    overall: Literal["better", "worse", "mixed", "within noise", "only in A", "only in B"] = "within noise"
+    overall: Literal["better", "worse", "mixed", "no change within noise", "only in A", "only in B"] = SAME
+
+    @property
+    def rate_low(self) -> float | None:
+        return None if self.change_pct is None or self.noise_pct is None else self.change_pct - self.noise_pct
+
+    @property
+    def rate_high(self) -> float | None:
+        return None if self.change_pct is None or self.noise_pct is None else self.change_pct + self.noise_pct
 
 
 class PeakDelta(BaseModel):
@@ -79,11 +92,16 @@ class PeakDelta(BaseModel):
 class Comparison(BaseModel):
     run_a: str
     run_b: str
-    alpha: float
+    confidence: float = CONFIDENCE
+    noise_floor: float = NOISE_FLOOR
     min_change: float
+    # what differs between the runs besides the service (targets, scenario, machine): said before anything else
+    warnings: list[str] = Field(default_factory=list)
     levels: list[LevelDelta] = Field(default_factory=list)
     peaks: list[PeakDelta] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)
+    fail_on: list[str] = Field(default_factory=list)  # the --fail-on rules held against it (knee.analysis.failon)
+    failed: list[str] = Field(default_factory=list)  # the rules that failed, with the levels where they did
 
 
 def _key(s: StepResult) -> tuple[str, str, str, int | float]:
@@ -111,8 +129,23 @@ def _tls(g: GroupStats) -> tuple[float | None, float | None]:
     return (g.tls_ms.mean, g.tls_resumed / n) if n else (None, None)
 
 
+def _judge(c: Change | None, min_change: float, higher_is_better: bool = True) -> Judgement:
+    """Better or worse when the interval leaves out 0 and the change is at least `min_change` (a share)."""
+    if c is None:
+        return "unknown"
+    if (c.low > 0 or c.high < 0) and abs(c.pct) >= min_change * 100:
+        return "better" if (c.pct > 0) == higher_is_better else "worse"
+    return "same"
+
+
 def compare_level(
-    group: str, sa: StepResult | None, sb: StepResult | None, alpha: float, min_change: float
+    group: str,
+    sa: StepResult | None,
+    sb: StepResult | None,
+    *,
+    confidence: float = CONFIDENCE,
+    floor: float = NOISE_FLOOR,
+    min_change: float = 0.02,
 ) -> LevelDelta:
     ref = sa if sa is not None else sb
     assert ref is not None
@@ -120,30 +153,35 @@ def compare_level(
     a = sa.groups.get(group) if sa is not None else None
     b = sb.groups.get(group) if sb is not None else None
     if a is not None:
-        d.clients_a, d.rate_a, d.p99_a_ms = a.clients, a.rate_hz, _p99(a)
+        d.clients_a, d.p99_a_ms = a.clients, _p99(a)
         d.failures_a, d.failure_ratio_a = a.failed + a.hung, a.failure_ratio
         d.tls_a_ms, d.resumed_a = _tls(a)
     if b is not None:
-        d.clients_b, d.rate_b, d.p99_b_ms = b.clients, b.rate_hz, _p99(b)
+        d.clients_b, d.p99_b_ms = b.clients, _p99(b)
         d.failures_b, d.failure_ratio_b = b.failed + b.hung, b.failure_ratio
         d.tls_b_ms, d.resumed_b = _tls(b)
-    if a is None or b is None:
+    if a is None or b is None or sa is None or sb is None:
+        d.rate_a = rate_estimate(sa, a).value if sa is not None and a is not None else None
+        d.rate_b = rate_estimate(sb, b).value if sb is not None and b is not None else None
         d.overall = "only in A" if b is None else "only in B"
         return d
-    if a.rate_hz > 0:
-        d.change_pct = (b.rate_hz - a.rate_hz) / a.rate_hz * 100
-    d.rate_p_value, d.rate_test = rate_test(a, b)
-    big_enough = d.change_pct is None or abs(d.change_pct) >= min_change * 100
-    if d.rate_p_value is None:
-        d.rate = "unknown"
-    elif d.rate_p_value < alpha and big_enough and b.rate_hz != a.rate_hz:
-        d.rate = "better" if b.rate_hz > a.rate_hz else "worse"
-    else:
-        d.rate = "same"
+    ra, rb = rate_estimate(sa, a), rate_estimate(sb, b)
+    d.rate_a, d.rate_b = ra.value, rb.value
+    d.rate_method = "batch means" if ra.method == rb.method == "batch means" else "counting"
+    rc = change(ra, rb, confidence, floor)
+    if rc is not None:
+        d.change_pct, d.noise_pct = rc.pct, rc.noise_pct
+    d.rate = _judge(rc, min_change) if rc is not None or rb.value == 0 else "unknown"
+    pa, pb = p99_estimate(a, confidence), p99_estimate(b, confidence)
+    if pa is not None and pb is not None:
+        pc = change(pa, pb, confidence, floor)
+        if pc is not None:
+            d.p99_change_pct, d.p99_noise_pct = pc.pct, pc.noise_pct
+        d.p99 = _judge(pc, min_change, higher_is_better=False)
     d.failures_p_value = failures_test(a, b)
     if d.failures_p_value is None:
         d.failures = "unknown"
-    elif d.failures_p_value < alpha and b.failure_ratio != a.failure_ratio:
+    elif d.failures_p_value < 1 - confidence and b.failure_ratio != a.failure_ratio:
         d.failures = "better" if b.failure_ratio < a.failure_ratio else "worse"
     else:
         d.failures = "same"
@@ -165,9 +203,17 @@ def _peak(record: RunRecord, group: str) -> tuple[int | None, float | None]:
     return best.groups[group].clients, best.groups[group].rate_hz
 
 
-def compare_runs(a: RunRecord, b: RunRecord, *, alpha: float = 0.05, min_change: float = 0.02) -> Comparison:
+def compare_runs(
+    a: RunRecord,
+    b: RunRecord,
+    *,
+    confidence: float = CONFIDENCE,
+    floor: float = NOISE_FLOOR,
+    min_change: float = 0.02,
+) -> Comparison:
     """Match A's and B's steps level by level and judge each difference against the noise."""
-    cmp = Comparison(run_a=a.run_id, run_b=b.run_id, alpha=alpha, min_change=min_change)
+    cmp = Comparison(run_a=a.run_id, run_b=b.run_id, confidence=confidence, noise_floor=floor, min_change=min_change)
+    cmp.warnings = differences(a, b)
     na, nb = _numbered(a), _numbered(b)
     keys = list(na) + [k for k in nb if k not in na]
     groups = group_names(a) + [g for g in group_names(b) if g not in group_names(a)]
@@ -176,14 +222,16 @@ def compare_runs(a: RunRecord, b: RunRecord, *, alpha: float = 0.05, min_change:
             sa, sb = na.get(k), nb.get(k)
             if (sa is None or group not in sa.groups) and (sb is None or group not in sb.groups):
                 continue
-            cmp.levels.append(compare_level(group, sa, sb, alpha, min_change))
+            cmp.levels.append(compare_level(group, sa, sb, confidence=confidence, floor=floor, min_change=min_change))
         if stress_group(a, group) is not None or stress_group(b, group) is not None:
             continue  # a background group has no peak of its own (beside.py): its levels are compared above
         la, ra = _peak(a, group)
         lb, rb = _peak(b, group)
-        change = (rb - ra) / ra * 100 if ra and rb is not None else None
+        change_pct = (rb - ra) / ra * 100 if ra and rb is not None else None
         cmp.peaks.append(
-            PeakDelta(group=group, peak_level_a=la, peak_rate_a=ra, peak_level_b=lb, peak_rate_b=rb, change_pct=change)
+            PeakDelta(
+                group=group, peak_level_a=la, peak_rate_a=ra, peak_level_b=lb, peak_rate_b=rb, change_pct=change_pct
+            )
         )
     cmp.summary = _summary(cmp, groups)
     for name, r in (("A", a), ("B", b)):
@@ -195,31 +243,47 @@ def compare_runs(a: RunRecord, b: RunRecord, *, alpha: float = 0.05, min_change:
     return cmp
 
 
+def _changed(d: LevelDelta) -> str:
+    """'50 (−19.8 % ±9.1 %)': a level and its change in rate with the interval."""
+    if d.change_pct is None or d.noise_pct is None:
+        return level_name(d)
+    return f"{level_name(d)} ({d.change_pct:+.1f} % ±{d.noise_pct:.1f} %)"
+
+
+def _head(rows: list[LevelDelta]) -> str:
+    """The answer over `rows`: 'no change within noise at any of 3 levels', or where B is better and worse."""
+    matched = [d for d in rows if d.overall not in ("only in A", "only in B")]
+    better = sum(d.overall == "better" for d in matched)
+    worse = sum(d.overall in ("worse", "mixed") for d in matched)
+    n = len(matched)
+    if not n:
+        return "no levels in common to compare"
+    if better and not worse:
+        return f"B is better than A beyond noise at {better} of {n} levels, worse at none"
+    if worse and not better:
+        return f"B is worse than A beyond noise at {worse} of {n} levels, better at none"
+    if better or worse:
+        return f"B is better than A beyond noise at {better} of {n} levels and worse at {worse}"
+    return f"{SAME} at any of {n} level{'s' if n != 1 else ''}"
+
+
 def _summary(cmp: Comparison, groups: list[str]) -> list[str]:
-    out = []
+    """The answer first (over every group), then each group's levels by judgement and its peaks."""
+    out = [_head(cmp.levels)]
     for group in groups:
         rows = [d for d in cmp.levels if d.group == group]
-        by: dict[str, list[str]] = defaultdict(list)
+        by: dict[str, list[LevelDelta]] = defaultdict(list)
         for d in rows:
-            by[d.overall].append(level_name(d))
-        parts = []
+            by[d.overall].append(d)
+        parts = [
+            f"{word} at {len(by[word])} ({', '.join(_changed(d) for d in by[word])})"
+            for word in ("better", "worse", "mixed", SAME)
+            if by[word]
+        ]
         unmatched = len(by["only in A"]) + len(by["only in B"])
-        for word in ("better", "worse", "mixed", "within noise"):
-            if by[word]:
-                parts.append(f"{word} at {len(by[word])} ({', '.join(by[word])})")
         if unmatched:
             parts.append(f"{unmatched} levels only in one run")
-        matched = len(rows) - unmatched
-        better, worse = len(by["better"]), len(by["worse"]) + len(by["mixed"])
-        if better and not worse:
-            head = f"B is better than A at {better} of {matched} levels, worse at none"
-        elif worse and not better:
-            head = f"B is worse than A at {worse} of {matched} levels, better at none"
-        elif better or worse:
-            head = f"B is better than A at {better} of {matched} levels and worse at {worse}"
-        else:
-            head = f"no difference beyond noise at any of {matched} levels"
-        out.append(f"{group}: {head}: " + "; ".join(parts) if parts else f"{group}: no levels to compare")
+        out.append(f"{group}: " + "; ".join(parts) if parts else f"{group}: no levels to compare")
         peak = next((p for p in cmp.peaks if p.group == group), None)
         if peak and peak.peak_rate_a is not None and peak.peak_rate_b is not None:
             ch = f" ({peak.change_pct:+.1f} %)" if peak.change_pct is not None else ""

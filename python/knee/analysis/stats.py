@@ -1,16 +1,24 @@
-"""Statistics over measured intervals: per-interval counts and their distribution, and the noise tests
-`knee compare` judges differences with (Welch's t-test on per-interval rates, Poisson and two-proportion
-z-tests). numpy and scipy are imported where they are needed: `knee run` must not pay for them."""
+"""Statistics over measured intervals: per-interval counts and their distribution, and the noise `knee compare`
+judges differences against (each run's rate by batch means, its p99 by order statistics, a floor for the variation
+from run to run that one step cannot show; failures by a two-proportion z-test). numpy and scipy are imported where
+they are needed: `knee run` must not pay for them."""
 
 from __future__ import annotations
 
+import itertools
 import math
-import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from knee.model import GroupStats
+from knee.analysis.levels import window
+from knee.analysis.steady import intervals
+from knee.model import GroupStats, StepResult
 
-MIN_INTERVALS = 3
+CONFIDENCE = 0.95
+# docs/reports.md: the run-to-run variation of a level's figure that one step's own series cannot show (a standard
+# deviation, as a share of the figure): back-to-back identical sweeps of a wandering service differed by up to 15 %
+NOISE_FLOOR = 0.05
+FEW_INTERVALS = 5  # fewer whole intervals than this cannot estimate a step's noise: counting noise and the floor
 
 
 def interval_counts(g: GroupStats) -> list[int]:
@@ -61,28 +69,115 @@ def interval_rates(g: GroupStats, elapsed_s: float | None = None) -> list[float]
     return [p.succeeded / per for p in g.series if p.t + per <= end + 1e-6]
 
 
-def rate_test(a: GroupStats, b: GroupStats) -> tuple[float | None, str]:
-    """(p-value that A's and B's rates are equal, the test used): Welch's t-test on per-interval rates
-    with at least 3 complete intervals each, else a Poisson z-test on the counts."""
-    import numpy as np
+@dataclass(frozen=True)
+class Estimate:
+    """One run's figure at one level (a rate in Hz, a p99 in ms) with its standard error: `df` its degrees of
+    freedom (inf: the error's form is known, as a count's), `method` how it was estimated."""
+
+    value: float
+    se: float
+    df: float
+    method: str  # "batch means" | "counting" | "order statistics"
+
+
+@dataclass(frozen=True)
+class Change:
+    """B's figure against A's, in % of A's, with the half-width of its interval (percentage points)."""
+
+    pct: float
+    noise_pct: float
+
+    @property
+    def low(self) -> float:
+        return self.pct - self.noise_pct
+
+    @property
+    def high(self) -> float:
+        return self.pct + self.noise_pct
+
+
+def batch_se(series: Sequence[float]) -> tuple[float, int]:
+    """(the standard error of the series' mean, its degrees of freedom) by batch means: k = max(5, ⌊√n⌋) batches
+    of equal length (early intervals left over are dropped), so that neighbouring intervals, which a closed loop
+    correlates, mostly share a batch. Needs at least FEW_INTERVALS values."""
+    n = len(series)
+    k = max(FEW_INTERVALS, math.isqrt(n))
+    size = n // k
+    tail = series[n - k * size :]
+    means = [sum(tail[i * size : (i + 1) * size]) / size for i in range(k)]
+    m = sum(means) / k
+    return math.sqrt(sum((x - m) ** 2 for x in means) / (k - 1) / k), k - 1
+
+
+def rate_estimate(s: StepResult, g: GroupStats) -> Estimate:
+    """The level's rate as the report judges it (`levels.window`: after the ramp of the first operation latency)
+    and its standard error: by batch means over the per-interval rates after the cut when there are at least
+    FEW_INTERVALS whole intervals; else the counting noise of its successes (√n over the seconds), or the spread of
+    its few intervals when that is wider (two intervals cannot estimate a spread: the floor of `change` must)."""
+    w = window(s, g)
+    rate = w.succeeded / w.seconds if w.seconds > 0 else 0.0
+    dt = g.interval_s
+    series = [c / dt for c in intervals(g)[round(w.cut_s / dt) :]] if dt > 0 else []
+    if len(series) >= FEW_INTERVALS:
+        se, df = batch_se(series)
+        return Estimate(rate, se, df, "batch means")
+    counting = math.sqrt(w.succeeded) / w.seconds if w.seconds > 0 else 0.0
+    n = len(series)
+    spread = 0.0
+    if n >= 2:
+        m = sum(series) / n
+        spread = math.sqrt(sum((x - m) ** 2 for x in series) / (n - 1) / n)
+    return Estimate(rate, max(counting, spread), math.inf, "counting")
+
+
+def _interpolate(points: Sequence[tuple[float, float]], q: float) -> float:
+    """The latency at percentile `q` between the recorded percentiles (clamped to the first and the last)."""
+    if q <= points[0][0]:
+        return points[0][1]
+    for (q0, v0), (q1, v1) in itertools.pairwise(points):
+        if q <= q1:
+            return v0 + (v1 - v0) * (q - q0) / (q1 - q0) if q1 > q0 else v1
+    return points[-1][1]
+
+
+def p99_estimate(g: GroupStats, confidence: float = CONFIDENCE) -> Estimate | None:
+    """The succeeded operations' p99 and its standard error from order statistics: with n latencies, the rank of
+    the 99th percentile is uncertain by ±z·√(n·0.99·0.01), read off the recorded percentiles (None without
+    successes; an error of 0 without recorded percentiles: the floor of `change` is then all its noise)."""
+    n = g.latency_ms.count
+    if not n:
+        return None
+    points = sorted(g.percentiles_ms)
+    if len(points) < 2:
+        return Estimate(g.latency_ms.p99, 0.0, math.inf, "order statistics")
+    z = _quantile(confidence, math.inf)
+    d = z * math.sqrt(0.99 * 0.01 / n) * 100
+    lo, hi = _interpolate(points, 99 - d), _interpolate(points, min(100.0, 99 + d))
+    return Estimate(g.latency_ms.p99, (hi - lo) / (2 * z), math.inf, "order statistics")
+
+
+def _quantile(confidence: float, df: float) -> float:
+    """The two-sided `confidence` quantile of Student's t with `df` degrees of freedom (the normal's at inf)."""
     from scipy import stats
 
-    xa, xb = interval_rates(a), interval_rates(b)
-    if len(xa) >= MIN_INTERVALS and len(xb) >= MIN_INTERVALS:
-        va, vb = float(np.var(xa, ddof=1)), float(np.var(xb, ddof=1))
-        if va == 0 and vb == 0:
-            return (1.0 if np.mean(xa) == np.mean(xb) else 0.0), "welch"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # near-identical samples: precision notes only
-            p = float(stats.ttest_ind(xa, xb, equal_var=False).pvalue)
-        return (1.0 if math.isnan(p) else p), "welch"
-    if a.elapsed_s <= 0 or b.elapsed_s <= 0:
-        return None, ""
-    var = a.succeeded / a.elapsed_s**2 + b.succeeded / b.elapsed_s**2
-    if var == 0:
-        return 1.0, "poisson"
-    z = (b.rate_hz - a.rate_hz) / math.sqrt(var)
-    return float(2 * stats.norm.sf(abs(z))), "poisson"
+    q = 0.5 + confidence / 2
+    return float(stats.norm.ppf(q) if math.isinf(df) else stats.t.ppf(q, df))
+
+
+def change(a: Estimate, b: Estimate, confidence: float = CONFIDENCE, floor: float = NOISE_FLOOR) -> Change | None:
+    """B against A with its `confidence` interval (None when A's figure is 0). Each run's figure carries its own
+    error (its step's noise) and, on top, a run-to-run variation of `floor` × the figure (a standard deviation)
+    that one step cannot show: the service's or the machine's state when the run began, a slow wander, the phase
+    of a closed loop's completions against the step's end. The interval is the two combined:
+    ±√(t²·(se_A² + se_B²) + z²·floor²·(A² + B²)), t at the Welch–Satterthwaite degrees of freedom."""
+    if a.value <= 0:
+        return None
+    own = a.se**2 + b.se**2
+    finite = sum(x.se**4 / x.df for x in (a, b) if math.isfinite(x.df))  # a counting error's df is inf: no term
+    df = own**2 / finite if finite > 0 else math.inf
+    t, z = _quantile(confidence, df), _quantile(confidence, math.inf)
+    half = math.sqrt(t**2 * own + z**2 * floor**2 * (a.value**2 + b.value**2))
+    return Change(pct=(b.value - a.value) / a.value * 100, noise_pct=half / a.value * 100)
 
 
 def failures_test(a: GroupStats, b: GroupStats) -> float | None:

@@ -2,38 +2,81 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from knee.analysis.compare import compare_runs
+from knee.analysis.failon import hold, parse_rules
+from knee.analysis.stats import NOISE_FLOOR
 from knee.errors import UserError
 from knee.report.compare import render_comparison
 from knee.report.terminal import make_console
 from knee.store import load_run
+
+EXIT_REGRESSION = 3
 
 
 @click.command(name="compare")
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level of the noise tests.")
+@click.option(
+    "--fail-on",
+    "fail_on",
+    multiple=True,
+    metavar="RULE",
+    help="Exit 3 when B regressed beyond noise and beyond this size at a level: throughput:PCT%, p99:PCT% or "
+    "errors:PCT% (PCT a number or any), e.g. throughput:5%; repeatable or comma-separated.",
+)
+@click.option(
+    "--alpha", type=float, default=0.05, show_default=True, help="1 − the confidence of the changes' intervals."
+)
 @click.option(
     "--min-change",
     type=float,
     default=2.0,
     show_default=True,
-    help="Rate changes smaller than this many percent count as noise even when significant.",
+    help="Changes smaller than this many percent count as no change even when beyond noise.",
 )
-def command(run_a: Path, run_b: Path, as_json: bool, alpha: float, min_change: float) -> None:
-    """Compare RUN_B with RUN_A (two runs/<run-id> directories): rate, p99 and failures per level,
-    and where B is better or worse beyond noise."""
+@click.option(
+    "--noise-floor",
+    type=float,
+    default=NOISE_FLOOR * 100,
+    show_default=True,
+    help="Run-to-run variation of a level's rate and p99 that one step cannot show (a standard deviation, "
+    "% of the figure), added to each run's own noise.",
+)
+def command(
+    *,
+    run_a: Path,
+    run_b: Path,
+    as_json: bool,
+    fail_on: tuple[str, ...],
+    alpha: float,
+    min_change: float,
+    noise_floor: float,
+) -> None:
+    """Compare RUN_B with RUN_A (two runs/<run-id> directories): rate, p99 and failures per level, each change
+    with its interval, and where B is better or worse beyond noise.
+
+    Exit status: 0 done, 3 a --fail-on rule failed, 2 bad input.
+    """
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha:g} is not a probability; use a value between 0 and 1 such as 0.05")
     if min_change < 0:
         raise UserError(f"--min-change {min_change:g} is negative; use a percentage such as 2")
-    cmp = compare_runs(load_run(run_a), load_run(run_b), alpha=alpha, min_change=min_change / 100)
+    if not 0 <= noise_floor < 100:
+        raise UserError(f"--noise-floor {noise_floor:g} is not a percentage from 0 to 100; use e.g. 5 (or 0 for none)")
+    rules = parse_rules(fail_on)
+    cmp = compare_runs(
+        load_run(run_a), load_run(run_b), confidence=1 - alpha, floor=noise_floor / 100, min_change=min_change / 100
+    )
+    passed = hold(cmp, rules)
     if as_json:
         click.echo(cmp.model_dump_json(indent=2))
     else:
         render_comparison(cmp, make_console())
+    if not passed:
+        sys.exit(EXIT_REGRESSION)
