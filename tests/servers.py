@@ -175,11 +175,13 @@ def settled(count: Callable[[], int], want: int, timeout_s: float = 2.0) -> int:
 
 
 def sent(record: RunRecord) -> int:
-    """Every operation a run started: in its steps (each ends as one outcome) and in its warm-ups."""
+    """Every operation a run started: in its steps (each ends as one outcome), in its warm-ups, and the single
+    operations that probed whether the service was at rest before a step (StepResult.settle)."""
     for s in record.steps:
         for g in s.groups.values():
             assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
-    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values())
+    probes = sum(s.settle.probes for s in record.steps if s.settle is not None)
+    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values()) + probes
 
 
 PROMETHEUS_CONF = """\
