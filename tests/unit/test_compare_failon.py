@@ -83,6 +83,9 @@ def test_errors_and_p99_rules() -> None:
     p99 = breaches(compare_runs(fast, slow), parse_rules(("p99:10%",)))
     assert p99 and "main at 1: p99 +100.0 %" in p99[0], p99
     assert breaches(compare_runs(fast, slow), parse_rules(("p99:150%",))) == []
+    short = compare_runs(a, b)  # 273 latencies at 10 clients: too few per client for a p99 to be judged
+    assert hold(short, parse_rules(("p99:10%",))) is True
+    assert short.summary[-1].startswith("--fail-on p99:10%: the p99 was not judged at 1, 10, 50, 100: fewer than 500 ")
 
 
 def test_differences_name_targets_scenario_and_machine() -> None:

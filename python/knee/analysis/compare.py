@@ -12,7 +12,8 @@ Levels are matched by (group, phase, direction, label, level, n-th occurrence). 
 - The level is *better* when one of them improved and none got worse, *worse* when one got worse
   and none improved, *mixed* when both happened, and *no change within noise* otherwise.
 
-p99 carries an interval too (order statistics of its rank, and the same floor): shown, and held against
+p99 carries an interval too (order statistics of its rank over about n ÷ clients independent samples, and twice the
+floor), where a level had enough operations per client to judge it (stats.P99_SAMPLES): shown, and held against
 `--fail-on p99:…`, but not part of the level's judgement (in a closed loop it moves with the rate, by Little's law).
 It is the succeeded operations' p99 (none when nothing succeeded), so failures that come at once never pass for a
 faster service; a run recorded before knee kept failures' latency apart (run.json schema 2) is named in the
@@ -31,7 +32,16 @@ from knee import fmt
 from knee.analysis.alike import differences
 from knee.analysis.beside import stress_group
 from knee.analysis.run import group_names
-from knee.analysis.stats import CONFIDENCE, NOISE_FLOOR, Change, change, failures_test, p99_estimate, rate_estimate
+from knee.analysis.stats import (
+    CONFIDENCE,
+    NOISE_FLOOR,
+    P99_FLOOR,
+    Change,
+    change,
+    failures_test,
+    p99_estimate,
+    rate_estimate,
+)
 from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, RunRecord, StepResult
 
 Judgement = Literal["better", "worse", "same", "unknown"]
@@ -174,7 +184,7 @@ def compare_level(
     d.rate = _judge(rc, min_change) if rc is not None or rb.value == 0 else "unknown"
     pa, pb = p99_estimate(a, confidence), p99_estimate(b, confidence)
     if pa is not None and pb is not None:
-        pc = change(pa, pb, confidence, floor)
+        pc = change(pa, pb, confidence, floor * P99_FLOOR)
         if pc is not None:
             d.p99_change_pct, d.p99_noise_pct = pc.pct, pc.noise_pct
         d.p99 = _judge(pc, min_change, higher_is_better=False)

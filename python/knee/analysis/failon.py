@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from knee.analysis.compare import Comparison, LevelDelta, level_name
+from knee.analysis.stats import P99_SAMPLES
 from knee.errors import UserError
 
 Measure = Literal["throughput", "p99", "errors"]
@@ -70,6 +71,15 @@ def hold(cmp: Comparison, rules: list[Rule]) -> bool:
     """Hold `rules` against the comparison: its `fail_on` and `failed` filled in; True when none failed."""
     cmp.fail_on = [r.text for r in rules]
     cmp.failed = breaches(cmp, rules)
+    unjudged = [
+        level_name(d) for d in cmp.levels if d.p99_a_ms is not None and d.p99_b_ms is not None and d.p99 == "unknown"
+    ]
+    for rule in rules:
+        if rule.measure == "p99" and unjudged:
+            cmp.summary.append(
+                f"--fail-on {rule.text}: the p99 was not judged at {', '.join(unjudged)}: fewer than {P99_SAMPLES} "
+                "operations per client, so a p99 there is one or two stalls, not a tail; run longer steps"
+            )
     return not cmp.failed
 
 

@@ -18,6 +18,11 @@ CONFIDENCE = 0.95
 # docs/reports.md: the run-to-run variation of a level's figure that one step's own series cannot show (a standard
 # deviation, as a share of the figure): back-to-back identical sweeps of a wandering service differed by up to 15 %
 NOISE_FLOOR = 0.05
+# a p99 is compared over at least this many operations per client (5 of them above it): identical 2 s steps of
+# 5 clients at 400/s (160 per client) had p99s 40–200 % apart, one stall of the shared machine each
+P99_SAMPLES = 500
+# the p99's run-to-run variation, as a multiple of the rate's floor: a tail moves more than a mean
+P99_FLOOR = 2.0
 FEW_INTERVALS = 5  # fewer whole intervals than this cannot estimate a step's noise: counting noise and the floor
 
 
@@ -141,11 +146,14 @@ def _interpolate(points: Sequence[tuple[float, float]], q: float) -> float:
 
 
 def p99_estimate(g: GroupStats, confidence: float = CONFIDENCE) -> Estimate | None:
-    """The succeeded operations' p99 and its standard error from order statistics: with n latencies, the rank of
-    the 99th percentile is uncertain by ±z·√(n·0.99·0.01), read off the recorded percentiles (None without
-    successes; an error of 0 without recorded percentiles: the floor of `change` is then all its noise)."""
-    n = g.latency_ms.count
-    if not n:
+    """The succeeded operations' p99 and its standard error from order statistics, or None when it cannot be
+    judged. Operations in flight together share a stall (a pause of the service or of the machine delays all of
+    them), so the tail's independent samples are about n ÷ clients: with fewer than P99_SAMPLES of them a p99 is one
+    or two stalls, not a distribution's (None). Else the rank of the 99th percentile is uncertain by
+    ±z·√(n'·0.99·0.01) of n' samples, read off the recorded percentiles (an error of 0 without them: the floor of
+    `change` is then all its noise)."""
+    n = g.latency_ms.count / max(1, g.clients)
+    if n < P99_SAMPLES:
         return None
     points = sorted(g.percentiles_ms)
     if len(points) < 2:
