@@ -361,7 +361,7 @@ class _Runner(Searching):
     def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True
         spec = engine_spec(self.scenario, planned, continuous=True)
-        settled = self.settler.before(planned, self.console)
+        settled = self.settler.before(planned, self.console, again=repeat_of is not None)
         self.progress.begin(number, total, planned)
         self._cut_between()
         settle = self._settling(planned)

@@ -26,6 +26,7 @@ from knee.machine.sockets import Pending, pending
 from knee.model import GroupStats, Settle, StepResult, TargetHost
 from knee.plan import PlannedStep, client_spec
 from knee.scenario import PythonGroup, Scenario, WorkerGroup
+from knee.scenario.model import DEFAULT_SETTLE_WAIT
 from knee.spec import EngineSpec, GroupSpec, Total
 
 if TYPE_CHECKING:
@@ -63,12 +64,15 @@ class Settler:
     def enabled(self) -> bool:
         return self.most_s > 0
 
-    def before(self, planned: PlannedStep, console: Console) -> Settle | None:
+    def before(self, planned: PlannedStep, console: Console, again: bool = False) -> Settle | None:
         """Wait for the service to be at rest before a sweep step (none before a recovery probe: it measures the
-        return itself); say so on `console` when the wait found something or ran out."""
-        if planned.phase != "sweep" or not self.enabled:
+        return itself); say so on `console` when the wait found something or ran out. A level measured `again` (it
+        contradicted its neighbours) is measured at rest even with the wait turned off (`settle_wait = 0`): at most
+        DEFAULT_SETTLE_WAIT."""
+        most = max(self.most_s, DEFAULT_SETTLE_WAIT) if again else self.most_s  # a level measured again: at rest
+        if planned.phase != "sweep" or most <= 0:
             return None
-        settle = self.wait(planned)
+        settle = self.wait(planned, most)
         waited = fmt.duration(settle.seconds)
         if not settle.settled:
             console.print(
@@ -85,11 +89,11 @@ class Settler:
         if self.baseline_ms is None and step.settle is not None and step.settle.baseline_ms is not None:
             self.baseline_ms, self.rest_ms = step.settle.baseline_ms, step.settle.rest_ms
 
-    def wait(self, planned: PlannedStep) -> Settle:
+    def wait(self, planned: PlannedStep, most_s: float) -> Settle:
         """Wait until the service is at rest, at most `most_s`; what was there and how long it took. Before the
         first step, once the connections are at rest, the baseline: BASELINE_PROBES single operations."""
         t0 = time.monotonic()
-        deadline = t0 + self.most_s
+        deadline = t0 + most_s
         first = self._pending()
         now = first
         while not now.clear and time.monotonic() < deadline and not self.stop():

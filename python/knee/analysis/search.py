@@ -421,9 +421,9 @@ def _near_n_star(v: _View, n_star: float, words: str) -> Next | None:
 
 
 def anomaly(others: Sequence[Point], p: Point, config: Config) -> str | None:
-    """How `p` contradicts both its neighbours among `others` (the nearest levels measured below and above it), or
-    None: errors or hung operations between two clean levels, or a rate below both neighbours' by more than the
-    noise (a throughput curve does not dip and rise again). Such a level is measured again before it is believed
+    """How `p` contradicts both its neighbours among `others` (the nearest levels measured below and above it, both
+    clean), or None: errors or hung operations between two clean levels, or a clean rate below both neighbours' by
+    more than the noise (a throughput curve does not dip and rise again). Such a level is measured again before it is believed
     (a service still draining the last level's queue looks exactly like this)."""
     v = _View(others, config)
     below = next((q for q in reversed(v.points) if q.level < p.level), None)
@@ -431,7 +431,9 @@ def anomaly(others: Sequence[Point], p: Point, config: Config) -> str | None:
     if below is None or above is None:
         return None
     around = f"{_fmt(below.level)} and {_fmt(above.level)}"
-    if v.failing(p) and not v.failing(below) and not v.failing(above):
+    if v.failing(below) or v.failing(above):
+        return None  # errors around it: what it does is no contradiction
+    if v.failing(p):
         return f"errors between two clean levels ({around})"
     if all(q.rate > p.rate and not v.same(p, q) for q in (below, above)):
         return f"a rate below both neighbours' beyond noise ({around})"
