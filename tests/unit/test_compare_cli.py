@@ -67,6 +67,18 @@ def test_compare_fail_on_exits_3_and_names_the_rule_and_the_levels(tmp_path: Pat
     assert ok.returncode == 0 and "passed: --fail-on throughput:5%" in ok.stdout, ok.stdout
 
 
+def test_compare_markdown(tmp_path: Path) -> None:
+    a, b = _runs(tmp_path)
+    proc = knee("compare", str(b), str(a), "--markdown", "--fail-on", "throughput:5%")
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "# knee compare: A = new, B = old" and lines[2].startswith("**B is worse than A beyond noise")
+    assert "| Level | Rate A Hz | Rate B Hz | Change (95 %) |" in proc.stdout
+    row = next(line for line in lines if line.startswith("| 10 |"))
+    assert " ±" in row and row.endswith("| worse |"), row
+    assert "- failed: --fail-on throughput:5%: main at " in proc.stdout
+
+
 def test_compare_bad_input_is_one_line(tmp_path: Path) -> None:
     a, _ = _runs(tmp_path)
     for args, words in (
@@ -76,6 +88,7 @@ def test_compare_bad_input_is_one_line(tmp_path: Path) -> None:
         ((str(a), str(a), "--fail-on", "throughput:lots"), "--fail-on 'throughput:lots': 'lots' is not a size"),
         ((str(a), str(a), "--fail-on", "latency:5%"), "--fail-on 'latency:5%' is not a rule; write throughput:PCT%"),
         ((str(a), str(a), "--noise-floor", "-1"), "--noise-floor -1"),
+        ((str(a), str(a), "--json", "--markdown"), "--json and --markdown"),
     ):
         proc = knee("compare", *args)
         assert proc.returncode == 2, proc.stdout

@@ -11,7 +11,7 @@ from knee.analysis.compare import compare_runs
 from knee.analysis.failon import hold, parse_rules
 from knee.analysis.stats import NOISE_FLOOR
 from knee.errors import UserError
-from knee.report.compare import render_comparison
+from knee.report.compare import comparison_markdown, render_comparison
 from knee.report.terminal import make_console
 from knee.store import load_run
 
@@ -22,6 +22,7 @@ EXIT_REGRESSION = 3
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--markdown", is_flag=True, help="Print the comparison as Markdown (a pull request's comment).")
 @click.option(
     "--fail-on",
     "fail_on",
@@ -53,6 +54,7 @@ def command(
     run_a: Path,
     run_b: Path,
     as_json: bool,
+    markdown: bool,
     fail_on: tuple[str, ...],
     alpha: float,
     min_change: float,
@@ -63,6 +65,8 @@ def command(
 
     Exit status: 0 done, 3 a --fail-on rule failed, 2 bad input.
     """
+    if as_json and markdown:
+        raise UserError("--json and --markdown each print the whole comparison; give one of them")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha:g} is not a probability; use a value between 0 and 1 such as 0.05")
     if min_change < 0:
@@ -76,6 +80,8 @@ def command(
     passed = hold(cmp, rules)
     if as_json:
         click.echo(cmp.model_dump_json(indent=2))
+    elif markdown:
+        click.echo(comparison_markdown(cmp), nl=False)
     else:
         render_comparison(cmp, make_console())
     if not passed:

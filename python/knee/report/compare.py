@@ -1,8 +1,10 @@
-"""`knee compare`'s terminal view of a Comparison (knee.analysis.compare)."""
+"""`knee compare`'s views of a Comparison (knee.analysis.compare): its tables and lines as text, built once
+(`group_tables`, `outcome_lines`, `noise_line`), then formatted for the terminal or as Markdown."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,6 +12,8 @@ from rich.table import Table
 
 from knee import fmt
 from knee.analysis.compare import Comparison, level_name
+from knee.report.markdown import md_cell, md_table
+from knee.report.view import Table as ViewTable
 
 
 def _opt(v: float | None, f: Callable[[float], str]) -> str:
@@ -44,24 +48,30 @@ _SHORT = {"no change within noise": "no change", "only in A": "only A", "only in
 _STYLE = {"better": "green", "worse": "red", "mixed": "yellow"}
 
 
-def render_comparison(cmp: Comparison, console: Console) -> None:
-    for line in cmp.warnings:
-        console.print(f"[yellow]warning:[/] {escape(line)}")
-    console.print(f"[bold]A[/] = {escape(cmp.run_a)}   [bold]B[/] = {escape(cmp.run_b)}")
+@dataclass
+class GroupTable:
+    """One group's levels as text: the header and a row (with its judgement) a level."""
+
+    group: str
+    header: list[str]
+    rows: list[list[str]]
+    judgements: list[str]  # per row: LevelDelta.overall
+
+
+def group_tables(cmp: Comparison) -> list[GroupTable]:
+    """The comparison's tables, one a group, as both formatters show them."""
+    out = []
     for group in dict.fromkeys(d.group for d in cmp.levels):
-        table = Table(title=f"group {escape(group)}", title_justify="left")
         rows = [d for d in cmp.levels if d.group == group]
         # the TLS handshake's mean (and the resumed share) when either run's connections shook hands
         tls = any(d.tls_a_ms is not None or d.tls_b_ms is not None for d in rows)
         conf = f"{cmp.confidence * 100:g} %"
         header = ["Level", "Rate A Hz", "Rate B Hz", f"Change ({conf})", "p99 A", "p99 B", "p99 change"]
-        header += ["Fail A", "Fail B"]
-        header += ["TLS A", "TLS B"] if tls else []
-        for h in [*header, "B vs A"]:
-            table.add_column(h, justify="left" if h in ("Level", "B vs A") else "right")
+        header += ["Fail A", "Fail B", *(["TLS A", "TLS B"] if tls else []), "B vs A"]
+        table = GroupTable(group, header, [], [])
         for d in rows:
             cells = [
-                escape(level_name(d)),
+                level_name(d),
                 _opt(d.rate_a, _hz),
                 _opt(d.rate_b, _hz),
                 _change(d.change_pct, d.noise_pct),
@@ -73,17 +83,54 @@ def render_comparison(cmp: Comparison, console: Console) -> None:
             ]
             if tls:
                 cells += [_handshake(d.tls_a_ms, d.resumed_a), _handshake(d.tls_b_ms, d.resumed_b)]
-            table.add_row(*cells, _SHORT.get(d.overall, d.overall), style=_STYLE.get(d.overall))
+            table.rows.append([*cells, _SHORT.get(d.overall, d.overall)])
+            table.judgements.append(d.overall)
+        out.append(table)
+    return out
+
+
+def outcome_lines(cmp: Comparison) -> list[str]:
+    """After the summary: each --fail-on rule that failed, or that they passed."""
+    out = [f"failed: {line}" for line in cmp.failed]
+    if cmp.fail_on and not cmp.failed:
+        out.append(f"passed: --fail-on {','.join(cmp.fail_on)}")
+    return out
+
+
+def noise_line(cmp: Comparison) -> str:
+    return (
+        f"noise: each change ± its {cmp.confidence * 100:g} % interval, from both runs' per-interval series "
+        f"(batch means; counting noise for steps of few intervals) and {cmp.noise_floor * 100:g} % of run-to-run "
+        f"variation per run (--noise-floor); failures by a two-proportion z-test; changes under "
+        f"{cmp.min_change * 100:g} % ignored"
+    )
+
+
+def render_comparison(cmp: Comparison, console: Console) -> None:
+    for line in cmp.warnings:
+        console.print(f"[yellow]warning:[/] {escape(line)}")
+    console.print(f"[bold]A[/] = {escape(cmp.run_a)}   [bold]B[/] = {escape(cmp.run_b)}")
+    for t in group_tables(cmp):
+        table = Table(title=f"group {escape(t.group)}", title_justify="left")
+        for h in t.header:
+            table.add_column(h, justify="left" if h in ("Level", "B vs A") else "right")
+        for row, judgement in zip(t.rows, t.judgements, strict=True):
+            table.add_row(*(escape(c) for c in row), style=_STYLE.get(judgement))
         console.print(table)
     for i, line in enumerate(cmp.summary):
         console.print(f"[bold]{escape(line)}[/]" if i == 0 else escape(line))
-    for line in cmp.failed:
-        console.print(f"[red]failed:[/] {escape(line)}")
-    if cmp.fail_on and not cmp.failed:
-        console.print(f"passed: --fail-on {escape(','.join(cmp.fail_on))}")
-    console.print(
-        f"[dim]noise: each change ± its {cmp.confidence * 100:g} % interval, from both runs' per-interval series "
-        f"(batch means; counting noise for steps of few intervals) and {cmp.noise_floor * 100:g} % of run-to-run "
-        f"variation per run (--noise-floor); failures by a two-proportion z-test; changes under "
-        f"{cmp.min_change * 100:g} % ignored[/]"
-    )
+    for line in outcome_lines(cmp):
+        console.print(f"[red]{escape(line)}[/]" if line.startswith("failed:") else escape(line))
+    console.print(f"[dim]{escape(noise_line(cmp))}[/]")
+
+
+def comparison_markdown(cmp: Comparison) -> str:
+    """The same as Markdown (a pull request's comment, a CI summary)."""
+    out = [f"# knee compare: A = {md_cell(cmp.run_a)}, B = {md_cell(cmp.run_b)}", ""]
+    out += [f"- warning: {md_cell(line)}" for line in cmp.warnings] + ([""] if cmp.warnings else [])
+    out += [f"**{md_cell(cmp.summary[0])}**", ""] if cmp.summary else []
+    for t in group_tables(cmp):
+        out += [f"## Group {md_cell(t.group)}", "", *md_table(ViewTable(t.header, t.rows)), ""]
+    out += [f"- {md_cell(line)}" for line in cmp.summary[1:] + outcome_lines(cmp)]
+    out += ["", f"_{md_cell(noise_line(cmp))}_", ""]
+    return "\n".join(out)
