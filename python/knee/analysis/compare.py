@@ -274,7 +274,7 @@ def _head(rows: list[LevelDelta]) -> str:
         return f"B is worse than A beyond noise at {worse} of {n} levels, better at none"
     if better or worse:
         return f"B is better than A beyond noise at {better} of {n} levels and worse at {worse}"
-    return f"{SAME} at any of {n} level{'s' if n != 1 else ''}"
+    return f"{SAME} at any of {n} levels" if n > 1 else f"{SAME} at the one level"
 
 
 def _summary(cmp: Comparison, groups: list[str]) -> list[str]:
@@ -292,7 +292,7 @@ def _summary(cmp: Comparison, groups: list[str]) -> list[str]:
         ]
         unmatched = len(by["only in A"]) + len(by["only in B"])
         if unmatched:
-            parts.append(f"{unmatched} levels only in one run")
+            parts.append(f"{unmatched} level{'s' if unmatched != 1 else ''} only in one run")
         out.append(f"{group}: " + "; ".join(parts) if parts else f"{group}: no levels to compare")
         peak = next((p for p in cmp.peaks if p.group == group), None)
         if peak and peak.peak_rate_a is not None and peak.peak_rate_b is not None:
