@@ -104,9 +104,9 @@ class Change:
 def batch_se(series: Sequence[float]) -> tuple[float, int]:
     """(the standard error of the series' mean, its degrees of freedom) by batch means: k = max(5, ⌊√n⌋) batches
     of equal length (early intervals left over are dropped), so that neighbouring intervals, which a closed loop
-    correlates, mostly share a batch. Needs at least FEW_INTERVALS values."""
+    correlates, mostly share a batch (fewer than 5 values: each its own batch). Needs at least 2 values."""
     n = len(series)
-    k = max(FEW_INTERVALS, math.isqrt(n))
+    k = min(n, max(FEW_INTERVALS, math.isqrt(n)))
     size = n // k
     tail = series[n - k * size :]
     means = [sum(tail[i * size : (i + 1) * size]) / size for i in range(k)]
@@ -127,11 +127,7 @@ def rate_estimate(s: StepResult, g: GroupStats) -> Estimate:
         se, df = batch_se(series)
         return Estimate(rate, se, df, "batch means")
     counting = math.sqrt(w.succeeded) / w.seconds if w.seconds > 0 else 0.0
-    n = len(series)
-    spread = 0.0
-    if n >= 2:
-        m = sum(series) / n
-        spread = math.sqrt(sum((x - m) ** 2 for x in series) / (n - 1) / n)
+    spread = batch_se(series)[0] if len(series) >= 2 else 0.0
     return Estimate(rate, max(counting, spread), math.inf, "counting")
 
 
