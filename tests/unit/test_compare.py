@@ -140,3 +140,16 @@ def test_the_tls_handshakes_are_shown_beside_the_verdict() -> None:
     text = console.export_text()
     assert "TLS A" in text and "TLS B" in text, text
     assert "6.00 ms" in text and "1.50 ms (99 % resumed)" in text, text
+
+
+def test_a_level_where_nothing_succeeded_in_one_run() -> None:
+    a = sample_record((1, 10), recovery_probes=0, run_id="a")
+    b = sample_record((1, 10), recovery_probes=0, run_id="b")
+    g = a.steps[1].groups["main"]
+    g.failed, g.succeeded = g.failed + g.succeeded, 0
+    for p in g.series:
+        p.failed, p.succeeded = p.failed + p.succeeded, 0
+    d = _by_level(compare_runs(a, b))[(10, "sweep")]
+    assert (d.rate_a, d.change_pct, d.rate, d.failures, d.overall) == (0.0, None, "better", "better", "better")
+    back = _by_level(compare_runs(b, a))[(10, "sweep")]
+    assert (back.change_pct, back.rate, back.overall) == (-100.0, "worse", "worse")

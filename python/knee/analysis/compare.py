@@ -181,7 +181,10 @@ def compare_level(
     rc = change(ra, rb, confidence, floor)
     if rc is not None:
         d.change_pct, d.noise_pct = rc.pct, rc.noise_pct
-    d.rate = _judge(rc, min_change) if rc is not None or rb.value == 0 else "unknown"
+    if rc is not None:
+        d.rate = _judge(rc, min_change)
+    else:  # nothing succeeded in A: B is better when its successes are more than its own noise
+        d.rate = "better" if rb.value > 2 * rb.se else "same"
     pa, pb = p99_estimate(a, confidence), p99_estimate(b, confidence)
     if pa is not None and pb is not None:
         pc = change(pa, pb, confidence, floor * P99_FLOOR)
