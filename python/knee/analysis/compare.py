@@ -209,11 +209,14 @@ def compare_level(
 
 
 def _peak(record: RunRecord, group: str) -> tuple[int | None, float | None]:
-    sweep = [s for s in record.steps if s.phase == "sweep" and group in s.groups]
-    if not sweep:
+    """The sweep step with the highest rate, as the table shows rates (`rate_estimate`): its clients and rate."""
+    rates = [
+        (rate_estimate(s, s.groups[group]).value, s) for s in record.steps if s.phase == "sweep" and group in s.groups
+    ]
+    if not rates:
         return None, None
-    best = max(sweep, key=lambda s: s.groups[group].rate_hz)
-    return best.groups[group].clients, best.groups[group].rate_hz
+    rate, best = max(rates, key=lambda r: r[0])
+    return best.groups[group].clients, rate
 
 
 def compare_runs(
