@@ -80,7 +80,7 @@ class Settler:
                 highlight=False,
                 soft_wrap=True,
             )
-        elif settle.seconds >= SAY_S or settle.pending or settle.queued:
+        elif settle.seconds >= SAY_S or settle.queued:
             console.print(f"settled in {waited}: {settle.reason}", highlight=False, soft_wrap=True, markup=False)
         return settle
 

@@ -66,6 +66,7 @@ PLACE_KEYS = frozenset(
         "port",
         "target",
         "dir",
+        "reason",  # what the wait before a step found (StepResult.settle): the machine's moment, in words
     }
 )
 # Lists whose length follows the clock (one point a second, one sample a tick): only their first item's shape.

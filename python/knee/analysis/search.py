@@ -423,8 +423,8 @@ def _near_n_star(v: _View, n_star: float, words: str) -> Next | None:
 def anomaly(others: Sequence[Point], p: Point, config: Config) -> str | None:
     """How `p` contradicts both its neighbours among `others` (the nearest levels measured below and above it, both
     clean), or None: errors or hung operations between two clean levels, or a clean rate below both neighbours' by
-    more than the noise (a throughput curve does not dip and rise again). Such a level is measured again before it is believed
-    (a service still draining the last level's queue looks exactly like this)."""
+    more than the noise (a throughput curve does not dip and rise again). Such a level is measured again before it
+    is believed (a service still draining the last level's queue looks exactly like this)."""
     v = _View(others, config)
     below = next((q for q in reversed(v.points) if q.level < p.level), None)
     above = next((q for q in v.points if q.level > p.level), None)

@@ -43,6 +43,7 @@ from knee.report.view.words import (
     between_line,
     finding_line,
     search_lines,
+    settle_lines,
     steady_lines,
     usl_line,
     verdict_line,
@@ -121,6 +122,9 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
         Section("why", "Why", lines=[finding_line(f) for f in v.findings] if v else [], style="why", page="summary"),
         Section("warnings", lines=warning_lines(record, group, v), style="warning", page="summary"),
         Section("search", "Search", lines=search_lines(record, group) if measured else [], page="table"),
+        Section(
+            "settle", "Settling between steps", lines=settle_lines(record, group) if measured else [], page="table"
+        ),
         Section("steady", "Steady state", lines=steady_lines(record, group) if measured else [], page="table"),
         Section("between", lines=[between] if between else [], page="table"),
         Section(

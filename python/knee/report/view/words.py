@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from knee import fmt
 from knee.analysis.side import spin
-from knee.model import Finding, RunRecord, Verdict
+from knee.model import Finding, RunRecord, StepResult, Verdict
 
 LITTLE_GAP = 0.2
 
@@ -95,6 +95,9 @@ def finding_line(f: Finding) -> str:
     return f"{f.what}. Fix: {f.fix}" if f.fix else f.what
 
 
+SETTLE_SAID_S = 0.5  # a wait this long is listed (and one that found connections queued at the service)
+
+
 def between_line(record: RunRecord, group: str) -> str | None:
     c = record.between.get(group)
     if c is None:
@@ -108,9 +111,43 @@ def between_line(record: RunRecord, group: str) -> str | None:
 def search_lines(record: RunRecord, group: str) -> list[str]:
     """levels = "auto": each searched step in the order it ran, with why the search chose it, and why it ended."""
     steps = [s for s in record.steps if s.phase == "sweep" and s.reason and group in s.groups]
-    out = [f"{n}. {fmt.load(s.level, record.level_unit)}: {s.reason}" for n, s in enumerate(steps, 1)]
+    out = [f"{n}. {fmt.load(s.level, record.level_unit)}: {s.reason}{_doubted(s)}" for n, s in enumerate(steps, 1)]
     if out and record.search_end:
         out.append(f"done: {record.search_end}")
+    return out
+
+
+def _doubted(s: StepResult) -> str:
+    """Why the analysis does not believe a step, after its line: ' (unsettled: …)', ' (superseded: …)'."""
+    if s.unsettled:
+        return " (began before the service was back at rest: it locates nothing)"
+    if s.superseded:
+        return " (contradicted its neighbours and did not repeat when measured again: left out)"
+    return ""
+
+
+def settle_lines(record: RunRecord, group: str) -> list[str]:
+    """What knee waited for before the steps (StepResult.settle): each wait that found something, took a while or
+    ran out, and the single operations it sent to the service to probe it."""
+    out = []
+    steps = [s for s in record.steps if s.settle is not None and group in s.groups]
+    for s in steps:
+        st = s.settle
+        assert st is not None
+        at = f"before {fmt.load(s.level, record.level_unit)} (step {s.index + 1})"
+        if not st.settled:
+            out.append(f"{at}: not at rest after {fmt.duration(st.seconds)}: {st.reason}; the step ran unsettled")
+        elif st.seconds >= SETTLE_SAID_S or st.queued:
+            out.append(f"{at}: settled in {fmt.duration(st.seconds)}: {st.reason}")
+    probes = sum(s.settle.probes for s in steps if s.settle is not None)
+    if out or probes:
+        failed = sum(s.settle.probe_failed for s in steps if s.settle is not None)
+        rest = next((s.settle.rest_ms for s in steps if s.settle is not None and s.settle.rest_ms), None)
+        at_rest = f" (a single operation at rest: {fmt.ms(rest)})" if rest else ""
+        out.append(
+            f"knee sent {probes:,} single operation{'s' * (probes != 1)} to see whether the service was at rest"
+            f"{at_rest}, {failed:,} of them failed or hung; they are not in the steps' counts"
+        )
     return out
 
 
