@@ -21,6 +21,7 @@ from knee.model import RunRecord, Verdict
 from knee.store import RunDir
 
 from postgres import start_postgres
+from servers import sent, settled
 
 
 def knee(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -93,10 +94,12 @@ def test_a_usl_service_is_placed_at_its_n_star(tmp_path: Path) -> None:
     assert any(abs(s.level - n_star) <= 0.1 * n_star and "N*" in s.reason for s in record.steps), [
         (s.level, s.reason) for s in record.steps
     ]
-    # ... and the verdict's peak, with the levels within noise of it, covers N* (a USL top is flat near N*)
+    # ... and the verdict's peak, with the levels within noise of it, covers N* (a USL top is flat near N*) and no
+    # more than the levels within 5 % of the peak's rate: 16 … 32 clients, about N* wide
     b = v.brackets["peak"]
     assert b.low is not None and b.high is not None
     assert b.low - 0.1 * n_star <= n_star <= b.high + 0.1 * n_star, (b, v.sentences)
+    assert b.high - b.low <= n_star, (b, v.sentences)
     assert len(searched(record)) <= 12
 
 
@@ -143,7 +146,9 @@ def test_rates_auto_finds_the_capacity_of_an_open_loop(tmp_path: Path) -> None:
 @pytest.mark.timeout(200)
 def test_a_search_resumed_after_ctrl_c_reaches_the_same_verdict(tmp_path: Path) -> None:
     """A service that refuses past 12 requests in flight: errors from exactly 13 clients, with or without a
-    Ctrl-C in the middle of the search."""
+    Ctrl-C in the middle of the search. The resume keeps the steps finished before the Ctrl-C as they were (the
+    same counts, the same start times) and measures only what is left: the service serves, during the resume,
+    exactly what its new steps sent."""
     args = ["--levels", "auto", "--max-level", "64", "--precision", "1", "-d", "1s", "--no-recovery"]
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, pool=12) as target:
         whole = tmp_path / "whole"
@@ -169,12 +174,21 @@ def test_a_search_resumed_after_ctrl_c_reaches_the_same_verdict(tmp_path: Path) 
                 child.wait()
         assert child.returncode == 130
         (run,) = [p for p in cut.iterdir() if p.is_dir()]
-        before = [s.level for s in RunDir(run).load().steps if not s.partial]
+        interrupted = RunDir(run).load().steps
+        kept = [s for s in interrupted if not s.partial]
+        assert len(kept) >= 3, [(s.level, s.partial) for s in interrupted]
+        earlier = sent(the_run(whole)) + sent(RunDir(run).load())  # the whole run's, and the cut one's so far
+        served = settled(lambda: target.stats()["requests"], earlier)
         resumed = knee("sweep", "--resume", str(run), timeout=150)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-    first, second = verdict(the_run(whole)), verdict(RunDir(run).load())
-    record = RunDir(run).load()
-    assert record.status == "complete" and searched(record)[: len(before)] == before
+        record = RunDir(run).load()
+        new = [s for s in record.steps if (s.index, s.started_unix) not in {(k.index, k.started_unix) for k in kept}]
+        new_sent = sent(record.model_copy(update={"steps": new}))
+        during = settled(lambda: target.stats()["requests"] - served, new_sent)
+    assert [s for s in record.steps if s not in new] == kept  # each kept step whole: its counts, its start time
+    assert new and during == new_sent, (during, new_sent, [(s.index, s.level) for s in record.steps])
+    first, second = verdict(the_run(whole)), verdict(record)
+    assert record.status == "complete" and searched(record)[: len(kept)] == [s.level for s in kept]
     assert first.error_onset_level == second.error_onset_level == 13, (first.sentences, second.sentences)
     assert first.brackets["onset"] == second.brackets["onset"]
 

@@ -267,8 +267,10 @@ def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_r
     server: TlsNginx, pki: Pki
 ) -> None:
     """A run planned for 4 minutes with a certificate valid for 3 more: knee says which certificate it presents and
-    warns, before the load, that it expires first. The run is then stopped with Ctrl-C (exit 130)."""
+    warns, before the load, that it expires first: nginx has logged no request when the warning is read, and
+    logs some a moment later. The run is then stopped with Ctrl-C (exit 130)."""
     cert, key = pki.ending_soon(minutes=3)
+    server.clear()
     proc = subprocess.Popen(
         [sys.executable, "-m", "knee", "run", server.url("tlsany"), "--cert", cert, "--key", key, "-d", "4m",
          "--cacert", pki.path("root.pem")],
@@ -283,8 +285,12 @@ def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_r
         while not any("warning:" in ln for ln in seen) and time.monotonic() < deadline:
             with contextlib.suppress(queue.Empty):
                 seen.append(lines.get(timeout=0.5))
+        served_at_warning = len(server.lines("tlsany"))
         warned_while_running = proc.poll() is None and any("warning:" in ln for ln in seen)
-        time.sleep(0.5)  # the load has started
+        deadline = time.monotonic() + 10
+        while not server.lines("tlsany") and time.monotonic() < deadline:  # the load starts
+            time.sleep(0.05)
+        served_after = len(server.lines("tlsany"))
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
@@ -295,5 +301,6 @@ def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_r
     assert "group main: client certificate CN=soon from" in text, text
     (warning,) = [ln for ln in text.splitlines() if "warning:" in ln]
     assert "expires at" in warning and "before the run's planned end" in warning, warning
-    # said before the load: the warning comes before the run's result
+    # said before the load: no request had reached nginx when the warning was read; requests came after it
+    assert served_at_warning == 0 and served_after > 0, (served_at_warning, served_after)
     assert text.index("warning:") < text.index("Started operations:"), text
