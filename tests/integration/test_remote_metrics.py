@@ -28,14 +28,19 @@ from servers import NodeExporter, free_port, start_node_exporter, wait_for_http
 Burnt = tuple[RunRecord, str, float, Path]  # run.json, knee's output, the burn's CPU seconds, the run directory
 STEP_S = 4
 BURN_S = 2.5
-# A busy loop on one core for BURN_S, then its CPU seconds on stdout: bounded, and measured by itself.
+# A busy loop on one core for BURN_S or until SIGTERM, then its CPU seconds on stdout: bounded, measured by itself.
 BURN = "\n".join(
     [
-        "import time",
+        "import signal, sys, time",
+        "def done(*_):",
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+        "    print(time.process_time(), flush=True)",
+        "    sys.exit(0)",
+        "signal.signal(signal.SIGTERM, done)",
         "t = time.monotonic()",
         f"while time.monotonic() - t < {BURN_S}:",
         "    pass",
-        "print(time.process_time())",
+        "done()",
     ]
 )
 
@@ -64,6 +69,23 @@ def wait_step(metrics_url: str, index: int, timeout_s: float = 60) -> None:
         time.sleep(0.05)
 
 
+def burn_within(metrics_url: str, index: int) -> float:
+    """Burn a core from now (step `index` running) for BURN_S, or until knee leaves the step, whichever is first:
+    the burn's CPU seconds."""
+    burn = subprocess.Popen([sys.executable, "-c", BURN], stdout=subprocess.PIPE, text=True)
+    try:
+        while burn.poll() is None and knee_step(metrics_url) == index:
+            time.sleep(0.05)
+        burn.terminate()  # a no-op once it has ended by itself
+        out, _ = burn.communicate(timeout=30)
+    finally:
+        if burn.poll() is None:
+            burn.kill()
+            burn.wait()
+    assert burn.returncode == 0, out
+    return float(out)
+
+
 def endpoint(record: RunRecord, index: int) -> RemoteStats:
     (r,) = record.steps[index].remote
     return r
@@ -86,9 +108,7 @@ def burnt(target: TargetProcess, tmp_path_factory: pytest.TempPathFactory) -> It
     try:
         wait_for_http(metrics, 30)
         wait_step(metrics, 1)
-        time.sleep(0.5)
-        burn = subprocess.run([sys.executable, "-c", BURN], capture_output=True, text=True, timeout=30, check=True)
-        burnt_s = float(burn.stdout)
+        burnt_s = burn_within(metrics, 1)
         wait_step(metrics, 3)
         time.sleep(1.5)
         exporter.stop()  # the endpoint stops answering mid-step
