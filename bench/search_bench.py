@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`make bench`, the level search: how long `--levels auto` takes to locate the peak, the error onset and the
 collapse to 10 %, against a fixed sweep whose levels are spaced 10 % apart over the same range (docs/analysis.md,
-"The level search"; issue: at most 25 % of the fixed sweep's time, with the same verdict).
+"The level search"; issue: at most 25 % of the fixed sweep's time, with the same verdict), and what waiting for
+rest before each level (`settle_wait`, docs/analysis.md "Settling between steps") adds to the search's wall clock
+on this service, which has nothing to drain (issue: at most 10 %): the search is run again with `settle_wait = 0`.
 
 The service is `knee target` with a known curve: the USL with λ = 100/s, σ = 0.05, κ = 0.0005 (N* = √((1 − σ)/κ)
 ≈ 43.6) and a pool that answers 503 past 300 requests in flight (errors from 301 clients, where the refused
@@ -53,6 +55,7 @@ timeout = "5s"
 [sweep]
 levels = {levels}
 duration = "{seconds}s"
+settle_wait = "{settle}"
 
 [stop]
 at_collapse = false  # both sweeps cover the whole range: the fixed one must reach the onset too
@@ -62,10 +65,13 @@ enabled = false
 {search}"""
 
 
-def sweep(url: str, out: Path, seconds: float, levels: str, search: str = "") -> tuple[RunRecord, float]:
+def sweep(
+    url: str, out: Path, seconds: float, levels: str, search: str = "", *, settle: str = "30s"
+) -> tuple[RunRecord, float]:
     out.mkdir(parents=True)
     scenario = out / "scenario.toml"
-    scenario.write_text(SCENARIO.format(name=out.name, url=url, levels=levels, seconds=seconds, search=search))
+    text = SCENARIO.format(name=out.name, url=url, levels=levels, seconds=seconds, search=search, settle=settle)
+    scenario.write_text(text)
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "knee", "sweep", str(scenario), "--out", str(out)],
@@ -97,6 +103,8 @@ def located(record: RunRecord) -> dict[str, object]:
         "levels": len([s for s in record.steps if s.phase == "sweep"]),
         "measured_s": round(sum(s.elapsed_s for s in record.steps), 1),
         "order": [[s.level, why(s.reason)] for s in record.steps if s.phase == "sweep"],
+        "settle_s": round(sum(s.settle.seconds for s in record.steps if s.settle is not None), 1),
+        "probes": sum(s.settle.probes for s in record.steps if s.settle is not None),
     }
 
 
@@ -106,7 +114,9 @@ def within(a: object, b: object, share: float = 0.10) -> bool:
     return abs(float(a) - float(b)) <= share * max(float(a), float(b))
 
 
-def section(seconds: float, auto: dict[str, Any], fixed: dict[str, Any], walls: tuple[float, float]) -> str:
+def section(
+    seconds: float, auto: dict[str, Any], fixed: dict[str, Any], walls: tuple[float, ...], rest: dict[str, Any] | None
+) -> str:
     share = walls[0] / walls[1]
     same = all(within(auto[k], fixed[k]) for k in ("onset", "collapse")) and within(auto["n_star"], fixed["n_star"])
     n_star = (1 - SIGMA) / KAPPA
@@ -133,6 +143,7 @@ def section(seconds: float, auto: dict[str, Any], fixed: dict[str, Any], walls: 
             f"The search took **{share:.0%}** of the fixed sweep's time (target: at most 25 %); the same verdict "
             f"(onset, collapse and N* within 10 % of each other): **{'yes' if same else 'no'}**.",
             "",
+            *settle_lines(auto, walls, rest),
             *order_lines(auto),
             "The search ramps ×2 from 1 client (×4 while the rate grows in proportion to the level), narrows the "
             "error onset where the successes in service at the first failing level place the limit (Little's law), "
@@ -142,6 +153,21 @@ def section(seconds: float, auto: dict[str, Any], fixed: dict[str, Any], walls: 
             END,
         ]
     )
+
+
+def settle_lines(auto: dict[str, Any], walls: tuple[float, ...], rest: dict[str, Any] | None) -> list[str]:
+    """What waiting for rest before each level cost the search: its wall clock against the same search with
+    settle_wait = 0 (a third run), and how long the waits were."""
+    if len(walls) < 3 or rest is None:
+        return []
+    extra = walls[0] / walls[2] - 1
+    return [
+        f'Waiting for rest before each level (the default `settle_wait`, docs/analysis.md "Settling between '
+        f'steps"): the search took {walls[0]:.0f} s with it and {walls[2]:.0f} s with `settle_wait = 0` '
+        f"({rest['levels']} levels): **{extra:+.0%}** (target: at most +10 %); its waits came to "
+        f"{auto.get('settle_s', 0):.1f} s in all, {auto.get('probes', 0)} single operations probing the service.",
+        "",
+    ]
 
 
 def order_lines(auto: dict[str, Any]) -> list[str]:
@@ -154,7 +180,9 @@ def order_lines(auto: dict[str, Any]) -> list[str]:
 
 def section_from(data: dict[str, Any]) -> str:
     """The section from bench/results/bench-search.json (bench/report.py renders the page with it)."""
-    return section(float(data.get("seconds", 2.0)), data["auto"], data["fixed"], tuple(data["walls"]))
+    return section(
+        float(data.get("seconds", 2.0)), data["auto"], data["fixed"], tuple(data["walls"]), data.get("unsettled")
+    )
 
 
 def main() -> None:
@@ -173,13 +201,15 @@ def main() -> None:
         search = f"\n[search]\nmax = {TOP}\n"
         auto_rec, auto_wall = sweep(url, Path(tmp) / "auto", args.seconds, '"auto"', search)
         fixed_rec, fixed_wall = sweep(url, Path(tmp) / "fixed", args.seconds, str(fixed_levels(TOP)))
-    auto, fixed = located(auto_rec), located(fixed_rec)
-    print(json.dumps({"auto": auto, "fixed": fixed, "auto_wall_s": auto_wall, "fixed_wall_s": fixed_wall}, indent=1))
+        rest_rec, rest_wall = sweep(url, Path(tmp) / "unsettled", args.seconds, '"auto"', search, settle="0s")
+    auto, fixed, rest = located(auto_rec), located(fixed_rec), located(rest_rec)
+    walls = (auto_wall, fixed_wall, rest_wall)
+    print(json.dumps({"auto": auto, "fixed": fixed, "unsettled": rest, "walls_s": walls}, indent=1))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    data = {"seconds": args.seconds, "auto": auto, "fixed": fixed, "walls": [auto_wall, fixed_wall]}
+    data = {"seconds": args.seconds, "auto": auto, "fixed": fixed, "unsettled": rest, "walls": list(walls)}
     args.json.write_text(json.dumps(data, indent=1))
     text = args.out.read_text() if args.out.exists() else ""
-    new = section(args.seconds, auto, fixed, (auto_wall, fixed_wall))
+    new = section(args.seconds, auto, fixed, walls, rest)
     if BEGIN in text and END in text:
         text = text[: text.index(BEGIN)] + new + text[text.index(END) + len(END) :]
     else:

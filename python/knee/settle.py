@@ -134,20 +134,30 @@ class Settler:
             settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
 
     def _rest(self, settle: Settle, deadline: float) -> None:
-        """Probe until one operation alone takes no more than the baseline; not at rest when none did in time."""
+        """Probe until one operation alone takes no more than the baseline; not at rest when none did in time. The
+        reason is the last probe given its whole timeout (one cut short by the wait's end proves nothing)."""
         settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
+        said: tuple[GroupStats, float] | None = None
         while not self.stop():
-            g = self._probe(deadline - time.monotonic())
+            left = deadline - time.monotonic()
+            g = self._probe(left)
             settle.probes += 1
             settle.probe_failed += g.failed + g.hung
-            settle.probe_ms = _service_ms(g)
-            if g.succeeded and settle.probe_ms <= (self.baseline_ms or 0.0):
+            took = _service_ms(g)
+            if g.succeeded and took <= (self.baseline_ms or 0.0):
+                settle.probe_ms = took
                 return
+            if said is None or not g.hung or left >= self._timeout_s():
+                said = (g, took)
             if time.monotonic() + PROBE_GAP_S >= deadline:
                 settle.settled = False
-                settle.reason = _slow(g, settle)
+                settle.probe_ms = said[1]
+                settle.reason = _slow(said[0], settle)
                 return
             time.sleep(PROBE_GAP_S)
+
+    def _timeout_s(self) -> float:
+        return self.scenario.groups[self.group].timeout
 
     def _pending(self) -> Pending:
         if self.target is None:
@@ -208,7 +218,7 @@ def _were(n: int, noun: str) -> str:
 
 def _slow(g: GroupStats, s: Settle) -> str:
     if not g.succeeded:
-        why = g.reasons[0].sample if g.reasons else ("hung" if g.hung else "failed")
+        why = g.reasons[0].sample if g.reasons else ("no answer in time: hung" if g.hung else "failed")
         return f"a single operation still failed ({why})"
     return f"a single operation still took {fmt.ms(s.probe_ms or 0.0)}, against {fmt.ms(s.rest_ms or 0.0)} at rest"
 
