@@ -6,8 +6,22 @@ import math
 import random
 import subprocess
 import sys
+from collections.abc import Sequence
 
-from knee.analysis.steady import MAX_BATCHES, MIN_BATCHES, T_975, batch_means, mser_cut, steady, student_t
+import pytest
+
+from knee.analysis.steady import (
+    MAX_BATCHES,
+    MIN_BATCHES,
+    T_975,
+    Settling,
+    batch_means,
+    mser_cut,
+    steady,
+    steady_state,
+    student_t,
+)
+from knee.model import GroupStats, SeriesPoint
 
 
 def _noisy(mean: float, share: float, n: int, seed: int) -> list[float]:
@@ -68,3 +82,44 @@ def test_the_t_table_is_scipys_and_a_step_does_not_import_scipy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False"]
+
+
+def _group(per_interval: Sequence[float], elapsed_s: float) -> GroupStats:
+    series = [SeriesPoint(t=float(i), succeeded=int(n), failed=0, hung=0) for i, n in enumerate(per_interval)]
+    ok = int(sum(per_interval))
+    rate = ok / elapsed_s
+    return GroupStats(
+        name="main", clients=8, succeeded=ok, failed=0, hung=0, elapsed_s=elapsed_s, rate_hz=rate, series=series
+    )
+
+
+def test_the_live_stop_and_the_record_judge_alike() -> None:
+    # issue 34: 8 clients x 100 ms after a slow first second, 64 then 80 a second. The live rule stopped the level
+    # at its 10 s minimum; the group's own clock had run 9.93 s, so its record had 9 whole intervals (64, 80 x 8)
+    # and said "did not settle by max_duration". One judgement, on the same readings from the step's start.
+    live = Settling(10.0)
+    total, stops = 0, []
+    for i, n in enumerate([64] + [80] * 9, 1):
+        total += n
+        stops.append(live.add(float(i), total))
+    assert stops == [False] * 9 + [True]
+    st = steady_state(_group([64] + [80] * 8 + [74], 9.93), auto=True)
+    assert st is not None and st.settled and st.auto
+    assert st.rate_hz == pytest.approx(80.0, rel=0.01) and st.cut_s == 5.0
+
+
+def test_the_live_rule_and_the_record_agree_on_noisy_series() -> None:
+    # Fed the readings the record replays (one at each interval's end), the live rule stops exactly when the record
+    # of a step ended there says settled, and runs on when it says not settled.
+    rng = random.Random(7)
+    for trial in range(200):
+        first = rng.uniform(0.3, 1.0)
+        per = [round(100 * first)] + [round(max(0.0, rng.gauss(100, rng.choice([2, 4, 8])))) for _ in range(14)]
+        live = Settling(5.0)
+        total = 0
+        for i, n in enumerate(per, 1):
+            total += n
+            stop = live.add(float(i), total)
+            if i >= 5:
+                st = steady_state(_group(per[:i], float(i)), auto=True)
+                assert st is not None and st.settled == stop, (trial, per[:i])

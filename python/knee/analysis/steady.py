@@ -133,20 +133,54 @@ def intervals(g: GroupStats, count: Callable[[SeriesPoint], int] = lambda p: p.s
     return counts
 
 
+Reading = tuple[float, float]  # (seconds since the step began, successes so far)
+
+
+def judge(readings: Sequence[Reading], within: float = WITHIN) -> Steady:
+    """Whether a level has settled, from readings of its successes so far: the one judgement `duration = "auto"`
+    stops a level by (live, `Settling`) and a step's record is made by (after the fact, `steady_state`). Its series
+    is the rate between consecutive readings, from (0, 0): the first second, warm-up and all, is in it either way."""
+    series, (t0, n0) = [], (0.0, 0.0)
+    for t, n in readings:
+        if t > t0:
+            series.append((n - n0) / (t - t0))
+            t0, n0 = t, n
+    return steady(series, within)
+
+
+def readings(g: GroupStats) -> list[Reading]:
+    """A finished step's readings, as the live view took them about once an interval: its successes so far at the
+    end of each whole interval, and at its end (a last, partial interval shorter than half an interval joins the
+    one before it, as a live reading taken a little late would)."""
+    dt = g.interval_s
+    counts = intervals(g)
+    out: list[Reading] = []
+    total = 0.0
+    for i, c in enumerate(counts):
+        total += c
+        out.append(((i + 1) * dt, total))
+    end = (g.elapsed_s, float(g.succeeded))
+    if out and g.elapsed_s - out[-1][0] < dt / 2:
+        out[-1] = end
+    elif g.elapsed_s > (out[-1][0] if out else 0.0):
+        out.append(end)
+    return out
+
+
 def steady_state(g: GroupStats, within: float = WITHIN, auto: bool = False) -> SteadyState | None:
-    """The group's steady state over its step (None with fewer than MIN_BATCHES whole intervals); `auto`: the
-    step ran until settled (duration = "auto"), so its rate is the one after the cut."""
-    series = intervals(g)
-    if len(series) < MIN_BATCHES:
+    """The group's steady state over its step (None with fewer than MIN_BATCHES whole intervals), judged by `judge`
+    on its readings (`readings`), as the live stop of `duration = "auto"` judged it; `auto`: the step ran until
+    settled, so its rate is the one after the cut."""
+    if len(intervals(g)) < MIN_BATCHES:
         return None
-    s = steady(series, within)
+    s = judge(readings(g), within)
     dt = g.interval_s
     return SteadyState(
         group=g.name,
         cut_s=s.cut * dt,
-        kept_s=s.intervals * dt,
-        rate_hz=s.mean / dt,
-        half_width_hz=s.half_width / dt if math.isfinite(s.half_width) else None,
+        kept_s=round(g.elapsed_s - s.cut * dt, 6),
+        rate_hz=s.mean,
+        half_width_hz=s.half_width if math.isfinite(s.half_width) else None,
         settled=s.settled,
         auto=auto,
     )
@@ -154,20 +188,16 @@ def steady_state(g: GroupStats, within: float = WITHIN, auto: bool = False) -> S
 
 class Settling:
     """duration = "auto", live: fed the measured group's successes as the step runs (about once a second), says
-    when the level has run at least `min_s` and its rate has settled (then the step may end)."""
+    when the level has run at least `min_s` and its rate has settled by `judge` (then the step may end): the same
+    judgement, on the same series from the step's start, as its record's (`steady_state`)."""
 
     def __init__(self, min_s: float, within: float = WITHIN) -> None:
         self.min_s = min_s
         self.within = within
-        self._last: tuple[float, int] | None = None
-        self._series: list[float] = []  # successes per second between feeds
+        self._readings: list[Reading] = []
 
     def add(self, elapsed_s: float, succeeded: int) -> bool:
         """One reading; True when the level may end."""
-        if self._last is not None:
-            t0, n0 = self._last
-            if elapsed_s > t0:
-                self._series.append((succeeded - n0) / (elapsed_s - t0))
-        if self._last is None or elapsed_s > self._last[0]:
-            self._last = (elapsed_s, succeeded)
-        return elapsed_s >= self.min_s and steady(self._series, self.within).settled
+        if elapsed_s > (self._readings[-1][0] if self._readings else 0.0):
+            self._readings.append((elapsed_s, float(succeeded)))
+        return elapsed_s >= self.min_s and judge(self._readings, self.within).settled
