@@ -2,7 +2,8 @@
 leaves no load behind. A real `dask scheduler` and two `dask worker` processes run a step and a baseload of `sleep`
 clients; once the driver is gone, every client process on every worker is gone within the lease (5 s, checked by
 PID), and the same workers take the next run, its counts exact against `knee target`'s own. A scheduler that dies
-is the same for the workers."""
+is the same for the workers. Before each kill the clients are held alive past the lease: the driver renews it.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from knee.store import RunDir
 
 from conftest import knee_cli
 from dask_cluster import Cluster, start_cluster, wait_for_children
-from servers import pids_alive
+from servers import pids_alive, sent
 
 pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
@@ -43,6 +44,7 @@ argv = ["sleep", "60"]
 [sweep]
 levels = [4]
 duration = "60s"
+settle_wait = "0s"  # no probe before the step: a probe of `sleep 60` would take a minute
 
 [recovery]
 enabled = false
@@ -83,13 +85,23 @@ def sleepers(tmp_path: Path) -> Iterator[Sleepers]:
             time.sleep(0.1)
             children = wait_for_children(workers, want=2)
         assert len(children) == 6, children
-        time.sleep(1.0)  # the lease renewed a few times: the watches have seen the driver alive
+        held(children, LEASE_S)
         yield Sleepers(c, driver, children)
     finally:
         if driver is not None and driver.poll() is None:
             driver.kill()
             driver.wait(5)
         c.stop()
+
+
+def held(pids: list[int], seconds: float) -> None:
+    """All of `pids` stay alive for `seconds`: with the driver alive, its renewals keep the load going past the
+    lease (a driver that stopped renewing would have lost its clients about 4 s after its last renewal)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        gone = sorted(set(pids) - set(pids_alive(pids)))
+        assert not gone, f"client processes {gone} died {time.monotonic() - t0:.1f} s in, with the driver alive"
+        time.sleep(0.1)
 
 
 def gone_within(pids: list[int], seconds: float) -> float:
@@ -119,10 +131,11 @@ def test_driver_lease_kill_9_of_the_driver_stops_every_workers_clients_and_the_w
             )  # fmt: skip
             assert proc.returncode == 0, proc.stdout + proc.stderr
             (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-            (step,) = RunDir(run_dir).load().steps
+            record = RunDir(run_dir).load()
+            (step,) = record.steps
             assert not step.partial and [w.clients for w in step.workers] == [2, 2]
             assert step.groups["main"].succeeded == 100
-            assert target.stats()["requests"] == 100
+            assert target.stats()["requests"] == sent(record)  # the 100, and the probes at rest before the step
 
 
 def test_driver_lease_a_scheduler_that_dies_stops_the_workers_clients(tmp_path: Path) -> None:
