@@ -262,3 +262,18 @@ def test_hung_operations_are_never_called_failed() -> None:
     assert "collapsed at 800 clients (55 % failed or hung: 500 failed, 700 hung; 400: 775 Hz)" in v.sentences
     for text in [*v.sentences, *v.warnings]:
         assert not re.search(r"% (of operations )?failed(?! or hung)", text), text
+
+
+def test_a_plateau_not_named_a_pool_is_sized_as_one_and_quotes_no_n_star() -> None:
+    # a flat top from 4 clients whose latency did not grow in proportion (a queue in front of it): not the pool
+    # rule's, but still a plateau, sized as a pool of its rate × the single-client latency, and never an N*
+    levels = {1: (100.0, 10.0), 2: (190.0, 10.5), 4: (200.0, 20.0), 8: (202.0, 24.0), 16: (199.0, 30.0)}
+    steps = [
+        step(i, lvl, round(rate * 10), mean_ms=mean, p99_ms=mean * 2)
+        for i, (lvl, (rate, mean)) in enumerate(levels.items())
+    ]
+    v = analyze(steps, "main")
+    assert "plateau" in v.brackets and (v.shape is None or v.shape.name != "pool"), v.sentences
+    assert "the plateau is what a pool of about 2.0 gives (202 Hz × 10.0 ms at 1 client)" in v.sentences, v.sentences
+    (usl,) = [x for x in v.sentences if x.startswith("USL")]
+    assert "N*=" not in usl and "no N* (the curve is a plateau" in usl, usl

@@ -285,6 +285,21 @@ def _pool(rows: list[LevelRow], top: int, usl: USLFit | None) -> CurveShape | No
     )
 
 
+def plateau_pool(rows: list[LevelRow], rate: float) -> str:
+    """A plateau the shape rules did not name a pool (its latency did not grow in proportion, errors past it), sized
+    as one all the same (docs/analysis.md: a plateau is a pool of about its rate × the single-client latency), or
+    why it cannot be."""
+    lowest = rows[0]
+    if lowest.mean_latency_ms <= 0 or rate <= 0:
+        return "the plateau cannot be sized as a pool: no operation's latency was measured at the lowest level"
+    size = rate * lowest.mean_latency_ms / 1000.0
+    assume = "" if _n(lowest) <= 1 else f", taking the latency at {_at(lowest)}, the lowest level, for the service time"
+    return (
+        f"the plateau is what a pool of about {_count(size)} gives ({fmt.rate(rate)} × "
+        f"{fmt.ms(lowest.mean_latency_ms)} at {_at(lowest)}{assume})"
+    )
+
+
 def _count(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 

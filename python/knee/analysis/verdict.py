@@ -45,7 +45,7 @@ from knee.analysis.levels import FEW_LATENCIES, LevelRow, collapse, failed_or_hu
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.rest import rest
-from knee.analysis.shape import name_shape
+from knee.analysis.shape import name_shape, plateau_pool
 from knee.analysis.side import Side, sides
 from knee.analysis.slo import capacity
 from knee.analysis.uslfit import MIN_POINTS, fit_usl
@@ -141,11 +141,14 @@ def _curve(
             v.shape = name_shape(rows, held, peak_level=v.peak_level, onset=onset, usl=v.usl, little=v.little)
         _disown(v, rows, open_loop)
         if v.usl is not None:
-            v.sentences.append(_usl_sentence(v.usl, open_loop, is_pool=v.shape is not None and v.shape.name == "pool"))
+            top = ("a fixed pool" if v.shape is not None and v.shape.name == "pool" else "a plateau") if v.flat else ""
+            v.sentences.append(_usl_sentence(v.usl, open_loop, flat=top))
         elif v.usl_disowned is not None:
             v.sentences.append(f"no USL model fits this curve: {v.usl_disowned.disowned}")
         if v.shape is not None:
             v.sentences.append(v.shape.evidence)
+        if "plateau" in v.brackets and (v.shape is None or v.shape.pool_size is None):
+            v.sentences.append(plateau_pool(rows, v.peak_rate or 0.0))
     return v
 
 
@@ -418,10 +421,11 @@ DISOWNING_SHAPES = {
 FAR = 4  # an N* more than this many times the highest level measured is far outside the curve
 
 
-def _usl_sentence(f: USLFit, open_loop: bool, is_pool: bool = False) -> str:
-    """The fit in a sentence; a pool's quotes no N*, which its curve does not support."""
-    if is_pool:
-        peak = "no N* (the curve is a fixed pool: it flattens, it does not turn down)"
+def _usl_sentence(f: USLFit, open_loop: bool, flat: str = "") -> str:
+    """The fit in a sentence; a `flat` top's ("a fixed pool", "a plateau") quotes no N*, which its curve does not
+    support."""
+    if flat:
+        peak = f"no N* (the curve is {flat}: it flattens, it does not turn down)"
     else:
         peak = f"N*={f.n_star:.0f}" if f.n_star is not None else "no peak (κ=0)"
     on = " on N = achieved × time in service (Little's law)" if open_loop else ""

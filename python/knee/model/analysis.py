@@ -97,3 +97,9 @@ class Verdict(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def flat(self) -> bool:
+        """The curve flattens at its top (a fixed pool, or a plateau located): it does not turn down, so no USL N* is
+        quoted or drawn for it."""
+        return (self.shape is not None and self.shape.name == "pool") or "plateau" in self.brackets

@@ -72,7 +72,7 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
     v = next((x for x in record.verdicts if x.group == g.name), None)
     x = "offered rate" if rates else "concurrency"
     if g.plot_levels >= 2:
-        pool = v is not None and v.shape is not None and v.shape.name == "pool"  # a pool's N* is not drawn
+        pool = v is not None and v.flat  # a pool's or a plateau's N* is not drawn
         fit = plots.throughput(record, g.name, v.usl if v else None, n_star=not pool)  # a disowned fit is null
         out.append(_figure(fit, f"throughput vs {x}"))
         out.append(_figure(plots.failures(record, g.name), f"failures and hung vs {x}"))

@@ -41,8 +41,9 @@ def usl_line(v: Verdict) -> str | None:
     if f is None:
         d = v.usl_disowned
         return f"no USL model fits this curve: {d.disowned}" if d is not None else None
-    if v.shape is not None and v.shape.name == "pool":
-        peak = "no N*: the curve is a fixed pool (it flattens, it does not turn down)"
+    if v.flat:
+        what = "a fixed pool" if v.shape is not None and v.shape.name == "pool" else "a plateau"
+        peak = f"no N*: the curve is {what} (it flattens, it does not turn down)"
     elif f.n_star and f.peak_rate:
         peak = f"N* = {f.n_star:.0f}, peak {fmt.rate(f.peak_rate)}"
     else:
