@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -97,7 +98,12 @@ def test_a_level_search_with_auto_durations_runs_on_the_cluster(
         assert not step.partial and step.steady is not None and step.steady.auto
         assert step.groups["main"].elapsed_s <= 6.0  # its measured window: at most max_duration
     assert settled(lambda: target.stats()["requests"] - before, sent(record)) == sent(record)
-    assert "bisecting" in proc.stdout or "narrowing" in proc.stdout or "plateau" in proc.stdout
+    # the progress said, as each step began, why the search chose its level, and then why the search ended, as
+    # run.json records them
+    for n, s in enumerate(record.steps, 1):
+        said = re.search(rf"^step {n} level +{s.level:g} up: {re.escape(s.reason)}$", proc.stdout, re.M)
+        assert said, (n, s.level, s.reason, proc.stdout)
+    assert f"\nsearch done: {record.search_end}\n" in proc.stdout, proc.stdout
 
 
 def test_client_numbers_are_global_and_total_work_is_split_exactly(cluster: Cluster, tmp_path: Path) -> None:
