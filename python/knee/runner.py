@@ -248,6 +248,8 @@ class _Runner(Searching):
         self._forget_bg: Callable[[], object] | None = None
         target = (record.targets or {}).get(self.group)
         self.settler = Settler(scenario, self.group, target, scenario.sweep.settle_wait, lambda: intr.requested)
+        # one step (knee run): nothing after it to probe against a baseline, so none is measured
+        self.settler.probing = scenario.sweep.auto_levels or len(sweep_plan(scenario)) > 1
         for s in record.steps:  # a resumed run keeps the baseline of its first step
             self.settler.learn(s)
 

@@ -59,6 +59,7 @@ class Settler:
         self.stop = stop  # True once the run is interrupted: stop waiting
         self.baseline_ms: float | None = None  # how long a single operation may take at rest
         self.rest_ms: float | None = None  # a single operation's latency at rest (median)
+        self.probing = True  # probe the service (a run of one step has no step after it to probe for)
 
     @property
     def enabled(self) -> bool:
@@ -104,7 +105,7 @@ class Settler:
             settle.seconds = time.monotonic() - t0
             settle.reason = _left(now)
             return settle
-        if not self._probed(planned):
+        if not self.probing or not self._probed(planned):
             pass
         elif self.baseline_ms is None:
             self._baseline(settle, deadline)
