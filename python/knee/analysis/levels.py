@@ -152,6 +152,9 @@ class LevelRow(Outcomes):
     step_s: float = 0.0
     half_width_hz: float | None = None  # the rate's 95 % interval half-width (the steps' best), when known
     cut_s: float = 0.0  # warm-up cut from the rate, over the pooled steps
+    # open loop: the operations still in service when a window judged from the step's start closed, beyond those at
+    # its start (`in_flight`: Little's law), summed over the pooled steps
+    in_flight: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -202,11 +205,29 @@ class LevelRow(Outcomes):
         return (self.rate_succeeded + self.rate_failed + self.rate_hung) / self.rate_s if self.rate_s > 0 else 0.0
 
     @property
+    def short_hz(self) -> float:
+        """Open loop: how far the achieved rate fell short of the offered one (per judged second), beyond the
+        operations still in flight at the end of a window judged from the step's start (`in_flight`): a window cut
+        after its first operation latency has as many in flight at both ends (`window`); one judged whole started
+        empty and ended holding about achieved × latency of them (Little's law), as a service that keeps up does."""
+        if self.rate_s <= 0 or self.offered <= 0:
+            return 0.0
+        return max(0.0, self.offered_rate - self.achieved_rate - self.in_flight / self.rate_s)
+
+    @property
     def shortfall(self) -> float:
-        """Open loop: how far the achieved rate fell short of the offered one, as a share of it (0 when nothing
-        was offered). Both are rates of a window whose in-flight operations balance at its ends (`window`)."""
+        """Open loop: `short_hz` as a share of the offered rate (0 when nothing was offered)."""
         offered = self.offered_rate
-        return max(0.0, 1.0 - self.achieved_rate / offered) if offered > 0 else 0.0
+        return self.short_hz / offered if offered > 0 else 0.0
+
+    @property
+    def achieved_noise_hz(self) -> float:
+        """Open loop: the achieved rate's 95 % half-width, as `noise_hz` is the rate's: the counting noise of the
+        completions judged (1.96 √n over their seconds), or the steps' batch-means interval when narrower."""
+        if self.rate_s <= 0:
+            return 0.0
+        counting = 1.96 * math.sqrt(self.rate_succeeded + self.rate_failed + self.rate_hung) / self.rate_s
+        return min(self.half_width_hz, counting) if self.half_width_hz is not None else counting
 
     @property
     def concurrency(self) -> float:
@@ -261,6 +282,7 @@ def pool(steps: Sequence[StepResult], group: str, direction: str, every: bool = 
             r.uncorrected_count += o.latency_uncorrected_ms.count
             r.uncorrected_sum_ms += o.latency_uncorrected_ms.mean * o.latency_uncorrected_ms.count
             r.p99_uncorrected_ms = max(r.p99_uncorrected_ms, o.latency_uncorrected_ms.p99)
+            r.in_flight += in_flight(s, g, w)
         r.steps += 1
     return [rows[k] for k in sorted(rows)]
 
@@ -284,12 +306,45 @@ def collapse(row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Ca
     return None
 
 
+def in_flight(s: StepResult, g: GroupStats, w: Window) -> float:
+    """Open loop: the operations window `w` of group `g` still held when it closed, beyond those it held when it
+    opened, for a window judged from the step's start (it started empty, less the warm-up run before it): by
+    Little's law, the achieved rate × the operation latency not covered by the warm-up, never more than were in
+    flight (abandoned). 0 for a window cut after its first latency, whose in-flight operations balance at its
+    ends."""
+    if g.open_loop is None or w.cut_s > 0 or w.seconds <= 0:
+        return 0.0
+    ramp = max(0.0, w.latency_s - _warmup_s(s, g.name))
+    return min(float(g.abandoned), (w.succeeded + w.failed + w.hung) / w.seconds * ramp)
+
+
+def _short_beyond_noise(row: LevelRow) -> bool:
+    """The shortfall (beyond the operations in flight) is larger than the achieved count's noise."""
+    return row.short_hz > row.achieved_noise_hz
+
+
 def saturated(row: LevelRow) -> bool:
-    """An open loop that did not keep up with what it offered (docs/analysis.md: the saturation definition)."""
+    """An open loop that did not keep up with what it offered (docs/analysis.md: the saturation definition): the
+    achieved rate fell more than SATURATION_SHORTFALL short of the offered one beyond the operations in flight and
+    beyond its count's noise, or too many arrivals started late or were dropped. The one definition the search and
+    the verdict share."""
     if not row.open_loop or row.offered <= 0:
         return False
     return (
-        row.shortfall > SATURATION_SHORTFALL
+        (row.shortfall > SATURATION_SHORTFALL and _short_beyond_noise(row))
         or row.late / row.offered > SATURATION_LATE
         or row.dropped / row.offered > SATURATION_DROPPED
     )
+
+
+def too_short_to_tell(row: LevelRow) -> bool:
+    """An open loop that fell more than SATURATION_SHORTFALL short (beyond the operations in flight), but within
+    its count's noise: not called saturated, and its step was too short to tell (the verdict warns of it)."""
+    return row.open_loop and not saturated(row) and row.shortfall > SATURATION_SHORTFALL
+
+
+def seconds_to_tell(row: LevelRow) -> float:
+    """How long a step at `row`'s level would have to count for a shortfall as large as `row`'s to exceed the
+    counting noise of its completions (1.96 √(achieved × T) < short × T)."""
+    short = row.short_hz
+    return 1.96**2 * row.achieved_rate / short**2 if short > 0 else math.inf

@@ -26,8 +26,9 @@ Definitions (DESIGN.md; docs/analysis.md says more):
 A rate sweep (steps with an offered `rate_hz`: `[sweep] rates`) has offered rates for
 levels, and its open-loop group adds:
 - saturation (the knee): the lowest level where the achieved rate falls more than 5 %
-  short of the offered one (both judged after the step's first operation latency, when
-  operations were in flight at its end: levels.window), more than 5 % of arrivals started late
+  short of the offered one and by more than its count's noise (both judged after the step's first
+  operation latency, when operations were in flight at its end: levels.window; a step judged whole
+  from its empty start is owed its last latency's arrivals), more than 5 % of arrivals started late
   (> 10 ms after their intended start: every connection was busy), or more than 1 % were dropped;
 - the USL is fitted to (N, X) with N = achieved rate × mean time in the service (the
   uncorrected latency), the concurrency the service really had by Little's law.
@@ -41,7 +42,17 @@ from typing import Any
 from knee import fmt
 from knee.analysis import little
 from knee.analysis.beside import against
-from knee.analysis.levels import FEW_LATENCIES, LevelRow, collapse, failed_or_hung, pool, saturated, sweep_steps
+from knee.analysis.levels import (
+    FEW_LATENCIES,
+    LevelRow,
+    collapse,
+    failed_or_hung,
+    pool,
+    saturated,
+    seconds_to_tell,
+    sweep_steps,
+    too_short_to_tell,
+)
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.rest import rest
@@ -128,6 +139,7 @@ def _curve(
     _peak_onset_collapse(v, rows, onset)
     if any(r.open_loop for r in rows):
         _saturation(v, rows)
+        _too_short(v, rows)
     _hung(v, steps, group)
     _hysteresis(v, up, down)
     if slo is not None:
@@ -276,7 +288,9 @@ def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
             continue
         v.saturation_level = r.level
         v.brackets["saturation"] = b = bracket(rows, r)
-        kept = f" ({fmt.level_rate(b.below)} offered: kept up)" if b.below is not None else ""
+        below = _row(rows, b.below)
+        told = "too short to tell" if below is not None and too_short_to_tell(below) else "kept up"
+        kept = f" ({fmt.level_rate(b.below)} offered: {told})" if b.below is not None else ""
         v.sentences.append(
             f"saturated at {fmt.load(r.level, 'rate')}{kept}: achieved {fmt.rate(r.achieved_rate)} "
             f"({fmt.pct(r.achieved_rate / r.offered_rate if r.offered_rate else 0.0)} of offered), "
@@ -285,6 +299,25 @@ def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
         return
     top = max(rows, key=lambda r: r.level)
     v.sentences.append(f"kept up with every offered rate up to {fmt.level_rate(top.level)}")
+
+
+def _too_short(v: Verdict, rows: list[LevelRow]) -> None:
+    """Open-loop levels below the saturation that fell short of the offered rate by more than the saturation's
+    share, but within their count's noise (levels.too_short_to_tell): not called saturated, and said so with both
+    figures and the step that would tell."""
+    unsure = [r for r in rows if too_short_to_tell(r) and (v.saturation_level is None or r.level < v.saturation_level)]
+    if not unsure:
+        return
+    r = unsure[0]
+    at = f"at {fmt.load(r.level, 'rate')} " if len(unsure) > 1 else ""
+    held = f"; {r.in_flight:.0f} operations still in flight at the end accounted for" if r.in_flight >= 0.5 else ""
+    v.warnings.append(
+        f"too short to tell whether the service kept up at {_levels([u.level for u in unsure], 'rate')}: {at}"
+        f"the achieved rate fell {fmt.rate(r.short_hz)} ({fmt.pct(r.shortfall)}) short of "
+        f"the offered one{held}, within its count's noise (±{fmt.rate(r.achieved_noise_hz)} over "
+        f"{fmt.duration(r.rate_s / r.steps)}): not called saturated; a step of {fmt.duration(seconds_to_tell(r))} or "
+        "more would tell a shortfall this large from noise"
+    )
 
 
 def _hung(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
