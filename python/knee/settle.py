@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 POLL_S = 0.05  # between looks at the sockets
+# connections that have not moved for this long are kept by the service (it does not close an idle connection
+# whose client went, or holds one forever): waiting longer changes nothing, and the probe judges the service
+STALL_S = 2.0
 PROBE_GAP_S = 0.1  # between probes that found the service not at rest yet
 # a probe is at rest when its latency is within the baseline's noise: at most its p99, or twice its median, and
 # never less than this much over the median (a loopback operation of 0.1 ms varies by more than its own size)
@@ -96,12 +99,17 @@ class Settler:
         t0 = time.monotonic()
         deadline = t0 + most_s
         first = self._pending()
-        now = first
+        now, changed = first, t0
         while not now.clear and time.monotonic() < deadline and not self.stop():
+            if time.monotonic() - changed >= STALL_S:
+                break  # nothing moves: connections the service keeps without closing (the probe judges it)
             time.sleep(POLL_S)
-            now = self._pending()
-        settle = Settle(seconds=0.0, settled=now.clear, pending=first.connections, queued=first.queued)
-        if not now.clear:
+            seen, now = now, self._pending()
+            if now != seen:
+                changed = time.monotonic()
+        stalled = not now.clear and time.monotonic() < deadline and not self.stop()
+        settle = Settle(seconds=0.0, settled=now.clear or stalled, pending=first.connections, queued=first.queued)
+        if not settle.settled:
             settle.seconds = time.monotonic() - t0
             settle.reason = _left(now)
             return settle
@@ -114,6 +122,8 @@ class Settler:
         settle.seconds = time.monotonic() - t0
         if settle.settled:
             settle.reason = _found(first, settle)
+            if stalled:
+                settle.reason += f"; {_left(now)} unchanged for {STALL_S:g} s (the service keeps them open)"
         return settle
 
     def _baseline(self, settle: Settle, deadline: float) -> None:
