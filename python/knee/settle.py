@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from knee import fmt
 from knee.engine import Engine, group_stats
+from knee.machine.exporters_rest import Exporters
 from knee.machine.sockets import Pending, pending
 from knee.model import GroupStats, Settle, StepResult, TargetHost
 from knee.plan import PlannedStep, client_spec
@@ -36,6 +37,7 @@ POLL_S = 0.05  # between looks at the sockets
 # connections that have not moved for this long are kept by the service (it does not close an idle connection
 # whose client went, or holds one forever): waiting longer changes nothing, and the probe judges the service
 STALL_S = 2.0
+EXPORTERS_S = 0.5  # between scrapes of the target's machines' exporters while waiting
 PROBE_GAP_S = 0.1  # between probes that found the service not at rest yet
 # a probe is at rest when its latency is within the baseline's noise: at most its p99, or twice its median, and
 # never less than this much over the median (a loopback operation of 0.1 ms varies by more than its own size)
@@ -63,6 +65,8 @@ class Settler:
         self.baseline_ms: float | None = None  # how long a single operation may take at rest
         self.rest_ms: float | None = None  # a single operation's latency at rest (median)
         self.probing = True  # probe the service (a run of one step has no step after it to probe for)
+        urls = scenario.monitor.prometheus
+        self.exporters = Exporters(urls) if urls else None  # the target's machines, where they have exporters
 
     @property
     def enabled(self) -> bool:
@@ -112,6 +116,12 @@ class Settler:
         if not settle.settled:
             settle.seconds = time.monotonic() - t0
             settle.reason = _left(now)
+            return settle
+        machines = self._machines(deadline)
+        if machines:
+            settle.settled = False
+            settle.seconds = time.monotonic() - t0
+            settle.reason = f"the target's machines: {machines}"
             return settle
         if not self.probing or not self._probed(planned):
             pass
@@ -169,6 +179,20 @@ class Settler:
 
     def _timeout_s(self) -> float:
         return self.scenario.groups[self.group].timeout
+
+    def _machines(self, deadline: float) -> str:
+        """Wait until the target's machines' exporters say they are at rest ([monitor] prometheus); what they still
+        said when the wait ran out ("" when at rest). Before the first step: what at rest is."""
+        if self.exporters is None:
+            return ""
+        if not self.exporters.rest:
+            self.exporters.learn()
+            return ""
+        left = self.exporters.left()
+        while left and time.monotonic() + EXPORTERS_S < deadline and not self.stop():
+            time.sleep(EXPORTERS_S)
+            left = self.exporters.left()
+        return left
 
     def _pending(self) -> Pending:
         if self.target is None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +22,13 @@ import pytest
 from knee.analysis.levels import pool
 from knee.demo_target import start_target
 from knee.model import RunRecord, StepResult
+from knee.plan import PlannedStep
+from knee.scenario import read_scenario
+from knee.settle import Settler
 from knee.store import RunDir
 
 from conftest import knee_cli
-from servers import free_port, wait_for_port
+from servers import NodeExporter, free_port, start_node_exporter, wait_for_port
 
 WORKERS, SERVICE_S, BACKLOG = 4, 0.050, 16
 
@@ -128,3 +134,55 @@ def test_a_service_stuck_after_an_overload_is_said_and_not_bisected(tmp_path: Pa
         with start_target("srm-fast") as fresh:
             again = _run(tmp_path / f"fresh-{level}", f"{fresh.url}/files/list", "--levels", str(level), "-d", "3s")
         assert _rate(again, level) == pytest.approx(_rate(record, level), rel=0.15), level
+
+
+@pytest.fixture
+def node_exporter() -> Iterator[NodeExporter]:
+    exporter = start_node_exporter()
+    try:
+        yield exporter
+    finally:
+        exporter.stop()
+
+
+def _settler(exporter: NodeExporter, most_s: float) -> Settler:
+    text = '[groups.main]\nkind = "tcp"\naddr = "127.0.0.1:9"\n[sweep]\nlevels = [1, 2]\nduration = "1s"\n'
+    text += f'[monitor]\nprometheus = ["{exporter.url}"]\n'
+    settler = Settler(read_scenario(text).scenario, "main", None, most_s, lambda: False)
+    settler.probing = False  # the exporters alone: no socket of the target is seen from here (target None)
+    return settler
+
+
+@pytest.mark.timeout(60)
+def test_the_target_machines_exporters_are_waited_for(node_exporter: NodeExporter) -> None:
+    # the machine at rest, as node_exporter says it, before the first step
+    settler = _settler(node_exporter, 10.0)
+    step = PlannedStep(1)
+    assert settler.wait(step, 10.0).settled
+    # a service that has not accepted 20 connections yet (they wait in its accept queue, established), and lets
+    # them go 1.5 s later: the wait before the next step lasts until node_exporter sees them gone
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(20)]
+
+    def close() -> None:
+        time.sleep(1.5)
+        for c in clients:
+            c.close()
+        listener.close()
+
+    threading.Thread(target=close, daemon=True).start()
+    t0 = time.monotonic()
+    settle = settler.wait(step, 10.0)
+    assert settle.settled, settle
+    assert 1.2 <= time.monotonic() - t0 < 8, settle
+    # connections that stay: the wait runs out and names what the exporter still saw
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    clients = [socket.create_connection(listener.getsockname()) for _ in range(20)]
+    try:
+        settle = settler.wait(step, 1.5)
+        assert not settle.settled, settle
+        assert "the target's machines: " in settle.reason and "connections established" in settle.reason, settle
+    finally:
+        for c in clients:
+            c.close()
+        listener.close()
