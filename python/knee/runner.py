@@ -198,7 +198,10 @@ def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = Tr
     """Verdicts into run.json, reports into the run directory (`write`), the table on the terminal (`show`)."""
     if not (show or write):  # knee run without --out: nobody reads a verdict (and analysis costs start-up)
         return 0
+    from rich.markup import escape
+
     from knee.analysis import analyze_run
+    from knee.analysis.slo import not_met
     from knee.report import render_terminal, write_reports
 
     record.verdicts = analyze_run(record)
@@ -211,9 +214,12 @@ def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = Tr
             console.print(
                 f"report: {run_dir.report_path('report.html')}", highlight=False, soft_wrap=True, markup=False
             )
-    if any(v.slo_passed is False for v in record.verdicts):
-        if show:
-            console.print("[red]SLO not met[/]")
+    missed = next((v for v in record.verdicts if v.slo_passed is False), None)
+    if missed is not None:
+        sc = record.scenario
+        if show and sc.slo is not None:  # a searched run misses it only with no capacity, or one below min_clients
+            why = not_met(sc.slo, missed.capacity_under_slo, sc.sweep.auto_levels, record.level_unit)
+            console.print(f"[red]SLO not met[/]: {escape(why)}", highlight=False, soft_wrap=True)
         return EXIT_SLO_FAILED
     return 0
 

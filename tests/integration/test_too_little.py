@@ -90,3 +90,32 @@ def test_a_short_rate_step_of_slow_operations_is_not_called_saturated(tmp_path: 
     assert kept is not None
     if kept > 1.1 * CAPACITY:
         assert unsure and "offered: too short to tell)" in report, (v.sentences, v.warnings)
+
+
+@pytest.mark.timeout(90)
+def test_a_search_past_the_capacity_does_not_fail_the_slo(tmp_path: Path) -> None:
+    # issue 34: --rates auto with an SLO found the capacity under it, then exited 3 ("SLO not met"): the search must
+    # go past the capacity to find it. A searched run misses its SLO only when no level met it, and says so.
+    with slow_target() as target:
+        proc = knee(
+            "sweep", f"{target.url}/", "--rates", "auto", "-c", "50", "--max-level", "80", "-d", "2s",
+            "--precision", "25%", "--slo-p99", "600", "--no-recovery", "--out", str(tmp_path / "found"), timeout=80,
+        )  # fmt: skip
+        record, report = the_run(tmp_path / "found")
+        v = verdict(record)
+        print("\n", [s.level for s in record.steps], v.sentences)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert v.slo_passed is True and v.capacity_under_slo is not None
+        assert "slo" in v.brackets  # a level past the capacity broke it
+        assert "(levels the search measured past it do not fail the SLO)" in report
+        assert "SLO not met" not in proc.stdout
+
+        # 300 ms operations never meet a p99 of 200 ms: no level met it, exit 3, and the reason said
+        proc = knee(
+            "sweep", f"{target.url}/", "--rates", "auto", "-c", "50", "--max-level", "80", "-d", "2s",
+            "--slo-p99", "200", "--no-recovery", "--out", str(tmp_path / "none"), timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "SLO not met: no level met it, not even the lowest" in proc.stdout
+    record, _ = the_run(tmp_path / "none")
+    assert verdict(record).capacity_under_slo is None and verdict(record).slo_passed is False

@@ -33,7 +33,9 @@ def stress_group(record: RunRecord, group: str) -> str | None:
     return measured
 
 
-def against(v: Verdict, rows: list[LevelRow], stress: str, *, onset: float, slo: Slo | None) -> None:
+def against(
+    v: Verdict, rows: list[LevelRow], stress: str, *, onset: float, slo: Slo | None, searched: bool = False
+) -> None:
     """The background group's verdict in `v` (its sentences, error onset, hung, SLO capacity), from its `rows`
     at the stress group's levels."""
     unit = v.level_unit
@@ -60,7 +62,7 @@ def against(v: Verdict, rows: list[LevelRow], stress: str, *, onset: float, slo:
         total = sum(r.hung for r in hung)
         v.sentences.append(f"{total:,} operation{'s' if total != 1 else ''} hung (from beside {at(hung[0].level)})")
     if slo is not None:
-        v.capacity_under_slo, v.slo_passed = capacity(rows, slo)
+        v.capacity_under_slo, v.slo_passed = capacity(rows, slo, searched)
         if v.capacity_under_slo is None:
             v.sentences.append(f"it missed the SLO ({slo.describe()}) already beside {at(first.level)}")
         else:

@@ -1,9 +1,10 @@
 """analyze_run(): one verdict per group of a run, with the scenario's analysis settings.
 
-From `record.scenario` (the scenario as run): analysis.onset, slo, recovery.tolerance and each
-group's think time; the level unit from `record.level_unit`. Only the measured group (whose clients
-follow the level) gets a USL fit; a background group beside it (its clients fixed) is judged against the
-measured group's levels, without a peak of its own (beside.py).
+From `record.scenario` (the scenario as run): analysis.onset, slo, recovery.tolerance, each
+group's think time and whether the levels were searched (a search's overshoot fails no SLO); the
+level unit from `record.level_unit`. Only the measured group (whose clients follow the level) gets a
+USL fit; a background group beside it (its clients fixed) is judged against the measured group's
+levels, without a peak of its own (beside.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
             unit=record.level_unit,
             target=endpoint(record) if name == record.measured_group else None,
             beside=stress_group(record, name),
+            searched=sc.sweep.auto_levels,
         )
         for name in group_names(record)
     ]

@@ -9,7 +9,10 @@ succeeded fails too: it has no latency to meet the limit with.
 `slo_passed` is True when the capacity reaches `min_clients` (the capacity the
 service must have; `min_rate` for a rate sweep, whose levels are offered rates), or,
 without it, when every measured level met the SLO. A sweep that deliberately goes
-past the knee wants `min_clients` / `min_rate`.
+past the knee wants `min_clients` / `min_rate`. A searched sweep (`levels = "auto"`,
+`rates = "auto"`) always does: the search must go past the capacity to find it, so its
+own overshoot fails nothing, and without `min_clients` / `min_rate` it passes when some
+level met the SLO (a capacity was found).
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ def met_by(slo: Slo, row: LevelRow) -> bool:
     return not missed(slo, row)
 
 
-def capacity(rows: Sequence[LevelRow], slo: Slo) -> tuple[int | float | None, bool]:
-    """(highest level that, with all lower levels, met the SLO; whether the SLO was met)."""
+def capacity(rows: Sequence[LevelRow], slo: Slo, searched: bool = False) -> tuple[int | float | None, bool]:
+    """(highest level that, with all lower levels, met the SLO; whether the SLO was met). `searched`: the levels
+    were chosen by the search, which goes past the capacity to find it; then the SLO is met when a capacity was found
+    (and reaches `required`, when set), not only when every level met it."""
     cap: int | float | None = None
     every = bool(rows)
     for r in rows:  # ascending levels
@@ -52,4 +57,15 @@ def capacity(rows: Sequence[LevelRow], slo: Slo) -> tuple[int | float | None, bo
         cap = r.level
     if slo.required is not None:
         return cap, cap is not None and cap >= slo.required
-    return cap, every
+    return cap, cap is not None if searched else every
+
+
+def not_met(slo: Slo, cap: int | float | None, searched: bool, unit: str) -> str:
+    """Why the SLO was not met, in words ('no level met it', 'the capacity under it, 40 clients, is below
+    min_clients = 64', 'not every level met it')."""
+    if cap is None:
+        return "no level met it, not even the lowest"
+    if slo.required is not None:
+        key = "min_rate" if slo.min_rate is not None else "min_clients"
+        return f"the capacity under it, {fmt.load(cap, unit)}, is below {key} = {slo.required:g}"
+    return "not every level met it" + ("" if searched else " (a fixed sweep must hold at every level)")

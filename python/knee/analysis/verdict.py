@@ -80,6 +80,7 @@ def analyze(
     unit: LevelUnit = "clients",
     target: TargetHost | None = None,
     beside: str | None = None,
+    searched: bool = False,
 ) -> Verdict:
     """The verdict on one group.
 
@@ -87,7 +88,8 @@ def analyze(
     `recovery_tolerance` is how close to its first rate the baseline level must come back;
     `unit`: the levels are client counts or offered rates (a rate sweep, `RunRecord.level_unit`);
     `target`: where the group's service ran (`RunRecord.targets`), for the evidence of its door (side.py);
-    `beside`: the stress group a background group ran beside (beside.stress_group), whose levels its rows are.
+    `beside`: the stress group a background group ran beside (beside.stress_group), whose levels its rows are;
+    `searched`: the levels were searched (levels = "auto"), so the levels past the SLO's capacity fail nothing (slo.py).
     Steps with different labels (fixed-work stages: store, fetch …) are separate curves.
     """
     labels = list(dict.fromkeys(s.label for s in sweep_steps(steps, group)))
@@ -95,6 +97,7 @@ def analyze(
     options["target"] = target
     options["beside"] = beside
     options["think_on_failure_s"] = think_on_failure_s
+    options["searched"] = searched
     if len(labels) <= 1:
         v = _curve(steps, group, **options)
     else:
@@ -118,6 +121,7 @@ def _curve(
     think_on_failure_s: float = 0.0,
     target: TargetHost | None = None,
     beside: str | None = None,
+    searched: bool = False,
 ) -> Verdict:
     """Everything but recovery, for steps of one label."""
     v = Verdict(group=group, level_unit=unit)
@@ -130,7 +134,7 @@ def _curve(
     rows = up or down  # a sweep that only went down still has a curve
     if beside is not None:  # a background group: no peak of its own, its degradation beside the stress levels
         _partial(v, steps, group)
-        against(v, rows, beside, onset=onset, slo=slo)
+        against(v, rows, beside, onset=onset, slo=slo, searched=searched)
         if not any(r.open_loop for r in rows):  # its own clients are fixed: Little's law holds for them as for any
             _little(v, rows, (think_s, think_on_failure_s), sides(steps, group, target), beside)
         return v
@@ -143,7 +147,7 @@ def _curve(
     _hung(v, steps, group)
     _hysteresis(v, up, down)
     if slo is not None:
-        _slo(v, rows, slo)
+        _slo(v, rows, slo, searched)
     held = sides(steps, group, target)  # which side held the clients, level by level
     _little(v, rows, (think_s, think_on_failure_s), held)
     if fit:
@@ -359,8 +363,8 @@ def _recovery(v: Verdict, steps: Sequence[StepResult], group: str, tolerance: fl
         )
 
 
-def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
-    v.capacity_under_slo, v.slo_passed = capacity(rows, slo)
+def _slo(v: Verdict, rows: list[LevelRow], slo: Slo, searched: bool) -> None:
+    v.capacity_under_slo, v.slo_passed = capacity(rows, slo, searched)
     unit = v.level_unit
     if v.capacity_under_slo is None:
         v.sentences.append(f"no level met the SLO ({slo.describe()}), not even {fmt.load(rows[0].level, unit)}")
@@ -369,7 +373,10 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo) -> None:
     broke = f" ({fmt.load(above.level, unit)}: broken)" if above is not None else ""
     if above is not None:
         v.brackets["slo"] = Bracket(at=above.level, below=v.capacity_under_slo)
-    v.sentences.append(f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}")
+    overshoot = " (levels the search measured past it do not fail the SLO)" if searched and above is not None else ""
+    v.sentences.append(
+        f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}{overshoot}"
+    )
 
 
 def _little(

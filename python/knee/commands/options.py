@@ -179,11 +179,17 @@ _LOAD = [
 SLO = [
     click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), help="SLO: p99 latency limit in ms."),
     click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %)."),
+    click.option(
+        "--min-capacity",
+        type=click.FloatRange(min=0, min_open=True),
+        help="SLO: the capacity under it the service must reach, in clients (/s with --rates); [slo] min_clients "
+        "or min_rate. Without it a searched sweep (auto) misses the SLO only when no level met it.",
+    ),
 ]
 
 
 def slo_options(f: F) -> F:
-    """--slo-p99 and --slo-failure-ratio: missed, the command exits 3 (`knee sweep`, `knee run`)."""
+    """--slo-p99, --slo-failure-ratio and --min-capacity: missed, the command exits 3 (`knee sweep`, `knee run`)."""
     return _apply(SLO, f)
 
 

@@ -85,6 +85,8 @@ OPTION_NAMES: dict[str, str] = {
     "sweep.max_in_flight": "--max-in-flight",
     "slo.p99_ms": "--slo-p99",
     "slo.failure_ratio": "--slo-failure-ratio",
+    "slo.min_clients": "--min-capacity",
+    "slo.min_rate": "--min-capacity",
 }
 
 _KIND_WORDS = {
@@ -159,6 +161,7 @@ class Options:
     no_recovery: bool = False
     slo_p99: float | None = None
     slo_failure_ratio: float | None = None
+    min_capacity: float | None = None  # [slo] min_clients, or min_rate with rates
     name: str = ""
     monitor_pid: int | None = None
     monitor_name: str | None = None
@@ -426,7 +429,12 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         monitor["metrics"] = list(o.monitor_metric)
     if monitor:
         table["monitor"] = monitor
-    slo = {k: v for k, v in (("p99_ms", o.slo_p99), ("failure_ratio", o.slo_failure_ratio)) if v is not None}
+    slo: dict[str, Any] = {
+        k: v for k, v in (("p99_ms", o.slo_p99), ("failure_ratio", o.slo_failure_ratio)) if v is not None
+    }
+    if o.min_capacity is not None:
+        whole = float(o.min_capacity).is_integer()
+        slo["min_rate" if o.rates is not None else "min_clients"] = int(o.min_capacity) if whole else o.min_capacity
     if slo:
         table["slo"] = slo
     return table

@@ -1,0 +1,65 @@
+"""A searched sweep's own overshoot fails no SLO (issue 34, item 4): it misses the SLO only when no level met it or
+the capacity under it is below min_clients / min_rate; a fixed sweep keeps "every measured level met it"."""
+
+from __future__ import annotations
+
+from test_analysis_helpers import step
+
+from knee.analysis import Slo, analyze, analyze_run
+from knee.analysis.slo import not_met
+from knee.model import RunRecord
+from knee.scenario import parse_scenario
+from knee.scenario.oneline import Options, scenario_table
+
+# 1 … 8 clients of a search: the SLO (p99 ≤ 100 ms) holds up to 4 and breaks at 8, past the capacity
+STEPS = [
+    step(0, 1, 100, p99_ms=20),
+    step(1, 2, 200, p99_ms=20),
+    step(2, 4, 400, p99_ms=40),
+    step(3, 8, 420, p99_ms=300),
+]
+
+
+def test_the_search_past_the_capacity_passes_a_fixed_sweep_does_not() -> None:
+    slo = Slo(p99_ms=100)
+    fixed = analyze(STEPS, "main", slo=slo)
+    assert (fixed.capacity_under_slo, fixed.slo_passed) == (4, False)  # unchanged: every measured level
+    searched = analyze(STEPS, "main", slo=slo, searched=True)
+    assert (searched.capacity_under_slo, searched.slo_passed) == (4, True)
+    assert (
+        "capacity under SLO (p99 ≤ 100 ms): 4 clients (8 clients: broken) (levels the search measured past it do not "
+        "fail the SLO)" in searched.sentences
+    )
+    assert analyze(STEPS, "main", slo=Slo(p99_ms=100, min_clients=8), searched=True).slo_passed is False
+    assert analyze(STEPS, "main", slo=Slo(p99_ms=100, min_clients=4), searched=True).slo_passed is True
+    nothing = analyze(STEPS, "main", slo=Slo(p99_ms=10), searched=True)
+    assert (nothing.capacity_under_slo, nothing.slo_passed) == (None, False)
+
+
+def test_not_met_says_why() -> None:
+    assert not_met(Slo(p99_ms=10), None, True, "clients") == "no level met it, not even the lowest"
+    assert (
+        not_met(Slo(p99_ms=100, min_rate=300), 250, True, "rate")
+        == "the capacity under it, 250/s offered, is below min_rate = 300"
+    )
+    assert (
+        not_met(Slo(p99_ms=100), 4, False, "clients")
+        == "not every level met it (a fixed sweep must hold at every level)"
+    )
+
+
+def test_a_searched_run_is_analysed_as_searched() -> None:
+    text = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\n[slo]\np99_ms = 100\n[sweep]\nduration = "1s"\n'
+    for levels, passed in (('"auto"', True), ("[1, 2, 4, 8]", False)):
+        sc = parse_scenario(text + f"levels = {levels}\n")
+        record = RunRecord(run_id="r", created_unix=0.0, scenario=sc, measured_group="main", steps=STEPS)
+        (v,) = analyze_run(record)
+        assert v.slo_passed is passed, levels
+
+
+def test_min_capacity_is_min_clients_or_min_rate() -> None:
+    url = "http://127.0.0.1:1/"
+    table = scenario_table(url, Options(levels="auto", slo_p99=100, min_capacity=64.0), run=False)
+    assert table["slo"] == {"p99_ms": 100, "min_clients": 64}
+    table = scenario_table(url, Options(rates="auto", slo_p99=100, min_capacity=250.5), run=False)
+    assert table["slo"] == {"p99_ms": 100, "min_rate": 250.5}
