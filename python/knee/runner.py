@@ -202,8 +202,10 @@ def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = Tr
 
     from knee.analysis import analyze_run
     from knee.analysis.slo import not_met
+    from knee.analysis.steady import as_the_rule_ended
     from knee.report import render_terminal, write_reports
 
+    as_the_rule_ended(record)  # duration = "auto": a level's record says what the live rule decided
     record.verdicts = analyze_run(record)
     run_dir.save(record)
     if write and run_dir.kept:

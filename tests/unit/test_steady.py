@@ -15,13 +15,15 @@ from knee.analysis.steady import (
     MIN_BATCHES,
     T_975,
     Settling,
+    as_the_rule_ended,
     batch_means,
     mser_cut,
     steady,
     steady_state,
     student_t,
 )
-from knee.model import GroupStats, SeriesPoint
+from knee.model import GroupStats, RunRecord, SeriesPoint, StepResult
+from knee.scenario import parse_scenario
 
 
 def _noisy(mean: float, share: float, n: int, seed: int) -> list[float]:
@@ -123,3 +125,38 @@ def test_the_live_rule_and_the_record_agree_on_noisy_series() -> None:
             if i >= 5:
                 st = steady_state(_group(per[:i], float(i)), auto=True)
                 assert st is not None and st.settled == stop, (trial, per[:i])
+
+
+def test_the_record_says_what_the_live_rule_decided() -> None:
+    # The live view reads the successes up to 0.2 s after each interval's end, the record counts whole intervals:
+    # a noisy level crosses ±5 % at a reading where its record's intervals may be a little either side of it. The
+    # level's record says what ended it: the rule (settled), or max_duration (not).
+    sc = parse_scenario(
+        '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\n'
+        '[sweep]\nlevels = [1]\nduration = "auto"\nmin_duration = "5s"\nmax_duration = "30s"\n'
+    )
+    rng = random.Random(1)
+    said, stopped = [], []
+    for _ in range(300):
+        per = [round(100 * rng.uniform(0.5, 1.0))] + [
+            max(0, round(rng.gauss(100, rng.choice([2, 6, 10, 60])))) for _ in range(40)
+        ]
+
+        def done(t: float, per: list[int] = per) -> int:
+            k = int(t)
+            return round(sum(per[:k]) + (t - k) * per[k])
+
+        live, end, ended = Settling(5.0), 0.0, False
+        while end < 30 and not ended:
+            end = min(30.0, math.floor(end) + 1 + rng.uniform(0, 0.2))
+            ended = live.add(end, done(end)) and end < 30
+        whole = int(end)
+        g = _group([*per[:whole], done(end) - sum(per[:whole])], end)
+        st = steady_state(g, auto=True)
+        step = StepResult(index=0, level=1, started_unix=0.0, elapsed_s=end, groups={"main": g}, steady=st)
+        record = RunRecord(run_id="r", created_unix=0.0, scenario=sc, measured_group="main", steps=[step])
+        as_the_rule_ended(record)
+        assert record.steps[0].steady is not None
+        said.append(record.steps[0].steady.settled)
+        stopped.append(ended)
+    assert said == stopped and any(stopped) and not all(stopped)

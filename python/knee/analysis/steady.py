@@ -13,13 +13,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from knee.model import GroupStats, SeriesPoint, SteadyState
+from knee.model import GroupStats, RunRecord, SeriesPoint, SteadyState
 
 MSER_BATCH = 5  # MSER-5: intervals are averaged five at a time before the cut is searched
 MIN_BATCHES = 5  # fewer batch means than this give no confidence interval worth the name
 MAX_BATCHES = 20
 CONFIDENCE = 0.95
 WITHIN = 0.05  # the interval's half-width as a share of the mean
+ENDED_AT_MOST_S = 0.01  # a level whose window is this much shorter than max_duration was ended by the live rule
 # Student's t at 0.975 for k - 1 degrees of freedom, k = MIN_BATCHES … MAX_BATCHES (scipy.stats.t.ppf, checked
 # against it by tests/unit/test_steady.py): every step computes its interval, and importing scipy for it cost a
 # run 0.6 CPU-s and 97 MB. Another confidence asks scipy.
@@ -201,3 +202,23 @@ class Settling:
         if elapsed_s > (self._readings[-1][0] if self._readings else 0.0):
             self._readings.append((elapsed_s, float(succeeded)))
         return elapsed_s >= self.min_s and judge(self._readings, self.within).settled
+
+
+def as_the_rule_ended(record: RunRecord) -> None:
+    """duration = "auto": each level's record says what the live rule (`Settling`, by `judge`) decided, which is what
+    ended it: settled when it ended whole before max_duration, not settled when it ran to max_duration or was cut
+    short. The cut and the interval stay the record's (`steady_state`); the live view read the successes up to a
+    fifth of a second after each interval's end, so where it crossed ±`settle` the record's intervals can lie a
+    little either side of it, and a level must not be said to have both settled and not."""
+    sweep = record.scenario.sweep
+    if sweep.duration != "auto":
+        return
+    most = sweep.duration_bounds()[1]
+    for s in record.steps:
+        st = s.steady
+        g = s.groups.get(st.group) if st is not None and st.auto else None
+        if st is None or g is None:
+            continue
+        ended = not s.partial and g.elapsed_s < most - ENDED_AT_MOST_S
+        if st.settled != ended:
+            s.steady = st.model_copy(update={"settled": ended})
