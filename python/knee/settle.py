@@ -42,7 +42,8 @@ PROBE_GAP_S = 0.1  # between probes that found the service not at rest yet
 # a probe is at rest when its latency is within the baseline's noise: at most its p99, or twice its median, and
 # never less than this much over the median (a loopback operation of 0.1 ms varies by more than its own size)
 SLACK_MS = 2.0
-BASELINE_PROBES = 5  # single operations before the first step: the latency at rest
+BASELINE_PROBES = 5  # single operations before the first step: the latency at rest …
+BASELINE_S = 2.0  # … fewer when they take longer than this together (a command of seconds: one is enough)
 SAY_S = 0.5  # a wait this long is said on the terminal even when nothing was left behind
 
 
@@ -65,6 +66,7 @@ class Settler:
         self.baseline_ms: float | None = None  # how long a single operation may take at rest
         self.rest_ms: float | None = None  # a single operation's latency at rest (median)
         self.probing = True  # probe the service (a run of one step has no step after it to probe for)
+        self.baselined = False  # the latency at rest was measured (or tried: no probe ended in time)
         urls = scenario.monitor.prometheus
         self.exporters = Exporters(urls) if urls else None  # the target's machines, where they have exporters
 
@@ -96,6 +98,7 @@ class Settler:
         """Keep the baseline of a recorded step (a resumed run goes on with the one measured at its start)."""
         if self.baseline_ms is None and step.settle is not None and step.settle.baseline_ms is not None:
             self.baseline_ms, self.rest_ms = step.settle.baseline_ms, step.settle.rest_ms
+        self.baselined = self.baselined or (step.settle is not None and step.settle.probes > 0)
 
     def wait(self, planned: PlannedStep, most_s: float) -> Settle:
         """Wait until the service is at rest, at most `most_s`; what was there and how long it took. Before the
@@ -126,7 +129,8 @@ class Settler:
         if not self.probing or not self._probed(planned):
             pass
         elif self.baseline_ms is None:
-            self._baseline(settle, deadline)
+            if not self.baselined:
+                self._baseline(settle, deadline)
         else:
             self._rest(settle, deadline)
         settle.seconds = time.monotonic() - t0
@@ -140,9 +144,11 @@ class Settler:
         """A single operation's latency at rest, from BASELINE_PROBES of them one after another: a probe is at rest
         when it takes no more than twice their median, their slowest, or their median plus SLACK_MS, whichever is
         most."""
-        took = []
+        took: list[float] = []
+        self.baselined = True  # once: a service whose single operation never ended in time is not probed again
+        t0 = time.monotonic()
         for _ in range(BASELINE_PROBES):
-            if self.stop() or time.monotonic() >= deadline:
+            if self.stop() or time.monotonic() >= deadline or (took and time.monotonic() - t0 >= BASELINE_S):
                 break
             g = self._probe(deadline - time.monotonic())
             settle.probes += 1
