@@ -180,8 +180,7 @@ def sent(record: RunRecord) -> int:
     for s in record.steps:
         for g in s.groups.values():
             assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
-    probes = sum(s.settle.probes for s in record.steps if s.settle is not None)
-    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values()) + probes
+    return sum(g.started + g.warmup_ops for s in record.steps for g in s.groups.values()) + record.probes
 
 
 PROMETHEUS_CONF = """\

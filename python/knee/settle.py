@@ -25,7 +25,7 @@ from knee.engine import Engine, group_stats
 from knee.machine.exporters_rest import Exporters
 from knee.machine.sockets import Pending, pending
 from knee.model import GroupStats, Settle, StepResult, TargetHost
-from knee.plan import PlannedStep, client_spec
+from knee.plan import PlannedStep, engine_spec
 from knee.scenario import PythonGroup, Scenario, WorkerGroup
 from knee.scenario.model import DEFAULT_SETTLE_WAIT
 from knee.spec import EngineSpec, GroupSpec, Total
@@ -44,6 +44,7 @@ PROBE_GAP_S = 0.1  # between probes that found the service not at rest yet
 SLACK_MS = 2.0
 BASELINE_PROBES = 5  # single operations before the first step: the latency at rest …
 BASELINE_S = 2.0  # … fewer when they take longer than this together (a command of seconds: one is enough)
+BASELINE_TIMEOUT_S = 5.0  # an operation longer than this alone is not probed: the connections alone decide
 SAY_S = 0.5  # a wait this long is said on the terminal even when nothing was left behind
 
 
@@ -130,9 +131,9 @@ class Settler:
             pass
         elif self.baseline_ms is None:
             if not self.baselined:
-                self._baseline(settle, deadline)
+                self._baseline(planned, settle, deadline)
         else:
-            self._rest(settle, deadline)
+            self._rest(planned, settle, deadline)
         settle.seconds = time.monotonic() - t0
         if settle.settled:
             settle.reason = _found(first, settle)
@@ -140,7 +141,7 @@ class Settler:
                 settle.reason += f"; {_left(now)} unchanged for {STALL_S:g} s (the service keeps them open)"
         return settle
 
-    def _baseline(self, settle: Settle, deadline: float) -> None:
+    def _baseline(self, planned: PlannedStep, settle: Settle, deadline: float) -> None:
         """A single operation's latency at rest, from BASELINE_PROBES of them one after another: a probe is at rest
         when it takes no more than twice their median, their slowest, or their median plus SLACK_MS, whichever is
         most."""
@@ -150,7 +151,7 @@ class Settler:
         for _ in range(BASELINE_PROBES):
             if self.stop() or time.monotonic() >= deadline or (took and time.monotonic() - t0 >= BASELINE_S):
                 break
-            g = self._probe(deadline - time.monotonic())
+            g = self._probe(planned, min(deadline - time.monotonic(), BASELINE_TIMEOUT_S))
             settle.probes += 1
             settle.probe_failed += g.failed + g.hung
             if g.succeeded:
@@ -160,14 +161,14 @@ class Settler:
             self.rest_ms, self.baseline_ms = rest, max(2 * rest, *took, rest + SLACK_MS)
             settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
 
-    def _rest(self, settle: Settle, deadline: float) -> None:
+    def _rest(self, planned: PlannedStep, settle: Settle, deadline: float) -> None:
         """Probe until one operation alone takes no more than the baseline; not at rest when none did in time. The
         reason is the last probe given its whole timeout (one cut short by the wait's end proves nothing)."""
         settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
         said: tuple[GroupStats, float] | None = None
         while not self.stop():
             left = deadline - time.monotonic()
-            g = self._probe(left)
+            g = self._probe(planned, left)
             settle.probes += 1
             settle.probe_failed += g.failed + g.hung
             took = _service_ms(g)
@@ -210,24 +211,17 @@ class Settler:
         g = self.scenario.groups.get(self.group)
         return g is not None and not isinstance(g, WorkerGroup | PythonGroup) and planned.phase in ("sweep", "recovery")
 
-    def _probe(self, left_s: float) -> GroupStats:
-        """One operation of the measured group, alone; its outcome."""
+    def _probe(self, planned: PlannedStep, left_s: float) -> GroupStats:
+        """One operation of the measured group as the step runs it (its stage filled in, its TLS files read), alone:
+        one client, one operation, no think time; its outcome."""
         g = self.scenario.groups[self.group]
         timeout_s = max(0.05, min(g.timeout, left_s))
-        spec = EngineSpec(
-            threads=1,
-            interval_ms=1000,
-            groups=[
-                GroupSpec(
-                    name=self.group,
-                    clients=1,
-                    stop=Total(total=1),
-                    timeout_ms=max(1, round(timeout_s * 1000)),
-                    client=client_spec(g, self.scenario.vars),
-                )
-            ],
-        )
-        engine = Engine(spec).start()
+        measured = next(x for x in engine_spec(self.scenario, planned).groups if x.name == self.group)
+        one = GroupSpec(
+            name=self.group, clients=1, stop=Total(total=1), timeout_ms=max(1, round(timeout_s * 1000)),
+            client=measured.client,
+        )  # fmt: skip
+        engine = Engine(EngineSpec(threads=1, interval_ms=1000, groups=[one])).start()
         while not engine.wait(0.1):
             if self.stop():
                 engine.stop()

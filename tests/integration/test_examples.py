@@ -59,10 +59,12 @@ def run_example(name: str, target: TargetProcess, out: Path) -> tuple[RunRecord,
 
 def sent(record: RunRecord, group: str | None = None) -> int:
     """What the service must have seen of a run: every operation started in a step (succeeded, failed,
-    hung or abandoned), those of the warm-up, and a continuous baseload's outside the steps."""
+    hung or abandoned), those of the warm-up, a continuous baseload's outside the steps, and the single operations
+    that probed whether the service was at rest before a step (the measured group's)."""
     steps = sum(g.started + g.warmup_ops for s in record.steps for name, g in s.groups.items() if group in (None, name))
     between = sum(c.started + c.warmup_ops for name, c in record.between.items() if group in (None, name))
-    return steps + between
+    probes = record.probes if group in (None, record.measured_group) else 0
+    return steps + between + probes
 
 
 def abandoned(record: RunRecord) -> int:
@@ -125,7 +127,8 @@ def test_fixed_work_per_operation_type(target: TargetProcess, tmp_path: Path) ->
         assert ops.rate_hz > 0
         assert s.elapsed_s > 0
     assert stats["requests"] == sent(record)  # exactly: fixed work has no cut-off
-    assert stats["served"] == sum(s.groups["ops"].succeeded for s in record.steps)
+    probes_ok = sum(s.settle.probes - s.settle.probe_failed for s in record.steps if s.settle is not None)
+    assert stats["served"] == sum(s.groups["ops"].succeeded for s in record.steps) + probes_ok
 
 
 def test_interval_series(target: TargetProcess, tmp_path: Path) -> None:

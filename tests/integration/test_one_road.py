@@ -123,7 +123,7 @@ def test_every_started_request_is_in_the_access_log(nginx: Nginx, tmp_path: Path
     for g in groups:
         assert g.started == g.succeeded + g.failed + g.hung + g.abandoned
     assert sum(g.abandoned for g in groups) > 0, "requests in flight when a window closed are counted abandoned"
-    sent = sum(g.started + g.warmup_ops for g in groups)
+    sent = sum(g.started + g.warmup_ops for g in groups) + record.probes
     assert settled(lambda: len(nginx.access_lines()), sent) == sent
     md = (tmp_path / record.run_id / "report.md").read_text()
     assert "| Abandoned |" in md
@@ -187,7 +187,8 @@ enabled = false
     # 50 connections for the whole sweep (not 50 per step), each used in every step
     assert len(connections) == 50, connections
     stress = {conn for conn, _, uri, *_ in lines if uri == "/stress"}
-    assert len(stress) == 2 + 4 + 8  # the stress group's clients reconnect with each step
+    # the stress group's clients reconnect with each step; each probe of the service's rest is a connection too
+    assert len(stress) == 2 + 4 + 8 + record.probes
     # The baseload's rows are the stress group's levels: each names the stress level it ran beside, and its
     # verdict is its degradation beside them, not a peak "with 2 clients" of its own.
     v = next(v for v in record.verdicts if v.group == "base")

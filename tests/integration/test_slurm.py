@@ -113,7 +113,7 @@ def test_slurm_sweep_on_two_jobs_counts_exactly_and_releases_the_jobs(slurm: Slu
         assert slurm.jobs() == []
         record = record_of(tmp_path)
         assert [s.groups["main"].succeeded for s in record.steps] == [120, 240]
-        assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record) == 360
+        assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record) == 360 + record.probes
     for step in record.steps:
         assert not step.partial and len(step.workers) == 2 and sum(w.clients for w in step.workers) == step.level
     assert "Slurm jobs: 2 running, 0 queued or starting" in out

@@ -51,6 +51,12 @@ class RunRecord(BaseModel):
         return sweep + [s for s in self.steps if s.phase != "sweep"]
 
     @property
+    def probes(self) -> int:
+        """The single operations knee sent to see whether the service was at rest before the steps
+        (StepResult.settle): the service saw them, and they are in no step's counts."""
+        return sum(s.settle.probes for s in self.steps if s.settle is not None)
+
+    @property
     def rates(self) -> bool:
         """The levels are offered rates (a rate sweep), not client counts."""
         return self.level_unit == "rate"
