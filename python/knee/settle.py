@@ -68,6 +68,7 @@ class Settler:
         self.rest_ms: float | None = None  # a single operation's latency at rest (median)
         self.probing = True  # probe the service (a run of one step has no step after it to probe for)
         self.baselined = False  # the latency at rest was measured (or tried: no probe ended in time)
+        self._note = ""  # what the wait could not judge, said after its reason
         urls = scenario.monitor.prometheus
         self.exporters = Exporters(urls) if urls else None  # the target's machines, where they have exporters
 
@@ -127,6 +128,7 @@ class Settler:
             settle.seconds = time.monotonic() - t0
             settle.reason = f"the target's machines: {machines}"
             return settle
+        self._note = ""
         if not self.probing or not self._probed(planned):
             pass
         elif self.baseline_ms is None:
@@ -137,6 +139,8 @@ class Settler:
         settle.seconds = time.monotonic() - t0
         if settle.settled:
             settle.reason = _found(first, settle)
+            if self._note:
+                settle.reason += f"; {self._note}"
             if stalled:
                 settle.reason += f"; {_left(now)} unchanged for {STALL_S:g} s (the service keeps them open)"
         return settle
@@ -156,6 +160,8 @@ class Settler:
             settle.probe_failed += g.failed + g.hung
             if g.succeeded:
                 took.append(_service_ms(g))
+            elif g.hung or _load_side(g):
+                break  # longer than a quick look, or the load machine could not start it: no probing
         if took:
             rest = statistics.median(took)
             self.rest_ms, self.baseline_ms = rest, max(2 * rest, *took, rest + SLACK_MS)
@@ -174,6 +180,9 @@ class Settler:
             took = _service_ms(g)
             if g.succeeded and took <= (self.baseline_ms or 0.0):
                 settle.probe_ms = took
+                return
+            if _load_side(g):  # the load machine, not the service, stopped the probe (no port, no descriptor)
+                self._note = f"no probe could start on the load machine ({_why(g)}): the connections alone decided"
                 return
             if said is None or not g.hung or left >= self._timeout_s():
                 said = (g, took)
@@ -251,10 +260,21 @@ def _were(n: int, noun: str) -> str:
     return f"{noun}s were" if n != 1 else f"{noun} was"
 
 
+# a probe that failed for these reasons failed on the load machine: it says nothing of the service
+_LOAD_SIDE = ("Cannot assign requested address", "Too many open files", "Address already in use")
+
+
+def _why(g: GroupStats) -> str:
+    return g.reasons[0].sample if g.reasons else ("no answer in time: hung" if g.hung else "failed")
+
+
+def _load_side(g: GroupStats) -> bool:
+    return not g.succeeded and any(m in r.sample for r in g.reasons for m in _LOAD_SIDE)
+
+
 def _slow(g: GroupStats, s: Settle) -> str:
     if not g.succeeded:
-        why = g.reasons[0].sample if g.reasons else ("no answer in time: hung" if g.hung else "failed")
-        return f"a single operation still failed ({why})"
+        return f"a single operation still failed ({_why(g)})"
     return f"a single operation still took {fmt.ms(s.probe_ms or 0.0)}, against {fmt.ms(s.rest_ms or 0.0)} at rest"
 
 

@@ -103,9 +103,9 @@ def refusing_server() -> Iterator[str]:
     yield from _server("refuse")
 
 
-def _search(url: str, out: Path, *extra: str) -> RunRecord:
+def _search(url: str, out: Path, *extra: str, top: int = 128, seconds: str = "2s") -> RunRecord:
     proc = knee_cli(
-        "sweep", url, "--levels", "auto", "--max-level", "128", "-d", "2s", "--timeout", "10s", "--no-recovery",
+        "sweep", url, "--levels", "auto", "--max-level", str(top), "-d", seconds, "--timeout", "10s", "--no-recovery",
         "--out", str(out), *extra, timeout=200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -147,7 +147,7 @@ def test_with_settling_the_backlog_is_waited_for_not_measured(backlog_server: st
 
 @pytest.mark.timeout(200)
 def test_a_level_that_truly_contradicts_its_neighbours_is_kept(refusing_server: str, tmp_path: Path) -> None:
-    record = _search(refusing_server, tmp_path / "runs")
+    record = _search(refusing_server, tmp_path / "runs", top=32, seconds="1.5s")
     steps = [s for s in record.steps if s.phase == "sweep"]
     twice = [s for s in steps if s.level == 4]
     assert len(twice) == 2 and twice[1].repeat_of == twice[0].index, [(s.level, s.reason) for s in steps]

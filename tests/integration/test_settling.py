@@ -108,7 +108,7 @@ def test_a_service_stuck_after_an_overload_is_said_and_not_bisected(tmp_path: Pa
     # srm-fast: peak ~430/s near 50 clients; more than 500 in flight for 2 s and it stays degraded until reset
     with start_target("srm-fast") as target:
         record = _run(
-            tmp_path / "runs", f"{target.url}/files/list", "--levels", "auto", "--start", "5", "--max-level", "1200",
+            tmp_path / "runs", f"{target.url}/files/list", "--levels", "auto", "--start", "40", "--max-level", "1200",
             "-d", "3s", "--timeout", "5s", "--settle", "4s",
         )  # fmt: skip
     v = next(v for v in record.verdicts if v.group == record.measured_group)
