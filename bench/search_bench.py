@@ -164,7 +164,7 @@ def settle_lines(auto: dict[str, Any], walls: tuple[float, ...], rest: dict[str,
     return [
         f'Waiting for rest before each level (the default `settle_wait`, docs/analysis.md "Settling between '
         f'steps"): the search took {walls[0]:.0f} s with it and {walls[2]:.0f} s with `settle_wait = 0` '
-        f"({rest['levels']} levels): **{extra:+.0%}** (target: at most +10 %); its waits came to "
+        f"({rest['levels']} levels): **{extra:+.1%}** (target: at most +10 %); its waits came to "
         f"{auto.get('settle_s', 0):.1f} s in all, {auto.get('probes', 0)} single operations probing the service.",
         "",
     ]
