@@ -169,11 +169,14 @@ def readings(g: GroupStats) -> list[Reading]:
 
 
 def steady_state(g: GroupStats, within: float = WITHIN, auto: bool = False) -> SteadyState | None:
-    """The group's steady state over its step (None with fewer than MIN_BATCHES whole intervals), judged by `judge`
+    """The group's steady state over its step (None with fewer than MIN_BATCHES whole intervals, unless it ran until
+    settled: `auto`), judged by `judge`
     on its readings (`readings`), as the live stop of `duration = "auto"` judged it; `auto`: the step ran until
     settled, so its rate is the one after the cut."""
-    if len(intervals(g)) < MIN_BATCHES:
+    if len(intervals(g)) < MIN_BATCHES and not auto:
         return None
+    # a level run until settled is judged as the live rule judged it, on the same readings, even where its last
+    # interval is partial (stopped at min_duration, a whole interval may be a fraction of a second short)
     s = judge(readings(g), within)
     dt = g.interval_s
     return SteadyState(
