@@ -68,13 +68,8 @@ class Settler:
         self.rest_ms: float | None = None  # a single operation's latency at rest (median)
         self.probing = True  # probe the service (a run of one step has no step after it to probe for)
         self.baselined = False  # the latency at rest was measured (or tried: no probe ended in time)
-        self._note = ""  # what the wait could not judge, said after its reason
         urls = scenario.monitor.prometheus
         self.exporters = Exporters(urls) if urls else None  # the target's machines, where they have exporters
-
-    @property
-    def enabled(self) -> bool:
-        return self.most_s > 0
 
     def before(self, planned: PlannedStep, console: Console, again: bool = False) -> Settle | None:
         """Wait for the service to be at rest before a sweep step (none before a recovery probe: it measures the
@@ -128,19 +123,17 @@ class Settler:
             settle.seconds = time.monotonic() - t0
             settle.reason = f"the target's machines: {machines}"
             return settle
-        self._note = ""
-        if not self.probing or not self._probed(planned):
-            pass
-        elif self.baseline_ms is None:
-            if not self.baselined:
+        note = ""  # what the probes could not judge
+        if self.probing and self._probed():
+            if self.baseline_ms is not None:
+                note = self._rest(planned, settle, deadline)
+            elif not self.baselined:
                 self._baseline(planned, settle, deadline)
-        else:
-            self._rest(planned, settle, deadline)
         settle.seconds = time.monotonic() - t0
         if settle.settled:
             settle.reason = _found(first, settle)
-            if self._note:
-                settle.reason += f"; {self._note}"
+            if note:
+                settle.reason += f"; {note}"
             if stalled:
                 settle.reason += f"; {_left(now)} unchanged for {STALL_S:g} s (the service keeps them open)"
         return settle
@@ -167,9 +160,10 @@ class Settler:
             self.rest_ms, self.baseline_ms = rest, max(2 * rest, *took, rest + SLACK_MS)
             settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
 
-    def _rest(self, planned: PlannedStep, settle: Settle, deadline: float) -> None:
+    def _rest(self, planned: PlannedStep, settle: Settle, deadline: float) -> str:
         """Probe until one operation alone takes no more than the baseline; not at rest when none did in time. The
-        reason is the last probe given its whole timeout (one cut short by the wait's end proves nothing)."""
+        reason is the last probe given its whole timeout (one cut short by the wait's end proves nothing). Returns what
+        it could not judge ("" normally)."""
         settle.rest_ms, settle.baseline_ms = self.rest_ms, self.baseline_ms
         said: tuple[GroupStats, float] | None = None
         while not self.stop():
@@ -180,18 +174,18 @@ class Settler:
             took = _service_ms(g)
             if g.succeeded and took <= (self.baseline_ms or 0.0):
                 settle.probe_ms = took
-                return
+                return ""
             if _load_side(g):  # the load machine, not the service, stopped the probe (no port, no descriptor)
-                self._note = f"no probe could start on the load machine ({_why(g)}): the connections alone decided"
-                return
+                return f"no probe could start on the load machine ({_why(g)}): the connections alone decided"
             if said is None or not g.hung or left >= self._timeout_s():
                 said = (g, took)
             if time.monotonic() + PROBE_GAP_S >= deadline:
                 settle.settled = False
                 settle.probe_ms = said[1]
                 settle.reason = _slow(said[0], settle)
-                return
+                return ""
             time.sleep(PROBE_GAP_S)
+        return ""
 
     def _timeout_s(self) -> float:
         return self.scenario.groups[self.group].timeout
@@ -215,10 +209,10 @@ class Settler:
             return Pending(0, 0, 0)
         return pending(self.target.port, self.target.local)
 
-    def _probed(self, planned: PlannedStep) -> bool:
+    def _probed(self) -> bool:
         """Probes run for the groups whose operation is cheap to start alone (not a worker program's processes)."""
         g = self.scenario.groups.get(self.group)
-        return g is not None and not isinstance(g, WorkerGroup | PythonGroup) and planned.phase in ("sweep", "recovery")
+        return g is not None and not isinstance(g, WorkerGroup | PythonGroup)
 
     def _probe(self, planned: PlannedStep, left_s: float) -> GroupStats:
         """One operation of the measured group as the step runs it (its stage filled in, its TLS files read), alone:
