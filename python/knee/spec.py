@@ -1,4 +1,4 @@
-"""The engine spec, typed: the Python mirror of `crates/engine/src/spec.rs` (docs/engine-spec.md).
+"""The engine spec, typed: the Python mirror of `crates/engine/src/spec/` (docs/engine-spec.md).
 
 Every way of running knee builds a `Scenario`, a plan of steps, and one `EngineSpec` per step
 (`knee.plan.engine_spec`); this module is the only place that knows the spec's shape. Field names

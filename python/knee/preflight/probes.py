@@ -131,7 +131,7 @@ def _last_line(text: str, width: int = 200) -> str:
 
 def _matches(pattern: str, text: str) -> bool:
     """As the engine holds a check's pattern against the output: line by line, as grep does (`^` and `$` at every
-    line's ends; crates/engine/src/spec.rs `line_regex`)."""
+    line's ends; crates/engine/src/spec/mod.rs `line_regex`)."""
     try:
         return re.search(pattern, text, re.MULTILINE) is not None
     except re.error:  # a pattern only Rust's regex reads: the run checks it

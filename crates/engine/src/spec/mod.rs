@@ -1,10 +1,18 @@
-//! The shard spec: what Python hands the engine, as JSON (docs/engine-spec.md).
-
-use std::net::IpAddr;
+//! The shard spec: what Python hands the engine, as JSON (docs/engine-spec.md). This file holds the shard,
+//! its groups, stop rules and pacers and the checks every kind shares; each kind of client's spec is in a
+//! file of its own.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
+
+mod exec;
+mod http;
+mod tcp;
+
+pub use exec::{ExecSpec, FileCheck, WorkerSpec};
+pub use http::{HttpSpec, TlsSpec};
+pub use tcp::TcpSpec;
 
 /// One shard: client groups started together.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -111,173 +119,11 @@ impl ClientSpec {
     }
 }
 
-/// An HTTP(S) request.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSpec {
-    pub url: String,
-    #[serde(default = "default_method")]
-    pub method: String,
-    #[serde(default)]
-    pub headers: Vec<(String, String)>,
-    pub body: Option<String>,
-    pub body_file: Option<String>,
-    #[serde(default)]
-    pub insecure: bool,
-    #[serde(default)]
-    pub new_connection: bool,
-    #[serde(default)]
-    pub http2: bool,
-    /// HTTP/2: concurrent streams per connection; the group's clients share ⌈clients / streams⌉
-    /// connections per shard (each client is a stream). 1 = a connection per client.
-    #[serde(default = "default_streams")]
-    pub streams: u64,
-    /// https: trust, client certificate, version and resumption.
-    #[serde(default)]
-    pub tls: TlsSpec,
-    #[serde(default = "default_expect_status")]
-    pub expect_status: Vec<(u16, u16)>,
-    pub expect_body: Option<String>,
-    pub expect_body_regex: Option<String>,
-    pub expect_length: Option<u64>,
-    /// Local addresses to connect from, client `c` from `source_addrs[c % len]` (empty: the kernel picks).
-    #[serde(default)]
-    pub source_addrs: Vec<IpAddr>,
-    /// A connection not open (TCP connect, then the TLS handshake) this long after the connect began fails:
-    /// class `connect_timeout`, or `tls` ("handshake timeout"). None: only the operation's timeout (hung).
-    pub connect_timeout_ms: Option<u64>,
-}
-
-/// The TLS side of an https client. PEM texts are given in memory (knee's Python side reads the files,
-/// decrypts a protected key and checks them); the key is never written anywhere, and `Debug` omits it.
-#[derive(Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TlsSpec {
-    /// The client certificate chain (leaf first), PEM; it may hold the key too (a grid proxy file).
-    pub cert_pem: Option<String>,
-    /// The client certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1), unencrypted.
-    pub key_pem: Option<String>,
-    /// CA certificates to trust, PEM (a CA file, or a CA directory's certificates one after another).
-    pub ca_pem: Option<String>,
-    /// Trust webpki's (Mozilla's) roots too.
-    #[serde(default = "yes")]
-    pub webpki_roots: bool,
-    /// Resume sessions (tickets / IDs) on new connections; false: every handshake is a full one.
-    #[serde(default = "yes")]
-    pub resume: bool,
-    /// "1.2" or "1.3": only that version; None: either.
-    pub version: Option<String>,
-}
-
-impl Default for TlsSpec {
-    fn default() -> TlsSpec {
-        TlsSpec {
-            cert_pem: None,
-            key_pem: None,
-            ca_pem: None,
-            webpki_roots: true,
-            resume: true,
-            version: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for TlsSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsSpec")
-            .field("cert_pem", &self.cert_pem.as_ref().map(|c| c.len()))
-            .field("key_pem", &self.key_pem.as_ref().map(|_| "<redacted>"))
-            .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
-            .field("webpki_roots", &self.webpki_roots)
-            .field("resume", &self.resume)
-            .field("version", &self.version)
-            .finish()
-    }
-}
-
-/// Connect, optionally send, optionally read until a regex matches, close.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TcpSpec {
-    pub addr: String,
-    pub send: Option<String>,
-    pub expect: Option<String>,
-    /// As `HttpSpec::source_addrs`.
-    #[serde(default)]
-    pub source_addrs: Vec<IpAddr>,
-    /// As `HttpSpec::connect_timeout_ms` (the TCP connect).
-    pub connect_timeout_ms: Option<u64>,
-}
-
-/// Run a command (no shell).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ExecSpec {
-    pub argv: Vec<String>,
-    #[serde(default)]
-    pub env: Vec<(String, String)>,
-    pub cwd: Option<String>,
-    pub expect_stdout: Option<String>,
-    pub expect_stderr: Option<String>,
-    pub expect_file: Option<FileCheck>,
-    /// Where an operation's payload size comes from: `"stdout"` (the bytes it wrote there) or a
-    /// file path (`${client}`/`${iteration}` substituted). Default: the size of `expect_file`.
-    pub bytes_from: Option<String>,
-}
-
-/// A long-lived client program speaking knee's worker protocol over stdin/stdout
-/// (docs/worker-protocol.md): started before the run, a few processes hosting the clients.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerSpec {
-    pub argv: Vec<String>,
-    #[serde(default)]
-    pub env: Vec<(String, String)>,
-    pub cwd: Option<String>,
-    /// Processes for the group in all; 0 = one per engine thread. Fewer than the threads: the group's
-    /// clients run on that many threads (a process belongs to one thread).
-    #[serde(default)]
-    pub processes: u64,
-    /// Sent to every process in its start message.
-    #[serde(default)]
-    pub vars: std::collections::BTreeMap<String, String>,
-    /// The operation's name, sent with every request (a fixed-work stage's).
-    #[serde(default)]
-    pub operation: String,
-    /// How long a process may take to answer its start message.
-    #[serde(default = "default_start_timeout_ms")]
-    pub start_timeout_ms: u64,
-}
-
-/// The command must leave a file of at least `min_size` bytes at `path`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FileCheck {
-    pub path: String,
-    #[serde(default)]
-    pub min_size: u64,
-}
-
 fn default_interval_ms() -> u64 {
     1000
 }
 fn default_timeout_ms() -> u64 {
     30_000
-}
-fn default_start_timeout_ms() -> u64 {
-    30_000
-}
-fn default_streams() -> u64 {
-    1
-}
-fn yes() -> bool {
-    true
-}
-fn default_method() -> String {
-    "GET".to_string()
-}
-fn default_expect_status() -> Vec<(u16, u16)> {
-    vec![(200, 399)]
 }
 
 impl Spec {
@@ -396,7 +242,7 @@ pub(crate) fn line_regex(pattern: &str) -> Result<regex::bytes::Regex, regex::Er
     regex::bytes::RegexBuilder::new(pattern).multi_line(true).build()
 }
 
-fn check_regex(key: &str, re: &Option<String>) -> Result<(), SpecError> {
+pub(crate) fn check_regex(key: &str, re: &Option<String>) -> Result<(), SpecError> {
     if let Some(r) = re {
         line_regex(r).map_err(|e| {
             let first = e.to_string().lines().last().unwrap_or("").trim().to_string();
@@ -409,173 +255,12 @@ fn check_regex(key: &str, re: &Option<String>) -> Result<(), SpecError> {
 }
 
 /// A connect timeout, when given, is at least 1 ms.
-fn check_connect_timeout(key: &str, ms: Option<u64>) -> Result<(), SpecError> {
+pub(crate) fn check_connect_timeout(key: &str, ms: Option<u64>) -> Result<(), SpecError> {
     match ms {
         Some(0) => Err(SpecError::new(format!(
             "{key}.connect_timeout_ms must be at least 1 (got 0); leave it out to let only timeout_ms apply"
         ))),
         _ => Ok(()),
-    }
-}
-
-impl HttpSpec {
-    fn validate(&self, key: &str) -> Result<(), SpecError> {
-        check_connect_timeout(key, self.connect_timeout_ms)?;
-        let uri: hyper::Uri = self.url.parse().map_err(|e| {
-            SpecError::new(format!(
-                "{key}.url {:?} is not a valid URL ({e}); use e.g. http://host:port/path",
-                self.url
-            ))
-        })?;
-        match uri.scheme_str() {
-            Some("http") | Some("https") => {}
-            _ => {
-                return Err(SpecError::new(format!(
-                    "{key}.url {:?} must start with http:// or https://",
-                    self.url
-                )))
-            }
-        }
-        if uri.host().is_none_or(str::is_empty) {
-            return Err(SpecError::new(format!(
-                "{key}.url {:?} has no host; use e.g. http://host:port/path",
-                self.url
-            )));
-        }
-        hyper::Method::from_bytes(self.method.as_bytes()).map_err(|_| {
-            SpecError::new(format!(
-                "{key}.method {:?} is not an HTTP method; use e.g. GET or POST",
-                self.method
-            ))
-        })?;
-        for (i, (name, value)) in self.headers.iter().enumerate() {
-            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(SpecError::new(format!(
-                    "{key}.headers[{i}] name {name:?} is not a valid header name"
-                )));
-            }
-            if hyper::header::HeaderValue::from_str(value).is_err() {
-                return Err(SpecError::new(format!(
-                    "{key}.headers[{i}] value {value:?} is not a valid header value"
-                )));
-            }
-        }
-        if self.body.is_some() && self.body_file.is_some() {
-            return Err(SpecError::new(format!(
-                "{key} has both body and body_file; give only one"
-            )));
-        }
-        self.validate_protocol(key, uri.scheme_str() == Some("https"))?;
-        if self.expect_status.is_empty() {
-            return Err(SpecError::new(format!(
-                "{key}.expect_status is empty; give at least one [low, high] range, e.g. [[200, 399]]"
-            )));
-        }
-        for (i, (lo, hi)) in self.expect_status.iter().enumerate() {
-            if lo > hi || *lo < 100 || *hi > 999 {
-                return Err(SpecError::new(format!(
-                    "{key}.expect_status[{i}] [{lo}, {hi}] is not a range of status codes; use [low, high] with 100 <= low <= high <= 999"
-                )));
-            }
-        }
-        check_regex(&format!("{key}.expect_body_regex"), &self.expect_body_regex)
-    }
-
-    /// HTTP/2 with connections shared by the clients (not one per operation): ⌈clients / streams⌉ of them.
-    pub fn shared_connections(&self, clients: u64) -> Option<u64> {
-        (self.http2 && !self.new_connection).then(|| clients.div_ceil(self.streams.max(1)).max(1))
-    }
-
-    /// HTTP/2 streams and the TLS settings.
-    fn validate_protocol(&self, key: &str, https: bool) -> Result<(), SpecError> {
-        if self.streams == 0 {
-            return Err(SpecError::new(format!("{key}.streams must be at least 1 (got 0)")));
-        }
-        if self.streams > 1 && !self.http2 {
-            return Err(SpecError::new(format!(
-                "{key}.streams is {} but streams multiplex HTTP/2 only; set http2 = true or streams = 1",
-                self.streams
-            )));
-        }
-        if self.streams > 1 && self.new_connection {
-            return Err(SpecError::new(format!(
-                "{key}.streams is {} but new_connection opens a connection per operation (one stream each); \
-                 drop one of them",
-                self.streams
-            )));
-        }
-        let t = &self.tls;
-        if let Some(v) = t.version.as_deref().filter(|v| !matches!(*v, "1.2" | "1.3")) {
-            return Err(SpecError::new(format!(
-                "{key}.tls.version {v:?} is not a TLS version knee speaks; use \"1.2\" or \"1.3\""
-            )));
-        }
-        let given = [
-            ("cert_pem", t.cert_pem.is_some()),
-            ("key_pem", t.key_pem.is_some()),
-            ("ca_pem", t.ca_pem.is_some()),
-            ("version", t.version.is_some()),
-        ];
-        if let Some((name, _)) = given.iter().find(|(_, set)| *set).filter(|_| !https) {
-            return Err(SpecError::new(format!(
-                "{key}.tls.{name} is set but the url is http:// (no TLS); use an https:// url or drop it"
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl TcpSpec {
-    fn validate(&self, key: &str) -> Result<(), SpecError> {
-        check_connect_timeout(key, self.connect_timeout_ms)?;
-        if !self.addr.contains(':') {
-            return Err(SpecError::new(format!(
-                "{key}.addr {:?} must be host:port, e.g. 127.0.0.1:9000",
-                self.addr
-            )));
-        }
-        check_regex(&format!("{key}.expect"), &self.expect)
-    }
-}
-
-impl WorkerSpec {
-    fn validate(&self, key: &str) -> Result<(), SpecError> {
-        if self.argv.is_empty() || self.argv[0].is_empty() {
-            return Err(SpecError::new(format!(
-                "{key}.argv must name the worker program, e.g. [\"java\", \"-cp\", \"w\", \"Worker\"] (got {:?})",
-                self.argv
-            )));
-        }
-        if self.start_timeout_ms == 0 {
-            return Err(SpecError::new(format!(
-                "{key}.start_timeout_ms must be at least 1 (got 0)"
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl ExecSpec {
-    fn validate(&self, key: &str) -> Result<(), SpecError> {
-        if self.argv.is_empty() || self.argv[0].is_empty() {
-            return Err(SpecError::new(format!(
-                "{key}.argv must name a command, e.g. [\"/bin/true\"] (got {:?})",
-                self.argv
-            )));
-        }
-        check_regex(&format!("{key}.expect_stdout"), &self.expect_stdout)?;
-        check_regex(&format!("{key}.expect_stderr"), &self.expect_stderr)?;
-        if let Some(f) = &self.expect_file {
-            if f.path.is_empty() {
-                return Err(SpecError::new(format!("{key}.expect_file.path must not be empty")));
-            }
-        }
-        if self.bytes_from.as_deref() == Some("") {
-            return Err(SpecError::new(format!(
-                "{key}.bytes_from must be \"stdout\" or a file path (got an empty string)"
-            )));
-        }
-        Ok(())
     }
 }
 

@@ -1,0 +1,212 @@
+//! An http group's spec: the request, its checks, HTTP/2 and TLS.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{check_connect_timeout, check_regex};
+use crate::error::SpecError;
+
+/// An HTTP(S) request.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    pub url: String,
+    #[serde(default = "default_method")]
+    pub method: String,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+    pub body_file: Option<String>,
+    #[serde(default)]
+    pub insecure: bool,
+    #[serde(default)]
+    pub new_connection: bool,
+    #[serde(default)]
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection; the group's clients share ⌈clients / streams⌉
+    /// connections per shard (each client is a stream). 1 = a connection per client.
+    #[serde(default = "default_streams")]
+    pub streams: u64,
+    /// https: trust, client certificate, version and resumption.
+    #[serde(default)]
+    pub tls: TlsSpec,
+    #[serde(default = "default_expect_status")]
+    pub expect_status: Vec<(u16, u16)>,
+    pub expect_body: Option<String>,
+    pub expect_body_regex: Option<String>,
+    pub expect_length: Option<u64>,
+    /// Local addresses to connect from, client `c` from `source_addrs[c % len]` (empty: the kernel picks).
+    #[serde(default)]
+    pub source_addrs: Vec<IpAddr>,
+    /// A connection not open (TCP connect, then the TLS handshake) this long after the connect began fails:
+    /// class `connect_timeout`, or `tls` ("handshake timeout"). None: only the operation's timeout (hung).
+    pub connect_timeout_ms: Option<u64>,
+}
+
+/// The TLS side of an https client. PEM texts are given in memory (knee's Python side reads the files,
+/// decrypts a protected key and checks them); the key is never written anywhere, and `Debug` omits it.
+#[derive(Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSpec {
+    /// The client certificate chain (leaf first), PEM; it may hold the key too (a grid proxy file).
+    pub cert_pem: Option<String>,
+    /// The client certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1), unencrypted.
+    pub key_pem: Option<String>,
+    /// CA certificates to trust, PEM (a CA file, or a CA directory's certificates one after another).
+    pub ca_pem: Option<String>,
+    /// Trust webpki's (Mozilla's) roots too.
+    #[serde(default = "yes")]
+    pub webpki_roots: bool,
+    /// Resume sessions (tickets / IDs) on new connections; false: every handshake is a full one.
+    #[serde(default = "yes")]
+    pub resume: bool,
+    /// "1.2" or "1.3": only that version; None: either.
+    pub version: Option<String>,
+}
+
+impl Default for TlsSpec {
+    fn default() -> TlsSpec {
+        TlsSpec {
+            cert_pem: None,
+            key_pem: None,
+            ca_pem: None,
+            webpki_roots: true,
+            resume: true,
+            version: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for TlsSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSpec")
+            .field("cert_pem", &self.cert_pem.as_ref().map(|c| c.len()))
+            .field("key_pem", &self.key_pem.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
+            .field("webpki_roots", &self.webpki_roots)
+            .field("resume", &self.resume)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+fn default_streams() -> u64 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn default_method() -> String {
+    "GET".to_string()
+}
+fn default_expect_status() -> Vec<(u16, u16)> {
+    vec![(200, 399)]
+}
+
+impl HttpSpec {
+    pub(super) fn validate(&self, key: &str) -> Result<(), SpecError> {
+        check_connect_timeout(key, self.connect_timeout_ms)?;
+        let uri: hyper::Uri = self.url.parse().map_err(|e| {
+            SpecError::new(format!(
+                "{key}.url {:?} is not a valid URL ({e}); use e.g. http://host:port/path",
+                self.url
+            ))
+        })?;
+        match uri.scheme_str() {
+            Some("http") | Some("https") => {}
+            _ => {
+                return Err(SpecError::new(format!(
+                    "{key}.url {:?} must start with http:// or https://",
+                    self.url
+                )))
+            }
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(SpecError::new(format!(
+                "{key}.url {:?} has no host; use e.g. http://host:port/path",
+                self.url
+            )));
+        }
+        hyper::Method::from_bytes(self.method.as_bytes()).map_err(|_| {
+            SpecError::new(format!(
+                "{key}.method {:?} is not an HTTP method; use e.g. GET or POST",
+                self.method
+            ))
+        })?;
+        for (i, (name, value)) in self.headers.iter().enumerate() {
+            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(SpecError::new(format!(
+                    "{key}.headers[{i}] name {name:?} is not a valid header name"
+                )));
+            }
+            if hyper::header::HeaderValue::from_str(value).is_err() {
+                return Err(SpecError::new(format!(
+                    "{key}.headers[{i}] value {value:?} is not a valid header value"
+                )));
+            }
+        }
+        if self.body.is_some() && self.body_file.is_some() {
+            return Err(SpecError::new(format!(
+                "{key} has both body and body_file; give only one"
+            )));
+        }
+        self.validate_protocol(key, uri.scheme_str() == Some("https"))?;
+        if self.expect_status.is_empty() {
+            return Err(SpecError::new(format!(
+                "{key}.expect_status is empty; give at least one [low, high] range, e.g. [[200, 399]]"
+            )));
+        }
+        for (i, (lo, hi)) in self.expect_status.iter().enumerate() {
+            if lo > hi || *lo < 100 || *hi > 999 {
+                return Err(SpecError::new(format!(
+                    "{key}.expect_status[{i}] [{lo}, {hi}] is not a range of status codes; use [low, high] with 100 <= low <= high <= 999"
+                )));
+            }
+        }
+        check_regex(&format!("{key}.expect_body_regex"), &self.expect_body_regex)
+    }
+
+    /// HTTP/2 with connections shared by the clients (not one per operation): ⌈clients / streams⌉ of them.
+    pub fn shared_connections(&self, clients: u64) -> Option<u64> {
+        (self.http2 && !self.new_connection).then(|| clients.div_ceil(self.streams.max(1)).max(1))
+    }
+
+    /// HTTP/2 streams and the TLS settings.
+    fn validate_protocol(&self, key: &str, https: bool) -> Result<(), SpecError> {
+        if self.streams == 0 {
+            return Err(SpecError::new(format!("{key}.streams must be at least 1 (got 0)")));
+        }
+        if self.streams > 1 && !self.http2 {
+            return Err(SpecError::new(format!(
+                "{key}.streams is {} but streams multiplex HTTP/2 only; set http2 = true or streams = 1",
+                self.streams
+            )));
+        }
+        if self.streams > 1 && self.new_connection {
+            return Err(SpecError::new(format!(
+                "{key}.streams is {} but new_connection opens a connection per operation (one stream each); \
+                 drop one of them",
+                self.streams
+            )));
+        }
+        let t = &self.tls;
+        if let Some(v) = t.version.as_deref().filter(|v| !matches!(*v, "1.2" | "1.3")) {
+            return Err(SpecError::new(format!(
+                "{key}.tls.version {v:?} is not a TLS version knee speaks; use \"1.2\" or \"1.3\""
+            )));
+        }
+        let given = [
+            ("cert_pem", t.cert_pem.is_some()),
+            ("key_pem", t.key_pem.is_some()),
+            ("ca_pem", t.ca_pem.is_some()),
+            ("version", t.version.is_some()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, set)| *set).filter(|_| !https) {
+            return Err(SpecError::new(format!(
+                "{key}.tls.{name} is set but the url is http:// (no TLS); use an https:// url or drop it"
+            )));
+        }
+        Ok(())
+    }
+}
