@@ -23,13 +23,17 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import itertools
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from knee.flowhttp import Client
 
 PROTOCOL = 1
 
@@ -38,15 +42,28 @@ class Context:
     """What a flow function gets for one operation. Each client has one, renewed for each of its operations
     (a client's operations run one after another): keep what must outlive an operation in `session`."""
 
-    __slots__ = ("_steps", "client", "iteration", "operation", "session", "vars")
+    __slots__ = ("_http", "_steps", "client", "data", "iteration", "operation", "session", "vars")
 
-    def __init__(self, client: int, iteration: int, operation: str, variables: dict[str, str], session: dict) -> None:
+    def __init__(
+        self, client: int, iteration: int, operation: str, variables: dict[str, str], session: dict, *, data: dict
+    ) -> None:
         self.client = client  # the client's number, unique across every process and machine
         self.iteration = iteration  # its operation's number, from 0
         self.operation = operation  # the stage's name (fixed-work stages), else ""
         self.vars = variables  # the scenario's [vars]
         self.session = session  # this client's dict, kept across its operations
+        self.data = data  # the feeders' rows for this operation: {feeder: {column: value}}, else {}
         self._steps: dict[str, float] | None = None
+        self._http: Client | None = None
+
+    @property
+    def http(self) -> Client:
+        """This client's HTTP client (knee.flowhttp.Client), made on first use and kept across its operations."""
+        if self._http is None:
+            from knee import flowhttp  # a flow without HTTP does not import it
+
+            self._http = flowhttp.Client(self)
+        return self._http
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -129,8 +146,10 @@ class Worker:
         self.func = func
         self.is_async = inspect.iscoroutinefunction(func)
         self.vars = {str(k): str(v) for k, v in (start.get("vars") or {}).items()}
+        # the feeders' rows an operation gets when its run line brings none: the start's `data`, else none
+        self.data: dict[str, Any] = start.get("data") or {}
         clients = list(start.get("clients") or [])
-        self.contexts = {c: Context(c, 0, "", self.vars, {}) for c in clients}
+        self.contexts = {c: Context(c, 0, "", self.vars, {}, data=self.data) for c in clients}
         # A client's operations run one after another: while one is unfinished (it waits, or it is late and
         # knee already sent the next), the client's next operation waits for it.
         self.busy: dict[int, asyncio.Future[None]] = {}
@@ -141,13 +160,21 @@ class Worker:
         self.flush_soon = False
 
     def reply(self, client: int, op_id: int, ctx: Context, result: Any, exc: BaseException | None) -> None:
-        if exc is None and not ctx._steps and (type(result) is not int or result < 0):
+        steps = ctx._steps
+        if exc is None and not steps and (type(result) is not int or result < 0):
             self.done += (client, op_id)
+        elif exc is None:  # a success with steps or bytes, written by hand (the JSON encoder costs more)
+            ctx._steps = None
+            tail = b',"bytes":%d}\n' % result if type(result) is int and result >= 0 else b"}\n"
+            timed = ",".join([f"{_name(k)}:{v!r}" for k, v in steps.items()]) if steps else ""
+            head = b'{"client":%d,"id":%d,"ok":true' % (client, op_id)
+            self.out.append(head + (b',"steps":{%s}' % timed.encode() if steps else b"") + tail)
         else:
             line: dict[str, Any] = {"client": client, "id": op_id, "ok": exc is None}
             if exc is not None:  # the flow said no: the operation failed, with its reason
                 text = str(exc).strip()
-                line["error"] = type(exc).__name__
+                # its class: knee.flowhttp's errors carry the engine's http classes (status, connect_refused …)
+                line["error"] = getattr(exc, "knee_class", None) or type(exc).__name__
                 line["message"] = text.splitlines()[0] if text else ""
             if ctx._steps:
                 line["steps"] = ctx._steps
@@ -168,24 +195,31 @@ class Worker:
             data, self.out = b"".join(self.out), []
             _write(data)
 
-    def context(self, client: int, op_id: int, operation: str) -> Context:
-        """The client's context, set for its operation `op_id`."""
+    def context(self, client: int, op_id: int, operation: str, row: dict[str, Any]) -> Context:
+        """The client's context, set for its operation `op_id` with the feeders' `row`."""
         ctx = self.contexts.get(client)
         if ctx is None:  # knee only sends the clients of the start message; a stray one still gets a session
-            ctx = self.contexts[client] = Context(client, op_id, operation, self.vars, {})
-        ctx.iteration, ctx.operation = op_id, operation
+            ctx = self.contexts[client] = Context(client, op_id, operation, self.vars, {}, data=row)
+        ctx.iteration, ctx.operation, ctx.data = op_id, operation, row
         return ctx
 
-    def run_batch(self, ops: list[int], operation: str) -> None:
+    def rows(self, data: Any) -> Iterator[dict[str, Any]]:
+        """The feeders' rows of a run line's operations: its `data`, a list with one {feeder: {column: value}}
+        per operation (a batch's, in the order of its pairs), or one such mapping for all; else the start's."""
+        if isinstance(data, list):
+            return (row or self.data for row in data)
+        return itertools.repeat(data or self.data)
+
+    def run_batch(self, ops: list[int], operation: str, data: Any = None) -> None:
         """Run the `client, id` pairs of a batched run line. Async flows run eagerly, one after another, in a
         driver coroutine that awaits each (cheaper than stepping each flow's coroutine by hand); when one
         has to wait, the driver becomes that operation's Task and a new driver goes on with the rest (so the
         line is used up before this returns, and a driver that waited ends with its operation)."""
         pairs = iter(ops)
-        todo = zip(pairs, pairs, strict=True)
+        todo = zip(pairs, pairs, self.rows(data), strict=False)  # rows: as many, or endless
         if not self.is_async:
-            for client, op_id in todo:
-                self.start(client, op_id, operation)
+            for client, op_id, row in todo:
+                self.start(client, op_id, operation, row)
             return
         while True:
             lane = _Lane()
@@ -197,15 +231,16 @@ class Worker:
             lane.detached = True  # the driver now is the Task of its waiting operation
             self._track(lane.client, self.loop.create_task(_resume(_Continue(driver, first))))
 
-    async def _drive(self, todo: Iterator[tuple[int, int]], operation: str, lane: _Lane) -> None:
+    async def _drive(self, todo: Iterator[tuple[int, int, dict[str, Any]]], operation: str, lane: _Lane) -> None:
         busy, contexts, func, done = self.busy, self.contexts, self.func, self.done
-        for client, op_id in todo:
+        for client, op_id, row in todo:
             if client in busy:
-                self.start(client, op_id, operation)
+                self.start(client, op_id, operation, row)
                 continue
-            ctx = contexts.get(client) or self.context(client, op_id, operation)
+            ctx = contexts.get(client) or self.context(client, op_id, operation, row)
             ctx.iteration = op_id
             ctx.operation = operation
+            ctx.data = row
             lane.client = client
             try:
                 result = await func(ctx)
@@ -218,13 +253,14 @@ class Worker:
                     done.append(client)  # run_batch's caller flushes
                     done.append(op_id)
 
-    def start(self, client: int, op_id: int, operation: str) -> None:
+    def start(self, client: int, op_id: int, operation: str, row: dict[str, Any]) -> None:
         """Run one operation as a task: after the client's unfinished one, else (a plain function) in a thread.
         An idle client's async flow runs in `run_batch`'s driver instead."""
         if client in self.busy:
-            self._track(client, self.loop.create_task(self._after(self.busy[client], client, op_id, operation)))
+            after = self._after(self.busy[client], client, op_id, operation, row)
+            self._track(client, self.loop.create_task(after))
             return
-        ctx = self.context(client, op_id, operation)
+        ctx = self.context(client, op_id, operation, row)
         future = self.loop.run_in_executor(self.threads, self.func, ctx)
         self._track(client, self.loop.create_task(self._finish(future, client, op_id, ctx)))
 
@@ -245,10 +281,12 @@ class Worker:
         else:
             self.reply(client, op_id, ctx, result, None)
 
-    async def _after(self, previous: asyncio.Future[None], client: int, op_id: int, operation: str) -> None:
+    async def _after(
+        self, previous: asyncio.Future[None], client: int, op_id: int, operation: str, row: dict[str, Any]
+    ) -> None:
         with contextlib.suppress(BaseException):
             await asyncio.shield(previous)
-        ctx = self.context(client, op_id, operation)
+        ctx = self.context(client, op_id, operation, row)
         if self.is_async:
             await self._finish(self.func(ctx), client, op_id, ctx)
         else:
@@ -258,6 +296,16 @@ class Worker:
 _DRAIN = 16  # batches read in a row without returning to the event loop
 
 _compact = json.JSONEncoder(separators=(",", ":")).encode
+_names: dict[str, str] = {}  # a step's name as a JSON string
+
+
+def _name(name: str) -> str:
+    quoted = _names.get(name)
+    if quoted is None:
+        quoted = json.dumps(str(name))
+        if len(_names) < 10_000:  # a flow naming steps by id would grow it without end
+            _names[name] = quoted
+    return quoted
 
 
 async def _resume(awaitable: Any) -> None:
@@ -313,7 +361,7 @@ async def serve(spec: str, path: str | None) -> int:
         for msg in _parse([raw for raw in lines if raw.strip()]):
             if msg.get("op") == "run":
                 ops = msg["ops"] if "ops" in msg else [msg["client"], msg["id"]]
-                run_batch(ops, msg.get("operation", ""))
+                run_batch(ops, msg.get("operation", ""), msg.get("data"))
             elif msg.get("op") == "stop":
                 chunk = b""
                 break

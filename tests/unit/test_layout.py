@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knee.report",),
     ("knee.progress", "knee.progress_line", "knee.live"),
     ("knee.runner", "knee.searching"),
+    ("knee.flowhttp", "knee.flowwire", "knee.flowcookies"),  # ctx.http of Python flows (knee.pyworker)
     ("knee.api", "knee.demo_target", "knee.target", "knee.pyworker"),
     ("knee.commands",),
     ("knee.cli", "knee.__main__", "knee"),
