@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "compare": "compare",
     "fit": "fit",
     "doctor": "doctor",
+    "import": "importcmd",
 }
 
 

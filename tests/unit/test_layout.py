@@ -18,6 +18,7 @@ PKG = ROOT / "python" / "knee"
 LAYERS: list[tuple[str, ...]] = [
     ("knee._engine", "knee.console", "knee.errors", "knee.fmt", "knee.scenario.units"),
     ("knee.scenario",),
+    ("knee.importers",),
     ("knee.model", "knee.spec"),
     ("knee.analysis",),
     ("knee.plan",),

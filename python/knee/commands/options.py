@@ -209,6 +209,81 @@ SERVE = click.option(
 )
 
 
+TARGETS = [
+    click.option(
+        "--targets",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE",
+        help="The requests of a vegeta targets file, instead of TARGET: each target a request of the mix, weight 1 "
+        "(docs/scenarios.md, Importing recordings).",
+    ),
+    click.option(
+        "--targets-format",
+        type=click.Choice(["http", "json"]),
+        default="http",
+        show_default=True,
+        help="--targets: vegeta's http format ('METHOD URL' lines, headers, @body) or json (one object a line).",
+    ),
+]
+
+
+def targets_options(f: F) -> F:
+    """--targets FILE and --targets-format (`knee run`, `knee sweep`)."""
+    return _apply(TARGETS, f)
+
+
+def targets_table(
+    target: tuple[str, ...], o: Options, opts: dict[str, Any], *, run: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tables of a one-line run or sweep whose requests are the targets of --targets FILE, and the values of
+    the secrets the targets' credentials became."""
+    from knee.importers.targets import read_targets, with_targets
+    from knee.scenario.oneline import scenario_table
+
+    if target:
+        raise UserError("give TARGET or --targets FILE, not both: the targets file names the URLs")
+    said = next(
+        (
+            flag
+            for flag, key in (("-m/--method", "method"), ("--body", "body"), ("--body-file", "body_file"))
+            if getattr(o, key) is not None
+        ),
+        None,
+    )
+    if said is not None:
+        raise UserError(f"{said}: the targets file gives each target's method and body; drop {said.split('/')[0]}")
+    path: Path = opts["targets"]
+    targets = read_targets(path, opts["targets_format"])
+    return with_targets(scenario_table(targets[0].url, o, run=run), targets, str(path))
+
+
+def given_options(o: Options) -> list[str]:
+    """The names of the `Options` given (not left unset)."""
+    return [f.name for f in fields(o) if getattr(o, f.name) not in (None, False, [], "")]
+
+
+def run_scenario_file(file: str, o: Options, variables: dict[str, str], secrets: dict[str, str]) -> Loaded:
+    """`knee run SCENARIO.toml -c N …`: the scenario in `file` as one step at the level `o` gives
+    (knee.scenario.onelevel)."""
+    import tomllib
+
+    from knee.scenario import Source, from_raw
+    from knee.scenario.messages import not_toml
+    from knee.scenario.onelevel import at_one_level
+
+    path = Path(file)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read scenario {str(path)!r}: {exc.strerror}; check the path") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise not_toml(path.name, exc) from None
+    table = at_one_level(raw, o, given_options(o), path.name)
+    return from_raw(table, Source(path.name, text), variables, secrets)
+
+
 RUNS_OUT = click.option(
     "--out",
     type=click.Path(path_type=Path, file_okay=False),
@@ -258,8 +333,7 @@ def one_line_sweep(o: dict[str, Any]) -> tuple[Options, list[str]]:
         levels=parse_list(o["levels"], "--levels", whole=True, auto=True),
         rates=parse_list(o["rates"], "--rates", whole=False, auto=True),
     )
-    given = [f.name for f in fields(one_line) if getattr(one_line, f.name) not in (None, False, [], "")]
-    return one_line, given
+    return one_line, given_options(one_line)
 
 
 def to_options(o: dict[str, Any], **extra: Any) -> Options:

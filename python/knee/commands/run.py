@@ -16,10 +16,14 @@ import click
 from knee.commands.options import (
     CLUSTER,
     SERVE,
+    is_scenario_file,
     load_options,
     parse_vars,
+    run_scenario_file,
     slo_options,
     target_options,
+    targets_options,
+    targets_table,
     to_options,
 )
 from knee.console import make_console
@@ -37,6 +41,8 @@ Examples:
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --out runs/         (keep a run directory)
   knee run http://127.0.0.1:8080/ -c 50 -d 10m --serve 8089     (watch it at http://127.0.0.1:8089/)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --slo-p99 200 --slo-failure-ratio 0.01   (CI: exit 3 if missed)
+  knee run site.toml -c 20 -n 5000                      (a scenario file's measured group at one level)
+  knee run --targets targets.txt -c 20 -d 30s             (vegeta's targets: a request mix)
 """
 
 
@@ -50,6 +56,7 @@ Examples:
 )
 @load_options
 @target_options
+@targets_options
 @slo_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the result as JSON to this file.")
 @click.option(
@@ -63,7 +70,8 @@ Examples:
 def command(target: tuple[str, ...], **opts: Any) -> None:
     """Drive TARGET with N concurrent clients and report exactly what happened.
 
-    TARGET is an http(s):// URL, tcp://host:port, or -- COMMAND ARGS (run without a shell).
+    TARGET is an http(s):// URL, tcp://host:port, -- COMMAND ARGS (run without a shell), or a scenario file
+    (SCENARIO.toml: its measured group at the level -c or --rate gives); or --targets FILE (vegeta's targets).
 
     Exit status: 0 done (failures are counted, not an error, unless an SLO limits them), 2 a mistake in what was
     asked, 3 an SLO (--slo-p99, --slo-failure-ratio) was missed, 130 interrupted.
@@ -82,14 +90,16 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         raise UserError(f"--json {json_path!r}: its directory does not exist or cannot be written")
     serve = parse_serve(opts["serve"])
     options = to_options(opts, rates=parse_list(opts["rate"], "--rate", whole=False))
-    table = scenario_table(tgt, options, run=True)
     names = dict(OPTION_NAMES, **{"sweep.levels": "-c/--clients", "sweep.rates": "--rate"})
-    loaded = from_raw(
-        table,
-        Source("command line", options=names),
-        parse_vars(opts["variables"]),
-        parse_secret_options(opts["secrets"]),
-    )
+    variables, secrets = parse_vars(opts["variables"]), parse_secret_options(opts["secrets"])
+    if opts["targets"] is not None:
+        table, found = targets_table(target, options, opts, run=True)
+        loaded = from_raw(table, Source("command line", options=names), variables, {**found, **secrets})
+    elif is_scenario_file(target):
+        loaded = run_scenario_file(target[0], options, variables, secrets)
+    else:
+        table = scenario_table(tgt, options, run=True)
+        loaded = from_raw(table, Source("command line", options=names), variables, secrets)
     scenario, run_dir = start_run(loaded, opts["out"], "run")
     console = make_console()
     several = len(loaded.scenario.levels()) > 1

@@ -19,6 +19,8 @@ from knee.commands.options import (
     read_scenario_file,
     slo_options,
     sweep_target_options,
+    targets_options,
+    targets_table,
 )
 from knee.console import make_console
 from knee.errors import UserError
@@ -34,6 +36,7 @@ Examples:
   knee sweep http://127.0.0.1:8080/ --levels 5,50,500 -d 1m --save-scenario ls.toml
   knee sweep --resume runs/20261122-101500-ls
   knee sweep examples/http-sweep.toml --var target=http://127.0.0.1:8080 --serve 8089
+  knee sweep --targets targets.txt --levels 5,20,50 -d 30s       (vegeta's targets: a request mix)
 """
 
 
@@ -45,6 +48,7 @@ Examples:
     "-c connections.",
     clients="Open loop (--rates): the connections.",
 )
+@targets_options
 @click.option("--pause", help="Pause between levels (default 0s).")
 @click.option(
     "--settle",
@@ -90,11 +94,17 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     variables = parse_vars(opts["variables"])
     one_line, given = one_line_sweep(opts)
     if opts["resume"] is not None:
-        if target or opts["quick"] or variables or given or opts["save_scenario"]:
+        if target or opts["quick"] or variables or given or opts["save_scenario"] or opts["targets"]:
             raise UserError("--resume continues a run as it was started; drop SCENARIO or TARGET and its options")
         scenario, run_dir = resume_run(opts["resume"], secrets)
     else:
-        if is_scenario_file(target):
+        if opts["targets"] is not None:
+            if one_line.levels is None and one_line.rates is None:
+                raise UserError("a one-line sweep needs --levels (client counts, e.g. 5,20,50) or --rates (/s)")
+            table, found = targets_table(target, one_line, opts, run=False)
+            loaded = from_raw(table, Source("command line", options=OPTION_NAMES), variables, {**found, **secrets})
+            text, name = None, one_line.name or Path(opts["targets"]).stem
+        elif is_scenario_file(target):
             loaded, text = read_scenario_file(target[0], given, variables, secrets, "knee sweep TARGET --levels …")
             name = Path(target[0]).stem
         else:

@@ -1,7 +1,9 @@
-"""Write TOML: the demo target's config (`knee target --config`) and saved scenarios (`--save-scenario`).
+"""Write TOML: the demo target's config (`knee target --config`), saved scenarios (`--save-scenario`) and imported
+ones (`knee import`).
 
-Tables of scalars, lists (of scalars or of lists, e.g. status ranges) and tables; `None` values are
-left out. Whatever `tomllib` reads back equals what was written.
+Tables of scalars, lists (of scalars or of lists, e.g. status ranges) and tables; a list of tables is an array of
+tables (`[[groups.main.requests]]`), whose own tables are written inline; `None` values are left out. Whatever
+`tomllib` reads back equals what was written.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _value(v: Any) -> str:
             raise UserError(f"value {v!r} cannot be written as TOML; use a finite number")
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+        # JSON's escapes are TOML's, but for DEL, which TOML wants escaped too
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, dict):
@@ -42,14 +45,25 @@ def _value(v: Any) -> str:
     raise UserError(f"value {v!r} is not a number, string, boolean, list or table; use one of those")
 
 
+def _array_of_tables(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
 def _emit(table: dict[str, Any], prefix: list[str], lines: list[str]) -> None:
     subs = {k: v for k, v in table.items() if isinstance(v, dict)}
-    if prefix and (len(subs) < len(table) or not table):
+    arrays = {k: v for k, v in table.items() if _array_of_tables(v)}
+    if prefix and (len(subs) + len(arrays) < len(table) or not table):
         if lines:
             lines.append("")
         lines.append("[" + ".".join(_key(p) for p in prefix) + "]")
     for k, v in table.items():
-        if not isinstance(v, dict) and v is not None:
+        if k not in subs and k not in arrays and v is not None:
             lines.append(f"{_key(k)} = {_value(v)}")
     for k, v in subs.items():
         _emit(v, [*prefix, k], lines)
+    for k, items in arrays.items():
+        for item in items:
+            if lines:
+                lines.append("")
+            lines.append("[[" + ".".join(_key(p) for p in [*prefix, k]) + "]]")
+            lines.extend(f"{_key(ik)} = {_value(iv)}" for ik, iv in item.items() if iv is not None)

@@ -1,0 +1,169 @@
+"""vegeta's targets files (knee.importers.targets): the http and json formats as vegeta's lib/targets.go reads them,
+`knee import targets`, and `--targets` merged with a one-line run's options. What nginx sees of knee and of
+`vegeta attack` on the same file is held together in tests/integration/test_import.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from knee.cli import main
+from knee.importers.targets import import_targets, parse_http, parse_json, with_targets
+from knee.scenario.oneline import Options, scenario_table
+
+HTTP_TARGETS = """\
+# a comment
+GET http://127.0.0.1:8080/a?x=1
+X-Trace: one
+X-Trace: two
+Authorization: Bearer tok-abc
+
+POST http://127.0.0.1:8080/b
+Content-Type: application/json
+@body.json
+GET http://127.0.0.1:8080/c
+PUT http://127.0.0.1:8080/d
+# a comment inside a target
+Accept: text/plain
+"""
+
+
+def test_http_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "body.json").write_text('{"n": 1}')
+    path = tmp_path / "targets.txt"
+    path.write_text(HTTP_TARGETS)
+    monkeypatch.chdir(tmp_path)
+    targets = parse_http(path)
+    assert [(t.method, t.url) for t in targets] == [
+        ("GET", "http://127.0.0.1:8080/a?x=1"),
+        ("POST", "http://127.0.0.1:8080/b"),
+        ("GET", "http://127.0.0.1:8080/c"),
+        ("PUT", "http://127.0.0.1:8080/d"),
+    ]
+    assert targets[0].headers == [("X-Trace", "one"), ("X-Trace", "two"), ("Authorization", "Bearer tok-abc")]
+    assert targets[1].body == b'{"n": 1}' and targets[1].body_path == "body.json"
+    assert targets[3].headers == [("Accept", "text/plain")]
+
+
+def test_a_body_file_beside_the_targets_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "b.bin").write_bytes(b"\x00\x01")
+    path = tmp_path / "t" / "targets.txt"
+    path.write_text("POST http://127.0.0.1:8080/up\n@b.bin\n")
+    monkeypatch.chdir(tmp_path)
+    (target,) = parse_http(path)
+    assert target.body == b"\x00\x01" and target.body_path == str(tmp_path / "t" / "b.bin")
+
+
+def test_json_format(tmp_path: Path) -> None:
+    path = tmp_path / "targets.jsonl"
+    lines = [
+        {"method": "GET", "url": "http://127.0.0.1:8080/a", "header": {"X-A": ["1", "2"], "Accept": ["*/*"]}},
+        {},
+        {"method": "POST", "url": "http://127.0.0.1:8080/b", "body": base64.b64encode(b"k=v").decode()},
+    ]
+    path.write_text("\n".join(json.dumps(x) if x else "" for x in lines) + "\n")
+    a, b = parse_json(path)
+    assert a.headers == [("X-A", "1"), ("X-A", "2"), ("Accept", "*/*")] and a.body is None
+    assert (b.method, b.body) == ("POST", b"k=v")
+
+
+def test_import_writes_each_target_once_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "body.json").write_text('{"n": 1}')
+    path = tmp_path / "targets.txt"
+    path.write_text(HTTP_TARGETS + "\nGET http://127.0.0.1:8080/c\n")
+    monkeypatch.chdir(tmp_path)
+    result = import_targets(path, "http", bodies_dir="bodies")
+    table = tomllib.loads(result.toml())
+    reqs = table["groups"]["main"]["requests"]
+    assert [(r["name"], r["weight"], r["url"]) for r in reqs] == [
+        ("get_a", 1, "${target}/a?x=1"),
+        ("post_b", 1, "${target}/b"),
+        ("get_c", 1, "${target}/c"),
+        ("put_d", 1, "${target}/d"),
+        ("get_c_2", 1, "${target}/c"),
+    ]
+    assert reqs[0]["headers"] == {"X-Trace": "one, two", "Authorization": "${main_header_authorization}"}
+    assert reqs[1]["body"] == '{"n": 1}'
+    assert "tok-abc" not in result.toml()
+
+
+def test_targets_on_a_one_line_run(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("GET http://127.0.0.1:8080/a\nX-A: 1\n\nPOST http://127.0.0.1:9090/b\n@t.txt\n")
+    targets = parse_http(path)
+    line = scenario_table(targets[0].url, Options(clients=4, n=100, headers=["X-All: yes"], http2=True), run=True)
+    table, secrets = with_targets(line, targets, str(path))
+    group = table["groups"]["main"]
+    assert group["clients"] == "level" and group["http2"] is True and group["headers"] == {"X-All": "yes"}
+    assert "url" not in group and table["vars"] == {
+        "target": "http://127.0.0.1:8080",
+        "target_2": "http://127.0.0.1:9090",
+    }
+    assert [r["url"] for r in group["requests"]] == ["${target}/a", "${target_2}/b"]
+    assert table["sweep"] == {"levels": [4], "total": 100} and secrets == {}
+    (one,) = parse_http(path)[:1]
+    table, _ = with_targets(line, [one], str(path))
+    assert table["groups"]["main"]["headers"] == {"X-All": "yes", "X-A": "1"}  # a plain group: the two merged
+    assert table["groups"]["main"]["url"] == "${target}/a"
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt", "said"),
+    [
+        ("get http://h/\n", "http", "targets.txt line 1: 'get http://h/' is not a target; a target starts with a line"),
+        ("GET\n", "http", "targets.txt line 1: 'GET' is not a target"),
+        ("GET /relative\n", "http", "targets.txt line 1: '/relative' is not an absolute http(s) URL"),
+        ("GET http://h/\nX-A 1\n", "http", "targets.txt line 2: 'X-A 1' is neither a header 'Name: value' nor a body"),
+        ("GET http://h/\n@nope.bin\n", "http", "targets.txt line 2: the body file 'nope.bin' does not exist"),
+        ("GET http://h/\n@b\nX-A: 1\n", "http", "targets.txt line 3: 'X-A: 1' is not a target"),
+        ("# only a comment\n", "http", "holds no target"),
+        ('{"method": "GET"}\n', "json", 'targets.txt line 1: a JSON target needs "method" and "url"'),
+        ("GET http://h/\n", "json", "targets.txt line 1: not JSON (Expecting value, column 1)"),
+        ('{"method": "GET", "url": "http://h/", "body": "%%"}\n', "json", '"body" must be base64'),
+    ],
+)
+def test_malformed_targets_are_one_sentence(
+    text: str,
+    fmt: str,
+    said: str,
+    *,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "b").write_text("body")
+    path = tmp_path / "targets.txt"
+    path.write_text(text)
+    for argv in (
+        ["import", "targets", str(path), "--format", fmt],
+        ["run", "--targets", str(path), "--targets-format", fmt],
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2, err
+        (line,) = err.splitlines()
+        assert line.startswith("knee: error: ") and said in line, line
+
+
+def test_missing_file_and_clashes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("GET http://127.0.0.1:8080/\n")
+    for argv, said in (
+        (["import", "targets", str(tmp_path / "no.txt")], f"cannot read targets file {str(tmp_path / 'no.txt')!r}"),
+        (["run", "--targets", str(tmp_path / "no.txt")], "cannot read targets file"),
+        (["run", "http://127.0.0.1:8080/", "--targets", str(path)], "give TARGET or --targets FILE, not both"),
+        (["run", "--targets", str(path), "-m", "PUT"], "-m/--method: the targets file gives each target's method"),
+        (["sweep", "--targets", str(path)], "a one-line sweep needs --levels"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2, err
+        assert said in err and len(err.splitlines()) == 1, err
