@@ -60,6 +60,7 @@ bench: install ## compare knee with other load generators, write docs/performanc
 	$(PY) bench/run.py
 	$(PY) bench/search_bench.py
 	$(PY) bench/live_bench.py
+	$(PY) bench/flow_http_bench.py
 
 bench-smoke: install ## one short run per installed generator (part of make test)
 	$(PY) bench/run.py --smoke

@@ -612,5 +612,10 @@ def write_report(
         import live_bench
 
         lines += [live_bench.section_from(json.loads(live.read_text())), ""]
+    flow_http = Path(__file__).resolve().parent / "results" / "bench-flow-http.json"
+    if flow_http.is_file():  # bench/flow_http_bench.py's numbers: ctx.http against Locust's FastHttpUser
+        import flow_http_bench
+
+        lines += [flow_http_bench.section_from(json.loads(flow_http.read_text())), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
