@@ -29,11 +29,14 @@ pub enum ErrorClass {
     GoAway,
     /// HTTP/2: the stream was reset with RST_STREAM (its error code in the message).
     StreamReset,
+    /// The request could not be made: a value filled into it cannot be sent (a space in a URL's path, a line
+    /// break in a header); nothing was sent.
+    Request,
 }
 
 impl ErrorClass {
     /// Every class, in the order of their indices.
-    pub const ALL: [ErrorClass; 22] = [
+    pub const ALL: [ErrorClass; 23] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectError,
@@ -56,6 +59,7 @@ impl ErrorClass {
         ErrorClass::WorkerExit,
         ErrorClass::GoAway,
         ErrorClass::StreamReset,
+        ErrorClass::Request,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -87,6 +91,7 @@ impl ErrorClass {
             ErrorClass::WorkerExit => "worker_exit",
             ErrorClass::GoAway => "goaway",
             ErrorClass::StreamReset => "rst_stream",
+            ErrorClass::Request => "request",
         }
     }
 

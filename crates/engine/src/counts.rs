@@ -76,6 +76,28 @@ pub struct GroupCounts {
     pub dropped: u64,
     pub per_client: Vec<u64>,
     pub hung_clients: Vec<u64>,
+    /// The data source whose running out ended the group (`on_exhausted = "stop"`), if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_out: Option<String>,
+}
+
+/// One request of a group's mix: how its operations ended, failures by class.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestCounts {
+    pub name: String,
+    #[serde(flatten)]
+    pub outcomes: Outcomes,
+    #[serde(with = "class_counts")]
+    pub failures: [u64; ErrorClass::COUNT],
+}
+
+impl RequestCounts {
+    pub(crate) fn absorb(&mut self, o: &RequestCounts) {
+        self.outcomes.add(&o.outcomes);
+        for (a, b) in self.failures.iter_mut().zip(&o.failures) {
+            *a += b;
+        }
+    }
 }
 
 impl GroupCounts {
@@ -111,6 +133,9 @@ impl GroupCounts {
         self.hung_clients.extend_from_slice(&o.hung_clients);
         self.hung_clients.sort_unstable();
         self.hung_clients.dedup();
+        if self.ran_out.is_none() {
+            self.ran_out.clone_from(&o.ran_out);
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::clients::{Prepared, SPAWN_FDS};
 use crate::counts::Outcomes;
+use crate::data::Feeders;
 use crate::error::EngineError;
 use crate::limits;
 use crate::recorder::LiveGroup;
@@ -88,10 +89,11 @@ impl Engine {
     /// together. An error from `barrier` ends the threads (their worker programs too) and is returned.
     pub fn start_after(spec: Spec, barrier: impl FnOnce() -> Result<(), EngineError>) -> Result<Engine, EngineError> {
         spec.validate()?;
+        let feeders = Feeders::new(&spec.data, spec.seed)?;
         let mut preps = Vec::with_capacity(spec.groups.len());
         let mut fds = 64u64;
         for (i, g) in spec.groups.iter().enumerate() {
-            let prep = Prepared::new(&g.client, g.clients, &format!("groups[{i}].client"))?;
+            let prep = Prepared::new(&g.client, g.clients, &feeders, &format!("groups[{i}].client"))?;
             fds = fds.saturating_add(g.clients.saturating_mul(prep.fds_per_client()));
             preps.push(prep);
         }
@@ -111,6 +113,7 @@ impl Engine {
                 live: LiveGroup::new(threads),
                 tickets: AtomicU64::new(0),
                 clock: OnceLock::new(),
+                ran_out: OnceLock::new(),
             })
             .collect();
         // Round-robin every group's clients over the threads; a worker group with fewer processes than
@@ -149,6 +152,7 @@ impl Engine {
             has_foreground: spec.groups.iter().any(|g| !g.stop.is_background()),
             cut_tx: watch::channel(None).0,
             cut_reply: Mutex::new(None),
+            feeders,
         });
         // The threads get ready (worker programs started and answering), then wait at the gate for the
         // common start, which is set only once every one of them is ready.
@@ -371,6 +375,7 @@ fn assemble(
             origin = origin.max(part.origin);
         }
         res.counts.per_client = per_client;
+        res.counts.ran_out = g.ran_out.get().cloned();
         res.counts.elapsed_s = match (cut, g.end_at(), last_end) {
             (Some(at), _, _) => at.saturating_duration_since(origin).as_secs_f64(),
             // A duration stop measures its whole window unless stopped early.
@@ -390,6 +395,7 @@ fn assemble(
         interval_s: spec.interval_ms as f64 / 1000.0,
         stopped: cut.is_none() && shared.stopped.load(Ordering::Relaxed),
         groups,
+        data: shared.feeders.uses(shared.start()),
     }
 }
 

@@ -19,6 +19,7 @@ mod cancel;
 mod class;
 mod clients;
 mod counts;
+mod data;
 mod engine;
 mod error;
 mod histo;
@@ -28,18 +29,21 @@ mod pacer;
 mod reason;
 mod recorder;
 mod result;
+mod rng;
 mod spec;
 mod summary;
 mod threads;
 
 pub use class::ErrorClass;
-pub use counts::{GroupCounts, Outcomes};
+pub use counts::{GroupCounts, Outcomes, RequestCounts};
+pub use data::{DataUse, Format};
 pub use engine::{run, Engine, GroupSnapshot, Snapshot};
 pub use error::{DecodeError, EngineError, MergeError, SpecError};
 pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
-pub use result::{GroupResult, Metric, ShardResult, Tick, FORMAT_VERSION};
+pub use result::{GroupResult, Metric, RequestResult, ShardResult, Tick, FORMAT_VERSION};
 pub use spec::{
-    ClientSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, PacerSpec, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
+    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, OnExhausted, Order, PacerSpec, RequestSpec, Scope,
+    Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
 };
-pub use summary::{GroupSummary, LatencySummary, ReasonSummary, SeriesPoint, StepSummary, Summary};
+pub use summary::{GroupSummary, LatencySummary, ReasonSummary, RequestSummary, SeriesPoint, StepSummary, Summary};

@@ -14,7 +14,7 @@ use crate::counts::Outcomes;
 use crate::histo;
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::reason;
-use crate::result::{GroupResult, Tick};
+use crate::result::{GroupResult, RequestResult, Tick};
 
 /// One group's recording on one thread, over one window (the measurement, or the time since the
 /// last `cut`).
@@ -42,9 +42,18 @@ pub(crate) struct Timing {
 }
 
 impl GroupRec {
-    pub fn new(name: &str, kind: &str, clients: Vec<u64>, origin: Instant, interval_s: f64) -> GroupRec {
+    pub fn new(
+        name: &str,
+        kind: &str,
+        requests: &[String],
+        clients: Vec<u64>,
+        origin: Instant,
+        interval_s: f64,
+    ) -> GroupRec {
+        let mut res = GroupResult::new(name, kind, 0);
+        res.requests = requests.iter().map(|n| RequestResult::new(n)).collect();
         GroupRec {
-            res: GroupResult::new(name, kind, 0),
+            res,
             recent: histo::new_histogram(),
             per_client: clients.into_iter().map(|c| (c, 0)).collect(),
             last_end: None,
@@ -57,9 +66,11 @@ impl GroupRec {
     /// A fresh recording of the same clients from `origin` on (for `cut`).
     pub fn fresh(&self, origin: Instant) -> GroupRec {
         let clients = self.per_client.iter().map(|(c, _)| *c).collect();
+        let names: Vec<String> = self.res.requests.iter().map(|r| r.counts.name.clone()).collect();
         let mut rec = GroupRec::new(
             &self.res.counts.name,
             &self.res.counts.kind,
+            &names,
             clients,
             origin,
             self.interval_s,
@@ -71,7 +82,31 @@ impl GroupRec {
     /// Record one measured operation of the client in slot `slot` (global number `client`).
     /// Returns whether it succeeded.
     #[inline]
-    pub fn record(&mut self, rep: &OpReport, t: &Timing, slot: usize, client: u64, detail: &Detail) -> bool {
+    pub fn record(
+        &mut self,
+        rep: &OpReport,
+        t: &Timing,
+        slot: usize,
+        client: u64,
+        detail: &Detail,
+        request: usize,
+    ) -> bool {
+        if let Some(r) = self.res.requests.get_mut(request) {
+            let o = &mut r.counts.outcomes;
+            match rep.outcome {
+                Outcome::Ok => {
+                    o.succeeded += 1;
+                    histo::record(&mut r.latency, t.latency);
+                }
+                Outcome::Fail(class) => {
+                    o.failed += 1;
+                    r.counts.failures[class.index()] += 1;
+                    histo::record(&mut r.failed_latency, t.latency);
+                }
+                Outcome::Hung => o.hung += 1,
+                Outcome::Abandoned => o.abandoned += 1,
+            }
+        }
         if let Outcome::Abandoned = rep.outcome {
             self.res.counts.outcomes.abandoned += 1;
             return false;

@@ -4,13 +4,14 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::class::ErrorClass;
-use crate::counts::GroupCounts;
+use crate::counts::{GroupCounts, RequestCounts};
+use crate::data::DataUse;
 use crate::error::{DecodeError, MergeError};
 use crate::histo;
 use crate::reason::{Reason, Reasons};
 
 /// Format version of `to_bytes`.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Sampled error messages per class in the summary's `error_samples`.
 pub const MAX_SAMPLES: usize = 5;
 
@@ -92,6 +93,29 @@ pub struct GroupResult {
     /// Worker clients: the durations of the named steps their programs reported (connect, auth …) in
     /// succeeded and failed operations, one histogram per name, in order of first appearance (at most `MAX_STEPS`).
     pub steps: Vec<(String, Histogram<u64>)>,
+    /// A request mix: each request's counts and latency, in the mix's order (empty without a mix).
+    pub requests: Vec<RequestResult>,
+}
+
+/// One request of a mix: its counts, its succeeded and its failed operations' latency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestResult {
+    pub counts: RequestCounts,
+    pub latency: Histogram<u64>,
+    pub failed_latency: Histogram<u64>,
+}
+
+impl RequestResult {
+    pub fn new(name: &str) -> RequestResult {
+        RequestResult {
+            counts: RequestCounts {
+                name: name.to_string(),
+                ..RequestCounts::default()
+            },
+            latency: histo::new_histogram(),
+            failed_latency: histo::new_histogram(),
+        }
+    }
 }
 
 /// Distinct step names kept per group (later names are not recorded).
@@ -111,6 +135,7 @@ impl GroupResult {
             latency_uncorrected: histo::new_histogram(),
             series: Vec::new(),
             steps: Vec::new(),
+            requests: Vec::new(),
         }
     }
 
@@ -175,6 +200,18 @@ impl GroupResult {
         for (a, b) in self.series.iter_mut().zip(&o.series) {
             a.add(b);
         }
+        for r in &o.requests {
+            match self.requests.iter_mut().find(|m| m.counts.name == r.counts.name) {
+                Some(m) => {
+                    m.counts.absorb(&r.counts);
+                    let herr =
+                        |e: hdrhistogram::AdditionError| MergeError::Histogram(m.counts.name.clone(), format!("{e:?}"));
+                    m.latency.add(&r.latency).map_err(herr)?;
+                    m.failed_latency.add(&r.failed_latency).map_err(herr)?;
+                }
+                None => self.requests.push(r.clone()),
+            }
+        }
         for (name, h) in &o.steps {
             let group = self.counts.name.clone();
             if let Some(mine) = self.step(name) {
@@ -197,6 +234,16 @@ pub struct ShardResult {
     /// True when the run was ended by `stop()` before its stop rules.
     pub stopped: bool,
     pub groups: Vec<GroupResult>,
+    /// What each data source did (rows handed out, where a queue stopped, when it ran out).
+    pub data: Vec<DataUse>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireRequest {
+    #[serde(flatten)]
+    counts: RequestCounts,
+    latency: String,
+    failed_latency: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -215,6 +262,8 @@ struct WireGroup {
     processing: String,
     series: Vec<Tick>,
     steps: Vec<(String, String)>,
+    #[serde(default)]
+    requests: Vec<WireRequest>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -233,6 +282,8 @@ struct Wire {
     interval_s: f64,
     stopped: bool,
     groups: Vec<WireGroup>,
+    #[serde(default)]
+    data: Vec<DataUse>,
 }
 
 impl ShardResult {
@@ -269,8 +320,16 @@ impl ShardResult {
                     processing: histo::encode_b64(&g.processing),
                     series: g.series.clone(),
                     steps: g.steps.iter().map(|(n, h)| (n.clone(), histo::encode_b64(h))).collect(),
+                    requests: (g.requests.iter())
+                        .map(|r| WireRequest {
+                            counts: r.counts.clone(),
+                            latency: histo::encode_b64(&r.latency),
+                            failed_latency: histo::encode_b64(&r.failed_latency),
+                        })
+                        .collect(),
                 })
                 .collect(),
+            data: self.data.clone(),
         };
         serde_json::to_vec(&wire).expect("the result is always serializable")
     }
@@ -306,7 +365,16 @@ impl ShardResult {
                 reasons: Reasons::default(),
                 series: w.series,
                 steps: Vec::with_capacity(w.steps.len()),
+                requests: Vec::with_capacity(w.requests.len()),
             };
+            for r in w.requests {
+                let n = &r.counts.name;
+                g.requests.push(RequestResult {
+                    latency: hist(&format!("requests.{n}.latency"), &r.latency)?,
+                    failed_latency: hist(&format!("requests.{n}.failed_latency"), &r.failed_latency)?,
+                    counts: r.counts,
+                });
+            }
             for r in w.reasons {
                 let class = ErrorClass::from_name(&r.class).ok_or(DecodeError::Class(r.class))?;
                 g.reasons.list.push(Reason {
@@ -327,6 +395,7 @@ impl ShardResult {
             interval_s: wire.interval_s,
             stopped: wire.stopped,
             groups,
+            data: wire.data,
         })
     }
 
@@ -339,6 +408,12 @@ impl ShardResult {
             match self.groups.iter_mut().find(|g| g.counts.name == og.counts.name) {
                 Some(g) => g.absorb(og)?,
                 None => self.groups.push(og.clone()),
+            }
+        }
+        for od in &other.data {
+            match self.data.iter_mut().find(|d| d.name == od.name) {
+                Some(d) => d.absorb(od),
+                None => self.data.push(od.clone()),
             }
         }
         self.started_unix = self.started_unix.min(other.started_unix);

@@ -7,7 +7,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::class::ErrorClass;
-use crate::counts::{class_map, GroupCounts};
+use crate::counts::{class_map, GroupCounts, RequestCounts};
+use crate::data::DataUse;
 use crate::histo;
 use crate::result::{GroupResult, ShardResult};
 
@@ -72,6 +73,19 @@ pub struct StepSummary {
     pub latency_us: LatencySummary,
 }
 
+/// One request of a group's mix.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestSummary {
+    #[serde(flatten)]
+    pub counts: RequestCounts,
+    /// succeeded + failed + hung + abandoned.
+    pub started: u64,
+    pub latency_us: LatencySummary,
+    pub failed_latency_us: LatencySummary,
+    /// As the group's `percentiles`.
+    pub percentiles: Vec<(f64, u64)>,
+}
+
 /// One group's figures.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct GroupSummary {
@@ -107,6 +121,8 @@ pub struct GroupSummary {
     pub series: Vec<SeriesPoint>,
     /// Worker clients' named steps, in order of first appearance.
     pub steps: Vec<StepSummary>,
+    /// A request mix's requests, in the mix's order (empty without a mix).
+    pub requests: Vec<RequestSummary>,
 }
 
 /// A shard's figures.
@@ -117,6 +133,8 @@ pub struct Summary {
     pub interval_s: f64,
     pub stopped: bool,
     pub groups: Vec<GroupSummary>,
+    /// What each data source did.
+    pub data: Vec<DataUse>,
 }
 
 /// Operations per second over `elapsed_s` (0 when nothing elapsed).
@@ -182,6 +200,15 @@ impl GroupSummary {
                     latency_us: LatencySummary::of(h),
                 })
                 .collect(),
+            requests: (g.requests.iter())
+                .map(|r| RequestSummary {
+                    counts: r.counts.clone(),
+                    started: r.counts.outcomes.started(),
+                    latency_us: LatencySummary::of(&r.latency),
+                    failed_latency_us: LatencySummary::of(&r.failed_latency),
+                    percentiles: histo::table(&r.latency),
+                })
+                .collect(),
         }
     }
 }
@@ -199,6 +226,7 @@ impl ShardResult {
                 .iter()
                 .map(|g| GroupSummary::of(g, self.interval_s))
                 .collect(),
+            data: self.data.clone(),
         }
     }
 

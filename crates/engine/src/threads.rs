@@ -18,6 +18,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::cancel::{sleep_unless_stopped, Alarm, Alarms, Cancel};
 use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared};
+use crate::data::{ClientData, Draw, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
@@ -33,6 +34,8 @@ pub(crate) struct GroupShared {
     pub tickets: AtomicU64,
     /// (start of the measurement = start + warm-up, end of a duration stop): set with the start.
     pub clock: OnceLock<(Instant, Option<Instant>)>,
+    /// The data source whose running out ended the group (`on_exhausted = "stop"`).
+    pub ran_out: OnceLock<String>,
 }
 
 impl GroupShared {
@@ -102,6 +105,8 @@ pub(crate) struct Shared {
     pub cut_tx: watch::Sender<Option<Instant>>,
     /// Where threads hand their cut recordings.
     pub cut_reply: Mutex<Option<mpsc::Sender<ThreadOutput>>>,
+    /// The shard's data sources.
+    pub feeders: Feeders,
 }
 
 impl Shared {
@@ -233,6 +238,7 @@ pub(crate) fn run_thread(
                 GroupRec::new(
                     &g.spec.name,
                     g.spec.client.kind(),
+                    &g.prep.request_names(),
                     cs.clone(),
                     g.measured_start(),
                     interval_s,
@@ -338,7 +344,6 @@ async fn serve_cuts(shared: Arc<Shared>, rec: Recs, mut cuts: watch::Receiver<Op
 async fn run_one(
     op: &mut Client,
     group: &GroupShared,
-    iteration: u64,
     timeout_at: Instant,
     stop: &mut watch::Receiver<bool>,
     alarm: &Alarm,
@@ -350,7 +355,7 @@ async fn run_one(
         stop,
         alarm,
     };
-    let report = op.run(iteration, &mut cancel).await;
+    let report = op.run(&mut cancel).await;
     let end = Instant::now();
     group.live.in_flight.fetch_sub(1, Ordering::Relaxed);
     (report, end)
@@ -408,7 +413,7 @@ impl Source {
                     StopRule::DurationMs(_) => group.end_at().is_some_and(|e| now < e),
                     StopRule::WhileOthers(_) => true,
                 };
-                if !proceed || stopped.load(Ordering::Relaxed) {
+                if !proceed || stopped.load(Ordering::Relaxed) || group.ran_out.get().is_some() {
                     return None;
                 }
                 let due = pacer.next_start(*prev, now);
@@ -430,6 +435,9 @@ impl Source {
             }
             Source::Open(q) => loop {
                 let next = q.pending.borrow_mut().pop_front();
+                if group.ran_out.get().is_some() {
+                    return None;
+                }
                 let Some(intended) = next else {
                     if q.closed.get() || stopped.load(Ordering::Relaxed) {
                         return None;
@@ -503,14 +511,33 @@ async fn client(
     let (mut stop, stopped) = shared.stop_of(g);
     let timeout = Duration::from_millis(spec.timeout_ms);
     let mut op = Client::new(group.prep.clone(), global_client, host);
+    let mut data = ClientData::new(&shared.feeders, global_client);
     let (mut iteration, mut measured) = (0u64, 0u64);
     if !sleep_unless_stopped(shared.start(), &mut stop, stopped).await {
         return;
     }
     while let Some(start) = source.next(group, measured, &mut stop, stopped, &rec, g).await {
+        let mut draw = Draw {
+            client: global_client,
+            index: client,
+            clients: spec.clients,
+            iteration,
+            feeders: &shared.feeders,
+            state: &mut data,
+        };
+        if let Err(out) = op.prepare(&mut draw) {
+            // A data source ran out: this operation does not start; the client (or its whole group) stops.
+            if out.stop_group {
+                let _ = group.ran_out.set(shared.feeders.list[out.feeder].name.clone());
+            }
+            if matches!(source, Source::Closed { .. }) && matches!(spec.stop, StopRule::Total(_)) {
+                group.tickets.fetch_sub(1, Ordering::Relaxed);
+            }
+            break;
+        }
         let began = start.began;
         source.begin();
-        let (report, end) = run_one(&mut op, group, iteration, began + timeout, &mut stop, &alarm).await;
+        let (report, end) = run_one(&mut op, group, began + timeout, &mut stop, &alarm).await;
         iteration += 1;
         if report.unsent {
             // Cut off while connecting: nothing reached the service, so it never started.
@@ -543,7 +570,7 @@ async fn client(
             if start.measured_arrival && !cut_short && began.saturating_duration_since(start.intended) > LATE_AFTER {
                 r[g].res.counts.late += 1;
             }
-            r[g].record(&report, &timing, slot, global_client, &op.detail);
+            r[g].record(&report, &timing, slot, global_client, &op.detail, op.request());
         }
         if cut_short {
             break;
@@ -618,7 +645,8 @@ async fn open_group(
     };
     let mut issued = 0u64;
     loop {
-        if stopped.load(Ordering::Relaxed) || group.end_at().is_some_and(|e| sched.peek() >= e) {
+        let over = group.end_at().is_some_and(|e| sched.peek() >= e) || group.ran_out.get().is_some();
+        if stopped.load(Ordering::Relaxed) || over {
             break;
         }
         let more = match spec.stop {

@@ -19,6 +19,8 @@ use super::template::Template;
 use super::Prepared;
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
+use crate::data::{Draw, Exhausted, Feeders};
+use crate::error::SpecError;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 use crate::spec::{line_regex, ExecSpec};
 
@@ -51,39 +53,80 @@ pub(crate) struct ExecPrep {
     payload: Payload,
     /// knee's environment at the start (the command's `env` goes over it).
     base_env: BaseEnv,
+    /// Data sources its templates read.
+    pub(super) uses: Vec<usize>,
 }
 
 impl ExecPrep {
-    /// The spec is validated, so the regexes compile.
-    pub fn new(spec: &ExecSpec) -> ExecPrep {
+    /// The spec is validated, so the regexes compile; a template naming a data source or column that is not
+    /// there is an error. A `${…}` that is none of knee's stays as it is (a shell's own, in an argument).
+    pub fn new(spec: &ExecSpec, feeders: &Feeders, key: &str) -> Result<ExecPrep, SpecError> {
         let re = |p: &Option<String>| {
             p.as_deref()
                 .map(|p| line_regex(p).expect("validated by Spec::validate"))
         };
-        ExecPrep {
-            program: Template::new(&spec.argv[0]),
-            args: spec.argv[1..].iter().map(|a| Template::new(a)).collect(),
-            env: spec.env.iter().map(|(k, v)| (k.clone(), Template::new(v))).collect(),
+        let t = |s: &str, k: String| Template::compile(s, feeders, &k, false).map_err(SpecError);
+        let prep = ExecPrep {
+            program: t(&spec.argv[0], format!("{key}.argv[0]"))?,
+            args: (spec.argv[1..].iter().enumerate())
+                .map(|(i, a)| t(a, format!("{key}.argv[{}]", i + 1)))
+                .collect::<Result<_, _>>()?,
+            env: (spec.env.iter())
+                .map(|(k, v)| Ok((k.clone(), t(v, format!("{key}.env.{k}"))?)))
+                .collect::<Result<_, SpecError>>()?,
             cwd: spec.cwd.clone(),
             stdout: re(&spec.expect_stdout),
             stderr: re(&spec.expect_stderr),
-            file: spec.expect_file.as_ref().map(|f| (Template::new(&f.path), f.min_size)),
+            file: match &spec.expect_file {
+                Some(f) => Some((t(&f.path, format!("{key}.expect_file.path"))?, f.min_size)),
+                None => None,
+            },
             payload: match spec.bytes_from.as_deref() {
                 Some("stdout") => Payload::Stdout,
-                Some(path) => Payload::File(Template::new(path)),
+                Some(path) => Payload::File(t(path, format!("{key}.bytes_from"))?),
                 None if spec.expect_file.is_some() => Payload::ExpectFile,
                 None => Payload::None,
             },
             base_env: BaseEnv::capture(),
+            uses: Vec::new(),
+        };
+        let mut uses: Vec<usize> = Vec::new();
+        let files = [
+            prep.file.as_ref().map(|f| &f.0),
+            if let Payload::File(p) = &prep.payload {
+                Some(p)
+            } else {
+                None
+            },
+        ];
+        let all = std::iter::once(&prep.program)
+            .chain(&prep.args)
+            .chain(prep.env.iter().map(|(_, v)| v))
+            .chain(files.into_iter().flatten());
+        for f in all.flat_map(|t| t.uses.iter()) {
+            if !uses.contains(f) {
+                uses.push(*f);
+            }
         }
+        Ok(ExecPrep { uses, ..prep })
     }
+}
+
+/// An operation's command line, its files' paths: rendered before it starts.
+#[derive(Default)]
+struct Rendered {
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    file: Option<String>,
+    payload_file: Option<String>,
 }
 
 pub(crate) struct ExecClient {
     prep: Arc<Prepared>,
-    client: u64,
     out: Vec<u8>,
     err: Vec<u8>,
+    now: Rendered,
 }
 
 /// Read a stream to its end into `buf` (cleared first): all of it when `whole`, else only its last
@@ -110,25 +153,43 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut Vec
 }
 
 impl ExecClient {
-    pub fn new(prep: Arc<Prepared>, client: u64) -> ExecClient {
+    pub fn new(prep: Arc<Prepared>) -> ExecClient {
         ExecClient {
             prep,
-            client,
             out: Vec::new(),
             err: Vec::new(),
+            now: Rendered::default(),
         }
     }
 
-    pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
+    /// Take this operation's rows and write its command line.
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
         let Prepared::Exec(p) = &*self.prep else {
             unreachable!("an exec client always has an exec prep")
         };
-        let (c, i) = (self.client, iteration);
-        let program = p.program.render(c, i);
+        draw.take(&p.uses)?;
+        self.now = Rendered {
+            program: p.program.render_string(draw),
+            args: p.args.iter().map(|a| a.render_string(draw)).collect(),
+            env: p.env.iter().map(|(k, v)| (k.clone(), v.render_string(draw))).collect(),
+            file: p.file.as_ref().map(|(t, _)| t.render_string(draw)),
+            payload_file: match &p.payload {
+                Payload::File(t) => Some(t.render_string(draw)),
+                _ => None,
+            },
+        };
+        Ok(())
+    }
+
+    pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
+        let Prepared::Exec(p) = &*self.prep else {
+            unreachable!("an exec client always has an exec prep")
+        };
+        let program = self.now.program.clone();
         let cmd = Cmd {
             program: &program,
-            args: p.args.iter().map(|a| a.render(c, i)).collect(),
-            env: p.env.iter().map(|(k, v)| (k.as_str(), v.render(c, i))).collect(),
+            args: self.now.args.clone(),
+            env: self.now.env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect(),
             cwd: p.cwd.as_deref(),
         };
         let mut child = match spawn(&cmd, &p.base_env) {
@@ -201,8 +262,8 @@ impl ExecClient {
                 .fix()
                 .quoted(text, QUOTED);
             Some(class)
-        } else if let Some((path, min)) = &p.file {
-            let path = path.render(c, i);
+        } else if let Some((_, min)) = &p.file {
+            let path = self.now.file.clone().unwrap_or_default();
             match std::fs::metadata(&path) {
                 Ok(m) if m.len() >= *min => {
                     file_size = m.len();
@@ -225,7 +286,9 @@ impl ExecClient {
             Payload::None => 0,
             Payload::Stdout => out_bytes,
             Payload::ExpectFile => file_size,
-            Payload::File(path) => std::fs::metadata(path.render(c, i)).map_or(0, |m| m.len()),
+            Payload::File(_) => {
+                std::fs::metadata(self.now.payload_file.as_deref().unwrap_or_default()).map_or(0, |m| m.len())
+            }
         };
         OpReport {
             bytes: Traffic {

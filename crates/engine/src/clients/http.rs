@@ -15,12 +15,14 @@ use rustls::pki_types::ServerName;
 use super::dial::{Conn, Dialer};
 use super::h1;
 use super::http2::H2Prep;
+use super::template::Template;
 use super::{net, tls, Prepared};
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
+use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
-use crate::spec::{line_regex, HttpSpec};
+use crate::spec::{line_regex, origin, untemplated, HttpSpec};
 
 /// Requests up to this size go out in one segment; larger ones set TCP_NODELAY so that their last
 /// segment is not held back waiting for the ACK of the previous ones.
@@ -28,25 +30,48 @@ const NODELAY_ABOVE: usize = 1200;
 
 pub(crate) struct HttpPrep {
     pub dialer: Dialer,
-    method: Method,
-    /// The whole request (head and body), written with one write.
-    request: Bytes,
+    /// The requests an operation picks from (one without a mix).
+    pub requests: Vec<ReqPrep>,
+    /// Cumulative weights of `requests` (a mix's pick), their sum last.
+    cumulative: Vec<f64>,
     /// HTTP/2: the request in HTTP/2's form and the group's connections.
     pub h2: Option<H2Prep>,
     pub new_connection: bool,
+    sources: Vec<IpAddr>,
+}
+
+/// One request of the group: its bytes (fixed, or a template filled per operation) and its checks.
+pub(crate) struct ReqPrep {
+    /// The mix's name for it ("" without a mix).
+    pub name: String,
+    method: Method,
+    /// The whole request (head and body), written with one write, when nothing in it changes.
+    fixed: Option<Bytes>,
+    /// Otherwise its parts, rendered per operation.
+    parts: Option<ReqTemplate>,
     pub expect_status: Vec<(u16, u16)>,
     expect_body: Option<Regex>,
     expect_body_regex: Option<Regex>,
     expect_length: Option<u64>,
-    sources: Vec<IpAddr>,
+    /// Data sources it reads.
+    uses: Vec<usize>,
+}
+
+/// A templated request: `METHOD target HTTP/1.1`, the header lines, `Content-Length` when it has a body.
+struct ReqTemplate {
+    target: Template,
+    headers: Template,
+    /// Lines in `headers` (each ends with CRLF).
+    header_lines: usize,
+    body: Template,
+    wants_length: bool,
 }
 
 impl HttpPrep {
     /// `clients`: the group's clients in this shard (HTTP/2 shares ⌈clients / streams⌉ connections among them).
-    pub fn new(spec: &HttpSpec, clients: u64, key: &str) -> Result<HttpPrep, EngineError> {
+    pub fn new(spec: &HttpSpec, clients: u64, feeders: &Feeders, key: &str) -> Result<HttpPrep, EngineError> {
         let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
-        let full: Uri = spec
-            .url
+        let full: Uri = untemplated(&spec.url)
             .parse()
             .map_err(|e| bad(format!("url {:?} is not a valid URL ({e})", spec.url)))?;
         let https = full.scheme_str() == Some("https");
@@ -81,10 +106,75 @@ impl HttpPrep {
         } else {
             None
         };
+        let mut requests = Vec::new();
+        let mut cumulative = Vec::new();
+        let mut h2 = None;
+        let mix = !spec.requests.is_empty();
+        for (i, (name, weight, r)) in spec.effective().into_iter().enumerate() {
+            let rkey = if mix {
+                format!("{key}.requests[{i}]")
+            } else {
+                key.to_string()
+            };
+            let (req, h2_req) = ReqPrep::new(&r, name, &host, clients, feeders, &rkey)?;
+            requests.push(req);
+            h2 = h2.or(h2_req);
+            cumulative.push(cumulative.last().copied().unwrap_or(0.0) + weight);
+        }
+        Ok(HttpPrep {
+            dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(std::time::Duration::from_millis)),
+            requests,
+            cumulative,
+            h2,
+            new_connection: spec.new_connection,
+            sources: spec.source_addrs.clone(),
+        })
+    }
+
+    /// The names of a mix's requests (empty without a mix).
+    pub fn names(&self) -> Vec<String> {
+        if self.requests.len() == 1 && self.requests[0].name.is_empty() {
+            Vec::new()
+        } else {
+            self.requests.iter().map(|r| r.name.clone()).collect()
+        }
+    }
+
+    /// Pick a request for this operation (by weight; the one request without a mix).
+    fn pick(&self, draw: &mut Draw<'_>) -> usize {
+        if self.requests.len() == 1 {
+            return 0;
+        }
+        let total = self.cumulative.last().copied().unwrap_or(1.0);
+        let x = draw.state.rng.unit() * total;
+        self.cumulative
+            .iter()
+            .position(|&c| x < c)
+            .unwrap_or(self.requests.len() - 1)
+    }
+}
+
+impl ReqPrep {
+    fn new(
+        spec: &HttpSpec,
+        name: String,
+        host: &str,
+        clients: u64,
+        feeders: &Feeders,
+        key: &str,
+    ) -> Result<(ReqPrep, Option<H2Prep>), EngineError> {
+        let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
+        let tmpl = |s: &str, k: &str| Template::compile(s, feeders, &format!("{key}.{k}"), true).map_err(bad_spec);
+        let full: Uri = untemplated(&spec.url)
+            .parse()
+            .map_err(|e| bad(format!("url {:?} is not a valid URL ({e})", spec.url)))?;
         let method = Method::from_bytes(spec.method.as_bytes()).map_err(|e| bad(format!("method: {e}")))?;
-        let path = full.path_and_query().map_or("/", |p| p.as_str());
-        let path = if path.is_empty() { "/" } else { path };
-        let body = match (&spec.body, &spec.body_file) {
+        // The request target as written (placeholders in): what follows the authority.
+        let origin_len = origin(&spec.url).len();
+        let target_text = spec.url[origin_len..].split('#').next().unwrap_or("");
+        let target_text = if target_text.is_empty() { "/" } else { target_text };
+        let target = tmpl(target_text, "url")?;
+        let body_text = match (&spec.body, &spec.body_file) {
             (_, Some(path)) => std::fs::read(path).map_err(|source| EngineError::BodyFile {
                 key: format!("{key}.body_file"),
                 path: path.clone(),
@@ -93,6 +183,11 @@ impl HttpPrep {
             (Some(b), None) => b.clone().into_bytes(),
             (None, None) => Vec::new(),
         };
+        // A body file is sent as it is (it may be binary); a body text may hold templates.
+        let body = match (&spec.body, &spec.body_file) {
+            (Some(b), None) => tmpl(b, "body")?,
+            _ => Template::literal(body_text.clone()),
+        };
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(spec.headers.len());
         for (name, value) in &spec.headers {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(format!("headers {name:?}: {e}")))?;
@@ -100,17 +195,18 @@ impl HttpPrep {
             headers.push((n, v));
         }
         let has = |h: &HeaderName| headers.iter().any(|(n, _)| n == h);
-        let wants_length = !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        let wants_length =
+            !body_text.is_empty() || !body.is_fixed() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
         let h2 = if spec.http2 {
-            let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(body.len());
+            let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(body_text.len());
             let connections = spec.shared_connections(clients).unwrap_or(1);
-            Some(H2Prep::new(&full, &method, &headers, length, &body, connections).map_err(bad)?)
+            Some(H2Prep::new(&full, &method, &headers, length, &body_text, connections).map_err(bad)?)
         } else {
             None
         };
-        let mut head = format!("{method} {path} HTTP/1.1\r\n");
+        let mut head = String::new();
         if !has(&HOST) {
-            let authority = full.authority().map_or(host.as_str(), |a| a.as_str());
+            let authority = full.authority().map_or(host, |a| a.as_str());
             HeaderValue::from_str(authority).map_err(|e| bad(format!("url host: {e}")))?;
             head.push_str(&format!("Host: {authority}\r\n"));
         }
@@ -121,19 +217,36 @@ impl HttpPrep {
         if spec.new_connection && !has(&CONNECTION) {
             head.push_str("Connection: close\r\n");
         }
-        if wants_length && !has(&CONTENT_LENGTH) && !has(&TRANSFER_ENCODING) {
-            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        let length_line = wants_length && !has(&CONTENT_LENGTH) && !has(&TRANSFER_ENCODING);
+        let header_lines = tmpl(&head, "headers")?;
+        let mut uses = target.uses.clone();
+        for f in header_lines.uses.iter().chain(&body.uses) {
+            if !uses.contains(f) {
+                uses.push(*f);
+            }
         }
-        head.push_str("\r\n");
-        let mut request = head.into_bytes();
-        request.extend_from_slice(&body);
+        let parts = ReqTemplate {
+            target,
+            headers: header_lines,
+            header_lines: head.matches("\r\n").count(),
+            body,
+            wants_length: length_line,
+        };
+        let fixed = if parts.target.is_fixed() && parts.headers.is_fixed() && parts.body.is_fixed() {
+            let mut out = Vec::new();
+            parts
+                .write(&method, &mut out, &mut Vec::new(), None)
+                .map_err(|why| bad(format!("url: {why}")))?;
+            Some(Bytes::from(out))
+        } else {
+            None
+        };
         let compile = |k: &str, p: &str| line_regex(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
-        Ok(HttpPrep {
-            dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(std::time::Duration::from_millis)),
+        let req = ReqPrep {
+            name,
+            fixed,
+            parts: Some(parts),
             method,
-            request: Bytes::from(request),
-            h2,
-            new_connection: spec.new_connection,
             expect_status: spec.expect_status.clone(),
             expect_body: spec
                 .expect_body
@@ -146,8 +259,76 @@ impl HttpPrep {
                 .map(|s| compile("expect_body_regex", s))
                 .transpose()?,
             expect_length: spec.expect_length,
-            sources: spec.source_addrs.clone(),
-        })
+            uses,
+        };
+        Ok((req, h2))
+    }
+}
+
+fn bad_spec(e: String) -> EngineError {
+    EngineError::Spec(crate::error::SpecError(e))
+}
+
+impl ReqTemplate {
+    /// Write the request into `out` (cleared first), its body rendered through `scratch`; `draw` None: every
+    /// part is fixed. Err: a filled-in value that cannot be sent (the part and the byte).
+    fn write(
+        &self,
+        method: &Method,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+        mut draw: Option<&mut Draw<'_>>,
+    ) -> Result<(), String> {
+        out.clear();
+        scratch.clear();
+        out.extend_from_slice(method.as_str().as_bytes());
+        out.push(b' ');
+        let from = out.len();
+        render(&self.target, out, draw.as_deref_mut());
+        if let Some(b) = out[from..].iter().find(|b| !(0x21..=0x7E).contains(*b)) {
+            let shown = String::from_utf8_lossy(&out[from..]).into_owned();
+            return Err(format!(
+                "the url's path {shown:?} holds {}, which a URL cannot carry; percent-encode it in the data",
+                byte_name(*b)
+            ));
+        }
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+        let from = out.len();
+        render(&self.headers, out, draw.as_deref_mut());
+        // The header lines' own CRLFs are the template's; any other CR, LF or NUL came from a filled-in value.
+        let lines = &out[from..];
+        let (cr, lf) = (bytecount(lines, b'\r'), bytecount(lines, b'\n'));
+        if cr != self.header_lines || lf != self.header_lines || lines.contains(&0) {
+            return Err("a header value holds a line break or NUL, which a header cannot carry".to_string());
+        }
+        render(&self.body, scratch, draw);
+        if self.wants_length {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(scratch.len()).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(scratch);
+        Ok(())
+    }
+}
+
+fn render(t: &Template, out: &mut Vec<u8>, draw: Option<&mut Draw<'_>>) {
+    match draw {
+        Some(d) => t.render(out, d),
+        None => t.render_fixed(out),
+    }
+}
+
+fn bytecount(s: &[u8], b: u8) -> usize {
+    s.iter().filter(|&&x| x == b).count()
+}
+
+fn byte_name(b: u8) -> String {
+    match b {
+        b' ' => "a space".to_string(),
+        0x80.. => "a byte that is not ASCII".to_string(),
+        b => format!("the byte 0x{b:02x}"),
     }
 }
 
@@ -161,9 +342,22 @@ pub(crate) struct HttpClient {
     wrote: bool,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
+    /// This operation's request (its index in the group's mix).
+    req: u16,
+    /// Its bytes when templated (boxed: a fixed request's clients do not carry the buffers).
+    filled: Option<Box<Filled>>,
 }
 
-impl HttpPrep {
+/// A templated request as this operation sends it.
+#[derive(Default)]
+struct Filled {
+    out: Vec<u8>,
+    scratch: Vec<u8>,
+    /// Why it cannot be sent (a filled-in value no request can carry).
+    unsendable: Option<String>,
+}
+
+impl ReqPrep {
     /// The outcome of a response with these figures: its status outside `expect_status` (`unexpected`: the
     /// reason is in `d` already), or a length or body check that failed (written to `d`).
     pub fn judge(&self, unexpected: bool, len: u64, body: &[u8], d: &mut Detail) -> Outcome {
@@ -190,20 +384,22 @@ impl HttpPrep {
         }
     }
 
+    /// A body check needs the body kept.
+    pub fn checks_body(&self) -> bool {
+        self.expect_body.is_some() || self.expect_body_regex.is_some()
+    }
+}
+
+impl HttpPrep {
     /// The group's source addresses (client `c` connects from the `c % len`-th).
     pub fn sources(&self) -> &[IpAddr] {
         &self.sources
     }
 
-    /// A body check needs the body kept.
-    pub fn checks_body(&self) -> bool {
-        self.expect_body.is_some() || self.expect_body_regex.is_some()
-    }
-
     /// TCP_NODELAY for this group's connections: one request per connection in one segment is never
-    /// delayed by Nagle, so the syscall is skipped then.
-    pub fn nodelay(&self) -> bool {
-        !self.new_connection || self.dialer.tls.is_some() || self.request.len() > NODELAY_ABOVE || self.h2.is_some()
+    /// delayed by Nagle, so the syscall is skipped then (`len`: the request's size).
+    pub fn nodelay(&self, len: usize) -> bool {
+        !self.new_connection || self.dialer.tls.is_some() || len > NODELAY_ABOVE || self.h2.is_some()
     }
 }
 
@@ -221,7 +417,37 @@ impl HttpClient {
             body: Vec::new(),
             wrote: false,
             source,
+            req: 0,
+            filled: None,
         }
+    }
+
+    /// Pick this operation's request, take its rows and fill it in.
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        let Prepared::Http(p) = &*self.prep else {
+            unreachable!("an http client always has an http prep")
+        };
+        let i = p.pick(draw);
+        self.req = i as u16;
+        let r = &p.requests[i];
+        draw.take(&r.uses)?;
+        if r.fixed.is_none() {
+            let f = self.filled.get_or_insert_with(Box::default);
+            let parts = r.parts.as_ref().expect("a request is fixed or has parts");
+            f.unsendable = parts
+                .write(&r.method, &mut f.out, &mut f.scratch, Some(draw))
+                .err()
+                .map(|why| match draw.which_row(&r.uses) {
+                    Some(row) => format!("{row}: {why}"),
+                    None => why,
+                });
+        }
+        Ok(())
+    }
+
+    /// The request this operation sends (its index in the group's mix).
+    pub fn request(&self) -> usize {
+        self.req as usize
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
@@ -242,22 +468,31 @@ impl HttpClient {
         let Prepared::Http(p) = &*self.prep else {
             unreachable!("an http client always has an http prep")
         };
+        let r = &p.requests[self.req as usize];
+        if let Some(why) = self.filled.as_ref().and_then(|f| f.unsendable.as_ref()) {
+            d.clear().put(format_args!("{why}"));
+            return OpReport::of(Outcome::Fail(ErrorClass::Request));
+        }
         let mut opened = None;
         if p.new_connection {
             self.conn = None;
         }
         let req = h1::Request {
-            bytes: &p.request,
-            head: p.method == Method::HEAD,
-            expect_status: &p.expect_status,
+            bytes: match (&r.fixed, &self.filled) {
+                (Some(b), _) => b,
+                (None, Some(f)) => &f.out,
+                (None, None) => &[],
+            },
+            head: r.method == Method::HEAD,
+            expect_status: &r.expect_status,
         };
-        let check_body = p.checks_body();
+        let check_body = r.checks_body();
         let mut sent = 0u64;
         self.wrote = false;
         let resp = loop {
             let reused = self.conn.is_some();
             if !reused {
-                match p.dialer.dial(p.nodelay(), self.source, d).await {
+                match p.dialer.dial(p.nodelay(req.bytes.len()), self.source, d).await {
                     Ok((c, o)) => {
                         self.conn = Some(c);
                         opened = Some(o);
@@ -297,7 +532,7 @@ impl HttpClient {
         }
         let len = resp.len;
         OpReport {
-            outcome: p.judge(resp.unexpected, len, &self.body, d),
+            outcome: r.judge(resp.unexpected, len, &self.body, d),
             connect: opened.map(|o| o.connect),
             handshake: opened.and_then(|o| o.handshake),
             ttfb: Some(resp.ttfb),
@@ -321,13 +556,18 @@ mod tests {
     #[test]
     fn per_client_state_stays_small() {
         let spec = serde_json::from_str(r#"{"url": "https://127.0.0.1:1/"}"#).unwrap();
-        let prep = Prepared::new(&ClientSpec::Http(spec), 1, "k").unwrap();
+        let prep = Prepared::new(&ClientSpec::Http(spec), 1, &crate::data::Feeders::default(), "k").unwrap();
         let Prepared::Http(p) = &*prep else { unreachable!() };
         let mut d = crate::outcome::Detail::default();
         assert!(std::mem::size_of_val(&p.dialer.dial(true, None, &mut d)) <= 512);
         let mut d = crate::outcome::Detail::default();
         let mut c = HttpClient::new(prep.clone(), 0);
         assert!(std::mem::size_of_val(&c.exchange(&mut d)) <= 768);
-        assert!(std::mem::size_of::<HttpClient>() <= 128);
+        // 136: a request mix's pick and the box of a templated request's buffers added 8 to the 128 of before.
+        assert!(
+            std::mem::size_of::<HttpClient>() <= 136,
+            "{}",
+            std::mem::size_of::<HttpClient>()
+        );
     }
 }

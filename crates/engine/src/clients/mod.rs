@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::cancel::Cancel;
+use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport};
 use crate::spec::ClientSpec;
@@ -89,14 +90,22 @@ pub(crate) enum Prepared {
 pub(crate) const SPAWN_FDS: u64 = 8;
 
 impl Prepared {
-    /// `clients`: the group's clients in this shard.
-    pub fn new(spec: &ClientSpec, clients: u64, key: &str) -> Result<Arc<Prepared>, EngineError> {
+    /// `clients`: the group's clients in this shard; `feeders`: the shard's data sources (templates read them).
+    pub fn new(spec: &ClientSpec, clients: u64, feeders: &Feeders, key: &str) -> Result<Arc<Prepared>, EngineError> {
         Ok(Arc::new(match spec {
-            ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, clients, key)?)),
-            ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, key)?),
-            ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e)),
+            ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, clients, feeders, key)?)),
+            ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, feeders, key)?),
+            ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e, feeders, key)?),
             ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w)),
         }))
+    }
+
+    /// The names of the group's request mix (empty without one): its results are kept per name too.
+    pub fn request_names(&self) -> Vec<String> {
+        match self {
+            Prepared::Http(p) => p.names(),
+            _ => Vec::new(),
+        }
     }
 
     /// Its clients start processes for every operation (exec): their threads hold spawn slots.
@@ -131,6 +140,8 @@ pub(crate) struct Client {
     kind: Kind,
     /// Written by a failing operation (reused: no allocation once grown).
     pub detail: Detail,
+    /// The current operation's number (the client's 0-based count).
+    iteration: u64,
 }
 
 impl Client {
@@ -150,16 +161,37 @@ impl Client {
             }
             (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep, client)),
             (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep, client)),
-            (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep, client)),
+            (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep)),
         };
         Client {
             kind,
             detail: Detail::default(),
+            iteration: 0,
         }
     }
 
-    /// Run one operation; `iteration` is the client's 0-based operation number.
-    pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>) -> OpReport {
+    /// Before an operation: pick its request, take its rows, fill its templates in. Err: a data source it reads
+    /// has run out (the operation does not start).
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        self.iteration = draw.iteration;
+        match &mut self.kind {
+            Kind::Http(c) => c.prepare(draw),
+            Kind::Tcp(c) => c.prepare(draw),
+            Kind::Exec(c) => c.prepare(draw),
+            Kind::Http2(_) | Kind::Program(_) => Ok(()),
+        }
+    }
+
+    /// The request of the group's mix this operation sends (0 without a mix).
+    pub fn request(&self) -> usize {
+        match &self.kind {
+            Kind::Http(c) => c.request(),
+            _ => 0,
+        }
+    }
+
+    /// Run the operation `prepare` made ready.
+    pub async fn run(&mut self, cancel: &mut Cancel<'_>) -> OpReport {
         let d = &mut self.detail;
         match &mut self.kind {
             Kind::Http(c) => c.run(cancel, d).await,
@@ -167,8 +199,8 @@ impl Client {
             Kind::Tcp(c) => c.run(cancel, d).await,
             // Boxed: a process's future is large, and the task of every client holds the largest kind's;
             // one allocation beside a fork and an exec is nothing.
-            Kind::Exec(c) => Box::pin(c.run(iteration, cancel, d)).await,
-            Kind::Program(c) => c.run(iteration, cancel, d).await,
+            Kind::Exec(c) => Box::pin(c.run(cancel, d)).await,
+            Kind::Program(c) => c.run(self.iteration, cancel, d).await,
         }
     }
 }
@@ -198,14 +230,18 @@ mod tests {
                 r#"{"kind": "exec", "argv": ["true"]}"#,
             ] {
                 let spec: ClientSpec = serde_json::from_str(spec).unwrap();
-                let mut c = Client::new(Prepared::new(&spec, 1, "k").unwrap(), 0, None);
+                let mut c = Client::new(
+                    Prepared::new(&spec, 1, &crate::data::Feeders::default(), "k").unwrap(),
+                    0,
+                    None,
+                );
                 let mut cancel = Cancel {
                     timeout_at: std::time::Instant::now(),
                     end_at: None,
                     stop: &mut stop,
                     alarm: &alarm,
                 };
-                let size = std::mem::size_of_val(&c.run(0, &mut cancel));
+                let size = std::mem::size_of_val(&c.run(&mut cancel));
                 assert!(size <= 768, "{}: an operation's future is {size} bytes", spec.kind());
             }
         });

@@ -4,27 +4,43 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::template::Template;
 use super::{net, Prepared};
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
+use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::spec::{line_regex, TcpSpec};
 
 pub(crate) struct TcpPrep {
     addr: SocketAddr,
-    send: Bytes,
+    send: Template,
+    /// Data sources `send` reads.
+    pub(super) uses: Vec<usize>,
     expect: Option<Regex>,
     sources: Vec<IpAddr>,
     connect_timeout: Option<Duration>,
 }
 
 impl TcpPrep {
-    pub fn new(spec: &TcpSpec, key: &str) -> Result<TcpPrep, EngineError> {
+    pub fn new(spec: &TcpSpec, feeders: &Feeders, key: &str) -> Result<TcpPrep, EngineError> {
+        let send = Template::compile(
+            spec.send.as_deref().unwrap_or_default(),
+            feeders,
+            &format!("{key}.send"),
+            true,
+        )
+        .map_err(SpecError)?;
+        if spec.expect.as_deref().is_some_and(|e| e.contains("${")) {
+            return Err(EngineError::Spec(SpecError(format!(
+                "{key}.expect {:?}: templates in expect are not supported yet; match the reply with a pattern",
+                spec.expect.as_deref().unwrap_or_default()
+            ))));
+        }
         let addr = spec
             .addr
             .to_socket_addrs()
@@ -42,7 +58,8 @@ impl TcpPrep {
         };
         Ok(TcpPrep {
             addr,
-            send: Bytes::from(spec.send.clone().unwrap_or_default()),
+            uses: send.uses.clone(),
+            send,
             expect,
             sources: spec.source_addrs.clone(),
             connect_timeout: spec.connect_timeout_ms.map(Duration::from_millis),
@@ -53,6 +70,8 @@ impl TcpPrep {
 pub(crate) struct TcpClient {
     prep: Arc<Prepared>,
     buf: Vec<u8>,
+    /// This operation's `send`, rendered.
+    out: Vec<u8>,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
 }
@@ -67,8 +86,20 @@ impl TcpClient {
         TcpClient {
             prep,
             buf: Vec::with_capacity(4096),
+            out: Vec::new(),
             source,
         }
+    }
+
+    /// Take this operation's rows and write what it sends.
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        let Prepared::Tcp(p) = &*self.prep else {
+            unreachable!("a tcp client always has a tcp prep")
+        };
+        draw.take(&p.uses)?;
+        self.out.clear();
+        p.send.render(&mut self.out, draw);
+        Ok(())
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
@@ -95,13 +126,13 @@ impl TcpClient {
             connect,
             ..OpReport::of(Outcome::Ok)
         };
-        if !p.send.is_empty() {
-            if let Err(e) = stream.write_all(&p.send).await {
+        if !self.out.is_empty() {
+            if let Err(e) = stream.write_all(&self.out).await {
                 d.clear().put(format_args!("sending to {}: ", p.addr)).io(&e);
                 report.outcome = Outcome::Fail(ErrorClass::of_io(&e, true));
                 return report;
             }
-            report.bytes.sent = p.send.len() as u64;
+            report.bytes.sent = self.out.len() as u64;
         }
         let Some(re) = &p.expect else { return report };
         self.buf.clear();

@@ -42,6 +42,64 @@ pub struct HttpSpec {
     /// A connection not open (TCP connect, then the TLS handshake) this long after the connect began fails:
     /// class `connect_timeout`, or `tls` ("handshake timeout"). None: only the operation's timeout (hung).
     pub connect_timeout_ms: Option<u64>,
+    /// A request mix: each operation picks one of these by weight (seeded); each gives the keys it changes
+    /// from the group's (`url`'s path and query, `method`, `headers` added or replaced by name, the body,
+    /// the checks). Empty: every operation sends the group's one request.
+    #[serde(default)]
+    pub requests: Vec<RequestSpec>,
+}
+
+/// One request of a mix: its name (counted apart), weight, and what differs from the group's request.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    pub name: String,
+    #[serde(default = "one")]
+    pub weight: f64,
+    pub url: Option<String>,
+    pub method: Option<String>,
+    pub headers: Option<Vec<(String, String)>>,
+    pub body: Option<String>,
+    pub body_file: Option<String>,
+    pub expect_status: Option<Vec<(u16, u16)>>,
+    pub expect_body: Option<String>,
+    pub expect_body_regex: Option<String>,
+    pub expect_length: Option<u64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// `url` with every `${…}` replaced by `x`, for checks of its form before templates are filled.
+pub(crate) fn untemplated(url: &str) -> std::borrow::Cow<'_, str> {
+    if !url.contains("${") {
+        return url.into();
+    }
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i..].find('}') {
+            Some(j) => {
+                out.push('x');
+                rest = &rest[i + j + 1..];
+            }
+            None => {
+                rest = &rest[i..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.into()
+}
+
+/// scheme://authority of a URL (what a group connects to), placeholders left in.
+pub(crate) fn origin(url: &str) -> &str {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after..].find(['/', '?', '#']).map_or(url.len(), |j| after + j);
+    &url[..end]
 }
 
 /// The TLS side of an https client. PEM texts are given in memory (knee's Python side reads the files,
@@ -105,9 +163,111 @@ fn default_expect_status() -> Vec<(u16, u16)> {
 }
 
 impl HttpSpec {
+    /// The requests an operation picks from (the group's one when there is no mix), each a whole spec:
+    /// (name, weight, spec). Names are empty without a mix.
+    pub fn effective(&self) -> Vec<(String, f64, HttpSpec)> {
+        if self.requests.is_empty() {
+            return vec![(
+                String::new(),
+                1.0,
+                HttpSpec {
+                    requests: Vec::new(),
+                    ..self.clone()
+                },
+            )];
+        }
+        self.requests
+            .iter()
+            .map(|r| {
+                let mut h = HttpSpec {
+                    requests: Vec::new(),
+                    ..self.clone()
+                };
+                if let Some(u) = &r.url {
+                    h.url = u.clone();
+                }
+                if let Some(m) = &r.method {
+                    h.method = m.clone();
+                }
+                if let Some(mine) = &r.headers {
+                    h.headers
+                        .retain(|(n, _)| !mine.iter().any(|(m, _)| m.eq_ignore_ascii_case(n)));
+                    h.headers.extend(mine.iter().cloned());
+                }
+                if r.body.is_some() || r.body_file.is_some() {
+                    h.body = r.body.clone();
+                    h.body_file = r.body_file.clone();
+                }
+                if let Some(e) = &r.expect_status {
+                    h.expect_status = e.clone();
+                }
+                h.expect_body = r.expect_body.clone().or(h.expect_body);
+                h.expect_body_regex = r.expect_body_regex.clone().or(h.expect_body_regex);
+                h.expect_length = r.expect_length.or(h.expect_length);
+                (r.name.clone(), r.weight, h)
+            })
+            .collect()
+    }
+
     pub(super) fn validate(&self, key: &str) -> Result<(), SpecError> {
+        if self.requests.is_empty() {
+            return self.validate_one(key);
+        }
+        if self.http2 {
+            return Err(SpecError::new(format!(
+                "{key}.requests: request mixes are not supported over HTTP/2 yet; use http2 = false or one request"
+            )));
+        }
+        let group_origin = origin(&self.url);
+        for (i, r) in self.requests.iter().enumerate() {
+            let rkey = format!("{key}.requests[{i}]");
+            if r.name.is_empty() || self.requests[..i].iter().any(|o| o.name == r.name) {
+                return Err(SpecError::new(format!(
+                    "{rkey}.name {:?} is empty or used twice; give every request of a mix its own name",
+                    r.name
+                )));
+            }
+            if !(r.weight.is_finite() && r.weight > 0.0) {
+                return Err(SpecError::new(format!(
+                    "{rkey}.weight must be a positive number (got {}); drop the request to send it never",
+                    r.weight
+                )));
+            }
+            if let Some(u) = &r.url {
+                if origin(u) != group_origin {
+                    return Err(SpecError::new(format!(
+                        "{rkey}.url {u:?} is on {:?} but the group connects to {group_origin:?}; a group's requests \
+                         share one origin: give the other origin a group of its own",
+                        origin(u)
+                    )));
+                }
+            }
+        }
+        for ((_, _, h), i) in self.effective().iter().zip(0..) {
+            h.validate_one(&format!("{key}.requests[{i}]"))?;
+        }
+        Ok(())
+    }
+
+    fn validate_one(&self, key: &str) -> Result<(), SpecError> {
         check_connect_timeout(key, self.connect_timeout_ms)?;
-        let uri: hyper::Uri = self.url.parse().map_err(|e| {
+        if origin(&self.url).contains("${") {
+            return Err(SpecError::new(format!(
+                "{key}.url {:?} has a placeholder in its scheme or host; a group connects to one origin, so \
+                 placeholders may be in the path and query only",
+                self.url
+            )));
+        }
+        if self.http2
+            && (self.url.contains("${")
+                || self.headers.iter().any(|(_, v)| v.contains("${"))
+                || self.body.as_deref().is_some_and(|b| b.contains("${")))
+        {
+            return Err(SpecError::new(format!(
+                "{key}: templates are not supported over HTTP/2 yet; use http2 = false or a fixed request"
+            )));
+        }
+        let uri: hyper::Uri = untemplated(&self.url).parse().map_err(|e| {
             SpecError::new(format!(
                 "{key}.url {:?} is not a valid URL ({e}); use e.g. http://host:port/path",
                 self.url

@@ -6,12 +6,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
 
+mod data;
 mod exec;
 mod http;
 mod tcp;
 
+pub use data::{DataSpec, OnExhausted, Order, Scope};
 pub use exec::{ExecSpec, FileCheck, WorkerSpec};
-pub use http::{HttpSpec, TlsSpec};
+pub(crate) use http::{origin, untemplated};
+pub use http::{HttpSpec, RequestSpec, TlsSpec};
 pub use tcp::TcpSpec;
 
 /// One shard: client groups started together.
@@ -27,6 +30,13 @@ pub struct Spec {
     pub interval_ms: u64,
     /// Optional common start instant (Unix seconds) so shards on several machines start together.
     pub start_at_unix: Option<f64>,
+    /// Seeds every random choice (request mixes, random and shuffled rows, the templates' random values):
+    /// the same seed replays the same choices.
+    #[serde(default)]
+    pub seed: u64,
+    /// Data sources the groups' templates read (`${NAME.COLUMN}`).
+    #[serde(default)]
+    pub data: Vec<DataSpec>,
     pub groups: Vec<GroupSpec>,
 }
 
@@ -100,6 +110,7 @@ pub enum PacerSpec {
 /// The operation a group's clients run.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)] // one per group, built once: its size costs nothing
 pub enum ClientSpec {
     Http(HttpSpec),
     Tcp(TcpSpec),
@@ -154,6 +165,15 @@ impl Spec {
                     "start_at_unix must be a Unix time in seconds (got {t})"
                 )));
             }
+        }
+        for (i, d) in self.data.iter().enumerate() {
+            if self.data[..i].iter().any(|o| o.name == d.name) {
+                return Err(SpecError::new(format!(
+                    "data[{i}].name {:?} is used twice; give every data source its own name",
+                    d.name
+                )));
+            }
+            d.validate(&format!("data[{i}]"))?;
         }
         for (i, g) in self.groups.iter().enumerate() {
             if self.groups[..i].iter().any(|o| o.name == g.name) {

@@ -253,7 +253,8 @@ impl H2Client {
         sent_at: Instant,
         d: &mut Detail,
     ) -> Result<OpReport, Failure> {
-        let keep = if p.checks_body() { usize::MAX } else { QUOTED_BODY };
+        let r = &p.requests[0];
+        let keep = if r.checks_body() { usize::MAX } else { QUOTED_BODY };
         let id = poll_fn(|cx| link.poll_open(cx, &h2.block, &h2.body, keep, &mut self.body)).await?;
         self.wrote = true;
         let open = Open(link, id);
@@ -262,7 +263,7 @@ impl H2Client {
         let answer = answer?;
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
         let status = answer.status;
-        let unexpected = !h1::expected(status, &p.expect_status);
+        let unexpected = !h1::expected(status, &r.expect_status);
         if unexpected {
             let reason = hyper::StatusCode::from_u16(status)
                 .ok()
@@ -272,7 +273,7 @@ impl H2Client {
             d.body_line(&self.body, QUOTED_BODY);
         }
         Ok(OpReport {
-            outcome: p.judge(unexpected, answer.len, &self.body, d),
+            outcome: r.judge(unexpected, answer.len, &self.body, d),
             ttfb: Some(ttfb),
             bytes: Traffic {
                 sent: h2.body.len() as u64,
@@ -326,7 +327,7 @@ mod tests {
     #[test]
     fn per_client_state_stays_small() {
         let spec = serde_json::from_str(r#"{"url": "http://127.0.0.1:1/", "http2": true}"#).unwrap();
-        let prep = Prepared::new(&ClientSpec::Http(spec), 1, "k").unwrap();
+        let prep = Prepared::new(&ClientSpec::Http(spec), 1, &crate::data::Feeders::default(), "k").unwrap();
         let mut c = H2Client::new(prep, None, 0);
         let mut d = crate::outcome::Detail::default();
         let size = std::mem::size_of_val(&c.exchange(&mut d));
