@@ -32,7 +32,7 @@ from knee.executor.base import BackgroundShard, Executor, StepRun
 from knee.machine.host import identity
 from knee.machine.network import target_hosts
 from knee.machine.watch import StepWatch, Watched
-from knee.model import Counts, GroupStats, RunRecord, Settle, SteadyState, StepResult
+from knee.model import Counts, DataUse, GroupStats, RunRecord, Settle, SteadyState, StepResult
 from knee.plan import (
     PlannedStep,
     background_spec,
@@ -449,6 +449,7 @@ class _Runner(Searching):
             lost_workers=run.lost,
             settle=settle,
             repeat_of=repeat_of,
+            data=[DataUse.from_engine(d) for d in s.data],
             spec=engine_spec(self.record.scenario, planned, record=True).model_dump(mode="json"),
         )
         self.record.steps.append(step)

@@ -91,6 +91,22 @@ class TlsClient(_Spec):
         return key if key is None or engine else KEY_WITHHELD
 
 
+class HttpRequest(_Spec):
+    """One request of an http group's mix: its name, weight and what it changes from the group's request."""
+
+    name: str
+    weight: float = 1.0
+    url: str | None = None
+    method: str | None = None
+    headers: list[tuple[str, str]] | None = None
+    body: str | None = None
+    body_file: str | None = None
+    expect_status: list[tuple[int, int]] | None = None
+    expect_body: str | None = None
+    expect_body_regex: str | None = None
+    expect_length: int | None = None
+
+
 class HttpClient(_Spec):
     kind: Literal["http"] = "http"
     url: str
@@ -110,6 +126,7 @@ class HttpClient(_Spec):
     source_addrs: list[str] = Field(default_factory=list)
     # connect and TLS handshake together; None: only the group's timeout_ms
     connect_timeout_ms: int | None = None
+    requests: list[HttpRequest] = Field(default_factory=list)  # a weighted mix; empty: the one request above
 
 
 class TcpClient(_Spec):
@@ -173,12 +190,27 @@ class GroupSpec(_Spec):
         return isinstance(self.stop, WhileOthers)
 
 
+class DataSource(_Spec):
+    """Rows the groups' templates read (`${NAME.COLUMN}`), one per operation (spec/data.rs `DataSpec`)."""
+
+    name: str
+    file: str | None = None
+    text: str | None = Field(default=None, repr=False)  # the rows inline (a cluster shard's part)
+    format: Literal["csv", "tsv", "jsonl"] | None = None
+    order: Literal["circular", "queue", "random", "shuffle"] = "circular"
+    on_exhausted: Literal["stop", "stop_client", "recycle"] | None = None
+    scope: Literal["run", "client"] = "run"
+    ranges: list[tuple[int, int]] | None = None  # positions this shard may use, [start, end)
+
+
 class EngineSpec(_Spec):
     """One shard: client groups started together."""
 
     threads: int = 0
     interval_ms: int = 1000
     start_at_unix: float | None = None
+    seed: int = 0
+    data: list[DataSource] = Field(default_factory=list)
     groups: list[GroupSpec]
 
     def to_json(self) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from knee.model.base import Counts, GroupIdentity
+from knee.model.base import Counts, GroupIdentity, Outcomes
 
 
 class Mirror(BaseModel):
@@ -68,6 +68,29 @@ class EngineStep(Mirror):
     latency_us: EngineLatency
 
 
+class EngineRequest(Mirror, Outcomes):
+    """One request of a group's mix (summary.rs `RequestSummary`)."""
+
+    name: str
+    started_: int = Field(alias="started")
+    failures: dict[str, int]
+    latency_us: EngineLatency
+    failed_latency_us: EngineLatency
+    percentiles: list[tuple[float, int]]
+
+
+class EngineDataUse(Mirror):
+    """What one data source did in a shard (data/feed.rs `DataUse`)."""
+
+    name: str
+    rows: int
+    available: int
+    taken: int
+    used: int
+    exhausted_after_s: float | None
+    memory_bytes: int
+
+
 class EngineGroup(Mirror, Counts, GroupIdentity):
     """One group of the engine's summary (summary.rs `GroupSummary`): name, kind and clients from
     `GroupIdentity`, the counts from `Counts`."""
@@ -100,6 +123,8 @@ class EngineGroup(Mirror, Counts, GroupIdentity):
     per_client: list[int]
     hung_clients: list[int]
     steps: list[EngineStep]
+    ran_out: str | None
+    requests: list[EngineRequest]
 
 
 class EngineSummary(Mirror):
@@ -110,3 +135,4 @@ class EngineSummary(Mirror):
     interval_s: float
     stopped: bool
     groups: list[EngineGroup]
+    data: list[EngineDataUse]

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from knee.model.base import Counts, GroupIdentity, Outcomes
-from knee.model.engine_summary import EngineGroup, EngineLatency
+from knee.model.engine_summary import EngineDataUse, EngineGroup, EngineLatency, EngineRequest
 from knee.model.resources import GeneratorStats, HostCounters, RemoteStats, TargetStats
 
 # A sweep level: a client count (closed loop) or an offered rate in operations per second (open
@@ -84,6 +84,46 @@ class Reason(BaseModel):
     count: int
 
 
+class RequestStats(Outcomes):
+    """One request of a group's mix over one step: how its operations ended, its failures by class, its latency."""
+
+    failures: dict[str, int] = Field(default_factory=dict)
+    latency_ms: LatencyStats = Field(default_factory=LatencyStats, description="succeeded operations only")
+    failed_latency_ms: LatencyStats = Field(default_factory=LatencyStats, description="failed operations")
+    percentiles_ms: list[tuple[float, float]] = Field(default_factory=list)
+
+    @classmethod
+    def from_engine(cls, r: EngineRequest) -> "RequestStats":
+        return cls(
+            succeeded=r.succeeded,
+            failed=r.failed,
+            hung=r.hung,
+            abandoned=r.abandoned,
+            failures=dict(r.failures),
+            latency_ms=LatencyStats.from_engine_us(r.latency_us),
+            failed_latency_ms=LatencyStats.from_engine_us(r.failed_latency_us),
+            percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in r.percentiles],
+        )
+
+
+class DataUse(BaseModel):
+    """What one data source did in a step: rows handed out, positions used (a queue's next step starts after
+    them), and whether and when it ran out."""
+
+    name: str
+    rows: int = Field(description="rows in the file")
+    available: int = Field(description="positions this step could use (the rows not used by earlier steps)")
+    taken: int = Field(description="rows handed out to operations (a recycled row counted each time)")
+    used: int = Field(default=0, description="queue and shuffle: positions used from the start of the available ones")
+    exhausted_after_s: float | None = Field(default=None, description="seconds into the step when it ran out")
+    memory_bytes: int = Field(default=0, description="memory its rows took in one load process")
+    first_out: str | None = Field(default=None, description="distributed runs: the worker whose part ran out first")
+
+    @classmethod
+    def from_engine(cls, d: EngineDataUse) -> "DataUse":
+        return cls(**d.model_dump())
+
+
 class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then the counts (model/base.py)
     """One client group's measurement over one step.
 
@@ -131,6 +171,10 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
     steps: dict[str, LatencyStats] = Field(
         default_factory=dict, description="worker clients: the named steps their programs timed (connect, auth …)"
     )
+    requests: dict[str, RequestStats] = Field(
+        default_factory=dict, description="a request mix: each request's counts, failures and latency, by name"
+    )
+    ran_out: str | None = Field(default=None, description="the data source whose running out ended the group")
 
     @property
     def operations_ms(self) -> float:
@@ -164,6 +208,8 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
             hung_clients=list(g.hung_clients),
             open_loop=OpenLoopStats.from_engine(g),
             steps={s.name: LatencyStats.from_engine_us(s.latency_us) for s in g.steps},
+            requests={r.name: RequestStats.from_engine(r) for r in g.requests},
+            ran_out=g.ran_out,
         )
 
 
@@ -254,6 +300,7 @@ class StepResult(BaseModel):
         "the record, left out of the verdict and the fit",
     )
     repeat_of: int | None = Field(default=None, description="the index of the step this one measured again")
+    data: list[DataUse] = Field(default_factory=list, description="what each data source did in this step")
     spec: dict[str, Any] | None = Field(
         default=None,
         description="what ran: the engine spec of the step's groups (docs/engine-spec.md), secrets as "

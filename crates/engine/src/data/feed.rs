@@ -150,12 +150,11 @@ impl Feeders {
             }
             .map_err(SpecError::new)?;
             let rows = table.rows();
-            let ranges = d.ranges.clone().unwrap_or_else(|| vec![(0, rows)]);
-            if let Some((a, b)) = ranges.iter().find(|(_, b)| *b > rows) {
-                return Err(SpecError::new(format!(
-                    "{what}: range [{a}, {b}] is past its {rows} rows; give ranges within the rows"
-                )));
-            }
+            // Ranges are cut at the last row: [used, u64::MAX) is "what earlier steps left".
+            let ranges: Vec<(u64, u64)> = (d.ranges.clone().unwrap_or_else(|| vec![(0, rows)]).into_iter())
+                .map(|(a, b)| (a.min(rows), b.min(rows)))
+                .filter(|(a, b)| a < b)
+                .collect();
             let perm = (d.order == Order::Shuffle).then(|| shuffled(rows, seed, &d.name));
             list.push(Feeder {
                 name: d.name.clone(),
@@ -243,6 +242,9 @@ impl Feeder {
 
     fn take(&self, f: usize, client: u64, clients: u64, state: &mut ClientData) -> Result<u64, Exhausted> {
         let total = self.total;
+        if total == 0 {
+            return Err(self.ran_out(f)); // earlier steps used every row
+        }
         let once = matches!(self.order, Order::Queue | Order::Shuffle);
         let recycle = self.on_exhausted == OnExhausted::Recycle;
         let i = match (self.order, self.scope) {
@@ -328,6 +330,10 @@ mod tests {
     fn ranges_and_shuffles() {
         let f = feeders("queue", r#", "ranges": [[1, 2], [3, 5]]"#, 6);
         assert_eq!(walk(&f, 0, 1, 4), [Ok(1), Ok(3), Ok(4), Err(())]);
+        let f = feeders("queue", r#", "ranges": [[4, 18446744073709551615]]"#, 6);
+        assert_eq!(walk(&f, 0, 1, 3), [Ok(4), Ok(5), Err(())]);
+        let f = feeders("queue", r#", "ranges": [[6, 18446744073709551615]]"#, 6);
+        assert_eq!(walk(&f, 0, 1, 1), [Err(())]);
         let f = feeders("shuffle", "", 50);
         let mut got: Vec<u64> = walk(&f, 0, 1, 50).into_iter().map(Result::unwrap).collect();
         assert_ne!(got, (0..50).collect::<Vec<_>>(), "shuffled");
