@@ -12,7 +12,9 @@ Recovery probes are decided while running (see knee.sweep) but built here too.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from knee import fmt
@@ -28,15 +30,18 @@ from knee.scenario import (
     addresses,
     tlsfiles,
 )
+from knee.scenario.data import MixRequest, request_url
 from knee.spec import (
     ClientSpec,
     ClosedPacer,
+    DataSource,
     DurationMs,
     EngineSpec,
     ExecClient,
     FileCheck,
     GroupSpec,
     HttpClient,
+    HttpRequest,
     PerClient,
     RatePacer,
     StopRule,
@@ -120,16 +125,51 @@ def sweep_seconds(scenario: Scenario) -> float:
     return scenario.sweep.duration_bounds()[1] if duration == "auto" else duration
 
 
-def engine_spec(scenario: Scenario, step: PlannedStep, *, continuous: bool = False, record: bool = False) -> EngineSpec:
+def engine_spec(
+    scenario: Scenario,
+    step: PlannedStep,
+    *,
+    continuous: bool = False,
+    record: bool = False,
+    used: Mapping[str, int] | None = None,
+) -> EngineSpec:
     """The engine spec of one step. With `continuous`, background groups are left out: they run across
     the steps in a shard of their own (`background_spec`). With `record`, the spec as run.json keeps it (of the
-    recorded scenario, secrets as placeholders): TLS files are not read, no certificate or key is in it."""
+    recorded scenario, secrets as placeholders): TLS files are not read, no certificate or key is in it.
+    `used`: rows of each queue or shuffle source that earlier steps used (this step starts after them)."""
     groups = [
         _group(scenario, name, g, step, record)
         for name, g in scenario.groups.items()
         if not (continuous and g.background)
     ]
-    return EngineSpec(threads=scenario.sweep.threads, interval_ms=_interval_ms(scenario), groups=groups)
+    return EngineSpec(
+        threads=scenario.sweep.threads,
+        interval_ms=_interval_ms(scenario),
+        seed=scenario.seed,
+        data=data_sources(scenario, used or {}),
+        groups=groups,
+    )
+
+
+def data_sources(scenario: Scenario, used: Mapping[str, int]) -> list[DataSource]:
+    """The scenario's data sources as the engine reads them: absolute paths; a queue or shuffle shared by the run
+    starts where the earlier steps stopped (each row once across the steps)."""
+    out = []
+    for d in scenario.data:
+        once = d.order in ("queue", "shuffle") and d.scope == "run"
+        start = used.get(d.name, 0)
+        out.append(
+            DataSource(
+                name=d.name,
+                file=str(Path(d.file).resolve()),
+                format=d.file_format,  # type: ignore[arg-type]
+                order=d.order,
+                on_exhausted=d.on_exhausted,
+                scope=d.scope,
+                ranges=[(start, 2**63 - 1)] if once and start else None,
+            )
+        )
+    return out
 
 
 def background_spec(scenario: Scenario) -> EngineSpec | None:
@@ -139,7 +179,13 @@ def background_spec(scenario: Scenario) -> EngineSpec | None:
     groups = [_group(scenario, name, g, first) for name, g in scenario.groups.items() if g.background]
     if not groups:
         return None
-    return EngineSpec(threads=scenario.sweep.threads, interval_ms=_interval_ms(scenario), groups=groups)
+    return EngineSpec(
+        threads=scenario.sweep.threads,
+        interval_ms=_interval_ms(scenario),
+        seed=scenario.seed,
+        data=data_sources(scenario, {}),
+        groups=groups,
+    )
 
 
 def _interval_ms(scenario: Scenario) -> int:
@@ -198,9 +244,7 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
     (a body makes the default method POST; cookies become one Cookie header; an https group's TLS files become
     PEM text, except in the `record`)."""
     if isinstance(g, HttpGroup):
-        headers = list(g.headers.items())
-        if g.cookies:
-            headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in g.cookies.items())))
+        headers = _headers(g.headers, g.cookies)
         has_body = g.body is not None or g.body_file is not None
         return HttpClient(
             url=g.url,
@@ -219,6 +263,7 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
             expect_length=g.expect_length,
             source_addrs=addresses.of_group(g.source_addr),
             connect_timeout_ms=_ms_or_none(g.connect_timeout),
+            requests=[_mix_request(g, r) for r in g.requests],
         )
     if isinstance(g, TcpGroup):
         sources = addresses.of_group(g.source_addr)
@@ -252,6 +297,38 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
         expect_stderr=g.expect_stderr,
         expect_file=FileCheck(path=g.expect_file.path, min_size=g.expect_file.min_size) if g.expect_file else None,
         bytes_from=g.bytes_from,
+    )
+
+
+def _headers(headers: Mapping[str, str], cookies: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Headers as the engine sends them: cookies become one Cookie header."""
+    out = list(headers.items())
+    if cookies:
+        out.append(("Cookie", "; ".join(f"{k}={v}" for k, v in cookies.items())))
+    return out
+
+
+def _mix_request(g: HttpGroup, r: MixRequest) -> HttpRequest:
+    """One request of a mix: what it changes from the group's (a body makes its default method POST, as a
+    group's does; its cookies go over the group's)."""
+    headers = None
+    if r.headers is not None or r.cookies is not None:
+        cookies = {**g.cookies, **(r.cookies or {})}
+        headers = _headers({**g.headers, **(r.headers or {})}, cookies)
+    has_body = r.body is not None or r.body_file is not None
+    method = r.method or ("POST" if has_body and g.method is None else None)
+    return HttpRequest(
+        name=r.name,
+        weight=r.weight,
+        url=request_url(g.url, r.url),
+        method=method.upper() if method else None,
+        headers=headers,
+        body=r.body,
+        body_file=r.body_file,
+        expect_status=list(r.expect_status) if r.expect_status is not None else None,
+        expect_body=r.expect_body,
+        expect_body_regex=r.expect_body_regex,
+        expect_length=r.expect_length,
     )
 
 

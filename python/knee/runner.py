@@ -370,7 +370,7 @@ class _Runner(Searching):
 
     def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True
-        spec = engine_spec(self.scenario, planned, continuous=True)
+        spec = engine_spec(self.scenario, planned, continuous=True, used=self._data_used())
         settled = self.settler.before(planned, self.console, again=repeat_of is not None)
         self.progress.begin(number, total, planned)
         self._cut_between()
@@ -424,6 +424,7 @@ class _Runner(Searching):
         repeat_of: int | None = None,
     ) -> StepResult:
         index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
+        used = self._data_used()
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
         self.run_dir.write_step(index, run.result.to_bytes(), histograms)
@@ -450,12 +451,20 @@ class _Runner(Searching):
             settle=settle,
             repeat_of=repeat_of,
             data=[DataUse.from_engine(d) for d in s.data],
-            spec=engine_spec(self.record.scenario, planned, record=True).model_dump(mode="json"),
+            spec=engine_spec(self.record.scenario, planned, record=True, used=used).model_dump(mode="json"),
         )
         self.record.steps.append(step)
         self.results.append(run.result)
         self.run_dir.save(self.record)
         return step
+
+    def _data_used(self) -> dict[str, int]:
+        """Rows of each data source the steps so far used (a queue's next step starts after them)."""
+        used: dict[str, int] = {}
+        for s in self.record.steps:
+            for d in s.data:
+                used[d.name] = used.get(d.name, 0) + d.used
+        return used
 
     def _ratio(self, step: StepResult) -> float:
         g = step.groups.get(self.group)

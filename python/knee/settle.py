@@ -25,7 +25,7 @@ from knee.engine import Engine, group_stats
 from knee.machine.exporters_rest import Exporters
 from knee.machine.sockets import Pending, pending
 from knee.model import GroupStats, Settle, StepResult, TargetHost
-from knee.plan import PlannedStep, engine_spec
+from knee.plan import PlannedStep, data_sources, engine_spec
 from knee.scenario import PythonGroup, Scenario, WorkerGroup
 from knee.scenario.model import DEFAULT_SETTLE_WAIT
 from knee.spec import EngineSpec, GroupSpec, Total
@@ -210,9 +210,11 @@ class Settler:
         return pending(self.target.port, self.target.local)
 
     def _probed(self) -> bool:
-        """Probes run for the groups whose operation is cheap to start alone (not a worker program's processes)."""
+        """Probes run for the groups whose operation is cheap to start alone (not a worker program's processes), and
+        not where rows are used once (a queue or shuffle of [[data]]): a probe would send a row the steps send too."""
         g = self.scenario.groups.get(self.group)
-        return g is not None and not isinstance(g, WorkerGroup | PythonGroup)
+        once = any(d.runs_out for d in self.scenario.data)
+        return g is not None and not isinstance(g, WorkerGroup | PythonGroup) and not once
 
     def _probe(self, planned: PlannedStep, left_s: float) -> GroupStats:
         """One operation of the measured group as the step runs it (its stage filled in, its TLS files read), alone:
@@ -224,7 +226,9 @@ class Settler:
             name=self.group, clients=1, stop=Total(total=1), timeout_ms=max(1, round(timeout_s * 1000)),
             client=measured.client,
         )  # fmt: skip
-        engine = Engine(EngineSpec(threads=1, interval_ms=1000, groups=[one])).start()
+        data = data_sources(self.scenario, {})
+        spec = EngineSpec(threads=1, interval_ms=1000, seed=self.scenario.seed, data=data, groups=[one])
+        engine = Engine(spec).start()
         while not engine.wait(0.1):
             if self.stop():
                 engine.stop()

@@ -124,6 +124,24 @@ _SEARCH = [
 
 _LOAD = [
     click.option("-n", "--requests", "n", type=click.IntRange(min=1), help="Stop after this many operations in all."),
+    click.option(
+        "--data",
+        "data",
+        multiple=True,
+        metavar="NAME=FILE",
+        help="Rows for the request's ${NAME.COLUMN} templates: a CSV/TSV file with a header, or JSON Lines; each "
+        "operation takes a row (repeatable).",
+    ),
+    click.option(
+        "--data-order",
+        type=click.Choice(["circular", "queue", "random", "shuffle"]),
+        help="How --data rows are handed out (default circular; queue and shuffle use each row once).",
+    ),
+    click.option(
+        "--data-on-exhausted",
+        type=click.Choice(["stop", "stop_client", "recycle"]),
+        help="When a queue or shuffle has used every row: stop the step (default), stop that client, or start again.",
+    ),
     click.option("--iterations", type=click.IntRange(min=1), help="Stop after this many operations per client."),
     click.option(
         "-d",

@@ -15,6 +15,7 @@ from pydantic import (
 
 from knee.errors import UserError
 from knee.scenario import addresses
+from knee.scenario.data import MixRequest, origin, request_url
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
@@ -141,6 +142,18 @@ class HttpGroup(_Connects):
     expect_body_regex: str | None = None
     expect_length: Annotated[int, Field(ge=0)] | None = None
     source_addr: SourceAddrs = Field(default_factory=list)
+    # a weighted mix of requests (knee.scenario.data): each operation picks one; their keys go over the group's
+    requests: list[MixRequest] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_from_requests(cls, data: Any) -> Any:
+        """A mix may give its URLs in its requests only: the group's is then the first request's."""
+        if isinstance(data, dict) and "url" not in data and isinstance(data.get("requests"), list):
+            first = next((r.get("url") for r in data["requests"] if isinstance(r, dict) and r.get("url")), None)
+            if isinstance(first, str) and "://" in first:
+                return {**data, "url": first}
+        return data
 
     @field_validator("expect_status", mode="before")
     @classmethod
@@ -177,6 +190,19 @@ class HttpGroup(_Connects):
                 f"streams = {self.streams} shares connections, but new_connection opens one per operation; "
                 "drop one of them"
             )
+        names = [r.name for r in self.requests]
+        if len(set(names)) != len(names):
+            dup = next(n for i, n in enumerate(names) if n in names[:i])
+            raise ValueError(f"requests: the name {dup!r} is used twice; give every request of the mix its own name")
+        for r in self.requests:
+            url = request_url(self.url, r.url)
+            if url is not None and origin(url) != origin(self.url):
+                raise ValueError(
+                    f"requests: {r.name!r} goes to {origin(url)} but the group to {origin(self.url)}; a group's "
+                    "requests share one origin: give the other origin a group of its own"
+                )
+        if self.requests and self.http2:
+            raise ValueError("requests: a request mix is not supported over HTTP/2 yet; use http2 = false")
         if self.tls is not None and not self.url.lower().startswith("https://"):
             raise ValueError(
                 "tls (client certificate, CAs, TLS version) applies to https:// URLs only; use https:// or drop it"

@@ -25,7 +25,7 @@ from knee.scenario.model import Scenario
 from knee.scenario.secrets import Secrets, lift_credentials, resolve
 
 # Placeholders the engine (or the plan) fills in itself, left untouched here.
-RUNTIME_PLACEHOLDERS = frozenset({"client", "iteration", "stage"})
+RUNTIME_PLACEHOLDERS = frozenset({"client", "iteration", "stage", "uuid", "now_ms"})
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -122,12 +122,16 @@ def _validate(raw: dict[str, Any], source: Source) -> Scenario:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
         raise messages.invalid(source, exc) from None
+    from knee.scenario import data
     from knee.scenario.tlsfiles import TlsFileError, check
 
     try:
         check(scenario)
     except TlsFileError as exc:
         raise messages.tls_file(source, exc.key, exc.message) from None
+    bad = data.check(scenario)
+    if bad is not None:
+        raise messages.at_key(source, *bad)
     return scenario
 
 

@@ -74,6 +74,11 @@ def tls_file(source: Source, key: str, message: str) -> UserError:
     return UserError(describe({"loc": tuple(key.split(".")), "msg": message, "type": "tls_file"}, source))
 
 
+def at_key(source: Source, key: str, message: str) -> UserError:
+    """A problem found after the values were read (a data file, a template naming a column), named by its key."""
+    return UserError(describe({"loc": tuple(key.split(".")), "msg": message, "type": "value_error"}, source))
+
+
 def invalid(source: Source, exc: ValidationError) -> UserError:
     """Every problem pydantic found, one sentence a line."""
     return UserError("\n".join(describe(e, source) for e in exc.errors()))

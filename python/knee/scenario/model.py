@@ -11,6 +11,7 @@ from pydantic import Discriminator, Field, Tag, ValidationError, field_validator
 
 from knee.errors import UserError
 from knee.scenario.cluster import Cluster
+from knee.scenario.data import DataTable
 from knee.scenario.fields import Duration, DurationOrAuto, PositiveInt, PositiveRate, Precision, Table
 from knee.scenario.groups import Group
 from knee.scenario.machines import Monitor, Serve
@@ -270,6 +271,9 @@ class Scenario(Table):
     # names of ${placeholders} whose values come from --secret or the environment and are never written
     secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
     groups: Annotated[dict[str, Group], Field(min_length=1)]
+    # rows the groups' templates read (${NAME.COLUMN}; knee.scenario.data), and the seed of every random choice
+    data: list[DataTable] = Field(default_factory=list)
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 1
     sweep: Sweep = Field(default_factory=Sweep)
     stop: StopRules = Field(default_factory=StopRules)
     recovery: Recovery = Field(default_factory=Recovery)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knee.errors import UserError
+from knee.scenario.data import data_tables
 from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table
 from knee.scenario.units import parse_duration, parse_header
 from knee.scenario.urls import scheme_of, split
@@ -153,6 +154,9 @@ class Options:
     warmup: str | float | None = None
     pause: str | float | None = None
     settle: str | float | None = None  # the most knee waits before a step for the service to be at rest
+    data: list[str] = field(default_factory=list)  # --data NAME=FILE: [[data]] tables
+    data_order: str | None = None
+    data_on_exhausted: str | None = None
     interval: str | float | None = None
     threads: int | None = None
     poisson: bool = False
@@ -409,6 +413,8 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     if o.up_down:
         sweep["direction"] = "up-down"
     table: dict[str, Any] = {"groups": {"main": group}, "sweep": sweep}
+    if o.data or o.data_order or o.data_on_exhausted:
+        table["data"] = data_tables(o.data, o.data_order, o.data_on_exhausted)
     if o.name:
         table["name"] = o.name
     if run:
