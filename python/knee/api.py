@@ -67,10 +67,10 @@ class Run:
         return next((v for v in self.record.verdicts if v.group == self.record.measured_group), None)
 
     def levels(self) -> list[dict[str, Any]]:
-        """One record per step and group: the columns of levels.csv."""
+        """One record per step and group (and per step and request of a mix, `request` set): the rows of levels.csv."""
         from knee.report.view import build
 
-        return [r.as_dict() for r in build(self.record).rows]
+        return [r.as_dict() for r in build(self.record).csv_rows]
 
     def dataframe(self) -> Any:
         """The per-level table as a pandas DataFrame (needs pandas installed)."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from knee import fmt
 from knee.analysis.levels import window
+from knee.analysis.mix import request_rows
+from knee.analysis.ranout import ran_out_words
 from knee.analysis.side import spin
 from knee.engine import Snapshot
 from knee.model import StepResult
@@ -104,6 +106,9 @@ class SweepProgress:
             tags.append(f"lost {', '.join(step.lost_workers)}")
         if step.skewed and step.start_skew_s is not None:
             tags.append(f"shards started {fmt.ms(step.start_skew_s * 1000)} apart")
+        out = ran_out_words(step, g)
+        if out is not None:
+            tags.append(out)
         tag = f"  [{', '.join(tags)}]" if tags else ""
         label = f" {step.label}" if step.label else ""
         self.console.print(
@@ -114,6 +119,16 @@ class SweepProgress:
             soft_wrap=True,
             markup=False,
         )
+        for r in request_rows(step, g):  # a request mix: a line per request under the step's
+            failures = ", ".join(f"{k} {n:,}" for k, n in sorted(r.failures.items(), key=lambda kv: -kv[1]))
+            self.console.print(
+                f"    {r.name}: {r.succeeded:,} ok ({fmt.sig3(r.rate_hz)}/s), {r.failed:,} failed"
+                f"{f' ({failures})' if failures else ''}, {r.hung:,} hung, "
+                f"p50 {fmt.ms(r.p50_ms)}, p99 {fmt.ms(r.p99_ms)}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
 
     def _title(self) -> str:
         s = self._step

@@ -17,6 +17,7 @@ LEVEL_COLUMNS = [
     "direction",
     "level",
     "group",
+    "request",
     "clients",
     "started",
     "succeeded",
@@ -40,6 +41,8 @@ LEVEL_COLUMNS = [
     "ttfb_mean_ms",
     "ttfb_p99_ms",
     "partial",
+    "ran_out",
+    "rows_used",
     "generator_cpu_cores",
     "machine_cpu_cores",
 ]
@@ -76,7 +79,7 @@ def test_levels_csv_columns_and_rows() -> None:
         assert abs(float(row["p99_ms"]) - g.latency_ms.p99) <= 1e-5 * g.latency_ms.p99
         assert row["partial"] == ("true" if step.partial else "false")
         assert float(row["generator_cpu_cores"]) == step.generator.cpu_cores
-        phases = [row[c] for c in LEVEL_COLUMNS[20:28]]
+        phases = [row[c] for c in LEVEL_COLUMNS[21:29]]
         if row["group"] == "main":
             assert phases == [str(step.level), "1.5", "3", str(step.level // 2), "7.5", "9", "11", "12"]
         else:

@@ -18,11 +18,17 @@ floor), where a level had enough operations per client to judge it (stats.P99_SA
 It is the succeeded operations' p99 (none when nothing succeeded), so failures that come at once never pass for a
 faster service; a run recorded before knee kept failures' latency apart (run.json schema 2) is named in the
 summary, as its p99 mixes both. Runs whose targets, scenario or machine differ are named first (`knee.analysis.alike`).
+
+A request mix (an http group's named requests, counted apart) is compared request by request at each level where
+both runs' group had the same request names (`RequestDelta`): each request's rate (its successes over the seconds
+the group measured, with their counting noise: requests have no series of their own) and p99 by the same intervals
+and `floor`, its failures by the same z-test; shown beside the group's, not part of the level's judgement.
 `knee.analysis.failon` holds the `--fail-on` rules; `knee.report.compare` renders a Comparison.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Final, Literal
 
@@ -31,18 +37,20 @@ from pydantic import BaseModel, Field
 from knee import fmt
 from knee.analysis.alike import differences
 from knee.analysis.beside import stress_group
+from knee.analysis.levels import measured_s
 from knee.analysis.run import group_names
 from knee.analysis.stats import (
     CONFIDENCE,
     NOISE_FLOOR,
     P99_FLOOR,
     Change,
+    Estimate,
     change,
     failures_test,
     p99_estimate,
     rate_estimate,
 )
-from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, RunRecord, StepResult
+from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, RequestStats, RunRecord, StepResult
 
 Judgement = Literal["better", "worse", "same", "unknown"]
 SAME: Final = "no change within noise"
@@ -90,6 +98,34 @@ class LevelDelta(BaseModel):
         return None if self.change_pct is None or self.noise_pct is None else self.change_pct + self.noise_pct
 
 
+class RequestDelta(BaseModel):
+    """One request of a mix at one level, B against A (both runs' group had the same request names there)."""
+
+    group: str
+    phase: str
+    direction: str
+    label: str
+    level: int | float
+    request: str
+    count_a: int = Field(description="operations that ended (succeeded + failed + hung)")
+    count_b: int
+    rate_a: float = Field(description="successes per measured second")
+    rate_b: float
+    change_pct: float | None = None
+    noise_pct: float | None = None
+    rate: Judgement = "unknown"
+    p99_a_ms: float | None = None
+    p99_b_ms: float | None = None
+    p99_change_pct: float | None = None
+    p99_noise_pct: float | None = None
+    p99: Judgement = "unknown"
+    failure_ratio_a: float = 0.0
+    failure_ratio_b: float = 0.0
+    failures_p_value: float | None = None
+    failures: Judgement = "unknown"
+    overall: Literal["better", "worse", "mixed", "no change within noise"] = SAME
+
+
 class PeakDelta(BaseModel):
     group: str
     peak_level_a: int | float | None = None
@@ -108,6 +144,7 @@ class Comparison(BaseModel):
     # what differs between the runs besides the service (targets, scenario, machine): said before anything else
     warnings: list[str] = Field(default_factory=list)
     levels: list[LevelDelta] = Field(default_factory=list)
+    requests: list[RequestDelta] = Field(default_factory=list, description="a request mix's requests, level by level")
     peaks: list[PeakDelta] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)
     fail_on: list[str] = Field(default_factory=list)  # the --fail-on rules held against it (knee.analysis.failon)
@@ -198,14 +235,67 @@ def compare_level(
         d.failures = "better" if b.failure_ratio < a.failure_ratio else "worse"
     else:
         d.failures = "same"
-    verdicts = {d.rate, d.failures}
-    if "better" in verdicts and "worse" in verdicts:
-        d.overall = "mixed"
-    elif "better" in verdicts:
-        d.overall = "better"
-    elif "worse" in verdicts:
-        d.overall = "worse"
+    d.overall = _overall(d.rate, d.failures)
     return d
+
+
+def _overall(*judged: Judgement) -> Literal["better", "worse", "mixed", "no change within noise"]:
+    if "better" in judged and "worse" in judged:
+        return "mixed"
+    if "better" in judged:
+        return "better"
+    return "worse" if "worse" in judged else SAME
+
+
+def _request_rate(s: StepResult, g: GroupStats, r: RequestStats) -> Estimate:
+    """A request's successes per second the group measured, with their counting noise (√n over the seconds)."""
+    seconds = measured_s(s, g)
+    if seconds <= 0:
+        return Estimate(0.0, 0.0, math.inf, "counting")
+    return Estimate(r.succeeded / seconds, math.sqrt(r.succeeded) / seconds, math.inf, "counting")
+
+
+def compare_requests(
+    group: str,
+    sa: StepResult,
+    sb: StepResult,
+    *,
+    confidence: float = CONFIDENCE,
+    floor: float = NOISE_FLOOR,
+    min_change: float = 0.02,
+) -> list[RequestDelta]:
+    """Each request of the group's mix at one level, B against A: none unless both had the same request names."""
+    a, b = sa.groups.get(group), sb.groups.get(group)
+    if a is None or b is None or not a.requests or set(a.requests) != set(b.requests):
+        return []
+    out = []
+    for name, ra in a.requests.items():
+        rb = b.requests[name]
+        d = RequestDelta(group=group, phase=sa.phase, direction=sa.direction, label=sa.label, level=sa.level,
+                         request=name, count_a=ra.total, count_b=rb.total, rate_a=0.0, rate_b=0.0)  # fmt: skip
+        ea, eb = _request_rate(sa, a, ra), _request_rate(sb, b, rb)
+        d.rate_a, d.rate_b = ea.value, eb.value
+        rc = change(ea, eb, confidence, floor)
+        if rc is not None:
+            d.change_pct, d.noise_pct = rc.pct, rc.noise_pct
+            d.rate = _judge(rc, min_change)
+        d.p99_a_ms = ra.latency_ms.p99 if ra.latency_ms.count else None
+        d.p99_b_ms = rb.latency_ms.p99 if rb.latency_ms.count else None
+        pa, pb = p99_estimate(ra, confidence, a.clients), p99_estimate(rb, confidence, b.clients)
+        if pa is not None and pb is not None:
+            pc = change(pa, pb, confidence, floor * P99_FLOOR)
+            if pc is not None:
+                d.p99_change_pct, d.p99_noise_pct = pc.pct, pc.noise_pct
+            d.p99 = _judge(pc, min_change, higher_is_better=False)
+        d.failure_ratio_a, d.failure_ratio_b = ra.failure_ratio, rb.failure_ratio
+        d.failures_p_value = failures_test(ra, rb)
+        if d.failures_p_value is not None:
+            worse = rb.failure_ratio > ra.failure_ratio
+            moved = d.failures_p_value < 1 - confidence and rb.failure_ratio != ra.failure_ratio
+            d.failures = ("worse" if worse else "better") if moved else "same"
+        d.overall = _overall(d.rate, d.failures)
+        out.append(d)
+    return out
 
 
 def _peak(record: RunRecord, group: str) -> tuple[int | None, float | None]:
@@ -239,6 +329,10 @@ def compare_runs(
             if (sa is None or group not in sa.groups) and (sb is None or group not in sb.groups):
                 continue
             cmp.levels.append(compare_level(group, sa, sb, confidence=confidence, floor=floor, min_change=min_change))
+            if sa is not None and sb is not None:
+                cmp.requests += compare_requests(
+                    group, sa, sb, confidence=confidence, floor=floor, min_change=min_change
+                )
         if stress_group(a, group) is not None or stress_group(b, group) is not None:
             continue  # a background group has no peak of its own (beside.py): its levels are compared above
         la, ra = _peak(a, group)
@@ -259,7 +353,7 @@ def compare_runs(
     return cmp
 
 
-def _changed(d: LevelDelta) -> str:
+def _changed(d: LevelDelta | RequestDelta) -> str:
     """'50 (−19.8 % ±9.1 %)': a level and its change in rate with the interval."""
     if d.change_pct is None or d.noise_pct is None:
         return level_name(d)
@@ -300,6 +394,7 @@ def _summary(cmp: Comparison, groups: list[str]) -> list[str]:
         if unmatched:
             parts.append(f"{unmatched} level{'s' if unmatched != 1 else ''} only in one run")
         out.append(f"{group}: " + "; ".join(parts) if parts else f"{group}: no levels to compare")
+        out += _request_summary(cmp, group)
         peak = next((p for p in cmp.peaks if p.group == group), None)
         if peak and peak.peak_rate_a is not None and peak.peak_rate_b is not None:
             ch = f" ({peak.change_pct:+.1f} %)" if peak.change_pct is not None else ""
@@ -310,7 +405,24 @@ def _summary(cmp: Comparison, groups: list[str]) -> list[str]:
     return out
 
 
-def level_name(d: LevelDelta) -> str:
+def _request_summary(cmp: Comparison, group: str) -> list[str]:
+    """Per request of the group's mix: 'main `write`: worse at 2 (1, 2); no change within noise at 1'."""
+    out = []
+    for name in dict.fromkeys(d.request for d in cmp.requests if d.group == group):
+        by: dict[str, list[RequestDelta]] = defaultdict(list)
+        for d in cmp.requests:
+            if d.group == group and d.request == name:
+                by[d.overall].append(d)
+        parts = [
+            f"{word} at {len(by[word])} ({', '.join(_changed(d) for d in by[word])})"
+            for word in ("better", "worse", "mixed", SAME)
+            if by[word]
+        ]
+        out.append(f"{group} `{name}`: " + "; ".join(parts))
+    return out
+
+
+def level_name(d: LevelDelta | RequestDelta) -> str:
     name = str(d.level)
     if d.label:
         name += f" {d.label}"

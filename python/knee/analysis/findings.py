@@ -16,7 +16,9 @@ failure reasons) in level order and report the lowest level where each condition
   with more;
 - target_memory: memory per concurrent client and CPU per operation of the monitored target;
 - remote_cpu, remote_memory, remote_listen, remote_connections, remote_down: the target's machines, through the
-  Prometheus exporters a run scraped (knee.analysis.remote).
+  Prometheus exporters a run scraped (knee.analysis.remote);
+- mix_failed, mix_slowed: the request of a mix that failed first while another held, or slowed most
+  (knee.analysis.mix).
 
 The rules are weighed together, so that a report tells one story: a busy load side where the failing clients
 spun is told by `spinning` (the CPU went to re-running failures, the service's refusals were the limit), and
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 
 from knee import fmt
 from knee.analysis.levels import sweep_steps
+from knee.analysis.mix import mix_findings
 from knee.analysis.remote import remote_findings
 from knee.analysis.side import spin
 from knee.errors import UserError
@@ -112,9 +115,9 @@ def findings(record: RunRecord, v: Verdict) -> list[Finding]:
     steps = [s for s in sweep_steps(record.steps, v.group) if s.direction == "up"]
     steps.sort(key=lambda s: (s.level, s.index))
     unit = record.level_unit
-    rules = (_listen, _accept_queue, _syn, _ports, _refused, _spinning, _load_side, _target)
+    rules = (_listen, _accept_queue, _syn, _ports, _refused, _spinning, _load_side, _target, mix_findings)
     out: list[Finding] = []
-    for rule in rules if v.group == record.measured_group else (_refused, _spinning):
+    for rule in rules if v.group == record.measured_group else (_refused, _spinning, mix_findings):
         out.extend(rule(steps, v, unit, record))
     if v.group == record.measured_group:
         out.extend(remote_findings(record, v))  # the target's machines, through their exporters

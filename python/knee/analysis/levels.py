@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from knee.analysis.steady import intervals
-from knee.model import GroupStats, Outcomes, StepResult
+from knee.model import DataUse, GroupStats, Outcomes, StepResult
 
 # DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
 COLLAPSE_RATE = 0.5
@@ -60,6 +60,36 @@ def latency_s(g: GroupStats) -> float:
     return lat.mean / 1000.0
 
 
+def ran_out(s: StepResult, g: GroupStats) -> DataUse | None:
+    """The data source whose running out ended group `g`'s part of step `s` (`on_exhausted = "stop"`), as the step
+    recorded its use; None when none did (or the step did not record the source's use)."""
+    if g.ran_out is None:
+        return None
+    recorded = next((d for d in s.data if d.name == g.ran_out), None)
+    return recorded or DataUse(name=g.ran_out, rows=0, available=0, taken=0)
+
+
+def measured_s(s: StepResult, g: GroupStats) -> float:
+    """The seconds group `g` measured in step `s`: its elapsed seconds, or, when a data source ran out and ended it,
+    the seconds until it ran out (after the warm-up). The engine counts a duration step's whole window as its
+    elapsed time even when the group stopped early, and a rate over seconds in which nothing could start would call
+    the step's end a collapse; its operations in flight when the rows ran out end after it, as many as were in
+    flight at its start (none had ended), so successes over these seconds are the rate the service kept."""
+    d = ran_out(s, g)
+    if d is None or d.exhausted_after_s is None:
+        return g.elapsed_s
+    return max(0.0, min(g.elapsed_s, d.exhausted_after_s - _warmup_s(s, g.name)))
+
+
+def ran_out_early(s: StepResult, group: str) -> bool:
+    """Group `group`'s data ran out before any operation ended (none left: earlier steps used every row, and the
+    first take ran out): its step has no rate to judge, and the analysis leaves it out."""
+    g = s.groups.get(group)
+    if g is None or g.ran_out is None:
+        return False
+    return g.total == 0 or measured_s(s, g) <= 0
+
+
 def window(s: StepResult, g: GroupStats) -> Window:
     """The part of step `s` that group `g`'s rate is judged on (docs/analysis.md).
 
@@ -71,8 +101,11 @@ def window(s: StepResult, g: GroupStats) -> Window:
     operations in flight at the window's two ends balance. The cut must leave KEPT_INTERVALS whole intervals
     (else the whole step: too short to judge); what ended after it, the last partial interval included, over the
     seconds after it. A step run until settled (duration = "auto") is cut at least by its warm-up cut
-    (StepResult.steady), over whole intervals. Otherwise: the whole step."""
+    (StepResult.steady), over whole intervals. A step whose data ran out is judged whole, over the seconds until it
+    ran out (`measured_s`). Otherwise: the whole step."""
     lat = latency_s(g)
+    if g.ran_out is not None:
+        return Window(0.0, measured_s(s, g), g.succeeded, g.failed, g.hung, lat)
     st = s.steady if s.steady is not None and s.steady.group == g.name and s.steady.auto else None
     whole = Window(0.0, g.elapsed_s, g.succeeded, g.failed, g.hung, lat)
     dt = g.interval_s
@@ -132,6 +165,7 @@ class LevelRow(Outcomes):
     failed_latency_sum_ms: float = 0.0
     p99_ms: float = 0.0  # the worst p99 of the pooled steps (percentiles do not add up)
     partial: bool = False
+    ran_out: str = ""  # the data source whose running out ended a pooled step ("": none did)
     open_loop: bool = False  # the group was paced by an arrival rate
     offered: int = 0
     late: int = 0
@@ -238,9 +272,15 @@ class LevelRow(Outcomes):
 
 def sweep_steps(steps: Sequence[StepResult], group: str, every: bool = False) -> list[StepResult]:
     """The sweep steps (not recovery probes) that measured `group`, in order: those the analysis believes (not
-    superseded by a measurement again, not run on a service that had not come back to rest), or `every` one."""
+    superseded by a measurement again, not run on a service that had not come back to rest, not ended by data that
+    ran out before a whole interval: `ran_out_early`), or `every` one."""
     return sorted(
-        (s for s in steps if s.phase == "sweep" and group in s.groups and (every or s.believed)), key=lambda s: s.index
+        (
+            s
+            for s in steps
+            if s.phase == "sweep" and group in s.groups and (every or (s.believed and not ran_out_early(s, group)))
+        ),
+        key=lambda s: s.index,
     )
 
 
@@ -254,13 +294,14 @@ def pool(steps: Sequence[StepResult], group: str, direction: str, every: bool = 
         r = rows.setdefault(s.level, LevelRow(level=s.level, direction=direction))
         r.clients = max(r.clients, g.clients)
         r.add(g)
-        r.elapsed_s += g.elapsed_s
+        r.elapsed_s += measured_s(s, g)
         r.latency_count += g.latency_ms.count
         r.latency_sum_ms += g.latency_ms.mean * g.latency_ms.count
         r.p99_ms = max(r.p99_ms, g.latency_ms.p99)
         r.failed_latency_count += g.failed_latency_ms.count
         r.failed_latency_sum_ms += g.failed_latency_ms.mean * g.failed_latency_ms.count
         r.partial = r.partial or s.partial
+        r.ran_out = r.ran_out or (g.ran_out or "")
         w = window(s, g)
         r.rate_succeeded += w.succeeded
         r.rate_failed += w.failed

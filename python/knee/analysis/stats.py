@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from knee.analysis.levels import window
 from knee.analysis.steady import intervals
-from knee.model import GroupStats, StepResult
+from knee.model import GroupStats, Outcomes, RequestStats, StepResult
 
 CONFIDENCE = 0.95
 # docs/reports.md: the run-to-run variation of a level's figure that one step's own series cannot show (a standard
@@ -122,7 +122,8 @@ def rate_estimate(s: StepResult, g: GroupStats) -> Estimate:
     w = window(s, g)
     rate = w.succeeded / w.seconds if w.seconds > 0 else 0.0
     dt = g.interval_s
-    series = [c / dt for c in intervals(g)[round(w.cut_s / dt) :]] if dt > 0 else []
+    # the whole intervals the window holds (a group whose data ran out measured fewer than its step's window)
+    series = [c / dt for c in intervals(g)[round(w.cut_s / dt) :]][: int(w.seconds / dt + 1e-6)] if dt > 0 else []
     if len(series) >= FEW_INTERVALS:
         se, df = batch_se(series)
         return Estimate(rate, se, df, "batch means")
@@ -141,14 +142,14 @@ def _interpolate(points: Sequence[tuple[float, float]], q: float) -> float:
     return points[-1][1]
 
 
-def p99_estimate(g: GroupStats, confidence: float = CONFIDENCE) -> Estimate | None:
+def p99_estimate(g: GroupStats | RequestStats, confidence: float = CONFIDENCE, clients: int = 0) -> Estimate | None:
     """The succeeded operations' p99 and its standard error from order statistics, or None when it cannot be
     judged. Operations in flight together share a stall (a pause of the service or of the machine delays all of
     them), so the tail's independent samples are about n ÷ clients: with fewer than P99_SAMPLES of them a p99 is one
     or two stalls, not a distribution's (None). Else the rank of the 99th percentile is uncertain by
     ±z·√(n'·0.99·0.01) of n' samples, read off the recorded percentiles (an error of 0 without them: the floor of
-    `change` is then all its noise)."""
-    n = g.latency_ms.count / max(1, g.clients)
+    `change` is then all its noise). `clients`: the group's, for a request of its mix (RequestStats)."""
+    n = g.latency_ms.count / max(1, clients or getattr(g, "clients", 1))
     if n < P99_SAMPLES:
         return None
     points = sorted(g.percentiles_ms)
@@ -184,7 +185,7 @@ def change(a: Estimate, b: Estimate, confidence: float = CONFIDENCE, floor: floa
     return Change(pct=(b.value - a.value) / a.value * 100, noise_pct=half / a.value * 100)
 
 
-def failures_test(a: GroupStats, b: GroupStats) -> float | None:
+def failures_test(a: Outcomes, b: Outcomes) -> float | None:
     """p-value that A's and B's failure ratios ((failed + hung) / all) are equal: two-proportion z-test."""
     from scipy import stats
 

@@ -54,6 +54,7 @@ from knee.analysis.levels import (
     too_short_to_tell,
 )
 from knee.analysis.precision import below_words, bracket, peak_bracket, peak_words
+from knee.analysis.ranout import ran_out_warnings
 from knee.analysis.recovery import WITHIN, recovery
 from knee.analysis.rest import rest
 from knee.analysis.shape import name_shape, plateau_pool
@@ -129,6 +130,7 @@ def _curve(
     down = pool(steps, group, "down")
     if not up and not down:
         v.warnings.append(f"no sweep step measured group {group!r}: nothing to analyze")
+        v.warnings.extend(ran_out_warnings(steps, group, unit))
         v.sentences.append("no measurements")
         return v
     rows = up or down  # a sweep that only went down still has a curve
@@ -200,6 +202,7 @@ def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
             v.warnings.append(
                 f"the step at {where(s.level)} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
             )
+    v.warnings.extend(ran_out_warnings(steps, group, v.level_unit))  # ended by its data, not by the service
 
 
 def _short(v: Verdict, rows: list[LevelRow]) -> None:

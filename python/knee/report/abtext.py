@@ -16,10 +16,21 @@ from pydantic import BaseModel, Field
 
 from knee import fmt
 from knee._engine import __version__
-from knee.analysis.levels import pool
+from knee.analysis.levels import measured_s, pool
+from knee.analysis.mix import request_rows
+from knee.analysis.ranout import ran_out_words
 from knee.analysis.slo import missed
 from knee.analysis.stats import interval_counts
-from knee.model import GeneratorStats, GroupStats, LatencyStats, Reason, SeriesPoint, StepResult
+from knee.model import (
+    DataUse,
+    GeneratorStats,
+    GroupStats,
+    LatencyStats,
+    Reason,
+    RequestStats,
+    SeriesPoint,
+    StepResult,
+)
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
 from knee.spec import ClientSpec, EngineSpec, HttpClient
 
@@ -93,6 +104,11 @@ class RunJson(BaseModel):
     spec: dict[str, Any] = Field(description="the engine spec that ran (docs/engine-spec.md), secrets as placeholders")
     run_dir: str | None = Field(default=None, description="the run directory (--out), if kept")
     slo: SloJson | None = Field(default=None, description="the SLO and its outcome (--slo-p99 …); null: none given")
+    requests: dict[str, RequestStats] = Field(
+        default_factory=dict, description="a request mix: each request's counts, failures and latency, by name"
+    )
+    ran_out: str | None = Field(default=None, description="the data source whose running out ended the run")
+    data: list[DataUse] = Field(default_factory=list, description="what each data source did: rows used, ran out")
 
 
 # What `knee run --json` says as the group's stats say it (open_loop is reshaped: `open_loop()`).
@@ -188,7 +204,9 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add(f"{'Target:':<28}{target(scenario, group, step)}")
     add(f"{'Clients:':<28}{s.clients}{mode}")
     add(f"{'Stop rule:':<28}{_stop_rule(scenario, group)}")
-    add(f"{'Time taken:':<28}{s.elapsed_s:.3f} s")
+    seconds = measured_s(step, s)  # the run's time, or until its data ran out
+    until = f" (its data ran out after {seconds:.3f} s)" if seconds < s.elapsed_s else ""
+    add(f"{'Time taken:':<28}{s.elapsed_s:.3f} s{until}")
     add(f"{'Started operations:':<28}{s.started}  (succeeded + failed + hung + abandoned)")
     add(f"{'Complete operations:':<28}{s.total}")
     add(f"{'Succeeded:':<28}{s.succeeded}")
@@ -198,6 +216,9 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add(f"{'Failed:':<28}{failed}")
     add(f"{'Hung (timed out):':<28}{s.hung}")
     add(f"{'Abandoned (in flight):':<28}{s.abandoned}")
+    out = ran_out_words(step, s)
+    if out is not None:
+        add(f"{'Data ran out:':<28}{out}; the run ended there (its rates are over the seconds before)")
     if s.warmup_ops:
         add(f"{'Warm-up (not measured):':<28}{s.warmup_ops}")
     if s.tls_ms.count:
@@ -217,12 +238,14 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     if s.bytes_received or s.bytes_sent:
         add(f"{'Total transferred:':<28}{s.bytes_received} bytes received, {s.bytes_sent} sent")
         if s.elapsed_s > 0:
-            add(f"{'Transfer rate:':<28}{fmt.transfer(s.bytes_received / s.elapsed_s)} received")
-    add(f"{'Operations per second:':<28}{s.rate_hz:.2f} [#/sec] (succeeded, mean)")
+            add(f"{'Transfer rate:':<28}{fmt.transfer(s.bytes_received / (seconds or s.elapsed_s))} received")
+    rate = s.succeeded / seconds if seconds > 0 else 0.0
+    add(f"{'Operations per second:':<28}{rate:.2f} [#/sec] (succeeded, mean)")
     if s.latency_ms.count:
         add(f"{'Time per operation:':<28}{s.latency_ms.mean:.3f} [ms] (mean, succeeded)")
-        if s.rate_hz > 0:
-            add(f"{'Time per operation:':<28}{1000.0 / s.rate_hz:.3f} [ms] (mean, across all concurrent clients)")
+        if rate > 0:
+            add(f"{'Time per operation:':<28}{1000.0 / rate:.3f} [ms] (mean, across all concurrent clients)")
+    lines.extend(_requests_lines(step, s))
     add("")
     add("Connection Times (ms)")
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
@@ -286,6 +309,24 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     return "\n".join(lines)
 
 
+def _requests_lines(step: StepResult, g: GroupStats) -> list[str]:
+    """A request mix: a row per request (counted apart by the engine), its failures by class after it."""
+    rows = request_rows(step, g)
+    if not rows:
+        return []
+    out = ["", "Requests (the mix; latency in ms, of the succeeded ones)"]
+    out.append(f"  {'request':<16}{'succeeded':>10}{'failed':>8}{'hung':>6}{'abandoned':>10}{'rate/s':>10}"
+               f"{'p50':>9}{'p99':>9}  failures")  # fmt: skip
+    for r in rows:
+        failures = ", ".join(f"{k}: {n}" for k, n in sorted(r.failures.items(), key=lambda kv: -kv[1]))
+        latency = f"{r.p50_ms:>9.3f}{r.p99_ms:>9.3f}" if r.latency_count else f"{'-':>9}{'-':>9}"
+        out.append(
+            f"  {r.name[:16]:<16}{r.succeeded:>10}{r.failed:>8}{r.hung:>6}{r.abandoned:>10}{r.rate_hz:>10.2f}"
+            f"{latency}  {failures}".rstrip()
+        )
+    return out
+
+
 def step_share(step: LatencyStats, g: GroupStats) -> float:
     """The share of all the operations' time spent in a step (steps run in some operations only; a step is timed
     in failed operations too, so their time counts in the whole)."""
@@ -324,6 +365,7 @@ def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: 
         spec=step.spec or {},
         run_dir=run_dir,
         slo=slo_check(scenario, step, group),
+        data=step.data,
     )
 
 

@@ -89,6 +89,34 @@ def group_tables(cmp: Comparison) -> list[GroupTable]:
     return out
 
 
+def request_tables(cmp: Comparison) -> list[GroupTable]:
+    """A request mix's requests, B against A level by level (one table a group whose mix both runs had)."""
+    out = []
+    conf = f"{cmp.confidence * 100:g} %"
+    for group in dict.fromkeys(d.group for d in cmp.requests):
+        header = ["Level", "Request", "Count A", "Count B", f"Rate change ({conf})", "p99 A", "p99 B", "p99 change"]
+        table = GroupTable(group, [*header, "Fail A", "Fail B", "B vs A"], [], [])
+        for d in (d for d in cmp.requests if d.group == group):
+            table.rows.append(
+                [
+                    level_name(d),
+                    d.request,
+                    f"{d.count_a:,}",
+                    f"{d.count_b:,}",
+                    _change(d.change_pct, d.noise_pct),
+                    _opt(d.p99_a_ms, fmt.ms),
+                    _opt(d.p99_b_ms, fmt.ms),
+                    _change(d.p99_change_pct, d.p99_noise_pct),
+                    fmt.pct(d.failure_ratio_a),
+                    fmt.pct(d.failure_ratio_b),
+                    _SHORT.get(d.overall, d.overall),
+                ]
+            )
+            table.judgements.append(d.overall)
+        out.append(table)
+    return out
+
+
 def outcome_lines(cmp: Comparison) -> list[str]:
     """After the summary: each --fail-on rule that failed, or that they passed."""
     out = [f"failed: {line}" for line in cmp.failed]
@@ -110,10 +138,12 @@ def render_comparison(cmp: Comparison, console: Console) -> None:
     for line in cmp.warnings:
         console.print(f"[yellow]warning:[/] {escape(line)}")
     console.print(f"[bold]A[/] = {escape(cmp.run_a)}   [bold]B[/] = {escape(cmp.run_b)}")
-    for t in group_tables(cmp):
-        table = Table(title=f"group {escape(t.group)}", title_justify="left")
+    mixes = {t.group: t for t in request_tables(cmp)}
+    for t in [x for g in group_tables(cmp) for x in (g, mixes.get(g.group)) if x is not None]:
+        title = f"group {t.group}" + (": per request" if "Request" in t.header else "")
+        table = Table(title=escape(title), title_justify="left")
         for h in t.header:
-            table.add_column(h, justify="left" if h in ("Level", "B vs A") else "right")
+            table.add_column(h, justify="left" if h in ("Level", "Request", "B vs A") else "right")
         for row, judgement in zip(t.rows, t.judgements, strict=True):
             table.add_row(*(escape(c) for c in row), style=_STYLE.get(judgement))
         console.print(table)
@@ -129,8 +159,11 @@ def comparison_markdown(cmp: Comparison) -> str:
     out = [f"# knee compare: A = {md_cell(cmp.run_a)}, B = {md_cell(cmp.run_b)}", ""]
     out += [f"- warning: {md_cell(line)}" for line in cmp.warnings] + ([""] if cmp.warnings else [])
     out += [f"**{md_cell(cmp.summary[0])}**", ""] if cmp.summary else []
+    mixes = {t.group: t for t in request_tables(cmp)}
     for t in group_tables(cmp):
         out += [f"## Group {md_cell(t.group)}", "", *md_table(ViewTable(t.header, t.rows)), ""]
+        if t.group in mixes:
+            out += ["### Per request", "", *md_table(ViewTable(mixes[t.group].header, mixes[t.group].rows)), ""]
     out += [f"- {md_cell(line)}" for line in cmp.summary[1:] + outcome_lines(cmp)]
     out += ["", f"_{md_cell(noise_line(cmp))}_", ""]
     return "\n".join(out)

@@ -1,4 +1,4 @@
-"""levels.csv (one row per step x group) and series.csv (one row per interval)."""
+"""levels.csv (one row per step x group, and per step x request of a mix) and series.csv (one row per interval)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def levels_csv(record: RunRecord, view: ReportView | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(view.level_columns)
-    for r in view.rows:
+    for r in view.csv_rows:
         w.writerow([_fmt(v) for v in r.as_dict(view.open_loop).values()])
     return buf.getvalue()
 

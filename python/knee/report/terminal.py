@@ -19,7 +19,7 @@ _LABELS = {"why": "[bold magenta]why:[/] ", "warning": "[yellow]warning:[/] "}
 def _table(t: Table, title: str) -> RichTable:
     out = RichTable(title=escape(title), title_justify="left")
     for i, h in enumerate(t.header):
-        out.add_column(escape(h), justify="left" if i == 0 else "right")
+        out.add_column(escape(h), justify="left" if i == 0 or h == "Request" else "right")
     for i, cells in enumerate(t.rows):
         style = t.styles[i] if t.styles else ""
         out.add_row(*(escape(c) for c in cells), style={"recovery": "dim", "bad": "red"}.get(style))

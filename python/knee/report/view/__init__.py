@@ -23,11 +23,13 @@ from knee.report.view.levels import (
     Row,
     level_cell,
     levels_table,
+    mix_rows,
     plot_levels,
     row,
     table_cells,
 )
 from knee.report.view.remote import remote_metrics_table, remote_table
+from knee.report.view.requests import data_lines, requests_table
 from knee.report.view.section import PAGE_PARTS, Section, Table
 from knee.report.view.tables import (
     counters_table,
@@ -96,7 +98,8 @@ class ReportView:
     rates: bool
     executor: str
     groups: list[GroupView]
-    rows: list[Row]
+    rows: list[Row]  # a row per step x group
+    csv_rows: list[Row]  # levels.csv's: each group row followed by its step's request rows (a mix's)
     open_loop: bool  # levels.csv carries the open-loop columns
     scenario_text: str
     machine: list[list[str]]
@@ -117,6 +120,14 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
     counters = counters_table(record) if measured else None
     sections = [
         Section("table", table=levels_table(record, rows), terminal_title=f"group {group}", page="table"),
+        # a request mix: each request's counts, failures and latency per level, under the group's table
+        Section(
+            "requests",
+            "Per request",
+            table=requests_table(record, group),
+            terminal_title=f"group {group}: per request",
+            page="table",
+        ),
         Section("verdict", lines=[verdict_line(v)] if v is not None else [], style="verdict", page="summary"),
         Section("usl", lines=[usl] if usl is not None else [], page="summary"),
         Section("why", "Why", lines=[finding_line(f) for f in v.findings] if v else [], style="why", page="summary"),
@@ -127,6 +138,7 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
         ),
         Section("steady", "Steady state", lines=steady_lines(record, group) if measured else [], page="table"),
         Section("between", lines=[between] if between else [], page="table"),
+        Section("data", "Data that ran out", lines=data_lines(record, group), page="table"),
         Section(
             "reasons",
             "Failure reasons",
@@ -177,7 +189,9 @@ def _group_view(record: RunRecord, group: str, rows: list[Row], workers: Table |
 def build(record: RunRecord, scenario_text: str | None = None) -> ReportView:
     """The report's view of `record` (`scenario_text`: the scenario file as run, if there is one)."""
     names = group_names(record)
-    rows = [row(s, s.groups[n]) for s in record.in_level_order() for n in names if n in s.groups]
+    pairs = [(s, s.groups[n]) for s in record.in_level_order() for n in names if n in s.groups]
+    rows = [row(s, g) for s, g in pairs]
+    csv_rows = [r for (s, g), whole in zip(pairs, rows, strict=True) for r in (whole, *mix_rows(s, g, whole))]
     workers = workers_table(record)
     machine = dict(record.machine)
     machine.setdefault("knee_version", record.knee_version or "unknown")
@@ -192,6 +206,7 @@ def build(record: RunRecord, scenario_text: str | None = None) -> ReportView:
         executor=record.executor,
         groups=[_group_view(record, n, rows, workers) for n in names],
         rows=rows,
+        csv_rows=csv_rows,
         open_loop=record.rates,
         scenario_text=scenario_text if scenario_text is not None else record.scenario.to_toml(),
         machine=[[str(k), v if isinstance(v, str) else json.dumps(v)] for k, v in sorted(machine.items())],

@@ -1,20 +1,24 @@
-"""The level table: one `Row` per step x group (the columns of levels.csv) and its cells as the reports show
-them (`Concurrency | Succeeded (rate) | Failed | Hung | Abandoned | p50 | p99`, or a rate sweep's)."""
+"""The level table: one `Row` per step x group (the columns of levels.csv; with a request mix, one more per step x
+request, `request_rows`) and its cells as the reports show them (`Concurrency | Succeeded (rate) | Failed | Hung |
+Abandoned | p50 | p99`, or a rate sweep's)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from knee import fmt
 from knee.analysis.beside import stress_group
-from knee.analysis.levels import window
+from knee.analysis.levels import measured_s, ran_out, window
+from knee.analysis.mix import request_rows
 from knee.model import GroupStats, RunRecord, StepResult
 from knee.report.view.section import Table
 
 
 @dataclass(frozen=True)
 class Row:
-    """One step x group: the columns of levels.csv, in order (the open-loop ones only in a rate sweep's)."""
+    """One step x group (or, `request` set, one request of the group's mix in the step): the columns of levels.csv,
+    in order (the open-loop ones only in a rate sweep's). A request's row leaves the columns it has no figure of
+    empty (None): its bytes and connection phases are the group's alone."""
 
     index: int
     label: str
@@ -22,6 +26,7 @@ class Row:
     direction: str
     level: int | float  # clients, or the offered rate (/s) of a rate sweep
     group: str
+    request: str  # "" for the group's whole row; a mix's request name for its own
     clients: int
     started: int
     succeeded: int
@@ -34,12 +39,12 @@ class Row:
     p90_ms: float
     p99_ms: float
     max_ms: float
-    bytes_received: int
-    transfer_bps: float  # bytes received per measured second
+    bytes_received: int | None
+    transfer_bps: float | None  # bytes received per measured second
     # an operation's phases (the reports' "Connection times"; None when it had none): the connections opened and
     # their TCP connect, the TLS handshakes that resumed a session and the handshakes' time, the time to the
     # first byte
-    connections: int
+    connections: int | None
     connect_mean_ms: float | None
     connect_p99_ms: float | None
     tls_resumed: int | None
@@ -48,6 +53,8 @@ class Row:
     ttfb_mean_ms: float | None
     ttfb_p99_ms: float | None
     partial: bool
+    ran_out: str  # the data source whose running out ended the step ("": none did)
+    rows_used: int | None  # the rows that source handed out in the step (None: none ran out)
     generator_cpu_cores: float  # knee and its child processes
     machine_cpu_cores: float
     # open loop (None for a closed-loop group): arrivals per second, completions per second, late and
@@ -81,6 +88,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         direction=step.direction,
         level=step.level,
         group=g.name,
+        request="",
         clients=g.clients,
         started=g.started,
         succeeded=g.succeeded,
@@ -94,7 +102,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         p99_ms=g.latency_ms.p99,
         max_ms=g.latency_ms.max,
         bytes_received=g.bytes_received,
-        transfer_bps=g.bytes_received / g.elapsed_s if g.elapsed_s > 0 else 0.0,
+        transfer_bps=g.bytes_received / seconds if (seconds := measured_s(step, g)) > 0 else 0.0,
         connections=g.connect_ms.count,
         connect_mean_ms=g.connect_ms.mean if g.connect_ms.count else None,
         connect_p99_ms=g.connect_ms.p99 if g.connect_ms.count else None,
@@ -104,6 +112,8 @@ def row(step: StepResult, g: GroupStats) -> Row:
         ttfb_mean_ms=g.ttfb_ms.mean if g.ttfb_ms.count else None,
         ttfb_p99_ms=g.ttfb_ms.p99 if g.ttfb_ms.count else None,
         partial=step.partial,
+        ran_out=g.ran_out or "",
+        rows_used=used.taken if (used := ran_out(step, g)) is not None else None,
         generator_cpu_cores=step.generator.load_cores,
         machine_cpu_cores=step.generator.machine_cpu_cores,
         offered_rate_hz=o.offered_rate_hz if o else None,
@@ -112,6 +122,43 @@ def row(step: StepResult, g: GroupStats) -> Row:
         dropped=o.dropped if o else None,
         p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,
     )
+
+
+def mix_rows(step: StepResult, g: GroupStats, whole: Row) -> list[Row]:
+    """A request mix's rows of the step (none without a mix): the group's row `whole` with each request's counts,
+    rate and latency, its bytes and connection phases left empty (the engine counts them per group)."""
+    return [
+        replace(
+            whole,
+            request=r.name,
+            started=r.started,
+            succeeded=r.succeeded,
+            failed=r.failed,
+            hung=r.hung,
+            abandoned=r.abandoned,
+            rate_hz=r.rate_hz,
+            failure_ratio=r.failure_ratio,
+            p50_ms=r.p50_ms,
+            p90_ms=r.p90_ms,
+            p99_ms=r.p99_ms,
+            max_ms=r.max_ms,
+            bytes_received=None,
+            transfer_bps=None,
+            connections=None,
+            connect_mean_ms=None,
+            connect_p99_ms=None,
+            tls_resumed=None,
+            tls_mean_ms=None,
+            tls_p99_ms=None,
+            ttfb_mean_ms=None,
+            ttfb_p99_ms=None,
+            achieved_rate_hz=None,
+            late=None,
+            dropped=None,
+            p99_uncorrected_ms=None,
+        )
+        for r in request_rows(step, g)
+    ]
 
 
 TABLE_HEADER = ["Concurrency", "Succeeded (rate)", "Failed", "Hung", "Abandoned", "p50", "p99"]
@@ -150,6 +197,8 @@ def level_cell(r: Row, rates: bool, beside: str | None = None) -> str:
         marks.append("down")
     if r.partial:
         marks.append("partial")
+    if r.ran_out:
+        marks.append(f"ran out of {r.ran_out}")
     return f"{text} ({', '.join(marks)})" if marks else text
 
 
@@ -163,7 +212,7 @@ def table_cells(r: Row, rates: bool, transfer: bool, beside: str | None = None) 
     (RATE_TABLE_HEADER) adds what was achieved, late and dropped, and the uncorrected p99, and its Succeeded
     is a count beside Achieved (a closed-loop group beside the open loop: '-' for those). `beside`: the stress
     group a background group's row ran beside (level_cell)."""
-    tail = [fmt.transfer(r.transfer_bps)] if transfer else []
+    tail = [fmt.transfer(r.transfer_bps or 0.0)] if transfer else []
     cells = [
         level_cell(r, rates, beside),
         f"{r.succeeded:,} ({fmt.rate(r.rate_hz)})",
