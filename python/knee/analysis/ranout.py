@@ -26,8 +26,9 @@ def ran_out_words(s: StepResult, g: GroupStats) -> str | None:
     rows = f"{d.taken:,} row{'s' * (d.taken != 1)}"
     if d.used and d.used != d.taken:
         rows += f" ({d.used:,} positions used)"
-    if d.available and d.available != d.rows:
-        rows += f" of the {d.available:,} earlier steps left"
+    if d.available and d.available != d.rows:  # earlier steps used some: this one had what they left
+        left = "all" if d.taken >= d.available else f"of the {d.available:,}"
+        rows += f" ({left} that earlier steps left of its {d.rows:,})"
     when = f", {_seconds(measured_s(s, g))} into the step" if d.exhausted_after_s is not None else ""
     first = f"; {d.first_out}'s part first" if d.first_out else ""
     return f"ran out of {d.name} after {rows}{when}{first}"
