@@ -174,3 +174,30 @@ def test_rate_sweep(target: TargetProcess, tmp_path: Path) -> None:
     v = next(v for v in record.verdicts if v.group == "main")
     assert v.level_unit == "rate" and v.saturation_level in (800, 1600)  # 800/s is near the capacity
     assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
+
+
+def test_feeder_users(target: TargetProcess, tmp_path: Path) -> None:
+    record, _ = run_example("feeder-users", target, tmp_path)
+    for s in record.steps:
+        g = s.groups["main"]
+        assert g.succeeded > 0 and g.failed == g.hung == 0, g.failures
+        (users,) = s.data
+        # every operation took a row of the 200 (a circular source never runs out)
+        assert (users.name, users.rows, g.ran_out) == ("users", 200, None)
+        assert users.taken >= g.started + g.warmup_ops
+    assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
+
+
+def test_mix(target: TargetProcess, tmp_path: Path) -> None:
+    record, _ = run_example("mix", target, tmp_path)
+    reads = writes = 0
+    for s in record.steps:
+        g = s.groups["shop"]
+        assert list(g.requests) == ["read", "write"]
+        assert g.failed == g.hung == 0, g.failures
+        # the group's counts are its requests' counts added up
+        assert sum(r.succeeded for r in g.requests.values()) == g.succeeded
+        reads += g.requests["read"].succeeded
+        writes += g.requests["write"].succeeded
+    assert 0.05 < writes / (reads + writes) < 0.15, (reads, writes)  # 1 in 10, over a few thousand requests
+    assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
