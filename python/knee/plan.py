@@ -12,7 +12,7 @@ Recovery probes are decided while running (see knee.sweep) but built here too.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +30,7 @@ from knee.scenario import (
     addresses,
     tlsfiles,
 )
-from knee.scenario.data import MixRequest, request_url
+from knee.scenario.data import DataTable, MixRequest, request_url
 from knee.spec import (
     ClientSpec,
     ClosedPacer,
@@ -235,11 +235,13 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: b
         timeout_ms=_ms(g.timeout),
         warmup_ms=round(scenario.sweep.warmup * 1000) if isinstance(stop, DurationMs) else 0,
         pacer=pacer,
-        client=_fill_stage(client_spec(g, scenario.vars, record=record), step.label),
+        client=_fill_stage(client_spec(g, scenario.vars, record=record, sources=scenario.data), step.label),
     )
 
 
-def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record: bool = False) -> ClientSpec:
+def client_spec(
+    g: Group, scenario_vars: dict[str, str] | None = None, *, record: bool = False, sources: Sequence[DataTable] = ()
+) -> ClientSpec:
     """The engine's client spec of a group: the one place that turns a group's keys into the engine's
     (a body makes the default method POST; cookies become one Cookie header; an https group's TLS files become
     PEM text, except in the `record`)."""
@@ -288,6 +290,7 @@ def client_spec(g: Group, scenario_vars: dict[str, str] | None = None, *, record
             vars=dict(scenario_vars or {}),
             operation="${stage}",
             start_timeout_ms=_ms(g.start_timeout),
+            data=list(g.data) if g.data is not None else [d.name for d in sources],
         )
     return ExecClient(
         argv=list(g.argv),

@@ -165,6 +165,7 @@ class WorkerClient(_Spec):
     vars: dict[str, str] = Field(default_factory=dict)  # sent in every process's start message
     operation: str = ""  # sent with every request (a fixed-work stage's name)
     start_timeout_ms: int = 30_000
+    data: list[str] = Field(default_factory=list)  # data sources whose rows every operation sends
 
 
 ClientSpec = Annotated[HttpClient | TcpClient | ExecClient | WorkerClient, Field(discriminator="kind")]

@@ -37,3 +37,8 @@ async def judged(ctx) -> None:  # type: ignore[no-untyped-def]
 async def row_bytes(ctx) -> int:  # type: ignore[no-untyped-def]
     """The feeders' row as the operation's bytes: column `n` of feeder `users` (0 when no row)."""
     return int(ctx.data.get("users", {}).get("n", 0))
+
+
+async def by_row(ctx) -> None:  # type: ignore[no-untyped-def]
+    """A GET of /u/ID, ID from the operation's row of the data source `ids` (tests/integration/test_feeders.py)."""
+    await ctx.http.get(f"/u/{ctx.data['ids']['id']}")

@@ -161,3 +161,18 @@ def test_a_value_a_url_cannot_carry_fails_as_request_naming_the_row(nginx: Nginx
     assert (g["succeeded"], g["failures"]) == (2, {"request": 1}), r.stderr
     assert "row 2 of n" in g["reasons"][0]["sample"] and "a space" in g["reasons"][0]["sample"]
     assert sorted(p for _, p, _ in _requests(nginx)) == ["/u/ann", "/u/cy"]
+
+
+def test_a_python_flow_gets_each_row_of_a_queue_in_ctx_data(nginx: Nginx, tmp_path: Path) -> None:
+    ids = _ids(tmp_path, 400)
+    nginx.clear_log()
+    r = knee_cli(
+        "run", "--python", "httpflows:by_row", "--path", str(Path(__file__).parent.parent / "flows"),
+        "--var", f"url={nginx.url}", "--data", f"ids={ids}", "--data-order", "queue", "-c", "4", "-n", "400",
+        "--out", str(tmp_path / "runs"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    seen = [path for method, path, status in _requests(nginx) if method == "GET" and status == "200"]
+    assert sorted(seen) == sorted(f"/u/{i}" for i in range(400))  # each row once, through the worker protocol
+    step = _record(tmp_path / "runs")["steps"][0]
+    assert step["groups"]["main"]["succeeded"] == 400 and step["data"][0]["used"] == 400

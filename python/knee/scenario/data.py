@@ -172,6 +172,11 @@ def check(scenario: Scenario) -> tuple[str, str] | None:
             columns[d.name] = d.columns()
         except ValueError as exc:
             return f"data.{i}.file", str(exc)
+    for gname, g in scenario.groups.items():
+        for i, name in enumerate(getattr(g, "data", None) or []):
+            if name not in tables:
+                have = ", ".join(tables) or "none: add a [[data]] table"
+                return f"groups.{gname}.data.{i}", f"{name!r} names no data source (the scenario's: {have})"
     for key, text in _texts(scenario):
         for m in _FIELD.finditer(text):
             name, col = m.group(1), m.group(2)

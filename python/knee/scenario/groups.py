@@ -243,6 +243,8 @@ class WorkerGroup(_GroupBase):
     cwd: str | None = None
     processes: Annotated[int, Field(ge=0)] = 0  # in all; 0 = one per engine thread (one per core)
     start_timeout: Annotated[float, BeforeValidator(seconds), Field(gt=0)] = 30.0
+    # the [[data]] sources whose rows each operation takes and sends (`data` on the run line); None: every one
+    data: list[str] | None = None
 
 
 class PythonGroup(_GroupBase):
@@ -255,6 +257,7 @@ class PythonGroup(_GroupBase):
     env: dict[str, str] = Field(default_factory=dict)
     processes: Annotated[int, Field(ge=0)] = 0
     start_timeout: Annotated[float, BeforeValidator(seconds), Field(gt=0)] = 30.0
+    data: list[str] | None = None  # as WorkerGroup's: the flow's ctx.data
 
 
 Group = Annotated[HttpGroup | TcpGroup | ExecGroup | WorkerGroup | PythonGroup, Field(discriminator="kind")]

@@ -96,7 +96,7 @@ impl Prepared {
             ClientSpec::Http(h) => Prepared::Http(Box::new(http::HttpPrep::new(h, clients, feeders, key)?)),
             ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, feeders, key)?),
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e, feeders, key)?),
-            ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w)),
+            ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w, feeders, key)?),
         }))
     }
 
@@ -178,7 +178,8 @@ impl Client {
             Kind::Http(c) => c.prepare(draw),
             Kind::Tcp(c) => c.prepare(draw),
             Kind::Exec(c) => c.prepare(draw),
-            Kind::Http2(_) | Kind::Program(_) => Ok(()),
+            Kind::Program(c) => c.prepare(draw),
+            Kind::Http2(_) => Ok(()),
         }
     }
 

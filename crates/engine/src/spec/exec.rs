@@ -43,6 +43,9 @@ pub struct WorkerSpec {
     /// How long a process may take to answer its start message.
     #[serde(default = "default_start_timeout_ms")]
     pub start_timeout_ms: u64,
+    /// Data sources whose rows every operation takes and sends to the program (`data` on the run line).
+    #[serde(default)]
+    pub data: Vec<String>,
 }
 
 /// The command must leave a file of at least `min_size` bytes at `path`.

@@ -11,6 +11,7 @@ use super::process::Proc;
 use super::protocol::push_request;
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
+use crate::data::{Draw, Exhausted};
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 
 /// What came back for one operation.
@@ -76,11 +77,52 @@ pub(crate) struct Host {
 pub(crate) struct ProgramClient {
     host: Host,
     client: u64,
+    /// This operation's rows as JSON (empty when the group reads no data source).
+    rows: String,
+}
+
+/// Append `s` as a JSON string.
+fn push_json_str(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).expect("a string serializes"));
 }
 
 impl ProgramClient {
     pub fn new(host: Host, client: u64) -> ProgramClient {
-        ProgramClient { host, client }
+        ProgramClient {
+            host,
+            client,
+            rows: String::new(),
+        }
+    }
+
+    /// Take this operation's rows of the sources the program reads, as `{"SOURCE":{"COLUMN":"value"}}`.
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        let uses = &self.host.proc.prep().uses;
+        if uses.is_empty() {
+            return Ok(());
+        }
+        draw.take(uses)?;
+        self.rows.clear();
+        self.rows.push('{');
+        for (k, &f) in uses.iter().enumerate() {
+            let source = &draw.feeders.list[f];
+            if k > 0 {
+                self.rows.push(',');
+            }
+            push_json_str(&mut self.rows, &source.name);
+            self.rows.push_str(":{");
+            for (c, column) in source.table.columns.iter().enumerate() {
+                if c > 0 {
+                    self.rows.push(',');
+                }
+                push_json_str(&mut self.rows, column);
+                self.rows.push(':');
+                push_json_str(&mut self.rows, &String::from_utf8_lossy(draw.field(f, c)));
+            }
+            self.rows.push('}');
+        }
+        self.rows.push('}');
+        Ok(())
     }
 
     pub async fn run(&mut self, iteration: u64, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
@@ -103,10 +145,12 @@ impl ProgramClient {
         }
         push_request(
             &mut proc.out.borrow_mut(),
+            &mut proc.rows.borrow_mut(),
             proc.batch.get(),
             self.client,
             iteration,
             &proc.prep().operation_json,
+            (!self.rows.is_empty()).then_some(self.rows.as_str()),
         );
         proc.wake.notify_one();
         match slot.wait().await {
@@ -121,14 +165,24 @@ impl ProgramClient {
                 ..OpReport::of(Outcome::Ok)
             },
             Reply::Fail { class, message, steps } => {
-                // The program's own class is kept verbatim in the grouping key, its message normalised.
-                d.clear()
-                    .put(format_args!("{class}"))
-                    .fix()
-                    .head_line(message.as_bytes(), 240);
+                // One of knee's own classes (a flow's HTTP client says `status`, `connect_refused` …) counts as
+                // that class; any other is the program's own word, kept verbatim in the grouping key.
+                let known =
+                    ErrorClass::from_name(&class).filter(|c| !matches!(c, ErrorClass::Worker | ErrorClass::WorkerExit));
+                let d = d.clear();
+                if known.is_none() {
+                    d.put(format_args!("{class}")).fix().head_line(message.as_bytes(), 240);
+                } else {
+                    let line = message
+                        .lines()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .unwrap_or_default();
+                    d.put(format_args!("{}", &line[..line.floor_char_boundary(240)]));
+                }
                 OpReport {
                     steps,
-                    ..OpReport::of(Outcome::Fail(ErrorClass::Worker))
+                    ..OpReport::of(Outcome::Fail(known.unwrap_or(ErrorClass::Worker)))
                 }
             }
             Reply::Lost { class, message } => {

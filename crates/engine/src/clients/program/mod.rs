@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use super::group::kill_group;
 use super::Prepared;
-use crate::error::EngineError;
+use crate::data::Feeders;
+use crate::error::{EngineError, SpecError};
 use crate::spec::WorkerSpec;
 
 mod client;
@@ -47,11 +48,28 @@ pub(crate) struct ProgramPrep {
     /// The operation's name as a JSON string, serialized once.
     operation_json: String,
     start_timeout: Duration,
+    /// The data sources whose rows every operation takes and sends (`data` on the run line).
+    pub(super) uses: Vec<usize>,
 }
 
 impl ProgramPrep {
-    pub fn new(spec: &WorkerSpec) -> ProgramPrep {
-        ProgramPrep {
+    pub fn new(spec: &WorkerSpec, feeders: &Feeders, key: &str) -> Result<ProgramPrep, SpecError> {
+        let mut uses = Vec::new();
+        for (i, name) in spec.data.iter().enumerate() {
+            let f = feeders.index(name).ok_or_else(|| {
+                let have: Vec<&str> = feeders.list.iter().map(|f| f.name.as_str()).collect();
+                SpecError(format!(
+                    "{key}.data[{i}] {name:?} names no data source (the shard's: {}); fix the name",
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                ))
+            })?;
+            uses.push(f);
+        }
+        Ok(ProgramPrep {
             argv: spec.argv.clone(),
             env: spec.env.clone(),
             cwd: spec.cwd.clone(),
@@ -59,7 +77,8 @@ impl ProgramPrep {
             vars_json: serde_json::to_string(&spec.vars).expect("a map of strings serializes"),
             operation_json: serde_json::to_string(&spec.operation).expect("a string serializes"),
             start_timeout: Duration::from_millis(spec.start_timeout_ms),
-        }
+            uses,
+        })
     }
 
     fn program(&self) -> &str {

@@ -46,6 +46,8 @@ pub(crate) struct Proc {
     pub(super) slots: Vec<Slot>,
     /// Request lines not yet written.
     pub(super) out: RefCell<Vec<u8>>,
+    /// Batch mode: the queued operations' rows (`{…},` each), when the group reads data sources.
+    pub(super) rows: RefCell<Vec<u8>>,
     pub(super) wake: Notify,
     /// The tail of the current process's stderr, and the end of that stderr.
     tail: Rc<RefCell<Vec<u8>>>,
@@ -119,6 +121,7 @@ impl Proc {
             clients,
             slots,
             out: RefCell::new(Vec::new()),
+            rows: RefCell::new(Vec::new()),
             wake: Notify::new(),
             tail: Rc::new(RefCell::new(Vec::new())),
             tail_done: Rc::new(Notify::new()),
@@ -263,10 +266,12 @@ impl Proc {
         let Io { stdin, stdout, .. } = io;
         let writer = async {
             let mut buf = Vec::new();
+            let mut rows = Vec::new();
             let mut frame = Vec::new();
             let operation = &self.prep().operation_json;
             loop {
                 std::mem::swap(&mut buf, &mut *self.out.borrow_mut());
+                std::mem::swap(&mut rows, &mut *self.rows.borrow_mut());
                 if buf.is_empty() {
                     if self.stop.replace(false) && stdin.write_all(protocol::STOP).await.is_err() {
                         return;
@@ -275,7 +280,7 @@ impl Proc {
                     continue;
                 }
                 let data = if self.batch.get() {
-                    protocol::frame_batch(&mut frame, operation, &buf);
+                    protocol::frame_batch(&mut frame, operation, &buf, &rows);
                     &frame
                 } else {
                     &buf
@@ -284,6 +289,7 @@ impl Proc {
                     return;
                 }
                 buf.clear();
+                rows.clear();
             }
         };
         let reader = async {
@@ -370,6 +376,7 @@ impl Proc {
             message: message.clone(),
         });
         self.out.borrow_mut().clear();
+        self.rows.borrow_mut().clear();
     }
 
     /// Hand `reply()` to every client whose operation is in flight.

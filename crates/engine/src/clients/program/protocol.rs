@@ -102,14 +102,28 @@ pub(super) fn start_answer(line: &[u8]) -> Answer<'_> {
 
 /// Queue operation `id` of `client` in `out`: a `run` line, or (`batch`) a `client,id,` pair that
 /// `frame_batch` turns into one `run` line with the others due by then.
+/// `data`: the operation's rows as a JSON object (`{"users":{"id":"7"}}`), when the group reads data sources;
+/// in batch mode it goes to `rows` (`{…},` after `{…},`, one per pair), beside the pairs in `out`.
 #[inline]
-pub(super) fn push_request(out: &mut Vec<u8>, batch: bool, client: u64, id: u64, operation_json: &str) {
+pub(super) fn push_request(
+    out: &mut Vec<u8>,
+    rows: &mut Vec<u8>,
+    batch: bool,
+    client: u64,
+    id: u64,
+    operation_json: &str,
+    data: Option<&str>,
+) {
     let mut n = itoa::Buffer::new();
     if batch {
         out.extend_from_slice(n.format(client).as_bytes());
         out.push(b',');
         out.extend_from_slice(n.format(id).as_bytes());
         out.push(b',');
+        if let Some(d) = data {
+            rows.extend_from_slice(d.as_bytes());
+            rows.push(b',');
+        }
     } else {
         out.extend_from_slice(br#"{"op":"run","client":"#);
         out.extend_from_slice(n.format(client).as_bytes());
@@ -117,18 +131,29 @@ pub(super) fn push_request(out: &mut Vec<u8>, batch: bool, client: u64, id: u64,
         out.extend_from_slice(n.format(id).as_bytes());
         out.extend_from_slice(br#","operation":"#);
         out.extend_from_slice(operation_json.as_bytes());
+        if let Some(d) = data {
+            out.extend_from_slice(br#","data":"#);
+            out.extend_from_slice(d.as_bytes());
+        }
         out.extend_from_slice(b"}\n");
     }
 }
 
-/// `c,i,c,i,` (queued by `push_request` in batch mode) → one `run` line for every operation due by now.
-pub(super) fn frame_batch(frame: &mut Vec<u8>, operation_json: &str, pairs: &[u8]) {
+/// `c,i,c,i,` (queued by `push_request` in batch mode) → one `run` line for every operation due by now, with
+/// `rows` (`{…},{…},`: one per pair, or none) as its `data` list.
+pub(super) fn frame_batch(frame: &mut Vec<u8>, operation_json: &str, pairs: &[u8], rows: &[u8]) {
     frame.clear();
     frame.extend_from_slice(br#"{"op":"run","operation":"#);
     frame.extend_from_slice(operation_json.as_bytes());
     frame.extend_from_slice(br#","ops":["#);
     frame.extend_from_slice(&pairs[..pairs.len() - 1]);
-    frame.extend_from_slice(b"]}\n");
+    frame.extend_from_slice(b"]");
+    if !rows.is_empty() {
+        frame.extend_from_slice(br#","data":["#);
+        frame.extend_from_slice(&rows[..rows.len() - 1]);
+        frame.extend_from_slice(b"]");
+    }
+    frame.extend_from_slice(b"}\n");
 }
 
 /// What one line of the program's stdout says, once the start is done.
