@@ -450,7 +450,7 @@ class _Runner(Searching):
             lost_workers=run.lost,
             settle=settle,
             repeat_of=repeat_of,
-            data=[DataUse.from_engine(d) for d in s.data],
+            data=[DataUse.from_engine(d, run.first_out.get(d.name)) for d in s.data],
             spec=engine_spec(self.record.scenario, planned, record=True, used=used).model_dump(mode="json"),
         )
         self.record.steps.append(step)

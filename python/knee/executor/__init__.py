@@ -1,8 +1,9 @@
 """Executors run one step's engine spec and hand back its result: this machine (`LocalExecutor`, the
 default) or a Dask cluster (`knee.executor.dask`, with the `knee[dask]` extra), whose workers may be batch jobs
 knee asks for (`knee.executor.jobqueue`). The contract is in `knee.executor.base`; splitting a step over load
-generators and merging it back, in `knee.executor.shards`; the driver's lease, which stops the load when the
-driver is gone, in `knee.executor.lease`."""
+generators and merging it back, in `knee.executor.shards`; a step's data sources over them, in
+`knee.executor.dataparts`; the driver's lease, which stops the load when the driver is gone, in
+`knee.executor.lease`."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ class StepRun:
     start_skew_s: float | None = None  # distributed: latest minus earliest shard start
     lost: list[str] = field(default_factory=list)  # distributed: workers whose shard was lost
     counters: HostCounters | None = None  # the load machines' kernel counters (knee.machine.kernel)
+    first_out: dict[str, str] = field(default_factory=dict)  # distributed: per data source, the shard out first
 
 
 class BackgroundShard(Protocol):

@@ -7,10 +7,11 @@ each weighted by its `nthreads` or its host's `[cluster] weights`. One shard tas
 (worker programs started), wait at a Dask `Event`, and start together: no clock is assumed to agree
 with another. Live snapshots come back on a Dask `Queue`; a stop `Event` is polled by every shard
 every 0.25 s. The shards' results come back as bytes and merge into one step result, as a local run's;
-each worker's part is kept (`WorkerShare`). A worker that dies mid-step is named (`StepRun.lost`) and
-the step is partial; the others' results are kept. The driver's lease (`knee.executor.lease`) is a counter in a
-Dask `Variable` the executor renews while it is open; every shard and baseload shard watches it and stops by
-itself when it lapses.
+each worker's part is kept (`WorkerShare`). A queue's rows are cut into a part per shard, and each data file
+travels to each worker once, a `scatter` (`knee.executor.dataparts`). A worker that dies mid-step is named
+(`StepRun.lost`) and the step is partial; the others' results are kept. The driver's lease (`knee.executor.lease`)
+is a counter in a Dask `Variable` the executor renews while it is open; every shard and baseload shard watches it
+and stops by itself when it lapses.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from knee.engine import EngineError, ShardResult, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun
 from knee.executor.dask_tasks import background, quietly, shard
+from knee.executor.dataparts import DataSplit, Shipping, without_files
 from knee.executor.interrupt import Interrupts
 from knee.executor.lease import LeaseKeeper, LeaseTimes
 from knee.executor.shards import (
@@ -86,6 +88,11 @@ class DaskExecutor(Executor):
         self._checked: set[str] = set()  # workers whose knee version matched
         self.last_overhead = (0.0, 0.0)  # seconds before the common start, and after the last shard ended
         self._closed = False
+        self.data = DataSplit()  # each queue's rows not used yet, cut into a part per shard at each step
+        self._shipping = Shipping(
+            lambda text, address: client.scatter(text, workers=[address], hash=False),
+            lambda held: held.status == "finished",
+        )
         self.check_workers()
         # The driver's lease (knee.executor.lease): renewed on the scheduler while this executor is open; every
         # shard reads it, and stops by itself when it lapses.
@@ -240,8 +247,8 @@ class DaskExecutor(Executor):
         if not workers:
             raise UserError("every Dask worker is gone: the sweep cannot go on (start workers and --resume it)")
         self.check_workers(workers)
-        chosen = [(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None]
-        step = _Step(self.client, chosen, self.lease)
+        chosen = self._with_data([(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None])
+        step = _Step(self.client, chosen, self.lease, self._shipping.texts([(w.address, s) for w, s in chosen]))
         offsets = self._clock_offsets([w for w, _ in chosen])
         step.submit()
         # Every shard ready (or lost), then the common start.
@@ -263,7 +270,16 @@ class DaskExecutor(Executor):
         lost = [step.lost[i] for i in sorted(step.lost)]
         if step.enough and not stop_sent:
             gather.partial = False
-        return gather.step_run(gather.result, started_unix=started_unix, partial=stop_sent, lost=lost)
+        run = gather.step_run(gather.result, started_unix=started_unix, partial=stop_sent, lost=lost)
+        run.first_out = self.data.settle([w.address for w, _ in chosen], gather.uses)
+        return run
+
+    def _with_data(
+        self, chosen: list[tuple[LoadGenerator, EngineSpec]], *, remember: bool = True
+    ) -> list[tuple[LoadGenerator, EngineSpec]]:
+        """Each shard with its part of every queue and shuffle (`dataparts.DataSplit`)."""
+        specs = self.data.parts([s for _, s in chosen], remember=remember)
+        return list(zip([w for w, _ in chosen], specs, strict=True))
 
     def start_background(self, spec: EngineSpec) -> DaskBackground:
         return DaskBackground(self, spec)
@@ -274,6 +290,7 @@ class DaskExecutor(Executor):
             return
         self._closed = True
         self._keeper.close()
+        self._shipping.forget()
         quietly(self._lease_variable.delete)
         if self._owns_client:
             self.client.close()
@@ -285,10 +302,17 @@ class _Step:
     """One step's shards on the cluster: their tasks, the common start's events, the live queue, and the
     workers lost on the way (by shard index, each named)."""
 
-    def __init__(self, client: Any, chosen: list[tuple[LoadGenerator, EngineSpec]], lease: tuple[str, float]) -> None:
+    def __init__(
+        self,
+        client: Any,
+        chosen: list[tuple[LoadGenerator, EngineSpec]],
+        lease: tuple[str, float],
+        texts: list[dict[str, Any]],
+    ) -> None:
         distributed = _dask()
         self.client = client
         self.chosen = chosen
+        self.texts = texts  # each shard's data files' texts, as its worker holds them
         self.names = [(w.named, sum(g.clients for g in spec.groups)) for w, spec in chosen]  # the live rows' names
         self.lease = lease
         self.key = key = f"knee-{uuid.uuid4().hex[:12]}"
@@ -304,7 +328,16 @@ class _Step:
         key = self.key
         self.futures = [
             self.client.submit(
-                shard, s.to_json(), key, i, True, self.lease, key=f"{key}-shard-{i}", workers=[w.address], pure=False
+                shard,
+                without_files(s).to_json(),
+                key,
+                i,
+                True,
+                self.lease,
+                texts=self.texts[i],
+                key=f"{key}-shard-{i}",
+                workers=[w.address],
+                pure=False,
             )
             for i, (w, s) in enumerate(self.chosen)
         ]
@@ -400,11 +433,20 @@ class DaskBackground:
         workers = executor.workers()
         key = f"knee-bg-{uuid.uuid4().hex[:12]}"
         self._parts = []
-        for i, (w, s) in enumerate(zip(workers, split(spec, workers), strict=True)):
-            if s is None:
-                continue
+        chosen = [(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None]
+        chosen = executor._with_data(chosen, remember=False)
+        texts = executor._shipping.texts([(w.address, s) for w, s in chosen])
+        for i, (w, s) in enumerate(chosen):
             fut = self._client.submit(
-                background, s.to_json(), key, i, executor.lease, key=f"{key}-{i}", workers=[w.address], pure=False
+                background,
+                without_files(s).to_json(),
+                key,
+                i,
+                executor.lease,
+                texts=texts[i],
+                key=f"{key}-{i}",
+                workers=[w.address],
+                pure=False,
             )
             commands = distributed.Queue(f"{key}-cmd-{i}", client=self._client)
             replies = distributed.Queue(f"{key}-reply-{i}", client=self._client)

@@ -8,15 +8,24 @@ import time
 from typing import Any
 
 from knee.engine import Engine, Snapshot
+from knee.executor.dataparts import with_texts
 from knee.executor.lease import LeaseTimes, LeaseWatch
 from knee.executor.shards import STOP_POLL_S, Stopped, as_run_here, run_shard
 from knee.spec import EngineSpec
 
 
-def shard(spec_json: str, key: str, index: int, barrier: bool, lease: tuple[str, float]) -> dict[str, Any]:
+def shard(
+    spec_json: str,
+    key: str,
+    index: int,
+    barrier: bool,
+    lease: tuple[str, float],
+    *,
+    texts: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One worker's part of a step (`shards.run_shard`), the barrier, the stop and the live snapshots on Dask's
     events and queues, the driver's lease on a `Variable`; returns the outcome as plain data. Runs outside the
-    worker's thread pool."""
+    worker's thread pool. `texts`: the rows of the spec's data sources, by name (the driver's files, shipped)."""
     import distributed
 
     distributed.secede()
@@ -41,7 +50,7 @@ def shard(spec_json: str, key: str, index: int, barrier: bool, lease: tuple[str,
         def send(snapshot: Snapshot) -> None:
             quietly(live.put, (index, snapshot.model_dump_json()))
 
-        spec = EngineSpec.model_validate_json(spec_json)
+        spec = with_texts(EngineSpec.model_validate_json(spec_json), texts or {})
         outcome = run_shard(
             spec,
             ready=wait_for_go if barrier else None,
@@ -54,9 +63,11 @@ def shard(spec_json: str, key: str, index: int, barrier: bool, lease: tuple[str,
     return {"index": index, "address": worker.address, **outcome.to_wire()}
 
 
-def background(spec_json: str, key: str, index: int, lease: tuple[str, float]) -> bytes | None:
+def background(
+    spec_json: str, key: str, index: int, lease: tuple[str, float], *, texts: dict[str, str] | None = None
+) -> bytes | None:
     """A worker's part of a baseload kept across steps: answers `cut` and `stop` on its command queue; stops by
-    itself when the driver's lease lapses."""
+    itself when the driver's lease lapses. `texts`: its data sources' rows, by name."""
     import distributed
 
     distributed.secede()
@@ -64,7 +75,7 @@ def background(spec_json: str, key: str, index: int, lease: tuple[str, float]) -
     commands = distributed.Queue(f"{key}-cmd-{index}", client=client)
     replies = distributed.Queue(f"{key}-reply-{index}", client=client)
     with _watch(client, lease) as watch:
-        engine = Engine(as_run_here(EngineSpec.model_validate_json(spec_json))).start()
+        engine = Engine(as_run_here(with_texts(EngineSpec.model_validate_json(spec_json), texts or {}))).start()
         watch.guard(engine)
         while not watch.lapsed:
             try:

@@ -26,6 +26,7 @@ from knee.engine import Engine, ShardNow, ShardResult, Snapshot, group_stats, su
 from knee.executor.base import StepRun
 from knee.executor.lease import LeaseWatch
 from knee.model import GeneratorStats, HostCounters, WorkerShare
+from knee.model.engine_summary import EngineDataUse
 from knee.spec import EngineSpec, GroupSpec, HttpClient, RatePacer, Total
 
 POLL_S = 0.1  # how often a shard looks at its engine
@@ -303,6 +304,7 @@ class Gather:
         self.workers: list[WorkerShare] = []
         self.starts: list[float] = []  # each shard's engine start, on the driver's clock
         self.partial = False  # a shard was stopped
+        self.uses: list[list[EngineDataUse] | None] = []  # each shard's data sources' use (None: nothing came back)
 
     def add(
         self, gen: LoadGenerator, spec: EngineSpec, outcome: ShardOutcome | None, *, lost: bool, offset: float
@@ -310,6 +312,7 @@ class Gather:
         """Shard `spec` ran on `gen`, whose clock is `offset` s ahead of the driver's; `outcome` None: nothing
         came back (`lost`, or stopped before the start)."""
         clients = sum(g.clients for g in spec.groups)
+        self.uses.append(None if outcome is None else summary(outcome.result).data)  # before it merges into another
         if outcome is None:
             self.workers.append(WorkerShare(worker=gen.address, host=gen.host, clients=clients, lost=lost))
             return

@@ -120,8 +120,8 @@ class DataUse(BaseModel):
     first_out: str | None = Field(default=None, description="distributed runs: the worker whose part ran out first")
 
     @classmethod
-    def from_engine(cls, d: EngineDataUse) -> "DataUse":
-        return cls(**d.model_dump())
+    def from_engine(cls, d: EngineDataUse, first_out: str | None = None) -> "DataUse":
+        return cls(**d.model_dump(), first_out=first_out)
 
 
 class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then the counts (model/base.py)
