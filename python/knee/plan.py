@@ -156,7 +156,7 @@ def data_sources(scenario: Scenario, used: Mapping[str, int]) -> list[DataSource
     starts where the earlier steps stopped (each row once across the steps)."""
     out = []
     for d in scenario.data:
-        once = d.order in ("queue", "shuffle") and d.scope == "run"
+        once = d.runs_out and d.scope == "run"  # a recycling queue starts again from its first row
         start = used.get(d.name, 0)
         out.append(
             DataSource(
@@ -290,7 +290,8 @@ def client_spec(
             vars=dict(scenario_vars or {}),
             operation="${stage}",
             start_timeout_ms=_ms(g.start_timeout),
-            data=list(g.data) if g.data is not None else [d.name for d in sources],
+            # by default every source (a background group's own shard: not those whose rows are used once)
+            data=list(g.data) if g.data is not None else [d.name for d in sources if not (g.background and d.runs_out)],
         )
     return ExecClient(
         argv=list(g.argv),

@@ -364,6 +364,10 @@ class _Runner(Searching):
                 step = self._run(probe, 0, 1)
                 if step.partial or self._within(step, target):
                     return
+                out = step.groups[self.group].ran_out if self.group in step.groups else None
+                if out is not None:
+                    self.console.print(f"recovery not probed further: the rows of {out} ran out")
+                    return
                 self._sleep(rec.pause)
         if not self.intr.requested:
             self.console.print(f"not recovered within {fmt.duration(rec.limit)} (recovery.limit)")

@@ -77,7 +77,7 @@ pub struct GroupCounts {
     pub per_client: Vec<u64>,
     pub hung_clients: Vec<u64>,
     /// The data source whose running out ended the group (`on_exhausted = "stop"`), if one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ran_out: Option<String>,
 }
 

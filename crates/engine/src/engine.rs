@@ -114,6 +114,7 @@ impl Engine {
                 tickets: AtomicU64::new(0),
                 clock: OnceLock::new(),
                 ran_out: OnceLock::new(),
+                data_stop: AtomicBool::new(false),
             })
             .collect();
         // Round-robin every group's clients over the threads; a worker group with fewer processes than
@@ -378,8 +379,8 @@ fn assemble(
         res.counts.ran_out = g.ran_out.get().cloned();
         res.counts.elapsed_s = match (cut, g.end_at(), last_end) {
             (Some(at), _, _) => at.saturating_duration_since(origin).as_secs_f64(),
-            // A duration stop measures its whole window unless stopped early.
-            (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) => {
+            // A duration stop measures its whole window unless stopped early (by `stop()`, or its data running out).
+            (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) && g.ran_out.get().is_none() => {
                 e.saturating_duration_since(origin).as_secs_f64()
             }
             (None, _, Some(end)) => end.saturating_duration_since(origin).as_secs_f64(),

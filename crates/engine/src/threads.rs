@@ -34,8 +34,11 @@ pub(crate) struct GroupShared {
     pub tickets: AtomicU64,
     /// (start of the measurement = start + warm-up, end of a duration stop): set with the start.
     pub clock: OnceLock<(Instant, Option<Instant>)>,
-    /// The data source whose running out ended the group (`on_exhausted = "stop"`).
+    /// The data source that ran out for the group: its rule `stop` ended the whole group, `stop_client` the
+    /// clients that found it empty.
     pub ran_out: OnceLock<String>,
+    /// A source with the rule `stop` ran out: every client of the group stops.
+    pub data_stop: AtomicBool,
 }
 
 impl GroupShared {
@@ -413,7 +416,7 @@ impl Source {
                     StopRule::DurationMs(_) => group.end_at().is_some_and(|e| now < e),
                     StopRule::WhileOthers(_) => true,
                 };
-                if !proceed || stopped.load(Ordering::Relaxed) || group.ran_out.get().is_some() {
+                if !proceed || stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) {
                     return None;
                 }
                 let due = pacer.next_start(*prev, now);
@@ -435,7 +438,7 @@ impl Source {
             }
             Source::Open(q) => loop {
                 let next = q.pending.borrow_mut().pop_front();
-                if group.ran_out.get().is_some() {
+                if group.data_stop.load(Ordering::Relaxed) {
                     return None;
                 }
                 let Some(intended) = next else {
@@ -527,8 +530,9 @@ async fn client(
         };
         if let Err(out) = op.prepare(&mut draw) {
             // A data source ran out: this operation does not start; the client (or its whole group) stops.
+            let _ = group.ran_out.set(shared.feeders.list[out.feeder].name.clone());
             if out.stop_group {
-                let _ = group.ran_out.set(shared.feeders.list[out.feeder].name.clone());
+                group.data_stop.store(true, Ordering::Relaxed);
             }
             if matches!(source, Source::Closed { .. }) && matches!(spec.stop, StopRule::Total(_)) {
                 group.tickets.fetch_sub(1, Ordering::Relaxed);
@@ -645,7 +649,7 @@ async fn open_group(
     };
     let mut issued = 0u64;
     loop {
-        let over = group.end_at().is_some_and(|e| sched.peek() >= e) || group.ran_out.get().is_some();
+        let over = group.end_at().is_some_and(|e| sched.peek() >= e) || group.data_stop.load(Ordering::Relaxed);
         if stopped.load(Ordering::Relaxed) || over {
             break;
         }

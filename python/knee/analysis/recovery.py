@@ -44,6 +44,9 @@ def recovery(steps: Sequence[StepResult], group: str, tolerance: float = WITHIN)
     probes = [s for s in ordered if s.phase == "recovery"]
     if not probes:
         return Recovery(None, None, None, None)
+    out = next((p.groups[group].ran_out for p in probes if p.groups[group].ran_out), None)
+    if out is not None:  # a probe without rows measures nothing about the service
+        return Recovery(None, None, None, probes[0].level, f"the rows of {out} ran out during the recovery probes")
     baseline = probes[0].level
     sweep = [s for s in ordered if s.phase == "sweep"]
     ref_step = next((s for s in sweep if s.level == baseline and s.label == probes[0].label), None)

@@ -40,6 +40,12 @@ class DataTable(Table):
     on_exhausted: OnExhausted | None = None
     scope: Literal["run", "client"] = "run"
 
+    @field_validator("file")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        """Relative to the working directory, as body_file is; kept absolute, so a run's record finds it again."""
+        return str(Path(v).expanduser().resolve()) if v else v
+
     @field_validator("name")
     @classmethod
     def _not_reserved(cls, v: str) -> str:
@@ -180,6 +186,12 @@ def check(scenario: Scenario) -> tuple[str, str] | None:
     for key, text in _texts(scenario):
         for m in _FIELD.finditer(text):
             name, col = m.group(1), m.group(2)
+            group = scenario.groups.get(key.split(".")[1])
+            if group is not None and group.background and name in tables and tables[name].runs_out:
+                return key, (
+                    f"${{{name}.{col}}}: a background group runs in a shard of its own, so it cannot share the rows "
+                    f"of {name} ({tables[name].order}: each row once) with the steps; use order circular or random"
+                )
             if name not in tables:
                 have = ", ".join(tables) or "none: add a [[data]] table"
                 return key, f"${{{name}.{col}}} names no data source {name!r} (the scenario's data sources: {have})"

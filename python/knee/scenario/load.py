@@ -26,7 +26,7 @@ from knee.scenario.secrets import Secrets, lift_credentials, resolve
 
 # Placeholders the engine (or the plan) fills in itself, left untouched here.
 RUNTIME_PLACEHOLDERS = frozenset({"client", "iteration", "stage", "uuid", "now_ms"})
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # $${NAME}: a literal ${NAME} (the engine's)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,37 @@ def _uses_secret(value: str, secrets: Mapping[str, str] | dict[str, str]) -> boo
     return any(m.group(1) in secrets for m in _PLACEHOLDER.finditer(value))
 
 
+# A value filled in per operation (a data source's column, ${client} …): not a credential given literally.
+_TEMPLATE = re.compile(
+    r"\$\{(?:[A-Za-z_][A-Za-z0-9_]*\.[^}]*|client|iteration|uuid|now_ms|random_int\([^}]*\)|random_string\([^}]*\))\}"
+)
+
+
+def _lifted(g: dict[str, Any], filled_group: dict[str, Any], prefix: str, secrets: dict[str, str]) -> dict[str, Any]:
+    """`g`'s headers, cookies and env with their credentials given literally made secrets named after `prefix`."""
+    for field, word, every in (("headers", "header", False), ("cookies", "cookie", True), ("env", "env", False)):
+        table = g.get(field)
+        if not isinstance(table, dict):
+            continue
+        filled = filled_group.get(field) or {}
+        new = {}
+        for key, value in table.items():
+            if (
+                isinstance(value, str)
+                and value
+                and (every or sensitive(str(key)))
+                and not _uses_secret(value, secrets)
+                and not _TEMPLATE.search(value)
+            ):
+                name = re.sub(r"[^A-Za-z0-9_]", "_", f"{prefix}_{word}_{key}").lower()
+                secrets[name] = str(filled.get(key, value))
+                new[key] = f"${{{name}}}"
+            else:
+                new[key] = value
+        g[field] = new
+    return g
+
+
 def lift_credentials(record: dict[str, Any], run: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
     """Credential-bearing literal values in the groups of `record` (raw scenario tables, secrets still
     as placeholders) become placeholders of new secrets, whose values (from `run`, the same tables
@@ -119,26 +150,16 @@ def lift_credentials(record: dict[str, Any], run: dict[str, Any], secrets: dict[
         if not isinstance(table_of_group, dict):
             out[gname] = table_of_group
             continue
-        g = dict(table_of_group)
-        for field, word, every in (("headers", "header", False), ("cookies", "cookie", True), ("env", "env", False)):
-            table = g.get(field)
-            if not isinstance(table, dict):
-                continue
-            filled = run.get(gname, {}).get(field, {})
-            new = {}
-            for key, value in table.items():
-                if (
-                    isinstance(value, str)
-                    and value
-                    and (every or sensitive(str(key)))
-                    and not _uses_secret(value, secrets)
-                ):
-                    name = re.sub(r"[^A-Za-z0-9_]", "_", f"{gname}_{word}_{key}").lower()
-                    secrets[name] = str(filled.get(key, value))
-                    new[key] = f"${{{name}}}"
-                else:
-                    new[key] = value
-            g[field] = new
+        g = _lifted(dict(table_of_group), run.get(gname, {}), gname, secrets)
+        # a request mix's requests carry headers and cookies of their own
+        requests, filled = g.get("requests"), run.get(gname, {}).get("requests")
+        if isinstance(requests, list) and isinstance(filled, list) and len(filled) == len(requests):
+            g["requests"] = [
+                _lifted(dict(r), f if isinstance(f, dict) else {}, f"{gname}_{r.get('name', i)}", secrets)
+                if isinstance(r, dict)
+                else r
+                for i, (r, f) in enumerate(zip(requests, filled, strict=True))
+            ]
         tls = g.get("tls")
         password = tls.get("password") if isinstance(tls, dict) else None
         literal = isinstance(password, str) and password and not _uses_secret(password, secrets)
