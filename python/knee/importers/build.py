@@ -165,17 +165,22 @@ def _expect(statuses: list[int]) -> list[list[int]] | None:
 
 
 def _inline(body: bytes, limit: int | None) -> str | None:
-    """The body as TOML text when it is short (`limit` bytes at most), UTF-8, without control characters or `${`;
-    else None."""
+    """The body as TOML text when it is short (`limit` bytes at most), UTF-8 and without control characters (a
+    `${` escaped); else None."""
     if limit is not None and len(body) > limit:
         return None
     try:
         text = body.decode()
     except UnicodeDecodeError:
         return None
-    if _PLACEHOLDER in text or any((ord(c) < 32 and c not in "\t\r\n") or ord(c) == 127 for c in text):
+    if any((ord(c) < 32 and c not in "\t\r\n") or ord(c) == 127 for c in text):
         return None
-    return text
+    return literal(text)
+
+
+def literal(text: str) -> str:
+    """`text` as knee sends it: a recorded `${` escaped as `$${` (knee fills `${…}` in bodies, body files too)."""
+    return text.replace(_PLACEHOLDER, "$" + _PLACEHOLDER)
 
 
 def _extension(headers: list[tuple[str, str]]) -> str:
@@ -342,6 +347,12 @@ def write(imported: Imported, out: Path | None) -> str:
     """Write the body files and, with `out`, the scenario; returns the scenario's text."""
     for path, content in imported.bodies.items():
         p = Path(path)
+        try:
+            text = content.decode()
+        except UnicodeDecodeError:
+            text = None  # binary: knee sends it as it is
+        if text is not None:
+            content = literal(text).encode()  # a text body file is templated: its own ${ escaped
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(content)

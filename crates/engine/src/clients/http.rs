@@ -183,9 +183,10 @@ impl ReqPrep {
             (Some(b), None) => b.clone().into_bytes(),
             (None, None) => Vec::new(),
         };
-        // A body file is sent as it is (it may be binary); a body text may hold templates.
-        let body = match (&spec.body, &spec.body_file) {
-            (Some(b), None) => tmpl(b, "body")?,
+        // A body (or a body file of UTF-8 text) may hold templates; a binary body file is sent as it is.
+        let body = match (&spec.body, &spec.body_file, std::str::from_utf8(&body_text)) {
+            (Some(b), None, _) => tmpl(b, "body")?,
+            (_, Some(_), Ok(text)) => tmpl(text, "body_file")?,
             _ => Template::literal(body_text.clone()),
         };
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(spec.headers.len());
@@ -550,7 +551,68 @@ impl HttpClient {
 #[cfg(test)]
 mod tests {
     use super::{HttpClient, Prepared};
-    use crate::spec::ClientSpec;
+    use crate::data::{ClientData, Draw, Feeders};
+    use crate::spec::{ClientSpec, DataSpec};
+
+    /// A templated request is written whole per operation: its target, headers and body filled in, the
+    /// Content-Length of the filled body; a body file of text is templated too, `$${` is a literal `${`.
+    #[test]
+    fn a_templated_request_is_written_with_its_rows_and_length() {
+        let file = std::env::temp_dir().join(format!("knee-body-{}.json", std::process::id()));
+        std::fs::write(&file, "{\"id\": ${u.id}, \"lit\": \"$${x}\"}").unwrap();
+        let spec: DataSpec =
+            serde_json::from_str(r#"{"name": "u", "text": "id,tok\n7,a b\n42,t\n", "format": "csv"}"#).unwrap();
+        let feeders = Feeders::new(&[spec], 1).unwrap();
+        let http = format!(
+            r#"{{"kind": "http", "url": "http://127.0.0.1:1/x", "requests": [
+                {{"name": "get", "url": "http://127.0.0.1:1/u/${{u.id}}?c=${{client}}", "headers": [["X-Tok", "${{u.tok}}"]]}},
+                {{"name": "post", "method": "POST", "body_file": {:?}}}]}}"#,
+            file.to_str().unwrap()
+        );
+        let spec: ClientSpec = serde_json::from_str(&http).unwrap();
+        let prep = Prepared::new(&spec, 1, &feeders, "k").unwrap();
+        let mut c = HttpClient::new(prep, 0);
+        let mut state = ClientData::new(&feeders, 3);
+        let mut sent = Vec::new();
+        for iteration in 0..40 {
+            let mut d = Draw {
+                client: 3,
+                index: 0,
+                clients: 1,
+                iteration,
+                feeders: &feeders,
+                state: &mut state,
+            };
+            c.prepare(&mut d).unwrap();
+            let f = c.filled.as_ref().unwrap();
+            sent.push((
+                c.request(),
+                String::from_utf8(f.out.clone()).unwrap(),
+                f.unsendable.clone(),
+            ));
+        }
+        let _ = std::fs::remove_file(&file);
+        let get = sent
+            .iter()
+            .find(|(r, _, bad)| *r == 0 && bad.is_none())
+            .expect("a GET with a sendable row");
+        assert_eq!(get.1, "GET /u/42?c=3 HTTP/1.1\r\nHost: 127.0.0.1:1\r\nx-tok: t\r\n\r\n");
+        let post = sent.iter().find(|(r, _, _)| *r == 1).expect("a POST");
+        let body = post.1.split("\r\n\r\n").nth(1).unwrap();
+        assert!(
+            body == "{\"id\": 7, \"lit\": \"${x}\"}" || body == "{\"id\": 42, \"lit\": \"${x}\"}",
+            "{body}"
+        );
+        assert!(
+            post.1.contains(&format!("Content-Length: {}\r\n", body.len())),
+            "{}",
+            post.1
+        );
+        assert!(
+            sent.iter().all(|(_, _, bad)| bad.is_none()),
+            "a space may be in a header value"
+        );
+    }
 
     /// Every client's task holds its exchange future: keep it small (10 000 clients ≤ 100 MB).
     #[test]
