@@ -345,14 +345,12 @@ class _Context:
 
 def write(imported: Imported, out: Path | None) -> str:
     """Write the body files and, with `out`, the scenario; returns the scenario's text."""
-    for path, content in imported.bodies.items():
+    for path, recorded in imported.bodies.items():
         p = Path(path)
         try:
-            text = content.decode()
+            content = literal(recorded.decode()).encode()  # a text body file is templated: its own ${ escaped
         except UnicodeDecodeError:
-            text = None  # binary: knee sends it as it is
-        if text is not None:
-            content = literal(text).encode()  # a text body file is templated: its own ${ escaped
+            content = recorded  # binary: knee sends it as it is
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(content)
