@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from conftest import knee_cli
-from servers import Nginx
+from servers import NGINX_HEAD, Nginx, free_port, stop_process, wait_for_port
 
 
 def _ids(tmp: Path, n: int, name: str = "ids.csv") -> Path:
@@ -176,3 +178,66 @@ def test_a_python_flow_gets_each_row_of_a_queue_in_ctx_data(nginx: Nginx, tmp_pa
     assert sorted(seen) == sorted(f"/u/{i}" for i in range(400))  # each row once, through the worker protocol
     step = _record(tmp_path / "runs")["steps"][0]
     assert step["groups"]["main"]["succeeded"] == 400 and step["data"][0]["used"] == 400
+
+
+H2C_CONF = (
+    NGINX_HEAD
+    + """\
+    log_format uri '$connection $request_method $request_uri $server_protocol $status';
+    access_log {dir}/access.log uri;
+    server {{
+        listen 127.0.0.1:{port} http2;
+        location / {{ default_type text/plain; return 200 "ok\\n"; }}
+    }}
+}}
+"""
+)
+
+
+def test_a_templated_mix_over_http2_sends_each_row_on_shared_connections(tmp_path: Path) -> None:
+    """Over HTTP/2 (h2c) a templated request is encoded per operation: nginx sees each queued id once, every
+    request on HTTP/2.0, over the group's ⌈clients / streams⌉ connections, and each name's count."""
+    port = free_port()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(H2C_CONF.format(dir=tmp_path, port=port))
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp_path)], stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        ids = _ids(tmp_path, 600)
+        scenario = tmp_path / "h2.toml"
+        scenario.write_text(
+            f"""seed = 3
+[[data]]
+name = "ids"
+file = "{ids}"
+order = "queue"
+[groups.main]
+kind = "http"
+url = "http://127.0.0.1:{port}/u/${{ids.id}}"
+http2 = true
+streams = 4
+clients = "level"
+[[groups.main.requests]]
+name = "get"
+weight = 3
+[[groups.main.requests]]
+name = "post"
+url = "/p/${{ids.id}}?n=${{ids.name}}"
+body = '{{"id": ${{ids.id}}}}'
+"""
+        )
+        r = knee_cli("run", str(scenario), "-c", "8", "-n", "600", "--out", str(tmp_path / "runs"))
+        assert r.returncode == 0, r.stderr
+        lines = [line.split() for line in (tmp_path / "access.log").read_text().splitlines()]
+    finally:
+        stop_process(proc)
+    assert {(f[3], f[4]) for f in lines} == {("HTTP/2.0", "200")}
+    assert len({f[0] for f in lines}) == 2  # 8 clients, 4 streams a connection
+    ids_seen = sorted(int(f[2].split("/")[2].split("?")[0]) for f in lines)
+    assert ids_seen == list(range(600))
+    posts = [f for f in lines if f[1] == "POST"]
+    assert all(f[2] == f"/p/{f[2].split('/')[2].split('?')[0]}?n=user{f[2].split('/')[2].split('?')[0]}" for f in posts)
+    requests = _record(tmp_path / "runs")["steps"][0]["groups"]["main"]["requests"]
+    assert requests["post"]["succeeded"] == len(posts) and requests["get"]["succeeded"] == 600 - len(posts)
+    assert 0 < len(posts) < 300

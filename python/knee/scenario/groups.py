@@ -201,8 +201,6 @@ class HttpGroup(_Connects):
                     f"requests: {r.name!r} goes to {origin(url)} but the group to {origin(self.url)}; a group's "
                     "requests share one origin: give the other origin a group of its own"
                 )
-        if self.requests and self.http2:
-            raise ValueError("requests: a request mix is not supported over HTTP/2 yet; use http2 = false")
         if self.tls is not None and not self.url.lower().startswith("https://"):
             raise ValueError(
                 "tls (client certificate, CAs, TLS version) applies to https:// URLs only; use https:// or drop it"

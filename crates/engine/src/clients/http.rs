@@ -46,9 +46,11 @@ pub(crate) struct ReqPrep {
     pub name: String,
     method: Method,
     /// The whole request (head and body), written with one write, when nothing in it changes.
-    fixed: Option<Bytes>,
+    pub fixed: Option<Bytes>,
     /// Otherwise its parts, rendered per operation.
     parts: Option<ReqTemplate>,
+    /// HTTP/2, a fixed request: its header block and body, encoded once.
+    pub h2: Option<H2Prep>,
     pub expect_status: Vec<(u16, u16)>,
     expect_body: Option<Regex>,
     expect_body_regex: Option<Regex>,
@@ -108,7 +110,6 @@ impl HttpPrep {
         };
         let mut requests = Vec::new();
         let mut cumulative = Vec::new();
-        let mut h2 = None;
         let mix = !spec.requests.is_empty();
         for (i, (name, weight, r)) in spec.effective().into_iter().enumerate() {
             let rkey = if mix {
@@ -116,11 +117,13 @@ impl HttpPrep {
             } else {
                 key.to_string()
             };
-            let (req, h2_req) = ReqPrep::new(&r, name, &host, clients, feeders, &rkey)?;
-            requests.push(req);
-            h2 = h2.or(h2_req);
+            requests.push(ReqPrep::new(&r, name, &host, feeders, &rkey)?);
             cumulative.push(cumulative.last().copied().unwrap_or(0.0) + weight);
         }
+        // HTTP/2: the group's connections (⌈clients / streams⌉ per shard).
+        let h2 = spec
+            .http2
+            .then(|| H2Prep::connections(spec.shared_connections(clients).unwrap_or(1)));
         Ok(HttpPrep {
             dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(std::time::Duration::from_millis)),
             requests,
@@ -155,14 +158,7 @@ impl HttpPrep {
 }
 
 impl ReqPrep {
-    fn new(
-        spec: &HttpSpec,
-        name: String,
-        host: &str,
-        clients: u64,
-        feeders: &Feeders,
-        key: &str,
-    ) -> Result<(ReqPrep, Option<H2Prep>), EngineError> {
+    fn new(spec: &HttpSpec, name: String, host: &str, feeders: &Feeders, key: &str) -> Result<ReqPrep, EngineError> {
         let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
         let tmpl = |s: &str, k: &str| Template::compile(s, feeders, &format!("{key}.{k}"), true).map_err(bad_spec);
         let full: Uri = untemplated(&spec.url)
@@ -198,10 +194,11 @@ impl ReqPrep {
         let has = |h: &HeaderName| headers.iter().any(|(n, _)| n == h);
         let wants_length =
             !body_text.is_empty() || !body.is_fixed() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        // HTTP/2: the block and body of the request as written (placeholders in): encoded once for a fixed
+        // request, checked for a templated one (which is encoded per operation).
         let h2 = if spec.http2 {
             let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(body_text.len());
-            let connections = spec.shared_connections(clients).unwrap_or(1);
-            Some(H2Prep::new(&full, &method, &headers, length, &body_text, connections).map_err(bad)?)
+            Some(H2Prep::new(&full, &method, &headers, length, &body_text, 1).map_err(bad)?)
         } else {
             None
         };
@@ -245,6 +242,7 @@ impl ReqPrep {
         let compile = |k: &str, p: &str| line_regex(p).map_err(|e| bad(format!("{k} {p:?}: {e}")));
         let req = ReqPrep {
             name,
+            h2: h2.filter(|_| fixed.is_some()),
             fixed,
             parts: Some(parts),
             method,
@@ -262,7 +260,7 @@ impl ReqPrep {
             expect_length: spec.expect_length,
             uses,
         };
-        Ok((req, h2))
+        Ok(req)
     }
 }
 
@@ -351,11 +349,37 @@ pub(crate) struct HttpClient {
 
 /// A templated request as this operation sends it.
 #[derive(Default)]
-struct Filled {
-    out: Vec<u8>,
+pub(super) struct Filled {
+    /// In HTTP/1.1's form (and the body's rendering on the way).
+    pub out: Vec<u8>,
     scratch: Vec<u8>,
+    /// HTTP/2: its header block and body.
+    pub block: Vec<u8>,
+    pub body: Bytes,
     /// Why it cannot be sent (a filled-in value no request can carry).
-    unsendable: Option<String>,
+    pub unsendable: Option<String>,
+}
+
+impl HttpPrep {
+    /// Pick this operation's request, take its rows and, when it is templated, write it into `filled`.
+    pub(super) fn fill(&self, draw: &mut Draw<'_>, filled: &mut Option<Box<Filled>>) -> Result<usize, Exhausted> {
+        let i = self.pick(draw);
+        let r = &self.requests[i];
+        draw.take(&r.uses)?;
+        if r.fixed.is_none() {
+            let f = filled.get_or_insert_with(Box::default);
+            let parts = r.parts.as_ref().expect("a request is fixed or has parts");
+            let mut result = parts.write(&r.method, &mut f.out, &mut f.scratch, Some(draw));
+            if result.is_ok() && self.h2.is_some() {
+                result = super::http2::from_h1(&f.out, self.dialer.tls.is_some(), &mut f.block).map(|b| f.body = b);
+            }
+            f.unsendable = result.err().map(|why| match draw.which_row(&r.uses) {
+                Some(row) => format!("{row}: {why}"),
+                None => why,
+            });
+        }
+        Ok(i)
+    }
 }
 
 impl ReqPrep {
@@ -428,21 +452,7 @@ impl HttpClient {
         let Prepared::Http(p) = &*self.prep else {
             unreachable!("an http client always has an http prep")
         };
-        let i = p.pick(draw);
-        self.req = i as u16;
-        let r = &p.requests[i];
-        draw.take(&r.uses)?;
-        if r.fixed.is_none() {
-            let f = self.filled.get_or_insert_with(Box::default);
-            let parts = r.parts.as_ref().expect("a request is fixed or has parts");
-            f.unsendable = parts
-                .write(&r.method, &mut f.out, &mut f.scratch, Some(draw))
-                .err()
-                .map(|why| match draw.which_row(&r.uses) {
-                    Some(row) => format!("{row}: {why}"),
-                    None => why,
-                });
-        }
+        self.req = p.fill(draw, &mut self.filled)? as u16;
         Ok(())
     }
 

@@ -179,7 +179,7 @@ impl Client {
             Kind::Tcp(c) => c.prepare(draw),
             Kind::Exec(c) => c.prepare(draw),
             Kind::Program(c) => c.prepare(draw),
-            Kind::Http2(_) => Ok(()),
+            Kind::Http2(c) => c.prepare(draw),
         }
     }
 
@@ -187,6 +187,7 @@ impl Client {
     pub fn request(&self) -> usize {
         match &self.kind {
             Kind::Http(c) => c.request(),
+            Kind::Http2(c) => c.request(),
             _ => 0,
         }
     }

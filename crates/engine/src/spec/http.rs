@@ -213,11 +213,6 @@ impl HttpSpec {
         if self.requests.is_empty() {
             return self.validate_one(key);
         }
-        if self.http2 {
-            return Err(SpecError::new(format!(
-                "{key}.requests: request mixes are not supported over HTTP/2 yet; use http2 = false or one request"
-            )));
-        }
         let group_origin = origin(&self.url);
         for (i, r) in self.requests.iter().enumerate() {
             let rkey = format!("{key}.requests[{i}]");
@@ -256,15 +251,6 @@ impl HttpSpec {
                 "{key}.url {:?} has a placeholder in its scheme or host; a group connects to one origin, so \
                  placeholders may be in the path and query only",
                 self.url
-            )));
-        }
-        if self.http2
-            && (self.url.contains("${")
-                || self.headers.iter().any(|(_, v)| v.contains("${"))
-                || self.body.as_deref().is_some_and(|b| b.contains("${")))
-        {
-            return Err(SpecError::new(format!(
-                "{key}: templates are not supported over HTTP/2 yet; use http2 = false or a fixed request"
             )));
         }
         let uri: hyper::Uri = untemplated(&self.url).parse().map_err(|e| {

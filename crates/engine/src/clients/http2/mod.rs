@@ -21,10 +21,12 @@ use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING
 use hyper::{Method, Uri};
 
 use super::dial::Opened;
+use super::http::Filled;
 use super::Prepared;
 use super::{h1, net};
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
+use crate::data::{Draw, Exhausted};
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 
 mod conn;
@@ -43,13 +45,22 @@ const QUOTED_BODY: usize = 240;
 pub(crate) struct H2Prep {
     /// The request's header block, encoded once: fields the server does not index, no Huffman, names
     /// from the static table where it has them (`:authority` is the URL's, or the `Host` header's).
-    block: Vec<u8>,
-    body: Bytes,
+    pub block: Vec<u8>,
+    pub body: Bytes,
     /// Connections per shard: ⌈clients / streams⌉ (`HttpSpec::shared_connections`).
     pub connections: u64,
 }
 
 impl H2Prep {
+    /// The group's HTTP/2 side: its connections in this shard (each request's block is the request's own).
+    pub fn connections(connections: u64) -> H2Prep {
+        H2Prep {
+            block: Vec::new(),
+            body: Bytes::new(),
+            connections,
+        }
+    }
+
     /// `length`: the Content-Length to send, if any; `connections`: the group's in this shard.
     pub fn new(
         url: &Uri,
@@ -59,63 +70,109 @@ impl H2Prep {
         body: &[u8],
         connections: u64,
     ) -> Result<H2Prep, String> {
-        let mut block = Vec::with_capacity(128);
-        match hpack::static_field(":method", method.as_str()) {
-            Some(i) => hpack::put_int(&mut block, 0x80, 7, i),
-            None => hpack::put_field(&mut block, 2, b"", method.as_str().as_bytes()),
-        }
-        let scheme = if url.scheme_str() == Some("https") {
-            "https"
-        } else {
-            "http"
-        };
-        let i = hpack::static_field(":scheme", scheme).expect("both schemes are in the static table");
-        hpack::put_int(&mut block, 0x80, 7, i);
-        let authority = headers
-            .iter()
-            .find(|(n, _)| n == HOST)
-            .map(|(_, v)| v.as_bytes())
-            .or_else(|| url.authority().map(|a| a.as_str().as_bytes()))
-            .unwrap_or_default();
-        hpack::put_field(&mut block, 1, b"", authority);
+        let https = url.scheme_str() == Some("https");
+        let authority = url.authority().map(|a| a.as_str().as_bytes()).unwrap_or_default();
         let path = url.path_and_query().map_or("/", |p| p.as_str());
         let path = if path.is_empty() { "/" } else { path };
-        match hpack::static_field(":path", path) {
-            Some(i) => hpack::put_int(&mut block, 0x80, 7, i),
-            None => hpack::put_field(&mut block, 4, b"", path.as_bytes()),
-        }
-        for (n, v) in headers {
-            if [CONNECTION, TRANSFER_ENCODING, UPGRADE].contains(n) || n.as_str() == "keep-alive" {
-                return Err(format!(
-                    "headers {n:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2); drop it"
-                ));
-            }
-            if n == HOST {
-                continue; // sent as :authority (RFC 9113 §8.3.1)
-            }
-            if n == hyper::header::TE && !v.as_bytes().eq_ignore_ascii_case(b"trailers") {
-                return Err(
-                    "headers \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2); drop it or set it so".into(),
-                );
-            }
-            let name = n.as_str(); // lower case, as HTTP/2 wants it
-            hpack::put_field(
-                &mut block,
-                hpack::static_name(name).unwrap_or(0),
-                name.as_bytes(),
-                v.as_bytes(),
-            );
-        }
-        if let Some(n) = length {
-            let i = hpack::static_name("content-length").expect("in the static table");
-            hpack::put_field(&mut block, i, b"", n.to_string().as_bytes());
-        }
+        let mut block = Vec::with_capacity(128);
+        let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+        encode(
+            &mut block,
+            https,
+            method.as_str(),
+            authority,
+            path.as_bytes(),
+            fields,
+            length,
+        )?;
         Ok(H2Prep {
             block,
             body: Bytes::copy_from_slice(body),
             connections,
         })
     }
+}
+
+/// A request's header block: fields the server does not index, no Huffman, names from the static table where
+/// it has them; `:authority` is the `Host` header's if given, else `authority`. Header names lower case.
+fn encode<'a>(
+    block: &mut Vec<u8>,
+    https: bool,
+    method: &str,
+    authority: &[u8],
+    path: &[u8],
+    headers: impl Iterator<Item = (&'a str, &'a [u8])> + Clone,
+    length: Option<usize>,
+) -> Result<(), String> {
+    block.clear();
+    match hpack::static_field(":method", method) {
+        Some(i) => hpack::put_int(block, 0x80, 7, i),
+        None => hpack::put_field(block, 2, b"", method.as_bytes()),
+    }
+    let scheme = if https { "https" } else { "http" };
+    let i = hpack::static_field(":scheme", scheme).expect("both schemes are in the static table");
+    hpack::put_int(block, 0x80, 7, i);
+    let host = headers
+        .clone()
+        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v);
+    hpack::put_field(block, 1, b"", host.unwrap_or(authority));
+    match std::str::from_utf8(path)
+        .ok()
+        .and_then(|p| hpack::static_field(":path", p))
+    {
+        Some(i) => hpack::put_int(block, 0x80, 7, i),
+        None => hpack::put_field(block, 4, b"", path),
+    }
+    for (n, v) in headers {
+        let name = n.to_ascii_lowercase(); // HTTP/2 wants lower case
+        if [
+            CONNECTION.as_str(),
+            TRANSFER_ENCODING.as_str(),
+            UPGRADE.as_str(),
+            "keep-alive",
+        ]
+        .contains(&name.as_str())
+        {
+            return Err(format!(
+                "headers {name:?} is connection-specific, which HTTP/2 forbids (RFC 9113 §8.2.2); drop it"
+            ));
+        }
+        if name == HOST.as_str() {
+            continue; // sent as :authority (RFC 9113 §8.3.1)
+        }
+        if name == hyper::header::TE.as_str() && !v.eq_ignore_ascii_case(b"trailers") {
+            return Err(
+                "headers \"te\" may only be \"trailers\" in HTTP/2 (RFC 9113 §8.2.2); drop it or set it so".into(),
+            );
+        }
+        hpack::put_field(block, hpack::static_name(&name).unwrap_or(0), name.as_bytes(), v);
+    }
+    if let Some(n) = length {
+        let i = hpack::static_name("content-length").expect("in the static table");
+        hpack::put_field(block, i, b"", n.to_string().as_bytes());
+    }
+    Ok(())
+}
+
+/// A request written in HTTP/1.1's form (a templated one, filled in) → its HTTP/2 header block in `block` and
+/// its body. `Connection: close`, which knee adds for a connection per operation, is left out.
+pub(super) fn from_h1(h1: &[u8], https: bool, block: &mut Vec<u8>) -> Result<Bytes, String> {
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut fields);
+    let head = match req.parse(h1) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("the request is incomplete".into()),
+        Err(e) => return Err(format!("the request cannot be read back ({e})")),
+    };
+    let headers = req
+        .headers
+        .iter()
+        .filter(|h| !h.name.eq_ignore_ascii_case("connection"))
+        .map(|h| (h.name, h.value));
+    let (method, path) = (req.method.unwrap_or("GET"), req.path.unwrap_or("/"));
+    encode(block, https, method, b"", path.as_bytes(), headers, None)?;
+    Ok(Bytes::copy_from_slice(&h1[head..]))
 }
 
 /// One client: a stream of its lane's connection per operation (with `new_connection`, a connection of
@@ -132,6 +189,9 @@ pub(crate) struct H2Client {
     /// The local address the connections this client opens come from when its lane has none (a connection
     /// per operation); None: the kernel picks.
     source: Option<IpAddr>,
+    /// This operation's request (its index in the group's mix), and its block and body when templated.
+    req: u16,
+    filled: Option<Box<Filled>>,
 }
 
 /// Resets its stream if the operation ends before the response (a timeout, the run's end); forgotten once
@@ -159,7 +219,23 @@ impl H2Client {
             body: Vec::new(),
             wrote: false,
             source,
+            req: 0,
+            filled: None,
         }
+    }
+
+    /// Pick this operation's request, take its rows and fill it in.
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        let Prepared::Http(p) = &*self.prep else {
+            unreachable!("an http client always has an http prep")
+        };
+        self.req = p.fill(draw, &mut self.filled)? as u16;
+        Ok(())
+    }
+
+    /// The request of the group's mix this operation sends.
+    pub fn request(&self) -> usize {
+        self.req as usize
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
@@ -176,7 +252,16 @@ impl H2Client {
         let Prepared::Http(p) = &*prep else {
             unreachable!("an http client always has an http prep")
         };
-        let h2 = p.h2.as_ref().expect("an HTTP/2 client has its HTTP/2 prep");
+        let r = &p.requests[self.req as usize];
+        if let Some(why) = self
+            .filled
+            .as_ref()
+            .filter(|_| r.fixed.is_none())
+            .and_then(|f| f.unsendable.as_ref())
+        {
+            d.clear().put(format_args!("{why}"));
+            return OpReport::of(Outcome::Fail(ErrorClass::Request));
+        }
         let mut opened: Option<Opened> = None;
         let mut refused = 0u32;
         self.wrote = false;
@@ -216,7 +301,7 @@ impl H2Client {
                 }
             };
             let sent_at = Instant::now();
-            let end = match self.stream(p, h2, &link, sent_at, d).await {
+            let end = match self.stream(p, &link, sent_at, d).await {
                 Ok(report) => {
                     return OpReport {
                         connect: opened.map(|o| o.connect),
@@ -248,14 +333,18 @@ impl H2Client {
     async fn stream(
         &mut self,
         p: &super::http::HttpPrep,
-        h2: &H2Prep,
         link: &Rc<Link>,
         sent_at: Instant,
         d: &mut Detail,
     ) -> Result<OpReport, Failure> {
-        let r = &p.requests[0];
+        let r = &p.requests[self.req as usize];
+        let (block, body) = match (&r.h2, &self.filled) {
+            (Some(h2), _) => (&h2.block, &h2.body),
+            (None, Some(f)) => (&f.block, &f.body),
+            (None, None) => unreachable!("a request is fixed (its block encoded once) or filled in"),
+        };
         let keep = if r.checks_body() { usize::MAX } else { QUOTED_BODY };
-        let id = poll_fn(|cx| link.poll_open(cx, &h2.block, &h2.body, keep, &mut self.body)).await?;
+        let id = poll_fn(|cx| link.poll_open(cx, block, body, keep, &mut self.body)).await?;
         self.wrote = true;
         let open = Open(link, id);
         let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.body)).await;
@@ -276,7 +365,7 @@ impl H2Client {
             outcome: r.judge(unexpected, answer.len, &self.body, d),
             ttfb: Some(ttfb),
             bytes: Traffic {
-                sent: h2.body.len() as u64,
+                sent: body.len() as u64,
                 received: answer.len,
                 payload: answer.len,
             },
