@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import socketserver
 import subprocess
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -241,3 +243,44 @@ body = '{{"id": ${{ids.id}}}}'
     requests = _record(tmp_path / "runs")["steps"][0]["groups"]["main"]["requests"]
     assert requests["post"]["succeeded"] == len(posts) and requests["get"]["succeeded"] == 600 - len(posts)
     assert 0 < len(posts) < 300
+
+
+def test_a_tcp_group_sends_and_expects_each_row(tmp_path: Path) -> None:
+    """tcp `send` and `expect` templated: an echo server returns each line; the expected pattern holds the row's
+    value matched literally (its "(" and "+" escaped), so every operation succeeds, and the server saw each row."""
+    seen: list[str] = []
+
+    class Echo(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            line = self.rfile.readline()
+            seen.append(line.decode().strip())
+            self.wfile.write(line)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    names = tmp_path / "names.csv"
+    names.write_text("name\n" + "".join(f"user({i})+x\n" for i in range(50)))
+    scenario = tmp_path / "tcp.toml"
+    scenario.write_text(
+        f"""[[data]]
+name = "n"
+file = "{names}"
+order = "queue"
+[groups.main]
+kind = "tcp"
+addr = "127.0.0.1:{server.server_address[1]}"
+send = "HELLO ${{n.name}}\\n"
+expect = "^HELLO ${{n.name}}$"
+clients = "level"
+"""
+    )
+    try:
+        r = knee_cli("run", str(scenario), "-c", "4", "-n", "50", "--out", str(tmp_path / "runs"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 0, r.stderr
+    g = _record(tmp_path / "runs")["steps"][0]["groups"]["main"]
+    assert (g["succeeded"], g["failed"]) == (50, 0), g["reasons"]
+    sent = [line for line in seen if line]  # knee's preflight connects once and sends nothing
+    assert sorted(sent) == sorted(f"HELLO user({i})+x" for i in range(50))

@@ -19,8 +19,10 @@ use crate::spec::{line_regex, TcpSpec};
 pub(crate) struct TcpPrep {
     addr: SocketAddr,
     send: Template,
-    /// Data sources `send` reads.
+    /// Data sources `send` and `expect` read.
     pub(super) uses: Vec<usize>,
+    /// `expect` when it holds placeholders (then `expect` is None).
+    expect_template: Option<Template>,
     expect: Option<Regex>,
     sources: Vec<IpAddr>,
     connect_timeout: Option<Duration>,
@@ -35,12 +37,12 @@ impl TcpPrep {
             true,
         )
         .map_err(SpecError)?;
-        if spec.expect.as_deref().is_some_and(|e| e.contains("${")) {
-            return Err(EngineError::Spec(SpecError(format!(
-                "{key}.expect {:?}: templates in expect are not supported yet; match the reply with a pattern",
-                spec.expect.as_deref().unwrap_or_default()
-            ))));
+        // A templated pattern is filled in (its values escaped: matched literally) and compiled per operation.
+        let expect_template = match spec.expect.as_deref() {
+            Some(e) => Some(Template::compile(e, feeders, &format!("{key}.expect"), true).map_err(SpecError)?),
+            None => None,
         }
+        .filter(|t| !t.is_fixed());
         let addr = spec
             .addr
             .to_socket_addrs()
@@ -52,14 +54,21 @@ impl TcpPrep {
                 reason,
             })?;
         net::check_sources(&spec.source_addrs, addr, key)?;
-        let expect = match &spec.expect {
-            Some(p) => Some(line_regex(p).map_err(|e| SpecError(format!("{key}.expect {p:?}: {e}")))?),
-            None => None,
+        let expect = match (&spec.expect, &expect_template) {
+            (Some(p), None) => Some(line_regex(p).map_err(|e| SpecError(format!("{key}.expect {p:?}: {e}")))?),
+            _ => None,
         };
+        let mut uses = send.uses.clone();
+        for f in expect_template.iter().flat_map(|t| &t.uses) {
+            if !uses.contains(f) {
+                uses.push(*f);
+            }
+        }
         Ok(TcpPrep {
             addr,
-            uses: send.uses.clone(),
+            uses,
             send,
+            expect_template,
             expect,
             sources: spec.source_addrs.clone(),
             connect_timeout: spec.connect_timeout_ms.map(Duration::from_millis),
@@ -72,6 +81,8 @@ pub(crate) struct TcpClient {
     buf: Vec<u8>,
     /// This operation's `send`, rendered.
     out: Vec<u8>,
+    /// This operation's `expect`, when templated.
+    expect_now: Option<Regex>,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
 }
@@ -87,6 +98,7 @@ impl TcpClient {
             prep,
             buf: Vec::with_capacity(4096),
             out: Vec::new(),
+            expect_now: None,
             source,
         }
     }
@@ -99,6 +111,14 @@ impl TcpClient {
         draw.take(&p.uses)?;
         self.out.clear();
         p.send.render(&mut self.out, draw);
+        if let Some(t) = &p.expect_template {
+            let mut pattern = Vec::new();
+            t.render_escaped(&mut pattern, draw, |v, out| {
+                out.extend_from_slice(regex::escape(&String::from_utf8_lossy(v)).as_bytes())
+            });
+            // Validated with its placeholders as literals, and every value escaped: it compiles.
+            self.expect_now = line_regex(&String::from_utf8_lossy(&pattern)).ok();
+        }
         Ok(())
     }
 
@@ -134,7 +154,9 @@ impl TcpClient {
             }
             report.bytes.sent = self.out.len() as u64;
         }
-        let Some(re) = &p.expect else { return report };
+        let Some(re) = p.expect.as_ref().or(self.expect_now.as_ref()) else {
+            return report;
+        };
         self.buf.clear();
         loop {
             if self.buf.capacity() - self.buf.len() < 1024 {

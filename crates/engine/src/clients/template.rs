@@ -179,39 +179,58 @@ impl Template {
     /// Append this operation's text to `out`.
     pub fn render(&self, out: &mut Vec<u8>, d: &mut Draw<'_>) {
         for p in &self.parts {
+            Template::part_text(p, out, d);
+        }
+    }
+
+    /// As `render`, but every filled-in value goes through `escape` (a pattern's values are matched literally).
+    pub fn render_escaped(&self, out: &mut Vec<u8>, d: &mut Draw<'_>, escape: impl Fn(&[u8], &mut Vec<u8>)) {
+        let mut value = Vec::new();
+        for p in &self.parts {
             match p {
                 Part::Lit(b) => out.extend_from_slice(b),
-                Part::Client => out.extend_from_slice(itoa::Buffer::new().format(d.client).as_bytes()),
-                Part::Iteration => out.extend_from_slice(itoa::Buffer::new().format(d.iteration).as_bytes()),
-                Part::Field { feeder, col } => out.extend_from_slice(d.field(*feeder, *col)),
-                Part::Uuid => {
-                    let (a, b) = (d.state.rng.next_u64(), d.state.rng.next_u64());
-                    let a = (a & !0xF000) | 0x4000; // version 4
-                    let b = (b & !(0xC << 60)) | (0x8 << 60); // variant 10
-                    let _ = write!(
-                        out,
-                        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-                        a >> 32,
-                        (a >> 16) & 0xFFFF,
-                        a & 0xFFFF,
-                        b >> 48,
-                        b & 0xFFFF_FFFF_FFFF
-                    );
+                _ => {
+                    value.clear();
+                    Template::part_text(p, &mut value, d);
+                    escape(&value, out);
                 }
-                Part::RandomInt { lo, span } => {
-                    let v = lo.wrapping_add(d.state.rng.below(*span) as i64);
-                    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-                }
-                Part::RandomString(n) => {
-                    const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-                    out.extend((0..*n).map(|_| CHARS[d.state.rng.below(CHARS.len() as u64) as usize]));
-                }
-                Part::NowMs => {
-                    let ms = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |t| t.as_millis() as u64);
-                    out.extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
-                }
+            }
+        }
+    }
+
+    fn part_text(p: &Part, out: &mut Vec<u8>, d: &mut Draw<'_>) {
+        match p {
+            Part::Lit(b) => out.extend_from_slice(b),
+            Part::Client => out.extend_from_slice(itoa::Buffer::new().format(d.client).as_bytes()),
+            Part::Iteration => out.extend_from_slice(itoa::Buffer::new().format(d.iteration).as_bytes()),
+            Part::Field { feeder, col } => out.extend_from_slice(d.field(*feeder, *col)),
+            Part::Uuid => {
+                let (a, b) = (d.state.rng.next_u64(), d.state.rng.next_u64());
+                let a = (a & !0xF000) | 0x4000; // version 4
+                let b = (b & !(0xC << 60)) | (0x8 << 60); // variant 10
+                let _ = write!(
+                    out,
+                    "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    a >> 32,
+                    (a >> 16) & 0xFFFF,
+                    a & 0xFFFF,
+                    b >> 48,
+                    b & 0xFFFF_FFFF_FFFF
+                );
+            }
+            Part::RandomInt { lo, span } => {
+                let v = lo.wrapping_add(d.state.rng.below(*span) as i64);
+                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+            }
+            Part::RandomString(n) => {
+                const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+                out.extend((0..*n).map(|_| CHARS[d.state.rng.below(CHARS.len() as u64) as usize]));
+            }
+            Part::NowMs => {
+                let ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |t| t.as_millis() as u64);
+                out.extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
             }
         }
     }

@@ -30,6 +30,8 @@ impl TcpSpec {
                 self.addr
             )));
         }
-        check_regex(&format!("{key}.expect"), &self.expect)
+        // a templated pattern is checked with its placeholders as literal text (their values are escaped)
+        let pattern = self.expect.as_deref().map(|e| super::untemplated(e).into_owned());
+        check_regex(&format!("{key}.expect"), &pattern)
     }
 }
