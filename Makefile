@@ -61,9 +61,11 @@ bench: install ## compare knee with other load generators, write docs/performanc
 	$(PY) bench/search_bench.py
 	$(PY) bench/live_bench.py
 	$(PY) bench/flow_http_bench.py
+	$(PY) bench/feeder_bench.py
 
 bench-smoke: install ## one short run per installed generator (part of make test)
 	$(PY) bench/run.py --smoke
+	$(PY) bench/feeder_bench.py --smoke
 
 clean: ## remove build products and the venv
 	rm -rf target $(VENV)

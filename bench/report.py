@@ -617,5 +617,10 @@ def write_report(
         import flow_http_bench
 
         lines += [flow_http_bench.section_from(json.loads(flow_http.read_text())), ""]
+    feeders = Path(__file__).resolve().parent / "results" / "bench-feeders.json"
+    if feeders.is_file():  # bench/feeder_bench.py's numbers: data sources, mixes and --targets against vegeta
+        import feeder_bench
+
+        lines += [feeder_bench.section_from(json.loads(feeders.read_text())), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

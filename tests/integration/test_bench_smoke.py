@@ -86,3 +86,35 @@ def test_smoke_measures_the_generator_not_the_harness(smoke: dict[str, object]) 
     meta: dict[str, object] = smoke["meta"]  # type: ignore[assignment]
     versions: dict[str, str] = meta["versions"]  # type: ignore[assignment]
     assert {"knee", "wrk", "ab", "nginx"} <= set(versions)
+
+
+@pytest.fixture(scope="module")
+def feeders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """bench/feeder_bench.py --smoke: each variant 0.5 s (a 10 000-row file, 10 targets), its counts held against
+    nginx's by the script itself (it exits non-zero otherwise)."""
+    out = tmp_path_factory.mktemp("bench") / "feeders.json"
+    doc = tmp_path_factory.mktemp("bench") / "performance.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "feeder_bench.py"), "--smoke", "--json", str(out), "--out", str(doc)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0 and out.exists(), f"feeder_bench.py --smoke failed:\n{proc.stdout}\n{proc.stderr}"
+    data: dict[str, object] = json.loads(out.read_text())
+    data["_doc_written"] = doc.exists()
+    return data
+
+
+def test_feeder_bench_smoke_runs_every_variant(feeders: dict[str, object]) -> None:
+    runs: list[dict[str, object]] = feeders["runs"]  # type: ignore[assignment]
+    ran = {str(r["variant"]) for r in runs}
+    assert {"fixed", "feeder", "mix", "targets"} <= ran, ran
+    for run in runs:
+        assert run["errors"] == 0 and int(run["requests"]) > 0, run  # type: ignore[call-overload]
+        assert float(run["per_cpu_s"]) > 0, run  # type: ignore[arg-type]
+    by = {str(r["variant"]): r for r in runs}
+    assert int(by["feeder"]["data_memory_bytes"]) > 0  # type: ignore[call-overload]
+    assert set(by["mix"]["per_request"]) == {"read", "write"}  # type: ignore[arg-type]
+    assert not feeders["_doc_written"]
