@@ -48,6 +48,12 @@ class Browser:
         size = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
         self.page.call("Emulation.setDeviceMetricsOverride", **size)
 
+    def resize(self, width: int, height: int = 900, mobile: bool = False) -> None:
+        """Lay the page out again at `width` × `height` CSS pixels (`mobile`: as a phone, honouring the page's
+        viewport meta)."""
+        size = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
+        self._call("Emulation.setDeviceMetricsOverride", **size)
+
     def _call(self, method: str, **params: Any) -> dict[str, Any]:
         """One DevTools call, with `timeout_s` from now (the checker's Page has one deadline for its whole life)."""
         self.page.deadline = time.monotonic() + self.timeout_s

@@ -112,3 +112,16 @@ def size(n: float) -> str:
 def transfer(bytes_per_s: float) -> str:
     """A transfer rate in MB/s and Mbit/s: '2.50 MB/s (20.0 Mbit/s)'."""
     return f"{sig3(bytes_per_s / 1e6)} MB/s ({sig3(bytes_per_s * 8 / 1e6)} Mbit/s)"
+
+
+def clauses(sentence: str) -> list[str]:
+    """A sentence split at its top-level '; ' (never inside brackets): 'a (x; y); b' → ['a (x; y)', 'b']. The
+    verdict's sentences become its short points this way."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(sentence):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and sentence.startswith("; ", i):
+            out.append(sentence[start:i])
+            start = i + 2
+    out.append(sentence[start:])
+    return [c for c in out if c]

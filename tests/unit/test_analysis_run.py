@@ -61,7 +61,8 @@ def test_one_verdict_per_group_measured_group_first() -> None:
     # The baseload ran beside the stress levels: no peak of its own, its degradation beside them instead.
     assert base.peak_level is None and base.collapse_level is None
     assert base.sentences[0] == "beside stress from 1 to 80 clients its rate fell 40 % (50.0 Hz → 30.0 Hz)"
-    assert base.error_onset_level == 80 and "errors from beside stress at 80 clients" in base.sentences[1]
+    assert base.error_onset_level == 80
+    assert base.sentences[1] == "first errors beside 80 clients of stress: 300 succeeded (30.0 Hz), 5 failed"
 
 
 def test_scenario_onset_and_slo_are_used() -> None:
@@ -115,3 +116,29 @@ def test_compare_gives_a_background_group_no_peak_of_its_own() -> None:
     assert [p.group for p in cmp.peaks] == ["stress"]
     assert {d.group for d in cmp.levels} == {"stress", "base"}  # its levels are still compared
     assert not any(line.startswith("base: peak") for line in cmp.summary)
+
+
+def test_a_background_group_that_failed_beside_one_level_says_how_in_english() -> None:
+    """issue 37: not "0 Hz beside stress at 2 clients; errors from beside stress at 2 clients" but how its
+    operations ended there, with the failures' reasons (an HTTP status by its code and phrase, else the class)."""
+    from knee.model import Reason
+
+    record = _record()
+    record.steps = record.steps[1:2]  # one stress level: 10 clients
+    g = record.steps[0].groups["base"] = _base(10, 0, failed=16)
+    g.reasons = [
+        Reason.model_validate(
+            {"class": "status", "key": "k", "sample": "HTTP/1.1 401 Unauthorized: denied", "count": 12}
+        ),
+        Reason.model_validate({"class": "refused", "key": "r", "sample": "connection refused", "count": 4}),
+    ]
+    _, base = analyze_run(record)
+    assert (
+        base.sentences[0] == "beside 10 clients of stress: 0 succeeded, 16 failed (12 × 401 Unauthorized, 4 × refused)"
+    )
+    assert base.error_onset_level == 10 and not any("errors from" in s for s in base.sentences)
+    g.reasons = g.reasons[:1]
+    g.succeeded, g.rate_hz = 40, 4.0
+    assert analyze_run(record)[1].sentences[0] == (
+        "beside 10 clients of stress: 40 succeeded (4.00 Hz), 16 failed (401 Unauthorized)"
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from knee import fmt
 from knee.model import RunRecord
 from knee.report import write_reports
 from knee.report.html import render_html
@@ -48,7 +49,13 @@ def test_html_has_the_plots_and_the_verdict(page: str) -> None:
     n_star = re.search(r"N\* = (\d+)", svgs[0])
     assert "USL fit" in svgs[0] and n_star is not None and 45 <= int(n_star.group(1)) <= 55  # configured: 50
     record = sample_record()
-    assert f'<p class="verdict">{"; ".join(record.verdicts[0].sentences)}</p>' in page
+    # the verdict: a headline, then every sentence of the analysis as points (split at their top-level '; ')
+    v = record.verdicts[0]
+    head = re.search(r'<div class="verdict"><p class="headline">(.*?)</p>\s*<ul>(.*?)</ul></div>', page, re.S)
+    assert head is not None
+    assert head[1].startswith("peaked at 44.6 Hz with 50 clients; errors from 600") and len(head[1]) < 120, head[1]
+    points = re.findall(r"<li>(.*?)</li>", head[2])
+    assert points == [c for s in v.sentences for c in fmt.clauses(s)] and len(points) >= len(v.sentences) > 2
     assert "<h2>Scenario</h2>" in page and "levels = [1, 2, 5," in page
     assert "loadgen-1" in page and "knee_version" in page
 
@@ -60,18 +67,38 @@ def test_no_usl_curve_without_a_fit() -> None:
     assert "USL fit" not in svgs[0]
 
 
+def _ticks(svg: str, axis: int = 1) -> list[str]:
+    """The tick labels of a matplotlib SVG's x (`axis` 1) or y (2) axis, as written."""
+    start = svg.index(f'id="matplotlib.axis_{axis}"')
+    if axis == 1:
+        end = svg.index('id="matplotlib.axis_2"')
+    else:  # to the first line drawn after the last tick's label (a tick's own mark is a line too)
+        end = svg.index('id="line2d_', svg.index('id="text_', svg.rindex('id="ytick_')))
+    texts = re.findall(r"<text[^>]*>(.*?)</text>", svg[start:end], re.S)
+    return [re.sub(r"<[^>]+>", "", t).strip() for t in texts]
+
+
 def _x_ticks(svg: str) -> list[float]:
-    """The x axis' tick labels of a matplotlib SVG: plain numbers, or 10 with a superscript exponent (log scale)."""
-    axis = svg[svg.index('id="matplotlib.axis_1"') : svg.index('id="matplotlib.axis_2"')]
-    out = []
-    for text in re.findall(r"<text[^>]*>(.*?)</text>", axis, re.S):
-        spans = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", text)
-        label = text.strip() if not spans else ""
-        if spans and "".join(spans[:2]) == "10":
-            out.append(10.0 ** float("".join(spans[2:])))
-        elif re.fullmatch(r"[\d.]+", label):
-            out.append(float(label))
-    return out
+    """The x axis' tick labels of a matplotlib SVG, as numbers (every label a plain number: 1, 10, 1,000)."""
+    return [float(t.replace(",", "")) for t in _ticks(svg) if re.fullmatch(r"[\d.,]+", t)]
+
+
+def test_log_axes_label_their_ticks_in_plain_numbers() -> None:
+    """issue 37: clients 1, 10, 100 and latency 10, 11, 12 ms, never 10⁰, 10² or 1.225 × 10¹."""
+    record = sample_record(levels=(1, 10, 100, 1000))
+    for s in record.steps:  # latencies within one decade: matplotlib labels the ticks between decades
+        s.groups["main"].latency_ms = s.groups["main"].latency_ms.model_copy(
+            update={"p50": 11.0, "p90": 11.6, "p99": 12.2, "max": 12.9}
+        )
+    svgs = re.findall(r"<svg\b.*?</svg>", render_html(record), re.S)
+    latency = svgs[2]
+    assert "Latency percentiles" in latency
+    clients, ms = _ticks(latency, 1), _ticks(latency, 2)
+    assert {"1", "10", "100", "1,000"} <= set(clients), clients
+    assert {"11", "12"} <= set(ms), ms
+    every = [t for svg in svgs for t in _ticks(svg, 1) + _ticks(svg, 2)]
+    assert every and not [t for t in every if "×" in t or "10^" in t or "mathdefault" in t], every
+    assert "<tspan" not in "".join(svgs)  # matplotlib writes an exponent as a raised tspan
 
 
 def test_a_model_line_never_stretches_the_x_axis_past_the_levels_measured() -> None:
@@ -132,3 +159,26 @@ def test_fixed_work_runs_skip_the_concurrency_plots_and_empty_runs_render() -> N
     assert "<h3>Per stage</h3>" in page and "<td>store</td>" in page
     empty = render_html(RunRecord(run_id="fresh", created_unix=0.0, scenario=scenario()))
     assert "No steps yet." in empty and "<svg" not in empty
+
+
+def _line_end(svg: str, color: str) -> float:
+    """Where the longest line drawn in `color` ends on the x axis (a matplotlib SVG's paths; the legend's sample of
+    the line is a short one)."""
+    paths = re.findall(rf'<path d="([^"]*)"[^>]*?stroke: {color}', svg, re.S)
+    longest = max(paths, key=lambda d: d.count("L"))
+    return max(float(x) for x in re.findall(r"[ML] (-?[\d.]+) ", longest))
+
+
+def test_a_flat_curve_draws_no_model_turning_down_across_its_plateau() -> None:
+    """issue 37: where the verdict says the USL has no N* (a pool, a plateau), the model is drawn only up to its
+    own N*, not past it; a curve that turns down has it drawn over every level, its N* marked."""
+    from knee.report import plots
+
+    record = sample_record()  # levels 1 … 1000; the fit's N* is about 50
+    fit = record.verdicts[0].usl
+    assert fit is not None and fit.n_star is not None and 40 < fit.n_star < 60
+    whole, flat = (plots.throughput(record, "main", fit, flat=f) for f in (False, True))
+    measured = _line_end(whole, "#1f77b4")  # the succeeded rate (C0), to the highest level
+    model, model_flat = _line_end(whole, "#ff7f0e"), _line_end(flat, "#ff7f0e")  # the USL fit (C1)
+    assert model == pytest.approx(measured, abs=1.0) and "N* = " in whole
+    assert model_flat < 0.8 * measured and "N* = " not in flat and "USL fit" in flat

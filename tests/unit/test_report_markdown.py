@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from knee import fmt
 from knee.report.markdown import render_markdown
 
 from sample_records import sample_record
@@ -30,7 +31,10 @@ def test_markdown_table_has_a_row_per_step_with_the_numbers() -> None:
         assert row[0].split(" ")[0] == str(g.clients)
         assert row[1].startswith(f"{g.succeeded:,} (")
         assert row[3] == str(g.hung)
-    assert "**Verdict:** " + "; ".join(record.verdicts[0].sentences) in md
+    # the verdict: its headline, then every sentence of the analysis as a list of points
+    points = [f"- {c}" for s in record.verdicts[0].sentences for c in fmt.clauses(s)]
+    assert "**Verdict:** peaked at 44.6 Hz with 50 clients; errors from 600" in md
+    assert "\n".join(points) in md and len(points) > 2
     assert "### Failure reasons" in md and "| status |" in md
 
 

@@ -41,7 +41,7 @@ def test_a_new_section_is_one_edit_in_the_view(monkeypatch: pytest.MonkeyPatch) 
     md = render_markdown(record)
     assert "### Extra part\n\none more sentence\n\n| Key | Value |" in md and "| alpha | 42 |" in md
     page = render_html(record)
-    assert "<h3>Extra part</h3>\n<p>one more sentence</p>\n<table><thead><tr><th>Key</th>" in page
+    assert '<h3>Extra part</h3>\n<p>one more sentence</p>\n<div class="scroll"><table><thead><tr><th>Key</th>' in page
     text = _terminal(record)
     assert "one more sentence" in text and "\nextra " in text and "│ alpha │    42 │" in text
 
@@ -72,3 +72,38 @@ def test_the_page_orders_the_sections_by_part() -> None:
     assert re.findall(r"<h3>(.*?)</h3>", page) == [s.title for s in on_page if s.title]
     # the table follows the sentences on the page, and the plots follow the table
     assert page.index('<p class="warn">') < page.index("<table><thead><tr><th>Concurrency") < page.index("<svg")
+
+
+def test_the_verdict_is_a_headline_then_short_points() -> None:
+    """issue 37: one headline sentence from the verdict's fields, then every sentence as points (split at its
+    top-level '; '), not one paragraph of ten clauses."""
+    from knee.model import Bracket, CurveShape, Verdict
+
+    evidence = "a fixed pool with a queue: from 4 to 64 clients … (52 ms → 900 ms); the pool holds about 4 (…)"
+    pool = Verdict(
+        group="main",
+        peak_level=8,
+        peak_rate=77.3,
+        error_onset_level=70,
+        shape=CurveShape(name="pool", evidence=evidence, pool_size=4.02),
+        brackets={"plateau": Bracket(at=4, below=2)},
+        sentences=["a plateau of 77.3 Hz from 4 clients (2: 50.0 Hz) to 64 clients", "errors from 70 clients (…)"],
+    )
+    pool.sentences.append(evidence)
+    assert V.verdict_lines(pool) == [
+        "a pool of about 4: 77.3 Hz from 4 clients; errors from 70",
+        "a plateau of 77.3 Hz from 4 clients (2: 50.0 Hz) to 64 clients",
+        "errors from 70 clients (…)",
+        "a fixed pool with a queue: from 4 to 64 clients … (52 ms → 900 ms)",
+        "the pool holds about 4 (…)",
+    ]
+    broke = Verdict(group="main", peak_level=40, peak_rate=430.0, error_onset_level=640, collapse_level=640)
+    broke.recovered, broke.sentences = False, ["peaked at 430 Hz with 40 clients"]
+    assert V.verdict_lines(broke)[0] == "peaked at 430 Hz with 40 clients; errors and collapse at 640; did not recover"
+    # without a peak (a background group's verdict), its first point heads it
+    beside = Verdict(group="b", sentences=["beside 2 clients of main: 0 succeeded, 16 failed (401 Unauthorized)"])
+    assert V.verdict_lines(beside) == beside.sentences
+    md = render_markdown(sample_record())
+    head = md.index("**Verdict:** ")
+    block = md[head : md.index("\n\n", md.index("\n- ", head))]
+    assert block.count("\n- ") >= 3 and max(len(line) for line in block.splitlines()) < 200, block

@@ -59,7 +59,10 @@ def test_verdict_usl_line_reasons_and_load_side_warning() -> None:
     record = sample_record()
     text = _text(record)
     v = record.verdicts[0]
-    assert "main: " + "; ".join(v.sentences) in text
+    # the verdict: its headline after the group's name, then each sentence's clauses as points, one a line
+    assert "\nmain: peaked at 44.6 Hz with 50 clients; errors from 600; " in text
+    points = [f"  • {c}" for s in v.sentences for c in fmt.clauses(s)]
+    assert len(points) > 2 and "\n".join(points) in text
     assert v.usl is not None and f"USL fit: σ = {v.usl.sigma:.4g}, κ = {v.usl.kappa:.3g}" in text
     saturated = [s for s in record.steps if s.generator.saturated]
     assert len(saturated) == 1

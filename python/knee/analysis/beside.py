@@ -13,11 +13,14 @@ Its verdict's levels (`error_onset_level`, `hung_by_level`, `capacity_under_slo`
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
+
 from knee import fmt
-from knee.analysis.levels import LevelRow, failed_or_hung
+from knee.analysis.levels import LevelRow, sweep_steps
 from knee.analysis.precision import same_rate
 from knee.analysis.slo import capacity
-from knee.model import LevelUnit, RunRecord, Verdict
+from knee.model import Level, LevelUnit, RunRecord, StepResult, Verdict
 from knee.scenario import Slo
 
 
@@ -34,33 +37,51 @@ def stress_group(record: RunRecord, group: str) -> str | None:
 
 
 def against(
-    v: Verdict, rows: list[LevelRow], stress: str, *, onset: float, slo: Slo | None, searched: bool = False
+    v: Verdict,
+    rows: list[LevelRow],
+    stress: str,
+    *,
+    onset: float,
+    slo: Slo | None,
+    searched: bool = False,
+    reasons: Callable[[Level | None], str] | None = None,
 ) -> None:
     """The background group's verdict in `v` (its sentences, error onset, hung, SLO capacity), from its `rows`
-    at the stress group's levels."""
+    at the stress group's levels; `reasons`: the failures' main reasons in words at a level, or at every level
+    for None (`why_failed`)."""
     unit = v.level_unit
+    why = reasons or (lambda _: "")
 
     def at(level: float) -> str:
-        return f"{stress} at {fmt.load(level, unit)}"
+        """'2 clients of main', 'main at 500/s offered': where the stress group was."""
+        return f"{stress} at {fmt.load(level, unit)}" if unit == "rate" else f"{fmt.load(level, unit)} of {stress}"
 
     first, last = rows[0], rows[-1]
+    never = all(r.succeeded == 0 for r in rows)  # nothing ever succeeded: its counts are the news, not its rates
     if len(rows) == 1:
-        p99 = f" (p99 {fmt.ms(first.p99_ms)})" if first.p99_ms > 0 else ""
-        v.sentences.append(f"{fmt.rate(first.rate)} beside {at(first.level)}{p99}")
+        v.sentences.append(f"beside {at(first.level)}: {_outcome(first, why(first.level))}")
+    elif never:
+        where = fmt.span(first.level, last.level, unit)
+        where = f"{stress} at {where}" if unit == "rate" else f"{where} of {stress}"
+        every = LevelRow(
+            level=last.level, direction=last.direction, **{k: sum(getattr(r, k) for r in rows) for k in _COUNTS}
+        )
+        v.sentences.append(f"beside {where}: {_outcome(every, why(None))}")
     else:
         v.sentences.append(_degradation(rows, stress, unit))
     failing = next((r for r in rows if r.failure_ratio > onset), None)
     if failing is not None:
         v.error_onset_level = failing.level
-        v.sentences.append(f"errors from beside {at(failing.level)} ({failed_or_hung(failing, fmt.pct)})")
-    elif first.rate > 0:
+        if len(rows) > 1 and not (never and failing is first):  # else the outcome above says it all
+            v.sentences.append(f"first errors beside {at(failing.level)}: {_outcome(failing, why(failing.level))}")
+    elif first.rate > 0 and len(rows) > 1:
         v.sentences.append(f"no errors beside {stress} up to {fmt.load(last.level, unit)}")
     for r in rows:
         v.hung_by_level[r.level] = r.hung
     hung = [r for r in rows if r.hung]
-    if hung:
+    if hung and len(rows) > 1:
         total = sum(r.hung for r in hung)
-        v.sentences.append(f"{total:,} operation{'s' if total != 1 else ''} hung (from beside {at(hung[0].level)})")
+        v.sentences.append(f"{total:,} operation{'s' if total != 1 else ''} hung, the first beside {at(hung[0].level)}")
     if slo is not None:
         v.capacity_under_slo, v.slo_passed = capacity(rows, slo, searched)
         if v.capacity_under_slo is None:
@@ -68,6 +89,37 @@ def against(
         else:
             up_to = fmt.load(v.capacity_under_slo, unit)
             v.sentences.append(f"it met the SLO ({slo.describe()}) beside {stress} up to {up_to}")
+
+
+def _outcome(r: LevelRow, why: str) -> str:
+    """'40 succeeded (10.0 Hz, p99 3.10 ms), 16 failed (401 Unauthorized)', '0 succeeded, 16 failed (…), 2 hung':
+    how the group's operations ended at one level, with the failures' main reasons (`why`)."""
+    how = ", ".join(x for x in (fmt.rate(r.rate) * (r.rate > 0), f"p99 {fmt.ms(r.p99_ms)}" * (r.p99_ms > 0)) if x)
+    words = f"{r.succeeded:,} succeeded" + (f" ({how})" if r.succeeded and how else "")
+    words += f", {r.failed:,} failed" + (f" ({why})" if r.failed and why else "")
+    return words + (f", {r.hung:,} hung" if r.hung else "")
+
+
+def why_failed(steps: Sequence[StepResult], group: str, level: Level | None = None) -> str:
+    """The group's failures at `level` (None: at every level) by their main reasons in words: '401 Unauthorized',
+    or with more than one '12 × 401 Unauthorized, 4 × refused' (the two most frequent; an HTTP status by its code
+    and phrase, another failure by its class); "" without failures."""
+    by: dict[str, int] = {}
+    for s in sweep_steps(steps, group):
+        if level is not None and s.level != level:
+            continue
+        for r in s.groups[group].reasons:
+            m = _STATUS.match(r.sample)
+            said = m[1] if m else r.class_
+            by[said] = by.get(said, 0) + r.count
+    top = sorted(by.items(), key=lambda kv: -kv[1])[:2]
+    if len(by) <= 1:
+        return top[0][0] if top else ""
+    return ", ".join(f"{n:,} × {said}" for said, n in top)
+
+
+_COUNTS = ("succeeded", "failed", "hung", "abandoned")
+_STATUS = re.compile(r"HTTP/[\d.]+ (\d{3}(?: [^:;]*)?)")
 
 
 def _degradation(rows: list[LevelRow], stress: str, unit: LevelUnit) -> str:

@@ -37,11 +37,12 @@ levels, and its open-loop group adds:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from knee import fmt
 from knee.analysis import little
-from knee.analysis.beside import against
+from knee.analysis.beside import against, why_failed
 from knee.analysis.levels import (
     FEW_LATENCIES,
     LevelRow,
@@ -136,7 +137,8 @@ def _curve(
     rows = up or down  # a sweep that only went down still has a curve
     if beside is not None:  # a background group: no peak of its own, its degradation beside the stress levels
         _partial(v, steps, group)
-        against(v, rows, beside, onset=onset, slo=slo, searched=searched)
+        said = partial(why_failed, steps, group)  # the failures' reasons at a level, in words
+        against(v, rows, beside, onset=onset, slo=slo, searched=searched, reasons=said)
         if not any(r.open_loop for r in rows):  # its own clients are fixed: Little's law holds for them as for any
             _little(v, rows, (think_s, think_on_failure_s), sides(steps, group, target), beside)
         return v
@@ -180,7 +182,7 @@ def _merge(group: str, parts: list[tuple[str, Verdict]], with_slo: bool) -> Verd
     """
     v = Verdict(group=group)
     for label, p in parts:
-        v.sentences.extend(f"{label}: {s}" for s in p.sentences)
+        v.sentences.extend(f"{label}: {c}" for s in p.sentences for c in fmt.clauses(s))  # each point labelled
         v.warnings.extend(f"{label}: {w}" for w in p.warnings)
         for level, n in p.hung_by_level.items():
             v.hung_by_level[level] = v.hung_by_level.get(level, 0) + n

@@ -178,14 +178,14 @@ def live_page(view: LiveView, report: tuple[int, str]) -> str:
 <div id="step" hidden>
 <h3><span id="step-title"></span> <span id="step-meta" class="muted"></span></h3>
 <p id="reason" class="muted"></p>
-<table id="groups"></table>
+<div class="scroll"><table id="groups"></table></div>
 <p id="failures" class="muted"></p>
-<table id="shards" hidden></table>
+<div class="scroll"><table id="shards" hidden></table></div>
 <svg id="chart" viewBox="0 0 900 200" preserveAspectRatio="none" role="img"
  aria-label="the current step per second"></svg>
 </div>
 <h3>Totals <span id="steps-done" class="muted"></span></h3>
-<table id="totals"></table>
+<div class="scroll"><table id="totals"></table></div>
 <p id="remote" class="muted"></p>
 </section>
 <div id="report">

@@ -16,7 +16,8 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans
 main{max-width:1000px;margin:0 auto;padding:24px 28px 60px;background:#fff;box-shadow:0 0 12px #0001}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #e3e6ea;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 6px}.meta{color:#5b6573;margin:0 0 12px}
-.verdict{background:#eef5ff;border-left:4px solid #2f6fdb;padding:10px 14px;font-size:16px;margin:10px 0}
+.verdict{background:#eef5ff;border-left:4px solid #2f6fdb;padding:10px 14px;margin:10px 0}
+.verdict .headline{font-size:16px;font-weight:600;margin:0}.verdict ul{margin:6px 0 0;padding-left:20px}
 .why{background:#f3edff;border-left:4px solid #7a4fd6;padding:6px 12px;margin:6px 0}
 .warn{background:#fff6e0;border-left:4px solid #e0a100;padding:6px 12px;margin:6px 0}
 table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}
@@ -25,6 +26,9 @@ td:first-child,th:first-child,table.kv td,table.kv th{text-align:left}
 tr.recovery td{color:#6b7480}tr.bad td{background:#fdecec}
 figure.plot{margin:10px 0}figure.plot svg{max-width:100%;height:auto}
 pre{background:#f4f5f7;padding:10px;overflow:auto;font-size:12px}code{font-size:12px}
+.scroll{overflow-x:auto;max-width:100%}.scroll table:not(.kv) :is(th,td){white-space:nowrap}
+p,li,h1,h2,h3{overflow-wrap:anywhere}
+@media (max-width:600px){main{padding:12px 10px 40px}th,td{padding:3px 6px}}
 """
 
 
@@ -36,7 +40,8 @@ def _table(t: Table) -> str:
         style = t.styles[i] if t.styles else ""
         cls = f' class="{esc(style)}"' if style else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
-    return f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    table = f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'  # a wide table scrolls in its own box, not the page
 
 
 def _figure(svg: str, caption: str) -> str:
@@ -55,7 +60,12 @@ def _section(s: Section) -> list[str]:
         return []
     out = [f"<h3>{esc(s.title)}</h3>"] if s.title else []
     cls = f' class="{_CLASSES[s.style]}"' if s.style else ""
-    out += [f"<p{cls}>{_LABELS.get(s.style, '')}{esc(line)}</p>" for line in s.lines]
+    if s.style == "verdict":  # the headline, then its points
+        points = "".join(f"<li>{esc(line)}</li>" for line in s.lines[1:])
+        out.append(f'<div class="verdict"><p class="headline">{esc(s.lines[0])}</p>')
+        out.append(f"<ul>{points}</ul></div>" if points else "</div>")
+    else:
+        out += [f"<p{cls}>{_LABELS.get(s.style, '')}{esc(line)}</p>" for line in s.lines]
     if s.pre:
         out.append(f"<pre>{esc(chr(10).join(s.pre))}</pre>")
     if s.table is not None:
@@ -72,8 +82,8 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
     v = next((x for x in record.verdicts if x.group == g.name), None)
     x = "offered rate" if rates else "concurrency"
     if g.plot_levels >= 2:
-        pool = v is not None and v.flat  # a pool's or a plateau's N* is not drawn
-        fit = plots.throughput(record, g.name, v.usl if v else None, n_star=not pool)  # a disowned fit is null
+        flat = v is not None and v.flat  # a pool's or a plateau's N*, and the model past it, are not drawn
+        fit = plots.throughput(record, g.name, v.usl if v else None, flat=flat)  # a disowned fit is null
         out.append(_figure(fit, f"throughput vs {x}"))
         out.append(_figure(plots.failures(record, g.name), f"failures and hung vs {x}"))
         out.append(_figure(plots.latency(record, g.name), f"latency percentiles vs {x}"))

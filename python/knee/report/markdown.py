@@ -37,8 +37,11 @@ def md_section(s: Section) -> list[str]:
     if s.blank:
         return []
     out = [f"### {md_cell(s.title)}", ""] if s.title else []
+    if s.style == "verdict":  # the headline, then its points as a list
+        out += [_PREFIXES["verdict"] + md_cell(s.lines[0]), ""]
+        out += [f"- {md_cell(line)}" for line in s.lines[1:]] + ([""] if s.lines[1:] else [])
     prefix = _PREFIXES.get(s.style, "")
-    for line in s.lines:
+    for line in s.lines if s.style != "verdict" else []:
         out.append(prefix + md_cell(line))
         if s.style not in _LISTS:
             out.append("")

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter
 
 from knee import fmt
 from knee.analysis.levels import window
@@ -39,6 +40,24 @@ def to_svg(fig: Figure) -> str:
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     return _METADATA_RE.sub("", svg)
+
+
+class _PlainLog(LogFormatter):
+    """A log axis' tick labels in plain numbers (1, 10, 100, 1,000; 11.5 between decades), never 10² or
+    1.225 × 10¹: matplotlib's LogFormatter decides which ticks get a label, this only writes it."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if not super().__call__(x, pos):
+            return ""
+        return f"{x:,.0f}" if x >= 1 and abs(x - round(x)) < 1e-9 else f"{x:,.4g}"
+
+
+def _log(ax: Axes, which: str) -> None:
+    """Make the `which` ("x" or "y") axis of `ax` logarithmic, its ticks labelled in plain numbers (_PlainLog)."""
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+    axis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
 
 
 def _figure(size: tuple[float, float] = _SIZE) -> tuple[Figure, Axes]:
@@ -82,7 +101,7 @@ def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
 def _levels_axis(ax: Axes, levels: list[float], rates: bool = False) -> None:
     ax.set_xlabel("offered rate, arrivals / s" if rates else "concurrent clients")
     if levels and max(levels) / max(1e-9 if rates else 1, min(levels)) >= 20:
-        ax.set_xscale("log")
+        _log(ax, "x")
 
 
 def _vs(rates: bool) -> str:
@@ -99,14 +118,15 @@ def _twin_svg(fig: Figure, ax: Axes, ax2: Axes, levels: list[float], rates: bool
     return to_svg(fig)
 
 
-def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool = True) -> str:
+def throughput(record: RunRecord, group: str, fit: USLFit | None, flat: bool = False) -> str:
     """Rate vs concurrency (or offered rate), the USL curve through it, and the recovery probes.
 
     A rate sweep shows the offered rate as a diagonal and what was achieved; its USL is fitted
     on Little's-law concurrency, another axis, so it is not drawn here. The model is drawn over the measured
     levels only, and its N* only when it lies among them: a model line never stretches the x axis past what was
-    measured (a disowned fit is not passed at all: Verdict.usl is null). `n_star=False` leaves out the USL's
-    peak (a pool's curve does not support it).
+    measured (a disowned fit is not passed at all: Verdict.usl is null). `flat`: the verdict says the curve
+    flattens (a pool, a plateau: Verdict.flat), which the USL's peak does not describe: the model is drawn only up
+    to its N*, never turning down across the plateau, and its N* is not marked.
     """
     fig, ax, rates, up, levels = _sweep_figure(record, group)
     ax.plot(levels, [_rate(s, group) for s in up], "o-", label="succeeded (up)", color="C0")
@@ -127,9 +147,11 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, n_star: bool =
     if rec:
         _plot_rates(ax, record, rec, group, "x", color="C3", markersize=9, label="recovery probes")
     if fit is not None and levels and not rates:
-        n = np.geomspace(max(1, min(levels)), max(levels), 200)
+        # a flat top (`flat`: a pool, a plateau) has no N*: the model is drawn only where it rises, up to its N*
+        top = min(max(levels), fit.n_star) if flat and fit.n_star else max(levels)
+        n = np.geomspace(max(1, min(levels)), max(top, 1, min(levels)), 200)
         ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
-        if fit.n_star and n_star and min(levels) <= fit.n_star <= max(levels):
+        if fit.n_star and not flat and min(levels) <= fit.n_star <= max(levels):
             ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
     _levels_axis(ax, levels, rates)
     ax.set_ylabel("operations / s")
@@ -234,7 +256,7 @@ def latency(record: RunRecord, group: str) -> str:
         unc = [o.latency_uncorrected_ms.p99 for o in loops if o is not None]
         ax.plot(levels, unc, "s--", color="grey", label="p99 uncorrected (from the actual start)")
     _levels_axis(ax, levels, rates)
-    ax.set_yscale("log")
+    _log(ax, "y")
     ax.set_ylabel("latency, ms (from the intended start)" if loops and loops[0] is not None else "latency, ms")
     ax.set_title(f"Latency percentiles vs {_vs(rates)}")
     ax.legend(loc="upper left")
@@ -290,8 +312,8 @@ def distribution(record: RunRecord, group: str) -> str:
         name = fmt.level_rate(s.level) if record.rates else f"{s.groups[group].clients}"
         ax.plot(x, [v for _, v in pts], "-", color=cmap(i / max(1, len(up) - 1)), label=name)
         drawn += 1
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log(ax, "x")
+    _log(ax, "y")
     ticks = [2, 10, 100, 1000, 10000]
     ax.set_xticks(ticks, ["50%", "90%", "99%", "99.9%", "99.99%"])
     ax.set_xlim(1.8, 2000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table as RichTable
 
 from knee.console import make_console
@@ -30,9 +31,12 @@ def _section(console: Console, g: GroupView, s: Section) -> None:
     """Lines, then the preformatted block, then the table under its terminal title (none: not shown here)."""
     if s.blank:
         return
-    label = f"[bold]{escape(g.name)}:[/] " if s.style == "verdict" else _LABELS.get(s.style, "")
-    for line in s.lines:
-        console.print(label + escape(line))
+    if s.style == "verdict":  # the headline after the group's name, then its points
+        console.print(f"[bold]{escape(g.name)}:[/] [bold]{escape(s.lines[0])}[/]")
+        for line in s.lines[1:]:
+            console.print(Padding(f"• {escape(line)}", (0, 0, 0, 2), expand=False))
+    for line in s.lines if s.style != "verdict" else []:
+        console.print(_LABELS.get(s.style, "") + escape(line))
     for line in s.pre:
         console.print(escape(line), highlight=False)
     if s.table is None or s.terminal_title is None:

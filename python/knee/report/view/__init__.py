@@ -49,6 +49,7 @@ from knee.report.view.words import (
     steady_lines,
     usl_line,
     verdict_line,
+    verdict_lines,
     warning_lines,
 )
 
@@ -71,6 +72,7 @@ __all__ = [
     "table_cells",
     "usl_line",
     "verdict_line",
+    "verdict_lines",
     "warning_lines",
 ]
 
@@ -128,7 +130,7 @@ def group_sections(record: RunRecord, group: str, rows: list[Row], workers: Tabl
             terminal_title=f"group {group}: per request",
             page="table",
         ),
-        Section("verdict", lines=[verdict_line(v)] if v is not None else [], style="verdict", page="summary"),
+        Section("verdict", lines=verdict_lines(v) if v is not None else [], style="verdict", page="summary"),
         Section("usl", lines=[usl] if usl is not None else [], page="summary"),
         Section("why", "Why", lines=[finding_line(f) for f in v.findings] if v else [], style="why", page="summary"),
         Section("warnings", lines=warning_lines(record, group, v), style="warning", page="summary"),

@@ -24,8 +24,8 @@ class Table:
 PAGE_PARTS = ("summary", "table", "details", "reasons", "machine")
 PagePart = Literal["summary", "table", "details", "reasons", "machine"]
 
-# How a section's lines read: plain sentences, the verdict, findings ("why") or warnings (the last two
-# are lists).
+# How a section's lines read: plain sentences, the verdict (its first line the headline, the others its points:
+# a list), findings ("why") or warnings (lists too).
 Style = Literal["", "verdict", "why", "warning"]
 
 

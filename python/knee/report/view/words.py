@@ -9,6 +9,78 @@ from knee.model import Finding, RunRecord, StepResult, Verdict
 LITTLE_GAP = 0.2
 
 
+def verdict_lines(v: Verdict) -> list[str]:
+    """The verdict: a headline (`headline`), then its points, the analysis' sentences each split at its top-level
+    '; ' (fmt.clauses). A verdict without sentences is one line built from its fields (`verdict_line`)."""
+    points = [c for s in v.sentences for c in fmt.clauses(s)]
+    if not points:
+        return [verdict_line(v)]
+    head = headline(v)
+    return [head, *points] if head is not None else points
+
+
+def headline(v: Verdict) -> str | None:
+    """The verdict in one sentence, from its fields: what the curve is, its best rate and where, and the levels
+    where it broke ('a pool of about 4: 77.0 Hz from 4 clients; errors from 70'). None for a verdict without a
+    peak (a background group, stages, nothing succeeded): its first point heads it."""
+    if v.peak_level is None or v.peak_rate is None:
+        return None
+    unit = v.level_unit
+    shape = v.shape.name if v.shape is not None else None
+    low = v.brackets["plateau"].at if "plateau" in v.brackets else None
+    if shape == "pool" and v.shape is not None:
+        what = f"a pool of about {_count(v.shape.pool_size)}" if v.shape.pool_size else "a fixed pool"
+    elif low is not None:
+        what = "a plateau"
+    elif shape == "connection_limit" and v.shape is not None and v.shape.connections:
+        what = f"a connection limit of about {v.shape.connections:,}"
+    else:
+        what = _SHAPES.get(shape or "", "")
+    with_ = "at" if unit == "rate" else "with"
+    if v.flat and low is not None:
+        best = f"{fmt.rate(v.peak_rate)} from {fmt.load(low, unit)}"
+    elif what:
+        best = f"{fmt.rate(v.peak_rate)} {with_} {fmt.load(v.peak_level, unit)}"
+    else:
+        best = f"peaked at {fmt.rate(v.peak_rate)} {with_} {fmt.load(v.peak_level, unit)}"
+    bare = fmt.level_rate if unit == "rate" else fmt.level  # the unit is said once, in the best rate's words
+    parts = [f"{what}: {best}" if what else best]
+    both = v.error_onset_level is not None and v.error_onset_level == v.collapse_level
+    for words, level in (
+        ("saturated at", v.saturation_level),
+        ("errors and collapse at" if both else "errors from", v.error_onset_level),
+        ("collapsed at", None if both else v.collapse_level),
+        ("did not come back to rest after", v.degraded_after),
+    ):
+        if level is not None:
+            parts.append(f"{words} {bare(level)}")
+    if v.error_onset_level is None and v.collapse_level is None:
+        parts.append("no errors")
+    if v.capacity_under_slo is not None:
+        parts.append(f"{bare(v.capacity_under_slo)} under the SLO")
+    elif v.slo_passed is False:
+        parts.append("no level met the SLO")
+    if v.recovered is False:
+        parts.append("did not recover")
+    return "; ".join(parts)
+
+
+# The headline's words for a named shape (shape.py) other than a pool
+_SHAPES = {
+    "retrograde": "retrograde",
+    "refusing": "a limit that refuses",
+    "connection_limit": "a connection limit",
+    "load_side": "held by the load side",
+    "rising": "still rising",
+    "flat": "flat",
+}
+
+
+def _count(x: float) -> str:
+    """A pool's size for a headline: '4', '4.3', '12'."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}".removesuffix(".0")
+
+
 def verdict_line(v: Verdict) -> str:
     """The verdict as one line: the analysis' own sentences, or words built from its fields."""
     if v.sentences:
