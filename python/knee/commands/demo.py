@@ -1,4 +1,4 @@
-"""`knee demo`: start the demo service, sweep it for about two minutes, say where the report is."""
+"""`knee demo`: start the demo service, sweep it for 2½ to 3 minutes, say where the report is."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from knee.scenario import read_scenario
 
 DEMO_PROFILE = "srm-fast"
 
-# About two minutes: the level search (levels = "auto", about a dozen levels between 5 and 1200 clients) x (8 s + 1 s
-# warm-up + 1 s pause), then up to 20 s of recovery probes.
+# 2½ to 3 minutes (README): the level search (levels = "auto", about ten levels between 5 and 1200 clients) x (8 s + 1 s
+# warm-up + 1 s pause), up to 30 s of waiting for an overloaded service to come back to rest, then up to 20 s of
+# recovery probes.
 DEMO_SCENARIO = """\
 name = "demo"
 description = "knee demo: a sweep of the demo service (knee target --profile ${profile})"
@@ -51,7 +52,7 @@ onset = 0.001
 @click.command(name="demo")
 @RUNS_OUT
 @click.option("--profile", default=DEMO_PROFILE, show_default=True, help="The demo service's profile.")
-@click.option("--quick", is_flag=True, help="About 10 seconds instead of two minutes.")
+@click.option("--quick", is_flag=True, help="About 10 seconds instead of 2½ to 3 minutes.")
 def command(out: Path, profile: str, quick: bool) -> None:
     """Start `knee target` on a free port, sweep it with a built-in scenario, and write the report."""
     from knee.demo_target import start_target
