@@ -76,6 +76,10 @@ CLOCK_LISTS = frozenset({"series", "points", "samples", "intervals"})
 SEEN_MAPS = frozenset({"tcp_states_peak", "accept_queue_peak"})
 
 
+# Serial (make test-py runs it alone): the verdict's words, from measured rates.
+pytestmark = pytest.mark.serial
+
+
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
     # No limit is reached: every operation succeeds, so the counts are clients × PER_CLIENT exactly. A light load

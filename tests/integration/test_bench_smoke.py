@@ -15,6 +15,10 @@ RUN = ROOT / "bench" / "run.py"
 REQUIRED = ("knee", "wrk", "ab")  # CI installs these (and h2load); the peers from bench/install.sh are optional
 
 
+# One xdist worker for the module's tests: its fixture (bench/run.py --smoke, ~30 s) runs once.
+pytestmark = pytest.mark.xdist_group("bench-smoke")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     for tool in ("nginx", "wrk", "ab", "h2load", "taskset"):

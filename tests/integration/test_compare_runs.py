@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from knee.demo_target import start_target
 
 from conftest import knee_cli
@@ -27,6 +29,7 @@ def _run_dir(out: Path, name: str) -> Path:
     return found
 
 
+@pytest.mark.serial  # two runs' rates held against each other
 def test_identical_runs_are_no_change_and_a_slower_service_fails(tmp_path: Path) -> None:
     with (
         start_target(lam=LAMBDA, sigma=0.0, kappa=0.0) as same,

@@ -72,6 +72,7 @@ def pool_server() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.serial  # a plateau and a pool size from measured rates
 @pytest.mark.timeout(60)
 def test_a_fixed_pool_is_named_and_sized(pool_server: str, tmp_path: Path) -> None:
     out = tmp_path / "runs"

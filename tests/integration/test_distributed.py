@@ -30,6 +30,10 @@ from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
 
+# One xdist worker for the module's tests: its fixture (a Dask scheduler and three workers) runs once.
+pytestmark = pytest.mark.xdist_group("distributed")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = start_cluster(tmp_path_factory.mktemp("dask"), 3)

@@ -73,6 +73,7 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     assert "the error onset between" in proc.stdout
 
 
+@pytest.mark.serial  # a USL fitted to measured rates
 @pytest.mark.timeout(200)
 def test_a_usl_service_is_placed_at_its_n_star(tmp_path: Path) -> None:
     sigma, kappa = 0.05, 0.002
@@ -103,6 +104,7 @@ def test_a_usl_service_is_placed_at_its_n_star(tmp_path: Path) -> None:
     assert len(searched(record)) <= 12
 
 
+@pytest.mark.serial  # a plateau and a pool size from measured rates
 @pytest.mark.timeout(200)
 def test_a_queueing_pool_of_8_is_a_plateau_from_8(tmp_path: Path) -> None:
     out = tmp_path / "runs"
@@ -124,6 +126,7 @@ def test_a_queueing_pool_of_8_is_a_plateau_from_8(tmp_path: Path) -> None:
     assert 7 <= size <= 9, text
 
 
+@pytest.mark.serial  # a capacity within 10 %
 @pytest.mark.timeout(200)
 def test_rates_auto_finds_the_capacity_of_an_open_loop(tmp_path: Path) -> None:
     """8 workers at 50/s each: a capacity of 400/s; the highest offered rate kept up with is within 10 %."""
@@ -202,6 +205,7 @@ def auto_duration(url: str, out: Path, *extra: str) -> RunRecord:
     return the_run(out)
 
 
+@pytest.mark.serial  # a rate within 5 %
 @pytest.mark.timeout(120)
 def test_auto_duration_cuts_a_warm_up_and_ends_a_steady_level_at_min(tmp_path: Path) -> None:
     # 4 clients at 100/s each: 400/s warm, a quarter of it for the first 3 s
@@ -227,6 +231,7 @@ def test_auto_duration_cuts_a_warm_up_and_ends_a_steady_level_at_min(tmp_path: P
     assert 5 <= window < 15, window
 
 
+@pytest.mark.serial  # the live rule's reading of the noise
 @pytest.mark.timeout(120)
 def test_auto_duration_runs_a_noisy_level_to_max_and_says_so(tmp_path: Path) -> None:
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, noise=0.5) as target:

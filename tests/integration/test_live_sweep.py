@@ -166,6 +166,10 @@ def _watch(browser: Browser, base: str, seen: Watched) -> None:
     seen.requests = browser.requests()
 
 
+# Serial (make test-py runs it alone): a browser watching a live sweep's steps as they happen.
+pytestmark = pytest.mark.serial
+
+
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
     with start_target("basic") as t:

@@ -9,6 +9,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import knee
 from knee import fmt
 from knee.model import RunRecord
@@ -51,6 +53,7 @@ def assert_same_shape(a: object, b: object, path: str = "$") -> None:
         assert type(a) is type(b), (path, a, b)
 
 
+@pytest.mark.serial  # two sweeps' verdicts, field by field
 def test_a_one_line_sweep_equals_its_saved_scenario(nginx: Nginx, tmp_path: Path) -> None:
     for name, target in (
         ("http", [nginx.url + "/", "-H", "X-Test: 1", "--expect-status", "200"]),

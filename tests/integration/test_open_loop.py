@@ -73,6 +73,7 @@ def test_a_rate_within_capacity_is_achieved_and_nginx_saw_every_arrival(nginx: N
     assert "uncorrected" in proc.stdout and "(from the intended start)" in proc.stdout
 
 
+@pytest.mark.serial  # counts within 2 of rate × time
 def test_rate_steps_give_one_row_and_one_document_per_rate(target: TargetProcess, tmp_path: Path) -> None:
     doc, proc = run_json(tmp_path, target.url + "/", "--rate", "50,150", "--poisson", "-c", "10", "-d", "1s")
     steps = doc["rate_steps"]

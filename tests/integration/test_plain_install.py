@@ -16,6 +16,9 @@ import knee
 from conftest import REPO
 from servers import Nginx
 
+# One xdist worker for the module's tests: its fixture (a venv of the runtime dependencies) runs once.
+pytestmark = pytest.mark.xdist_group("plain-install")
+
 
 @pytest.fixture(scope="module")
 def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -45,6 +45,10 @@ BURN = "\n".join(
 )
 
 
+# Serial (make test-py runs it alone): a core burnt and read back from node_exporter, machine-wide.
+pytestmark = pytest.mark.serial
+
+
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
     with start_target("basic") as t:

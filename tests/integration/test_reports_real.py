@@ -26,6 +26,10 @@ def validate(name: str, doc: object) -> None:
     jsonschema.validators.validator_for(schema)(schema).validate(doc)
 
 
+# One xdist worker for the module's tests: its fixture (the sweep the reports are made from) runs once.
+pytestmark = pytest.mark.xdist_group("reports-real")
+
+
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
     with start_target("basic", pool=30, lam=400.0, sigma=0.02) as t:

@@ -23,6 +23,9 @@ from conftest import knee_cli
 
 BLAME = re.compile(r"load side|load generator", re.I)
 
+# Serial (make test-py runs it alone): knee's CPU and the machine's cores, measured.
+pytestmark = pytest.mark.serial
+
 
 def _record(out: Path) -> dict[str, Any]:
     (run,) = out.iterdir()

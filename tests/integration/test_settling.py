@@ -30,6 +30,9 @@ from knee.store import RunDir
 from conftest import knee_cli
 from servers import NodeExporter, free_port, start_node_exporter, wait_for_port
 
+# Serial (make test-py runs it alone): node_exporter's machine-wide connections; gunicorn's timing.
+pytestmark = pytest.mark.serial
+
 WORKERS, SERVICE_S, BACKLOG = 4, 0.050, 16
 
 APP = f"""

@@ -26,6 +26,10 @@ from servers import pids_alive, sent, settled
 pytest.importorskip("dask_jobqueue", reason="make install installs knee[dask], with dask-jobqueue")
 
 
+# One xdist worker for the module's tests: its fixture (munged, slurmctld, slurmd) runs once.
+pytestmark = pytest.mark.xdist_group("slurm")
+
+
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[Slurm]:
     if os.geteuid() != 0:

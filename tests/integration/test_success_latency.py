@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 import knee
 from knee.analysis.compare import compare_runs
@@ -22,6 +23,9 @@ from conftest import REPO, knee_cli
 
 SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
 SERVICE_MS = 250.0  # 1 / λ
+
+# Serial (make test-py runs it alone): latencies against the service time.
+pytestmark = pytest.mark.serial
 
 
 def knee_run(tmp_path: Path, name: str, *args: str) -> dict[str, Any]:

@@ -28,6 +28,9 @@ duration = "1500ms"
 at_collapse = false
 """
 
+# Serial (make test-py runs it alone): USL parameters fitted to measured rates.
+pytestmark = pytest.mark.serial
+
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("profile", "sigma", "kappa"), [("basic", 0.05, 0.001), ("srm-fast", 0.2, 0.00032)])

@@ -19,6 +19,9 @@ from servers import run_spec
 
 FLAT = {"lam": 50.0, "sigma": 0.0, "kappa": 0.0}  # S = 20 ms whatever the load
 
+# Serial (make test-py runs it alone): per-second rates and their noise.
+pytestmark = pytest.mark.serial
+
 
 def closed_loop(url: str, clients: int, duration_ms: int, *, warmup_ms: int = 0, interval_ms: int = 1000) -> GroupStats:
     """`clients` back-to-back clients on one engine thread; the group's stats with its series."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from knee import engine
 from knee.demo_target import TargetProcess, start_target
 from knee.model import GroupStats
@@ -79,6 +81,7 @@ def test_stuck_stays_degraded_after_the_load_stops_until_reset() -> None:
         assert t.stats()["state"] == "normal"
 
 
+@pytest.mark.serial  # a recovery timed within 0.8-1.6 s
 def test_slow_recovers_within_its_configured_time() -> None:
     with start_target(lam=100.0, sigma=0.0, kappa=0.0, recovery={"mode": "slow", **RECOVERY}) as t:
         run(http_spec(t.url + "/", 8, {"duration_ms": 800}))

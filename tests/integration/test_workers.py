@@ -29,6 +29,10 @@ TEST_FLOWS = REPO / "tests" / "flows"
 PASSWORD = "s3cret-pw"
 
 
+# One xdist worker for the module's tests: its fixtures (javac, cc) run once.
+pytestmark = pytest.mark.xdist_group("workers")
+
+
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
     with start_target(

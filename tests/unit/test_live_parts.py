@@ -128,6 +128,7 @@ def events(url: str, count: int) -> list[tuple[str, Any]]:
     return out
 
 
+@pytest.mark.serial  # an event stream read within its timeouts
 def test_the_server_serves_the_page_the_stream_and_metrics_without_the_secret(served: tuple[str, Hub]) -> None:
     url, hub = served
     status, kind, page = get(url + "/")
@@ -187,6 +188,7 @@ def test_the_final_page_is_report_html_s_own_body() -> None:
     assert body_of("<html><body><p>not knee's</p></body></html>") is None
 
 
+@pytest.mark.serial  # a window of SETTLE_S + 3 s
 def test_nothing_is_drawn_while_nobody_watches() -> None:
     """The report (matplotlib, the analysis) is drawn only for a page that wants it: a run served to nobody, or only
     to a scraper, draws nothing, however long it runs. A page asks once (the drawing's imports are loaded then);

@@ -33,13 +33,13 @@ def test_known_bug() -> None:
 MODULE = 'import pytest\n\npytest.importorskip("knee_no_such_module_for_the_test")\n'
 
 
-def pytest_on(tmp_path: Path, file: str, **env: str) -> subprocess.CompletedProcess[str]:
+def pytest_on(tmp_path: Path, file: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_some.py").write_text(SOME)
     (tmp_path / "test_module.py").write_text(MODULE)
     clean = {k: v for k, v in os.environ.items() if k not in ("CI", "KNEE_NO_SKIPS", "KNEE_ALLOWED_SKIPS")}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", file],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, file],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**clean, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{clean.get('PYTHONPATH', '')}", **env},
     )  # fmt: skip
@@ -61,8 +61,24 @@ def test_a_skip_fails_under_make_test_unless_the_makefile_names_it(tmp_path: Pat
     assert "test_module.py skipped under KNEE_NO_SKIPS/CI: could not import" in module.stdout, module.stdout
 
 
+def test_a_skip_fails_on_xdist_workers_too(tmp_path: Path) -> None:
+    """make test-py runs most tests on pytest-xdist workers: the hooks run there, and their failures reach the
+    summary as the tests' own."""
+    strict = pytest_on(tmp_path, ".", "-n", "2", KNEE_NO_SKIPS="1", KNEE_ALLOWED_SKIPS="test_may_skip_in_ci")
+    assert strict.returncode == 1, strict.stdout
+    assert "test_needs_a_tool skipped under KNEE_NO_SKIPS/CI: frobnicate is not installed" in strict.stdout
+    assert "test_module.py skipped under KNEE_NO_SKIPS/CI: could not import" in strict.stdout, strict.stdout
+    assert "1 failed, 1 passed, 1 skipped, 1 xfailed, 1 error" in strict.stdout, strict.stdout
+
+
 def test_make_test_runs_the_tests_with_no_skips() -> None:
+    """test-py runs pytest only as $(PYTEST), which sets KNEE_NO_SKIPS, on all of tests/ in two passes whose markers
+    select complementary halves: "not serial" on xdist workers, then "serial" alone."""
     makefile = (REPO / "Makefile").read_text()
-    (line,) = [x for x in makefile.splitlines() if "-m pytest" in x and x.startswith("\t")]
-    assert line.startswith('\tKNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest'), line
-    assert line.endswith(" tests"), line
+    (line,) = [x for x in makefile.splitlines() if "-m pytest" in x]
+    assert line.startswith('PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest'), line
+    rule = makefile.split("\ntest-py:", 1)[1].split("\n\n", 1)[0]
+    recipe = " ".join(x.strip().removesuffix("\\") for x in rule.splitlines()[1:])
+    passes = [part.strip() for part in recipe.split(";") if "$(PYTEST)" in part]
+    assert len(passes) == 2 and all(p.startswith("$(PYTEST) ") and p.endswith(" tests") for p in passes), passes
+    assert '-m "not serial"' in passes[0] and passes[1] == "$(PYTEST) -m serial tests", passes
