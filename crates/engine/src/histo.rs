@@ -12,6 +12,12 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIGHEST_US, 3).expect("constant histogram bounds are valid")
 }
 
+/// A histogram of microseconds, 1 µs … 1 h, 2 significant digits (±1 %): a request mix's per-request latency,
+/// about 26 KB where the 3 digits of `new_histogram` take 190 KB (a mix of 1 000 targets files' requests).
+pub fn new_coarse() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_US, 2).expect("constant histogram bounds are valid")
+}
+
 /// Record a duration in microseconds (clamped to the trackable range).
 #[inline]
 pub fn record(h: &mut Histogram<u64>, d: std::time::Duration) {

@@ -97,7 +97,8 @@ pub struct GroupResult {
     pub requests: Vec<RequestResult>,
 }
 
-/// One request of a mix: its counts, its succeeded and its failed operations' latency.
+/// One request of a mix: its counts, its succeeded and its failed operations' latency (2 significant digits:
+/// a mix may hold a thousand requests, a targets file's).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestResult {
     pub counts: RequestCounts,
@@ -112,8 +113,8 @@ impl RequestResult {
                 name: name.to_string(),
                 ..RequestCounts::default()
             },
-            latency: histo::new_histogram(),
-            failed_latency: histo::new_histogram(),
+            latency: histo::new_coarse(),
+            failed_latency: histo::new_coarse(),
         }
     }
 }

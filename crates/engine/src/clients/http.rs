@@ -150,10 +150,10 @@ impl HttpPrep {
         }
         let total = self.cumulative.last().copied().unwrap_or(1.0);
         let x = draw.state.rng.unit() * total;
+        // the first request whose cumulative weight passes x (a targets file may hold thousands)
         self.cumulative
-            .iter()
-            .position(|&c| x < c)
-            .unwrap_or(self.requests.len() - 1)
+            .partition_point(|&c| c <= x)
+            .min(self.requests.len() - 1)
     }
 }
 
@@ -341,10 +341,54 @@ pub(crate) struct HttpClient {
     wrote: bool,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
-    /// This operation's request (its index in the group's mix).
+    /// This operation's request.
+    chosen: Chosen,
+}
+
+/// The request an operation sends (HTTP/1.1 and HTTP/2 clients alike): its index in the group's mix, and its
+/// bytes when templated. Boxed, and only once a mix or a template needs it: a client of one fixed request
+/// carries 8 bytes for it (10 000 clients' tasks stay small).
+#[derive(Default)]
+pub(super) struct Chosen(Option<Box<Choice>>);
+
+#[derive(Default)]
+struct Choice {
     req: u16,
-    /// Its bytes when templated (boxed: a fixed request's clients do not carry the buffers).
-    filled: Option<Box<Filled>>,
+    filled: Option<Filled>,
+}
+
+impl Chosen {
+    /// Pick this operation's request, take its rows and fill it in.
+    pub fn prepare(&mut self, prep: &Prepared, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        let Prepared::Http(p) = prep else {
+            unreachable!("an http client always has an http prep")
+        };
+        if p.requests.len() == 1 && p.requests[0].fixed.is_some() {
+            return draw.take(&p.requests[0].uses); // the one fixed request: nothing to choose or fill
+        }
+        let c = self.0.get_or_insert_with(Box::default);
+        c.req = p.fill(draw, &mut c.filled)? as u16;
+        Ok(())
+    }
+
+    /// Its index in the group's mix.
+    pub fn index(&self) -> usize {
+        self.0.as_ref().map_or(0, |c| c.req as usize)
+    }
+
+    /// The request of `p`, and (templated) what this operation filled in.
+    pub fn of<'a>(&'a self, p: &'a HttpPrep) -> (&'a ReqPrep, Option<&'a Filled>) {
+        let r = &p.requests[self.index()];
+        let filled = self.0.as_ref().and_then(|c| c.filled.as_ref());
+        (r, filled.filter(|_| r.fixed.is_none()))
+    }
+
+    /// Why this operation's filled-in request cannot be sent (written to `d`), as the outcome to report.
+    pub fn unsendable(&self, p: &HttpPrep, d: &mut Detail) -> Option<OpReport> {
+        let why = self.of(p).1?.unsendable.as_ref()?;
+        d.clear().put(format_args!("{why}"));
+        Some(OpReport::of(Outcome::Fail(ErrorClass::Request)))
+    }
 }
 
 /// A templated request as this operation sends it.
@@ -362,12 +406,12 @@ pub(super) struct Filled {
 
 impl HttpPrep {
     /// Pick this operation's request, take its rows and, when it is templated, write it into `filled`.
-    pub(super) fn fill(&self, draw: &mut Draw<'_>, filled: &mut Option<Box<Filled>>) -> Result<usize, Exhausted> {
+    fn fill(&self, draw: &mut Draw<'_>, filled: &mut Option<Filled>) -> Result<usize, Exhausted> {
         let i = self.pick(draw);
         let r = &self.requests[i];
         draw.take(&r.uses)?;
         if r.fixed.is_none() {
-            let f = filled.get_or_insert_with(Box::default);
+            let f = filled.get_or_insert_with(Filled::default);
             let parts = r.parts.as_ref().expect("a request is fixed or has parts");
             let mut result = parts.write(&r.method, &mut f.out, &mut f.scratch, Some(draw));
             if result.is_ok() && self.h2.is_some() {
@@ -442,23 +486,18 @@ impl HttpClient {
             body: Vec::new(),
             wrote: false,
             source,
-            req: 0,
-            filled: None,
+            chosen: Chosen::default(),
         }
     }
 
     /// Pick this operation's request, take its rows and fill it in.
     pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
-        let Prepared::Http(p) = &*self.prep else {
-            unreachable!("an http client always has an http prep")
-        };
-        self.req = p.fill(draw, &mut self.filled)? as u16;
-        Ok(())
+        self.chosen.prepare(&self.prep, draw)
     }
 
     /// The request this operation sends (its index in the group's mix).
     pub fn request(&self) -> usize {
-        self.req as usize
+        self.chosen.index()
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
@@ -479,17 +518,16 @@ impl HttpClient {
         let Prepared::Http(p) = &*self.prep else {
             unreachable!("an http client always has an http prep")
         };
-        let r = &p.requests[self.req as usize];
-        if let Some(why) = self.filled.as_ref().and_then(|f| f.unsendable.as_ref()) {
-            d.clear().put(format_args!("{why}"));
-            return OpReport::of(Outcome::Fail(ErrorClass::Request));
+        if let Some(report) = self.chosen.unsendable(p, d) {
+            return report;
         }
+        let (r, filled) = self.chosen.of(p);
         let mut opened = None;
         if p.new_connection {
             self.conn = None;
         }
         let req = h1::Request {
-            bytes: match (&r.fixed, &self.filled) {
+            bytes: match (&r.fixed, filled) {
                 (Some(b), _) => b,
                 (None, Some(f)) => &f.out,
                 (None, None) => &[],
@@ -594,7 +632,11 @@ mod tests {
                 state: &mut state,
             };
             c.prepare(&mut d).unwrap();
-            let f = c.filled.as_ref().unwrap();
+            let (_, f) = c.chosen.of(match &*c.prep {
+                Prepared::Http(p) => p,
+                _ => unreachable!(),
+            });
+            let f = f.unwrap();
             sent.push((
                 c.request(),
                 String::from_utf8(f.out.clone()).unwrap(),

@@ -145,7 +145,7 @@ impl Feeders {
             let format = d.format().ok_or_else(|| SpecError::new(format!("{what}: no format")))?;
             let table = match (&d.file, &d.text) {
                 (Some(f), _) => table::load(f, format, &what),
-                (None, Some(t)) => Table::parse(t.as_bytes(), format, &what).map(Arc::new),
+                (None, Some(t)) => Table::parse_owned(t.clone().into_bytes(), format, &what).map(Arc::new),
                 (None, None) => Err(format!("{what} has neither file nor text")),
             }
             .map_err(SpecError::new)?;

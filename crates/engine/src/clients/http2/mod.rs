@@ -21,7 +21,7 @@ use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING
 use hyper::{Method, Uri};
 
 use super::dial::Opened;
-use super::http::Filled;
+use super::http::Chosen;
 use super::Prepared;
 use super::{h1, net};
 use crate::cancel::{race, Cancel};
@@ -189,9 +189,8 @@ pub(crate) struct H2Client {
     /// The local address the connections this client opens come from when its lane has none (a connection
     /// per operation); None: the kernel picks.
     source: Option<IpAddr>,
-    /// This operation's request (its index in the group's mix), and its block and body when templated.
-    req: u16,
-    filled: Option<Box<Filled>>,
+    /// This operation's request (its block and body when templated).
+    chosen: Chosen,
 }
 
 /// Resets its stream if the operation ends before the response (a timeout, the run's end); forgotten once
@@ -219,23 +218,18 @@ impl H2Client {
             body: Vec::new(),
             wrote: false,
             source,
-            req: 0,
-            filled: None,
+            chosen: Chosen::default(),
         }
     }
 
     /// Pick this operation's request, take its rows and fill it in.
     pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
-        let Prepared::Http(p) = &*self.prep else {
-            unreachable!("an http client always has an http prep")
-        };
-        self.req = p.fill(draw, &mut self.filled)? as u16;
-        Ok(())
+        self.chosen.prepare(&self.prep, draw)
     }
 
     /// The request of the group's mix this operation sends.
     pub fn request(&self) -> usize {
-        self.req as usize
+        self.chosen.index()
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
@@ -252,15 +246,8 @@ impl H2Client {
         let Prepared::Http(p) = &*prep else {
             unreachable!("an http client always has an http prep")
         };
-        let r = &p.requests[self.req as usize];
-        if let Some(why) = self
-            .filled
-            .as_ref()
-            .filter(|_| r.fixed.is_none())
-            .and_then(|f| f.unsendable.as_ref())
-        {
-            d.clear().put(format_args!("{why}"));
-            return OpReport::of(Outcome::Fail(ErrorClass::Request));
+        if let Some(report) = self.chosen.unsendable(p, d) {
+            return report;
         }
         let mut opened: Option<Opened> = None;
         let mut refused = 0u32;
@@ -337,8 +324,8 @@ impl H2Client {
         sent_at: Instant,
         d: &mut Detail,
     ) -> Result<OpReport, Failure> {
-        let r = &p.requests[self.req as usize];
-        let (block, body) = match (&r.h2, &self.filled) {
+        let (r, filled) = self.chosen.of(p);
+        let (block, body) = match (&r.h2, filled) {
             (Some(h2), _) => (&h2.block, &h2.body),
             (None, Some(f)) => (&f.block, &f.body),
             (None, None) => unreachable!("a request is fixed (its block encoded once) or filled in"),
