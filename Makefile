@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
-.PHONY: help install demo test test-rust test-py lint bench bench-smoke ci-deps clean
+.PHONY: help install wheel demo test test-rust test-py lint bench bench-smoke ci-deps clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,18 @@ install: $(PY) ## build the engine and install knee (with dev extras) into .venv
 	@echo "make install: building the engine and installing knee into $(VENV) (log: $(INSTALL_LOG))"
 	$(call logged,building and installing knee,$(VENV)/bin/maturin develop --release -q -E dev$(comma)dask)
 	@echo "make install: done: run $(VENV)/bin/knee, or 'source $(VENV)/bin/activate' to have knee on PATH"
+
+# The wheel users install with pip (README, docs/distributed.md): the engine and the demo service inside, abi3 (any
+# CPython >= 3.11), manylinux_2_34 (the engine's newest glibc symbol is 2.34: Linux x86-64 with glibc >= 2.34). Built
+# with make install's interpreter and profile, so after make install it only packs what cargo already built.
+MANYLINUX ?= manylinux_2_34
+WHEEL_LOG := $(VENV)/wheel.log
+wheel: $(PY) ## build dist/knee-VERSION-cp311-abi3-manylinux_2_34_x86_64.whl: pip install it anywhere, no Rust needed
+	@echo "make wheel: building the engine and packing the wheel into dist/ (log: $(WHEEL_LOG))"
+	@rm -f dist/knee-*.whl
+	@$(VENV)/bin/maturin build --release -i $(CURDIR)/$(PY) --compatibility $(MANYLINUX) --out dist >$(WHEEL_LOG) 2>&1 \
+	  || { tail -n 30 $(WHEEL_LOG); echo "make: building the wheel failed (above: the end of its log; all of it: $(WHEEL_LOG))"; exit 1; }
+	@echo "make wheel: done: $$(ls dist/knee-*.whl); install it with: pip install dist/knee-*.whl"
 
 ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql, prometheus, slurm)
 	bash scripts/install-system-deps.sh

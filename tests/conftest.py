@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -55,3 +56,37 @@ def knee_cli(*args: str, timeout: float = 120, **kw: object) -> subprocess.Compl
 @pytest.fixture
 def knee() -> object:
     return knee_cli
+
+
+# A PATH for the installed wheel's commands: the venv's, then the system's; no cargo or rustc (~/.cargo/bin).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@pytest.fixture(scope="session")
+def knee_wheel() -> Path:
+    """dist/knee-VERSION-…whl as `make wheel` builds it: once a session, with make install's interpreter and profile,
+    so that after make install it only packs what cargo built (a few seconds; minutes when the engine changed)."""
+    proc = subprocess.run(["make", "-s", "wheel"], cwd=REPO, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = (REPO / "dist").glob("knee-*.whl")
+    return wheel
+
+
+def make_venv(where: Path, *packages: str) -> Path:
+    """A fresh venv at `where` with `packages` pip-installed (from PyPI, or files); its bin directory."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=120)
+    if packages:
+        subprocess.run(
+            [str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages],
+            check=True,
+            timeout=900,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PATH": SYSTEM_PATH, "PIP_NO_WARN_SCRIPT_LOCATION": "1"},
+        )
+    return where / "bin"
+
+
+def clean_env(bin_dir: Path) -> dict[str, str]:
+    """The environment of a user who installed knee into that venv, on a machine without Rust."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    return {**env, "PATH": f"{bin_dir}:{SYSTEM_PATH}"}

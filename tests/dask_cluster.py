@@ -25,6 +25,7 @@ class Cluster:
     scheduler: subprocess.Popen[bytes]
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: Path | None = None
+    dask: str = DASK  # the `dask` command that starts the workers (a venv's)
 
     def add_worker(self, name: str, prefix: list[str] | None = None, host: str = "127.0.0.1") -> None:
         log = open(self.logs / f"{name}.log", "wb") if self.logs else subprocess.DEVNULL  # noqa: SIM115
@@ -32,7 +33,7 @@ class Cluster:
             subprocess.Popen(
                 [
                     *(prefix or []),
-                    DASK,
+                    self.dask,
                     "worker",
                     self.address,
                     "--nthreads",
@@ -77,18 +78,19 @@ class Cluster:
                 p.wait(5)
 
 
-def start_cluster(tmp: Path, workers: int, host: str = "127.0.0.1") -> Cluster:
+def start_cluster(tmp: Path, workers: int, host: str = "127.0.0.1", dask: str = DASK) -> Cluster:
+    """A scheduler and `workers` workers, all run by `dask` (default: this venv's)."""
     port = free_port()
     logs = tmp / "dask-logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = open(logs / "scheduler.log", "wb")  # noqa: SIM115
     scheduler = subprocess.Popen(
-        [DASK, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"],
+        [dask, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"],
         stdout=log,
         stderr=log,
         stdin=subprocess.DEVNULL,
     )
-    cluster = Cluster(f"tcp://{host}:{port}", scheduler, logs=logs)
+    cluster = Cluster(f"tcp://{host}:{port}", scheduler, logs=logs, dask=dask)
     for i in range(workers):
         cluster.add_worker(f"w{i}")
     try:

@@ -226,7 +226,7 @@ def test_a_worker_without_knee_is_named_before_any_load(tmp_path: Path) -> None:
         c.wait_for(1)
         proc = knee_cli("run", "-n", "1", "http://127.0.0.1:1/", "--cluster", c.address, timeout=60)
         assert proc.returncode == 2
-        assert "has no knee" in proc.stderr and "install the same knee there" in proc.stderr, proc.stderr
+        assert "has no knee" in proc.stderr and "or let knee install its own: --ship" in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1
     finally:
         c.stop()

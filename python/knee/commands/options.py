@@ -17,7 +17,7 @@ from knee.errors import UserError
 from knee.scenario.oneline import Options
 
 if TYPE_CHECKING:
-    from knee.scenario import Loaded
+    from knee.scenario import Loaded, Scenario
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -218,6 +218,36 @@ CLUSTER = click.option(
     "batch jobs knee asks for and releases: slurm:JOBS, htcondor:JOBS, pbs:JOBS, sge:JOBS (each job's cores, "
     "memory … from [cluster]); see docs/distributed.md. Default: this machine (or the scenario's [cluster]).",
 )
+
+SHIP = [
+    click.option(
+        "--ship",
+        is_flag=True,
+        help="With --cluster: install this knee (its wheel: dist/ of the checkout, or this installation's) on every "
+        "worker that lacks it or has another version; the workers need only Python and Dask. See docs/distributed.md.",
+    ),
+    click.option(
+        "--ship-wheel",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE",
+        help="--ship this wheel of knee (this knee's version), e.g. dist/knee-*.whl from make wheel.",
+    ),
+]
+
+
+def cluster_options(f: F) -> F:
+    """--cluster, --ship and --ship-wheel (`knee sweep`, `knee run`)."""
+    return _apply([CLUSTER, *SHIP], f)
+
+
+def apply_ship(scenario: Scenario, opts: dict[str, Any]) -> None:
+    """--ship / --ship-wheel onto the scenario's `[cluster] ship`; refused without a cluster to ship to."""
+    if not (opts["ship"] or opts["ship_wheel"]):
+        return
+    if not (opts["cluster"] or scenario.cluster.address or scenario.cluster.jobqueue):
+        raise UserError("--ship installs knee on a cluster's workers: give the cluster too (--cluster tcp://host:8786)")
+    scenario.cluster.ship = str(opts["ship_wheel"]) if opts["ship_wheel"] else True
+
 
 SERVE = click.option(
     "--serve",

@@ -14,8 +14,9 @@ from typing import Any
 import click
 
 from knee.commands.options import (
-    CLUSTER,
     SERVE,
+    apply_ship,
+    cluster_options,
     is_scenario_file,
     load_options,
     parse_vars,
@@ -64,7 +65,7 @@ Examples:
     type=click.Path(path_type=Path, file_okay=False),
     help="Keep a run directory under this directory (run.json, reports, histograms), like a sweep's.",
 )
-@CLUSTER
+@cluster_options
 @SERVE
 @click.option("-q", "--quiet", is_flag=True, help="No live progress.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
@@ -101,6 +102,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         table = scenario_table(tgt, options, run=True)
         loaded = from_raw(table, Source("command line", options=names), variables, secrets)
     scenario, run_dir = start_run(loaded, opts["out"], "run")
+    apply_ship(scenario, opts)
     console = make_console()
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)

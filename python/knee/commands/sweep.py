@@ -10,9 +10,10 @@ from typing import Any
 import click
 
 from knee.commands.options import (
-    CLUSTER,
     RUNS_OUT,
     SERVE,
+    apply_ship,
+    cluster_options,
     is_scenario_file,
     one_line_sweep,
     parse_vars,
@@ -74,7 +75,7 @@ Examples:
     default=None,
     help="Continue an interrupted run from its last complete step.",
 )
-@CLUSTER
+@cluster_options
 @SERVE
 @click.option("--quick", is_flag=True, help="Shortened run (about 1 s per level, small counts) to try a scenario.")
 def command(target: tuple[str, ...], **opts: Any) -> None:
@@ -127,6 +128,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             click.echo(f"scenario written to {save}; run it with: knee sweep {save}")
             return
         scenario, run_dir = start_run(loaded, opts["out"], name, text, shorten=opts["quick"])
+    apply_ship(scenario, opts)
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)

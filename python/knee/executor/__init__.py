@@ -36,7 +36,8 @@ __all__ = [
 def connect(where: str | None, settings: Cluster, console: Console | None = None) -> DaskExecutor:
     """The Dask executor for `--cluster` (`where`, which wins) or the scenario's `[cluster]`: a scheduler
     (`tcp://host:8786`), `local:N`, or batch jobs knee asks for (`slurm:JOBS`, `[cluster] jobqueue`; the live
-    line while they start goes to `console`). `settings` also gives the weights, the lease and the jobs' keys."""
+    line while they start goes to `console`). `settings` also gives the weights, the lease, the jobs' keys and
+    whether to ship the driver's knee to the workers (`ship`)."""
     from knee.executor.jobqueue import JobQueueExecutor, parse_cluster
 
     jobs = parse_cluster(where) if where else (settings.jobqueue, settings.jobs) if settings.jobqueue else None
@@ -47,4 +48,4 @@ def connect(where: str | None, settings: Cluster, console: Console | None = None
     address = where or settings.address
     if address is None:
         raise UserError("[cluster]: give an address (tcp://host:8786, local:N) or a jobqueue (slurm, htcondor …)")
-    return DaskExecutor.connect(address, settings.weights, lease_s=settings.lease)
+    return DaskExecutor.connect(address, settings.weights, lease_s=settings.lease, ship=settings.ship)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import socket
 import time
 import uuid
@@ -41,6 +40,7 @@ from knee.executor.shards import (
     merge_snapshots,
     split,
 )
+from knee.executor.ship import Shipper, by_value, version_problem
 from knee.scenario.cluster import DEFAULT_LEASE_S
 from knee.spec import EngineSpec
 
@@ -62,10 +62,6 @@ def _dask() -> Any:
     return distributed
 
 
-def _version_probe() -> str:
-    return importlib.metadata.version("knee")
-
-
 class DaskExecutor(Executor):
     """Every step on a Dask cluster's workers, split and started together."""
 
@@ -79,8 +75,11 @@ class DaskExecutor(Executor):
         owns_client: bool = False,
         cluster: Any = None,
         lease_s: float = DEFAULT_LEASE_S,
+        ship: bool | str = False,
     ) -> None:
         self.client = client
+        # --ship: the driver's wheel, installed where a worker lacks this knee (knee.executor.ship)
+        self.shipper = Shipper(ship) if ship else None
         self.weights = dict(weights or {})
         self._owns_client = owns_client  # a client this executor made (a user's is left open)
         self._cluster = cluster  # a LocalCluster this executor started (closed with it)
@@ -115,7 +114,12 @@ class DaskExecutor(Executor):
 
     @classmethod
     def connect(
-        cls, where: str, weights: dict[str, float] | None = None, *, lease_s: float = DEFAULT_LEASE_S
+        cls,
+        where: str,
+        weights: dict[str, float] | None = None,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        ship: bool | str = False,
     ) -> DaskExecutor:
         """`tcp://host:port` (a running scheduler) or `local:N` (a LocalCluster of N worker processes)."""
         distributed = _dask()
@@ -126,7 +130,9 @@ class DaskExecutor(Executor):
             cluster = distributed.LocalCluster(
                 n_workers=int(n_text), threads_per_worker=1, processes=True, dashboard_address=None
             )
-            return cls(distributed.Client(cluster), weights, owns_client=True, cluster=cluster, lease_s=lease_s)
+            return cls(
+                distributed.Client(cluster), weights, owns_client=True, cluster=cluster, lease_s=lease_s, ship=ship
+            )
         if "://" not in where:
             raise UserError(
                 f"--cluster {where!r}: give a scheduler address (tcp://host:8786) or local:N (N worker processes)"
@@ -139,7 +145,7 @@ class DaskExecutor(Executor):
                 "or check the address"
             ) from None
         try:
-            return cls(client, weights, owns_client=True, lease_s=lease_s)
+            return cls(client, weights, owns_client=True, lease_s=lease_s, ship=ship)
         except BaseException:
             client.close()
             raise
@@ -161,26 +167,22 @@ class DaskExecutor(Executor):
         return ""
 
     def check_workers(self, workers: Sequence[LoadGenerator] | None = None) -> None:
-        """Every worker has this knee: one sentence before any load, naming the first that has not. Workers
-        that join later (a batch system's jobs starting) are checked before their first step."""
+        """Every worker has this knee, installed and loaded: one sentence before any load, naming the first that has
+        not (and --ship). With --ship, the driver's wheel is installed there first. Workers that join later (a batch
+        system's jobs starting) are checked before their first step."""
         workers = [w for w in (workers or self.workers()) if w.address not in self._checked]
         if not workers and not self._checked:
             raise UserError("the Dask cluster has no workers: start some (dask worker SCHEDULER) and try again")
         if not workers:
             return
-        found = self.client.run(_version_probe, workers=[w.address for w in workers], on_error="return")
+        if self.shipper is not None:
+            self.shipper.ensure(self.client, workers)
+            workers = [w for w in self.workers() if w.address not in self._checked]  # a restarted one has moved
+        found = self.client.run(by_value().probe, workers=[w.address for w in workers], on_error="return")
         for w in workers:
-            got = found.get(w.address)
-            if isinstance(got, BaseException):
-                raise UserError(
-                    f"Dask worker {w.named} has no knee ({type(got).__name__}: {got}): install the "
-                    f"same knee there (pip install 'knee[dask]=={__version__}')"
-                )
-            if got is not None and got != __version__:
-                raise UserError(
-                    f"Dask worker {w.named} runs knee {got}, this knee is {__version__}: install "
-                    "the same version on every worker"
-                )
+            problem = version_problem(w.named, found.get(w.address), __version__, shipped=self.shipper is not None)
+            if problem:
+                raise UserError(problem)
         self._checked.update(w.address for w in workers)
 
     def preflight(self, scenario: Scenario) -> list[str]:

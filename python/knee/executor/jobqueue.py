@@ -54,6 +54,12 @@ def job_arguments(kind: str, settings: Cluster) -> dict[str, Any]:
     problem = jobqueue_problem(settings, kind)
     if problem:
         raise UserError(f"[cluster] {problem}")
+    python, prologue = settings.python, settings.prologue
+    if settings.ship:  # each job installs the driver's wheel into a venv of its own, which runs its worker
+        from knee.executor.ship import driver_wheel, job_prologue
+
+        lines, python = job_prologue(driver_wheel(settings.ship), settings.python)
+        prologue = [*prologue, *lines]
     given: dict[str, object] = {
         "cores": settings.cores,
         "memory": settings.memory,
@@ -61,10 +67,10 @@ def job_arguments(kind: str, settings: Cluster) -> dict[str, Any]:
         "walltime": settings.walltime,
         "queue": settings.queue,
         "project" if kind == "sge" else "account": settings.account,
-        "python": settings.python,
+        "python": python,
         "log_directory": settings.logs,
         "job_extra_directives": settings.directives or None,
-        "job_script_prologue": settings.prologue or None,
+        "job_script_prologue": prologue or None,
     }
     for key, default in DEFAULT_JOB.items():
         asked = key != "disk" or kind == "htcondor"  # only HTCondor jobs ask for disk

@@ -93,6 +93,8 @@ class Cluster(Table):
     host: Words | None = None  # the address the jobs reach this machine's scheduler on
     port: Annotated[int, Field(ge=0, le=65535)] = 0
     logs: Words | None = None  # where the jobs write their output (default: the batch system's)
+    # install the driver's own knee (its wheel: true, or the file) on workers that lack it (knee.executor.ship)
+    ship: bool | Words = False
 
     @model_validator(mode="after")
     def _one_place(self) -> "Cluster":

@@ -1,0 +1,84 @@
+"""`--ship`: a Dask cluster whose scheduler and two workers run from a venv with only dask[distributed] (no knee).
+Without --ship the run stops before any load with one sentence that names --ship; with it, the driver's wheel
+(`make wheel`'s) is pip-installed into the workers' venv (knee's dependencies from PyPI) and the sweep's counts are
+nginx's."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knee import __version__
+from knee.store import RunDir
+
+from conftest import clean_env, knee_cli, make_venv
+from dask_cluster import Cluster, start_cluster
+from servers import Nginx, sent, settled
+
+distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
+
+# With test_wheel.py on one xdist worker: the wheel is built once.
+pytestmark = pytest.mark.xdist_group("wheel")
+
+
+@pytest.fixture(scope="module")
+def bare_cluster(knee_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
+    """A scheduler and two workers from a venv of dask[distributed] at the driver's version, without knee."""
+    import dask
+
+    tmp = tmp_path_factory.mktemp("ship")
+    pins = [f"dask[distributed]=={dask.__version__}", f"distributed=={distributed.__version__}"]
+    bin_dir = make_venv(tmp / "venv", *pins)
+    cluster = start_cluster(tmp, 2, dask=str(bin_dir / "dask"))
+    yield cluster, bin_dir
+    cluster.stop()
+
+
+def knee_in(bin_dir: Path) -> str:
+    code = "import importlib.metadata as m\ntry: print(m.version('knee'))\nexcept m.PackageNotFoundError: print('none')"
+    proc = subprocess.run([str(bin_dir / "python"), "-c", code], capture_output=True, text=True, env=clean_env(bin_dir))
+    return proc.stdout.strip()
+
+
+def test_ship_installs_the_drivers_knee_on_workers_without_it(
+    bare_cluster: tuple[Cluster, Path], nginx: Nginx, tmp_path: Path
+) -> None:
+    cluster, bin_dir = bare_cluster
+    assert knee_in(bin_dir) == "none"
+    sweep = ["sweep", nginx.url + "/", "--levels", "2,4", "--iterations", "25", "--no-recovery", "--settle", "0"]
+    nginx.clear_log()
+
+    # Without --ship: one sentence naming the worker and --ship, before any load.
+    proc = knee_cli(*sweep, "--out", str(tmp_path / "refused"), "--cluster", cluster.address, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]  # (and Dask's warnings)
+    assert len(said) == 1 and "has no knee" in said[0] and said[0].endswith("--ship"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    # A wheel that is not this knee's: one sentence, before any load.
+    other = tmp_path / "knee-0.0.1-cp311-abi3-manylinux_2_34_x86_64.whl"
+    other.write_bytes(b"")
+    proc = knee_cli(*sweep, "--out", str(tmp_path / "other"), "--cluster", cluster.address, "--ship-wheel", str(other))
+    said = [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]
+    assert proc.returncode == 2 and len(said) == 1 and "not a wheel of knee" in said[0], proc.stderr
+    assert nginx.access_lines() == []
+
+    # With --ship: the wheel goes to the workers' venv, and the sweep runs on both workers.
+    out = tmp_path / "runs"
+    proc = knee_cli(*sweep, "--out", str(out), "--cluster", cluster.address, "--ship", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert knee_in(bin_dir) == __version__
+    (run_dir,) = out.iterdir()
+    record = RunDir(run_dir).load()
+    for step in record.steps:
+        g = step.groups["main"]
+        assert (g.succeeded, g.failed, g.hung, g.abandoned) == (step.level * 25, 0, 0, 0)
+        assert sorted(w.clients for w in step.workers) == [step.level // 2] * 2  # both workers sent load
+    assert settled(lambda: len(nginx.access_lines()), sent(record)) == sent(record) == 6 * 25 + record.probes
+
+
+def test_ship_is_refused_without_a_cluster(nginx: Nginx, tmp_path: Path) -> None:
+    proc = knee_cli("run", "-n", "10", nginx.url + "/", "--ship", "--out", str(tmp_path), timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--cluster" in proc.stderr, proc.stderr

@@ -1,0 +1,82 @@
+"""--ship's parts that need no cluster: the driver's wheel found or refused in one sentence, the version check's
+sentences, and the batch jobs' script that installs the wheel into a venv of each job's own (as dask-jobqueue writes
+it). The Dask path is tests/integration/test_ship.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knee import __version__
+from knee.errors import UserError
+from knee.executor.jobqueue import make_cluster
+from knee.executor.ship import driver_wheel, version_problem
+from knee.scenario.cluster import Cluster
+
+from conftest import REPO
+from servers import free_port
+
+
+def test_a_wheel_given_must_exist_and_be_this_version(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such file; build the wheel with make wheel"):
+        driver_wheel(str(tmp_path / "knee.whl"))
+    other = tmp_path / "knee-0.0.1-cp311-abi3-manylinux_2_34_x86_64.whl"
+    other.write_bytes(b"")
+    with pytest.raises(UserError, match=f"not a wheel of knee {__version__}, the knee running here"):
+        driver_wheel(str(other))
+    mine = tmp_path / f"knee-{__version__}-cp311-abi3-manylinux_2_34_x86_64.whl"
+    mine.write_bytes(b"")
+    assert driver_wheel(str(mine)) == mine
+
+
+def test_in_a_checkout_the_wheel_is_dist_s_or_make_wheel_is_named() -> None:
+    found = sorted((REPO / "dist").glob(f"knee-{__version__}-*.whl"))
+    if found:
+        assert driver_wheel(True) in found
+    else:
+        with pytest.raises(UserError, match="build it with make wheel, or give one with --ship-wheel FILE"):
+            driver_wheel(True)
+
+
+def test_each_version_problem_is_one_sentence_naming_the_fix() -> None:
+    w = "tcp://10.0.0.7:40213 (10.0.0.7)"
+    ok = {"installed": __version__, "loaded": None, "prefix": "/v", "python": "/v/bin/python"}
+    assert version_problem(w, ok, __version__, shipped=False) is None
+    assert version_problem(w, None, __version__, shipped=False) is None  # gone: the step names it
+    none = {**ok, "installed": None}
+    assert version_problem(w, none, __version__, shipped=False) == (
+        f"Dask worker {w} has no knee: install knee {__version__} there (its wheel: docs/distributed.md), or let knee "
+        "install its own: --ship"
+    )
+    old = {**ok, "installed": "0.0.9"}
+    said = version_problem(w, old, __version__, shipped=False)
+    assert said is not None and said.startswith(f"Dask worker {w} runs knee 0.0.9, this knee is {__version__}")
+    assert said.endswith("--ship")
+    loaded = {**ok, "loaded": "0.0.9"}  # installed now, but the process still has the old one
+    said = version_problem(w, loaded, __version__, shipped=True)
+    assert said is not None and "restart the worker" in said
+
+
+@pytest.mark.xdist_group("slurm")  # dask-jobqueue's scheduler takes port 8787 (tests/unit/test_jobqueue.py)
+def test_a_shipping_job_installs_the_wheel_into_its_own_venv_and_runs_its_worker_from_there(tmp_path: Path) -> None:
+    import distributed
+
+    wheel = tmp_path / f"knee-{__version__}-cp311-abi3-manylinux_2_34_x86_64.whl"
+    wheel.write_bytes(b"")
+    settings = Cluster(jobqueue="slurm", ship=str(wheel), prologue=["module load python"], host="127.0.0.1")
+    cluster = make_cluster("slurm", settings.model_copy(update={"port": free_port()}))
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    lines = script.splitlines()
+    start = lines.index("module load python")
+    assert lines[start : start + 4] == [
+        "module load python",
+        "KNEE_VENV=`mktemp -d -t knee-job-XXXXXX`",
+        "python3 -m venv $KNEE_VENV",
+        f"$KNEE_VENV/bin/python -m pip install -q --disable-pip-version-check {wheel} "
+        f"distributed=={distributed.__version__}",
+    ]
+    assert lines[start + 4].startswith("$KNEE_VENV/bin/python -m distributed.cli.dask_worker tcp://127.0.0.1:")
