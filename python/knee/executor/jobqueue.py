@@ -76,9 +76,11 @@ def job_arguments(kind: str, settings: Cluster) -> dict[str, Any]:
         asked = key != "disk" or kind == "htcondor"  # only HTCondor jobs ask for disk
         if asked and given[key] is None and dask.config.get(f"jobqueue.{kind}.{key}", None) is None:
             given[key] = default
-    # The scheduler runs in knee: no dashboard (as for local:N) unless the site's configuration asks for one.
+    # The scheduler runs in knee. dask-jobqueue binds a dashboard at 8787 even when told None, and a second run at
+    # the same time then warns on stderr that 8787 is taken: a free port of the loopback instead, unless the site's
+    # configuration asks for another.
     site = dask.config.get(f"jobqueue.{kind}.scheduler-options", None) or {}
-    scheduler = {"dashboard_address": None, **site}
+    scheduler = {"dashboard_address": "127.0.0.1:0", **site}
     scheduler.update({k: v for k, v in (("host", settings.host), ("port", settings.port)) if v})
     return {
         "processes": 1,
