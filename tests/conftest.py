@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,10 +69,15 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 def knee_wheel() -> Path:
     """dist/knee-VERSION-…whl as `make wheel` builds it: once a session, with make install's interpreter and profile,
     so that after make install it only packs what cargo built (a few seconds; minutes when the engine changed)."""
-    proc = subprocess.run(["make", "-s", "wheel"], cwd=REPO, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (wheel,) = (REPO / "dist").glob("knee-*.whl")
-    return wheel
+    # make wheel empties dist/ first: one pytest worker at a time builds, and each keeps its own copy
+    with open(REPO / ".wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(["make", "-s", "wheel"], cwd=REPO, capture_output=True, text=True, timeout=1800)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (built,) = (REPO / "dist").glob("knee-*.whl")
+        mine = Path(tempfile.mkdtemp(prefix="knee-wheel-")) / built.name
+        shutil.copy2(built, mine)
+    return mine
 
 
 def make_venv(where: Path, *packages: str) -> Path:

@@ -136,7 +136,8 @@ def test_slurm_scancel_mid_step_is_a_lost_worker_named_and_ctrl_c_releases_the_j
         cancelled, kept = jobs
         slurm.run("scancel", cancelled)
         # the next step runs on the job that is left; Ctrl-C in it ends the sweep and releases the jobs
-        second = sleepers([kept], want=6, but=first[kept])[kept]
+        # the next step comes after its wait for rest (a probe of `sleep 30` hangs 5 s): up to a minute on a busy CI
+        second = sleepers([kept], want=6, timeout_s=60, but=first[kept])[kept]
         driver.send_signal(signal.SIGINT)
         took = queue_empty_within(slurm, 10)
         print(f"squeue empty {took:.2f} s after Ctrl-C")
