@@ -190,8 +190,10 @@ enabled = false
     # 50 connections for the whole sweep (not 50 per step), each used in every step
     assert len(connections) == 50, connections
     stress = {conn for conn, _, uri, *_ in lines if uri == "/stress"}
-    # the stress group's clients reconnect with each step; each probe of the service's rest is a connection too
-    assert len(stress) == 2 + 4 + 8 + record.probes
+    # the stress group's clients reconnect with each step; each probe of the service's rest is a connection too (a
+    # busy machine may stop the sweep before 8 clients: the steps that ran)
+    assert [s.level for s in record.steps] == [2, 4, 8][: len(record.steps)] and len(record.steps) >= 2
+    assert len(stress) == sum(s.level for s in record.steps) + record.probes
     # The baseload's rows are the stress group's levels: each names the stress level it ran beside, and its
     # verdict is its degradation beside them, not a peak "with 2 clients" of its own.
     v = next(v for v in record.verdicts if v.group == "base")
