@@ -59,15 +59,17 @@ test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
 # None may: make ci-deps and make install give every test what it needs (root for network namespaces included).
 KNEE_ALLOWED_SKIPS ?=
 
-# Two passes: most tests wait on servers rather than measure, and run on PYTEST_WORKERS xdist workers (a module with an
-# expensive module fixture keeps to one worker: its xdist_group); then the tests marked `serial` (they measure rates,
-# timings or the machine's CPU, which a neighbour would disturb) run alone. Both run even if the first fails.
+# Two passes. First the tests marked `serial` (they measure rates, timings, the machine's CPU or its ephemeral ports,
+# which a neighbour would disturb) run alone, on a machine at rest: after the parallel pass, its tens of thousands of
+# connections' TIME_WAIT sockets held half the ephemeral ports, and the verdicts said "load side". Then the rest,
+# which wait on servers rather than measure, on PYTEST_WORKERS xdist workers (a module with an expensive module fixture
+# keeps to one worker: its xdist_group). Both run even if the first fails.
 PYTEST_WORKERS ?= 4
 PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=25
 
 test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it
-	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" tests; parallel=$$?; \
-	  $(PYTEST) -m serial tests; serial=$$?; exit $$(( parallel || serial ))
+	$(PYTEST) -m serial tests; serial=$$?; \
+	  $(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" tests; parallel=$$?; exit $$(( serial || parallel ))
 
 lint: $(PY) ## clippy and ruff, warnings as errors
 	cargo fmt --all --check

@@ -228,7 +228,7 @@ def test_auto_duration_cuts_a_warm_up_and_ends_a_steady_level_at_min(tmp_path: P
     # ran to max measures exactly 15 s). How soon after min it ends (the next look at the rate, about a second on
     # an idle machine) is a timing claim, for `make bench`.
     window = step.groups["main"].elapsed_s
-    assert 5 <= window < 15, window
+    assert 4.95 <= window < 15, window  # 5 s, less a timer's few ms
 
 
 @pytest.mark.serial  # the live rule's reading of the noise
