@@ -23,6 +23,12 @@ __all__ = ["pytest_make_collect_report", "pytest_runtest_makereport"]
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `time_wait` run last: the TIME_WAIT sockets of their connections hold ephemeral ports for a
+    minute, and the verdicts of the tests that measure would name the load side (the ports held) for it."""
+    items.sort(key=lambda item: item.get_closest_marker("time_wait") is not None)
+
+
 @pytest.fixture(scope="session")
 def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     server = start_nginx(tmp_path_factory.mktemp("nginx"))
