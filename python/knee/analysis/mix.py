@@ -14,25 +14,24 @@ The engine counts each request of a mix apart (`GroupStats.requests`); the verdi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from pydantic import ConfigDict
 
 from knee import fmt
 from knee.analysis.levels import measured_s
-from knee.model import Finding, GroupStats, Level, RequestStats, RunRecord, StepResult, Verdict
+from knee.model import Finding, GroupStats, Level, Outcomes, RequestStats, RunRecord, StepResult, Verdict
 
 SLOWED = 2.0  # a request slowed when its p99 at the peak is at least this many times its p99 at the first level
 APART = 1.5  # … and it slowed most when its growth is at least this many times the next request's
 
 
-@dataclass(frozen=True)
-class RequestRow:
-    """One request of a mix over one step (or a level's pooled steps)."""
+class RequestRow(Outcomes):
+    """One request of a mix over one step (or a level's pooled steps): its outcomes (`total`, `started` and
+    `failure_ratio` are `Outcomes`') and figures."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
-    succeeded: int
-    failed: int
-    hung: int
-    abandoned: int
     rate_hz: float  # successes per measured second
     failures: dict[str, int]
     p50_ms: float
@@ -40,18 +39,6 @@ class RequestRow:
     p99_ms: float
     max_ms: float
     latency_count: int
-
-    @property
-    def total(self) -> int:
-        return self.succeeded + self.failed + self.hung
-
-    @property
-    def started(self) -> int:
-        return self.total + self.abandoned
-
-    @property
-    def failure_ratio(self) -> float:
-        return (self.failed + self.hung) / self.total if self.total else 0.0
 
 
 def request_row(name: str, r: RequestStats, seconds: float) -> RequestRow:
