@@ -78,12 +78,12 @@ pub(crate) struct ProgramClient {
     host: Host,
     client: u64,
     /// This operation's rows as JSON (empty when the group reads no data source).
-    rows: String,
+    rows: Vec<u8>,
 }
 
-/// Append `s` as a JSON string.
-fn push_json_str(out: &mut String, s: &str) {
-    out.push_str(&serde_json::to_string(s).expect("a string serializes"));
+/// Append `s` as a JSON string (written in place: no String per field).
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(&mut *out, s).expect("a string serializes into a Vec");
 }
 
 impl ProgramClient {
@@ -91,7 +91,7 @@ impl ProgramClient {
         ProgramClient {
             host,
             client,
-            rows: String::new(),
+            rows: Vec::new(),
         }
     }
 
@@ -103,25 +103,25 @@ impl ProgramClient {
         }
         draw.take(uses)?;
         self.rows.clear();
-        self.rows.push('{');
+        self.rows.push(b'{');
         for (k, &f) in uses.iter().enumerate() {
             let source = &draw.feeders.list[f];
             if k > 0 {
-                self.rows.push(',');
+                self.rows.push(b',');
             }
             push_json_str(&mut self.rows, &source.name);
-            self.rows.push_str(":{");
+            self.rows.extend_from_slice(b":{");
             for (c, column) in source.table.columns.iter().enumerate() {
                 if c > 0 {
-                    self.rows.push(',');
+                    self.rows.push(b',');
                 }
                 push_json_str(&mut self.rows, column);
-                self.rows.push(':');
+                self.rows.push(b':');
                 push_json_str(&mut self.rows, &String::from_utf8_lossy(draw.field(f, c)));
             }
-            self.rows.push('}');
+            self.rows.push(b'}');
         }
-        self.rows.push('}');
+        self.rows.push(b'}');
         Ok(())
     }
 
@@ -150,7 +150,7 @@ impl ProgramClient {
             self.client,
             iteration,
             &proc.prep().operation_json,
-            (!self.rows.is_empty()).then_some(self.rows.as_str()),
+            (!self.rows.is_empty()).then_some(self.rows.as_slice()),
         );
         proc.wake.notify_one();
         match slot.wait().await {

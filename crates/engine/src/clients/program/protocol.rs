@@ -112,7 +112,7 @@ pub(super) fn push_request(
     client: u64,
     id: u64,
     operation_json: &str,
-    data: Option<&str>,
+    data: Option<&[u8]>,
 ) {
     let mut n = itoa::Buffer::new();
     if batch {
@@ -121,7 +121,7 @@ pub(super) fn push_request(
         out.extend_from_slice(n.format(id).as_bytes());
         out.push(b',');
         if let Some(d) = data {
-            rows.extend_from_slice(d.as_bytes());
+            rows.extend_from_slice(d);
             rows.push(b',');
         }
     } else {
@@ -133,7 +133,7 @@ pub(super) fn push_request(
         out.extend_from_slice(operation_json.as_bytes());
         if let Some(d) = data {
             out.extend_from_slice(br#","data":"#);
-            out.extend_from_slice(d.as_bytes());
+            out.extend_from_slice(d);
         }
         out.extend_from_slice(b"}\n");
     }
