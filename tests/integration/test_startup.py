@@ -29,7 +29,14 @@ from servers import Nginx
 # Runs knee's program as the `knee` script does, then says what the process imported and how its collector stands.
 PROGRAM = textwrap.dedent(
     """
-    import gc, json, sys
+    import gc, json, sys, traceback
+    class FirstRich:  # where rich was first imported from, to say why when it was
+        stack = None
+        def find_spec(self, name, path=None, target=None):
+            if FirstRich.stack is None and name == "rich":
+                FirstRich.stack = "".join(traceback.format_stack(limit=40))
+            return None
+    sys.meta_path.insert(0, FirstRich())
     from knee.cli import entry
     out = sys.argv.pop(1)
     code = 0
@@ -39,7 +46,7 @@ PROGRAM = textwrap.dedent(
         code = exc.code or 0
     with open(out, "w") as f:
         json.dump({"modules": sorted(sys.modules), "enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
-                   "code": code}, f)
+                   "code": code, "rich_from": FirstRich.stack}, f)
     """
 )
 
@@ -62,7 +69,8 @@ def test_a_quiet_one_request_run_imports_no_rich_no_metadata_no_urllib_and_count
     assert seen["code"] == 0, done.stderr
     modules = set(seen["modules"])  # type: ignore[arg-type]
     assert {"knee.runner", "knee.model", "pydantic"} <= modules  # the run did run through knee
-    assert not {m for m in modules if m == "rich" or m.startswith("rich.")}
+    rich = {m for m in modules if m == "rich" or m.startswith("rich.")}
+    assert not rich, f"rich imported from\n{seen['rich_from']}\nstdout: {done.stdout}\nstderr: {done.stderr}"
     assert "importlib.metadata" not in modules  # pydantic's plugin search (knee.cli._skip_pydantic_plugins)
     assert "urllib.request" not in modules  # the exporters' scraper: nothing to scrape
     assert seen["enabled"] is True
