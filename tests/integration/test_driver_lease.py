@@ -146,6 +146,6 @@ def test_driver_lease_a_scheduler_that_dies_stops_the_workers_clients(tmp_path: 
         print(f"client processes gone {took:.2f} s after kill -9 of the scheduler")
         # the driver says so in one sentence
         _, err = run.driver.communicate(timeout=60)
-        assert run.driver.returncode == 2
+        assert run.driver.returncode == 2, err.decode()
         assert err.decode().strip().endswith("continue with knee sweep --resume"), err.decode()
         assert "Traceback" not in err.decode(), err.decode()

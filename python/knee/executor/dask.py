@@ -17,6 +17,7 @@ and stops by itself when it lapses.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
 import time
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from knee.scenario import Scenario
 
 POLL_S = 0.2
+SCHEDULER_LOST_S = 3.0  # how long an error may wait for the client to say its scheduler is gone
+CANCELLED = (asyncio.CancelledError, concurrent.futures.CancelledError)  # Dask's FutureCancelledError is the latter
 READY_TIMEOUT_S = 120.0  # a shard that is not ready by then (worker programs starting) fails the step
 CONNECT_TIMEOUT_S = 10.0
 
@@ -234,14 +237,28 @@ class DaskExecutor(Executor):
         says so, whatever the call that noticed. The workers stop their load by themselves (the lease)."""
         try:
             yield
-        except (OSError, UserError, asyncio.CancelledError) as exc:
-            if self.client.status == "running" and not isinstance(exc, asyncio.CancelledError):
+        except (Exception, asyncio.CancelledError) as exc:
+            # What notices the loss varies with the moment: a closed comm (OSError), a future the scheduler's end
+            # cancelled (concurrent.futures.CancelledError, an Exception), a call refused as not running. The
+            # client then leaves "running" within moments; until it has, the error is not the scheduler's. knee's
+            # own refusals (UserError) are said at once.
+            waited = 0.0 if isinstance(exc, UserError) else SCHEDULER_LOST_S
+            if not isinstance(exc, CANCELLED) and not self._scheduler_lost(within_s=waited):
                 raise
             where = getattr(self.client.scheduler, "address", None) or "of this run"
             raise UserError(
                 f"the Dask scheduler {where} is gone: the steps measured before it are kept; start the cluster "
                 "again and continue with knee sweep --resume"
             ) from None
+
+    def _scheduler_lost(self, within_s: float) -> bool:
+        """Whether the client has lost its scheduler (its status no longer "running"), waiting up to `within_s`."""
+        deadline = time.monotonic() + within_s
+        while self.client.status == "running":
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def _run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None) -> StepRun:
         t_begin = time.monotonic()
