@@ -198,3 +198,38 @@ def test_slurm_a_refused_submission_and_jobs_that_never_start_are_one_sentence_e
     assert "knee: error: 0 of 1 Slurm jobs' workers joined within 2.0 s (jobs " in proc.stderr, proc.stderr
     assert "Slurm jobs: 0 running, 1 queued or starting" in proc.stdout
     assert slurm.jobs() == []
+
+
+def test_slurm_ship_runs_each_jobs_worker_from_a_venv_of_the_wheel_and_the_venv_goes_with_the_job(
+    slurm: Slurm, knee_wheel: Path, tmp_path: Path
+) -> None:
+    # The jobs' Python is the bare interpreter (no knee, no dask): each job pip-installs the wheel into its own venv.
+    bare = Path(sys.base_prefix) / "bin" / "python3"
+    with start_target("basic") as target:
+        groups = f'[groups.main]\nkind = "http"\nurl = "{target.url}/"\nthink = "10ms"\n'
+        jobs = f'jobs = 2\ncores = 1\nwait = "400s"\nship = "{knee_wheel}"\npython = "{bare}"'
+        driver = start_driver(slurm, tmp_path, scenario(tmp_path, groups, "levels = [2]\nper_client = 50", jobs))
+        try:
+            out, err = driver.communicate(timeout=600)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        assert driver.returncode == 0, out + err
+        record = record_of(tmp_path)
+        (step,) = record.steps
+        assert step.groups["main"].succeeded == 100 and not step.partial and len(step.workers) == 2
+        assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record) == 100 + record.probes
+    # Each job's log names the venv its worker ran from: one a job, and none left once the jobs ended.
+    said = [
+        line
+        for log in (tmp_path / "jobs").iterdir()
+        for line in log.read_text().splitlines()
+        if line.startswith("knee: this job runs the shipped knee from ")
+    ]
+    venvs = {Path(line.rsplit(" ", 1)[1]) for line in said}
+    assert len(venvs) == 2, said
+    queue_empty_within(slurm, 30)
+    deadline = time.monotonic() + 30
+    while any(v.exists() for v in venvs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [v for v in venvs if v.exists()], "a job's venv outlived its job"

@@ -72,11 +72,13 @@ def test_a_shipping_job_installs_the_wheel_into_its_own_venv_and_runs_its_worker
         cluster.close()
     lines = script.splitlines()
     start = lines.index("module load python")
-    assert lines[start : start + 4] == [
+    assert lines[start : start + 6] == [
         "module load python",
         "KNEE_VENV=`mktemp -d -t knee-job-XXXXXX`",
+        "trap 'rm -rf $KNEE_VENV' EXIT",
         "python3 -m venv $KNEE_VENV",
         f"$KNEE_VENV/bin/python -m pip install -q --disable-pip-version-check {wheel} "
         f"distributed=={distributed.__version__}",
+        "echo knee: this job runs the shipped knee from $KNEE_VENV",
     ]
-    assert lines[start + 4].startswith("$KNEE_VENV/bin/python -m distributed.cli.dask_worker tcp://127.0.0.1:")
+    assert lines[start + 6].startswith("$KNEE_VENV/bin/python -m distributed.cli.dask_worker tcp://127.0.0.1:")

@@ -106,17 +106,20 @@ def repack() -> Path:
 
 def job_prologue(wheel: Path, python: str | None) -> tuple[list[str], str]:
     """The shell lines a batch job runs before its worker to have this knee, and the Python that then runs the
-    worker: a venv of the job's own (under the node's temporary directory), `python` (default python3) its base,
-    with the wheel and this driver's Dask version installed by pip. The wheel's path must be one the nodes see."""
+    worker: a venv of the job's own (under the node's temporary directory, removed when the job ends), `python`
+    (default python3) its base, with the wheel and this driver's Dask version installed by pip. The wheel's path must
+    be one the nodes see."""
     import distributed
 
     if any(c.isspace() for c in str(wheel)):
         raise UserError(f"--ship: the wheel's path {str(wheel)!r} has a space, which a job's command cannot carry")
     lines = [
         "KNEE_VENV=`mktemp -d -t knee-job-XXXXXX`",  # no $( ): a submit description reads $(…) as its own macro
+        "trap 'rm -rf $KNEE_VENV' EXIT",  # the venv goes with the job (its worker ended, or the job cancelled)
         f"{python or 'python3'} -m venv $KNEE_VENV",
         f"$KNEE_VENV/bin/python -m pip install -q --disable-pip-version-check {wheel} "
         f"distributed=={distributed.__version__}",
+        "echo knee: this job runs the shipped knee from $KNEE_VENV",  # in the job's log
     ]
     return lines, "$KNEE_VENV/bin/python"
 
