@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from knee.model import GroupStats, LatencyStats, StepResult
+from typing import Any
+
+from knee.analysis import analyze
+from knee.model import CurveShape, GroupStats, LatencyStats, StepResult
 
 from sample_records import group_stats, step_result
 
@@ -45,3 +48,12 @@ def step(
 def sweep(rates: dict[int, float], elapsed: float = 10.0) -> list[StepResult]:
     """An up sweep with these rates (Hz) per level and no failures."""
     return [step(i, lvl, round(r * elapsed), elapsed=elapsed) for i, (lvl, r) in enumerate(rates.items())]
+
+
+def shape_named(steps: list[StepResult], name: str, evidence: str = "", **kw: Any) -> CurveShape:
+    """The curve's shape the analysis names for group `main` of `steps` (`kw`: analyze's), which must be `name`,
+    its evidence starting with `evidence`."""
+    v = analyze(steps, "main", **kw)
+    assert v.shape is not None and v.shape.name == name, v.shape
+    assert v.shape.evidence.startswith(evidence), v.shape.evidence
+    return v.shape

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_analysis_helpers import step
+from test_analysis_helpers import shape_named, step
 
 from knee.analysis import analyze, usl
 from knee.model import StepResult
@@ -79,16 +79,14 @@ def test_an_n_star_far_beyond_the_levels_disowns_the_usl() -> None:
 
 
 def test_a_pool_measured_from_above_one_client_says_what_it_assumes() -> None:
-    v = analyze(pool_of(12, levels=(2, 6, 12, 24, 48)), "main")
-    assert v.shape is not None and v.shape.name == "pool"
-    assert v.shape.pool_size == pytest.approx(12.0, rel=0.01)
-    assert "taking the latency at 2 clients, the lowest level, for the service time" in v.shape.evidence
+    shape = shape_named(pool_of(12, levels=(2, 6, 12, 24, 48)), "pool")
+    assert shape.pool_size == pytest.approx(12.0, rel=0.01)
+    assert "taking the latency at 2 clients, the lowest level, for the service time" in shape.evidence
 
 
 def test_a_pool_already_full_at_the_lowest_level_is_an_upper_bound() -> None:
-    v = analyze(pool_of(4, levels=(8, 16, 32)), "main")
-    assert v.shape is not None and v.shape.name == "pool"
-    assert "the pool holds at most about 8.0" in v.shape.evidence and "measure lower levels" in v.shape.evidence
+    shape = shape_named(pool_of(4, levels=(8, 16, 32)), "pool")
+    assert "the pool holds at most about 8.0" in shape.evidence and "measure lower levels" in shape.evidence
 
 
 def test_a_plateau_needs_twice_the_clients() -> None:
@@ -102,13 +100,13 @@ def test_a_plateau_needs_twice_the_clients() -> None:
 def test_retrograde_cites_the_usl() -> None:
     levels = [1, 5, 10, 20, 40, 60, 80, 100]
     steps = [step(i, n, round(usl(float(n), 0.05, 0.002, 10.0) * 100), elapsed=100.0) for i, n in enumerate(levels)]
-    v = analyze(steps, "main")
-    assert v.shape is not None and v.shape.name == "retrograde"
-    assert v.shape.evidence.startswith(
+    shape = shape_named(
+        steps,
+        "retrograde",
         "retrograde: past its peak (73.8 Hz with 20 clients) the rate fell to 38.8 Hz at 100 clients "
-        "(53 % of the peak) without errors: contention and coherency, the USL's shape (σ=0.05, κ=0.002)"
+        "(53 % of the peak) without errors: contention and coherency, the USL's shape (σ=0.05, κ=0.002)",
     )
-    assert v.shape.pool_size is None
+    assert shape.pool_size is None
 
 
 def test_refusing_names_the_level_and_the_failure_ratio() -> None:
@@ -118,18 +116,17 @@ def test_refusing_names_the_level_and_the_failure_ratio() -> None:
         step(2, 40, 2100, failed=30),  # errors start next to the peak …
         step(3, 80, 2000, failed=1996, hung=4),  # … and rise sharply
     ]
-    v = analyze(steps, "main")
-    assert v.shape is not None and v.shape.name == "refusing"
-    assert v.shape.evidence.startswith(
+    shape_named(
+        steps,
+        "refusing",
         "a limit that refuses: errors start at 40 clients, next to the peak (200 Hz with 20 clients), "
-        "and rise sharply (at 80 clients 50 % failed or hung: 1,996 failed, 4 hung)"
+        "and rise sharply (at 80 clients 50 % failed or hung: 1,996 failed, 4 hung)",
     )
 
 
 def test_a_falling_rate_with_errors_dominating_is_refusing_not_retrograde() -> None:
     steps = closed_loop({1: 50.0, 4: 200.0, 8: 400.0, 16: 200.0}, failed={16: 3000})
-    v = analyze(steps, "main")
-    assert v.shape is not None and v.shape.name == "refusing"
+    shape_named(steps, "refusing")
 
 
 def test_errors_from_the_lowest_level_are_no_refusing_limit_nor_retrograde() -> None:
@@ -154,31 +151,31 @@ def _load_side(saturated: bool) -> list[StepResult]:
 def test_flat_latency_with_a_flat_rate_names_no_side_without_evidence() -> None:
     # The clients never reached the service, but neither knee's CPU, its ports nor a waiting connect says where
     # they were: the curve is named flat, and no side is blamed (tests/unit/test_analysis_side.py has the sides).
-    v = analyze(_load_side(saturated=False), "main")
-    assert v.shape is not None and v.shape.name == "flat"
-    assert v.shape.evidence.startswith(
+    shape = shape_named(
+        _load_side(saturated=False),
+        "flat",
         "the rate stopped growing: from 8 to 16 clients the rate grew only 2.5 % (400 Hz → 410 Hz) "
         "while the mean latency stayed flat (20.0 ms → 21.0 ms), so the added clients never reached the service; "
-        "nothing measured says where they waited: knee was not saturated"
+        "nothing measured says where they waited: knee was not saturated",
     )
-    assert "load side" not in v.shape.evidence and "load generator" not in v.shape.evidence
+    assert "load side" not in shape.evidence and "load generator" not in shape.evidence
 
 
 def test_a_saturated_load_side_is_cited() -> None:
-    v = analyze(_load_side(saturated=True), "main")
-    assert v.shape is not None and v.shape.name == "load_side"
-    assert v.shape.evidence.startswith(
+    shape = shape_named(
+        _load_side(saturated=True),
+        "load_side",
         "the limit points at the load side: from 8 to 16 clients the rate grew only 2.5 % (400 Hz → 410 Hz) "
-        "while the mean latency stayed flat (20.0 ms → 21.0 ms)"
+        "while the mean latency stayed flat (20.0 ms → 21.0 ms)",
     )
-    assert v.shape.evidence.endswith("; knee and its child processes used 1.90 of 2 cores at 16 clients (saturated)")
+    assert shape.evidence.endswith("; knee and its child processes used 1.90 of 2 cores at 16 clients (saturated)")
 
 
 def test_still_rising() -> None:
-    v = analyze(closed_loop({1: 50.0, 2: 95.0, 4: 180.0, 8: 300.0}), "main")
-    assert v.shape is not None and v.shape.name == "rising"
-    assert v.shape.evidence.startswith(
-        "still rising at the highest level: 300 Hz with 8 clients, 67 % above 180 Hz with 4 clients"
+    shape_named(
+        closed_loop({1: 50.0, 2: 95.0, 4: 180.0, 8: 300.0}),
+        "rising",
+        "still rising at the highest level: 300 Hz with 8 clients, 67 % above 180 Hz with 4 clients",
     )
 
 

@@ -5,7 +5,7 @@ cases provoked for real are in tests/integration/test_right_side.py."""
 from __future__ import annotations
 
 import pytest
-from test_analysis_helpers import step
+from test_analysis_helpers import shape_named, step
 
 from knee.analysis import analyze, analyze_run
 from knee.analysis.side import sides
@@ -125,10 +125,9 @@ def test_connects_that_timed_out_or_took_a_retransmit_are_the_door() -> None:
 
 def test_a_busy_load_side_beside_a_full_door_is_said_too() -> None:
     busy = GeneratorStats(cpu_cores=1.0, cores_available=1, cores_busy=1.0, saturated=True)
-    v = analyze(connection_limit(generator=busy), "main", target=LOCAL)
-    assert v.shape is not None and v.shape.name == "connection_limit"
+    shape = shape_named(connection_limit(generator=busy), "connection_limit", target=LOCAL)
     assert "; the load side was busy too (knee and its child processes used 1.00 of 1 cores at 12 clients" in (
-        v.shape.evidence
+        shape.evidence
     )
 
 
@@ -155,16 +154,15 @@ def knee_bound(saturated: bool) -> list[StepResult]:
 
 
 def test_knee_saturated_on_a_plateau_is_the_load_side_not_a_pool() -> None:
-    v = analyze(knee_bound(saturated=True), "main")
-    assert v.shape is not None and v.shape.name == "load_side"
-    assert v.shape.evidence.startswith(
+    shape_named(
+        knee_bound(saturated=True),
+        "load_side",
         "the limit points at the load side: from 4 to 16 clients the rate grew only 0 % (10,000 Hz → 10,000 Hz) "
         "while the mean latency grew (0.400 ms → 1.60 ms), so the load side, not the service, set the rate; "
-        "knee and its child processes used 1.00 of 1 cores at 4 clients (saturated)"
+        "knee and its child processes used 1.00 of 1 cores at 4 clients (saturated)",
     )
     # the same curve with knee's core not saturated is a pool of the service's
-    v = analyze(knee_bound(saturated=False), "main")
-    assert v.shape is not None and v.shape.name == "pool"
+    shape_named(knee_bound(saturated=False), "pool")
 
 
 def test_little_gap_with_a_saturated_load_side_says_so() -> None:
@@ -191,9 +189,8 @@ def test_ports_used_up_and_connects_never_sent_are_load_side_evidence() -> None:
         "20,000 of the 28,232 ephemeral ports were in use at 32 clients",
         "3 connects were never sent at 32 clients (“connect to 127.0.0.1:80: Cannot assign requested address”)",
     ]
-    v = analyze(steps, "main", target=LOCAL)
-    assert v.shape is not None and v.shape.name == "load_side"
-    assert "20,000 of the 28,232 ephemeral ports were in use at 32 clients" in v.shape.evidence
+    shape = shape_named(steps, "load_side", target=LOCAL)
+    assert "20,000 of the 28,232 ephemeral ports were in use at 32 clients" in shape.evidence
 
 
 def test_the_machines_time_wait_toward_other_destinations_is_no_load_side_evidence() -> None:
@@ -284,8 +281,6 @@ def test_a_saturated_generators_noisy_rate_is_still_the_load_side() -> None:
             steps.append(_with(step(i, n, round(x * 2), elapsed=2.0, mean_ms=n / x * 1000), generator=g))
         return steps
 
-    v = analyze(curve(saturated=True), "main")
-    assert v.shape is not None and v.shape.name == "load_side"
-    assert "from 16 to 64 clients the rate grew only 15 %" in v.shape.evidence
-    v = analyze(curve(saturated=False), "main")
-    assert v.shape is not None and v.shape.name == "rising"
+    shape = shape_named(curve(saturated=True), "load_side")
+    assert "from 16 to 64 clients the rate grew only 15 %" in shape.evidence
+    shape_named(curve(saturated=False), "rising")
