@@ -27,45 +27,39 @@ def refused(*args: str) -> str:
     return line.removeprefix("knee: error: ")
 
 
+# Each rule's sentence, but for the flag (or key) and the value it names.
+INTERVAL = "must be at least 1ms, the shortest interval the engine counts by (got {})"
+STATUS = "must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx (got {})"
+RATE = "must be at most 10,000,000/s, the most knee's engine can pace (an arrival every 100 ns): lower it (got {})"
+WARMUP = "the part of each step measured after the warm-up: shorten --warmup or lengthen -d"
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (
-            ["run", "--interval", "0s", "-d", "1s", "--", "true"],
-            "--interval must be at least 1ms, the shortest interval the engine counts by (got '0s')",
-        ),
+        (["run", "--interval", "0s", "-d", "1s", "--", "true"], "--interval " + INTERVAL.format("'0s'")),
         (
             ["sweep", "--levels", "1,2", "--interval", "0.0001", "-d", "1s", "--", "true"],
-            "--interval must be at least 1ms, the shortest interval the engine counts by (got '0.0001')",
+            "--interval " + INTERVAL.format("'0.0001'"),
         ),
         (
             ["run", "--expect-status", "999", "-n", "1", "http://127.0.0.1:1/"],
-            "--expect-status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx (got '999')",
+            "--expect-status " + STATUS.format("'999'"),
         ),
         (
             ["sweep", "--levels", "1", "--expect-status", "200,099", "http://127.0.0.1:1/"],
-            "--expect-status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx (got '200,099')",
+            "--expect-status " + STATUS.format("'200,099'"),
         ),
         (
             ["run", "-d", "1s", "--warmup", "5s", "--", "true"],
-            "--warmup 5s must be shorter than -d/--duration 1s, the part of each step measured after the warm-up: "
-            "shorten --warmup or lengthen -d",
+            f"--warmup 5s must be shorter than -d/--duration 1s, {WARMUP}",
         ),
         (
             ["sweep", "--levels", "1", "--warmup", "10s", "--", "true"],
-            "--warmup 10s must be shorter than -d/--duration 10s (the default), the part of each step measured after "
-            "the warm-up: shorten --warmup or lengthen -d",
+            f"--warmup 10s must be shorter than -d/--duration 10s (the default), {WARMUP}",
         ),
-        (
-            ["run", "--rate", "1e9", "-d", "1s", "--", "true"],
-            "--rate must be at most 10,000,000/s, the most knee's engine can pace (an arrival every 100 ns): lower it "
-            "(got 1000000000.0)",
-        ),
-        (
-            ["sweep", "--rates", "100,2e7", "-d", "1s", "--", "true"],
-            "--rates must be at most 10,000,000/s, the most knee's engine can pace (an arrival every 100 ns): lower "
-            "it (got 20000000.0)",
-        ),
+        (["run", "--rate", "1e9", "-d", "1s", "--", "true"], "--rate " + RATE.format("1000000000.0")),
+        (["sweep", "--rates", "100,2e7", "-d", "1s", "--", "true"], "--rates " + RATE.format("20000000.0")),
     ],
 )
 def test_a_value_knee_cannot_honour_is_one_sentence_naming_its_flag(args: list[str], said: str) -> None:
@@ -87,17 +81,15 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
         ),
         (
             EXEC + '[sweep]\nlevels = [1]\nduration = "1s"\ninterval = "0s"\n',
-            "s.toml line 7: sweep.interval must be at least 1ms, the shortest interval the engine counts by (got '0s')",
+            "s.toml line 7: sweep.interval " + INTERVAL.format("'0s'"),
         ),
         (
             RATED + '[sweep]\nduration = "1s"\nrates = [5e7]\n',
-            "s.toml line 7: sweep.rates[0] must be at most 10,000,000/s, the most knee's engine can pace (an arrival "
-            "every 100 ns): lower it (got 50000000.0)",
+            "s.toml line 7: sweep.rates[0] " + RATE.format("50000000.0"),
         ),
         (
             HTTP + '[sweep]\nlevels = [1]\nduration = "1s"\n',
-            "s.toml line 4: groups.main.expect_status must be HTTP statuses from 100 to 599, like 200, 200-299 or 2xx "
-            "(got 600)",
+            "s.toml line 4: groups.main.expect_status " + STATUS.format("600"),
         ),
     ],
 )
