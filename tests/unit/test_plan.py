@@ -86,12 +86,8 @@ def test_step_seconds_known_only_for_time_based_steps() -> None:
 
 
 def test_quick_shrinks_sizes_but_keeps_the_shape() -> None:
-    s = parse_scenario(
-        SWEEP.replace("levels = [5, 20, 50]", "levels = [5, 10, 20, 50, 100, 500, 1000]").replace(
-            'duration = "10s"', 'duration = "20m"'
-        )
-        + 'direction = "up-down"\n'
-    )
+    longer = SWEEP.replace('duration = "10s"', 'duration = "20m"') + 'direction = "up-down"\n'
+    s = parse_scenario(longer.replace("levels = [5, 20, 50]", "levels = [5, 10, 20, 50, 100, 500, 1000]"))
     q = quick(s)
     assert q.levels() == [5, 10, 50, 100]  # at most 4 levels, none over 100, first and last kept
     assert q.sweep.duration == 1.0

@@ -174,12 +174,8 @@ def test_engine_spec_paces_the_rate_group_and_leaves_the_baseload_closed() -> No
 
 
 def test_up_down_recovery_and_quick_work_on_rates() -> None:
-    s = parse_scenario(
-        RATES.replace("[400, 100, 200.0, 2.5]", "[50, 100, 200, 400, 800, 1600]").replace(
-            'duration = "1s"', 'duration = "1m"\ndirection = "up-down"'
-        )
-        + "\n[stop]\nmax_rate = 1600\n"
-    )
+    longer = RATES.replace('duration = "1s"', 'duration = "1m"\ndirection = "up-down"') + "\n[stop]\nmax_rate = 1600\n"
+    s = parse_scenario(longer.replace("[400, 100, 200.0, 2.5]", "[50, 100, 200, 400, 800, 1600]"))
     plan = sweep_plan(s)
     assert [p.level for p in plan if p.direction == "down"] == [800, 400, 200, 100, 50]
     assert probe_step(s).level == 50

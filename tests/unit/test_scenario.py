@@ -146,8 +146,7 @@ def test_variables_fill_placeholders_and_command_line_wins() -> None:
 
 
 def test_undefined_variable_says_how_to_define_it() -> None:
-    msg = error_of(MINIMAL.replace("http://127.0.0.1:1/x", "${host}/x"))
-    assert msg == (
+    assert error_of(MINIMAL.replace("http://127.0.0.1:1/x", "${host}/x")) == (
         "s.toml line 3: ${host} is not defined; pass --var host=VALUE or add it under [vars] "
         "(or --secret host=VALUE for a value knee must never write)"
     )
@@ -192,8 +191,7 @@ def test_measured_group_is_the_one_that_follows_the_level() -> None:
 
 
 def test_levels_belong_to_a_group_that_follows_them() -> None:
-    msg = error_of(MINIMAL.replace("levels = [1, 2]\n", ""))
-    assert msg == (
+    assert error_of(MINIMAL.replace("levels = [1, 2]\n", "")) == (
         "s.toml line 5: sweep needs levels, the client counts of group 'main' (clients = \"level\"), "
         "e.g. levels = [5, 20, 50]"
     )
