@@ -21,6 +21,17 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# TLS: the client's certificate and key, and the CAs it trusts (flag, metavar, help)
+_TLS_FILES = [
+    ("--cert", "FILE", "TLS client certificate: PEM (certificate, chain and, without --key, its key in one file, as a "
+     "grid proxy) or PKCS#12 (.p12). Default: $X509_USER_PROXY when set."),
+    ("--key", "FILE", "The client certificate's private key (PEM), when not in --cert."),
+    ("--key-password", "PASSWORD", "Password of --key (or of a PKCS#12 --cert): a secret, never written; '${NAME}' "
+     "with --secret NAME keeps it off the command line."),
+    ("--cacert", "FILE", "Trust the CA certificates in this PEM file."),
+    ("--capath", "DIR", "Trust the CA certificates in this directory (e.g. /etc/grid-security/certificates)."),
+]  # fmt: skip
+
 _TARGET = [
     click.option("-m", "--method", help="HTTP method (default GET, or POST with a body)."),
     click.option("-H", "--header", "headers", multiple=True, help="HTTP header 'Name: value' (repeatable)."),
@@ -28,25 +39,7 @@ _TARGET = [
     click.option("--body", help="Request body (the method becomes POST unless -m says otherwise)."),
     click.option("--body-file", help="Request body from a file."),
     click.option("--insecure", "-k", is_flag=True, help="Do not verify TLS certificates."),
-    click.option(
-        "--cert",
-        metavar="FILE",
-        help="TLS client certificate: PEM (certificate, chain and, without --key, its key in one file, as a grid "
-        "proxy) or PKCS#12 (.p12). Default: $X509_USER_PROXY when set.",
-    ),
-    click.option("--key", metavar="FILE", help="The client certificate's private key (PEM), when not in --cert."),
-    click.option(
-        "--key-password",
-        metavar="PASSWORD",
-        help="Password of --key (or of a PKCS#12 --cert): a secret, never written; '${NAME}' with --secret NAME "
-        "keeps it off the command line.",
-    ),
-    click.option("--cacert", metavar="FILE", help="Trust the CA certificates in this PEM file."),
-    click.option(
-        "--capath",
-        metavar="DIR",
-        help="Trust the CA certificates in this directory (e.g. /etc/grid-security/certificates).",
-    ),
+    *(click.option(flag, metavar=metavar, help=text) for flag, metavar, text in _TLS_FILES),
     click.option(
         "--webpki-roots",
         is_flag=True,
@@ -90,34 +83,27 @@ _TARGET = [
     click.option("--expect-stderr", help="exec: succeed only if stderr matches this regex."),
     click.option("--expect-file", help="exec: succeed only if this file exists afterwards (PATH or PATH:MIN_BYTES)."),
     click.option("--bytes-from", help="exec: the operation's payload is its stdout ('stdout') or this file's size."),
-    click.option(
-        "--worker",
-        is_flag=True,
-        help="The command is a worker program speaking docs/worker-protocol.md.",
-    ),
+    click.option("--worker", is_flag=True, help="The command is a worker program speaking docs/worker-protocol.md."),
     click.option("--python", metavar="MODULE:FUNCTION", help="Clients are a Python flow: this function, run by knee."),
     click.option("--path", help="--python: the directory the flow's module is imported from."),
     click.option("--processes", type=click.IntRange(min=0), help="--worker/--python: processes (0 = one per core)."),
     click.option("--start-timeout", help="--worker/--python: how long a process may take to answer start (30s)."),
 ]
 
+_POSITIVE = click.FloatRange(min=0, min_open=True)
+_AUTO = "--levels auto / --rates auto: "
+
 _SEARCH = [
+    click.option("--max-level", type=_POSITIVE, help=_AUTO + "the highest level (clients, or /s) the search may try."),
     click.option(
-        "--max-level",
-        type=click.FloatRange(min=0, min_open=True),
-        help="--levels auto / --rates auto: the highest level (clients, or /s) the search may try.",
-    ),
-    click.option(
-        "--start",
-        type=click.FloatRange(min=0, min_open=True),
-        help="--levels auto / --rates auto: the first level the search tries (default 1 client, or 10/s).",
+        "--start", type=_POSITIVE, help=_AUTO + "the first level the search tries (default 1 client, or 10/s)."
     ),
     click.option(
         "--precision",
-        help="--levels auto / --rates auto: how closely to locate each point, a share of the level (default 10%) "
-        "or a number of clients (or /s).",
+        help=_AUTO + "how closely to locate each point, a share of the level (default 10%) or a number of clients "
+        "(or /s).",
     ),
-    click.option("--budget", help="--levels auto / --rates auto: the search's total time at most (e.g. 30m)."),
+    click.option("--budget", help=_AUTO + "the search's total time at most (e.g. 30m)."),
     click.option("--min-duration", help="-d auto: the least a level runs (default 10s)."),
     click.option("--max-duration", help="-d auto: the most a level runs (default 2m)."),
 ]
@@ -195,11 +181,11 @@ _LOAD = [
 
 
 SLO = [
-    click.option("--slo-p99", type=click.FloatRange(min=0, min_open=True), help="SLO: p99 latency limit in ms."),
+    click.option("--slo-p99", type=_POSITIVE, help="SLO: p99 latency limit in ms."),
     click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %)."),
     click.option(
         "--min-capacity",
-        type=click.FloatRange(min=0, min_open=True),
+        type=_POSITIVE,
         help="SLO: the capacity under it the service must reach, in clients (/s with --rates); [slo] min_clients "
         "or min_rate. Without it a searched sweep (auto) misses the SLO only when no level met it.",
     ),
