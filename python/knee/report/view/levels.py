@@ -72,6 +72,12 @@ class Row:
 
 OPEN_LOOP_COLUMNS = ["offered_rate_hz", "achieved_rate_hz", "late", "dropped", "p99_uncorrected_ms"]
 LEVEL_COLUMNS = [f.name for f in fields(Row) if f.name not in OPEN_LOOP_COLUMNS]
+# the columns the engine counts per group only: a request's row leaves them empty
+GROUP_ONLY_COLUMNS = [
+    *["bytes_received", "transfer_bps", "connections", "connect_mean_ms", "connect_p99_ms", "tls_resumed"],
+    *["tls_mean_ms", "tls_p99_ms", "ttfb_mean_ms", "ttfb_p99_ms", "achieved_rate_hz", "late", "dropped"],
+    "p99_uncorrected_ms",
+]
 
 
 def row(step: StepResult, g: GroupStats) -> Row:
@@ -142,20 +148,7 @@ def mix_rows(step: StepResult, g: GroupStats, whole: Row) -> list[Row]:
             p90_ms=r.p90_ms,
             p99_ms=r.p99_ms,
             max_ms=r.max_ms,
-            bytes_received=None,
-            transfer_bps=None,
-            connections=None,
-            connect_mean_ms=None,
-            connect_p99_ms=None,
-            tls_resumed=None,
-            tls_mean_ms=None,
-            tls_p99_ms=None,
-            ttfb_mean_ms=None,
-            ttfb_p99_ms=None,
-            achieved_rate_hz=None,
-            late=None,
-            dropped=None,
-            p99_uncorrected_ms=None,
+            **dict.fromkeys(GROUP_ONLY_COLUMNS),
         )
         for r in request_rows(step, g)
     ]
