@@ -7,7 +7,7 @@ report of the record (matplotlib, the analysis) is rendered elsewhere (`knee.liv
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from knee.engine import ShardResult, Snapshot
 from knee.live.state import GroupNow, Hub, Point, StepNow
@@ -19,29 +19,21 @@ from knee.scenario import Scenario
 from knee.spec import RatePacer
 
 
+@dataclass(eq=False)
 class LiveProgress:
     """`inner`'s progress, published to `hub` too. `results`: the runner's engine results, in the order its steps
     ran (the last one is the step that just ended: its histograms go to `/metrics`)."""
 
-    def __init__(
-        self,
-        inner: Progress,
-        hub: Hub,
-        *,
-        scenario: Scenario,
-        record: RunRecord,
-        results: list[ShardResult],
-        remote: RemoteMonitor | None = None,
-    ) -> None:
-        self.inner = inner
-        self.hub = hub
-        self.scenario = scenario
-        self.record = record
-        self.results = results
-        self.remote = remote
-        self._clients: dict[str, tuple[int, float | None]] = {}
-        self._points: list[Point] = []
-        self._last: tuple[float, dict[str, tuple[int, int]]] | None = None
+    inner: Progress
+    hub: Hub
+    _: KW_ONLY
+    scenario: Scenario
+    record: RunRecord
+    results: list[ShardResult]
+    remote: RemoteMonitor | None = None
+    _clients: dict[str, tuple[int, float | None]] = field(default_factory=dict, init=False)
+    _points: list[Point] = field(default_factory=list, init=False)
+    _last: tuple[float, dict[str, tuple[int, int]]] | None = field(default=None, init=False)
 
     def __enter__(self) -> LiveProgress:
         self.inner.__enter__()
