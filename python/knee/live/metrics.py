@@ -24,36 +24,33 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 OUTCOMES = ("succeeded", "failed", "hung", "abandoned")
 
+# Each metric's help, in the order of the text; its type follows from its name: a counter's ends in `_total`, the
+# histograms are named in _HISTOGRAMS, every other metric is a gauge.
 _HELP = {
-    "knee_run_info": ("gauge", "The run: its id and knee's version (always 1)."),
-    "knee_running": ("gauge", "1 while the run goes, 0 once it has ended."),
-    "knee_step": ("gauge", "The index (run.json steps[].index) of the step running now; -1 between steps."),
-    "knee_level": (
-        "gauge",
-        "The level of the step running now: its clients, or its offered rate (/s) in a rate sweep.",
-    ),
-    "knee_clients": ("gauge", "The clients of each group in the step running now."),
-    "knee_in_flight_operations": ("gauge", "Operations started and not yet ended, per group, in the step running now."),
-    "knee_offered_operations_per_second": ("gauge", "An open-loop group's arrival rate in the step running now."),
-    "knee_achieved_operations_per_second": (
-        "gauge",
-        "Operations that ended (succeeded, failed or hung) per second over the last interval, per group.",
-    ),
-    "knee_latency_p50_seconds": ("gauge", "The median latency of succeeded operations over the last second."),
-    "knee_latency_p99_seconds": ("gauge", "The 99th percentile latency of succeeded operations over the last second."),
-    "knee_operations_total": (
-        "counter",
-        "Operations that ended, per group, step and outcome (succeeded, failed, hung, abandoned).",
-    ),
-    "knee_operations_started_total": (
-        "counter",
-        "Operations started and ended: succeeded + failed + hung + abandoned (those in flight are not yet counted).",
-    ),
-    "knee_failures_total": ("counter", "Failed operations of a step, per group and failure class."),
-    "knee_latency_seconds": ("histogram", "Latency of a finished step's succeeded operations, per group."),
-    "knee_process_cpu_seconds_total": ("counter", "knee's own CPU time (user + system)."),
-    "knee_children_cpu_seconds_total": ("counter", "The CPU time of knee's child processes that ended (exec clients)."),
+    "knee_run_info": "The run: its id and knee's version (always 1).",
+    "knee_running": "1 while the run goes, 0 once it has ended.",
+    "knee_step": "The index (run.json steps[].index) of the step running now; -1 between steps.",
+    "knee_level": "The level of the step running now: its clients, or its offered rate (/s) in a rate sweep.",
+    "knee_clients": "The clients of each group in the step running now.",
+    "knee_in_flight_operations": "Operations started and not yet ended, per group, in the step running now.",
+    "knee_offered_operations_per_second": "An open-loop group's arrival rate in the step running now.",
+    "knee_achieved_operations_per_second": "Operations that ended (succeeded, failed or hung) per second over the "
+    "last interval, per group.",
+    "knee_latency_p50_seconds": "The median latency of succeeded operations over the last second.",
+    "knee_latency_p99_seconds": "The 99th percentile latency of succeeded operations over the last second.",
+    "knee_operations_total": "Operations that ended, per group, step and outcome (succeeded, failed, hung, abandoned).",
+    "knee_operations_started_total": "Operations started and ended: succeeded + failed + hung + abandoned (those in "
+    "flight are not yet counted).",
+    "knee_failures_total": "Failed operations of a step, per group and failure class.",
+    "knee_latency_seconds": "Latency of a finished step's succeeded operations, per group.",
+    "knee_process_cpu_seconds_total": "knee's own CPU time (user + system).",
+    "knee_children_cpu_seconds_total": "The CPU time of knee's child processes that ended (exec clients).",
 }
+_HISTOGRAMS = {"knee_latency_seconds"}
+
+
+def _kind(name: str) -> str:
+    return "counter" if name.endswith("_total") else "histogram" if name in _HISTOGRAMS else "gauge"
 
 
 def _escape(value: str) -> str:
@@ -164,6 +161,5 @@ class _Lines:
         lines = []
         for name, samples in self._samples.items():
             if samples:
-                kind, help_text = _HELP[name]
-                lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+                lines += [f"# HELP {name} {_HELP[name]}", f"# TYPE {name} {_kind(name)}", *samples]
         return "\n".join(lines) + "\n"
