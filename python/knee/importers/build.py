@@ -211,9 +211,9 @@ def build(
     *,
     name: str,
     description: str,
-    by_origin: bool,
-    merge: bool,
     bodies_dir: str,
+    by_origin: bool = False,
+    merge: bool = False,
     group_keys: dict[str, Any] | None = None,
     inline_max: int | None = INLINE_BODY_MAX,
 ) -> Imported:

@@ -376,8 +376,6 @@ def import_curl(args: list[str], *, bodies_dir: str) -> Imported:
         [request],
         name="curl",
         description=f"imported from a curl command: {request.method} {request.url.split('?', 1)[0]}",
-        by_origin=False,
-        merge=False,
         bodies_dir=bodies_dir,
         group_keys=keys,
     )

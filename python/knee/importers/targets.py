@@ -147,8 +147,6 @@ def import_targets(path: Path, fmt: str, *, bodies_dir: str) -> Imported:
         targets,
         name=path.stem,
         description=f"imported from the vegeta targets file {path.name}: {len(targets)} targets",
-        by_origin=False,
-        merge=False,
         bodies_dir=bodies_dir,
     )
 
@@ -164,8 +162,6 @@ def with_targets(line: dict[str, Any], targets: list[Request], source: str) -> t
         targets,
         name=line.get("name") or Path(source).stem,
         description=f"the vegeta targets of {source}: {len(targets)} targets",
-        by_origin=False,
-        merge=False,
         bodies_dir=bodies,
         inline_max=None,
     )
