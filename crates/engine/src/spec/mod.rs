@@ -167,25 +167,26 @@ impl Spec {
             }
         }
         for (i, d) in self.data.iter().enumerate() {
-            if self.data[..i].iter().any(|o| o.name == d.name) {
-                return Err(SpecError::new(format!(
-                    "data[{i}].name {:?} is used twice; give every data source its own name",
-                    d.name
-                )));
-            }
+            named_once("data", "data source", &self.data, i, |d| &d.name)?;
             d.validate(&format!("data[{i}]"))?;
         }
         for (i, g) in self.groups.iter().enumerate() {
-            if self.groups[..i].iter().any(|o| o.name == g.name) {
-                return Err(SpecError::new(format!(
-                    "groups[{i}].name {:?} is used twice; give every group its own name",
-                    g.name
-                )));
-            }
+            named_once("groups", "group", &self.groups, i, |g| &g.name)?;
             g.validate(&format!("groups[{i}]"))?;
         }
         Ok(())
     }
+}
+
+/// The name of `items[i]` (`list[i]`), refused when an earlier item has it too (`what`: one item).
+fn named_once<T>(list: &str, what: &str, items: &[T], i: usize, name: impl Fn(&T) -> &String) -> Result<(), SpecError> {
+    let mine = name(&items[i]);
+    if items[..i].iter().any(|o| name(o) == mine) {
+        return Err(SpecError::new(format!(
+            "{list}[{i}].name {mine:?} is used twice; give every {what} its own name"
+        )));
+    }
+    Ok(())
 }
 
 impl GroupSpec {
