@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use crate::cancel::{sleep_unless_stopped, Alarm, Alarms, Cancel};
-use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared};
+use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared, ThreadPart};
 use crate::data::{ClientData, Draw, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
@@ -216,7 +216,13 @@ pub(crate) fn run_thread(
             client_offset: g.spec.client_offset,
         })
         .collect();
-    let hosts = local.block_on(&rt, Hosts::start(&hosted, &mine, thread, shared.threads));
+    let part = ThreadPart {
+        groups: &hosted,
+        mine: &mine,
+        thread,
+        threads: shared.threads,
+    };
+    let hosts = local.block_on(&rt, Hosts::start(part));
     let hosts = match hosts {
         Ok(h) => {
             let _ = ready.send(Ok(()));

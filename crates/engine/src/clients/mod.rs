@@ -24,7 +24,7 @@ mod tcp;
 mod template;
 mod tls;
 
-pub(crate) use program::HostedGroup;
+pub(crate) use program::{HostedGroup, ThreadPart};
 pub(crate) use spawn::prepare_thread as prepare_spawns;
 pub(crate) use tls::{describe as describe_tls, rustls_error};
 
@@ -45,16 +45,11 @@ pub(crate) struct Hosts {
 
 impl Hosts {
     /// Start this thread's program processes (their handshakes done) and lay out its HTTP/2 lanes.
-    pub async fn start(
-        groups: &[HostedGroup],
-        mine: &[Vec<u64>],
-        thread: usize,
-        threads: usize,
-    ) -> Result<Hosts, EngineError> {
-        let programs = program::Hosts::start(groups, mine, thread, threads).await?;
+    pub async fn start(part: ThreadPart<'_>) -> Result<Hosts, EngineError> {
+        let programs = program::Hosts::start(part).await?;
         Ok(Hosts {
             programs,
-            lanes: http2::Lanes::new(groups, mine),
+            lanes: http2::Lanes::new(part.groups, part.mine),
         })
     }
 

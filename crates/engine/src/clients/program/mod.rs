@@ -93,6 +93,16 @@ pub(crate) struct HostedGroup {
     pub client_offset: u64,
 }
 
+/// One engine thread's part of the run, what `Hosts::start` lays out: every group, this thread's clients of
+/// each (their numbers in the group; a client's slot is its place in the list), the thread's index of `threads`.
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadPart<'a> {
+    pub groups: &'a [HostedGroup],
+    pub mine: &'a [Vec<u64>],
+    pub thread: usize,
+    pub threads: usize,
+}
+
 /// One engine thread's program processes, per group.
 #[derive(Default)]
 pub(crate) struct Hosts {
@@ -105,12 +115,13 @@ pub(crate) struct Hosts {
 impl Hosts {
     /// Start this thread's program processes (for each `worker` group with clients here) and do their
     /// handshakes; the error is the first start that failed.
-    pub async fn start(
-        groups: &[HostedGroup],
-        mine: &[Vec<u64>],
-        thread: usize,
-        threads: usize,
-    ) -> Result<Hosts, EngineError> {
+    pub async fn start(part: ThreadPart<'_>) -> Result<Hosts, EngineError> {
+        let ThreadPart {
+            groups,
+            mine,
+            thread,
+            threads,
+        } = part;
         let mut hosts = Hosts::default();
         let mut pending = Vec::new();
         for (g, (hg, clients)) in groups.iter().zip(mine).enumerate() {
