@@ -15,6 +15,7 @@ use rustls::pki_types::ServerName;
 use super::dial::{Conn, Dialer};
 use super::h1;
 use super::http2::H2Prep;
+use super::httpop::HttpOp;
 use super::template::Template;
 use super::{net, tls, Prepared};
 use crate::cancel::{race, Cancel};
@@ -332,17 +333,9 @@ fn byte_name(b: u8) -> String {
 }
 
 pub(crate) struct HttpClient {
-    prep: Arc<Prepared>,
+    pub(super) op: HttpOp,
     conn: Option<Conn>,
     rx: h1::Rx,
-    /// The body, kept only when a body check needs it.
-    body: Vec<u8>,
-    /// The current operation has begun writing its request (it may have reached the server).
-    wrote: bool,
-    /// The local address this client connects from (None: the kernel picks).
-    source: Option<IpAddr>,
-    /// This operation's request.
-    chosen: Chosen,
 }
 
 /// The request an operation sends (HTTP/1.1 and HTTP/2 clients alike): its index in the group's mix, and its
@@ -475,34 +468,16 @@ impl HttpPrep {
 impl HttpClient {
     /// `client`: the client's number in its group (it picks the source address).
     pub fn new(prep: Arc<Prepared>, client: u64) -> HttpClient {
-        let Prepared::Http(p) = &*prep else {
-            unreachable!("an http client always has an http prep")
-        };
-        let source = net::source_for(&p.sources, client);
         HttpClient {
-            prep,
+            op: HttpOp::new(prep, client),
             conn: None,
             rx: h1::Rx::default(),
-            body: Vec::new(),
-            wrote: false,
-            source,
-            chosen: Chosen::default(),
         }
-    }
-
-    /// Pick this operation's request, take its rows and fill it in.
-    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
-        self.chosen.prepare(&self.prep, draw)
-    }
-
-    /// The request this operation sends (its index in the group's mix).
-    pub fn request(&self) -> usize {
-        self.chosen.index()
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let mut report = race!(cancel, self.exchange(d));
-        report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
+        report.unsent = self.op.unsent(&report.outcome);
         // A failed check leaves the connection usable; anything else may have broken it.
         let usable = matches!(
             report.outcome,
@@ -515,13 +490,13 @@ impl HttpClient {
     }
 
     async fn exchange(&mut self, d: &mut Detail) -> OpReport {
-        let Prepared::Http(p) = &*self.prep else {
+        let Prepared::Http(p) = &*self.op.prep else {
             unreachable!("an http client always has an http prep")
         };
-        if let Some(report) = self.chosen.unsendable(p, d) {
+        if let Some(report) = self.op.chosen.unsendable(p, d) {
             return report;
         }
-        let (r, filled) = self.chosen.of(p);
+        let (r, filled) = self.op.chosen.of(p);
         let mut opened = None;
         if p.new_connection {
             self.conn = None;
@@ -537,11 +512,11 @@ impl HttpClient {
         };
         let check_body = r.checks_body();
         let mut sent = 0u64;
-        self.wrote = false;
+        self.op.wrote = false;
         let resp = loop {
             let reused = self.conn.is_some();
             if !reused {
-                match p.dialer.dial(p.nodelay(req.bytes.len()), self.source, d).await {
+                match p.dialer.dial(p.nodelay(req.bytes.len()), self.op.source, d).await {
                     Ok((c, o)) => {
                         self.conn = Some(c);
                         opened = Some(o);
@@ -555,10 +530,10 @@ impl HttpClient {
                 }
                 self.rx.reset();
             }
-            self.wrote = true;
+            self.op.wrote = true;
             let result = match self.conn.as_mut().expect("connected above") {
-                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, &mut self.body, check_body, d).await,
-                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, &mut self.body, check_body, d).await,
+                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, &mut self.op.body, check_body, d).await,
+                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, &mut self.op.body, check_body, d).await,
             };
             match result {
                 Ok(r) => break r,
@@ -581,7 +556,7 @@ impl HttpClient {
         }
         let len = resp.len;
         OpReport {
-            outcome: r.judge(resp.unexpected, len, &self.body, d),
+            outcome: r.judge(resp.unexpected, len, &self.op.body, d),
             connect: opened.map(|o| o.connect),
             handshake: opened.and_then(|o| o.handshake),
             ttfb: Some(resp.ttfb),
@@ -631,14 +606,14 @@ mod tests {
                 feeders: &feeders,
                 state: &mut state,
             };
-            c.prepare(&mut d).unwrap();
-            let (_, f) = c.chosen.of(match &*c.prep {
+            c.op.prepare(&mut d).unwrap();
+            let (_, f) = c.op.chosen.of(match &*c.op.prep {
                 Prepared::Http(p) => p,
                 _ => unreachable!(),
             });
             let f = f.unwrap();
             sent.push((
-                c.request(),
+                c.op.request(),
                 String::from_utf8(f.out.clone()).unwrap(),
                 f.unsendable.clone(),
             ));

@@ -2,6 +2,7 @@
 //! `worker` client: a long-lived program speaking the line protocol). One enum, prepared once per group;
 //! what a thread's clients of a group share (program processes, HTTP/2 connections) is its `Hosts`.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ mod group;
 mod h1;
 mod http;
 mod http2;
+mod httpop;
 mod net;
 mod program;
 mod spawn;
@@ -95,6 +97,16 @@ impl Prepared {
         }))
     }
 
+    /// The local address client `client` of the group connects from: an http or tcp group's `source_addrs` in
+    /// turn (None: the kernel picks, as without them).
+    pub fn source_for(&self, client: u64) -> Option<IpAddr> {
+        match self {
+            Prepared::Http(p) => net::source_for(p.sources(), client),
+            Prepared::Tcp(p) => net::source_for(&p.sources, client),
+            _ => None,
+        }
+    }
+
     /// The names of the group's request mix (empty without one): its results are kept per name too.
     pub fn request_names(&self) -> Vec<String> {
         match self {
@@ -170,19 +182,19 @@ impl Client {
     pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
         self.iteration = draw.iteration;
         match &mut self.kind {
-            Kind::Http(c) => c.prepare(draw),
+            Kind::Http(c) => c.op.prepare(draw),
             Kind::Tcp(c) => c.prepare(draw),
             Kind::Exec(c) => c.prepare(draw),
             Kind::Program(c) => c.prepare(draw),
-            Kind::Http2(c) => c.prepare(draw),
+            Kind::Http2(c) => c.op.prepare(draw),
         }
     }
 
     /// The request of the group's mix this operation sends (0 without a mix).
     pub fn request(&self) -> usize {
         match &self.kind {
-            Kind::Http(c) => c.request(),
-            Kind::Http2(c) => c.request(),
+            Kind::Http(c) => c.op.request(),
+            Kind::Http2(c) => c.op.request(),
             _ => 0,
         }
     }

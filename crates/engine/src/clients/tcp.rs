@@ -24,7 +24,7 @@ pub(crate) struct TcpPrep {
     /// `expect` when it holds placeholders (then `expect` is None).
     expect_template: Option<Template>,
     expect: Option<Regex>,
-    sources: Vec<IpAddr>,
+    pub(super) sources: Vec<IpAddr>,
     connect_timeout: Option<Duration>,
 }
 
@@ -90,16 +90,12 @@ pub(crate) struct TcpClient {
 impl TcpClient {
     /// `client`: the client's number in its group (it picks the source address).
     pub fn new(prep: Arc<Prepared>, client: u64) -> TcpClient {
-        let Prepared::Tcp(p) = &*prep else {
-            unreachable!("a tcp client always has a tcp prep")
-        };
-        let source = net::source_for(&p.sources, client);
         TcpClient {
+            source: prep.source_for(client),
             prep,
             buf: Vec::with_capacity(4096),
             out: Vec::new(),
             expect_now: None,
-            source,
         }
     }
 

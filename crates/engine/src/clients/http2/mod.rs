@@ -11,7 +11,6 @@
 //! code; a reset ends its stream only, the connection carries on.
 
 use std::future::poll_fn;
-use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,12 +20,11 @@ use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING
 use hyper::{Method, Uri};
 
 use super::dial::Opened;
-use super::http::Chosen;
+use super::h1;
+use super::httpop::HttpOp;
 use super::Prepared;
-use super::{h1, net};
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
-use crate::data::{Draw, Exhausted};
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 
 mod conn;
@@ -178,19 +176,12 @@ pub(super) fn from_h1(h1: &[u8], https: bool, block: &mut Vec<u8>) -> Result<Byt
 /// One client: a stream of its lane's connection per operation (with `new_connection`, a connection of
 /// its own per operation).
 pub(crate) struct H2Client {
-    prep: Arc<Prepared>,
+    /// Its request and body; its source address is that of the connections it opens when its lane has none (a
+    /// connection per operation).
+    pub(super) op: HttpOp,
     lane: Rc<Lane>,
     /// The connection this operation opened for itself (a new connection per operation), closed with it.
     own: Option<Rc<Link>>,
-    /// The body, kept only as far as a body check needs it (or to quote an unexpected status's).
-    body: Vec<u8>,
-    /// The current operation's request was handed to a connection (it may have reached the server).
-    wrote: bool,
-    /// The local address the connections this client opens come from when its lane has none (a connection
-    /// per operation); None: the kernel picks.
-    source: Option<IpAddr>,
-    /// This operation's request (its block and body when templated).
-    chosen: Chosen,
 }
 
 /// Resets its stream if the operation ends before the response (a timeout, the run's end); forgotten once
@@ -207,34 +198,16 @@ impl H2Client {
     /// `lane`: the client's share of a connection (None: it opens its own, one per operation); `client`: its
     /// number in its group (it picks the source address of the connections it opens).
     pub fn new(prep: Arc<Prepared>, lane: Option<Rc<Lane>>, client: u64) -> H2Client {
-        let source = match &*prep {
-            Prepared::Http(p) => net::source_for(p.sources(), client),
-            _ => None,
-        };
         H2Client {
-            prep,
+            op: HttpOp::new(prep, client),
             lane: lane.unwrap_or_default(),
             own: None,
-            body: Vec::new(),
-            wrote: false,
-            source,
-            chosen: Chosen::default(),
         }
-    }
-
-    /// Pick this operation's request, take its rows and fill it in.
-    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
-        self.chosen.prepare(&self.prep, draw)
-    }
-
-    /// The request of the group's mix this operation sends.
-    pub fn request(&self) -> usize {
-        self.chosen.index()
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let mut report = race!(cancel, self.exchange(d));
-        report.unsent = matches!(report.outcome, Outcome::Abandoned) && !self.wrote;
+        report.unsent = self.op.unsent(&report.outcome);
         if let Some(link) = self.own.take() {
             link.close(); // its connection closes with the operation
         }
@@ -242,23 +215,23 @@ impl H2Client {
     }
 
     async fn exchange(&mut self, d: &mut Detail) -> OpReport {
-        let prep = self.prep.clone();
+        let prep = self.op.prep.clone();
         let Prepared::Http(p) = &*prep else {
             unreachable!("an http client always has an http prep")
         };
-        if let Some(report) = self.chosen.unsendable(p, d) {
+        if let Some(report) = self.op.chosen.unsendable(p, d) {
             return report;
         }
         let mut opened: Option<Opened> = None;
         let mut refused = 0u32;
-        self.wrote = false;
+        self.op.wrote = false;
         loop {
             let fail = |class, opened: Option<Opened>| OpReport {
                 connect: opened.map(|o| o.connect),
                 handshake: opened.and_then(|o| o.handshake),
                 ..OpReport::of(Outcome::Fail(class))
             };
-            let source = self.lane.source.or(self.source);
+            let source = self.lane.source.or(self.op.source);
             // Opening a connection is boxed: its futures (the dial, the handshake) are large and rare, and
             // would otherwise sit in every client's task, HTTP/1.1 clients' too (the task holds any kind).
             let link = if p.new_connection {
@@ -303,7 +276,7 @@ impl H2Client {
             }
             if end.unprocessed && refused < MAX_REFUSED {
                 refused += 1;
-                self.wrote = false;
+                self.op.wrote = false;
                 continue;
             }
             let class = words(&end.fault, d);
@@ -324,17 +297,17 @@ impl H2Client {
         sent_at: Instant,
         d: &mut Detail,
     ) -> Result<OpReport, Failure> {
-        let (r, filled) = self.chosen.of(p);
+        let (r, filled) = self.op.chosen.of(p);
         let (block, body) = match (&r.h2, filled) {
             (Some(h2), _) => (&h2.block, &h2.body),
             (None, Some(f)) => (&f.block, &f.body),
             (None, None) => unreachable!("a request is fixed (its block encoded once) or filled in"),
         };
         let keep = if r.checks_body() { usize::MAX } else { QUOTED_BODY };
-        let id = poll_fn(|cx| link.poll_open(cx, block, body, keep, &mut self.body)).await?;
-        self.wrote = true;
+        let id = poll_fn(|cx| link.poll_open(cx, block, body, keep, &mut self.op.body)).await?;
+        self.op.wrote = true;
         let open = Open(link, id);
-        let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.body)).await;
+        let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.op.body)).await;
         std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
         let answer = answer?;
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
@@ -346,10 +319,10 @@ impl H2Client {
                 .and_then(|s| s.canonical_reason())
                 .unwrap_or("");
             d.clear().put(format_args!("HTTP/2 {status} {reason}")).fix();
-            d.body_line(&self.body, QUOTED_BODY);
+            d.body_line(&self.op.body, QUOTED_BODY);
         }
         Ok(OpReport {
-            outcome: r.judge(unexpected, answer.len, &self.body, d),
+            outcome: r.judge(unexpected, answer.len, &self.op.body, d),
             ttfb: Some(ttfb),
             bytes: Traffic {
                 sent: body.len() as u64,
