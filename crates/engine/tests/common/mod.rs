@@ -167,6 +167,35 @@ where
     (addr, thread)
 }
 
+/// An HTTPS server on 127.0.0.1:0 with `config`: each connection's handshake shown to `handshaken`, then every
+/// HTTP/1.1 request on it answered 200 `body` and counted in `requests` (when hyper hands it over, as
+/// `TestServer` counts). Its address.
+pub fn https_server(
+    config: rustls::ServerConfig,
+    body: &'static [u8],
+    requests: Arc<AtomicU64>,
+    handshaken: impl Fn(&rustls::ServerConnection) + Clone + Send + 'static,
+) -> SocketAddr {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (addr, _thread) = tokio_server(1, move |listener| async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (acceptor, requests, handshaken) = (acceptor.clone(), requests.clone(), handshaken.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else { return };
+                handshaken(tls.get_ref().1);
+                let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
+                    requests.fetch_add(1, Ordering::Relaxed);
+                    async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(body)))) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
 /// A TCP server that echoes what it reads, one thread per connection.
 pub fn echo_server() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

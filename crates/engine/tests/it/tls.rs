@@ -2,17 +2,11 @@
 
 use crate::common;
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use common::pki::Pki;
 use common::*;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use knee_engine::{run, ErrorClass};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -20,7 +14,7 @@ use serde_json::json;
 
 /// Start an HTTPS server with a certificate of the test PKI (whose root the client is not given);
 /// returns its port and its request counter.
-fn https_server(dir: &std::path::Path) -> (u16, Arc<AtomicU64>) {
+fn untrusted_server(dir: &std::path::Path) -> (u16, Arc<AtomicU64>) {
     let pki = Pki::new(dir);
     let certs = vec![CertificateDer::from_pem_file(pki.dir.join("server.pem")).unwrap()];
     let key = PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap();
@@ -30,41 +24,15 @@ fn https_server(dir: &std::path::Path) -> (u16, Arc<AtomicU64>) {
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
     let requests = Arc::new(AtomicU64::new(0));
-    let req = requests.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let (acceptor, req) = (acceptor.clone(), req.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(stream).await else { return };
-                    let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
-                        req.fetch_add(1, Ordering::Relaxed);
-                        async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"secure\n")))) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), svc)
-                        .await;
-                });
-            }
-        });
-    });
-    (port, requests)
+    let addr = https_server(config, b"secure\n", requests.clone(), |_| ());
+    (addr.port(), requests)
 }
 
 #[test]
 fn https_with_insecure_verifier_and_untrusted_cert_failure() {
     let dir = temp_dir("tls");
-    let (port, requests) = https_server(&dir);
+    let (port, requests) = untrusted_server(&dir);
     let mut client = json!({"kind": "http", "url": format!("https://127.0.0.1:{port}/"), "insecure": true});
     client["expect_body"] = json!("secure");
     let r = run(one_group(2, json!({"total": 100}), client.clone())).unwrap();

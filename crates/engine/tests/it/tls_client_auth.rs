@@ -5,17 +5,11 @@
 
 use crate::common;
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use common::pki::Pki;
 use common::*;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use knee_engine::{run, ErrorClass};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -49,27 +43,12 @@ fn server(pki: &Pki) -> (u16, Counts) {
             PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap(),
         )
         .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let counts = Counts::default();
     let c = counts.clone();
-    let (addr, _thread) = tokio_server(1, move |listener| async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (acceptor, c) = (acceptor.clone(), c.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else { return };
-                c.handshakes.fetch_add(1, Ordering::Relaxed);
-                if tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
-                    c.resumed.fetch_add(1, Ordering::Relaxed);
-                }
-                let req = c.requests.clone();
-                let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
-                    req.fetch_add(1, Ordering::Relaxed);
-                    async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello\n")))) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
+    let addr = https_server(config, b"hello\n", counts.requests.clone(), move |conn| {
+        c.handshakes.fetch_add(1, Ordering::Relaxed);
+        if conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+            c.resumed.fetch_add(1, Ordering::Relaxed);
         }
     });
     (addr.port(), counts)
