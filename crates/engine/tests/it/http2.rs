@@ -156,6 +156,24 @@ fn server(b: Behaviour, tls: Option<(&Pki, &[&[u8]])>) -> (u16, Counts) {
     (addr.port(), counts)
 }
 
+/// An h2c server behaving as the default but for what `edit` sets.
+fn h2c_server(edit: impl FnOnce(&mut Behaviour)) -> (u16, Counts) {
+    let mut b = Behaviour::default();
+    edit(&mut b);
+    server(b, None)
+}
+
+/// Every one of the run's `total` operations succeeded, each a request the server answered.
+fn all_succeeded(r: &knee_engine::ShardResult, counts: &Counts, total: u64) {
+    assert_eq!(
+        succeeded_failed_hung(&r.groups[0]),
+        (total, 0, 0),
+        "{}",
+        r.summary_json()
+    );
+    assert_eq!(holds(r, counts), total);
+}
+
 fn h2c(port: u16, streams: u64) -> Value {
     json!({"kind": "http", "url": format!("http://127.0.0.1:{port}/"), "http2": true, "streams": streams,
            "expect_body": "hello h2"})
@@ -197,18 +215,11 @@ fn clients_are_streams_over_shared_connections() {
     let r = run(spec_of(2, 4, json!({"total": 200}), h2c(port, 1), None)).unwrap();
     let authorities: Vec<String> = counts.authorities.lock().unwrap().iter().cloned().collect();
     assert_eq!(authorities, [format!("Some(\"127.0.0.1:{port}\") None")]);
-    assert_eq!(succeeded_failed_hung(&r.groups[0]), (200, 0, 0), "{}", r.summary_json());
-    assert_eq!(holds(&r, &counts), 200);
+    all_succeeded(&r, &counts, 200);
     assert_eq!((server_connections(&counts, 4), r.groups[0].connect.len()), ((4, 4), 4));
 
     // 100 streams per connection: 200 clients over 2 connections, one per thread; 150 over 2 as well.
-    let (port, counts) = server(
-        Behaviour {
-            delay_ms: 2,
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.delay_ms = 2);
     let r = run(spec_of(2, 200, json!({"duration_ms": 500}), h2c(port, 100), None)).unwrap();
     let g = &r.groups[0];
     assert_eq!(
@@ -243,8 +254,7 @@ fn shared_connections_spread_over_the_source_addresses() {
     // A Host header is the request's :authority (RFC 9113 §8.3.1), not a field of its own.
     client["headers"] = json!([["Host", "knee.example"], ["x-run", "1"]]);
     let r = run(spec_of(2, 8, json!({"total": 400}), client, None)).unwrap();
-    assert_eq!(succeeded_failed_hung(&r.groups[0]), (400, 0, 0), "{}", r.summary_json());
-    assert_eq!(holds(&r, &counts), 400);
+    all_succeeded(&r, &counts, 400);
     assert_eq!((server_connections(&counts, 4), r.groups[0].connect.len()), ((4, 4), 4));
     let peers: Vec<String> = counts.peers.lock().unwrap().iter().map(ToString::to_string).collect();
     assert_eq!(peers, ["127.0.0.2", "127.0.0.3"]);
@@ -256,21 +266,9 @@ fn shared_connections_spread_over_the_source_addresses() {
 fn goaway_refused_and_reset_streams_keep_the_accounting() {
     // GOAWAY every 50 requests of a connection: the streams it did not process go again on a new
     // connection; nothing is lost, nothing counted twice.
-    let (port, counts) = server(
-        Behaviour {
-            goaway_after: Some(50),
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.goaway_after = Some(50));
     let r = run(spec_of(2, 20, json!({"total": 2000}), h2c(port, 10), None)).unwrap();
-    assert_eq!(
-        succeeded_failed_hung(&r.groups[0]),
-        (2000, 0, 0),
-        "{}",
-        r.summary_json()
-    );
-    assert_eq!(holds(&r, &counts), 2000);
+    all_succeeded(&r, &counts, 2000);
     // About 2000 / 50 connections (a connection also answers the streams in flight at its GOAWAY).
     let opened = r.groups[0].connect.len();
     let (accepted, conns) = server_connections(&counts, opened);
@@ -280,30 +278,12 @@ fn goaway_refused_and_reset_streams_keep_the_accounting() {
     );
 
     // REFUSED_STREAM: never processed, sent again.
-    let (port, counts) = server(
-        Behaviour {
-            refuse_every: Some(7),
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.refuse_every = Some(7));
     let r = run(spec_of(2, 20, json!({"total": 1000}), h2c(port, 10), None)).unwrap();
-    assert_eq!(
-        succeeded_failed_hung(&r.groups[0]),
-        (1000, 0, 0),
-        "{}",
-        r.summary_json()
-    );
-    assert_eq!(holds(&r, &counts), 1000);
+    all_succeeded(&r, &counts, 1000);
 
     // RST_STREAM INTERNAL_ERROR after taking the request: a failure of its own class, with its code.
-    let (port, counts) = server(
-        Behaviour {
-            reset_every: Some(10),
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.reset_every = Some(10));
     let r = run(spec_of(1, 10, json!({"total": 500}), h2c(port, 10), None)).unwrap();
     let g = &r.groups[0];
     assert_eq!(g.failures_of(ErrorClass::StreamReset), 50, "{}", r.summary_json());
@@ -444,21 +424,14 @@ fn streams_waiting_for_a_connection_that_cannot_open_fail_with_it() {
 fn bodies_larger_than_the_windows_go_both_ways() {
     // A 300 KB request body (the server's windows are 64 KiB, given back as it reads) and a 20 MiB response
     // (above knee's 16 MiB stream window: knee gives the credit back as it reads).
-    let (port, counts) = server(
-        Behaviour {
-            body_len: 20 << 20,
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.body_len = 20 << 20);
     let mut client = h2c(port, 1);
     client["expect_body"] = Value::Null;
     client["method"] = json!("POST");
     client["body"] = json!("b".repeat(300_000));
     let r = run(spec_of(1, 2, json!({"total": 4}), client, None)).unwrap();
     let g = &r.groups[0];
-    assert_eq!(succeeded_failed_hung(g), (4, 0, 0), "{}", r.summary_json());
-    assert_eq!(holds(&r, &counts), 4);
+    all_succeeded(&r, &counts, 4);
     assert_eq!(g.counts.payload_bytes, 4 * (20 << 20));
     assert_eq!(counts.body_bytes.load(Ordering::Relaxed), 4 * 300_000);
 }
@@ -467,36 +440,24 @@ fn bodies_larger_than_the_windows_go_both_ways() {
 fn the_server_s_stream_limit_makes_streams_wait_not_fail() {
     // 30 clients on one connection, the server takes 3 streams at a time: the others wait for a stream to
     // close; none is refused, none fails.
-    let (port, counts) = server(
-        Behaviour {
-            max_streams: Some(3),
-            delay_ms: 1,
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| {
+        b.max_streams = Some(3);
+        b.delay_ms = 1;
+    });
     let r = run(spec_of(1, 30, json!({"total": 600}), h2c(port, 30), None)).unwrap();
     let g = &r.groups[0];
-    assert_eq!(succeeded_failed_hung(g), (600, 0, 0), "{}", r.summary_json());
-    assert_eq!(holds(&r, &counts), 600);
+    all_succeeded(&r, &counts, 600);
     assert_eq!((g.connect.len(), server_connections(&counts, 1)), (1, (1, 1)));
 }
 
 #[test]
 fn large_response_headers_come_in_continuation_frames() {
-    let (port, counts) = server(
-        Behaviour {
-            header_len: 40_000,
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.header_len = 40_000);
     // The request's header block too (a 40 KB header: HEADERS and CONTINUATION frames of 16 KiB).
     let mut client = h2c(port, 2);
     client["headers"] = json!([["x-filler", "g".repeat(40_000)]]);
     let r = run(spec_of(1, 4, json!({"total": 40}), client, None)).unwrap();
-    assert_eq!(succeeded_failed_hung(&r.groups[0]), (40, 0, 0), "{}", r.summary_json());
-    assert_eq!(holds(&r, &counts), 40);
+    all_succeeded(&r, &counts, 40);
 }
 
 #[test]
@@ -531,13 +492,7 @@ fn a_server_that_stops_reading_hangs_the_streams_not_knee() {
 fn a_hung_stream_is_reset_and_its_connection_carries_on() {
     // Every 10th request is never answered: it hangs (300 ms timeout), knee resets that stream (CANCEL),
     // and the connection goes on carrying the others.
-    let (port, counts) = server(
-        Behaviour {
-            hang_every: Some(10),
-            ..Behaviour::default()
-        },
-        None,
-    );
+    let (port, counts) = h2c_server(|b| b.hang_every = Some(10));
     let mut s = spec_of(1, 5, json!({"total": 200}), h2c(port, 5), None);
     s.groups[0].timeout_ms = 300;
     let r = run(s).unwrap();
