@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
 import re
 import statistics
@@ -36,10 +37,20 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-SERVER_CPU, GENERATOR_CPU = 0, 1
+from paired import (  # noqa: E402
+    GENERATOR_CPU,
+    ROOT,
+    SERVER_CPU,
+    knee_counts,
+    knee_version,
+    median,
+    paired,
+    rotated,
+    write_section,
+)
+
 BEGIN, END = "<!-- feeder-bench: begin -->", "<!-- feeder-bench: end -->"
 VARIANTS = ("fixed", "feeder", "mix", "targets", "vegeta")
 TARGETS = 1000  # distinct URLs in the targets file
@@ -47,34 +58,19 @@ FEEDER_VS_FIXED = MIX_VS_FIXED = 0.95
 VS_VEGETA = 2.0
 MEMORY_FACTOR, MEMORY_EXTRA_MB = 1.5, 50.0
 
-MIX = """\
-seed = 1
-[groups.main]
-kind = "http"
-url = "{url}read"
-clients = "level"
-[[groups.main.requests]]
-name = "read"
-weight = 9
-[[groups.main.requests]]
-name = "write"
-weight = 1
-url = "/write"
-method = "POST"
-headers = {{ "Content-Type" = "application/json" }}
-body = '{body}'
-"""
 BODY = '{"id": 123456, "name": "user123456", "n": 1}'
+JSON = {"Content-Type": "application/json"}
 
 
 def write_inputs(d: Path, url: str, rows: int, targets_count: int) -> dict[str, Path]:
     """The CSV (`id,name`, `rows` rows), the mix scenario and the targets file (`targets_count` URLs), in `d`."""
-    csv = d / "ids.csv"
-    with csv.open("w") as f:
-        f.write("id,name\n")
-        f.writelines(f"{i},user{i}\n" for i in range(rows))
+    sys.path.append(str(ROOT / "tests"))  # the tests' writers of the same files
+    from datafiles import ids_csv, mix_scenario
+
+    csv = ids_csv(d / "ids.csv", rows)
+    write = {"name": "write", "weight": 1, "url": "/write", "method": "POST", "headers": JSON, "body": BODY}
     mix = d / "mix.toml"
-    mix.write_text(MIX.format(url=url, body=BODY))
+    mix.write_text(mix_scenario(f"{url}read", {"name": "read", "weight": 9}, write, seed=1))
     targets = d / "targets.txt"
     targets.write_text("".join(f"GET {url}u/{i * 997}\n" for i in range(targets_count)))
     return {"csv": csv, "mix": mix, "targets": targets}
@@ -137,15 +133,8 @@ def one(variant: str, server: Any, files: dict[str, Path], a: argparse.Namespace
             row |= {"requests": s.requests, "errors": s.errors, "p50_ms": s.p50_ms, "p99_ms": s.p99_ms}
         else:
             doc = json.loads(out.read_text())
-            row |= {
-                "requests": doc["succeeded"] + doc["failed"] + doc["hung"],
-                "started": doc["started"],
-                "errors": doc["failed"] + doc["hung"],
-                "p50_ms": doc["latency_ms"]["p50"],
-                "p99_ms": doc["latency_ms"]["p99"],
-                "load_cpu_s": doc["generator"]["cpu_s"],
-                "elapsed_s": doc["elapsed_s"],
-            }
+            row |= knee_counts(doc)
+            row |= {"started": doc["started"], "load_cpu_s": doc["generator"]["cpu_s"], "elapsed_s": doc["elapsed_s"]}
             if doc.get("data"):
                 row["data_memory_bytes"] = doc["data"][0]["memory_bytes"]
             names = doc.get("requests") or {}
@@ -175,7 +164,7 @@ def load_time(server: Any, files: dict[str, Path], reps: int) -> list[dict[str, 
 
     rows = []
     for rep in range(reps):
-        for variant in ("fixed", "feeder") if rep % 2 == 0 else ("feeder", "fixed"):
+        for variant in rotated(("fixed", "feeder"), rep):
             with tempfile.TemporaryDirectory(prefix="knee-feeder-load-") as tmp:
                 url = server.url + ("u/${ids.id}" if variant == "feeder" else "u/500000")
                 data = ["--data", f"ids={files['csv']}", "--data-order", "random"] if variant == "feeder" else []
@@ -205,14 +194,14 @@ def engine_id() -> str:
 
 
 def versions() -> dict[str, str]:
-    from tool import find_binary, first_line
+    from tool import find_binary
 
     vegeta = find_binary("vegeta")
     out = subprocess.run(["go", "version", "-m", vegeta or "vegeta"], check=False, capture_output=True, text=True,
                          timeout=20) if vegeta else None  # fmt: skip
     mod = re.search(r"^\s*mod\s+\S+\s+(\S+)", out.stdout, re.MULTILINE) if out else None
     return {
-        "knee": first_line([sys.executable, "-m", "knee", "--version"]).removeprefix("knee, version "),
+        "knee": knee_version(),
         "vegeta": mod.group(1) if mod else ("unknown" if vegeta else "not installed"),
         "nginx": __import__("nginx_server").nginx_version(),
     }
@@ -224,17 +213,6 @@ def versions() -> dict[str, str]:
 def _per_request(rows: list[dict[str, Any]], key: str) -> float:
     """Median over the runs of `key` (CPU seconds) per request, in µs."""
     return float(statistics.median(r[key] / r["requests"] * 1e6 for r in rows))
-
-
-def _med(rows: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(r[key] for r in rows))
-
-
-def paired(rows: list[dict[str, Any]], mine: str, theirs: str, key: str = "per_cpu_s") -> list[float]:
-    """Per repetition, `mine`'s `key` over `theirs`' (runs side by side share the machine's drift), sorted."""
-    by = {(r["rep"], r["variant"]): r[key] for r in rows if key in r}
-    reps = sorted({r["rep"] for r in rows})
-    return sorted(by[(i, mine)] / by[(i, theirs)] for i in reps if (i, mine) in by and (i, theirs) in by)
 
 
 def _ratio(r: list[float]) -> str:
@@ -267,28 +245,28 @@ def section_from(data: dict[str, Any]) -> str:
         if not mine:
             continue
         per = sorted(r["per_cpu_s"] for r in mine)
-        load = f"{_med(mine, 'load_cpu_s'):.2f}" if "load_cpu_s" in mine[0] else "—"
-        per_load = f"{_med(mine, 'per_load_cpu_s'):,.0f}" if "per_load_cpu_s" in mine[0] else "—"
-        use = _med(mine, "cpu_s") / _med(mine, "wall_s")
+        load = f"{median(mine, 'load_cpu_s'):.2f}" if "load_cpu_s" in mine[0] else "—"
+        per_load = f"{median(mine, 'per_load_cpu_s'):,.0f}" if "per_load_cpu_s" in mine[0] else "—"
+        use = median(mine, "cpu_s") / median(mine, "wall_s")
         table.append(
-            f"| {titles[v]} | {_med(mine, 'requests') / a['duration']:,.0f} | {_med(mine, 'cpu_s'):.2f} "
-            f"({_med(mine, 'user_s'):.2f} + {_med(mine, 'sys_s'):.2f}) | {use:.0%} "
+            f"| {titles[v]} | {median(mine, 'requests') / a['duration']:,.0f} | {median(mine, 'cpu_s'):.2f} "
+            f"({median(mine, 'user_s'):.2f} + {median(mine, 'sys_s'):.2f}) | {use:.0%} "
             f"| {statistics.median(per):,.0f} ({per[0]:,.0f}–{per[-1]:,.0f}) | {load} | {per_load} "
             f"| {_per_request(mine, 'user_s'):.2f} + {_per_request(mine, 'sys_s'):.2f} "
-            f"| {_med(mine, 'p50_ms'):.3f} | {_med(mine, 'p99_ms'):.3f} | {sum(r['errors'] for r in mine)} "
-            f"| {_med(mine, 'rss_mb'):.0f} |"
+            f"| {median(mine, 'p50_ms'):.3f} | {median(mine, 'p99_ms'):.3f} | {sum(r['errors'] for r in mine)} "
+            f"| {median(mine, 'rss_mb'):.0f} |"
         )
     feeder, mix = paired(rows, "feeder", "fixed"), paired(rows, "mix", "fixed")
     vegeta, targets_fixed = paired(rows, "targets", "vegeta"), paired(rows, "targets", "fixed")
     feeder_load, mix_load = (
-        paired(rows, "feeder", "fixed", "per_load_cpu_s"),
-        paired(rows, "mix", "fixed", "per_load_cpu_s"),
+        paired(rows, "feeder", "fixed", key="per_load_cpu_s"),
+        paired(rows, "mix", "fixed", key="per_load_cpu_s"),
     )
     size_mb = data["csv_bytes"] / 2**20
     bound = MEMORY_FACTOR * size_mb + MEMORY_EXTRA_MB
     fed = [r for r in rows if r["variant"] == "feeder"]
     fixed = [r for r in rows if r["variant"] == "fixed"]
-    rss, rss_fixed = max(r["rss_mb"] for r in fed), _med(fixed, "rss_mb")
+    rss, rss_fixed = max(r["rss_mb"] for r in fed), median(fixed, "rss_mb")
     held = statistics.median(r["data_memory_bytes"] for r in fed) / 2**20
     by_load = {v: [r for r in loads if r["variant"] == v] for v in ("fixed", "feeder")}
     load_wall = paired_diff(loads, "wall_s")
@@ -319,11 +297,11 @@ def section_from(data: dict[str, Any]) -> str:
     ]
     for v, title in (("fixed", "fixed URL"), ("feeder", f"with the {data['csv_rows']:,}-row file")):
         mine = by_load[v]
-        load.append(f"| {title} | {_med(mine, 'wall_s'):.3f} | {_med(mine, 'to_step_s'):.3f} | "
-                    f"{_med(mine, 'cpu_s'):.3f} | {_med(mine, 'rss_mb'):.0f} |")  # fmt: skip
+        load.append(f"| {title} | {median(mine, 'wall_s'):.3f} | {median(mine, 'to_step_s'):.3f} | "
+                    f"{median(mine, 'cpu_s'):.3f} | {median(mine, 'rss_mb'):.0f} |")  # fmt: skip
     load.append(
         f"| the file's cost (paired difference, median (lowest–highest)) | {_diff(load_wall)} | {_diff(load_to_step)} "
-        f"| {_diff(load_cpu)} | {_med(by_load['feeder'], 'rss_mb') - _med(by_load['fixed'], 'rss_mb'):+.0f} |"
+        f"| {_diff(load_cpu)} | {median(by_load['feeder'], 'rss_mb') - median(by_load['fixed'], 'rss_mb'):+.0f} |"
     )
     v = data["versions"]
     return "\n".join(
@@ -379,7 +357,7 @@ def _outside(rows: list[dict[str, Any]]) -> str:
         mine = [r for r in rows if r["variant"] == v]
         if mine:
             outside = statistics.median(r["cpu_s"] - r["load_cpu_s"] for r in mine)
-            parts.append(f"{v}: {outside:.2f} CPU-s outside the step, peak RSS {_med(mine, 'rss_mb'):.0f} MB")
+            parts.append(f"{v}: {outside:.2f} CPU-s outside the step, peak RSS {median(mine, 'rss_mb'):.0f} MB")
     return "knee's own figures, " + "; ".join(parts) + "." if parts else ""
 
 
@@ -405,23 +383,11 @@ def _engine_note(engine: list[str] | None, rows: list[dict[str, Any]]) -> list[s
 
 
 def paired_diff(rows: list[dict[str, Any]], key: str) -> list[float]:
-    by = {(r["rep"], r["variant"]): r[key] for r in rows if key in r}
-    reps = sorted({r["rep"] for r in rows})
-    return sorted(by[(i, "feeder")] - by[(i, "fixed")] for i in reps)
+    return paired(rows, "feeder", "fixed", key=key, op=operator.sub)
 
 
 def _diff(d: list[float]) -> str:
     return f"{statistics.median(d):+.3f} ({d[0]:+.3f}–{d[-1]:+.3f})" if d else "—"
-
-
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text()
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + text + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(doc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -459,8 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="knee-feeder-inputs-") as tmp, Nginx(cpu=SERVER_CPU) as server:
         files = write_inputs(Path(tmp), server.url, a.rows, a.targets)
         for rep in range(a.reps):
-            k = rep % len(variants)
-            for variant in variants[k:] + variants[:k]:
+            for variant in rotated(variants, rep):
                 row = {"rep": rep, **one(variant, server, files, a)}
                 check(row, a.clients)
                 rows.append(row)

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-SERVER_CPU, GENERATOR_CPU = 0, 1
+from paired import GENERATOR_CPU, SERVER_CPU, knee_counts, knee_version, median, paired, parser, rotated, save  # noqa: E402
+
 BEGIN, END = "<!-- flow-http-bench: begin -->", "<!-- flow-http-bench: end -->"
 
 
@@ -66,33 +66,22 @@ def one(tool: str, server: Any, args: argparse.Namespace, locust: str) -> dict[s
         if m.returncode != 0 or m.timed_out:
             raise SystemExit(f"{tool} failed ({m.returncode}):\n{m.stderr[-2000:]}")
         if tool == "knee":
-            doc = json.loads(out.read_text())
-            requests, errors = doc["succeeded"] + doc["failed"] + doc["hung"], doc["failed"] + doc["hung"]
-            p50, p99 = doc["latency_ms"]["p50"], doc["latency_ms"]["p99"]
+            counts = knee_counts(json.loads(out.read_text()))
         else:
-            sample = Locust().parse(m, None)  # type: ignore[arg-type]
-            requests, errors, p50, p99 = sample.requests, sample.errors, sample.p50_ms, sample.p99_ms
+            s = Locust().parse(m, None)  # type: ignore[arg-type]
+            counts = {"requests": s.requests, "errors": s.errors, "p50_ms": s.p50_ms, "p99_ms": s.p99_ms}
     seen = server.requests() - before - 1  # nginx's count, less this look at it
     return {
         "tool": tool,
-        "requests": requests,
-        "errors": errors,
+        **counts,
         "nginx_requests": seen,
         "cpu_s": m.cpu_s,
         "user_s": m.user_s,
         "sys_s": m.sys_s,
         "wall_s": m.wall_s,
         "rss_mb": m.maxrss_mb,
-        "per_cpu_s": requests / m.cpu_s,
-        "p50_ms": p50,
-        "p99_ms": p99,
+        "per_cpu_s": counts["requests"] / m.cpu_s,
     }
-
-
-def ratios(rows: list[dict[str, Any]]) -> list[float]:
-    """Per repetition, knee's requests per CPU-s over Locust's (runs side by side share the machine's drift)."""
-    by = {(r["rep"], r["tool"]): r["per_cpu_s"] for r in rows}
-    return sorted(by[(i, "knee")] / by[(i, "locust")] for i in sorted({r["rep"] for r in rows}))
 
 
 def section_from(data: dict[str, Any]) -> str:
@@ -107,7 +96,7 @@ def section_from(data: dict[str, Any]) -> str:
         mine = [r for r in rows if r["tool"] == tool]
 
         def med(key: str, mine: list[dict[str, Any]] = mine) -> float:
-            return float(statistics.median(r[key] for r in mine))
+            return median(mine, key)
 
         low, high = min(r["per_cpu_s"] for r in mine), max(r["per_cpu_s"] for r in mine)
         table.append(
@@ -116,7 +105,7 @@ def section_from(data: dict[str, Any]) -> str:
             f"{high:,.0f}) | {med('p50_ms'):g} | {med('p99_ms'):g} | {sum(r['errors'] for r in mine)} | "
             f"{med('rss_mb'):.0f} |"
         )
-    r = ratios(rows)
+    r = paired(rows, "knee", "locust", column="tool")  # knee's requests per CPU-s over Locust's, per repetition
     extra = max(x["nginx_requests"] - x["requests"] for x in rows)
     met = "**met**" if statistics.median(r) >= 1.0 else "**not met**"
     return "\n".join(
@@ -147,24 +136,9 @@ def section_from(data: dict[str, Any]) -> str:
     )
 
 
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text()
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + text + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(doc)
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
-    p.add_argument("--reps", type=int, default=5, help="repetitions of each generator (default 5)")
-    p.add_argument("--clients", type=int, default=50)
+    p = parser(__doc__, 5, "generator", "bench-flow-http.json")
     p.add_argument("--locust", help="the locust command (default: the venv's, then PATH's)")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
-    p.add_argument("--json", type=Path, default=BENCH / "results" / "bench-flow-http.json")
     args = p.parse_args(argv)
     from measure import raise_nofile_limit
     from nginx_server import Nginx
@@ -176,22 +150,19 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     with Nginx(cpu=SERVER_CPU) as server:
         for rep in range(args.reps):
-            for tool in ("knee", "locust") if rep % 2 == 0 else ("locust", "knee"):
+            for tool in rotated(("knee", "locust"), rep):
                 row = one(tool, server, args, locust)
                 if not 0 <= row["nginx_requests"] - row["requests"] <= 2 * args.clients or row["errors"]:
                     raise SystemExit(f"{tool}: {row['requests']} requests, nginx read {row['nginx_requests']}: {row}")
                 rows.append({"rep": rep, **row})
                 print(json.dumps(rows[-1]), flush=True)
     versions = {
-        "knee": first_line([sys.executable, "-m", "knee", "--version"]).removeprefix("knee, version "),
+        "knee": knee_version(),
         "locust": first_line([locust, "--version"]).split(" from ")[0].removeprefix("locust "),
         "python": sys.version.split()[0],
     }
     data = {"clients": args.clients, "duration": args.duration, "reps": args.reps, "runs": rows, "versions": versions}
-    args.json.parent.mkdir(exist_ok=True)
-    args.json.write_text(json.dumps(data, indent=2))
-    write_section(args.out, section_from(data))
-    print(f"wrote {args.out}", flush=True)
+    save(args, data, section_from(data))
     return 0
 
 

@@ -26,15 +26,15 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
+
+from paired import GENERATOR_CPU, ROOT, SERVER_CPU, median, paired, parser, rotated, save  # noqa: E402
 
 if TYPE_CHECKING:
     from measure import Measured
 
     from browser import Browser
 
-SERVER_CPU, GENERATOR_CPU = 0, 1
 BEGIN, END = "<!-- live-bench: begin -->", "<!-- live-bench: end -->"
 
 
@@ -104,18 +104,6 @@ VARIANTS = {
 }
 
 
-def median(rows: list[dict[str, Any]], key: str) -> float:
-    return float(statistics.median(r[key] for r in rows))
-
-
-def paired(rows: list[dict[str, Any]], variant: str, key: str) -> list[float]:
-    """Per repetition, `variant`'s `key` over plain's in the same repetition, less 1 (a cost is negative): runs side
-    by side share the machine's drift (other processes, the CPU's clock), which their ratio cancels."""
-    reps = sorted({r["rep"] for r in rows})
-    by = {(r["rep"], r["variant"]): r[key] for r in rows}
-    return sorted(by[(i, variant)] / by[(i, "plain")] - 1 for i in reps)
-
-
 def section_from(data: dict[str, Any]) -> str:
     """The section from bench/results/bench-live.json (bench/report.py renders the page with it)."""
     args = SimpleNamespace(clients=data["clients"], duration=data["duration"], reps=data["reps"])
@@ -137,7 +125,8 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, scrapes: int) 
         )
 
     def change(variant: str, key: str) -> str:
-        d = paired(rows, variant, key)
+        """`variant`'s `key` over plain's in the same repetition, less 1 (a cost is negative)."""
+        d = [x - 1 for x in paired(rows, variant, "plain", key=key)]
         return f"**{statistics.median(d):+.1%}** ({d[0]:+.1%} … {d[-1]:+.1%})"
 
     plain = [r for r in rows if r["variant"] == "plain"]
@@ -179,24 +168,8 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, scrapes: int) 
     )
 
 
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text()
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + text + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(doc)
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
-    p.add_argument("--reps", type=int, default=7, help="repetitions of each variant (default 7)")
-    p.add_argument("--clients", type=int, default=50)
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
-    p.add_argument("--json", type=Path, default=BENCH / "results" / "bench-live.json")
-    args = p.parse_args(argv)
+    args = parser(__doc__, 7, "variant", "bench-live.json").parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))  # the tests' Prometheus and Chromium (tests/servers.py, tests/browser.py)
     from measure import raise_nofile_limit
     from nginx_server import Nginx, free_port
@@ -212,9 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         prometheus = start_prometheus(Path(tmp), [f"127.0.0.1:{port}"])
         browser = Browser()
         try:
-            order = list(VARIANTS)
             for rep in range(args.reps):
-                for variant in order[rep % 3 :] + order[: rep % 3]:
+                for variant in rotated(list(VARIANTS), rep):
                     served = {"plain": None, "alone": alone, "watched": port}[variant]
                     row = one(variant, server.url, args, served, browser if served == port else None)
                     if variant == "watched" and row["page_succeeded"] != row["succeeded"]:
@@ -228,11 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             prometheus.stop()
     if scrapes < args.reps * args.duration:
         raise SystemExit(f"Prometheus scraped knee only {scrapes} times")
-    args.json.parent.mkdir(exist_ok=True)
     data = {"clients": args.clients, "duration": args.duration, "reps": args.reps, "runs": rows, "scrapes": scrapes}
-    args.json.write_text(json.dumps(data, indent=2))
-    write_section(args.out, section(rows, args, scrapes))
-    print(f"wrote {args.out}", flush=True)
+    save(args, data, section(rows, args, scrapes))
     return 0
 
 

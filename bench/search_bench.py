@@ -25,6 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
+from paired import write_section  # noqa: E402
+
 from knee.demo_target import start_target  # noqa: E402
 from knee.model import RunRecord  # noqa: E402
 from knee.store import RunDir  # noqa: E402
@@ -208,13 +210,7 @@ def main() -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     data = {"seconds": args.seconds, "auto": auto, "fixed": fixed, "unsettled": rest, "walls": list(walls)}
     args.json.write_text(json.dumps(data, indent=1))
-    text = args.out.read_text() if args.out.exists() else ""
-    new = section(args.seconds, auto, fixed, walls, rest)
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + new + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip("\n") + "\n\n" + new + "\n"
-    args.out.write_text(text)
+    write_section(args.out, section(args.seconds, auto, fixed, walls, rest))
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from datafiles import ids_csv, mix_scenario
+
 from conftest import knee_cli
 from servers import NGINX_HEAD, Nginx, free_port, stop_process, wait_for_port
 
 
-def _ids(tmp: Path, n: int, name: str = "ids.csv") -> Path:
-    path = tmp / name
-    path.write_text("id,name\n" + "".join(f"{i},user{i}\n" for i in range(n)))
-    return path
+def _ids(tmp: Path, n: int) -> Path:
+    return ids_csv(tmp / "ids.csv", n)
 
 
 def _record(out: Path) -> dict[str, Any]:
@@ -72,25 +72,11 @@ def test_a_sweep_whose_queue_runs_out_uses_disjoint_rows_and_says_so(nginx: Ngin
     assert steps[1]["spec"]["data"][0]["ranges"] == [[100, 2**63 - 1]]
 
 
-MIX = """\
-seed = {seed}
-[groups.main]
-kind = "http"
-url = "{url}/read"
-clients = "level"
-[[groups.main.requests]]
-name = "read"
-weight = 9
-[[groups.main.requests]]
-name = "write"
-url = "/write?at=${{now_ms}}"
-body = '{{"id": "${{uuid}}"}}'
-"""
-
-
 def _mix(tmp: Path, url: str, seed: int) -> Path:
+    """A 9:1 mix: `read` GETs /read, `write` sends a new uuid to /write."""
     path = tmp / f"mix-{seed}.toml"
-    path.write_text(MIX.format(seed=seed, url=url))
+    write = {"name": "write", "url": "/write?at=${now_ms}", "body": '{"id": "${uuid}"}'}
+    path.write_text(mix_scenario(f"{url}/read", {"name": "read", "weight": 9}, write, seed=seed))
     return path
 
 
@@ -209,25 +195,14 @@ def test_a_templated_mix_over_http2_sends_each_row_on_shared_connections(tmp_pat
         ids = _ids(tmp_path, 600)
         scenario = tmp_path / "h2.toml"
         scenario.write_text(
-            f"""seed = 3
-[[data]]
-name = "ids"
-file = "{ids}"
-order = "queue"
-[groups.main]
-kind = "http"
-url = "http://127.0.0.1:{port}/u/${{ids.id}}"
-http2 = true
-streams = 4
-clients = "level"
-[[groups.main.requests]]
-name = "get"
-weight = 3
-[[groups.main.requests]]
-name = "post"
-url = "/p/${{ids.id}}?n=${{ids.name}}"
-body = '{{"id": ${{ids.id}}}}'
-"""
+            mix_scenario(
+                f"http://127.0.0.1:{port}/u/${{ids.id}}",
+                {"name": "get", "weight": 3},
+                {"name": "post", "url": "/p/${ids.id}?n=${ids.name}", "body": '{"id": ${ids.id}}'},
+                group={"http2": True, "streams": 4},
+                seed=3,
+                data=[{"name": "ids", "file": str(ids), "order": "queue"}],
+            )
         )
         r = knee_cli("run", str(scenario), "-c", "8", "-n", "600", "--out", str(tmp_path / "runs"))
         assert r.returncode == 0, r.stderr

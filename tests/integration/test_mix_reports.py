@@ -10,32 +10,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from datafiles import mix_scenario
+
 from conftest import knee_cli
 from servers import Nginx
-
-MIX = """\
-name = "mix"
-seed = 3
-[groups.main]
-kind = "http"
-url = "{url}/read"
-clients = "level"
-[[groups.main.requests]]
-name = "read"
-weight = 9
-[[groups.main.requests]]
-name = "write"
-method = "POST"
-url = "/missing"
-body = "x"
-[sweep]
-levels = [1, 4]
-total = 3000
-settle_wait = "0s"
-[recovery]
-enabled = false
-"""
-
 
 ROWS = 25
 
@@ -47,7 +25,17 @@ def _run_dir(out: Path) -> Path:
 
 def test_a_swept_mix_is_reported_per_request(nginx: Nginx, tmp_path: Path) -> None:
     scenario = tmp_path / "mix.toml"
-    scenario.write_text(MIX.format(url=nginx.url))
+    scenario.write_text(
+        mix_scenario(
+            f"{nginx.url}/read",
+            {"name": "read", "weight": 9},
+            {"name": "write", "method": "POST", "url": "/missing", "body": "x"},
+            name="mix",
+            seed=3,
+            sweep={"levels": [1, 4], "total": 3000, "settle_wait": "0s"},
+            recovery={"enabled": False},
+        )
+    )
     nginx.clear_log()
     r = knee_cli("sweep", str(scenario), "--out", str(tmp_path / "runs"))
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,97 @@
+"""What the paired benches share (feeder_bench.py, flow_http_bench.py, live_bench.py, search_bench.py): runs side by
+side in an order that rotates each repetition, figures taken within one repetition (two runs side by side share the
+machine's drift: other processes, the CPU's clock), their medians, knee's own counts from its --json, and the
+section between two markers in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+SERVER_CPU, GENERATOR_CPU = 0, 1  # nginx (and the driver) on core 0, the generator on core 1
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+
+def parser(doc: str | None, reps: int, each: str, results: str) -> argparse.ArgumentParser:
+    """The flags every paired bench takes: seconds per run, repetitions, clients, the page and the raw figures."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
+    p.add_argument("--reps", type=int, default=reps, help=f"repetitions of each {each} (default {reps})")
+    p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
+    p.add_argument("--json", type=Path, default=BENCH / "results" / results)
+    return p
+
+
+def rotated(order: Sequence[T], rep: int) -> list[T]:
+    """`order` started at repetition `rep`'s place: over len(order) repetitions each goes first once."""
+    k = rep % len(order)
+    return [*order[k:], *order[:k]]
+
+
+def median(rows: list[Row], key: str) -> float:
+    return float(statistics.median(r[key] for r in rows))
+
+
+def paired(
+    rows: list[Row],
+    mine: str,
+    theirs: str,
+    *,
+    key: str = "per_cpu_s",
+    column: str = "variant",
+    op: Callable[[float, float], float] = operator.truediv,
+) -> list[float]:
+    """Per repetition, `op` of `mine`'s `key` and `theirs'` (rows told apart by `column`), sorted; a repetition
+    without either is passed over."""
+    by = {(r["rep"], r[column]): r[key] for r in rows if key in r}
+    reps = sorted({r["rep"] for r in rows})
+    return sorted(op(by[(i, mine)], by[(i, theirs)]) for i in reps if (i, mine) in by and (i, theirs) in by)
+
+
+def knee_counts(doc: dict[str, Any]) -> Row:
+    """A `knee run --json` document's requests (every operation that ended), errors and latency percentiles."""
+    return {
+        "requests": doc["succeeded"] + doc["failed"] + doc["hung"],
+        "errors": doc["failed"] + doc["hung"],
+        "p50_ms": doc["latency_ms"]["p50"],
+        "p99_ms": doc["latency_ms"]["p99"],
+    }
+
+
+def knee_version() -> str:
+    from tool import first_line
+
+    return first_line([sys.executable, "-m", "knee", "--version"]).removeprefix("knee, version ")
+
+
+def write_section(path: Path, text: str) -> None:
+    """`text` (starting and ending with its markers) in place of the section between the same markers in `path`,
+    or at its end."""
+    begin, end = text.splitlines()[0], text.splitlines()[-1]
+    doc = path.read_text() if path.exists() else ""
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        doc = head + text + rest.split(end, 1)[1]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(doc)
+
+
+def save(args: argparse.Namespace, data: dict[str, Any], section: str) -> None:
+    """The raw figures to --json, the section to --out."""
+    args.json.parent.mkdir(exist_ok=True)
+    args.json.write_text(json.dumps(data, indent=2))
+    write_section(args.out, section)
+    print(f"wrote {args.out}", flush=True)
