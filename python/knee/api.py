@@ -121,6 +121,7 @@ def run(
     check: bool = True,
     console: Console | None = None,
     client: Any = None,
+    ship: bool | str = False,
     serve: str | None = None,
     **options: Any,
 ) -> RunResult:
@@ -130,7 +131,8 @@ def run(
     Stops after `n` operations in all, `iterations` per client, or `duration` (10 s if none is given).
     `timeout`: an operation still running after it is hung. `check`: refuse to start (UserError) if
     the target cannot be reached at all. `out`: keep a run directory there. `client`: a
-    `distributed.Client` whose workers run the load (left open). On Ctrl-C the partial result
+    `distributed.Client` whose workers run the load (left open); `ship`: install this knee's wheel on the workers
+    that lack it (True, or the wheel's path: `--ship`, docs/distributed.md). On Ctrl-C the partial result
     is returned with `interrupted=True`. `serve`: "[HOST:]PORT" to serve the live page and `/metrics` on (docs/live.md).
     """
     from knee.runner import execute, start_run
@@ -140,7 +142,7 @@ def run(
 
     loaded = _loaded(target, None, True, dict(options, clients=clients, rates=[rate] if rate is not None else None))
     scenario, run_dir = start_run(loaded, Path(out) if out is not None else None, "run")
-    with _executor(client, scenario) as executor:
+    with _executor(client, scenario, ship) as executor:
         outcome = execute(
             scenario,
             run_dir,
@@ -174,6 +176,7 @@ def sweep(
     console: Console | None = None,
     quick: bool = False,
     client: Any = None,
+    ship: bool | str = False,
     serve: str | None = None,
     **options: Any,
 ) -> Run:
@@ -181,8 +184,9 @@ def sweep(
     `rates=[…]`, `duration`, `slo_p99` …), or of a `scenario` (a TOML file's path or a Scenario).
     Returns the run: `.verdict`, `.levels()`, `.dataframe()`, `.run_dir`. `out=None` keeps no directory.
     `client`: a `distributed.Client` (of a LocalCluster, dask-jobqueue's HTCondorCluster or SLURMCluster,
-    dask-kubernetes …) whose workers run the load; it is left open. `serve`: "[HOST:]PORT" to serve the live page and
-    `/metrics` on while it runs (docs/live.md)."""
+    dask-kubernetes …) whose workers run the load; it is left open. `ship`: install this knee's wheel on the workers
+    that lack it (True, or the wheel's path: `--ship`, docs/distributed.md). `serve`: "[HOST:]PORT" to serve the live
+    page and `/metrics` on while it runs (docs/live.md)."""
     from knee.runner import execute, start_run
     from knee.scenario.address import parse_serve
 
@@ -190,7 +194,7 @@ def sweep(
 
     loaded = _loaded(target, scenario, False, dict(options))
     sc, run_dir = start_run(loaded, Path(out) if out is not None else None, "sweep", shorten=quick)
-    with _executor(client, sc) as executor:
+    with _executor(client, sc, ship) as executor:
         outcome = execute(
             sc, run_dir, console or Console(quiet=True), executor=executor, write=run_dir.kept, serve=where
         )
@@ -198,15 +202,27 @@ def sweep(
 
 
 @contextlib.contextmanager
-def _executor(client: Any, scenario: Scenario) -> Iterator[Any]:
+def _executor(client: Any, scenario: Scenario, ship: bool | str) -> Iterator[Any]:
     """The Dask executor on the caller's `distributed.Client`, or None (the scenario's own choice). Closed at the
-    end (the driver's lease ends with it); the caller's client is left open."""
+    end (the driver's lease ends with it); the caller's client is left open. `ship` (or the scenario's `[cluster]
+    ship`): install this knee on the workers that lack it."""
     if client is None:
+        if ship and not (scenario.cluster.address or scenario.cluster.jobqueue):
+            from knee.errors import UserError
+
+            raise UserError(
+                f"ship={ship!r} installs knee on a cluster's workers: give client= (a distributed.Client) too, or a "
+                "scenario with a [cluster]"
+            )
+        if ship:
+            scenario.cluster.ship = ship
         yield None
         return
     from knee.executor.dask import DaskExecutor
 
-    executor = DaskExecutor(client, scenario.cluster.weights, lease_s=scenario.cluster.lease)
+    executor = DaskExecutor(
+        client, scenario.cluster.weights, lease_s=scenario.cluster.lease, ship=ship or scenario.cluster.ship
+    )
     try:
         yield executor
     finally:

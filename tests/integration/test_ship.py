@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import knee
 from knee import __version__
 from knee.store import RunDir
 
@@ -43,6 +44,7 @@ def knee_in(bin_dir: Path) -> str:
     return proc.stdout.strip()
 
 
+@pytest.mark.timeout(900)  # pip installs from PyPI into the workers' venv, twice (the API's ship, then --ship)
 def test_ship_installs_the_drivers_knee_on_workers_without_it(
     bare_cluster: tuple[Cluster, Path], nginx: Nginx, tmp_path: Path
 ) -> None:
@@ -64,6 +66,21 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
     said = [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]
     assert proc.returncode == 2 and len(said) == 1 and "not a wheel of knee" in said[0], proc.stderr
     assert nginx.access_lines() == []
+
+    # The Python API's ship=True: the same wheel goes to the workers, and the sweep runs on both.
+    with distributed.Client(cluster.address) as client:
+        run = knee.sweep(
+            nginx.url + "/", client=client, ship=True, out=str(tmp_path / "api"), levels=[2], iterations=25,
+            no_recovery=True, settle="0",
+        )  # fmt: skip
+        assert knee_in(bin_dir) == __version__
+        (step,) = run.record.steps
+        assert step.groups["main"].succeeded == 50 and sorted(w.clients for w in step.workers) == [1, 1]
+        assert settled(lambda: len(nginx.access_lines()), sent(run.record)) == sent(run.record)
+    # uninstalled again (the workers' processes keep what they loaded): the command line's --ship installs it anew
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "uninstall", "-q", "-y", "knee"], check=True, timeout=120)
+    assert knee_in(bin_dir) == "none"
+    nginx.clear_log()
 
     # With --ship: the wheel goes to the workers' venv, and the sweep runs on both workers.
     out = tmp_path / "runs"
