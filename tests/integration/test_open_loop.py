@@ -8,24 +8,19 @@ The rate-accuracy-over-10-s, Poisson goodness-of-fit, cap and 2 s stall checks l
 from __future__ import annotations
 
 import base64
-import json
 import re
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import jsonschema
 import pytest
 from hdrh.histogram import HdrHistogram
 
 import knee
+from cli import run_json
 from knee.demo_target import TargetProcess, start_target
 
-from conftest import REPO, knee_cli
+from conftest import knee_cli
 from servers import Nginx, settled
-
-SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +28,6 @@ def target() -> Iterator[TargetProcess]:
     # basic: S(1) = 10 ms, capacity ≈ 900 req/s; 200/s keeps about 2 requests in flight.
     with start_target("basic") as t:
         yield t
-
-
-def run_json(tmp_path: Path, *args: str) -> tuple[dict, subprocess.CompletedProcess[str]]:
-    out = tmp_path / f"r{time.monotonic_ns()}.json"
-    proc = knee_cli("run", "-q", "--json", str(out), *args, timeout=60)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    doc = json.loads(out.read_text())
-    jsonschema.validate(doc, SCHEMA)
-    return doc, proc
 
 
 def test_a_rate_within_capacity_is_achieved_and_nginx_saw_every_arrival(nginx: Nginx, tmp_path: Path) -> None:

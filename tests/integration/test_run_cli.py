@@ -17,20 +17,10 @@ import psutil
 import pytest
 
 import knee
+from cli import SCHEMA, run_json
 
-from conftest import REPO, knee_cli
+from conftest import knee_cli
 from servers import Nginx, free_port, pids_alive, settled
-
-SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
-
-
-def run_json(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[dict, subprocess.CompletedProcess[str]]:
-    out = tmp_path / f"r{time.monotonic_ns()}.json"
-    proc = knee_cli("run", "-q", "--json", str(out), *args, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    doc = json.loads(out.read_text())
-    jsonschema.validate(doc, SCHEMA)
-    return doc, proc
 
 
 def test_counts_equal_what_nginx_logged(nginx: Nginx, tmp_path: Path) -> None:

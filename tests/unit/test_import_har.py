@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cli import one_sentence
 from knee.cli import main
 from knee.errors import UserError
 from knee.importers.build import request_name
@@ -292,16 +293,6 @@ def test_command_writes_the_file_and_says_what_to_set(tmp_path: Path, capsys: py
     assert "left out 1 static asset " in err
     assert "abcdef" not in out.read_text() and "abcdef" not in err
     assert tomllib.loads(out.read_text())["secrets"] == ["main_cookie_session"]
-
-
-def one_sentence(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2, err
-    (line,) = err.splitlines()
-    assert line.startswith("knee: error: ")
-    return line.removeprefix("knee: error: ")
 
 
 def test_bad_recordings_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
