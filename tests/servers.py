@@ -12,14 +12,18 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knee.engine import ShardResult
 from knee.executor import Interrupts, run_step
 from knee.model import RunRecord
 from knee.spec import EngineSpec
+
+if TYPE_CHECKING:
+    from knee.demo_target import TargetProcess
 
 # What every nginx of the tests shares: one worker, in the foreground, its files in its own directory.
 NGINX_HEAD = """\
@@ -55,6 +59,18 @@ NGINX_CONF = (
 }}
 """
 )
+
+
+SESSION_PASSWORD = "s3cret-pw"
+
+
+def session_target() -> AbstractContextManager[TargetProcess]:
+    """`knee target basic` behind a login (POST /login with SESSION_PASSWORD) whose /files/doc (1000 bytes) only a
+    logged-in session may read: the target of the flows and worker programs that log in."""
+    from knee.demo_target import start_target
+
+    login = {"path": "/login", "password": SESSION_PASSWORD}
+    return start_target("basic", login=login, paths={"/files/doc": {"session": True, "bytes": 1000}})
 
 
 def free_port() -> int:
@@ -224,6 +240,13 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def kill_if_running(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL, by PID, and reaped, unless it has ended: a test's `finally`, so that nothing outlives a failure."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
 
 
 def wait_for_http(url: str, timeout_s: float = 20.0) -> None:

@@ -21,13 +21,20 @@ from knee.model import RunRecord, Verdict
 from knee.store import RunDir
 
 from postgres import start_postgres
-from servers import sent, settled
+from servers import kill_if_running, sent, settled
 
 
 def knee(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "knee", *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
+
+
+def sweep(out: Path, *args: str, timeout: float = 180) -> tuple[RunRecord, str]:
+    """`knee sweep --no-recovery --out OUT ARGS`, which must succeed: its run, and what it printed."""
+    proc = knee("sweep", "--no-recovery", "--out", str(out), *args, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return the_run(out), proc.stdout
 
 
 def the_run(out: Path) -> RunRecord:
@@ -50,14 +57,10 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     their query before they notice the client is gone, and hold a connection slot until then)."""
     out = tmp_path / "runs"
     with start_postgres(max_connections=20) as pg:
-        proc = knee(
-            "sweep", "--levels", "auto", "--start", "4", "--max-level", "64", "-d", "4s", "--pause", "2s",
-            "--timeout", "20s", "--no-recovery",
-            "--out", str(out), "--", *pg.psql("SELECT pg_sleep(1)"),
-            timeout=280,
+        record, stdout = sweep(
+            out, "--levels", "auto", "--start", "4", "--max-level", "64", "-d", "4s", "--pause", "2s",
+            "--timeout", "20s", "--", *pg.psql("SELECT pg_sleep(1)"), timeout=280,
         )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    record = the_run(out)
     v = verdict(record)
     levels = searched(record)
     assert v.error_onset_level == 21, (levels, v.sentences)
@@ -70,7 +73,7 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     assert ramp[:2] == [4, 8] and ramp[-1] == 32, ramp  # from --start 4, ×2 (×4 while the rate grows in proportion)
     assert record.search_end
     # the live progress says why each level was chosen
-    assert "the error onset between" in proc.stdout
+    assert "the error onset between" in stdout
 
 
 @pytest.mark.serial  # a USL fitted to measured rates
@@ -80,12 +83,7 @@ def test_a_usl_service_is_placed_at_its_n_star(tmp_path: Path) -> None:
     n_star = math.sqrt((1 - sigma) / kappa)  # 21.8
     out = tmp_path / "runs"
     with start_target("basic", sigma=sigma, kappa=kappa) as target:
-        proc = knee(
-            "sweep", f"{target.url}/", "--levels", "auto", "--max-level", "64", "-d", "1500ms", "--no-recovery",
-            "--out", str(out), timeout=180,
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = the_run(out)
+        record, _ = sweep(out, f"{target.url}/", "--levels", "auto", "--max-level", "64", "-d", "1500ms")
     v = verdict(record)
     assert v.usl is not None and v.usl.n_star is not None
     assert v.usl.sigma == pytest.approx(sigma, rel=0.2), v.usl
@@ -109,12 +107,7 @@ def test_a_usl_service_is_placed_at_its_n_star(tmp_path: Path) -> None:
 def test_a_queueing_pool_of_8_is_a_plateau_from_8(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     with start_target(lam=50.0, sigma=0.0, kappa=0.0, workers=8) as target:
-        proc = knee(
-            "sweep", f"{target.url}/", "--levels", "auto", "--max-level", "128", "-d", "1s", "--no-recovery",
-            "--out", str(out), timeout=180,
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = the_run(out)
+        record, _ = sweep(out, f"{target.url}/", "--levels", "auto", "--max-level", "128", "-d", "1s")
     v = verdict(record)
     assert len(searched(record)) <= 12, [(s.level, s.reason) for s in record.steps]
     plateau = v.brackets["plateau"]
@@ -133,12 +126,10 @@ def test_rates_auto_finds_the_capacity_of_an_open_loop(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     with start_target(lam=50.0, sigma=0.0, kappa=0.0, workers=8) as target:
         capacity = target.model["plateau_rate"]
-        proc = knee(
-            "sweep", f"{target.url}/", "--rates", "auto", "--start", "50", "--max-level", "1600", "-c", "64",
-            "-d", "2s", "--timeout", "5s", "--no-recovery", "--out", str(out), timeout=180,
+        record, _ = sweep(
+            out, f"{target.url}/", "--rates", "auto", "--start", "50", "--max-level", "1600", "-c", "64",
+            "-d", "2s", "--timeout", "5s",
         )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    record = the_run(out)
     v = verdict(record)
     b = v.brackets["saturation"]
     assert b.below is not None, (b, v.sentences)
@@ -172,9 +163,7 @@ def test_a_search_resumed_after_ctrl_c_reaches_the_same_verdict(tmp_path: Path) 
             child.send_signal(signal.SIGINT)
             child.communicate(timeout=30)
         finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+            kill_if_running(child)
         assert child.returncode == 130
         (run,) = [p for p in cut.iterdir() if p.is_dir()]
         interrupted = RunDir(run).load().steps

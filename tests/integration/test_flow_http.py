@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from knee.demo_target import TargetProcess, start_target
+from knee.demo_target import TargetProcess
 from knee.store import RunDir
 
 from conftest import REPO, knee_cli
 from pki import Pki
-from servers import NGINX_HEAD, Nginx, TlsNginx, free_port, sent, settled, wait_for_port
+from servers import NGINX_HEAD, Nginx, TlsNginx, free_port, sent, session_target, settled, wait_for_port
+from servers import SESSION_PASSWORD as PASSWORD
 
 FLOWS = REPO / "tests" / "flows"
-PASSWORD = "s3cret-pw"
 
 # Each request's connection, method, URI, status and the Cookie it carried; /login sets a cookie naming the
 # connection it was set on, so a cookie sent back on another connection would show.
@@ -177,9 +177,7 @@ def test_ctx_data_comes_from_the_start_and_run_lines() -> None:
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
-    with start_target(
-        "basic", login={"path": "/login", "password": PASSWORD}, paths={"/files/doc": {"session": True, "bytes": 1000}}
-    ) as t:
+    with session_target() as t:
         yield t
 
 

@@ -31,7 +31,7 @@ from knee.store import RunDir
 
 from browser import Browser
 from conftest import knee_cli
-from servers import Nginx, free_port, sent, settled, start_prometheus, wait_for_http
+from servers import Nginx, free_port, kill_if_running, sent, settled, start_prometheus, wait_for_http
 
 TOKEN = "tok-5ecr3t-Val"  # given with --secret: sent as a cookie, echoed back by nginx in a 401's body
 LITERAL = "Basic bGl2ZTpwYXNzd29yZA=="  # a literal Authorization header: made a secret of its own
@@ -213,9 +213,7 @@ def watched(target: TargetProcess, nginx: Nginx, tmp_path_factory: pytest.TempPa
         seen.prometheus_running = float(running[0]["value"][1]) if running else None
         yield seen
     finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait(10)
+        kill_if_running(sweep)
         browser.close()
         prometheus.stop()
 
@@ -298,9 +296,7 @@ def test_a_cluster_sweep_shows_each_workers_row_and_the_failures_by_class(
                         metrics = _get(f"http://127.0.0.1:{port}/metrics")
         out, _ = sweep.communicate(timeout=120)
     finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait(10)
+        kill_if_running(sweep)
     assert sweep.returncode == 0, out
     rows = {}
     for st in states:

@@ -19,6 +19,8 @@ from knee.engine import ShardResult
 from knee.model import RunRecord
 from knee.store import RunDir
 
+from servers import kill_if_running
+
 LEVELS = [2, 4, 8, 16]
 SCENARIO = f"""\
 [groups.main]
@@ -102,8 +104,7 @@ def test_ctrl_c_keeps_a_partial_step_and_resume_completes(tmp_path: Path, target
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     assert proc.returncode == 130, stderr
     rd = run_dir_of(out)
     record = rd.load()
@@ -142,8 +143,7 @@ def test_sigkill_loses_at_most_the_step_in_progress(tmp_path: Path, target: Targ
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
     rd = run_dir_of(out)
     record = rd.load()  # still valid JSON and a valid RunRecord
     assert record.status == "running"
@@ -194,8 +194,7 @@ duration = "30s"
         proc.communicate(timeout=20)
         took = time.monotonic() - started
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        kill_if_running(proc)
         for p in marked(marker):  # never leave our own clients behind, whatever happened
             os.kill(p.pid, signal.SIGKILL)
     assert proc.returncode == 130

@@ -15,6 +15,8 @@ import pytest
 from knee.demo_target import start_target, to_toml
 from knee.errors import UserError
 
+from servers import kill_if_running
+
 
 def knee(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -107,9 +109,7 @@ def test_foreground_run_prints_addresses_and_stops_cleanly(tmp_path: Path, sig: 
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        kill_if_running(proc)
     assert proc.returncode == 0, err
     assert info["url"] in out and "peak ≈ 432 req/s at 50 clients" in out
     assert "stopped" in out and "Traceback" not in err

@@ -17,16 +17,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from knee.demo_target import TargetProcess, start_target
+from knee.demo_target import TargetProcess
 from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import REPO, knee_cli
-from servers import Nginx, pids_alive, sent, settled
+from servers import SESSION_PASSWORD as PASSWORD
+from servers import Nginx, pids_alive, sent, session_target, settled
 
 FLOWS = REPO / "examples" / "flows"
 TEST_FLOWS = REPO / "tests" / "flows"
-PASSWORD = "s3cret-pw"
 
 
 # One xdist worker for the module's tests: its fixtures (javac, cc) run once.
@@ -35,9 +35,7 @@ pytestmark = pytest.mark.xdist_group("workers")
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[TargetProcess]:
-    with start_target(
-        "basic", login={"path": "/login", "password": PASSWORD}, paths={"/files/doc": {"session": True, "bytes": 1000}}
-    ) as t:
+    with session_target() as t:
         yield t
 
 
