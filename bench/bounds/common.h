@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <time.h>
 
 struct bounds_args {
@@ -31,6 +32,16 @@ static int bounds_running(const struct bounds_args *a) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)(t.tv_sec - a->t0.tv_sec) + (double)(t.tv_nsec - a->t0.tv_nsec) / 1e9 < a->seconds;
+}
+
+#define BOUNDS_EVENTS 256
+
+/* The epoll clients' loop: -1 once the time is up, else how many events of `ep` are ready in `ev` (room for
+ * BOUNDS_EVENTS), after a wait of at most 0.1 s (the clock is read between waits). */
+static int bounds_ready(const struct bounds_args *a, int ep, struct epoll_event *ev) {
+    if (!bounds_running(a)) return -1;
+    int k = epoll_wait(ep, ev, BOUNDS_EVENTS, 100);
+    return k < 0 ? 0 : k; /* interrupted: none this time */
 }
 
 /* 127.0.0.1:port */

@@ -34,9 +34,8 @@ int main(int argc, char **argv) {
     }
     bounds_start(&args);
     char buf[4096];
-    struct epoll_event ev[256];
-    while (bounds_running(&args)) {
-        int k = epoll_wait(ep, ev, 256, 100);
+    struct epoll_event ev[BOUNDS_EVENTS];
+    for (int k; (k = bounds_ready(&args, ep, ev)) >= 0;) {
         for (int i = 0; i < k; i++) {
             int s = ev[i].data.fd;
             ssize_t r = read(s, buf, sizeof buf);

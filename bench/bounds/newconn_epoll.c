@@ -39,9 +39,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < args.clients; i++) start();
     bounds_start(&args);
     char buf[4096];
-    struct epoll_event ev[256];
-    while (bounds_running(&args)) {
-        int k = epoll_wait(ep, ev, 256, 100);
+    struct epoll_event ev[BOUNDS_EVENTS];
+    for (int k; (k = bounds_ready(&args, ep, ev)) >= 0;) {
         for (int i = 0; i < k; i++) {
             int s = (int)(ev[i].data.u64 & 0xffffffffu);
             if (ev[i].data.u64 >> 32) {
