@@ -15,7 +15,7 @@ use crate::data::Feeders;
 use crate::error::EngineError;
 use crate::limits;
 use crate::recorder::LiveGroup;
-use crate::result::{GroupResult, ShardResult};
+use crate::result::{GroupResult, ShardResult, ShardSpan};
 use crate::spec::Spec;
 use crate::threads::{run_thread, Gate, GroupShared, Shared, ThreadOutput};
 
@@ -391,10 +391,12 @@ fn assemble(
     let end = cut.unwrap_or_else(Instant::now);
     let offset = from.saturating_duration_since(shared.start()).as_secs_f64();
     ShardResult {
-        started_unix: ((started_unix + offset) * 1e6).round() / 1e6,
-        elapsed_s: end.saturating_duration_since(from).as_secs_f64(),
-        interval_s: spec.interval_ms as f64 / 1000.0,
-        stopped: cut.is_none() && shared.stopped.load(Ordering::Relaxed),
+        span: ShardSpan {
+            started_unix: ((started_unix + offset) * 1e6).round() / 1e6,
+            elapsed_s: end.saturating_duration_since(from).as_secs_f64(),
+            interval_s: spec.interval_ms as f64 / 1000.0,
+            stopped: cut.is_none() && shared.stopped.load(Ordering::Relaxed),
+        },
         groups,
         data: shared.feeders.uses(shared.start()),
     }

@@ -41,7 +41,7 @@ pub use engine::{run, Engine, GroupSnapshot, Snapshot};
 pub use error::{DecodeError, EngineError, MergeError, SpecError};
 pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
-pub use result::{GroupResult, Metric, RequestResult, ShardResult, Tick, FORMAT_VERSION};
+pub use result::{GroupResult, Metric, RequestResult, ShardResult, ShardSpan, Tick, FORMAT_VERSION};
 pub use spec::{
     ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, OnExhausted, Order, PacerSpec, RequestSpec, Scope,
     Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,

@@ -227,13 +227,7 @@ impl GroupResult {
 /// The result of one shard: every group's measurement.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShardResult {
-    /// Unix time of the common start instant.
-    pub started_unix: f64,
-    /// Wall seconds from the start to the end of the shard.
-    pub elapsed_s: f64,
-    pub interval_s: f64,
-    /// True when the run was ended by `stop()` before its stop rules.
-    pub stopped: bool,
+    pub span: ShardSpan,
     pub groups: Vec<GroupResult>,
     /// What each data source did (rows handed out, where a queue stopped, when it ran out).
     pub data: Vec<DataUse>,
@@ -275,13 +269,33 @@ struct WireReason {
     count: u64,
 }
 
+/// When a shard ran, written as four keys of its own wherever a shard is (its bytes, its summary).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShardSpan {
+    /// Unix time of the common start instant.
+    pub started_unix: f64,
+    /// Wall seconds from the start to the end of the shard.
+    pub elapsed_s: f64,
+    /// The series' interval.
+    pub interval_s: f64,
+    /// True when the run was ended by `stop()` before its stop rules.
+    pub stopped: bool,
+}
+
+impl ShardSpan {
+    /// Two shards' spans as one run's: the earliest start, the longest run, stopped if either was.
+    fn absorb(&mut self, o: &ShardSpan) {
+        self.started_unix = self.started_unix.min(o.started_unix);
+        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
+        self.stopped |= o.stopped;
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Wire {
     version: u32,
-    started_unix: f64,
-    elapsed_s: f64,
-    interval_s: f64,
-    stopped: bool,
+    #[serde(flatten)]
+    span: ShardSpan,
     groups: Vec<WireGroup>,
     #[serde(default)]
     data: Vec<DataUse>,
@@ -292,10 +306,7 @@ impl ShardResult {
     pub fn to_bytes(&self) -> Vec<u8> {
         let wire = Wire {
             version: FORMAT_VERSION,
-            started_unix: self.started_unix,
-            elapsed_s: self.elapsed_s,
-            interval_s: self.interval_s,
-            stopped: self.stopped,
+            span: self.span,
             groups: self
                 .groups
                 .iter()
@@ -391,10 +402,7 @@ impl ShardResult {
             groups.push(g);
         }
         Ok(ShardResult {
-            started_unix: wire.started_unix,
-            elapsed_s: wire.elapsed_s,
-            interval_s: wire.interval_s,
-            stopped: wire.stopped,
+            span: wire.span,
             groups,
             data: wire.data,
         })
@@ -402,8 +410,8 @@ impl ShardResult {
 
     /// Merge another shard's result into this one; groups are matched by name (new ones appended).
     pub fn merge(&mut self, other: &ShardResult) -> Result<(), MergeError> {
-        if (self.interval_s - other.interval_s).abs() > 1e-9 {
-            return Err(MergeError::Interval(self.interval_s, other.interval_s));
+        if (self.span.interval_s - other.span.interval_s).abs() > 1e-9 {
+            return Err(MergeError::Interval(self.span.interval_s, other.span.interval_s));
         }
         for og in &other.groups {
             match self.groups.iter_mut().find(|g| g.counts.name == og.counts.name) {
@@ -417,9 +425,7 @@ impl ShardResult {
                 None => self.data.push(od.clone()),
             }
         }
-        self.started_unix = self.started_unix.min(other.started_unix);
-        self.elapsed_s = self.elapsed_s.max(other.elapsed_s);
-        self.stopped |= other.stopped;
+        self.span.absorb(&other.span);
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use crate::class::ErrorClass;
 use crate::counts::{class_map, GroupCounts, RequestCounts};
 use crate::data::DataUse;
 use crate::histo;
-use crate::result::{GroupResult, ShardResult};
+use crate::result::{GroupResult, ShardResult, ShardSpan};
 
 /// Latency figures of one histogram, in microseconds (all zero when nothing was recorded).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -128,10 +128,8 @@ pub struct GroupSummary {
 /// A shard's figures.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
-    pub elapsed_s: f64,
-    pub started_unix: f64,
-    pub interval_s: f64,
-    pub stopped: bool,
+    #[serde(flatten)]
+    pub span: ShardSpan,
     pub groups: Vec<GroupSummary>,
     /// What each data source did.
     pub data: Vec<DataUse>,
@@ -217,14 +215,11 @@ impl ShardResult {
     /// The typed summary.
     pub fn summary(&self) -> Summary {
         Summary {
-            elapsed_s: self.elapsed_s,
-            started_unix: self.started_unix,
-            interval_s: self.interval_s,
-            stopped: self.stopped,
+            span: self.span,
             groups: self
                 .groups
                 .iter()
-                .map(|g| GroupSummary::of(g, self.interval_s))
+                .map(|g| GroupSummary::of(g, self.span.interval_s))
                 .collect(),
             data: self.data.clone(),
         }

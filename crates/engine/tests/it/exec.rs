@@ -197,7 +197,7 @@ fn stop_from_another_thread_kills_every_process_group() {
     );
     assert!(t.elapsed() < Duration::from_secs(2), "stop took {:?}", t.elapsed());
     let r = engine.result().unwrap();
-    assert!(r.stopped);
+    assert!(r.span.stopped);
     let o = &r.groups[0].counts.outcomes;
     assert_eq!(o.succeeded + o.failed + o.hung, 0);
     assert_killed(dir, 4, 8);

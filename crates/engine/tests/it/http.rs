@@ -256,7 +256,7 @@ fn baseload_and_stress_groups_run_together_with_separate_results() {
     assert_eq!(stress.requests(), 200);
     assert!((b.counts.elapsed_s - 0.6).abs() < 1e-6);
     assert!(st.counts.elapsed_s < b.counts.elapsed_s);
-    assert!(r.elapsed_s >= 0.6);
+    assert!(r.span.elapsed_s >= 0.6);
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn a_while_others_baseload_runs_exactly_as_long_as_the_stress_group() {
         let took = started.elapsed();
         let (b, st) = (r.group("baseload").unwrap(), r.group("stress").unwrap());
         assert_eq!(st.counts.outcomes.succeeded, 160);
-        assert!(!r.stopped, "the baseload's end is not a stop() of the run");
+        assert!(!r.span.stopped, "the baseload's end is not a stop() of the run");
         // The run ends with the stress group (160 × 5 ms over 4 clients ≈ 0.2 s; 0.4 s open loop),
         // not with some fixed baseload window.
         assert!(took < Duration::from_secs(3), "{took:?}");
@@ -350,9 +350,9 @@ fn a_shard_of_background_groups_runs_until_stopped_and_cuts_into_windows() {
             "window {i}'s series restarts at its cut: {}",
             wg.series.len()
         );
-        assert!(!w.stopped);
+        assert!(!w.span.stopped);
     }
-    assert!(windows[2].started_unix > windows[1].started_unix + 0.2);
+    assert!(windows[2].span.started_unix > windows[1].span.started_unix + 0.2);
     let e = Engine::start(one_group(1, json!({"total": 1}), http(&base.url()))).unwrap();
     assert!(e.cut().unwrap_err().to_string().contains("while_others"));
 }

@@ -93,7 +93,7 @@ fn merge_appends_unknown_groups_and_rejects_mismatches() {
     let c = run(c).unwrap();
     assert!(matches!(a.merge(&c), Err(MergeError::Interval(..))));
     let mut d = c.clone();
-    d.interval_s = 1.0;
+    d.span.interval_s = 1.0;
     assert!(matches!(a.merge(&d), Err(MergeError::Kind { .. })));
     assert!(ShardResult::from_bytes(b"{}").is_err());
 }
@@ -148,7 +148,7 @@ fn stop_mid_run_ends_promptly_with_partial_counts() {
     assert!(t.elapsed() < Duration::from_millis(500), "stop took {:?}", t.elapsed());
     let r = engine.result().unwrap();
     let g = &r.groups[0];
-    assert!(r.stopped);
+    assert!(r.span.stopped);
     assert!(
         g.counts.outcomes.succeeded >= snap.groups[0].outcomes.succeeded && g.counts.outcomes.succeeded < 1_000_000
     );
