@@ -18,13 +18,14 @@ import math
 import resource
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from measure import run_measured
 from nginx_server import Nginx
 from tool import find_binary
+
+from knee.machine.kernel import Ticker
 
 CONNECTIONS = 100_000
 SOURCES = "127.0.0.2-127.0.0.9"
@@ -44,27 +45,26 @@ def plan(connections: int = CONNECTIONS) -> tuple[int, int, int]:
 
 
 class _Peak:
-    """nginx's active connections, sampled on a thread until `stop()`: the highest count."""
+    """nginx's active connections, sampled every 0.2 s while the block runs (knee's Ticker: at its start and end
+    too): the highest count."""
 
     def __init__(self, server: Nginx) -> None:
-        self.server, self.peak, self.polls, self._stop = server, 0, 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.server, self.peak, self.polls = server, 0, 0
+        self._ticker = Ticker(self._sample, every_s=0.2)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            try:
-                self.peak = max(self.peak, self.server.active() - 1)  # less the sampler's own connection
-            except OSError:
-                continue
-            self.polls += 1  # each a request nginx counts too
+    def _sample(self) -> None:
+        try:
+            self.peak = max(self.peak, self.server.active() - 1)  # less the sampler's own connection
+        except OSError:
+            return
+        self.polls += 1  # each a request nginx counts too
 
     def __enter__(self) -> _Peak:
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._ticker.finish()
 
 
 def one(duration_s: int, rep: int) -> dict[str, object]:
