@@ -54,13 +54,50 @@ class ClosedPacer(_Spec):
     kind: Literal["closed"] = "closed"
 
 
+class PointsProfile(_Spec):
+    """A rate over time: (seconds, arrivals per second) points, linear between them or held (`step`)."""
+
+    shape: Literal["points"] = "points"
+    points: list[tuple[float, float]]
+    step: bool = False
+
+    def scaled(self, share: float) -> "PointsProfile":
+        return self.model_copy(update={"points": [(t, r * share) for t, r in self.points]})
+
+
+class SineProfile(_Spec):
+    """A rate over time: mean_hz + amplitude_hz · sin(2π t / period_s)."""
+
+    shape: Literal["sine"] = "sine"
+    mean_hz: float
+    amplitude_hz: float
+    period_s: float
+
+    def scaled(self, share: float) -> "SineProfile":
+        return self.model_copy(update={"mean_hz": self.mean_hz * share, "amplitude_hz": self.amplitude_hz * share})
+
+
+RateProfile = Annotated[PointsProfile | SineProfile, Field(discriminator="shape")]
+
+
 class RatePacer(_Spec):
-    """Open loop: `rate_hz` arrivals per second over the group; latency from the intended start."""
+    """Open loop: `rate_hz` arrivals per second over the group, or a rate over time (`profile`, one of the two);
+    latency from the intended start."""
 
     kind: Literal["rate"] = "rate"
-    rate_hz: float
+    rate_hz: float | None = None
+    profile: RateProfile | None = None
     poisson: bool = False
     max_in_flight: int | None = None
+
+    def scaled(self, share: float) -> "RatePacer":
+        """The pacer of `share` of the group's clients (a shard): its rate, or its profile's, in proportion."""
+        return self.model_copy(
+            update={
+                "rate_hz": None if self.rate_hz is None else self.rate_hz * share,
+                "profile": None if self.profile is None else self.profile.scaled(share),
+            }
+        )
 
 
 Pacer = Annotated[ClosedPacer | RatePacer, Field(discriminator="kind")]
