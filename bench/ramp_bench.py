@@ -132,6 +132,7 @@ def section_from(data: dict[str, Any]) -> str:
             f"per request; over the step {statistics.median(flat_load):.3f}× ({flat_load[0]:.3f}–{flat_load[-1]:.3f}). "
             "A run with late or dropped arrivals (the table's columns) was at the generator's limit.",
             "",
+            *([data["note"], ""] if data.get("note") else []),
             f"Machine: {data['machine']}; load average before {data['loadavg_before'][0]:.2f}, after "
             f"{data['loadavg_after'][0]:.2f}. Raw figures: `bench/results/bench-ramp.json`.",
             END,
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--clients", type=int, default=200)
+    p.add_argument("--note", default="", help="what the machine was doing, or what else was measured, for the page")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     p.add_argument("--json", type=Path, default=BENCH / "results" / "bench-ramp.json")
     a = p.parse_args(argv)
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),
+        "note": a.note,
         "runs": rows,
     }
     a.json.parent.mkdir(exist_ok=True)

@@ -61,9 +61,6 @@ class PointsProfile(_Spec):
     points: list[tuple[float, float]]
     step: bool = False
 
-    def scaled(self, share: float) -> "PointsProfile":
-        return self.model_copy(update={"points": [(t, r * share) for t, r in self.points]})
-
 
 class SineProfile(_Spec):
     """A rate over time: mean_hz + amplitude_hz · sin(2π t / period_s)."""
@@ -72,9 +69,6 @@ class SineProfile(_Spec):
     mean_hz: float
     amplitude_hz: float
     period_s: float
-
-    def scaled(self, share: float) -> "SineProfile":
-        return self.model_copy(update={"mean_hz": self.mean_hz * share, "amplitude_hz": self.amplitude_hz * share})
 
 
 RateProfile = Annotated[PointsProfile | SineProfile, Field(discriminator="shape")]
@@ -91,13 +85,9 @@ class RatePacer(_Spec):
     max_in_flight: int | None = None
 
     def scaled(self, share: float) -> "RatePacer":
-        """The pacer of `share` of the group's clients (a shard): its rate, or its profile's, in proportion."""
-        return self.model_copy(
-            update={
-                "rate_hz": None if self.rate_hz is None else self.rate_hz * share,
-                "profile": None if self.profile is None else self.profile.scaled(share),
-            }
-        )
+        """The pacer of `share` of the group's clients (a shard): a constant rate in proportion; a profile as it is,
+        its arrivals taken by turns over the whole group's clients (`GroupSpec.group_clients`)."""
+        return self.model_copy(update={"rate_hz": None if self.rate_hz is None else self.rate_hz * share})
 
 
 Pacer = Annotated[ClosedPacer | RatePacer, Field(discriminator="kind")]
@@ -220,6 +210,8 @@ class GroupSpec(_Spec):
     timeout_ms: int = 30_000
     warmup_ms: int = 0
     client_offset: int = 0
+    # the whole group's clients over every shard (None: this shard's, from 0): a rate profile's turns go over them all
+    group_clients: int | None = None
     pacer: Pacer = Field(default_factory=ClosedPacer)
     client: ClientSpec
 

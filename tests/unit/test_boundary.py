@@ -108,6 +108,8 @@ FULL = EngineSpec(
             name="ramp",
             clients=4,
             stop=DurationMs(duration_ms=300),
+            client_offset=2,
+            group_clients=10,
             pacer=RatePacer(profile=PointsProfile(points=[(0.0, 10.0), (2.5, 40.0)], step=True), max_in_flight=3),
             client=TcpClient(addr="127.0.0.1:9"),
         ),

@@ -116,14 +116,17 @@ def test_the_engine_spec_of_each_profile() -> None:
 
 
 def test_shards_and_quick_keep_the_shape() -> None:
-    """Split over load machines, each shard's profile is scaled by its share of the clients (the rates add up);
-    --quick squeezes the whole shape into 2 s."""
+    """Split over load machines, each shard keeps the whole profile and takes the turns of its own clients over the
+    whole group's (group_clients; the engine's pacer test holds the union exact); --quick squeezes the whole shape
+    into 2 s."""
     sc = scenario('"0s:10, 60s:400"')
     spec = engine_spec(sc, sweep_plan(sc)[0])
     gens = [LoadGenerator(f"tcp://10.0.0.{i}:1", f"h{i}", 1, w) for i, w in enumerate((1.0, 3.0))]
-    parts = [p for p in split(spec, gens) if p is not None]
-    rates = [p.groups[0].pacer.profile.points[1][1] for p in parts]
-    assert sum(rates) == pytest.approx(400) and rates[1] == pytest.approx(3 * rates[0])
+    parts = [p.groups[0] for p in split(spec, gens) if p is not None]
+    assert [(g.client_offset, g.clients, g.group_clients) for g in parts] == [(0, 2, 8), (2, 6, 8)]
+    assert all(g.pacer.profile == spec.groups[0].pacer.profile for g in parts)
+    for part in split(spec, gens):
+        assert part is not None and json.loads(_engine.check_spec(part.to_json())) == json.loads(part.to_json())
     q = quick(sc)
     assert q.groups["main"].profile.points == ((0.0, 10.0), (2.0, 400.0))
 

@@ -378,6 +378,35 @@ mod tests {
         }
     }
 
+    /// Shards of a distributed run (clients 0..3 on one machine, 3..7 on another, each on 2 threads) take the turns
+    /// of their clients numbered in the whole group: together they issue exactly the group's arrivals.
+    #[test]
+    fn shards_together_issue_the_groups_arrivals() {
+        let profile = points(&[(0.0, 10.0), (10.0, 210.0)], false);
+        let curve = Curve::new(&profile);
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs(10);
+        let mut all = Vec::new();
+        for (offset, clients) in [(0u64, 3u64), (3, 4)] {
+            for k in 0..2 {
+                let slots: Vec<u64> = (0..clients).filter(|c| c % 2 == k).map(|c| offset + c).collect();
+                let mut s = Schedule::shaped(&profile, false, t0, slots, 7, Some(end), offset + k);
+                while !s.ended(Some(end)) {
+                    all.push((s.next_arrival() - t0).as_secs_f64());
+                }
+            }
+        }
+        assert_eq!(all.len(), 1100);
+        for b in 0..10 {
+            let (lo, hi) = (f64::from(b), f64::from(b + 1));
+            let n = all.iter().filter(|&&t| t >= lo && t < hi).count() as f64;
+            assert!(
+                (n - (curve.integral(hi) - curve.integral(lo))).abs() < 1.0 + 1e-6,
+                "second {b}: {n}"
+            );
+        }
+    }
+
     /// A constant profile is today's constant rate: the same arrivals, to the nanosecond.
     #[test]
     fn a_flat_profile_is_the_constant_rate() {

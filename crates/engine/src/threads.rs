@@ -623,9 +623,13 @@ async fn open_group(
             Schedule::new(rate_hz * share, poisson, shared.start(), phase, seed)
         }
         (None, Some(p)) => {
-            let mut slots = clients.clone();
+            // Turns over the whole group (every shard's clients), this thread's clients numbered in it.
+            let (base, all) = spec
+                .group_clients
+                .map_or((0, spec.clients), |n| (spec.client_offset, n));
+            let mut slots: Vec<u64> = clients.iter().map(|c| base + c).collect();
             slots.sort_unstable();
-            Schedule::shaped(p, poisson, shared.start(), slots, spec.clients, group.end_at(), seed)
+            Schedule::shaped(p, poisson, shared.start(), slots, all, group.end_at(), seed)
         }
         (None, None) => return,
     };

@@ -61,6 +61,10 @@ pub struct GroupSpec {
     /// Index of this shard's first client in the whole group (for `${client}`, `per_client`, `hung_clients`).
     #[serde(default)]
     pub client_offset: u64,
+    /// The whole group's clients over every shard of a distributed run (None: this shard's `clients`, from 0). A
+    /// rate profile's arrivals go by turns over all of them, so the shards' arrivals together are the group's.
+    #[serde(default)]
+    pub group_clients: Option<u64>,
     #[serde(default)]
     pub pacer: PacerSpec,
     pub client: ClientSpec,
@@ -219,6 +223,14 @@ impl GroupSpec {
         }
         if self.timeout_ms == 0 {
             return Err(SpecError::new(format!("{key}.timeout_ms must be at least 1 (got 0)")));
+        }
+        if let Some(n) = self.group_clients {
+            let end = self.client_offset.saturating_add(self.clients);
+            if n < end {
+                return Err(SpecError::new(format!(
+                    "{key}.group_clients must be at least client_offset + clients ({end}) (got {n})"
+                )));
+            }
         }
         if let PacerSpec::Rate {
             rate_hz,
@@ -391,6 +403,11 @@ mod tests {
             "{e}"
         );
         let tcp = r#"{"kind": "tcp", "addr": "x:1"}"#;
+        let e = Spec::from_json(&group(tcp, r#", "client_offset": 3, "group_clients": 4"#)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups[0].group_clients must be at least client_offset + clients (5) (got 4)"
+        );
         let e = Spec::from_json(&group(tcp, r#", "pacer": {"kind": "rate"}"#)).unwrap_err();
         assert_eq!(
             e.to_string(),
