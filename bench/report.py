@@ -622,5 +622,10 @@ def write_report(
         import feeder_bench
 
         lines += [feeder_bench.section_from(json.loads(feeders.read_text())), ""]
+    ramp = Path(__file__).resolve().parent / "results" / "bench-ramp.json"
+    if ramp.is_file():  # bench/ramp_bench.py's numbers: a rate profile against a constant rate
+        import ramp_bench
+
+        lines += [ramp_bench.section_from(json.loads(ramp.read_text())), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

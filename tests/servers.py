@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,22 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s} s")
+
+
+@contextlib.contextmanager
+def nginx_with(template: str, d: Path) -> Iterator[int]:
+    """nginx with its own config, `template` formatted with `dir` (d) and a free `port`, its files in `d`: yields the
+    port; stopped by its PID on exit."""
+    port = free_port()
+    conf = d / "nginx.conf"
+    conf.write_text(template.format(dir=d, port=port))
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(d)], stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        yield port
+    finally:
+        stop_process(proc)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from knee.scenario import (
     tlsfiles,
 )
 from knee.scenario.data import DataTable, MixRequest, request_url
+from knee.scenario.profiles import RateProfile
 from knee.spec import (
     ClientSpec,
     ClosedPacer,
@@ -43,7 +44,9 @@ from knee.spec import (
     HttpClient,
     HttpRequest,
     PerClient,
+    PointsProfile,
     RatePacer,
+    SineProfile,
     StopRule,
     TcpClient,
     TlsClient,
@@ -97,6 +100,8 @@ def step_seconds(scenario: Scenario) -> float | None:
             durations.append(g.duration)
         elif g.per_client is None and g.total is None and scenario.sweep.duration is not None:
             durations.append(sweep_seconds(scenario))
+        elif g.profile is not None and g.profile.end_s is not None and not scenario.sweep.has_stop():
+            durations.append(max(0.001, g.profile.end_s - scenario.sweep.warmup))
         else:
             return None
     return max(durations) + scenario.sweep.warmup if durations else None
@@ -214,15 +219,19 @@ def _stop(scenario: Scenario, g: Group, step: PlannedStep) -> StopRule:
         return PerClient(per_client=sweep.per_client)
     if sweep.total is not None:
         return Total(total=sweep.total)
+    if g.profile is not None and g.profile.end_s is not None:
+        # the profile's own end: its clock counts from the step's start, warm-up included
+        return DurationMs(duration_ms=max(1, round((g.profile.end_s - sweep.warmup) * 1000)))
     raise AssertionError("Scenario validation guarantees every group a stop")
 
 
 def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: bool = False) -> GroupSpec:
     stop = _stop(scenario, g, step)
     pacer: ClosedPacer | RatePacer = ClosedPacer()
-    if g.rate == "level":
+    if g.rate == "level" or g.profile is not None:
         pacer = RatePacer(
-            rate_hz=float(step.level),
+            rate_hz=float(step.level) if g.profile is None else None,
+            profile=None if g.profile is None else engine_profile(g.profile),
             poisson=scenario.sweep.arrival == "poisson",
             max_in_flight=scenario.sweep.max_in_flight or DEFAULT_MAX_IN_FLIGHT,
         )
@@ -237,6 +246,13 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: b
         pacer=pacer,
         client=_fill_stage(client_spec(g, scenario.vars, record=record, sources=scenario.data), step.label),
     )
+
+
+def engine_profile(p: RateProfile) -> PointsProfile | SineProfile:
+    """A scenario's rate profile as the engine reads it (a spike is steps: base, peak, base)."""
+    if p.shape == "sine":
+        return SineProfile(mean_hz=p.mean, amplitude_hz=p.amplitude, period_s=p.period)
+    return PointsProfile(points=list(p.breakpoints()), step=p.stepped)
 
 
 def client_spec(
@@ -426,6 +442,9 @@ def quick(scenario: Scenario) -> Scenario:
     _cap(sw, duration=1.0, per_client=5, total=200, warmup=0.2, pause=0.2)
     longest = max([sw["duration"] or 1.0] + [g["duration"] or 0.0 for g in d["groups"].values()])
     sw["interval"] = min(sw["interval"], max(0.05, longest / 10))
+    for name, group in scenario.groups.items():
+        if group.profile is not None:  # the whole shape, over 2 s
+            d["groups"][name]["rate"] = group.profile.squeezed(2.0).toml_value()
     for g in d["groups"].values():
         _cap(g, per_client=5, total=200, duration=1.5)
         if g["clients"] != "level":

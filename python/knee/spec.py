@@ -54,13 +54,40 @@ class ClosedPacer(_Spec):
     kind: Literal["closed"] = "closed"
 
 
+class PointsProfile(_Spec):
+    """A rate over time: (seconds, arrivals per second) points, linear between them or held (`step`)."""
+
+    shape: Literal["points"] = "points"
+    points: list[tuple[float, float]]
+    step: bool = False
+
+
+class SineProfile(_Spec):
+    """A rate over time: mean_hz + amplitude_hz · sin(2π t / period_s)."""
+
+    shape: Literal["sine"] = "sine"
+    mean_hz: float
+    amplitude_hz: float
+    period_s: float
+
+
+RateProfile = Annotated[PointsProfile | SineProfile, Field(discriminator="shape")]
+
+
 class RatePacer(_Spec):
-    """Open loop: `rate_hz` arrivals per second over the group; latency from the intended start."""
+    """Open loop: `rate_hz` arrivals per second over the group, or a rate over time (`profile`, one of the two);
+    latency from the intended start."""
 
     kind: Literal["rate"] = "rate"
-    rate_hz: float
+    rate_hz: float | None = None
+    profile: RateProfile | None = None
     poisson: bool = False
     max_in_flight: int | None = None
+
+    def scaled(self, share: float) -> "RatePacer":
+        """The pacer of `share` of the group's clients (a shard): a constant rate in proportion; a profile as it is,
+        its arrivals taken by turns over the whole group's clients (`GroupSpec.group_clients`)."""
+        return self.model_copy(update={"rate_hz": None if self.rate_hz is None else self.rate_hz * share})
 
 
 Pacer = Annotated[ClosedPacer | RatePacer, Field(discriminator="kind")]
@@ -183,6 +210,8 @@ class GroupSpec(_Spec):
     timeout_ms: int = 30_000
     warmup_ms: int = 0
     client_offset: int = 0
+    # the whole group's clients over every shard (None: this shard's, from 0): a rate profile's turns go over them all
+    group_clients: int | None = None
     pacer: Pacer = Field(default_factory=ClosedPacer)
     client: ClientSpec
 

@@ -163,6 +163,28 @@ def test_an_open_loop_rate_is_split_across_workers(cluster: Cluster, nginx: Ngin
     assert settled(lambda: len(nginx.access_lines()), seen) == seen
 
 
+def test_a_rate_profile_on_three_workers_offers_exactly_its_integral(
+    cluster: Cluster, nginx: Nginx, tmp_path: Path
+) -> None:
+    """A ramp 10 → 100/s over 2 s, 7 connections over three workers (3, 2, 2): each worker takes the turns of its
+    own clients numbered in the whole group, so together they offer exactly ∫ = 110 (each worker's share of the
+    profile rounded on its own would give 112), each second within 1 of its integral, and nginx logged them all."""
+    nginx.clear_log()
+    out = tmp_path / "r.json"
+    proc = knee_cli(
+        "run", "-q", nginx.url + "/", "--rate-profile", "0s:10, 2s:100", "-c", "7", "--json", str(out),
+        "--cluster", cluster.address, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    o = doc["open_loop"]
+    assert o["offered"] == 110 and o["dropped"] == 0, o
+    offered = [p["offered"] for p in doc["series"]]
+    assert sum(offered) == 110 and abs(offered[0] - 32.5) < 1 and abs(offered[1] - 77.5) < 1, offered
+    seen = doc["started"] + doc["warmup_ops"]
+    assert settled(lambda: len(nginx.access_lines()), seen) == seen == 110
+
+
 def test_http2_with_a_client_certificate_on_three_workers(
     cluster: Cluster, tls_nginx: TlsNginx, pki: Pki, tmp_path: Path
 ) -> None:

@@ -178,6 +178,19 @@ def test_rate_sweep(target: TargetProcess, tmp_path: Path) -> None:
     assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
 
 
+def test_ramp(target: TargetProcess, tmp_path: Path) -> None:
+    """--quick squeezes the ramp 10 → 400/s into 2 s: its integral, (10 + 400) / 2 × 2 = 410 arrivals, offered
+    exactly, over 50 connections; the verdict opens with the ramp's (basic's ≈ 850/s keeps up with 400/s)."""
+    record, _ = run_example("ramp", target, tmp_path)
+    (step,) = [s for s in record.steps if s.phase == "sweep"]
+    g = step.groups["main"]
+    assert g.open_loop is not None and g.open_loop.offered == 410 and g.clients == 50
+    assert sum(p.offered for p in g.series) == 410
+    v = next(v for v in record.verdicts if v.group == "main")
+    assert v.ramp is not None and v.sentences[: len(v.ramp.sentences)] == v.ramp.sentences
+    assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
+
+
 def test_feeder_users(target: TargetProcess, tmp_path: Path) -> None:
     record, _ = run_example("feeder-users", target, tmp_path)
     for s in record.steps:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import socketserver
-import subprocess
 import threading
 from collections import Counter
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 from datafiles import ids_csv, mix_scenario
 
 from conftest import knee_cli
-from servers import NGINX_HEAD, Nginx, free_port, stop_process, wait_for_port
+from servers import NGINX_HEAD, Nginx, nginx_with
 
 
 def _ids(tmp: Path, n: int) -> Path:
@@ -185,13 +183,7 @@ H2C_CONF = (
 def test_a_templated_mix_over_http2_sends_each_row_on_shared_connections(tmp_path: Path) -> None:
     """Over HTTP/2 (h2c) a templated request is encoded per operation: nginx sees each queued id once, every
     request on HTTP/2.0, over the group's ⌈clients / streams⌉ connections, and each name's count."""
-    port = free_port()
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(H2C_CONF.format(dir=tmp_path, port=port))
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp_path)], stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port)
+    with nginx_with(H2C_CONF, tmp_path) as port:
         ids = _ids(tmp_path, 600)
         scenario = tmp_path / "h2.toml"
         scenario.write_text(
@@ -207,8 +199,6 @@ def test_a_templated_mix_over_http2_sends_each_row_on_shared_connections(tmp_pat
         r = knee_cli("run", str(scenario), "-c", "8", "-n", "600", "--out", str(tmp_path / "runs"))
         assert r.returncode == 0, r.stderr
         lines = [line.split() for line in (tmp_path / "access.log").read_text().splitlines()]
-    finally:
-        stop_process(proc)
     assert {(f[3], f[4]) for f in lines} == {("HTTP/2.0", "200")}
     assert len({f[0] for f in lines}) == 2  # 8 clients, 4 streams a connection
     ids_seen = sorted(int(f[2].split("/")[2].split("?")[0]) for f in lines)

@@ -51,6 +51,7 @@ def test_a_rate_within_capacity_is_achieved_and_nginx_saw_every_arrival(nginx: N
     assert doc["spec"]["groups"][0]["pacer"] == {
         "kind": "rate",
         "rate_hz": 200.0,
+        "profile": None,  # a constant rate, not a rate profile
         "poisson": False,
         "max_in_flight": 10_000,
     }

@@ -26,7 +26,9 @@ from knee.spec import (
     GroupSpec,
     HttpClient,
     PerClient,
+    PointsProfile,
     RatePacer,
+    SineProfile,
     TcpClient,
     TlsClient,
     Total,
@@ -102,6 +104,22 @@ FULL = EngineSpec(
             ),
         ),
         GroupSpec(name="base", clients=1, stop=WhileOthers(), client=TcpClient(addr="127.0.0.1:9")),
+        GroupSpec(
+            name="ramp",
+            clients=4,
+            stop=DurationMs(duration_ms=300),
+            client_offset=2,
+            group_clients=10,
+            pacer=RatePacer(profile=PointsProfile(points=[(0.0, 10.0), (2.5, 40.0)], step=True), max_in_flight=3),
+            client=TcpClient(addr="127.0.0.1:9"),
+        ),
+        GroupSpec(
+            name="wave",
+            clients=4,
+            stop=DurationMs(duration_ms=300),
+            pacer=RatePacer(profile=SineProfile(mean_hz=20.0, amplitude_hz=5.0, period_s=1.5), poisson=True),
+            client=TcpClient(addr="127.0.0.1:9"),
+        ),
     ],
 )
 

@@ -66,6 +66,21 @@ def test_a_rate() -> None:
     assert closed["clients"] == "level" and "rate" not in closed
 
 
+def test_a_rate_profile_keeps_its_end_and_its_arrivals() -> None:
+    """A group with a rate profile runs as the file says: to the profile's end (not the one-line default of 10 s),
+    with the file's arrival and max_in_flight (examples/ramp.toml under knee run)."""
+    raw = {
+        "groups": {"main": {"kind": "http", "url": "http://127.0.0.1:8080/", "clients": 50, "rate": "0s:10, 60s:400"}},
+        "sweep": {"arrival": "poisson", "max_in_flight": 300},
+    }
+    table = one_level(Options(), raw)
+    assert table["groups"]["main"]["rate"] == "0s:10, 60s:400" and "duration" not in table["sweep"]
+    assert table["sweep"]["arrival"] == "poisson" and table["sweep"]["max_in_flight"] == 300
+    assert one_level(Options(duration="5s"), raw)["sweep"]["duration"] == "5s"
+    raw["groups"]["main"]["rate"] = "sine(mean=5, amplitude=1, period=2s)"  # no end of its own: the default
+    assert one_level(Options(), raw)["sweep"]["duration"] == "10s"
+
+
 def test_what_the_file_says_is_refused() -> None:
     with pytest.raises(UserError, match=r"^-H/--header is an option of a one-line run .* shop.toml says it itself"):
         one_level(Options(clients=2, headers=["X: 1"]))

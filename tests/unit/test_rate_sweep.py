@@ -90,9 +90,9 @@ def test_stop_max_rate_drops_higher_rates() -> None:
             "each arrival is handed to one of that many clients, e.g. clients = 50",
         ),
         (
-            ('rate = "level"', "rate = 500"),
-            's.toml line 4: groups.main.rate must be "level" (the group\'s arrivals per second follow sweep.rates) '
-            "(got 500)",
+            ('rate = "level"', "rate = -5"),
+            "s.toml line 4: groups.main.rate must be a rate above 0 and at most 10,000,000 arrivals per second "
+            "(got -5)",
         ),
         (
             ("clients = 20", 'clients = 20\nthink = "1s"'),

@@ -90,7 +90,7 @@ def test_levels_csv_columns_and_rows() -> None:
 def test_series_csv_adds_up_to_each_steps_counts() -> None:
     record = _two_groups()
     rows = list(csv.DictReader(io.StringIO(series_csv(record))))
-    assert list(rows[0].keys()) == ["step", "group", "t", "succeeded", "failed", "hung"]
+    assert list(rows[0].keys()) == ["step", "group", "t", "succeeded", "failed", "hung", "offered"]
     assert len(rows) == sum(len(g.series) for s in record.steps for g in s.groups.values())
     for s in record.steps:
         for name, g in s.groups.items():

@@ -26,6 +26,7 @@ mod histo;
 mod limits;
 mod outcome;
 mod pacer;
+mod profile;
 mod reason;
 mod recorder;
 mod result;
@@ -43,7 +44,7 @@ pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
 pub use result::{GroupResult, Metric, RequestResult, ShardResult, ShardSpan, Tick, FORMAT_VERSION};
 pub use spec::{
-    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, OnExhausted, Order, PacerSpec, RequestSpec, Scope,
-    Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
+    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, OnExhausted, Order, PacerSpec, RateProfile,
+    RequestSpec, Scope, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
 };
 pub use summary::{GroupSummary, LatencySummary, ReasonSummary, RequestSummary, SeriesPoint, StepSummary, Summary};

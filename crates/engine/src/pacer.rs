@@ -6,8 +6,17 @@
 //! target rate, constant or Poisson (exponential gaps, seeded), independent of how fast the
 //! service answers. The thread hands each arrival to an idle client slot; latency is measured
 //! from the intended start, so a stall shows up in full (coordinated omission, as wrk2 fixed it).
+//!
+//! Under a rate profile (`crate::profile`) the schedule works in *count space*: the group's arrival
+//! `i` is due where the profile's integral Λ(t) = i, and each thread issues the arrivals of its own
+//! clients' turns (arrival `i` is client `i mod clients`'s), so the threads' arrivals together are
+//! exactly the group's: the count in any interval is Λ's increase over it, rounded. With `poisson`,
+//! a unit-rate Poisson process in count space mapped through Λ⁻¹ (a time change) is a
+//! non-homogeneous Poisson process of the profile's intensity.
 
 use std::time::{Duration, Instant};
+
+use crate::profile::{Curve, RateProfile};
 
 /// An operation that starts more than this after its intended start counts as *late*.
 /// Larger than the timer's granularity (1 ms) plus scheduling jitter on a busy machine.
@@ -53,7 +62,7 @@ impl Closed {
     }
 }
 
-/// Open loop: intended start times at `rate_hz` from `first` on.
+/// Open loop: intended start times at `rate_hz` from `first` on, or following a rate profile.
 pub(crate) struct Schedule {
     mean_gap_s: f64,
     poisson: bool,
@@ -61,6 +70,25 @@ pub(crate) struct Schedule {
     next_s: f64,
     origin: Instant,
     rng: u64,
+    /// A rate profile's count space (None: a constant rate).
+    shaped: Option<Box<Shaped>>,
+}
+
+/// A profile's schedule on one thread: where in count space its next arrival is.
+struct Shaped {
+    curve: Curve,
+    /// This thread's clients' places in the group's turn (ascending), and the group's clients.
+    slots: Vec<u64>,
+    clients: u64,
+    /// The next arrival's turn: `cycle · clients + slots[slot]` (constant spacing).
+    cycle: u64,
+    slot: usize,
+    /// The next arrival's place in count space (Λ of its intended start).
+    y: f64,
+    /// This thread's share of the group's arrivals (Poisson: its count-space rate).
+    share: f64,
+    /// Λ at the group's end: arrivals at or past it are not due.
+    y_end: f64,
 }
 
 impl Schedule {
@@ -72,11 +100,60 @@ impl Schedule {
             next_s: phase.as_secs_f64(),
             origin,
             rng: splitmix(seed),
+            shaped: None,
         };
         if poisson {
             // A Poisson stream has no fixed phase: its first arrival is one exponential gap away.
             s.next_s += s.gap();
         }
+        s
+    }
+
+    /// Arrivals following `profile` from `origin`, for this thread's `slots` (its clients' indices in the group,
+    /// ascending) of the group's `clients`, until `end` (None: no end but the profile's own).
+    pub fn shaped(
+        profile: &RateProfile,
+        poisson: bool,
+        origin: Instant,
+        slots: Vec<u64>,
+        clients: u64,
+        end: Option<Instant>,
+        seed: u64,
+    ) -> Schedule {
+        let curve = Curve::new(profile);
+        // Arrivals are due while Λ is below its value at the end (or the most it ever reaches).
+        let y_end = end
+            .map_or(f64::INFINITY, |e| {
+                curve.integral(e.saturating_duration_since(origin).as_secs_f64())
+            })
+            .min(curve.supremum());
+        let share = slots.len() as f64 / clients as f64;
+        let first = slots.first().copied().unwrap_or(0) as f64;
+        let mut s = Schedule {
+            mean_gap_s: 0.0,
+            poisson,
+            next_s: 0.0,
+            origin,
+            rng: splitmix(seed),
+            shaped: Some(Box::new(Shaped {
+                curve,
+                slots,
+                clients,
+                cycle: 0,
+                slot: 0,
+                // A Poisson stream has no phase: its first arrival is one exponential gap from the start.
+                y: if poisson { 0.0 } else { first },
+                share,
+                y_end,
+            })),
+        };
+        if poisson {
+            let g = s.unit_gap();
+            if let Some(sh) = s.shaped.as_mut() {
+                sh.y += g / sh.share;
+            }
+        }
+        s.locate();
         s
     }
 
@@ -88,7 +165,31 @@ impl Schedule {
         }
     }
 
-    /// The next intended start, without consuming it.
+    /// An exponential gap of mean 1.
+    fn unit_gap(&mut self) -> f64 {
+        -(1.0 - uniform(&mut self.rng)).ln()
+    }
+
+    /// A profile's next arrival time from its place in count space.
+    fn locate(&mut self) {
+        if let Some(sh) = self.shaped.as_mut() {
+            self.next_s = if sh.y >= sh.y_end {
+                f64::INFINITY
+            } else {
+                sh.curve.inverse(sh.y)
+            };
+        }
+    }
+
+    /// No arrival is due before `end` any more (or ever: a profile that ended at rate 0).
+    pub fn ended(&self, end: Option<Instant>) -> bool {
+        if self.shaped.is_some() {
+            return self.next_s.is_infinite();
+        }
+        end.is_some_and(|e| self.peek() >= e)
+    }
+
+    /// The next intended start, without consuming it (not to be asked once `ended`).
     pub fn peek(&self) -> Instant {
         self.origin + Duration::from_secs_f64(self.next_s)
     }
@@ -96,7 +197,24 @@ impl Schedule {
     /// The next intended start; advances the schedule.
     pub fn next_arrival(&mut self) -> Instant {
         let at = self.peek();
-        self.next_s += self.gap();
+        if self.shaped.is_none() {
+            self.next_s += self.gap();
+            return at;
+        }
+        let unit = if self.poisson { self.unit_gap() } else { 0.0 };
+        if let Some(sh) = self.shaped.as_mut() {
+            if self.poisson {
+                sh.y += unit / sh.share;
+            } else {
+                sh.slot += 1;
+                if sh.slot == sh.slots.len() {
+                    sh.slot = 0;
+                    sh.cycle += 1;
+                }
+                sh.y = (sh.cycle * sh.clients + sh.slots[sh.slot]) as f64;
+            }
+        }
+        self.locate();
         at
     }
 }
@@ -190,6 +308,176 @@ mod tests {
             let g = (c.next_arrival() - x0).as_secs_f64();
             let f = 1.0 - (-rate * g).exp();
             assert!((f - 0.0).max(1.0 - f) > critical);
+        }
+    }
+
+    /// The arrivals of a group's `clients` round-robin over `threads` schedules under `profile`, until `end_s`:
+    /// seconds from the origin, merged.
+    fn group_arrivals(profile: &RateProfile, poisson: bool, clients: u64, threads: u64, end_s: f64) -> Vec<f64> {
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs_f64(end_s);
+        let mut all = Vec::new();
+        for k in 0..threads {
+            let slots: Vec<u64> = (0..clients).filter(|c| c % threads == k).collect();
+            let mut s = Schedule::shaped(profile, poisson, t0, slots, clients, Some(end), k);
+            while !s.ended(Some(end)) {
+                all.push((s.next_arrival() - t0).as_secs_f64());
+            }
+        }
+        all.sort_by(f64::total_cmp);
+        all
+    }
+
+    fn points(p: &[(f64, f64)], step: bool) -> RateProfile {
+        RateProfile::Points {
+            points: p.to_vec(),
+            step,
+        }
+    }
+
+    /// Every interval holds the profile's integral over it, rounded: ⌈Λ(b)⌉ − ⌈Λ(a)⌉ (arrival i is due where
+    /// Λ = i), so never 1 or more away from the integral; the whole run holds ⌈Λ(end)⌉. 7 clients on 3 threads
+    /// (unequal shares) and on 1 thread.
+    #[test]
+    fn profiles_give_the_integral_in_every_interval() {
+        let cases = [
+            (points(&[(0.0, 10.0), (10.0, 210.0)], false), 10.0, 1100),
+            (points(&[(0.0, 50.0), (3.0, 200.0), (6.0, 50.0)], true), 8.0, 850),
+            // spike(base = 50, peak = 2000, at = 3s, hold = 1s), as knee.spec writes it
+            (points(&[(0.0, 50.0), (3.0, 2000.0), (4.0, 50.0)], true), 6.0, 2250),
+            (
+                RateProfile::Sine {
+                    mean_hz: 200.0,
+                    amplitude_hz: 100.0,
+                    period_s: 4.0,
+                },
+                8.0,
+                1600,
+            ),
+        ];
+        for (profile, end_s, total) in &cases {
+            let curve = Curve::new(profile);
+            for (clients, threads) in [(7, 3), (7, 1), (50, 2)] {
+                let arrivals = group_arrivals(profile, false, clients, threads, *end_s);
+                assert_eq!(arrivals.len(), *total, "{profile:?} on {threads} threads");
+                for width in [1.0, 0.25, 0.1] {
+                    let bins = (end_s / width).round() as usize;
+                    for b in 0..bins {
+                        let (lo, hi) = (b as f64 * width, (b + 1) as f64 * width);
+                        let n = arrivals.iter().filter(|&&t| t >= lo && t < hi).count() as f64;
+                        let exact = curve.integral(hi) - curve.integral(lo);
+                        // ⌈Λ(hi)⌉ − ⌈Λ(lo)⌉, with a nanosecond's rounding of the arrival times allowed for.
+                        assert!(
+                            (n - exact).abs() < 1.0 + 1e-6,
+                            "{profile:?}, {clients} clients on {threads} threads: [{lo}, {hi}) holds {n}, \
+                             the integral is {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Shards of a distributed run (clients 0..3 on one machine, 3..7 on another, each on 2 threads) take the turns
+    /// of their clients numbered in the whole group: together they issue exactly the group's arrivals.
+    #[test]
+    fn shards_together_issue_the_groups_arrivals() {
+        let profile = points(&[(0.0, 10.0), (10.0, 210.0)], false);
+        let curve = Curve::new(&profile);
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs(10);
+        let mut all = Vec::new();
+        for (offset, clients) in [(0u64, 3u64), (3, 4)] {
+            for k in 0..2 {
+                let slots: Vec<u64> = (0..clients).filter(|c| c % 2 == k).map(|c| offset + c).collect();
+                let mut s = Schedule::shaped(&profile, false, t0, slots, 7, Some(end), offset + k);
+                while !s.ended(Some(end)) {
+                    all.push((s.next_arrival() - t0).as_secs_f64());
+                }
+            }
+        }
+        assert_eq!(all.len(), 1100);
+        for b in 0..10 {
+            let (lo, hi) = (f64::from(b), f64::from(b + 1));
+            let n = all.iter().filter(|&&t| t >= lo && t < hi).count() as f64;
+            assert!(
+                (n - (curve.integral(hi) - curve.integral(lo))).abs() < 1.0 + 1e-6,
+                "second {b}: {n}"
+            );
+        }
+    }
+
+    /// A constant profile is today's constant rate: the same arrivals, to the nanosecond.
+    #[test]
+    fn a_flat_profile_is_the_constant_rate() {
+        let t0 = Instant::now();
+        let (rate, clients, threads) = (250.0, 10u64, 2u64);
+        for k in 0..threads {
+            let slots: Vec<u64> = (0..clients).filter(|c| c % threads == k).collect();
+            let share = slots.len() as f64 / clients as f64;
+            let phase = Duration::from_secs_f64(k as f64 / rate);
+            let mut flat = Schedule::shaped(&points(&[(0.0, rate)], false), false, t0, slots, clients, None, k);
+            let mut constant = Schedule::new(rate * share, false, t0, phase, k);
+            for _ in 0..10_000 {
+                let (a, b) = (flat.next_arrival(), constant.next_arrival());
+                assert!(a.max(b) - a.min(b) <= Duration::from_nanos(1), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    /// A profile that ends at rate 0 ends its schedule even without an end time.
+    #[test]
+    fn a_profile_down_to_zero_ends() {
+        let t0 = Instant::now();
+        let mut s = Schedule::shaped(
+            &points(&[(0.0, 10.0), (1.0, 0.0)], false),
+            false,
+            t0,
+            vec![0],
+            1,
+            None,
+            0,
+        );
+        let mut n = 0;
+        while !s.ended(None) {
+            s.next_arrival();
+            n += 1;
+        }
+        assert_eq!(n, 5);
+    }
+
+    /// Poisson under a profile is a non-homogeneous Poisson process: by the time-rescaling theorem the gaps of
+    /// Λ(t_i) are Exp(1); KS at 1 %. The same arrivals read as a constant rate of their mean fail the test.
+    #[test]
+    fn poisson_profiles_pass_a_time_rescaled_kolmogorov_smirnov_test() {
+        let profile = points(&[(0.0, 20.0), (20.0, 600.0)], false);
+        let curve = Curve::new(&profile);
+        let ks = |mut gaps: Vec<f64>| {
+            gaps.sort_by(f64::total_cmp);
+            let n = gaps.len() as f64;
+            gaps.iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    let f = 1.0 - (-x).exp();
+                    (f - i as f64 / n).max((i + 1) as f64 / n - f)
+                })
+                .fold(0.0f64, f64::max)
+        };
+        for seed_threads in [1u64, 2, 3] {
+            let arrivals = group_arrivals(&profile, true, 12, seed_threads, 20.0);
+            let n = arrivals.len();
+            assert!(
+                (n as f64 - 6200.0).abs() < 4.0 * 6200f64.sqrt(),
+                "{n} arrivals, 6200 expected"
+            );
+            let rescaled: Vec<f64> = arrivals.iter().map(|&t| curve.integral(t)).collect();
+            let gaps: Vec<f64> = rescaled.windows(2).map(|w| w[1] - w[0]).collect();
+            let critical = 1.628 / (gaps.len() as f64).sqrt();
+            let d = ks(gaps);
+            assert!(d < critical, "{seed_threads} threads: KS D = {d:.4} >= {critical:.4}");
+            let mean = n as f64 / 20.0;
+            let flat: Vec<f64> = arrivals.windows(2).map(|w| (w[1] - w[0]) * mean).collect();
+            assert!(ks(flat) > critical, "a constant rate must fail the test");
         }
     }
 

@@ -79,6 +79,22 @@ impl GroupRec {
         rec
     }
 
+    /// The series' interval of instant `at`, the series grown to hold it.
+    fn tick(&mut self, at: Instant) -> usize {
+        let tick = (at.saturating_duration_since(self.origin).as_secs_f64() / self.interval_s) as usize;
+        if self.res.series.len() <= tick {
+            self.res.series.resize(tick + 1, Tick::default());
+        }
+        tick
+    }
+
+    /// Count an open-loop arrival meant to start at `at` (in the measured window), in its interval.
+    pub fn offer(&mut self, at: Instant) {
+        self.res.counts.offered += 1;
+        let tick = self.tick(at);
+        self.res.series[tick].offered += 1;
+    }
+
     /// Record one measured operation of the client in slot `slot` (global number `client`).
     /// Returns whether it succeeded.
     #[inline]
@@ -111,10 +127,7 @@ impl GroupRec {
             self.res.counts.outcomes.abandoned += 1;
             return false;
         }
-        let tick = (t.end.saturating_duration_since(self.origin).as_secs_f64() / self.interval_s) as usize;
-        if self.res.series.len() <= tick {
-            self.res.series.resize(tick + 1, Tick::default());
-        }
+        let tick = self.tick(t.end);
         self.last_end = Some(t.end);
         if let Some(c) = rep.connect {
             histo::record(&mut self.res.connect, c);

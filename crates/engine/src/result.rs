@@ -55,9 +55,13 @@ impl Metric {
 /// One interval of a group's series.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tick {
+    /// Operations that ended in the interval, by outcome.
     pub succeeded: u64,
     pub failed: u64,
     pub hung: u64,
+    /// Open loop: arrivals meant to start in the interval (by intended start; dropped ones included).
+    #[serde(default)]
+    pub offered: u64,
 }
 
 impl Tick {
@@ -65,6 +69,7 @@ impl Tick {
         self.succeeded += o.succeeded;
         self.failed += o.failed;
         self.hung += o.hung;
+        self.offered += o.offered;
     }
 }
 

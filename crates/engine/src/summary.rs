@@ -55,6 +55,8 @@ pub struct SeriesPoint {
     pub succeeded: u64,
     pub failed: u64,
     pub hung: u64,
+    /// Open loop: arrivals meant to start in the interval (0 in closed loop).
+    pub offered: u64,
 }
 
 /// Failures of one class with one normalised message.
@@ -188,6 +190,7 @@ impl GroupSummary {
                     succeeded: t.succeeded,
                     failed: t.failed,
                     hung: t.hung,
+                    offered: t.offered,
                 })
                 .collect(),
             steps: g

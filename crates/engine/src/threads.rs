@@ -612,6 +612,7 @@ async fn open_group(
     let spec = &group.spec;
     let PacerSpec::Rate {
         rate_hz,
+        ref profile,
         poisson,
         max_in_flight,
     } = spec.pacer
@@ -620,15 +621,24 @@ async fn open_group(
     };
     let share = clients.len() as f64 / spec.clients as f64;
     let first = clients[0];
-    // Threads start one group-wide gap apart, so constant schedules interleave evenly.
-    let phase = Duration::from_secs_f64(first as f64 / rate_hz);
-    let mut sched = Schedule::new(
-        rate_hz * share,
-        poisson,
-        shared.start(),
-        phase,
-        spec.client_offset + first,
-    );
+    let seed = spec.client_offset + first;
+    let mut sched = match (rate_hz, profile) {
+        (Some(rate_hz), _) => {
+            // Threads start one group-wide gap apart, so constant schedules interleave evenly.
+            let phase = Duration::from_secs_f64(first as f64 / rate_hz);
+            Schedule::new(rate_hz * share, poisson, shared.start(), phase, seed)
+        }
+        (None, Some(p)) => {
+            // Turns over the whole group (every shard's clients), this thread's clients numbered in it.
+            let (base, all) = spec
+                .group_clients
+                .map_or((0, spec.clients), |n| (spec.client_offset, n));
+            let mut slots: Vec<u64> = clients.iter().map(|c| base + c).collect();
+            slots.sort_unstable();
+            Schedule::shaped(p, poisson, shared.start(), slots, all, group.end_at(), seed)
+        }
+        (None, None) => return,
+    };
     let cap = max_in_flight.map(|m| ((m as f64 * share).round() as usize).max(1));
     rec.borrow_mut()[g].res.counts.open_loop = true;
     let q = Rc::new(OpenQueue {
@@ -655,7 +665,7 @@ async fn open_group(
     };
     let mut issued = 0u64;
     loop {
-        let over = group.end_at().is_some_and(|e| sched.peek() >= e) || group.data_stop.load(Ordering::Relaxed);
+        let over = sched.ended(group.end_at()) || group.data_stop.load(Ordering::Relaxed);
         if stopped.load(Ordering::Relaxed) || over {
             break;
         }
@@ -673,7 +683,7 @@ async fn open_group(
         issued += 1;
         let measured = at >= group.measured_start();
         if measured {
-            rec.borrow_mut()[g].res.counts.offered += 1;
+            rec.borrow_mut()[g].offer(at);
         }
         if cap.is_some_and(|c| q.pending.borrow().len() + q.busy.get() >= c) {
             if measured {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from knee.analysis.beside import stress_group
 from knee.analysis.findings import endpoint, findings
+from knee.analysis.ramp import run_ramp
 from knee.analysis.verdict import analyze
 from knee.model import RunRecord, Verdict
 
@@ -49,5 +50,20 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
         for name in group_names(record)
     ]
     for v in verdicts:
+        _ramp(record, v)
         v.findings = findings(record, v)
     return verdicts
+
+
+def _ramp(record: RunRecord, v: Verdict) -> None:
+    """A group under a rate profile: its offered rate is not its level (the level is its connections), so no
+    saturation is read from the level; a rising profile gets the ramp's verdict (ramp.py), its sentences first."""
+    g = record.scenario.groups.get(v.group)
+    if g is None or g.profile is None:
+        return
+    v.saturation_level = None
+    v.brackets.pop("saturation", None)
+    v.sentences = [s for s in v.sentences if not s.startswith(("saturated at", "kept up with every offered rate"))]
+    v.ramp = run_ramp(record, v.group)
+    if v.ramp is not None:
+        v.sentences[:0] = v.ramp.sentences

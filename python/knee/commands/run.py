@@ -39,6 +39,7 @@ Examples:
   knee run -c 8 --iterations 100 --timeout 5s -- curl -sf http://127.0.0.1:8080/
   knee run http://127.0.0.1:8080/ --rate 500 -c 50 -d 30s          (open loop)
   knee run http://127.0.0.1:8080/ --rate 100,200,400 --poisson -d 5s  (one row per rate)
+  knee run http://127.0.0.1:8080/ --rate-profile "0s:10, 60s:400" -c 200   (a ramp: where it fell behind)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --out runs/         (keep a run directory)
   knee run http://127.0.0.1:8080/ -c 50 -d 10m --serve 8089     (watch it at http://127.0.0.1:8089/)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --slo-p99 200 --slo-failure-ratio 0.01   (CI: exit 3 if missed)
@@ -55,6 +56,13 @@ Examples:
     help="Open loop: operations per second over all clients (e.g. 500), or several (100,200,400) run one "
     "after another; -c is then the number of connections. Latency counts from each intended start.",
 )
+@click.option(
+    "--rate-profile",
+    help='Open loop with a rate over time: a ramp "0s:10, 60s:400", sine(mean=200, amplitude=100, period=60s) or '
+    "spike(base=50, peak=2000, at=30s, hold=10s) (docs/load-shapes.md); -d defaults to its end. A rising one is "
+    "judged: where the achieved rate fell behind, where errors started.",
+)
+@click.option("--rate-step", is_flag=True, help="--rate-profile's points are steps: each rate held until the next.")
 @load_options
 @target_options
 @targets_options
@@ -77,6 +85,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     Exit status: 0 done (failures are counted, not an error, unless an SLO limits them), 2 a mistake in what was
     asked, 3 an SLO (--slo-p99, --slo-failure-ratio) was missed, 130 interrupted.
     """
+    from knee.analysis.ramp import run_ramp
     from knee.progress_line import RunProgress
     from knee.report import abtext
     from knee.runner import EXIT_SLO_FAILED, execute, start_run
@@ -120,6 +129,11 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     if several:
         click.echo("")
         click.echo(abtext.render_rate_steps(loaded.record, steps))
+    ramps = [(v.group, v.ramp) for v in outcome.record.verdicts if v.ramp is not None]
+    if not outcome.record.verdicts:  # without --out nothing was analysed: the ramp's verdict all the same
+        ramps = [(n, r) for n in loaded.scenario.groups if (r := run_ramp(outcome.record, n)) is not None]
+    for name, ramp in ramps:
+        click.echo(f"\nRamp ({name}): " + "; ".join(ramp.sentences))
     checks = [(step, abtext.slo_check(loaded.record, step)) for step in steps]
     if any(check is not None for _, check in checks):
         click.echo("")

@@ -49,6 +49,13 @@ Examples:
     "-c connections.",
     clients="Open loop (--rates): the connections.",
 )
+@click.option(
+    "--ramp",
+    "rate_profile",
+    metavar="PROFILE",
+    help='One continuous open-loop run under a rising rate, e.g. "0s:10, 120s:400" (-c connections, default 1; '
+    "docs/load-shapes.md): the verdict says where the achieved rate fell behind and where errors started.",
+)
 @targets_options
 @click.option("--pause", help="Pause between levels (default 0s).")
 @click.option(
@@ -113,11 +120,15 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
                 raise UserError(
                     "knee sweep needs a SCENARIO file, or a TARGET with --levels (or --rates); see knee sweep --help"
                 )
-            if one_line.levels is None and one_line.rates is None:
-                raise UserError("a one-line sweep needs --levels (client counts, e.g. 5,20,50) or --rates (/s)")
+            if one_line.levels is None and one_line.rates is None and one_line.rate_profile is None:
+                raise UserError(
+                    "a one-line sweep needs --levels (client counts, e.g. 5,20,50), --rates (/s) or --ramp (a rate "
+                    'over time, e.g. "0s:10, 120s:400")'
+                )
             tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
             table = scenario_table(tgt, one_line, run=False)
-            loaded = from_raw(table, Source("command line", options=OPTION_NAMES), variables, secrets)
+            names = {**OPTION_NAMES, "groups.main.rate": "--ramp"}
+            loaded = from_raw(table, Source("command line", options=names), variables, secrets)
             text, name = None, one_line.name or "sweep"
         if opts["save_scenario"] is not None:
             save = opts["save_scenario"]

@@ -92,12 +92,11 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
             if isinstance(g.pacer, RatePacer):
                 share = n / g.clients
                 cap = g.pacer.max_in_flight
-                update["pacer"] = g.pacer.model_copy(
-                    update={
-                        "rate_hz": g.pacer.rate_hz * share,
-                        "max_in_flight": None if cap is None else max(1, math.ceil(cap * share)),
-                    }
+                update["pacer"] = g.pacer.scaled(share).model_copy(
+                    update={"max_in_flight": None if cap is None else max(1, math.ceil(cap * share))}
                 )
+                if g.pacer.profile is not None:
+                    update["group_clients"] = g.group_clients or g.client_offset + g.clients
             per_generator[i].append(g.model_copy(update=update))
             offset += n
     return [

@@ -15,7 +15,7 @@ directory is a `RunRecord` dumped with `model_dump(mode="json")`. One room per c
 The record types are importable from `knee.model` itself.
 """
 
-from knee.model.analysis import Bracket, CurveShape, Finding, LittleCheck, USLFit, Verdict
+from knee.model.analysis import Bracket, CurveShape, Finding, LittleCheck, Ramp, RampPoint, USLFit, Verdict
 from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.measured import (
     SKEW_WARN_SHARE,
@@ -66,6 +66,8 @@ __all__ = [
     "LittleCheck",
     "OpenLoopStats",
     "Outcomes",
+    "Ramp",
+    "RampPoint",
     "Reason",
     "RemoteMetric",
     "RemoteStats",

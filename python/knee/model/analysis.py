@@ -61,6 +61,32 @@ class Bracket(BaseModel):
     high: Level | None = None
 
 
+class RampPoint(BaseModel):
+    """A point located in a ramp's per-interval series: the offered rate there, and the offered rates the series
+    brackets it by (the located interval's start and end)."""
+
+    offered_hz: float
+    low_hz: float
+    high_hz: float
+    at_s: float = Field(description="the located interval's start, seconds from the measured start")
+
+
+class Ramp(BaseModel):
+    """A run under a rising rate profile, read interval by interval (knee.analysis.ramp, docs/load-shapes.md)."""
+
+    interval_s: float
+    top_offered_hz: float = Field(description="the highest offered rate of a whole interval")
+    kept_up_to_hz: float | None = Field(
+        default=None,
+        description="the achieved (succeeded) rate of the last interval that kept up before falling behind",
+    )
+    behind: RampPoint | None = Field(
+        default=None, description="where the achieved rate fell behind the offered one for good; null: it kept up"
+    )
+    errors: RampPoint | None = Field(default=None, description="where errors started; null: none started")
+    sentences: list[str] = Field(default_factory=list)
+
+
 class Verdict(BaseModel):
     """What the analysis concluded about one group over a sweep."""
 
@@ -94,6 +120,7 @@ class Verdict(BaseModel):
         description="the level after which the service did not come back to rest within the settle wait: the steps "
         "measured after it ran on a broken service and locate nothing; null when every step began at rest",
     )
+    ramp: Ramp | None = Field(default=None, description="a run under a rising rate profile: where it fell behind")
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)

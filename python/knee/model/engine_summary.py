@@ -59,6 +59,7 @@ class EngineSeriesPoint(Mirror):
     succeeded: int
     failed: int
     hung: int
+    offered: int
 
 
 class EngineStep(Mirror):

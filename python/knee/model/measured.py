@@ -44,6 +44,7 @@ class SeriesPoint(BaseModel):
     succeeded: int
     failed: int
     hung: int
+    offered: int = Field(default=0, description="open loop: arrivals meant to start in the interval (dropped included)")
 
 
 class OpenLoopStats(BaseModel):
@@ -202,7 +203,10 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
             ttfb_ms=LatencyStats.from_engine_us(g.ttfb_us),
             processing_ms=LatencyStats.from_engine_us(g.processing_us),
             percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in g.percentiles],
-            series=[SeriesPoint(t=p.t, succeeded=p.succeeded, failed=p.failed, hung=p.hung) for p in g.series],
+            series=[
+                SeriesPoint(t=p.t, succeeded=p.succeeded, failed=p.failed, hung=p.hung, offered=p.offered)
+                for p in g.series
+            ],
             interval_s=interval_s,
             per_client=list(g.per_client),
             hung_clients=list(g.hung_clients),

@@ -113,7 +113,7 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
                     ep,
                     conns,
                     new_per_op=isinstance(g, TcpGroup) or g.new_connection,
-                    rate=float(top) if g.rate == "level" else None,
+                    rate=float(top) if g.rate == "level" else (g.profile.peak_hz if g.profile is not None else None),
                     think_s=g.think,
                     http=isinstance(g, HttpGroup),
                     sources=max(1, len(addresses.of_group(g.source_addr))),

@@ -39,7 +39,8 @@ JSON_SCHEMA_VERSION: Literal[3] = 3
 
 
 class OpenLoopJson(BaseModel):
-    target_rate_hz: float
+    target_rate_hz: float = Field(description="the rate asked for; under a rate profile its mean over the window")
+    profile: str | None = Field(default=None, description="the rate profile the arrivals followed, as written")
     poisson: bool
     max_in_flight: int = Field(description="arrivals beyond this many waiting or running are dropped")
     offered: int = Field(description="arrivals due inside the measured window")
@@ -174,8 +175,12 @@ def open_loop(scenario: Scenario, step: StepResult, g: GroupStats) -> OpenLoopJs
     o = g.open_loop
     if o is None:
         return None
+    p = scenario.groups[g.name].profile if g.name in scenario.groups else None
+    warm, seconds = scenario.sweep.warmup, g.elapsed_s
+    mean = (p.integral(warm + seconds) - p.integral(warm)) / seconds if p is not None and seconds > 0 else 0.0
     return OpenLoopJson(
-        target_rate_hz=float(step.level),
+        target_rate_hz=float(step.level) if p is None else mean,
+        profile=None if p is None else p.text + (" (steps)" if p.step else ""),
         poisson=scenario.sweep.arrival == "poisson",
         max_in_flight=scenario.sweep.max_in_flight or DEFAULT_MAX_IN_FLIGHT,
         offered=o.offered,
@@ -228,8 +233,8 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     if o is not None:
         shape = "Poisson" if o.poisson else "constant"
         cap = f", at most {o.max_in_flight} in flight" if o.max_in_flight else ""
-        add(f"{'Offered rate:':<28}{o.offered_rate_hz:.2f} [#/sec] ({o.offered} arrivals; target "
-            f"{o.target_rate_hz:g}/s, {shape}{cap})")  # fmt: skip
+        asked = f"profile {o.profile}, mean {o.target_rate_hz:.4g}/s" if o.profile else f"target {o.target_rate_hz:g}/s"
+        add(f"{'Offered rate:':<28}{o.offered_rate_hz:.2f} [#/sec] ({o.offered} arrivals; {asked}, {shape}{cap})")
         add(f"{'Achieved rate:':<28}{o.achieved_rate_hz:.2f} [#/sec] (completed operations)")
         add(f"{'Late (> 10 ms after due):':<28}{o.late}")
         add(f"{'Dropped (never started):':<28}{o.dropped}")

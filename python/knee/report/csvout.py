@@ -9,7 +9,7 @@ from knee.analysis.run import group_names
 from knee.model import RunRecord
 from knee.report.view import ReportView, build
 
-SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung"]
+SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung", "offered"]
 
 
 def _fmt(v: object) -> object:
@@ -42,5 +42,5 @@ def series_csv(record: RunRecord) -> str:
             if n not in s.groups:
                 continue
             for p in s.groups[n].series:
-                w.writerow([s.index, n, _fmt(p.t), p.succeeded, p.failed, p.hung])
+                w.writerow([s.index, n, _fmt(p.t), p.succeeded, p.failed, p.hung, p.offered])
     return buf.getvalue()

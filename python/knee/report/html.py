@@ -91,6 +91,10 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
             out.append(_figure(plots.counters(record, g.name), f"machine and target counters beside throughput vs {x}"))
         if g.section("remote") is not None:
             out.append(_figure(plots.remote(record, g.name), f"the target's machines beside throughput vs {x}"))
+    if v is not None and v.ramp is not None:
+        out.append(
+            _figure(plots.ramp(record, g.name, v.ramp), "the ramp: achieved vs offered rate, interval by interval")
+        )
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
     return out

@@ -22,7 +22,7 @@ from matplotlib.ticker import LogFormatter
 from knee import fmt
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
-from knee.model import RemoteStats, RunRecord, StepResult, USLFit
+from knee.model import Ramp, RemoteStats, RunRecord, StepResult, USLFit
 
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -322,4 +322,33 @@ def distribution(record: RunRecord, group: str) -> str:
     ax.set_title("Latency distribution per level")
     if drawn:
         ax.legend(title="offered" if record.rates else "clients", fontsize=7, ncol=2, loc="upper left")
+    return to_svg(fig)
+
+
+def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
+    """A run under a rising rate profile, interval by interval: the achieved (succeeded) and the failed-or-hung
+    rate against the offered rate, the line where achieved = offered, and the located points with their brackets
+    (knee.analysis.ramp)."""
+    fig, ax = _figure()
+    (step,) = [s for s in record.steps if s.phase == "sweep" and group in s.groups]
+    g = step.groups[group]
+    per = g.interval_s or 1.0
+    whole = [p for p in g.series if p.t + per <= g.elapsed_s + 1e-6]
+    offered = np.array([p.offered / per for p in whole])
+    ax.plot(offered, [p.succeeded / per for p in whole], "o-", color="C0", ms=3, lw=1, label="succeeded / s")
+    bad = [(p.failed + p.hung) / per for p in whole]
+    if any(bad):
+        ax.plot(offered, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
+    top = float(offered.max()) if len(offered) else 1.0
+    ax.plot([0, top], [0, top], "--", color="grey", lw=0.8, label="achieved = offered")
+    for point, color, what in ((verdict.behind, "C1", "behind from"), (verdict.errors, "C3", "errors from")):
+        if point is not None:
+            ax.axvspan(point.low_hz, point.high_hz, color=color, alpha=0.12)
+            ax.axvline(point.offered_hz, color=color, lw=1, label=f"{what} {fmt.sig3(point.offered_hz)}/s")
+    ax.set_xlim(0, top * 1.02)
+    ax.set_ylim(0, top * 1.1)
+    ax.set_xlabel(f"offered rate, /s (each point: one {fmt.level(per)}-s interval)")
+    ax.set_ylabel("per second")
+    ax.set_title("The ramp: achieved vs offered rate")
+    ax.legend(loc="upper left", fontsize=7)
     return to_svg(fig)

@@ -9,14 +9,16 @@ from pydantic import (
     BeforeValidator,
     Field,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
 
 from knee.errors import UserError
-from knee.scenario import addresses
+from knee.scenario import addresses, profiles
 from knee.scenario.data import MixRequest, origin, request_url
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
+from knee.scenario.profiles import RateProfile
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
 from knee.scenario.urls import check_addr, check_url
@@ -33,9 +35,18 @@ def _clients(value: Any) -> Any:
 
 
 def _rate(value: Any) -> Any:
-    if value is None or value == "level":
+    if value is None or value == "level" or isinstance(value, RateProfile):
         return value
-    raise ValueError('must be "level" (the group\'s arrivals per second follow sweep.rates)')
+    if isinstance(value, str | dict):
+        return profiles.parse(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):  # a constant rate: the profile "0s:R"
+        if not 0 < value <= profiles.MAX_RATE_HZ:
+            raise ValueError(f"must be a rate above 0 and at most {profiles.MAX_RATE_HZ:,.0f} arrivals per second")
+        return profiles.RateProfile(shape="points", points=((0.0, float(value)),))
+    raise ValueError(
+        'must be "level" (the group\'s arrivals per second follow sweep.rates) or a rate profile like '
+        '"0s:10, 60s:400" (docs/load-shapes.md)'
+    )
 
 
 Clients = Annotated[int | Literal["level"], BeforeValidator(_clients)]
@@ -62,7 +73,8 @@ SourceAddrs = Annotated[list[str], BeforeValidator(_source_addrs)]
 
 class _GroupBase(Table):
     clients: Clients = "level"
-    rate: Annotated[Literal["level"] | None, BeforeValidator(_rate)] = None
+    # "level" (follows sweep.rates) or a rate over time (knee.scenario.profiles)
+    rate: Annotated[Literal["level"] | RateProfile | None, BeforeValidator(_rate)] = None
     per_client: PositiveInt | None = None
     total: PositiveInt | None = None
     duration: Duration | None = None
@@ -85,7 +97,28 @@ class _GroupBase(Table):
             )
         if self.timeout <= 0:
             raise ValueError("timeout must be more than 0")
+        if isinstance(self.rate, RateProfile):
+            if self.clients == "level":
+                raise ValueError(
+                    'clients must be a number of connections with a rate profile (got "level"): its arrivals are '
+                    "handed to that many clients, e.g. clients = 50"
+                )
+            for key in ("think", "think_on_failure"):
+                if getattr(self, key) > 0:
+                    raise ValueError(
+                        f"{key} applies to closed loops only (got {getattr(self, key):g} s with a rate profile); "
+                        f"drop {key}"
+                    )
         return self
+
+    @field_serializer("rate")
+    def _rate_out(self, v: Any) -> Any:
+        return v.toml_value() if isinstance(v, RateProfile) else v
+
+    @property
+    def profile(self) -> RateProfile | None:
+        """Its rate over time, if it has one."""
+        return self.rate if isinstance(self.rate, RateProfile) else None
 
     @property
     def follows_level(self) -> bool:

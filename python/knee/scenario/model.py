@@ -303,7 +303,11 @@ class Scenario(Table):
             missing = [
                 n
                 for n, g in self.groups.items()
-                if g.per_client is None and g.total is None and g.duration is None and not g.background
+                if g.per_client is None
+                and g.total is None
+                and g.duration is None
+                and not g.background
+                and (g.profile is None or g.profile.end_s is None)
             ]
             if missing:
                 raise ValueError(
@@ -420,10 +424,11 @@ class Scenario(Table):
                 )
 
     def _check_closed_only(self) -> None:
-        """Open-loop keys are refused in a client sweep, each with its closed-loop counterpart."""
+        """Open-loop keys are refused in a client sweep, each with its closed-loop counterpart (a group with a rate
+        profile takes the arrivals' keys)."""
+        profiled = any(g.profile is not None for g in self.groups.values())
         for key, other in (
-            ("sweep.arrival", None),
-            ("sweep.max_in_flight", None),
+            *((("sweep.arrival", None), ("sweep.max_in_flight", None)) if not profiled else ()),
             ("stop.max_rate", "stop.max_level"),
             ("slo.min_rate", "slo.min_clients"),
         ):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from knee.errors import UserError
+from knee.scenario import profiles
 from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
 
 # the one-line options that apply to a scenario file's run; the others (the target's, think, timeout …) are the
@@ -43,6 +44,18 @@ def _follows(group: Any) -> bool:
     return isinstance(group, dict) and (group.get("clients", "level") == "level" or group.get("rate") == "level")
 
 
+def _profiled(group: Any) -> bool:
+    """A group with a rate profile of its own (knee.scenario.profiles): an open loop, whatever the level."""
+    return isinstance(group, dict) and group.get("rate") not in (None, "level")
+
+
+def _profile_ends(group: Any) -> bool:
+    """A group whose rate profile ends of itself: its end is the step's, as a stop of its own would be."""
+    rate = group.get("rate") if _profiled(group) else None
+    text = rate.get("points", "") if isinstance(rate, dict) else rate
+    return isinstance(text, str) and profiles.ends_of_itself(text)
+
+
 def at_one_level(raw: dict[str, Any], o: Options, given: list[str], source: str) -> dict[str, Any]:
     """The tables of scenario `raw` (from the file `source`) as one step at the level `o` gives. `given`: the
     one-line options given (Options' field names); one that the file says itself is refused."""
@@ -66,7 +79,7 @@ def at_one_level(raw: dict[str, Any], o: Options, given: list[str], source: str)
     groups = raw.get("groups") if isinstance(raw.get("groups"), dict) else {}
     assert isinstance(groups, dict)
     ending = [g for g in groups.values() if isinstance(g, dict) and not g.get("background")]
-    own_stop = bool(ending) and all(any(k in g for k in _GROUP_STOP) for g in ending)
+    own_stop = bool(ending) and all(any(k in g for k in _GROUP_STOP) or _profile_ends(g) for g in ending)
     from_line = dict(line["sweep"])
     if not stop_given and (any(k in sweep for k in _STOP) or own_stop):
         from_line.pop("duration", None)  # the file's stop, not the one-line default
@@ -79,9 +92,11 @@ def at_one_level(raw: dict[str, Any], o: Options, given: list[str], source: str)
             f'{source}: no group follows the level (clients = "level"), so {option} has nothing to set; set '
             'clients = "level" in the group to measure, or drop the option'
         )
-    if not followers:  # fixed clients: the step is the groups as they are
+    if not followers:  # fixed clients: the step is the groups as they are (a rate profile keeps its arrivals' keys)
         for key in ("levels", "rates", "arrival", "max_in_flight"):
             sweep.pop(key, None)
+        if any(_profiled(g) for g in groups.values()):
+            sweep.update({k: file_sweep[k] for k in ("arrival", "max_in_flight") if k in file_sweep})
     new_groups = dict(groups)
     for name in followers:
         g = {k: v for k, v in groups[name].items() if k != "rate"}

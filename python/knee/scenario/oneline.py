@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knee.errors import UserError
+from knee.scenario import profiles
 from knee.scenario.data import data_tables
 from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table
 from knee.scenario.units import parse_duration, parse_header
@@ -75,6 +76,7 @@ OPTION_NAMES: dict[str, str] = {
     "search.precision": "--precision",
     "search.budget": "--budget",
     "sweep.rates": "--rates",
+    "groups.main.rate": "--rate-profile",
     "sweep.duration": "-d/--duration",
     "sweep.total": "-n",
     "sweep.per_client": "--iterations",
@@ -161,6 +163,8 @@ class Options:
     threads: int | None = None
     poisson: bool = False
     max_in_flight: int | None = None
+    rate_profile: str | None = None  # `knee run --rate-profile`: the rate over time (knee.scenario.profiles)
+    rate_step: bool = False  # its points are steps
     up_down: bool = False
     no_recovery: bool = False
     slo_p99: float | None = None
@@ -365,24 +369,30 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     if len(given) > 1:
         raise UserError(f"give only one of -n, --iterations and --duration (got {' and '.join(given)})")
     rates = o.rates
-    if rates is None:
+    if o.rate_step and o.rate_profile is None:
+        raise UserError('--rate-step makes a profile\'s points steps: give --rate-profile too (e.g. "0s:50, 30s:200")')
+    if rates is None and o.rate_profile is None:
         if o.poisson:
             raise UserError(f"--poisson shapes an open loop: give {rate_option} too (e.g. {rate_option} 500 --poisson)")
         if o.max_in_flight is not None:
             raise UserError(f"--max-in-flight caps an open loop: give {rate_option} too (e.g. {rate_option} 500)")
     group = _group(target, o)
     sweep: dict[str, Any] = {}
-    if rates is not None:
+    if rates is not None or o.rate_profile is not None:
         if o.levels is not None:
             raise UserError("--levels and --rates exclude each other: give client levels or arrival rates, not both")
+        if rates is not None and o.rate_profile is not None:
+            raise UserError(f"{rate_option} and --rate-profile exclude each other: give one rate or a rate over time")
         for option, value in (("--think", o.think), ("--think-on-failure", o.think_on_failure)):
             if value is not None and value not in ("0", "0s", 0, 0.0):
                 raise UserError(
                     f"{option} applies to closed loops only (got {value} with {rate_option}): drop one of them"
                 )
         group["clients"] = o.clients if o.clients is not None else 1
-        group["rate"] = "level"
-        sweep["rates"] = rates
+        if o.rate_profile is not None:
+            group["rate"] = {"points": o.rate_profile, "step": True} if o.rate_step else o.rate_profile
+        else:
+            group["rate"], sweep["rates"] = "level", rates
         if o.poisson:
             sweep["arrival"] = "poisson"
         if o.max_in_flight is not None:
@@ -403,7 +413,8 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     elif o.iterations is not None:
         sweep["per_client"] = o.iterations
     else:
-        sweep["duration"] = o.duration if o.duration is not None else "10s"
+        if o.duration is not None or o.rate_profile is None or not profiles.ends_of_itself(o.rate_profile):
+            sweep["duration"] = o.duration if o.duration is not None else "10s"  # a profile's end is its own default
         _warmup_within(o.warmup, o.duration)
     for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration"):
         if getattr(o, key) is not None:

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::SpecError;
+pub use crate::profile::RateProfile;
 
 mod data;
 mod exec;
@@ -60,6 +61,10 @@ pub struct GroupSpec {
     /// Index of this shard's first client in the whole group (for `${client}`, `per_client`, `hung_clients`).
     #[serde(default)]
     pub client_offset: u64,
+    /// The whole group's clients over every shard of a distributed run (None: this shard's `clients`, from 0). A
+    /// rate profile's arrivals go by turns over all of them, so the shards' arrivals together are the group's.
+    #[serde(default)]
+    pub group_clients: Option<u64>,
     #[serde(default)]
     pub pacer: PacerSpec,
     pub client: ClientSpec,
@@ -98,9 +103,13 @@ pub enum PacerSpec {
     /// Open loop: `rate_hz` arrivals per second over the group (constant gaps, or exponential ones
     /// with `poisson`), each handed to an idle one of the group's `clients` slots; latency is
     /// measured from the intended start. An arrival that finds `max_in_flight` operations waiting
-    /// or running, or waits longer than `timeout_ms` for a slot, is dropped (counted).
+    /// or running, or waits longer than `timeout_ms` for a slot, is dropped (counted). With a
+    /// `profile` instead of `rate_hz`, the rate follows it (docs/load-shapes.md).
     Rate {
-        rate_hz: f64,
+        #[serde(default)]
+        rate_hz: Option<f64>,
+        #[serde(default)]
+        profile: Option<RateProfile>,
         #[serde(default)]
         poisson: bool,
         max_in_flight: Option<u64>,
@@ -216,9 +225,20 @@ impl GroupSpec {
         if self.timeout_ms == 0 {
             return Err(SpecError::new(format!("{key}.timeout_ms must be at least 1 (got 0)")));
         }
+        if let Some(n) = self.group_clients {
+            let end = self.client_offset.saturating_add(self.clients);
+            if n < end {
+                return Err(SpecError::new(format!(
+                    "{key}.group_clients must be at least client_offset + clients ({end}) (got {n})"
+                )));
+            }
+        }
         if let PacerSpec::Rate {
-            rate_hz, max_in_flight, ..
-        } = self.pacer
+            rate_hz,
+            profile,
+            max_in_flight,
+            ..
+        } = &self.pacer
         {
             if self.think_on_failure_ms > 0 {
                 return Err(SpecError::new(format!(
@@ -227,19 +247,21 @@ impl GroupSpec {
                     self.think_on_failure_ms
                 )));
             }
-            if !(rate_hz.is_finite() && rate_hz > 0.0) {
-                return Err(SpecError::new(format!(
-                    "{key}.pacer.rate_hz must be a positive number (got {rate_hz})"
-                )));
+            match (rate_hz, profile) {
+                (Some(rate_hz), None) => check_rate(key, *rate_hz)?,
+                (None, Some(p)) => p.validate(&format!("{key}.pacer.profile"))?,
+                (Some(_), Some(_)) => {
+                    return Err(SpecError::new(format!(
+                        "{key}.pacer has both rate_hz and profile; keep one of them"
+                    )))
+                }
+                (None, None) => {
+                    return Err(SpecError::new(format!(
+                        "{key}.pacer needs rate_hz (a constant rate) or profile (a rate over time)"
+                    )))
+                }
             }
-            if rate_hz > crate::pacer::MAX_RATE_HZ {
-                return Err(SpecError::new(format!(
-                    "{key}.pacer.rate_hz {rate_hz} is more than the engine can pace (at most {} a second); \
-                     lower the rate",
-                    crate::pacer::MAX_RATE_HZ
-                )));
-            }
-            if max_in_flight == Some(0) {
+            if *max_in_flight == Some(0) {
                 return Err(SpecError::new(format!(
                     "{key}.pacer.max_in_flight must be at least 1 (got 0)"
                 )));
@@ -253,6 +275,22 @@ impl GroupSpec {
             ClientSpec::Worker(w) => w.validate(&ckey),
         }
     }
+}
+
+/// An open loop's constant rate: positive, and no more than the engine can pace.
+fn check_rate(key: &str, rate_hz: f64) -> Result<(), SpecError> {
+    if !(rate_hz.is_finite() && rate_hz > 0.0) {
+        return Err(SpecError::new(format!(
+            "{key}.pacer.rate_hz must be a positive number (got {rate_hz})"
+        )));
+    }
+    if rate_hz > crate::pacer::MAX_RATE_HZ {
+        return Err(SpecError::new(format!(
+            "{key}.pacer.rate_hz {rate_hz} is more than the engine can pace (at most {} a second); lower the rate",
+            crate::pacer::MAX_RATE_HZ
+        )));
+    }
+    Ok(())
 }
 
 /// A check's pattern (`expect_stdout`, `expect_stderr`, `expect_body_regex`, tcp `expect`) as every check reads
@@ -365,6 +403,36 @@ mod tests {
                 .starts_with("groups[0].think_on_failure_ms applies to closed loops only (got 100"),
             "{e}"
         );
+        let tcp = r#"{"kind": "tcp", "addr": "x:1"}"#;
+        let e = Spec::from_json(&group(tcp, r#", "client_offset": 3, "group_clients": 4"#)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups[0].group_clients must be at least client_offset + clients (5) (got 4)"
+        );
+        let e = Spec::from_json(&group(tcp, r#", "pacer": {"kind": "rate"}"#)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups[0].pacer needs rate_hz (a constant rate) or profile (a rate over time)"
+        );
+        let both = r#", "pacer": {"kind": "rate", "rate_hz": 5, "profile": {"shape": "points", "points": [[0, 5]]}}"#;
+        let e = Spec::from_json(&group(tcp, both)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups[0].pacer has both rate_hz and profile; keep one of them"
+        );
+        let down = r#", "pacer": {"kind": "rate", "profile": {"shape": "points", "points": [[0, 5], [0, 9]]}}"#;
+        let e = Spec::from_json(&group(tcp, down)).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("groups[0].pacer.profile.points[1] time 0 s is not after the point before it"),
+            "{e}"
+        );
+        let e = Spec::from_json(&group(
+            tcp,
+            r#", "pacer": {"kind": "rate", "profile": {"shape": "saw"}}"#,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("saw"), "{e}");
         let e = Spec::from_json(r#"{"groups": [], "bogus": 1}"#).unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Spec::from_json(&group(

@@ -19,7 +19,8 @@ use serde_json::{json, Value};
 
 fn open(spec: &mut Spec, rate_hz: f64, max_in_flight: Option<u64>) {
     spec.groups[0].pacer = PacerSpec::Rate {
-        rate_hz,
+        rate_hz: Some(rate_hz),
+        profile: None,
         poisson: false,
         max_in_flight,
     };
@@ -92,7 +93,8 @@ fn poisson_rate_holds_its_mean() {
     let server = TestServer::start(ServerOpts::default());
     let mut s = one_group(8, json!({"duration_ms": 2000}), http(&server.url()));
     s.groups[0].pacer = PacerSpec::Rate {
-        rate_hz: 500.0,
+        rate_hz: Some(500.0),
+        profile: None,
         poisson: true,
         max_in_flight: None,
     };
@@ -203,4 +205,39 @@ fn closed_loop_results_report_no_open_loop_figures() {
     assert_eq!(g["offered_rate_hz"], Value::Null);
     assert_eq!(g["latency_uncorrected_us"]["count"], json!(0));
     assert!(g["achieved_rate_hz"].as_f64().unwrap() > 0.0);
+}
+
+/// A rate profile's arrivals, counted by the engine per interval by their intended start, are the profile's
+/// integral over each interval (a ramp 100 → 500/s over 2 s, 250 ms intervals, 6 clients on 4 threads); the
+/// total is the integral, and every one reached the server.
+#[test]
+fn a_ramp_profile_offers_its_integral_in_every_interval() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut s = one_group(6, json!({"duration_ms": 2000}), http(&server.url()));
+    s.threads = 4;
+    s.interval_ms = 250;
+    s.groups[0].pacer = serde_json::from_value(json!({
+        "kind": "rate", "profile": {"shape": "points", "points": [[0, 100], [2, 500]]}
+    }))
+    .unwrap();
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    let integral = |t: f64| 100.0 * t + 100.0 * t * t;
+    assert_eq!(g.counts.offered, 600, "{}", r.summary_json());
+    assert_eq!(g.series.iter().map(|t| t.offered).sum::<u64>(), 600);
+    for i in 0..8 {
+        let (a, b) = (i as f64 * 0.25, (i + 1) as f64 * 0.25);
+        let n = g.series[i].offered as f64;
+        assert!(
+            (n - (integral(b) - integral(a))).abs() < 1.0,
+            "[{a}, {b}): {n} offered, the integral is {}",
+            integral(b) - integral(a)
+        );
+    }
+    assert_eq!(g.counts.dropped, 0);
+    assert_eq!(server.requests(), g.counts.outcomes.started());
+    assert!(g.counts.outcomes.succeeded >= 595, "{}", r.summary_json());
+    // The summary carries the offered counts per interval.
+    let points = group_summary(&r)["series"].as_array().unwrap().clone();
+    assert_eq!(points.iter().map(|p| p["offered"].as_u64().unwrap()).sum::<u64>(), 600);
 }

@@ -209,7 +209,8 @@ fn open_loop_rate_paces_the_group() {
     let server = TestServer::start(ServerOpts::default());
     let mut s = one_group(4, json!({"duration_ms": 1000}), http(&server.url()));
     s.groups[0].pacer = knee_engine::PacerSpec::Rate {
-        rate_hz: 200.0,
+        rate_hz: Some(200.0),
+        profile: None,
         poisson: false,
         max_in_flight: None,
     };
@@ -232,7 +233,8 @@ fn open_loop_counts_merge_exactly_and_other_format_versions_are_named() {
         let mut s = one_group(2, json!({"duration_ms": 500}), http(&server.url()));
         s.groups[0].client_offset = offset;
         s.groups[0].pacer = knee_engine::PacerSpec::Rate {
-            rate_hz: 100.0,
+            rate_hz: Some(100.0),
+            profile: None,
             poisson: false,
             max_in_flight: Some(1),
         };
