@@ -123,3 +123,12 @@ def test_the_rooms_exist() -> None:
     assert not (PKG / "diagnose.py").exists()
     assert not (ROOT / "crates" / "target").exists()
     assert (ROOT / "crates" / "demo-target" / "Cargo.toml").is_file()
+
+
+def test_test_modules_have_names_of_their_own() -> None:
+    # The test directories are not packages: pytest imports each test module by its base name, so a second
+    # tests/*/test_x.py is not collected ("import file mismatch") and make test-py's pass stops at collection.
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        other = seen.setdefault(path.name, path)
+        assert other == path, f"{path.relative_to(ROOT)} has the name of {other.relative_to(ROOT)}: rename one"
