@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use crate::profile::{Curve, RateProfile};
+use crate::spec::{GroupSpec, PacerSpec};
 
 /// An operation that starts more than this after its intended start counts as *late*.
 /// Larger than the timer's granularity (1 ms) plus scheduling jitter on a busy machine.
@@ -92,6 +93,40 @@ struct Shaped {
 }
 
 impl Schedule {
+    /// The schedule of one runtime thread's `clients` (indices in this shard, ascending) of open-loop group `spec`,
+    /// from `origin` until `end`; None when the group is not an open loop.
+    pub fn of_thread(spec: &GroupSpec, clients: &[u64], origin: Instant, end: Option<Instant>) -> Option<Schedule> {
+        let PacerSpec::Rate {
+            rate_hz,
+            ref profile,
+            poisson,
+            ..
+        } = spec.pacer
+        else {
+            return None;
+        };
+        let first = clients[0];
+        let seed = spec.client_offset + first;
+        match (rate_hz, profile) {
+            (Some(rate_hz), _) => {
+                // Threads start one group-wide gap apart, so constant schedules interleave evenly.
+                let share = clients.len() as f64 / spec.clients as f64;
+                let phase = Duration::from_secs_f64(first as f64 / rate_hz);
+                Some(Schedule::new(rate_hz * share, poisson, origin, phase, seed))
+            }
+            (None, Some(p)) => {
+                // Turns over the whole group (every shard's clients), this thread's clients numbered in it.
+                let (base, all) = spec
+                    .group_clients
+                    .map_or((0, spec.clients), |n| (spec.client_offset, n));
+                let mut slots: Vec<u64> = clients.iter().map(|c| base + c).collect();
+                slots.sort_unstable();
+                Some(Schedule::shaped(p, poisson, origin, slots, all, end, seed))
+            }
+            (None, None) => None,
+        }
+    }
+
     /// `rate_hz` arrivals per second starting at `origin + phase`; `seed` picks the Poisson stream.
     pub fn new(rate_hz: f64, poisson: bool, origin: Instant, phase: Duration, seed: u64) -> Schedule {
         let mut s = Schedule {

@@ -610,35 +610,13 @@ async fn open_group(
 ) {
     let group = &shared.groups[g];
     let spec = &group.spec;
-    let PacerSpec::Rate {
-        rate_hz,
-        ref profile,
-        poisson,
-        max_in_flight,
-    } = spec.pacer
-    else {
+    let PacerSpec::Rate { max_in_flight, .. } = spec.pacer else {
+        return;
+    };
+    let Some(mut sched) = Schedule::of_thread(spec, &clients, shared.start(), group.end_at()) else {
         return;
     };
     let share = clients.len() as f64 / spec.clients as f64;
-    let first = clients[0];
-    let seed = spec.client_offset + first;
-    let mut sched = match (rate_hz, profile) {
-        (Some(rate_hz), _) => {
-            // Threads start one group-wide gap apart, so constant schedules interleave evenly.
-            let phase = Duration::from_secs_f64(first as f64 / rate_hz);
-            Schedule::new(rate_hz * share, poisson, shared.start(), phase, seed)
-        }
-        (None, Some(p)) => {
-            // Turns over the whole group (every shard's clients), this thread's clients numbered in it.
-            let (base, all) = spec
-                .group_clients
-                .map_or((0, spec.clients), |n| (spec.client_offset, n));
-            let mut slots: Vec<u64> = clients.iter().map(|c| base + c).collect();
-            slots.sort_unstable();
-            Schedule::shaped(p, poisson, shared.start(), slots, all, group.end_at(), seed)
-        }
-        (None, None) => return,
-    };
     let cap = max_in_flight.map(|m| ((m as f64 * share).round() as usize).max(1));
     rec.borrow_mut()[g].res.counts.open_loop = true;
     let q = Rc::new(OpenQueue {
