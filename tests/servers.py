@@ -41,6 +41,20 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
 """
+
+
+def nginx_conf(log_format: str, servers: str) -> str:
+    """A config of nginx's own (for `nginx_with`): NGINX_HEAD, each request logged to {dir}/access.log as
+    `log_format` (nginx's variables), keep-alive connections held for a million requests, then `servers` (server
+    blocks; braces doubled for str.format, {port} the free port)."""
+    logged = (
+        f"    log_format logged '{log_format}';\n"
+        "    access_log {dir}/access.log logged;\n"
+        "    keepalive_requests 1000000;\n"
+    )
+    return NGINX_HEAD + logged + servers + "}}\n"
+
+
 NGINX_CONF = (
     NGINX_HEAD
     + """\

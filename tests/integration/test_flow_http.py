@@ -19,19 +19,16 @@ from knee.store import RunDir
 
 from conftest import REPO, knee_cli
 from pki import Pki
-from servers import NGINX_HEAD, Nginx, TlsNginx, free_port, sent, session_target, settled, wait_for_port
 from servers import SESSION_PASSWORD as PASSWORD
+from servers import Nginx, TlsNginx, free_port, nginx_conf, sent, session_target, settled, wait_for_port
 
 FLOWS = REPO / "tests" / "flows"
 
 # Each request's connection, method, URI, status and the Cookie it carried; /login sets a cookie naming the
 # connection it was set on, so a cookie sent back on another connection would show.
-CONF = (
-    NGINX_HEAD
-    + """\
-    log_format flow '$connection $request_method $request_uri $status "$http_cookie"';
-    access_log {dir}/access.log flow;
-    keepalive_requests 1000000;
+CONF = nginx_conf(
+    '$connection $request_method $request_uri $status "$http_cookie"',
+    """\
     server {{
         listen 127.0.0.1:{port};
         default_type application/json;
@@ -41,8 +38,7 @@ CONF = (
         location = /short {{ keepalive_timeout 300ms; return 200 '{{}}'; }}
         location / {{ return 200 '{{}}'; }}
     }}
-}}
-"""
+""",
 )
 
 

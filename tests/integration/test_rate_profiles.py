@@ -21,21 +21,17 @@ from knee.scenario import profiles
 from knee.store import RunDir
 
 from conftest import knee_cli
-from servers import NGINX_HEAD, free_port, nginx_with
+from servers import free_port, nginx_conf, nginx_with
 
 # nginx logs each request's time (ms resolution) when it answers; `return 200` answers at once.
-MSEC_CONF = (
-    NGINX_HEAD
-    + """\
-    log_format msec '$msec $status';
-    access_log {dir}/access.log msec;
-    keepalive_requests 1000000;
+MSEC_CONF = nginx_conf(
+    "$msec $status",
+    """\
     server {{
         listen 127.0.0.1:{port};
         location / {{ default_type text/plain; return 200 "ok\\n"; }}
     }}
-}}
-"""
+""",
 )
 NEAR_EDGE_S = 0.003  # an arrival due this close to a second's edge may be logged on its other side (below)
 
