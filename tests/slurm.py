@@ -53,7 +53,8 @@ ReturnToService=2
 MpiDefault=none
 SwitchType=switch/none
 MailProg=/bin/true
-KillWait=2
+# SIGTERM to SIGKILL of a cancelled job: a shipped job's EXIT trap removes its venv then (Slurm's default: 30 s)
+KillWait=10
 MinJobAge=2
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP

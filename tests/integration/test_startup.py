@@ -14,6 +14,7 @@ import platform
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from knee.cli import main
 from knee.console import _FirstUse, make_console
 from knee.machine.host import identity
 
-from servers import Nginx
+from servers import Nginx, start_nginx
 
 # Runs knee's program as the `knee` script does, then says what the process imported and how its collector stands.
 PROGRAM = textwrap.dedent(
@@ -61,9 +62,19 @@ def _knee_process(tmp_path: Path, *args: str) -> tuple[dict[str, object], subpro
     return json.loads(out.read_text()), done
 
 
+@pytest.fixture(scope="module")
+def own_nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    """An nginx of this module's own: a connection another test left at the worker's shared one makes the run
+    wait for the service to be at rest first, and say so on the console (which imports rich)."""
+    server = start_nginx(tmp_path_factory.mktemp("startup-nginx"))
+    yield server
+    server.stop()
+
+
 def test_a_quiet_one_request_run_imports_no_rich_no_metadata_no_urllib_and_counts_its_request(
-    nginx: Nginx, tmp_path: Path
+    own_nginx: Nginx, tmp_path: Path
 ) -> None:
+    nginx = own_nginx
     before = len(nginx.access_lines())
     seen, done = _knee_process(tmp_path, "run", nginx.url + "/", "-q", "-c", "1", "-n", "1", "--json", "r.json")
     assert seen["code"] == 0, done.stderr
