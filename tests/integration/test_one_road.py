@@ -199,14 +199,15 @@ enabled = false
     v = next(v for v in record.verdicts if v.group == "base")
     assert v.peak_level is None and v.peak_rate is None and v.collapse_level is None
     rates = [g.rate_hz for g in base]
-    assert v.sentences[0].startswith("beside stress from 2 to 8 clients its rate "), v.sentences
+    top = record.steps[-1].level  # 8, or where a busy machine stopped the sweep (above)
+    assert v.sentences[0].startswith(f"beside stress from 2 to {top} clients its rate "), v.sentences
     assert f"({fmt.rate(rates[0])} → {fmt.rate(rates[-1])})" in v.sentences[0]
     assert not any("peak" in x for x in v.sentences), v.sentences
     md = (next(p for p in (tmp_path / "runs").iterdir() if p.is_dir()) / "report.md").read_text()
     section = md[md.index("## Group base") :]  # the last group's
-    for level in (2, 4, 8):
-        assert f"| 50 (beside stress at {level}) |" in section
-    assert "**Verdict:** beside stress from 2 to 8 clients" in section and "peaked" not in section
+    for s in record.steps:
+        assert f"| 50 (beside stress at {s.level}) |" in section
+    assert f"**Verdict:** beside stress from 2 to {top} clients" in section and "peaked" not in section
 
 
 def test_a_kept_knee_run_is_a_run_directory_report_and_compare_accept(nginx: Nginx, tmp_path: Path) -> None:
