@@ -81,7 +81,11 @@ def test_a_quiet_one_request_run_imports_no_rich_no_metadata_no_urllib_and_count
     modules = set(seen["modules"])  # type: ignore[arg-type]
     assert {"knee.runner", "knee.model", "pydantic"} <= modules  # the run did run through knee
     rich = {m for m in modules if m == "rich" or m.startswith("rich.")}
-    assert not rich, f"rich imported from\n{seen['rich_from']}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+    said = done.stdout.split("Target:", 1)[0].strip()  # what the run printed through the console, before its report
+    why = f"rich imported from\n{seen['rich_from']}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+    # On a busy machine nginx may not yet have accepted the preflight's own connection when the run looks for rest:
+    # it waits, says "settled in …" through the console, and that use imports rich. Printing nothing, it must not.
+    assert said.startswith("settled in ") if said else not rich, why
     assert "importlib.metadata" not in modules  # pydantic's plugin search (knee.cli._skip_pydantic_plugins)
     assert "urllib.request" not in modules  # the exporters' scraper: nothing to scrape
     assert seen["enabled"] is True
