@@ -24,6 +24,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -79,7 +80,14 @@ public final class KneeWorker {
             final long c = client, i = id;
             pool.execute(() -> reply(operation(c, i)));
         }
+        // The operations knee has written are started as far as it counts: finish them (knee waits 2 s for the
+        // exit) so that the service sees every one, abandoned or not.
         pool.shutdown();
+        try {
+            pool.awaitTermination(2, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
         OUT.flush();
         System.exit(0);
     }
