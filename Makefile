@@ -59,17 +59,21 @@ test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
 # None may: make ci-deps and make install give every test what it needs (root for network namespaces included).
 KNEE_ALLOWED_SKIPS ?=
 
-# Two passes. First the tests marked `serial` (they measure rates, timings, the machine's CPU or its ephemeral ports,
-# which a neighbour would disturb) run alone, on a machine at rest: after the parallel pass, its tens of thousands of
-# connections' TIME_WAIT sockets held half the ephemeral ports, and the verdicts said "load side". Then the rest,
-# which wait on servers rather than measure, on PYTEST_WORKERS xdist workers (a module with an expensive module fixture
-# keeps to one worker: its xdist_group). Both run even if the first fails.
+# Three passes. First the tests marked `serial` (they measure rates and timings, mostly waiting: a third of a core
+# each), two at a time. Then those marked `alone` (they take or measure whole cores, or count the machine's
+# connections), one at a time; the ones marked `time_wait` last, since the TIME_WAIT sockets of their tens of thousands
+# of connections hold half the ephemeral ports for a minute, and a verdict measured beside them says "load side".
+# Then the rest, which wait on servers rather than measure, on PYTEST_WORKERS xdist workers (a module with an
+# expensive module fixture keeps to one worker: its xdist_group). All three run even if one fails.
 PYTEST_WORKERS ?= 4
+PYTEST_SERIAL_WORKERS ?= 2
 PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=25
 
 test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it
-	$(PYTEST) -m serial tests; serial=$$?; \
-	  $(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" tests; parallel=$$?; exit $$(( serial || parallel ))
+	$(PYTEST) -n $(PYTEST_SERIAL_WORKERS) --dist loadgroup -m "serial and not alone" tests; serial=$$?; \
+	  $(PYTEST) -m alone tests; alone=$$?; \
+	  $(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial and not alone" tests; parallel=$$?; \
+	  exit $$(( serial || alone || parallel ))
 
 lint: $(PY) ## clippy and ruff, warnings as errors
 	cargo fmt --all --check

@@ -76,7 +76,7 @@ CLOCK_LISTS = frozenset({"series", "points", "samples", "intervals"})
 SEEN_MAPS = frozenset({"tcp_states_peak", "accept_queue_peak"})
 
 
-# Serial (make test-py runs it alone): the verdict's words, from measured rates.
+# Serial (make test-py runs it beside one other serial test at most): the verdict's words, from measured rates.
 pytestmark = pytest.mark.serial
 
 

@@ -142,7 +142,7 @@ def test_interval_series(target: TargetProcess, tmp_path: Path) -> None:
     assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
 
 
-@pytest.mark.serial  # its levels end where the measured connect rate collapses (the default [stop] at_collapse)
+@pytest.mark.alone  # its levels end where the measured connect rate collapses (the default [stop] at_collapse)
 @pytest.mark.time_wait  # a connection per operation at full speed: tens of thousands of TIME_WAIT sockets
 def test_tcp_handshake(target: TargetProcess, tmp_path: Path) -> None:
     record, _ = run_example("tcp-handshake", target, tmp_path)

@@ -53,7 +53,7 @@ def assert_same_shape(a: object, b: object, path: str = "$") -> None:
         assert type(a) is type(b), (path, a, b)
 
 
-@pytest.mark.serial  # two sweeps' verdicts, field by field
+@pytest.mark.alone  # two sweeps' verdicts, field by field (two whole-core sweeps of nginx)
 def test_a_one_line_sweep_equals_its_saved_scenario(nginx: Nginx, tmp_path: Path) -> None:
     for name, target in (
         ("http", [nginx.url + "/", "-H", "X-Test: 1", "--expect-status", "200"]),

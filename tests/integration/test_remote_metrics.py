@@ -45,8 +45,8 @@ BURN = "\n".join(
 )
 
 
-# Serial (make test-py runs it alone): a core burnt and read back from node_exporter, machine-wide.
-pytestmark = pytest.mark.serial
+# Alone (make test-py runs it with nothing beside it): a core burnt and read back from node_exporter, machine-wide.
+pytestmark = pytest.mark.alone
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from knee.store import RunDir
 from browser import Browser
 from servers import Nginx, free_port, wait_for_http
 
-# Serial (make test-py runs it alone): a browser watching a live sweep's steps as they happen.
-pytestmark = pytest.mark.serial
+# Alone (make test-py runs it with nothing beside it): a browser watching a live sweep's steps as they happen.
+pytestmark = pytest.mark.alone
 
 WIDTHS = {"desktop": (1280, False), "phone": (390, True)}
 

@@ -23,7 +23,8 @@ from conftest import knee_cli
 
 BLAME = re.compile(r"load side|load generator", re.I)
 
-# Serial (make test-py runs it alone): knee's CPU and the machine's cores, measured.
+# Serial (make test-py runs it beside one other serial test at most): connection limits from measured rates; the
+# load-side test (knee's CPU, measured) runs alone.
 pytestmark = pytest.mark.serial
 
 
@@ -110,6 +111,7 @@ def _pinned(core: int) -> list[str]:
     return [*(["nice", "-n", "-20"] if os.geteuid() == 0 else []), "taskset", "-c", str(core)]
 
 
+@pytest.mark.alone  # knee's own core, saturated
 def test_a_saturated_load_side_still_says_load_side_with_knees_cpu(tmp_path: Path) -> None:
     assert shutil.which("taskset"), "taskset (util-linux) is not installed"
     assert len(os.sched_getaffinity(0)) >= 2, "this test pins knee and the target to two different cores"

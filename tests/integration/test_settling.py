@@ -30,8 +30,8 @@ from knee.store import RunDir
 from conftest import knee_cli
 from servers import NodeExporter, free_port, start_node_exporter, wait_for_port
 
-# Serial (make test-py runs it alone): node_exporter's machine-wide connections; gunicorn's timing.
-pytestmark = pytest.mark.serial
+# Alone (make test-py runs it with nothing beside it): node_exporter's machine-wide connections; gunicorn's timing.
+pytestmark = pytest.mark.alone
 
 WORKERS, SERVICE_S, BACKLOG = 4, 0.050, 16
 

@@ -24,7 +24,7 @@ from conftest import REPO, knee_cli
 SCHEMA = json.loads((REPO / "schemas" / "knee-run.schema.json").read_text())
 SERVICE_MS = 250.0  # 1 / λ
 
-# Serial (make test-py runs it alone): latencies against the service time.
+# Serial (make test-py runs it beside one other serial test at most): latencies against the service time.
 pytestmark = pytest.mark.serial
 
 

@@ -51,7 +51,7 @@ limit = "4s"
 pause = "200ms"
 """
 
-# Serial (make test-py runs it alone): achieved rates within 3 % of offered.
+# Serial (make test-py runs it beside one other serial test at most): achieved rates within 3 % of offered.
 pytestmark = pytest.mark.serial
 
 

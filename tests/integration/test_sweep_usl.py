@@ -28,7 +28,7 @@ duration = "1500ms"
 at_collapse = false
 """
 
-# Serial (make test-py runs it alone): USL parameters fitted to measured rates.
+# Serial (make test-py runs it beside one other serial test at most): USL parameters fitted to measured rates.
 pytestmark = pytest.mark.serial
 
 

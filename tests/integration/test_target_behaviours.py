@@ -19,7 +19,7 @@ from servers import run_spec
 
 FLAT = {"lam": 50.0, "sigma": 0.0, "kappa": 0.0}  # S = 20 ms whatever the load
 
-# Serial (make test-py runs it alone): per-second rates and their noise.
+# Serial (make test-py runs it beside one other serial test at most): per-second rates and their noise.
 pytestmark = pytest.mark.serial
 
 

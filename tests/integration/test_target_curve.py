@@ -17,8 +17,8 @@ from servers import http_spec, run_spec, settled
 # S(1) = 20 ms; N* = sqrt(0.9 / 0.01) ≈ 9.5: the curve rises, peaks and falls over 1..20 clients.
 CURVE = {"lam": 50.0, "sigma": 0.1, "kappa": 0.01}
 
-# Serial (make test-py runs it alone): rates and latencies within 10 %, the target's CPU.
-pytestmark = pytest.mark.serial
+# Alone (make test-py runs it with nothing beside it): rates and latencies within 10 %, the target's CPU.
+pytestmark = pytest.mark.alone
 
 
 def usl(n: int, lam: float, sigma: float, kappa: float) -> float:

@@ -16,7 +16,7 @@ from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord, Verdict
 from knee.store import RunDir
 
-# Serial (make test-py runs it alone): rates within 3 % and verdicts on the margin.
+# Serial (make test-py runs it beside one other serial test at most): rates within 3 % and verdicts on the margin.
 pytestmark = pytest.mark.serial
 
 

@@ -1,6 +1,7 @@
 """knee as a user installs it: `make wheel`'s wheel, pip-installed into a fresh venv on a PATH without cargo or rustc.
 It runs `knee demo`, a sweep whose counts are nginx's and the Python API; one version (the workspace's Cargo.toml) is
-in the wheel's name, `knee --version`, run.json and the report; `auditwheel show` names its manylinux policy."""
+in the wheel's name, `knee --version`, run.json and the report; `auditwheel show` names its manylinux policy. The venv
+has knee's runtime dependencies only (no dev extras: no hdrh, no pytest), and the reports need nothing more."""
 
 from __future__ import annotations
 
@@ -64,8 +65,17 @@ def test_knee_demo_runs_from_the_wheel(user_bin: Path, tmp_path: Path) -> None:
     proc = user(user_bin, "knee", "demo", "--quick", "--out", str(tmp_path / "runs"), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
-    assert (run_dir / "report.html").is_file()
     assert json.loads((run_dir / "run.json").read_text())["knee_version"] == VERSION
+    figures = re.findall(r"<svg\b.*?</svg>", (run_dir / "report.html").read_text(), re.S)
+    (dist,) = [f for f in figures if "Latency distribution per level" in f]
+    assert dist.count("<path") > 5, "the distribution curve is drawn from the engine's percentiles (no hdrh here)"
+
+
+def test_the_venv_has_the_runtime_dependencies_only(user_bin: Path, tmp_path: Path) -> None:
+    """What the reports above were drawn with: pyproject's [project] dependencies, not the dev extras."""
+    code = "import importlib.util as u; print([m for m in ('hdrh', 'pytest', 'jsonschema') if u.find_spec(m)])"
+    proc = user(user_bin, "python", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
 
 def test_a_sweep_from_the_wheel_counts_what_nginx_logged(user_bin: Path, nginx: Nginx, tmp_path: Path) -> None:

@@ -197,7 +197,7 @@ def test_a_cli_that_says_why_on_stderr_is_grouped_in_every_report(tmp_path: Path
     assert reason["count"] == 6 and "too many clients" in reason["sample"]
 
 
-@pytest.mark.serial  # the CPU knee's client processes took, against the machine's
+@pytest.mark.alone  # the CPU knee's client processes took, against the machine's
 def test_client_processes_that_take_the_cpu_are_named_as_the_load_side(tmp_path: Path) -> None:
     if not shutil.which("taskset"):
         pytest.skip("taskset (util-linux) is not installed")
@@ -301,7 +301,7 @@ http {{
 """
 
 
-@pytest.mark.serial  # nginx's worker at a whole core
+@pytest.mark.alone  # nginx's worker at a whole core
 def test_a_single_worker_nginx_at_one_whole_core_is_its_own_limit(tmp_path: Path) -> None:
     # One nginx worker compressing a 600 kB page at gzip level 9 for every request: a few clients keep its one
     # thread busy, on a machine with more cores. The monitored target's process at a whole core is a finding,

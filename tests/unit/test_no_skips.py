@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+from _pytest.mark.expression import Expression
 
 from conftest import REPO
 
@@ -72,13 +75,18 @@ def test_a_skip_fails_on_xdist_workers_too(tmp_path: Path) -> None:
 
 
 def test_make_test_runs_the_tests_with_no_skips() -> None:
-    """test-py runs pytest only as $(PYTEST), which sets KNEE_NO_SKIPS, on all of tests/ in two passes whose markers
-    select complementary halves: "serial" alone first, then "not serial" on xdist workers."""
+    """test-py runs pytest only as $(PYTEST), which sets KNEE_NO_SKIPS, on all of tests/ in three passes whose markers
+    select every test exactly once: "serial" on two workers, then "alone" one at a time, then the rest."""
     makefile = (REPO / "Makefile").read_text()
     (line,) = [x for x in makefile.splitlines() if "-m pytest" in x]
     assert line.startswith('PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest'), line
     rule = makefile.split("\ntest-py:", 1)[1].split("\n\n", 1)[0]
     recipe = " ".join(x.strip().removesuffix("\\") for x in rule.splitlines()[1:])
     passes = [part.strip() for part in recipe.split(";") if "$(PYTEST)" in part]
-    assert len(passes) == 2 and all(p.startswith("$(PYTEST) ") and p.endswith(" tests") for p in passes), passes
-    assert passes[0] == "$(PYTEST) -m serial tests" and '-m "not serial"' in passes[1], passes
+    assert len(passes) == 3 and all(p.startswith("$(PYTEST) ") and p.endswith(" tests") for p in passes), passes
+    assert passes[1] == "$(PYTEST) -m alone tests" and " -n " not in passes[1], passes
+    selects = [Expression.compile(shlex.split(p)[shlex.split(p).index("-m") + 1]) for p in passes]
+    for marks in ({"alone"}, {"alone", "serial"}, {"serial"}, set(), {"time_wait"}, {"serial", "time_wait"}):
+        chosen = [i for i, e in enumerate(selects) if e.evaluate(lambda name, m=marks: name in m)]
+        assert len(chosen) == 1, (marks, chosen, passes)
+        assert chosen[0] == (1 if "alone" in marks else 0 if "serial" in marks else 2), (marks, passes)

@@ -16,7 +16,7 @@ from knee.machine.network import Endpoint
 from knee.preflight import Connections, Load, fds_needed, preflight
 
 
-@pytest.mark.serial  # the CPU a busy loop got
+@pytest.mark.alone  # the CPU a busy loop got
 def test_cpu_meter_sees_a_busy_loop_and_an_idle_wait() -> None:
     meter = CpuMeter().start()
     end = time.monotonic() + 0.3
