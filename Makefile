@@ -9,6 +9,12 @@ export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 # PYTHONDONTWRITEBYTECODE): without them each knee process compiled knee's sources again (0.37 of a two-level sweep's
 # 1.82 CPU-s) and each pytest process rewrote and compiled every test module (7.2 CPU-s a collection, 2.9 with them).
 unexport PYTHONDONTWRITEBYTECODE
+# Every cargo command sees the two variables maturin gives pyo3's build script, which reruns when they change: without
+# them make lint's clippy and make install / make wheel took turns rebuilding pyo3 and knee-py (34 s here, the first
+# make wheel of a fresh clone's test run 80 s under load).
+export PYO3_PYTHON := $(CURDIR)/$(PY)
+export PYO3_ENVIRONMENT_SIGNATURE := $(shell python3 -c 'import sys; v = sys.version_info; \
+  print(f"{sys.implementation.name}-{v[0]}.{v[1]}-{64 if sys.maxsize > 2**32 else 32}bit")')
 
 .PHONY: help install wheel demo test test-rust test-py lint bench bench-smoke ci-deps clean
 
