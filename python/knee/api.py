@@ -206,23 +206,15 @@ def _executor(client: Any, scenario: Scenario, ship: bool | str) -> Iterator[Any
     """The Dask executor on the caller's `distributed.Client`, or None (the scenario's own choice). Closed at the
     end (the driver's lease ends with it); the caller's client is left open. `ship` (or the scenario's `[cluster]
     ship`): install this knee on the workers that lack it."""
+    fix = "client= (a distributed.Client) too, or a scenario with a [cluster]"
+    scenario.cluster.ship_with(ship, elsewhere=client is not None, named=f"ship={ship!r}", fix=fix)
     if client is None:
-        if ship and not (scenario.cluster.address or scenario.cluster.jobqueue):
-            from knee.errors import UserError
-
-            raise UserError(
-                f"ship={ship!r} installs knee on a cluster's workers: give client= (a distributed.Client) too, or a "
-                "scenario with a [cluster]"
-            )
-        if ship:
-            scenario.cluster.ship = ship
         yield None
         return
     from knee.executor.dask import DaskExecutor
 
-    executor = DaskExecutor(
-        client, scenario.cluster.weights, lease_s=scenario.cluster.lease, ship=ship or scenario.cluster.ship
-    )
+    settings = scenario.cluster
+    executor = DaskExecutor(client, settings.weights, lease_s=settings.lease, ship=settings.ship)
     try:
         yield executor
     finally:

@@ -24,7 +24,7 @@ from knee.store import RunDir
 
 from conftest import knee_cli
 from dask_cluster import Cluster, start_cluster, wait_for_children
-from servers import pids_alive, sent
+from servers import kill_if_running, pids_alive, sent
 
 pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
@@ -88,9 +88,8 @@ def sleepers(tmp_path: Path) -> Iterator[Sleepers]:
         held(children, LEASE_S)
         yield Sleepers(c, driver, children)
     finally:
-        if driver is not None and driver.poll() is None:
-            driver.kill()
-            driver.wait(5)
+        if driver is not None:
+            kill_if_running(driver)
         c.stop()
 
 

@@ -23,7 +23,7 @@ from knee.store import RunDir
 
 from conftest import knee_cli
 from postgres import start_postgres, start_postgres_exporter
-from servers import NodeExporter, free_port, start_node_exporter, wait_for_http
+from servers import NodeExporter, free_port, kill_if_running, start_node_exporter, wait_for_http
 
 Burnt = tuple[RunRecord, str, float, Path]  # run.json, knee's output, the burn's CPU seconds, the run directory
 STEP_S = 4
@@ -83,9 +83,7 @@ def burn_within(metrics_url: str, index: int) -> float:
         burn.terminate()  # a no-op once it has ended by itself
         out, _ = burn.communicate(timeout=30)
     finally:
-        if burn.poll() is None:
-            burn.kill()
-            burn.wait()
+        kill_if_running(burn)
     assert burn.returncode == 0, out
     return float(out)
 

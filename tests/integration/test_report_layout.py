@@ -23,7 +23,7 @@ from knee.demo_target import TargetProcess, start_target
 from knee.store import RunDir
 
 from browser import Browser
-from servers import Nginx, free_port, wait_for_http
+from servers import Nginx, free_port, kill_if_running, wait_for_http
 
 # Alone (make test-py runs it with nothing beside it): a browser watching a live sweep's steps as they happen.
 pytestmark = pytest.mark.alone
@@ -178,9 +178,7 @@ def looks(nginx: Nginx, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
             seen += _look(browser, "report", tmp)
             yield seen, run
         finally:
-            if sweep.poll() is None:
-                sweep.kill()
-                sweep.wait(10)
+            kill_if_running(sweep)
             browser.close()
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import knee
 from knee import __version__
+from knee.errors import UserError
 from knee.store import RunDir
 
 from conftest import clean_env, knee_cli, make_venv
@@ -99,3 +100,8 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
 def test_ship_is_refused_without_a_cluster(nginx: Nginx, tmp_path: Path) -> None:
     proc = knee_cli("run", "-n", "10", nginx.url + "/", "--ship", "--out", str(tmp_path), timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--cluster" in proc.stderr, proc.stderr
+    # the Python API's ship= alike, before any load
+    nginx.clear_log()
+    with pytest.raises(UserError, match=r"^ship=True installs knee on a cluster's workers: give client= \(a distrib"):
+        knee.run(nginx.url + "/", n=10, ship=True)
+    assert nginx.access_lines() == []

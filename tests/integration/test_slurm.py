@@ -21,7 +21,7 @@ from knee.model import RunRecord
 from knee.store import RunDir
 from slurm import Slurm, job_processes, start_slurm
 
-from servers import pids_alive, sent, settled
+from servers import kill_if_running, pids_alive, sent, settled
 
 pytest.importorskip("dask_jobqueue", reason="make install installs knee[dask], with dask-jobqueue")
 
@@ -110,8 +110,7 @@ def test_slurm_sweep_on_two_jobs_counts_exactly_and_releases_the_jobs(slurm: Slu
             assert len(running_jobs(slurm, 2)) == 2
             out, err = driver.communicate(timeout=120)
         finally:
-            if driver.poll() is None:
-                driver.kill()
+            kill_if_running(driver)
         assert driver.returncode == 0, out + err
         # and none once it is over: knee released them before its report
         assert slurm.jobs() == []
@@ -143,8 +142,7 @@ def test_slurm_scancel_mid_step_is_a_lost_worker_named_and_ctrl_c_releases_the_j
         print(f"squeue empty {took:.2f} s after Ctrl-C")
         out, err = driver.communicate(timeout=60)
     finally:
-        if driver.poll() is None:
-            driver.kill()
+        kill_if_running(driver)
     assert driver.returncode == 130, out + err
     assert pids_alive([*first[cancelled], *first[kept], *second]) == []
     record = record_of(tmp_path)
@@ -172,8 +170,7 @@ def test_slurm_kill_9_of_the_driver_leaves_no_client_and_no_job(slurm: Slurm, tm
         # the scheduler went with the driver: the workers end, and with them their jobs
         print(f"squeue empty {queue_empty_within(slurm, 20):.2f} s after kill -9 of the driver")
     finally:
-        if driver.poll() is None:
-            driver.kill()
+        kill_if_running(driver)
 
 
 def test_slurm_a_refused_submission_and_jobs_that_never_start_are_one_sentence_each(
@@ -212,8 +209,7 @@ def test_slurm_ship_runs_each_jobs_worker_from_a_venv_of_the_wheel_and_the_venv_
         try:
             out, err = driver.communicate(timeout=600)
         finally:
-            if driver.poll() is None:
-                driver.kill()
+            kill_if_running(driver)
         assert driver.returncode == 0, out + err
         record = record_of(tmp_path)
         (step,) = record.steps

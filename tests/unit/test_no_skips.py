@@ -85,7 +85,8 @@ def test_make_test_runs_the_tests_with_no_skips() -> None:
     passes = [part.strip() for part in recipe.split(";") if "$(PYTEST)" in part]
     assert len(passes) == 3 and all(p.startswith("$(PYTEST) ") and p.endswith(" tests") for p in passes), passes
     assert passes[1] == "$(PYTEST) -m alone tests" and " -n " not in passes[1], passes
-    selects = [Expression.compile(shlex.split(p)[shlex.split(p).index("-m") + 1]) for p in passes]
+    words = [shlex.split(p) for p in passes]
+    selects = [Expression.compile(w[w.index("-m") + 1]) for w in words]
     for marks in ({"alone"}, {"alone", "serial"}, {"serial"}, set(), {"time_wait"}, {"serial", "time_wait"}):
         chosen = [i for i, e in enumerate(selects) if e.evaluate(lambda name, m=marks: name in m)]
         assert len(chosen) == 1, (marks, chosen, passes)

@@ -228,11 +228,9 @@ def cluster_options(f: F) -> F:
 
 def apply_ship(scenario: Scenario, opts: dict[str, Any]) -> None:
     """--ship / --ship-wheel onto the scenario's `[cluster] ship`; refused without a cluster to ship to."""
-    if not (opts["ship"] or opts["ship_wheel"]):
-        return
-    if not (opts["cluster"] or scenario.cluster.address or scenario.cluster.jobqueue):
-        raise UserError("--ship installs knee on a cluster's workers: give the cluster too (--cluster tcp://host:8786)")
-    scenario.cluster.ship = str(opts["ship_wheel"]) if opts["ship_wheel"] else True
+    ship = str(opts["ship_wheel"]) if opts["ship_wheel"] else bool(opts["ship"])
+    fix = "the cluster too (--cluster tcp://host:8786)"
+    scenario.cluster.ship_with(ship, elsewhere=bool(opts["cluster"]), named="--ship", fix=fix)
 
 
 SERVE = click.option(

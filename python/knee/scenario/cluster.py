@@ -106,6 +106,16 @@ class Cluster(Table):
                 raise ValueError(problem)
         return self
 
+    def ship_with(self, ship: bool | str, *, elsewhere: bool, named: str, fix: str) -> None:
+        """`ship` (True, or a wheel's path), from `--ship` or the Python API's `ship=`, as this table's `ship`. Refused
+        in one sentence, naming it as `named` and saying `fix`, when there is no cluster to ship to: none here, and
+        none given `elsewhere` (`--cluster`, `client=`)."""
+        if not ship:
+            return
+        if not (elsewhere or self.address or self.jobqueue):
+            raise UserError(f"{named} installs knee on a cluster's workers: give {fix}")
+        self.ship = ship
+
     def started_with(self) -> int:
         """How many jobs' workers the sweep waits for before its first step."""
         return min(self.min_jobs or self.jobs, self.jobs)
