@@ -53,8 +53,9 @@ ReturnToService=2
 MpiDefault=none
 SwitchType=switch/none
 MailProg=/bin/true
-# SIGTERM to SIGKILL of a cancelled job: a shipped job's EXIT trap removes its venv then (Slurm's default: 30 s)
-KillWait=10
+# SIGTERM to SIGKILL of a cancelled job: a shipped job's EXIT trap removes its venv then. Slurm's default, 30 s:
+# with 10, a busy CI's removal was cut short (its venvs left half-removed in /tmp).
+KillWait=30
 MinJobAge=2
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP

@@ -75,9 +75,9 @@ def test_a_shipping_job_installs_the_wheel_into_its_own_venv_and_runs_its_worker
     assert lines[start : start + 6] == [
         "module load python",
         "KNEE_VENV=`mktemp -d -t knee-job-XXXXXX`",
-        "trap 'rm -rf $KNEE_VENV' EXIT",
+        "trap 'trap \"\" TERM; rm -rf $KNEE_VENV' EXIT",
         "python3 -m venv $KNEE_VENV",
-        f"$KNEE_VENV/bin/python -m pip install -q --disable-pip-version-check {wheel} "
+        f"$KNEE_VENV/bin/python -m pip install -q --no-compile --disable-pip-version-check {wheel} "
         f"distributed=={distributed.__version__}",
         "echo knee: this job runs the shipped knee from $KNEE_VENV",
     ]
