@@ -18,9 +18,12 @@ use hyper_util::rt::TokioIo;
 use knee_engine::{GroupResult, ShardResult, Spec};
 
 mod h2raw;
+mod h2tap;
 mod raw;
 #[allow(unused_imports)]
 pub use h2raw::*;
+#[allow(unused_imports)]
+pub use h2tap::*;
 #[allow(unused_imports)]
 pub use raw::*;
 use serde_json::{json, Value};

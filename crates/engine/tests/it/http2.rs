@@ -43,6 +43,8 @@ struct Behaviour {
 #[derive(Clone, Default)]
 struct Counts {
     requests: Arc<AtomicU64>,
+    /// Streams refused (REFUSED_STREAM: not counted in `requests`).
+    refused: Arc<AtomicU64>,
     /// TCP connections accepted (whatever came of them).
     accepted: Arc<AtomicU64>,
     /// Connections whose HTTP/2 handshake completed.
@@ -53,12 +55,25 @@ struct Counts {
     body_bytes: Arc<AtomicU64>,
     /// The requests' `:authority` and `host` fields.
     authorities: Arc<Mutex<BTreeSet<String>>>,
+    /// Each connection's streams as the wire and h2 showed them to the server (`Wire`).
+    wires: Arc<Mutex<Vec<Arc<Mutex<Wire>>>>>,
+}
+
+impl Counts {
+    /// The requests the server saw: those it took, and those h2 dropped before `accept` returned them.
+    fn seen(&self) -> u64 {
+        let wires = self.wires.lock().unwrap();
+        let dropped: usize = wires.iter().map(|w| w.lock().unwrap().dropped()).sum();
+        self.requests.load(Ordering::Relaxed) + dropped as u64
+    }
 }
 
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(io: S, b: Behaviour, c: Counts) {
+    let wire = Arc::new(Mutex::new(Wire::default()));
+    c.wires.lock().unwrap().push(wire.clone());
     let Ok(mut conn) = h2::server::Builder::new()
         .max_concurrent_streams(b.max_streams.unwrap_or(250))
-        .handshake::<_, Bytes>(io)
+        .handshake::<_, Bytes>(Tap::new(io, wire.clone()))
         .await
     else {
         return;
@@ -68,11 +83,13 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(io: S, b: Behaviour
     let mut taken = 0u64;
     while let Some(next) = conn.accept().await {
         let Ok((req, mut respond)) = next else { break };
+        wire.lock().unwrap().accepted.insert(respond.stream_id().as_u32());
         let host = req.headers().get("host").map(|h| h.to_str().unwrap_or("?").to_string());
         let authority = req.uri().authority().map(ToString::to_string);
         c.authorities.lock().unwrap().insert(format!("{authority:?} {host:?}"));
         seen += 1;
         if b.refuse_every.is_some_and(|n| seen.is_multiple_of(n)) {
+            c.refused.fetch_add(1, Ordering::Relaxed);
             respond.send_reset(h2::Reason::REFUSED_STREAM);
             continue;
         }
@@ -199,12 +216,7 @@ fn holds(r: &knee_engine::ShardResult, counts: &Counts) -> u64 {
     let o = &r.groups[0].counts.outcomes;
     let started = o.started();
     assert_eq!(started, o.succeeded + o.failed + o.hung + o.abandoned);
-    assert_eq!(
-        settled(|| counts.requests.load(Ordering::Relaxed), started),
-        started,
-        "{}",
-        r.summary_json()
-    );
+    assert_eq!(settled(|| counts.seen(), started), started, "{}", r.summary_json());
     started
 }
 
@@ -277,10 +289,45 @@ fn goaway_refused_and_reset_streams_keep_the_accounting() {
         "{accepted} connections accepted, {conns} handshaken, knee opened {opened}"
     );
 
-    // REFUSED_STREAM: never processed, sent again.
+    // REFUSED_STREAM: never processed, sent again, at most MAX_REFUSED (3) times more. Every 7th stream of a
+    // connection refused: now and then a stream sent again is a 7th again, and rarely a fourth time (once in
+    // about 60 runs here), which fails its operation; whatever their number, the server took exactly the
+    // operations that succeeded.
     let (port, counts) = h2c_server(|b| b.refuse_every = Some(7));
     let r = run(spec_of(2, 20, json!({"total": 1000}), h2c(port, 10), None)).unwrap();
-    all_succeeded(&r, &counts, 1000);
+    let (g, refused_4) = (
+        &r.groups[0],
+        "RST_STREAM REFUSED_STREAM from the server (not processed by the server: sent <n> times)",
+    );
+    let o = &g.counts.outcomes;
+    assert_eq!(
+        (o.succeeded + o.failed, o.hung, o.abandoned),
+        (1000, 0, 0),
+        "{}",
+        r.summary_json()
+    );
+    assert!(o.succeeded >= 990, "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::StreamReset), o.failed);
+    assert!(o.failed == 0 || first_reason(&r) == refused_4, "{}", r.summary_json());
+    assert_eq!(
+        settled(|| counts.requests.load(Ordering::Relaxed), o.succeeded),
+        o.succeeded
+    );
+    // Every stream refused: each operation is sent four times, then fails; the server took none.
+    let (port, counts) = h2c_server(|b| b.refuse_every = Some(1));
+    let r = run(spec_of(1, 5, json!({"total": 20}), h2c(port, 5), None)).unwrap();
+    assert_eq!(
+        r.groups[0].failures_of(ErrorClass::StreamReset),
+        20,
+        "{}",
+        r.summary_json()
+    );
+    assert_eq!(first_reason(&r), refused_4);
+    assert!(
+        r.groups[0].error_samples(ErrorClass::StreamReset)[0].ends_with("(not processed by the server: sent 4 times)")
+    );
+    assert_eq!(settled(|| counts.refused.load(Ordering::Relaxed), 80), 80);
+    assert_eq!(counts.requests.load(Ordering::Relaxed), 0);
 
     // RST_STREAM INTERNAL_ERROR after taking the request: a failure of its own class, with its code.
     let (port, counts) = h2c_server(|b| b.reset_every = Some(10));
