@@ -82,7 +82,18 @@ class RunProgress:
         if self.headers:
             click.echo(f"{'' if self._shown == 0 else chr(10)}== Rate {fmt.level_rate(step.level)} ==")
         self._shown += 1
-        click.echo(abtext.render(self.scenario, step))
+        # each group of the step (a scenario's groups have names of their own, not "main"): the measured one first,
+        # a background one last
+        first, groups = self.scenario.measured_group, self.scenario.groups
+        order = list(groups)
+
+        def rank(n: str) -> tuple[bool, bool, int]:
+            return (n in groups and groups[n].background, n != first, order.index(n) if n in order else len(order))
+
+        names = sorted(step.groups, key=rank)
+        for i, name in enumerate(names):
+            head = f"{chr(10) if i else ''}-- group {name} --\n" if len(names) > 1 else ""
+            click.echo(head + abtext.render(self.scenario, step, name))
         gen = step.generator
         spun = next((x for name in step.groups if (x := spin(step, name)) is not None), None)
         if spun is not None:  # the busy load side, if any, is the spinning's: one story (analysis/side.py)

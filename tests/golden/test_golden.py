@@ -69,8 +69,9 @@ PLACE_KEYS = frozenset(
         "reason",  # what the wait before a step found (StepResult.settle): the machine's moment, in words
     }
 )
-# Lists whose length follows the clock (one point a second, one sample a tick): only their first item's shape.
-CLOCK_LISTS = frozenset({"series", "points", "samples", "intervals"})
+# Lists whose length follows the clock (one point a second, one sample a tick) or the measurement (an interval's
+# latency buckets, as many as the latencies spread over): only their first item's shape.
+CLOCK_LISTS = frozenset({"series", "points", "samples", "intervals", "latency"})
 # Maps whose keys are what the machine showed at a sample (the TCP states seen on the host, the listening ports
 # with connections waiting): data, not structure.
 SEEN_MAPS = frozenset({"tcp_states_peak", "accept_queue_peak"})

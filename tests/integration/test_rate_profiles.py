@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from knee.analysis.series_latency import percentile_ms
 from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord
 from knee.scenario import profiles
@@ -60,11 +61,11 @@ def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MsecNginx]:
         yield MsecNginx(d, port)
 
 
-def run(tmp_path: Path, url: str, *args: str, timeout: float = 90) -> tuple[RunRecord, str]:
-    """`knee run URL ARGS` into a run directory under tmp_path: its record and its stdout."""
+def run(tmp_path: Path, url: str, *args: str, timeout: float = 90, code: int = 0) -> tuple[RunRecord, str]:
+    """`knee run URL ARGS` into a run directory under tmp_path (exiting with `code`): its record and its stdout."""
     out = tmp_path / "runs"
     proc = knee_cli("run", url, "-q", "--out", str(out), *args, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == code, proc.stdout + proc.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     return RunDir(run_dir).load(), proc.stdout
 
@@ -155,11 +156,11 @@ def capacity_100() -> Iterator[TargetProcess]:
 @pytest.mark.serial
 def test_the_ramp_says_where_it_fell_behind(capacity_100: TargetProcess, tmp_path: Path) -> None:
     """A ramp from 10 to 300/s over 20 s against a capacity of 100/s: behind from within 10 % of 100/s, bracketed by
-    the interval it lies in; errors (the target's 504s once its queue holds 1.5 s) from a higher offered rate;
-    `knee run` prints it and run.json holds it."""
-    record, stdout = run(
-        tmp_path, capacity_100.url + "/", "--rate-profile", "0s:10, 20s:300", "-c", "300", "--timeout", "5s"
-    )
+    the interval it lies in; errors (the target's 504s once its queue holds 1.5 s) from a higher offered rate; the
+    SLO of p99 ≤ 400 ms broken between the two, where the queue's wait passes 300 ms (about 130/s offered); `knee
+    run` prints it and run.json holds it. Each interval's latency is the engine's, HdrHistogram's to the bucket."""
+    args = ["--rate-profile", "0s:10, 20s:300", "-c", "300", "--timeout", "5s", "--slo-p99", "400"]
+    record, stdout = run(tmp_path, capacity_100.url + "/", *args, code=3)  # 3: the run missed its SLO
     (v,) = [v for v in record.verdicts if v.group == "main"]
     ramp = v.ramp
     assert ramp is not None and ramp.behind is not None, v.sentences
@@ -175,6 +176,16 @@ def test_the_ramp_says_where_it_fell_behind(capacity_100: TargetProcess, tmp_pat
     assert "the ramp: achieved vs offered rate" in (run_dir / "report.html").read_text()
     assert "behind from" in (run_dir / "report.md").read_text()
     assert math.isclose(record.steps[0].groups["main"].open_loop.offered, 3100)
+    # the SLO, interval by interval: broken once the queue's wait took the p99 past 400 ms, before the 504s
+    assert ramp.slo_broken is not None and ramp.slo_missed[0].startswith("p99 "), ramp
+    assert ramp.behind.offered_hz <= ramp.slo_broken.offered_hz <= ramp.errors.offered_hz, ramp
+    assert ramp.slo_broken.offered_hz < 160, ramp
+    assert "broke the SLO (p99 ≤ 400 ms) from" in stdout, stdout
+    # each interval's buckets hold its successes, read as the engine read them; together, HdrHistogram's p99
+    g = record.steps[0].groups["main"]
+    assert all(sum(n for _, n in p.latency) == p.succeeded for p in g.series)
+    assert all(percentile_ms([p], 99) == p.p99_ms and percentile_ms([p], 50) == p.p50_ms for p in g.series)
+    assert g.latency_ms.p99 <= percentile_ms(g.series, 99) <= g.latency_ms.p99 * 1.0625, g.latency_ms
 
 
 @pytest.mark.serial

@@ -15,6 +15,7 @@
 //! operation path takes no lock. Live snapshots read relaxed atomics plus each thread's
 //! last-second histogram, handed over once a second. At the end the threads' recordings merge.
 
+mod buckets;
 mod cancel;
 mod class;
 mod clients;
@@ -35,6 +36,7 @@ mod spec;
 mod summary;
 mod threads;
 
+pub use buckets::Buckets;
 pub use class::ErrorClass;
 pub use counts::{GroupCounts, Outcomes, RequestCounts};
 pub use data::{DataUse, Format};

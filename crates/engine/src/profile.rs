@@ -193,13 +193,17 @@ impl Curve {
         }
     }
 
-    /// The earliest time where Λ(t) = y (y ≥ 0, increasing from call to call), or infinity when Λ
-    /// never reaches it (a profile that ends at rate 0).
+    /// The earliest time where Λ(t) = y (y ≥ 0, increasing from call to call) and the rate is not 0 there, or
+    /// infinity when Λ never reaches it (a profile that ends at rate 0). A stretch at rate 0 where Λ stays at y is
+    /// waited through: a profile that starts at rate 0 (a spike from base 0) issues nothing before its rate rises,
+    /// and no arrival falls at the start of a pause, so the arrivals in such a stretch are its integral, 0.
     pub fn inverse(&mut self, y: f64) -> f64 {
         let at = match &self.shape {
             Shape::Points { t, r, s, c } => {
                 let n = t.len();
-                while self.seg + 1 < n && y > c[self.seg + 1] {
+                let flat = |k: usize| r[k] == 0.0 && s[k] == 0.0;
+                let at_flat = |k: usize| y == c[k + 1] && (flat(k) || flat(k + 1));
+                while self.seg + 1 < n && (y > c[self.seg + 1] || at_flat(self.seg)) {
                     self.seg += 1;
                 }
                 let k = self.seg;
@@ -320,6 +324,15 @@ mod tests {
                 assert!(t == 0.0 || c.integral(t - 1e-4) < y, "{p:?} at {y}");
             }
         }
+        // A stretch at rate 0 is waited through: a spike from base 0 starts its arrivals where its rate rises, and
+        // a pause has none at its start (arrival 150 of 50/s for 3 s, then 0 for 3 s, comes at 6 s, not at 3 s).
+        let mut spike = Curve::new(&points(&[(0.0, 0.0), (4.0, 1500.0), (7.0, 0.0)], true));
+        assert_eq!((spike.inverse(0.0), spike.inverse(1.5)), (4.0, 4.001));
+        let mut pause = Curve::new(&points(&[(0.0, 50.0), (3.0, 0.0), (6.0, 50.0)], true));
+        assert_eq!(
+            (pause.inverse(149.0), pause.inverse(150.0), pause.inverse(151.0)),
+            (2.98, 6.0, 6.02)
+        );
         // A profile that ends at rate 0 has no arrival past its last.
         let mut c = Curve::new(&points(&[(0.0, 10.0), (1.0, 0.0)], false));
         assert!((c.inverse(4.0) - (1.0 - 0.2f64.sqrt())).abs() < 1e-12);

@@ -170,12 +170,13 @@ impl GroupRec {
                 self.res.counts.outcomes.succeeded += 1;
                 self.res.counts.payload_bytes += rep.bytes.payload;
                 series.succeeded += 1;
+                series.latency.record(t.latency.as_micros() as u64);
                 self.per_client[slot].1 += 1;
                 true
             }
             Outcome::Fail(class) => {
                 self.res.counts.outcomes.failed += 1;
-                series.failed += 1;
+                series.fail(class);
                 self.res.counts.failures[class.index()] += 1;
                 reason::normalize(&detail.text, detail.fixed, &mut self.key);
                 self.res.reasons.count(class, &self.key, &detail.text);

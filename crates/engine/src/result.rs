@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::buckets::Buckets;
 use crate::class::ErrorClass;
 use crate::counts::{GroupCounts, RequestCounts};
 use crate::data::DataUse;
@@ -53,7 +54,7 @@ impl Metric {
 }
 
 /// One interval of a group's series.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tick {
     /// Operations that ended in the interval, by outcome.
     pub succeeded: u64,
@@ -62,6 +63,12 @@ pub struct Tick {
     /// Open loop: arrivals meant to start in the interval (by intended start; dropped ones included).
     #[serde(default)]
     pub offered: u64,
+    /// The latency of the operations that succeeded in the interval.
+    #[serde(default)]
+    pub latency: Buckets,
+    /// The failures by class (`ErrorClass::index`; empty: none failed).
+    #[serde(default)]
+    pub classes: Vec<u64>,
 }
 
 impl Tick {
@@ -70,6 +77,22 @@ impl Tick {
         self.failed += o.failed;
         self.hung += o.hung;
         self.offered += o.offered;
+        self.latency.add(&o.latency);
+        if self.classes.len() < o.classes.len() {
+            self.classes.resize(o.classes.len(), 0);
+        }
+        for (a, b) in self.classes.iter_mut().zip(&o.classes) {
+            *a += b;
+        }
+    }
+
+    /// Count a failure of `class` in the interval.
+    pub fn fail(&mut self, class: ErrorClass) {
+        self.failed += 1;
+        if self.classes.is_empty() {
+            self.classes = vec![0; ErrorClass::COUNT];
+        }
+        self.classes[class.index()] += 1;
     }
 }
 

@@ -57,6 +57,13 @@ pub struct SeriesPoint {
     pub hung: u64,
     /// Open loop: arrivals meant to start in the interval (0 in closed loop).
     pub offered: u64,
+    /// The successes' latency in the interval: its median and 99th percentile (null: none succeeded), and its
+    /// buckets as (bucket, count) (buckets.rs: a sixteenth of an octave each), to read a run of intervals.
+    pub p50_us: Option<u64>,
+    pub p99_us: Option<u64>,
+    pub latency: Vec<(u16, u32)>,
+    /// The interval's failures by class (classes without any left out).
+    pub failures: BTreeMap<String, u64>,
 }
 
 /// Failures of one class with one normalised message.
@@ -191,6 +198,10 @@ impl GroupSummary {
                     failed: t.failed,
                     hung: t.hung,
                     offered: t.offered,
+                    p50_us: t.latency.percentile(50.0),
+                    p99_us: t.latency.percentile(99.0),
+                    latency: t.latency.sparse(),
+                    failures: class_map(&t.classes, |&n| n > 0),
                 })
                 .collect(),
             steps: g

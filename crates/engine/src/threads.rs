@@ -643,8 +643,16 @@ async fn open_group(
     };
     let mut issued = 0u64;
     loop {
-        let over = sched.ended(group.end_at()) || group.data_stop.load(Ordering::Relaxed);
-        if stopped.load(Ordering::Relaxed) || over {
+        if stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if sched.ended(group.end_at()) {
+            // No arrival is due any more (a profile that ended at rate 0, or the next arrival past the window): the
+            // window still lasts to its end, as planned, so the step is as long as its profile says and a group
+            // beside it (a baseload through a spike) is measured to that end.
+            if let Some(end) = group.end_at() {
+                sleep_unless_stopped(end, &mut stop, stopped).await;
+            }
             break;
         }
         let more = match spec.stop {

@@ -17,24 +17,30 @@ engine's `offered` series), achieved s_i (operations that succeeded in it), erro
 - errors: (e_i) / (s_i + e_i) > onset, in interval i and in the next too (or i is the last): the offered rate of
   that interval (its mean), bracketed by its start and end.
 - kept up to: the achieved rate of the last interval before the first behind one.
+- the SLO (where the scenario has one): an interval misses it as a level does (knee.analysis.slo), its p99 the
+  successes' in that interval (the series' buckets); where it misses it in that interval and in the next too (or
+  that is the last): the offered rate of that interval (its mean), bracketed by its start and end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from statistics import median
+from typing import NamedTuple
 
 from knee import fmt
-from knee.model import GroupStats, Ramp, RampPoint, RunRecord
+from knee.analysis.slo import missed
+from knee.model import GroupStats, Ramp, RampPoint, RunRecord, SeriesPoint
+from knee.scenario import Slo
 
 RAMP_SHORTFALL = 0.05  # the share of the offered arrivals an interval may miss and still keep up (levels.py's)
 RAMP_SLACK_COUNTS = 3.0  # and a few counts: operations that end one interval after their arrival's
 RAMP_BEHIND_READ = 3  # behind intervals whose median achieved rate is the service's
 
 
-def judge_ramp(g: GroupStats, onset: float = 0.001) -> Ramp | None:
-    """The ramp's verdict on one group's measurement; None when it holds no offered arrivals (a closed loop) or
-    fewer than two whole intervals."""
+def judge_ramp(g: GroupStats, onset: float = 0.001, slo: Slo | None = None) -> Ramp | None:
+    """The ramp's verdict on one group's measurement (against `slo` too, if given); None when it holds no offered
+    arrivals (a closed loop) or fewer than two whole intervals."""
     dt = g.interval_s or 1.0
     whole = [p for p in g.series if p.t + dt <= g.elapsed_s + 1e-6]
     if len(whole) < 2 or not any(p.offered for p in whole):
@@ -56,8 +62,37 @@ def judge_ramp(g: GroupStats, onset: float = 0.001) -> Ramp | None:
     j = _lasting(bad)
     if j is not None:
         ramp.errors = RampPoint(offered_hz=offered[j], low_hz=edges[j], high_hz=edges[j + 1], at_s=whole[j].t)
-    ramp.sentences = _sentences(ramp)
+    slo = slo if slo is not None and _timed(whole, slo) else None
+    if slo is not None:
+        misses = [_missed(slo, p) for p in whole]
+        k = _lasting([bool(m) for m in misses])
+        if k is not None:
+            ramp.slo_broken = RampPoint(offered_hz=offered[k], low_hz=edges[k], high_hz=edges[k + 1], at_s=whole[k].t)
+            ramp.slo_missed = misses[k]
+    ramp.sentences = _sentences(ramp, slo)
     return ramp
+
+
+def _timed(points: Sequence[SeriesPoint], slo: Slo) -> bool:
+    """Whether the series can be held to `slo`: its intervals keep their latency, where the SLO limits the p99 (a
+    run recorded before they did has none)."""
+    return slo.p99_ms is None or any(p.p99_ms is not None for p in points)
+
+
+class _Interval(NamedTuple):
+    """One interval as an SLO judges it (knee.analysis.slo.Judged)."""
+
+    total: int
+    succeeded: int
+    p99_ms: float
+    failure_ratio: float
+
+
+def _missed(slo: Slo, p: SeriesPoint) -> list[str]:
+    """What interval `p` missed of the SLO, in words; empty when it met it (as a level would)."""
+    total = p.succeeded + p.failed + p.hung
+    ratio = (p.failed + p.hung) / total if total else 0.0
+    return missed(slo, _Interval(total, p.succeeded, p.p99_ms or 0.0, ratio))
 
 
 def run_ramp(record: RunRecord, group: str) -> Ramp | None:
@@ -68,7 +103,7 @@ def run_ramp(record: RunRecord, group: str) -> Ramp | None:
     steps = [s for s in record.steps if s.phase == "sweep" and group in s.groups]
     if profile is None or not profile.rising or len(steps) != 1:
         return None
-    return judge_ramp(steps[0].groups[group], record.scenario.analysis.onset)
+    return judge_ramp(steps[0].groups[group], record.scenario.analysis.onset, record.scenario.slo)
 
 
 def _lasting(flags: Sequence[bool]) -> int | None:
@@ -102,7 +137,7 @@ def _span(p: RampPoint, dt: float) -> str:
     return f"{_sig(p.low_hz)}–{_hz(p.high_hz)} over {fmt.level(dt)}-s intervals"
 
 
-def _sentences(r: Ramp) -> list[str]:
+def _sentences(r: Ramp, slo: Slo | None) -> list[str]:
     out = []
     if r.behind is None:
         out.append(f"kept up with the ramp up to {_hz(r.top_offered_hz)} offered")
@@ -113,4 +148,9 @@ def _sentences(r: Ramp) -> list[str]:
         out.append(f"no errors up to {_hz(r.top_offered_hz)} offered")
     else:
         out.append(f"errors from {_hz(r.errors.offered_hz)} ({_span(r.errors, r.interval_s)})")
+    if slo is not None and r.slo_broken is None:
+        out.append(f"met the SLO ({slo.describe()}) up to {_hz(r.top_offered_hz)} offered")
+    elif slo is not None and r.slo_broken is not None:
+        at, why = r.slo_broken, "; ".join(r.slo_missed)
+        out.append(f"broke the SLO ({slo.describe()}) from {_hz(at.offered_hz)} ({_span(at, r.interval_s)}): {why}")
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 from knee.analysis.beside import stress_group
 from knee.analysis.findings import endpoint, findings
 from knee.analysis.ramp import run_ramp
+from knee.analysis.spike import run_spike
 from knee.analysis.verdict import analyze
 from knee.model import RunRecord, Verdict
 
@@ -51,6 +52,9 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
     ]
     for v in verdicts:
         _ramp(record, v)
+        v.spike = run_spike(record, v.group)
+        if v.spike is not None:
+            v.sentences[:0] = v.spike.sentences
         v.findings = findings(record, v)
     return verdicts
 

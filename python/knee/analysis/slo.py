@@ -18,13 +18,27 @@ level met the SLO (a capacity was found).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from knee import fmt
 from knee.analysis.levels import LevelRow
 from knee.scenario import Slo
 
 
-def missed(slo: Slo, row: LevelRow) -> list[str]:
+class Judged(Protocol):
+    """What an SLO judges: a level (`LevelRow`), or one interval of a ramp (knee.analysis.ramp)."""
+
+    @property
+    def total(self) -> int: ...
+    @property
+    def succeeded(self) -> int: ...
+    @property
+    def p99_ms(self) -> float: ...
+    @property
+    def failure_ratio(self) -> float: ...
+
+
+def missed(slo: Slo, row: Judged) -> list[str]:
     """What the level missed of the SLO, in words ('p99 312 ms > 200 ms', 'failed or hung 100 % > 1 %'); empty
     when it met it. A level with no operations at all misses it."""
     if row.total == 0:

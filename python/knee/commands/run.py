@@ -86,6 +86,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     asked, 3 an SLO (--slo-p99, --slo-failure-ratio) was missed, 130 interrupted.
     """
     from knee.analysis.ramp import run_ramp
+    from knee.analysis.spike import run_spike
     from knee.progress_line import RunProgress
     from knee.report import abtext
     from knee.runner import EXIT_SLO_FAILED, execute, start_run
@@ -134,6 +135,11 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         ramps = [(n, r) for n in loaded.scenario.groups if (r := run_ramp(outcome.record, n)) is not None]
     for name, ramp in ramps:
         click.echo(f"\nRamp ({name}): " + "; ".join(ramp.sentences))
+    spikes = [(v.group, v.spike) for v in outcome.record.verdicts if v.spike is not None]
+    if not outcome.record.verdicts:  # the spike's too
+        spikes = [(n, x) for n in loaded.scenario.groups if (x := run_spike(outcome.record, n)) is not None]
+    for name, spike in spikes:
+        click.echo(f"\nSpike ({name}): " + "; ".join(spike.sentences))
     checks = [(step, abtext.slo_check(loaded.record, step)) for step in steps]
     if any(check is not None for _, check in checks):
         click.echo("")

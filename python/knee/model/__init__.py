@@ -15,7 +15,18 @@ directory is a `RunRecord` dumped with `model_dump(mode="json")`. One room per c
 The record types are importable from `knee.model` itself.
 """
 
-from knee.model.analysis import Bracket, CurveShape, Finding, LittleCheck, Ramp, RampPoint, USLFit, Verdict
+from knee.model.analysis import (
+    Bracket,
+    CurveShape,
+    Finding,
+    LittleCheck,
+    Ramp,
+    RampPoint,
+    Spike,
+    SpikeWindow,
+    USLFit,
+    Verdict,
+)
 from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.measured import (
     SKEW_WARN_SHARE,
@@ -75,6 +86,8 @@ __all__ = [
     "RunRecord",
     "SeriesPoint",
     "Settle",
+    "Spike",
+    "SpikeWindow",
     "SteadyState",
     "StepResult",
     "TargetHost",

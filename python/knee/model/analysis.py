@@ -84,6 +84,43 @@ class Ramp(BaseModel):
         default=None, description="where the achieved rate fell behind the offered one for good; null: it kept up"
     )
     errors: RampPoint | None = Field(default=None, description="where errors started; null: none started")
+    slo_broken: RampPoint | None = Field(
+        default=None, description="where the scenario's SLO broke for good, interval by interval; null: held, or no SLO"
+    )
+    slo_missed: list[str] = Field(default_factory=list, description="what the interval there missed of the SLO")
+    sentences: list[str] = Field(default_factory=list)
+
+
+class SpikeWindow(BaseModel):
+    """A background group over a run of intervals around a spike: their mean rate and their p99 together."""
+
+    intervals: int
+    rate_hz: float
+    p99_ms: float | None = Field(default=None, description="null: nothing succeeded (or no latency was kept)")
+
+
+class Spike(BaseModel):
+    """A background group through another group's spike, read interval by interval (knee.analysis.spike)."""
+
+    spiking: str = Field(description="the group whose rate profile is the spike")
+    at_s: float
+    hold_s: float
+    base_hz: float
+    peak_hz: float
+    interval_s: float
+    before: SpikeWindow
+    during: SpikeWindow | None = None
+    after: SpikeWindow | None = Field(default=None, description="from the return to the run's end; null: no return")
+    lowest_hz: float = Field(description="the lowest interval rate from the spike's start to the return")
+    fall: float = Field(description="1 − lowest_hz / the mean rate before")
+    recovered_s: float | None = Field(
+        default=None, description="seconds after the spike's end until back within its noise; null: not by the end"
+    )
+    recovered_low_s: float | None = Field(default=None, description="the bracket's low end: it was back within it")
+    measured_s: float = Field(description="whole intervals measured after the spike's end, in seconds")
+    failures: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="each group's failures by class from the spike's start to the return"
+    )
     sentences: list[str] = Field(default_factory=list)
 
 
@@ -121,6 +158,7 @@ class Verdict(BaseModel):
         "measured after it ran on a broken service and locate nothing; null when every step began at rest",
     )
     ramp: Ramp | None = Field(default=None, description="a run under a rising rate profile: where it fell behind")
+    spike: Spike | None = Field(default=None, description="a background group through another group's spike")
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)

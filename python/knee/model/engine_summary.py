@@ -60,6 +60,10 @@ class EngineSeriesPoint(Mirror):
     failed: int
     hung: int
     offered: int
+    p50_us: int | None
+    p99_us: int | None
+    latency: list[tuple[int, int]]
+    failures: dict[str, int]
 
 
 class EngineStep(Mirror):

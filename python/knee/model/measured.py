@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from knee.model.base import Counts, GroupIdentity, Outcomes
-from knee.model.engine_summary import EngineDataUse, EngineGroup, EngineLatency, EngineRequest
+from knee.model.engine_summary import EngineDataUse, EngineGroup, EngineLatency, EngineRequest, EngineSeriesPoint
 from knee.model.resources import GeneratorStats, HostCounters, RemoteStats, TargetStats
 
 # A sweep level: a client count (closed loop) or an offered rate in operations per second (open
@@ -45,6 +45,18 @@ class SeriesPoint(BaseModel):
     failed: int
     hung: int
     offered: int = Field(default=0, description="open loop: arrivals meant to start in the interval (dropped included)")
+    p50_ms: float | None = Field(default=None, description="the successes' median latency in the interval")
+    p99_ms: float | None = Field(default=None, description="the successes' 99th percentile in the interval")
+    latency: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="the successes' latency, (bucket, count): 1/16 of an octave each (knee.analysis.series_latency)",
+    )
+    failures: dict[str, int] = Field(default_factory=dict, description="the interval's failures by class")
+
+    @classmethod
+    def from_engine(cls, p: EngineSeriesPoint) -> "SeriesPoint":
+        ms = {k: None if v is None else v / 1000.0 for k, v in (("p50_ms", p.p50_us), ("p99_ms", p.p99_us))}
+        return cls(**p.model_dump(exclude={"p50_us", "p99_us"}), **ms)
 
 
 class OpenLoopStats(BaseModel):
@@ -203,10 +215,7 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
             ttfb_ms=LatencyStats.from_engine_us(g.ttfb_us),
             processing_ms=LatencyStats.from_engine_us(g.processing_us),
             percentiles_ms=[(float(q), float(v) / 1000.0) for q, v in g.percentiles],
-            series=[
-                SeriesPoint(t=p.t, succeeded=p.succeeded, failed=p.failed, hung=p.hung, offered=p.offered)
-                for p in g.series
-            ],
+            series=[SeriesPoint.from_engine(p) for p in g.series],
             interval_s=interval_s,
             per_client=list(g.per_client),
             hung_clients=list(g.hung_clients),

@@ -49,12 +49,22 @@ fn merge_equals_the_combined_recording_and_bytes_round_trip() {
     assert_eq!(g.series.len(), n);
     for i in 0..n {
         let (x, y) = (
-            ga.series.get(i).copied().unwrap_or_default(),
-            gb.series.get(i).copied().unwrap_or_default(),
+            ga.series.get(i).cloned().unwrap_or_default(),
+            gb.series.get(i).cloned().unwrap_or_default(),
         );
         assert_eq!(g.series[i].succeeded, x.succeeded + y.succeeded);
         assert_eq!(g.series[i].failed, x.failed + y.failed);
+        // each interval's latency buckets and failures by class add too
+        assert_eq!(g.series[i].latency.count(), x.latency.count() + y.latency.count());
+        assert_eq!(g.series[i].latency.count(), g.series[i].succeeded);
+        assert_eq!(g.series[i].classes.iter().sum::<u64>(), g.series[i].failed);
     }
+    let status: u64 = g
+        .series
+        .iter()
+        .map(|t| t.classes.get(ErrorClass::Status.index()).copied().unwrap_or(0))
+        .sum();
+    assert_eq!(status, 50);
     assert_eq!(g.counts.elapsed_s, ga.counts.elapsed_s.max(gb.counts.elapsed_s));
     // 50 failures with one message: one reason, counted 50 times, with its sample.
     assert_eq!(g.reasons.list.len(), 1, "{:?}", g.reasons);

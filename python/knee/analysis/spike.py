@@ -1,0 +1,163 @@
+"""The spike's verdict (docs/load-shapes.md): a background group read interval by interval through another group's
+spike (`spike(base, peak, at, hold)`): what the baseload's service was before, how deep it fell, how long after
+the spike it took to be back within its noise, and what failed meanwhile.
+
+Per whole interval of the background group (the trailing partial one left out): its rate (successes per second)
+and its p99 (the successes' in the interval: the series' latency buckets, knee.analysis.series_latency).
+
+- before: the intervals that end by the spike's start. Their rates' mean and p99 (over them together) are the
+  baseline; its noise band: an interval is *back* when its rate is at least the lowest rate before less
+  SPIKE_RATE_SLACK of the mean, and its p99 at most the highest p99 before plus SPIKE_P99_SLACK of it (or it has
+  no p99: nothing succeeded is not back).
+- the fall: the lowest interval rate from the spike's start until the background was back; its depth is that rate
+  against the mean before.
+- back: the first interval starting at or after the spike's end that is back, and the next one too (or it is the
+  last): a return that lasts. The recovery time is its start less the spike's end, bracketed by the interval
+  before it (the return happened within it) — both clipped at 0.
+- during and after: the rate and p99 over the intervals inside the spike, and over those from the return to the
+  run's end.
+- failures: each group's failures by class in the intervals from the spike's start to the return (to the end when
+  it never came back).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from statistics import mean
+
+from knee import fmt
+from knee.analysis.series_latency import percentile_ms
+from knee.model import RunRecord, SeriesPoint, Spike, SpikeWindow, StepResult
+from knee.scenario.profiles import RateProfile
+
+SPIKE_RATE_SLACK = 0.05  # the share of the mean rate before that a returned interval may still fall below the lowest
+SPIKE_P99_SLACK = 0.10  # and the share of the highest p99 before that its p99 may rise above it
+
+
+def run_spike(record: RunRecord, group: str) -> Spike | None:
+    """The spike's verdict on background group `group`: when another group of the scenario runs a spike profile and
+    one step measured both."""
+    sc = record.scenario
+    g = sc.groups.get(group)
+    spikes = [
+        (name, o.profile)
+        for name, o in sc.groups.items()
+        if name != group and o.profile is not None and o.profile.shape == "spike"
+    ]
+    steps = [s for s in record.steps if s.phase == "sweep" and group in s.groups]
+    if g is None or not g.background or len(spikes) != 1 or len(steps) != 1:
+        return None
+    (name, profile), (step,) = spikes[0], steps
+    return judge_spike(step, group, name, profile)
+
+
+def judge_spike(step: StepResult, group: str, spiking: str, profile: RateProfile) -> Spike | None:
+    """The spike's verdict on `group` of `step` through `spiking`'s spike `profile`; None without a whole interval
+    before the spike and one after it."""
+    bg = step.groups[group]
+    dt = bg.interval_s or 1.0
+    whole = [p for p in bg.series if p.t + dt <= bg.elapsed_s + 1e-6]
+    start, end = profile.at, profile.at + profile.hold
+    before = [p for p in whole if p.t + dt <= start + 1e-6]
+    after_end = [i for i, p in enumerate(whole) if p.t >= end - 1e-6]
+    if not before or not after_end:
+        return None
+    rates = [p.succeeded / dt for p in before]
+    base = mean(rates)
+    p99s = [p.p99_ms for p in before if p.p99_ms is not None]
+    floor = min(rates) - SPIKE_RATE_SLACK * base
+    ceiling = max(p99s) * (1 + SPIKE_P99_SLACK) if p99s else None
+
+    def back(p: SeriesPoint) -> bool:
+        if p.succeeded / dt < floor:
+            return False
+        return ceiling is None or (p.p99_ms is not None and p.p99_ms <= ceiling)
+
+    first = after_end[0]
+    flags = [back(p) for p in whole[first:]]
+    k = next((first + j for j, f in enumerate(flags) if f and (j + 1 == len(flags) or flags[j + 1])), None)
+    hit = [p for p in whole if p.t + dt > start + 1e-6 and (k is None or p.t < whole[k].t - 1e-6)]
+    lowest = min((p.succeeded / dt for p in hit), default=base)
+    spike = Spike(
+        spiking=spiking,
+        at_s=start,
+        hold_s=profile.hold,
+        peak_hz=profile.peak,
+        base_hz=profile.base,
+        interval_s=dt,
+        before=_window(before, dt),
+        during=_window([p for p in whole if p.t >= start - 1e-6 and p.t + dt <= end + 1e-6], dt),
+        after=_window(whole[k:] if k is not None else [], dt),
+        lowest_hz=lowest,
+        fall=1 - lowest / base if base > 0 else 0.0,
+        recovered_s=None if k is None else max(0.0, whole[k].t - end),
+        recovered_low_s=None if k is None else max(0.0, whole[k].t - dt - end),
+        measured_s=whole[-1].t + dt - end,
+        failures={
+            name: dict(_failures([p for p in s.series if p.t + dt > start + 1e-6 and (k is None or p.t < whole[k].t)]))
+            for name, s in step.groups.items()
+            if name in (group, spiking)
+        },
+    )
+    spike.sentences = _sentences(spike, group)
+    return spike
+
+
+def _window(points: Sequence[SeriesPoint], dt: float) -> SpikeWindow | None:
+    if not points:
+        return None
+    return SpikeWindow(
+        intervals=len(points),
+        rate_hz=sum(p.succeeded for p in points) / (dt * len(points)),
+        p99_ms=percentile_ms(points, 99.0),
+    )
+
+
+def _failures(points: Sequence[SeriesPoint]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for p in points:
+        out.update(p.failures)
+    return out
+
+
+def _hz(x: float) -> str:
+    return f"{fmt.sig3(x).removesuffix('.0')}/s"
+
+
+def _p99(w: SpikeWindow | None) -> str:
+    return "no p99" if w is None or w.p99_ms is None else f"p99 {fmt.ms(w.p99_ms)}"
+
+
+def _sentences(s: Spike, group: str) -> list[str]:
+    shape = (
+        f"{s.spiking} from {_hz(s.base_hz)} to {_hz(s.peak_hz)} at {fmt.level(s.at_s)} s for {fmt.level(s.hold_s)} s"
+    )
+    out = [
+        f"through the spike ({shape}): {group} fell from {_hz(s.before.rate_hz)} to {_hz(s.lowest_hz)} "
+        f"(−{fmt.pct(max(0.0, s.fall))}); {_p99(s.before)} before, {_p99(s.during)} during"
+    ]
+    dt = fmt.level(s.interval_s)
+    if s.recovered_s is None:
+        out.append(
+            f"{group} was not back within its noise by the run's end, {fmt.level(s.measured_s)} s after the spike"
+        )
+    else:
+        low = fmt.level(s.recovered_low_s or 0.0)
+        out.append(
+            f"{group} was back within its noise {fmt.level(s.recovered_s)} s after the spike "
+            f"({low}–{fmt.level(s.recovered_s)} s over {dt}-s intervals): {_hz(s.after.rate_hz if s.after else 0)}, "
+            f"{_p99(s.after)}"
+        )
+    failed = [
+        f"{name}: " + ", ".join(f"{cls} {n:,}" for cls, n in sorted(by.items(), key=lambda kv: -kv[1]))
+        for name, by in s.failures.items()
+        if by
+    ]
+    until = "the return" if s.recovered_s is not None else "the run's end"
+    out.append(
+        f"failures from the spike to {until}: {'; '.join(failed)}"
+        if failed
+        else f"no failures from the spike to {until}"
+    )
+    return out

@@ -1,0 +1,83 @@
+"""The spike's verdict against `knee target` (docs/load-shapes.md): a baseload of 10 clients through a spike of
+arrivals three times its service's capacity. Its fall, its return and the failures between are read from the
+per-interval series, the return within one interval of where the series itself shows it, and the counts are the
+server's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knee.demo_target import TargetProcess, start_target
+from knee.store import RunDir
+
+from conftest import knee_cli
+from servers import settled
+
+# Serial: the fall and the return are read from measured rates.
+pytestmark = pytest.mark.serial
+
+
+@pytest.fixture(scope="module")
+def capacity_1000() -> Iterator[TargetProcess]:
+    """20 workers, 20 ms each (a capacity of 1 000/s); the others wait their turn, up to 2 s."""
+    with start_target(lam=50.0, sigma=0.0, kappa=0.0, workers=20, pool=0, timeout_s=2.0) as t:
+        yield t
+
+
+def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetProcess, tmp_path: Path) -> None:
+    scenario = tmp_path / "spike.toml"
+    scenario.write_text(
+        f"""
+[groups.base]
+kind = "http"
+url = "{capacity_1000.url}/base"
+clients = 10
+background = true
+
+[groups.spike]
+kind = "http"
+url = "{capacity_1000.url}/spike"
+clients = 300
+rate = "spike(base=0, peak=1500, at=4s, hold=3s)"
+"""
+    )
+    proc = knee_cli("run", str(scenario), "--out", str(tmp_path / "runs"), timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    record = RunDir(run_dir).load()
+    (step,) = record.steps
+    base = step.groups["base"]
+    (v,) = [v for v in record.verdicts if v.group == "base"]
+    s = v.spike
+    assert s is not None, v.sentences
+    assert (s.spiking, s.at_s, s.hold_s, s.peak_hz) == ("spike", 4.0, 3.0, 1500.0)
+    # 10 clients of 20 ms: about 500/s before; the spike's 300 in flight queue ahead of them at 20 workers
+    assert 300 < s.before.rate_hz < 520, s
+    assert s.fall > 0.5 and s.during is not None and s.during.p99_ms is not None, s
+    assert s.before.p99_ms is not None and s.during.p99_ms > 5 * s.before.p99_ms, s
+    # the return, against the series itself: the first whole interval after the spike at 90 % of the rate before
+    dt = base.interval_s
+    end = s.at_s + s.hold_s
+    rates = [(p.t, p.succeeded / dt) for p in base.series if p.t >= end and p.t + dt <= base.elapsed_s + 1e-6]
+    seen = next(t for t, r in rates if r >= 0.9 * s.before.rate_hz) - end
+    assert s.recovered_s is not None and s.recovered_low_s is not None, v.sentences
+    assert abs(s.recovered_s - seen) <= dt and s.recovered_s - s.recovered_low_s == pytest.approx(dt), (s, rates)
+    assert s.recovered_s <= 3, s
+    assert s.after is not None and s.after.rate_hz > 0.9 * s.before.rate_hz
+    assert s.failures == {"base": {}, "spike": {}}, s
+    assert v.sentences[: len(s.sentences)] == s.sentences
+    assert s.sentences[0].startswith("through the spike (spike from 0/s to 1,500/s at 4 s for 3 s): base fell from ")
+    assert f"Spike (base): {'; '.join(s.sentences)}" in proc.stdout
+    assert s.sentences[1] in (run_dir / "report.md").read_text()
+    # a spike from base 0 offers nothing before its start (a rate-0 stretch is waited through), then its integral
+    spiked = step.groups["spike"]
+    assert [p.offered for p in spiked.series if p.t < s.at_s] == [0, 0, 0, 0]
+    assert spiked.open_loop is not None and spiked.open_loop.offered == 4500
+    # every operation the two groups started is one the target counted
+    between = record.between.get("base")
+    started = sum(g.started + g.warmup_ops for g in step.groups.values()) + record.probes
+    started += (between.started + between.warmup_ops) if between is not None else 0
+    assert settled(lambda: capacity_1000.stats()["requests"], started) == started
