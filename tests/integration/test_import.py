@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,8 +82,13 @@ class Site:
     url: str
     proc: subprocess.Popen[bytes]
 
-    def lines(self) -> list[str]:
-        return (self.dir / "replay.log").read_text().splitlines()
+    def lines(self, want: int = 0) -> list[str]:
+        """The log's lines, once there are `want` of them (at most 5 s): nginx writes a request's line after its
+        response, so a client may be done before its line is."""
+        deadline = time.monotonic() + 5
+        while len(lines := (self.dir / "replay.log").read_text().splitlines()) < want and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return lines
 
     def clear(self) -> None:
         (self.dir / "replay.log").write_text("")
@@ -160,7 +166,7 @@ def test_har_of_a_page_chromium_loaded_replays_its_request(
     assert table["groups"]["main"]["url"] == "${target}/page.html"
     site.clear()
     knee_ok("run", str(out), "-c", "2", "-n", "20", "-q", env={"main_cookie_session": SESSION})
-    assert site.lines() == rec.lines * 20
+    assert site.lines(len(rec.lines) * 20) == rec.lines * 20
     with_assets = tmp_path / "assets.toml"
     knee_ok("import", "har", str(rec.har), "-o", str(with_assets), "--include-assets")
     names = [r["name"] for r in tomllib.loads(with_assets.read_text())["groups"]["main"]["requests"]]
@@ -180,7 +186,7 @@ def test_har_with_api_calls_replays_each_request(site: Site, recordings: dict[st
     assert SESSION not in out.read_text()
     site.clear()
     knee_ok("run", str(out), "-c", "2", "-n", "300", "-q", env={"main_cookie_session": SESSION})
-    seen = site.lines()
+    seen = site.lines(300)
     assert len(seen) == 300 and set(seen) == set(rec.lines)
 
 
@@ -190,7 +196,7 @@ def test_curl_import_sends_what_curl_sends(site: Site, tmp_path: Path) -> None:
     args += ["-b", "sid=xyz987; theme=dark", url]
     site.clear()
     subprocess.run(["curl", *args], check=True, timeout=30)
-    (curls,) = site.lines()
+    (curls,) = site.lines(1)
     auth = "Basic " + base64.b64encode(b"alice:pa55").decode()
     form = "application/x-www-form-urlencoded"
     assert curls == f"POST /api/login?next=%2Fhome|{form}|{auth}|sid=xyz987; theme=dark|t-42|user=alice&n=1"
@@ -203,7 +209,7 @@ def test_curl_import_sends_what_curl_sends(site: Site, tmp_path: Path) -> None:
     site.clear()
     secrets = {"main_header_authorization": auth, "main_cookie_sid": "xyz987", "main_cookie_theme": "dark"}
     knee_ok("run", str(out), "-c", "2", "-n", "10", "-q", env=secrets)
-    assert site.lines() == [curls] * 10
+    assert site.lines(10) == [curls] * 10
 
 
 def vegeta() -> str:
@@ -250,16 +256,16 @@ def attack(site: Site, files: tuple[Path, Path], n: int, cwd: Path) -> dict[str,
             check=True,
         )
         assert attack.stdout, "vegeta wrote no results"
-        seen[f"vegeta {fmt}"] = set(site.lines())
+        seen[f"vegeta {fmt}"] = set(site.lines(n))
         site.clear()
         knee_ok("run", "--targets", str(path), "--targets-format", fmt, "-c", "2", "-n", str(n), "-q", cwd=cwd)
-        seen[f"knee --targets {fmt}"] = set(site.lines())
+        seen[f"knee --targets {fmt}"] = set(site.lines(n))
     out = cwd / "imported.toml"
     knee_ok("import", "targets", str(files[0]), "-o", str(out), cwd=cwd)
     site.clear()
     # the importer wrote the recorded cookie as a secret placeholder: its value comes from the environment
     knee_ok("run", str(out), "-c", "2", "-n", str(n), "-q", cwd=cwd, env={"main_cookie_sid": "v42"})
-    seen["knee import targets"] = set(site.lines())
+    seen["knee import targets"] = set(site.lines(n))
     return seen
 
 
