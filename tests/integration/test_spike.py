@@ -72,6 +72,9 @@ rate = "spike(base=0, peak=1500, at=4s, hold=3s)"
     assert s.sentences[0].startswith("through the spike (spike from 0/s to 1,500/s at 4 s for 3 s): base fell from ")
     assert f"Spike (base): {'; '.join(s.sentences)}" in proc.stdout
     assert s.sentences[1] in (run_dir / "report.md").read_text()
+    # the report's per-interval figure shades the spike and draws each interval's p99
+    html = (run_dir / "report.html").read_text()
+    assert "the spike of spike" in html and "p99 per interval, ms (right)" in html
     # a spike from base 0 offers nothing before its start (a rate-0 stretch is waited through), then its integral
     spiked = step.groups["spike"]
     assert [p.offered for p in spiked.series if p.t < s.at_s] == [0, 0, 0, 0]

@@ -264,10 +264,24 @@ def latency(record: RunRecord, group: str) -> str:
 
 
 def series(record: RunRecord, group: str) -> str:
-    """Every interval of every step on one time line: successes, failures and hung per second."""
+    """Every interval of every step on one time line: successes, failures and hung per second, each interval's
+    p99 on a log axis of its own (right), and a spike's time (knee.analysis.spike) shaded."""
     fig, ax = _figure((_SIZE[0], 3.0))
     steps = [s for s in record.steps if group in s.groups]
     t0 = min((s.started_unix for s in steps), default=0.0)
+    timed = [s for s in steps if any(p.p99_ms for p in s.groups[group].series)]
+    right = ax.twinx() if timed else None
+    for s in timed:
+        points = [(s.started_unix - t0 + p.t, p.p99_ms) for p in s.groups[group].series if p.p99_ms]
+        right.plot([t for t, _ in points], [v for _, v in points], ":", color="grey", lw=1)  # type: ignore[union-attr]
+    if right is not None:
+        _log(right, "y")
+        right.grid(False)
+        right.set_ylabel("p99 per interval, ms (dotted)")
+    spike = next((v.spike for v in record.verdicts if v.group == group and v.spike is not None), None)
+    if spike is not None and steps:
+        at = steps[0].started_unix - t0 + spike.at_s
+        ax.axvspan(at, at + spike.hold_s, color="C1", alpha=0.15, lw=0, label=f"the spike of {spike.spiking}")
     for s in steps:
         g = s.groups[group]
         if not g.series:
@@ -284,6 +298,8 @@ def series(record: RunRecord, group: str) -> str:
         ax.annotate(mark, (t[0], top), textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
     ax.plot([], [], "-", color="C0", label="succeeded / s")
     ax.plot([], [], "-", color="C3", label="failed + hung / s")
+    if right is not None:
+        ax.plot([], [], ":", color="grey", label="p99 per interval, ms (right)")
     if any(s.phase == "recovery" for s in steps):
         ax.plot([], [], "-", color="C2", label="recovery probes")
     peak = max(
