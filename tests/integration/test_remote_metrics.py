@@ -6,6 +6,7 @@ run goes on; an unreachable URL and one that is not Prometheus text are one sent
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import subprocess
@@ -60,7 +61,7 @@ def knee_step(metrics_url: str) -> int | None:
     try:
         with urllib.request.urlopen(metrics_url, timeout=2) as r:
             text = r.read().decode()
-    except OSError:
+    except (OSError, http.client.HTTPException):  # not answering yet, or knee exiting mid-answer (IncompleteRead)
         return None
     m = re.search(r"^knee_step (-?\d+)$", text, re.M)
     return int(m.group(1)) if m else None
