@@ -29,7 +29,7 @@ from knee._engine import __version__
 from knee.engine import EngineError, ShardResult, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun
-from knee.executor.dask_tasks import background, quietly, shard
+from knee.executor.dask_tasks import background, quietly, shard, workers_now
 from knee.executor.dataparts import DataSplit, Shipping, without_files
 from knee.executor.interrupt import Interrupts
 from knee.executor.lease import LeaseKeeper, LeaseTimes
@@ -156,7 +156,7 @@ class DaskExecutor(Executor):
     def workers(self) -> list[LoadGenerator]:
         """The cluster's workers now, each with its weight: its `nthreads`, or its host's `[cluster] weights`
         entry shared evenly by that host's workers."""
-        info = sorted(self.client.scheduler_info(n_workers=-1)["workers"].items())
+        info = sorted(workers_now(self.client).items())
         hosts = [str(w.get("host") or address) for address, w in info]
         out = []
         for (address, w), host in zip(info, hosts, strict=True):
@@ -363,7 +363,7 @@ class _Step:
 
     def check_lost(self) -> None:
         """Name the workers that left the cluster, and the shards that failed, since the last look."""
-        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        alive = set(workers_now(self.client))
         for i, (w, _) in enumerate(self.chosen):
             if i in self.lost:
                 continue

@@ -112,3 +112,11 @@ def quietly(call: Any, *args: Any) -> Any:
         return call(*args)
     except Exception:
         return None
+
+
+def workers_now(client: Any) -> dict[str, Any]:
+    """The scheduler's workers as it answers now: asked directly, not through `client.scheduler_info()`, whose
+    answer is the client's cached identity, which its own periodic refresh (every 2 s, with no workers listed)
+    may replace between the fetch and the read: a step's workers then looked gone 2 s into it."""
+    info = client.sync(client.scheduler.identity, n_workers=-1)
+    return dict(info.get("workers", {}))
