@@ -85,6 +85,11 @@ def level_rate(hz: float) -> str:
     return f"{level(hz)}/s"
 
 
+def per_s(hz: float) -> str:
+    """A measured rate per second, 3 significant digits, a whole one without its ".0": 89/s, 1,500/s, 1.25/s."""
+    return f"{sig3(hz).removesuffix('.0')}/s"
+
+
 def load(value: float, unit: str = "clients") -> str:
     """A sweep level in words: '50 clients', or for a rate sweep '500/s offered'."""
     if unit == "rate":

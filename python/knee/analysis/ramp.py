@@ -124,33 +124,30 @@ def _edges(rates: Sequence[float]) -> list[float]:
     return [max(0.0, e) for e in (first, *inner, last)]
 
 
-def _hz(x: float) -> str:
-    return f"{_sig(x)}/s"
-
-
 def _sig(x: float) -> str:
     """3 significant digits, a whole rate without its ".0" (89/s, 112/s, 1.25/s)."""
     return fmt.sig3(x).removesuffix(".0")
 
 
 def _span(p: RampPoint, dt: float) -> str:
-    return f"{_sig(p.low_hz)}–{_hz(p.high_hz)} over {fmt.level(dt)}-s intervals"
+    return f"{_sig(p.low_hz)}–{fmt.per_s(p.high_hz)} over {fmt.level(dt)}-s intervals"
 
 
 def _sentences(r: Ramp, slo: Slo | None) -> list[str]:
     out = []
     if r.behind is None:
-        out.append(f"kept up with the ramp up to {_hz(r.top_offered_hz)} offered")
+        out.append(f"kept up with the ramp up to {fmt.per_s(r.top_offered_hz)} offered")
     else:
-        kept = f"kept up to {_hz(r.kept_up_to_hz)}: " if r.kept_up_to_hz is not None else ""
-        out.append(f"{kept}behind from {_hz(r.behind.offered_hz)} ({_span(r.behind, r.interval_s)})")
+        kept = f"kept up to {fmt.per_s(r.kept_up_to_hz)}: " if r.kept_up_to_hz is not None else ""
+        out.append(f"{kept}behind from {fmt.per_s(r.behind.offered_hz)} ({_span(r.behind, r.interval_s)})")
     if r.errors is None:
-        out.append(f"no errors up to {_hz(r.top_offered_hz)} offered")
+        out.append(f"no errors up to {fmt.per_s(r.top_offered_hz)} offered")
     else:
-        out.append(f"errors from {_hz(r.errors.offered_hz)} ({_span(r.errors, r.interval_s)})")
+        out.append(f"errors from {fmt.per_s(r.errors.offered_hz)} ({_span(r.errors, r.interval_s)})")
     if slo is not None and r.slo_broken is None:
-        out.append(f"met the SLO ({slo.describe()}) up to {_hz(r.top_offered_hz)} offered")
+        out.append(f"met the SLO ({slo.describe()}) up to {fmt.per_s(r.top_offered_hz)} offered")
     elif slo is not None and r.slo_broken is not None:
         at, why = r.slo_broken, "; ".join(r.slo_missed)
-        out.append(f"broke the SLO ({slo.describe()}) from {_hz(at.offered_hz)} ({_span(at, r.interval_s)}): {why}")
+        where = f"{fmt.per_s(at.offered_hz)} ({_span(at, r.interval_s)})"
+        out.append(f"broke the SLO ({slo.describe()}) from {where}: {why}")
     return out

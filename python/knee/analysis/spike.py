@@ -77,8 +77,13 @@ def judge_spike(step: StepResult, group: str, spiking: str, profile: RateProfile
     first = after_end[0]
     flags = [back(p) for p in whole[first:]]
     k = next((first + j for j, f in enumerate(flags) if f and (j + 1 == len(flags) or flags[j + 1])), None)
-    hit = [p for p in whole if p.t + dt > start + 1e-6 and (k is None or p.t < whole[k].t - 1e-6)]
-    lowest = min((p.succeeded / dt for p in hit), default=base)
+    back_at = whole[k].t if k is not None else float("inf")
+
+    def hit(p: SeriesPoint) -> bool:
+        """Whether interval `p` lies between the spike's start and the return (or the end)."""
+        return p.t + dt > start + 1e-6 and p.t < back_at - 1e-6
+
+    lowest = min((p.succeeded / dt for p in whole if hit(p)), default=base)
     spike = Spike(
         spiking=spiking,
         at_s=start,
@@ -95,7 +100,7 @@ def judge_spike(step: StepResult, group: str, spiking: str, profile: RateProfile
         recovered_low_s=None if k is None else max(0.0, whole[k].t - dt - end),
         measured_s=whole[-1].t + dt - end,
         failures={
-            name: dict(_failures([p for p in s.series if p.t + dt > start + 1e-6 and (k is None or p.t < whole[k].t)]))
+            name: dict(_failures([p for p in s.series if hit(p)]))
             for name, s in step.groups.items()
             if name in (group, spiking)
         },
@@ -121,20 +126,15 @@ def _failures(points: Sequence[SeriesPoint]) -> Counter[str]:
     return out
 
 
-def _hz(x: float) -> str:
-    return f"{fmt.sig3(x).removesuffix('.0')}/s"
-
-
 def _p99(w: SpikeWindow | None) -> str:
     return "no p99" if w is None or w.p99_ms is None else f"p99 {fmt.ms(w.p99_ms)}"
 
 
 def _sentences(s: Spike, group: str) -> list[str]:
-    shape = (
-        f"{s.spiking} from {_hz(s.base_hz)} to {_hz(s.peak_hz)} at {fmt.level(s.at_s)} s for {fmt.level(s.hold_s)} s"
-    )
+    rates = f"from {fmt.per_s(s.base_hz)} to {fmt.per_s(s.peak_hz)}"
+    shape = f"{s.spiking} {rates} at {fmt.level(s.at_s)} s for {fmt.level(s.hold_s)} s"
     out = [
-        f"through the spike ({shape}): {group} fell from {_hz(s.before.rate_hz)} to {_hz(s.lowest_hz)} "
+        f"through the spike ({shape}): {group} fell from {fmt.per_s(s.before.rate_hz)} to {fmt.per_s(s.lowest_hz)} "
         f"(−{fmt.pct(max(0.0, s.fall))}); {_p99(s.before)} before, {_p99(s.during)} during"
     ]
     dt = fmt.level(s.interval_s)
@@ -146,8 +146,8 @@ def _sentences(s: Spike, group: str) -> list[str]:
         low = fmt.level(s.recovered_low_s or 0.0)
         out.append(
             f"{group} was back within its noise {fmt.level(s.recovered_s)} s after the spike "
-            f"({low}–{fmt.level(s.recovered_s)} s over {dt}-s intervals): {_hz(s.after.rate_hz if s.after else 0)}, "
-            f"{_p99(s.after)}"
+            f"({low}–{fmt.level(s.recovered_s)} s over {dt}-s intervals): "
+            f"{fmt.per_s(s.after.rate_hz if s.after else 0)}, {_p99(s.after)}"
         )
     failed = [
         f"{name}: " + ", ".join(f"{cls} {n:,}" for cls, n in sorted(by.items(), key=lambda kv: -kv[1]))
