@@ -52,12 +52,7 @@ impl Buckets {
     }
 
     pub fn add(&mut self, o: &Buckets) {
-        if self.0.len() < o.0.len() {
-            self.0.resize(o.0.len(), 0);
-        }
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
-            *a += b;
-        }
+        add_counts(&mut self.0, &o.0);
     }
 
     pub fn count(&self) -> u64 {
@@ -85,6 +80,17 @@ impl Buckets {
     pub fn sparse(&self) -> Vec<(u16, u32)> {
         let nonzero = self.0.iter().enumerate().filter(|(_, &c)| c > 0);
         nonzero.map(|(i, &c)| (i as u16, c)).collect()
+    }
+}
+
+/// Add `more` into `counts` element by element, `counts` grown to the longer of the two (counts kept only as far
+/// as something was counted: an interval's buckets, its failures by class).
+pub(crate) fn add_counts<T: Copy + Default + std::ops::AddAssign>(counts: &mut Vec<T>, more: &[T]) {
+    if counts.len() < more.len() {
+        counts.resize(more.len(), T::default());
+    }
+    for (a, &b) in counts.iter_mut().zip(more) {
+        *a += b;
     }
 }
 

@@ -3,7 +3,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::buckets::Buckets;
+use crate::buckets::{add_counts, Buckets};
 use crate::class::ErrorClass;
 use crate::counts::{GroupCounts, RequestCounts};
 use crate::data::DataUse;
@@ -78,12 +78,7 @@ impl Tick {
         self.hung += o.hung;
         self.offered += o.offered;
         self.latency.add(&o.latency);
-        if self.classes.len() < o.classes.len() {
-            self.classes.resize(o.classes.len(), 0);
-        }
-        for (a, b) in self.classes.iter_mut().zip(&o.classes) {
-            *a += b;
-        }
+        add_counts(&mut self.classes, &o.classes);
     }
 
     /// Count a failure of `class` in the interval.
