@@ -31,6 +31,7 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from functools import partialmethod
 from typing import Any
 
 from knee.flowcookies import CookieJar
@@ -362,23 +363,12 @@ class Client:
             raise HttpError("connect_error", f"{step}: cannot connect to {where}: {exc.strerror or exc}") from None
         return conn
 
-    async def get(self, url: str, **kw: Any) -> Response:
-        return await self.request("GET", url, **kw)
-
-    async def post(self, url: str, **kw: Any) -> Response:
-        return await self.request("POST", url, **kw)
-
-    async def put(self, url: str, **kw: Any) -> Response:
-        return await self.request("PUT", url, **kw)
-
-    async def patch(self, url: str, **kw: Any) -> Response:
-        return await self.request("PATCH", url, **kw)
-
-    async def delete(self, url: str, **kw: Any) -> Response:
-        return await self.request("DELETE", url, **kw)
-
-    async def head(self, url: str, **kw: Any) -> Response:
-        return await self.request("HEAD", url, **kw)
+    get = partialmethod(request, "GET")
+    post = partialmethod(request, "POST")
+    put = partialmethod(request, "PUT")
+    patch = partialmethod(request, "PATCH")
+    delete = partialmethod(request, "DELETE")
+    head = partialmethod(request, "HEAD")
 
     def close(self) -> None:
         """Close the kept-alive connections (the next request opens a new one)."""

@@ -14,42 +14,26 @@ import pytest
 
 import knee
 from knee import _engine
+from knee import spec as ks
 from knee.engine import Engine, GroupSnapshot, Snapshot, summary
 from knee.executor import Interrupts, run_step
 from knee.model.engine_summary import EngineGroup, EngineLatency, EngineReason, EngineSeriesPoint, EngineSummary
-from knee.spec import (
-    KEY_WITHHELD,
-    DurationMs,
-    EngineSpec,
-    ExecClient,
-    FileCheck,
-    GroupSpec,
-    HttpClient,
-    PerClient,
-    PointsProfile,
-    RatePacer,
-    SineProfile,
-    TcpClient,
-    TlsClient,
-    Total,
-    WhileOthers,
-)
 
-FULL = EngineSpec(
+FULL = ks.EngineSpec(
     threads=2,
     interval_ms=250,
     start_at_unix=1_800_000_000.5,
     groups=[
-        GroupSpec(
+        ks.GroupSpec(
             name="web",
             clients=3,
-            stop=Total(total=7),
+            stop=ks.Total(total=7),
             think_ms=5,
             timeout_ms=1234,
             warmup_ms=10,
             client_offset=4,
-            pacer=RatePacer(rate_hz=12.5, poisson=True, max_in_flight=9),
-            client=HttpClient(
+            pacer=ks.RatePacer(rate_hz=12.5, poisson=True, max_in_flight=9),
+            client=ks.HttpClient(
                 url="https://127.0.0.1:8443/x",
                 method="PUT",
                 headers=[("X-A", "1")],
@@ -65,15 +49,15 @@ FULL = EngineSpec(
                 source_addrs=["127.0.0.2", "127.0.0.3"],
             ),
         ),
-        GroupSpec(
+        ks.GroupSpec(
             name="h2",
             clients=16,
-            stop=Total(total=7),
-            client=HttpClient(
+            stop=ks.Total(total=7),
+            client=ks.HttpClient(
                 url="https://127.0.0.1:8443/h2",
                 http2=True,
                 streams=8,
-                tls=TlsClient(
+                tls=ks.TlsClient(
                     cert_pem="-----BEGIN CERTIFICATE-----\n…",
                     key_pem="-----BEGIN PRIVATE KEY-----\n…",
                     ca_pem="-----BEGIN CERTIFICATE-----\n…",
@@ -83,42 +67,42 @@ FULL = EngineSpec(
                 ),
             ),
         ),
-        GroupSpec(
+        ks.GroupSpec(
             name="tcp",
             clients=1,
-            stop=PerClient(per_client=2),
-            client=TcpClient(addr="127.0.0.1:9", send="PING\n", expect="PONG", source_addrs=["127.0.0.4"]),
+            stop=ks.PerClient(per_client=2),
+            client=ks.TcpClient(addr="127.0.0.1:9", send="PING\n", expect="PONG", source_addrs=["127.0.0.4"]),
         ),
-        GroupSpec(
+        ks.GroupSpec(
             name="cli",
             clients=2,
-            stop=DurationMs(duration_ms=300),
-            client=ExecClient(
+            stop=ks.DurationMs(duration_ms=300),
+            client=ks.ExecClient(
                 argv=["/bin/true", "${client}"],
                 env=[("A", "${iteration}")],
                 cwd="/tmp",
                 expect_stdout="x",
                 expect_stderr="y",
-                expect_file=FileCheck(path="/tmp/f-${client}", min_size=3),
+                expect_file=ks.FileCheck(path="/tmp/f-${client}", min_size=3),
                 bytes_from="stdout",
             ),
         ),
-        GroupSpec(name="base", clients=1, stop=WhileOthers(), client=TcpClient(addr="127.0.0.1:9")),
-        GroupSpec(
+        ks.GroupSpec(name="base", clients=1, stop=ks.WhileOthers(), client=ks.TcpClient(addr="127.0.0.1:9")),
+        ks.GroupSpec(
             name="ramp",
             clients=4,
-            stop=DurationMs(duration_ms=300),
+            stop=ks.DurationMs(duration_ms=300),
             client_offset=2,
             group_clients=10,
-            pacer=RatePacer(profile=PointsProfile(points=[(0.0, 10.0), (2.5, 40.0)], step=True), max_in_flight=3),
-            client=TcpClient(addr="127.0.0.1:9"),
+            pacer=ks.RatePacer(profile=ks.PointsProfile(points=[(0.0, 10.0), (2.5, 40.0)], step=True), max_in_flight=3),
+            client=ks.TcpClient(addr="127.0.0.1:9"),
         ),
-        GroupSpec(
+        ks.GroupSpec(
             name="wave",
             clients=4,
-            stop=DurationMs(duration_ms=300),
-            pacer=RatePacer(profile=SineProfile(mean_hz=20.0, amplitude_hz=5.0, period_s=1.5), poisson=True),
-            client=TcpClient(addr="127.0.0.1:9"),
+            stop=ks.DurationMs(duration_ms=300),
+            pacer=ks.RatePacer(profile=ks.SineProfile(mean_hz=20.0, amplitude_hz=5.0, period_s=1.5), poisson=True),
+            client=ks.TcpClient(addr="127.0.0.1:9"),
         ),
     ],
 )
@@ -140,7 +124,7 @@ def test_a_client_key_crosses_to_the_engine_only() -> None:
     key = "-----BEGIN PRIVATE KEY-----\n…"
     assert json.loads(FULL.to_json())["groups"][1]["client"]["tls"]["key_pem"] == key
     for dump in (FULL.model_dump(mode="json"), json.loads(FULL.model_dump_json())):
-        assert dump["groups"][1]["client"]["tls"]["key_pem"] == KEY_WITHHELD
+        assert dump["groups"][1]["client"]["tls"]["key_pem"] == ks.KEY_WITHHELD
     assert "PRIVATE KEY" not in repr(FULL) and "BEGIN CERTIFICATE" not in repr(FULL)
 
 
@@ -149,9 +133,11 @@ def _fields(model: type) -> set[str]:
 
 
 def test_the_summary_and_snapshot_cross_field_for_field() -> None:
-    spec = EngineSpec(
+    spec = ks.EngineSpec(
         groups=[
-            GroupSpec(name="g", clients=2, stop=Total(total=6), client=ExecClient(argv=["/bin/sh", "-c", "exit 3"]))
+            ks.GroupSpec(
+                name="g", clients=2, stop=ks.Total(total=6), client=ks.ExecClient(argv=["/bin/sh", "-c", "exit 3"])
+            )
         ]
     )
     result = run_step(spec, Interrupts()).result

@@ -38,9 +38,12 @@ class Loaded:
     secrets: Secrets  # name -> value of every secret the run uses; scrubs what is written about the run
 
 
-def load_scenario(
-    path: Path, variables: dict[str, str] | None = None, secrets: Mapping[str, str] | None = None
-) -> Scenario:
+Variables = dict[str, str] | None  # ${name} -> value (--var)
+SecretValues = Mapping[str, str] | None  # name -> value of the secrets given (--secret, the environment)
+SOURCE = "scenario.toml"  # what a scenario given as text is called in its errors
+
+
+def load_scenario(path: Path, variables: Variables = None, secrets: SecretValues = None) -> Scenario:
     """Read, fill placeholders, validate. Every problem becomes a UserError naming the line and key."""
     try:
         text = path.read_text()
@@ -50,20 +53,12 @@ def load_scenario(
 
 
 def parse_scenario(
-    text: str,
-    source: str = "scenario.toml",
-    variables: dict[str, str] | None = None,
-    secrets: Mapping[str, str] | None = None,
+    text: str, source: str = SOURCE, variables: Variables = None, secrets: SecretValues = None
 ) -> Scenario:
     return read_scenario(text, source, variables, secrets).scenario
 
 
-def read_scenario(
-    text: str,
-    source: str = "scenario.toml",
-    variables: dict[str, str] | None = None,
-    secrets: Mapping[str, str] | None = None,
-) -> Loaded:
+def read_scenario(text: str, source: str = SOURCE, variables: Variables = None, secrets: SecretValues = None) -> Loaded:
     """Parse TOML text into the scenario as it runs and as it is recorded."""
     try:
         raw = tomllib.loads(text)
