@@ -100,8 +100,8 @@ def step_seconds(scenario: Scenario) -> float | None:
             durations.append(g.duration)
         elif g.per_client is None and g.total is None and scenario.sweep.duration is not None:
             durations.append(sweep_seconds(scenario))
-        elif g.profile is not None and g.profile.end_s is not None and not scenario.sweep.has_stop():
-            durations.append(max(0.001, g.profile.end_s - scenario.sweep.warmup))
+        elif g.over_time is not None and g.over_time.end_s is not None and not scenario.sweep.has_stop():
+            durations.append(max(0.001, g.over_time.end_s - scenario.sweep.warmup))
         else:
             return None
     return max(durations) + scenario.sweep.warmup if durations else None
@@ -219,15 +219,17 @@ def _stop(scenario: Scenario, g: Group, step: PlannedStep) -> StopRule:
         return PerClient(per_client=sweep.per_client)
     if sweep.total is not None:
         return Total(total=sweep.total)
-    if g.profile is not None and g.profile.end_s is not None:
+    if g.over_time is not None and g.over_time.end_s is not None:
         # the profile's own end: its clock counts from the step's start, warm-up included
-        return DurationMs(duration_ms=max(1, round((g.profile.end_s - sweep.warmup) * 1000)))
+        return DurationMs(duration_ms=max(1, round((g.over_time.end_s - sweep.warmup) * 1000)))
     raise AssertionError("Scenario validation guarantees every group a stop")
 
 
 def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: bool = False) -> GroupSpec:
     stop = _stop(scenario, g, step)
-    pacer: ClosedPacer | RatePacer = ClosedPacer()
+    pacer: ClosedPacer | RatePacer = ClosedPacer(
+        profile=None if g.clients_profile is None else engine_profile(g.clients_profile)
+    )
     if g.rate == "level" or g.profile is not None:
         pacer = RatePacer(
             rate_hz=float(step.level) if g.profile is None else None,
@@ -445,9 +447,11 @@ def quick(scenario: Scenario) -> Scenario:
     for name, group in scenario.groups.items():
         if group.profile is not None:  # the whole shape, over 2 s
             d["groups"][name]["rate"] = group.profile.squeezed(2.0).toml_value()
+        if group.clients_profile is not None:
+            d["groups"][name]["clients"] = group.clients_profile.squeezed(2.0).toml_value()
     for g in d["groups"].values():
         _cap(g, per_client=5, total=200, duration=1.5)
-        if g["clients"] != "level":
+        if isinstance(g["clients"], int):
             g["clients"] = min(g["clients"], 50)
     _cap(d["recovery"], limit=3.0, pause=0.2, probe=1.0)
     d["stop"]["max_level"] = d["stop"]["max_rate"] = None

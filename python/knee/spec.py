@@ -50,10 +50,6 @@ StopRule = Total | PerClient | DurationMs | WhileOthers
 # ---- pacers (serde: internally tagged by "kind") -------------------------------------------------
 
 
-class ClosedPacer(_Spec):
-    kind: Literal["closed"] = "closed"
-
-
 class PointsProfile(_Spec):
     """A rate over time: (seconds, arrivals per second) points, linear between them or held (`step`)."""
 
@@ -72,6 +68,14 @@ class SineProfile(_Spec):
 
 
 RateProfile = Annotated[PointsProfile | SineProfile, Field(discriminator="shape")]
+
+
+class ClosedPacer(_Spec):
+    """Closed loop: each client's next operation when its previous one ended (+ think time); with a `profile`, the
+    group's client number k (1-based) runs while the profile is at least k (a clients profile)."""
+
+    kind: Literal["closed"] = "closed"
+    profile: RateProfile | None = None
 
 
 class RatePacer(_Spec):

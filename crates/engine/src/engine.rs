@@ -14,6 +14,7 @@ use crate::counts::Outcomes;
 use crate::data::Feeders;
 use crate::error::EngineError;
 use crate::limits;
+use crate::profile::Curve;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult, ShardSpan};
 use crate::spec::Spec;
@@ -115,6 +116,10 @@ impl Engine {
                 clock: OnceLock::new(),
                 ran_out: OnceLock::new(),
                 data_stop: AtomicBool::new(false),
+                clients_curve: match &g.pacer {
+                    crate::spec::PacerSpec::Closed { profile: Some(p) } => Some(Curve::new(p)),
+                    _ => None,
+                },
             })
             .collect();
         // Round-robin every group's clients over the threads; a worker group with fewer processes than

@@ -34,6 +34,8 @@ pub(crate) struct Closed {
     think: Duration,
     /// Added to `think` after a failed operation.
     on_failure: Duration,
+    /// The client's number in its group (1-based), which a clients profile runs while it is at least that.
+    number: f64,
 }
 
 /// How a closed-loop client's previous operation ended, as its pacer needs it.
@@ -44,11 +46,19 @@ pub(crate) struct Previous {
 }
 
 impl Closed {
-    pub fn new(think_ms: u64, think_on_failure_ms: u64) -> Closed {
+    pub fn new(think_ms: u64, think_on_failure_ms: u64, number: u64) -> Closed {
         Closed {
             think: Duration::from_millis(think_ms),
             on_failure: Duration::from_millis(think_on_failure_ms),
+            number: number as f64,
         }
+    }
+
+    /// Under a clients profile (`curve`, its time 0 at `origin`): when the operation due at `due` may start, the
+    /// first moment from then on that the profile is at least the client's number; None when it never is again.
+    pub fn turn(&self, curve: &Curve, origin: Instant, due: Instant) -> Option<Instant> {
+        let at = curve.first_at_least(self.number, due.saturating_duration_since(origin).as_secs_f64());
+        at.is_finite().then(|| due.max(origin + Duration::from_secs_f64(at)))
     }
 
     /// When the next operation should start, given how the previous one ended (None: first one).
@@ -279,12 +289,12 @@ mod tests {
     #[test]
     fn closed_waits_think_after_the_previous_end_and_more_after_a_failure() {
         let t0 = Instant::now();
-        assert_eq!(Closed::new(5, 0).next_start(None, t0), t0);
+        assert_eq!(Closed::new(5, 0, 1).next_start(None, t0), t0);
         let ok = Previous { end: t0, failed: false };
         let failed = Previous { end: t0, failed: true };
         let ms = Duration::from_millis;
         for (think, on_failure, after_ok, after_failure) in [(5, 0, 5, 5), (5, 100, 5, 105), (0, 100, 0, 100)] {
-            let p = Closed::new(think, on_failure);
+            let p = Closed::new(think, on_failure, 1);
             assert_eq!(p.next_start(Some(ok), t0), t0 + ms(after_ok));
             assert_eq!(p.next_start(Some(failed), t0), t0 + ms(after_failure));
         }

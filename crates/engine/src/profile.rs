@@ -35,8 +35,28 @@ pub enum RateProfile {
 }
 
 impl RateProfile {
-    /// Check every value; the error names the key, the value and the fix.
+    /// Check every value of an open loop's rate profile; the error names the key, the value and the fix.
     pub fn validate(&self, key: &str) -> Result<(), SpecError> {
+        self.check(key, None)?;
+        if self.peak_hz() > crate::pacer::MAX_RATE_HZ {
+            return Err(SpecError::new(format!(
+                "{key}.peak rate {} is more than the engine can pace (at most {} a second); lower the profile",
+                self.peak_hz(),
+                crate::pacer::MAX_RATE_HZ
+            )));
+        }
+        Ok(())
+    }
+
+    /// Check a closed loop's clients profile, of a group of `clients` clients (every shard's): its values are
+    /// numbers of clients running, at most the group's.
+    pub fn validate_clients(&self, key: &str, clients: u64) -> Result<(), SpecError> {
+        self.check(key, Some(clients))
+    }
+
+    /// `clients`: None for a rate profile, the group's clients for a clients profile.
+    fn check(&self, key: &str, clients: Option<u64>) -> Result<(), SpecError> {
+        let what = if clients.is_some() { "clients" } else { "rate" };
         let bad = |what: String| -> Result<(), SpecError> { Err(SpecError::new(format!("{key}.{what}"))) };
         match self {
             RateProfile::Points { points, .. } => {
@@ -48,7 +68,7 @@ impl RateProfile {
                         return bad(format!("points[{i}] time must be at least 0 seconds (got {t})"));
                     }
                     if !(r.is_finite() && r >= 0.0) {
-                        return bad(format!("points[{i}] rate must be a number of at least 0 (got {r})"));
+                        return bad(format!("points[{i}] {what} must be a number of at least 0 (got {r})"));
                     }
                     if i > 0 && t <= points[i - 1].0 {
                         return bad(format!(
@@ -59,7 +79,11 @@ impl RateProfile {
                     }
                 }
                 if points.iter().all(|&(_, r)| r == 0.0) {
-                    return bad("points are all at rate 0: no arrival would ever be due; give a rate above 0".into());
+                    return bad(if clients.is_some() {
+                        "points are all at 0 clients: no client would ever run; give a count above 0".into()
+                    } else {
+                        "points are all at rate 0: no arrival would ever be due; give a rate above 0".into()
+                    });
                 }
             }
             RateProfile::Sine {
@@ -83,11 +107,11 @@ impl RateProfile {
                 }
             }
         }
-        if self.peak_hz() > crate::pacer::MAX_RATE_HZ {
+        if let Some(n) = clients.filter(|&n| self.peak_hz().floor() > n as f64) {
             return bad(format!(
-                "peak rate {} is more than the engine can pace (at most {} a second); lower the profile",
+                "peak of {} clients is more than the group's clients ({n}); give the group at least {} clients",
                 self.peak_hz(),
-                crate::pacer::MAX_RATE_HZ
+                self.peak_hz().floor()
             ));
         }
         Ok(())
@@ -231,6 +255,75 @@ impl Curve {
     }
 }
 
+impl Curve {
+    /// The profile's value at `at` seconds: a rate, or (a closed loop's clients profile) a number of clients.
+    pub fn value(&self, at: f64) -> f64 {
+        match &self.shape {
+            Shape::Points { t, r, s, .. } => {
+                let k = t.partition_point(|&x| x <= at).saturating_sub(1);
+                r[k] + s[k] * (at - t[k])
+            }
+            Shape::Sine { mean, amp, period } => mean + amp * (std::f64::consts::TAU * at / period).sin(),
+        }
+    }
+
+    /// The earliest time at or after `from` where the value is at least `level`, or infinity when it never is
+    /// again: when a closed loop's client number `level` (1-based) is due to run. Its answer, read back with
+    /// `value`, may be below `level` by a rounding error; `LEVEL_SLACK` covers it.
+    pub fn first_at_least(&self, level: f64, from: f64) -> f64 {
+        let level = level - LEVEL_SLACK;
+        if self.value(from) >= level {
+            return from;
+        }
+        let at = match &self.shape {
+            Shape::Points { t, r, s, .. } => {
+                let mut k = t.partition_point(|&x| x <= from).saturating_sub(1);
+                let mut found = f64::INFINITY;
+                while k < t.len() {
+                    let start = t[k].max(from);
+                    if r[k] + s[k] * (start - t[k]) >= level {
+                        found = start;
+                        break;
+                    }
+                    if s[k] > 0.0 {
+                        let cross = t[k] + (level - r[k]) / s[k];
+                        if t.get(k + 1).is_none_or(|&end| cross <= end) {
+                            found = cross.max(start);
+                            break;
+                        }
+                    }
+                    k += 1;
+                }
+                found
+            }
+            Shape::Sine { mean, amp, period } => {
+                // sin(wt) ≥ x holds on [a, π − a] (mod 2π), a = asin x: the next such stretch starts at a + 2πm.
+                let x = if *amp > 0.0 {
+                    (level - mean) / amp
+                } else {
+                    f64::INFINITY
+                };
+                if x > 1.0 {
+                    f64::INFINITY
+                } else {
+                    let w = std::f64::consts::TAU / period;
+                    let a = x.asin();
+                    let m = ((w * from - a) / std::f64::consts::TAU).ceil();
+                    (a + m * std::f64::consts::TAU) / w
+                }
+            }
+        };
+        if at > NEVER_S {
+            f64::INFINITY
+        } else {
+            at
+        }
+    }
+}
+
+/// How far below a client's number the profile may read at the time `first_at_least` gave (rounding errors).
+const LEVEL_SLACK: f64 = 1e-9;
+
 /// Λ(t) = mean·t + (amp/w)(1 − cos wt) = y: one period's worth of arrivals is mean·period, so the
 /// answer is whole periods plus a root in [0, period), found by Newton steps kept inside a bracket.
 fn sine_inverse(mean: f64, amp: f64, period: f64, y: f64) -> f64 {
@@ -298,19 +391,64 @@ mod tests {
         assert!((sine.integral(5.0) - (1000.0 + 100.0 * 10.0 / std::f64::consts::PI)).abs() < 1e-9);
     }
 
-    #[test]
-    fn the_inverse_undoes_the_integral() {
-        let profiles = [
-            points(&[(0.0, 10.0), (10.0, 210.0)], false),
+    /// A ramp from 0, one with a pause at 0, steps down to 0, one whose first point is late, a sine down to 0.
+    fn shapes() -> [RateProfile; 5] {
+        [
+            points(&[(0.0, 0.0), (10.0, 40.0)], false),
             points(&[(0.0, 300.0), (5.0, 0.0), (7.0, 0.0), (9.0, 40.0)], false),
             points(&[(0.0, 50.0), (3.0, 0.0), (6.0, 50.0)], true),
+            points(&[(2.0, 10.0), (4.0, 30.0)], false),
             RateProfile::Sine {
-                mean_hz: 200.0,
-                amplitude_hz: 200.0,
+                mean_hz: 20.0,
+                amplitude_hz: 20.0,
                 period_s: 7.0,
             },
-        ];
-        for p in &profiles {
+        ]
+    }
+
+    #[test]
+    fn a_clients_turn_is_the_first_time_the_profile_reaches_its_number() {
+        for p in &shapes() {
+            let c = Curve::new(p);
+            for number in 1..=45 {
+                for k in 0..40 {
+                    let (level, from) = (f64::from(number), f64::from(k) * 0.37);
+                    let t = c.first_at_least(level, from);
+                    // Never earlier than asked, and the profile is that high there when it is ever.
+                    let grid = (0..2000).map(|i| from + f64::from(i) * 0.01);
+                    let reached = grid.clone().find(|&x| c.value(x) >= level);
+                    match reached {
+                        None if t.is_infinite() || t > from + 20.0 => {}
+                        None => assert!(c.value(t) >= level - 1e-6, "{p:?}: {level} at {t}"),
+                        Some(x) => {
+                            assert!(
+                                t >= from && t <= x + 1e-9,
+                                "{p:?}: {level} from {from}: {t}, sampled {x}"
+                            );
+                            assert!(c.value(t) >= level - 1e-6, "{p:?}: {level} at {t}: {}", c.value(t));
+                            // The earliest: 10 ms before it (and after `from`), the profile was below the number.
+                            assert!(t - 0.01 < from || c.value(t - 0.01) < level, "{p:?}: {level} at {t}");
+                        }
+                    }
+                }
+            }
+        }
+        // A profile that falls to 0 and stays there: a client whose number it left never runs again.
+        let down = Curve::new(&points(&[(0.0, 10.0), (5.0, 0.0)], false));
+        assert_eq!(down.first_at_least(3.0, 1.0), 1.0);
+        assert!(down.first_at_least(3.0, 4.0).is_infinite());
+        assert!(Curve::new(&RateProfile::Sine {
+            mean_hz: 10.0,
+            amplitude_hz: 2.0,
+            period_s: 4.0
+        })
+        .first_at_least(13.0, 0.0)
+        .is_infinite());
+    }
+
+    #[test]
+    fn the_inverse_undoes_the_integral() {
+        for p in &shapes() {
             let mut c = Curve::new(p);
             for i in 0..3000 {
                 let y = f64::from(i) * 0.731;

@@ -22,6 +22,7 @@ use crate::data::{ClientData, Draw, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
+use crate::profile::Curve;
 use crate::recorder::{GroupRec, LiveGroup, Timing};
 use crate::spec::{GroupSpec, PacerSpec, StopRule};
 
@@ -39,6 +40,8 @@ pub(crate) struct GroupShared {
     pub ran_out: OnceLock<String>,
     /// A source with the rule `stop` ran out: every client of the group stops.
     pub data_stop: AtomicBool,
+    /// A closed loop's clients profile: which of its clients run when (`Closed::turn`).
+    pub clients_curve: Option<Curve>,
 }
 
 impl GroupShared {
@@ -284,8 +287,10 @@ pub(crate) fn run_thread(
             foreground += counts * cs.len() as u64;
             let spec = &shared.groups[g].spec;
             for (slot, &c) in cs.iter().enumerate() {
+                // Its number in the whole group, for a clients profile (as pacer.rs numbers an open loop's turns).
+                let number = spec.group_clients.map_or(0, |_| spec.client_offset) + c + 1;
                 let source = Source::Closed {
-                    pacer: Closed::new(spec.think_ms, spec.think_on_failure_ms),
+                    pacer: Closed::new(spec.think_ms, spec.think_on_failure_ms, number),
                     prev: None,
                 };
                 let host = hosts.host(g, slot);
@@ -425,7 +430,11 @@ impl Source {
                 if !proceed || stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) {
                     return None;
                 }
-                let due = pacer.next_start(*prev, now);
+                let mut due = pacer.next_start(*prev, now);
+                if let Some(curve) = &group.clients_curve {
+                    let origin = group.measured_start() - Duration::from_millis(group.spec.warmup_ms);
+                    due = pacer.turn(curve, origin, due)?;
+                }
                 if due > now {
                     let wake = group.end_at().map_or(due, |e| due.min(e));
                     if !sleep_unless_stopped(wake, stop, stopped).await {

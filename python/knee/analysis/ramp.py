@@ -49,7 +49,7 @@ def judge_ramp(g: GroupStats, onset: float = 0.001, slo: Slo | None = None) -> R
     edges = _edges(offered)
     ramp = Ramp(interval_s=dt, top_offered_hz=max(offered))
     short = [p.offered - p.succeeded > max(RAMP_SHORTFALL * p.offered, RAMP_SLACK_COUNTS) for p in whole]
-    i = _lasting(short)
+    i = lasting(short)
     if i is not None:
         read = [p.succeeded / dt for p in whole[i : i + RAMP_BEHIND_READ]]
         achieved = median(read)
@@ -59,13 +59,13 @@ def judge_ramp(g: GroupStats, onset: float = 0.001, slo: Slo | None = None) -> R
         ramp.behind = RampPoint(offered_hz=crossing, low_hz=edges[k], high_hz=edges[k + 1], at_s=whole[k].t)
         ramp.kept_up_to_hz = whole[i - 1].succeeded / dt if i > 0 else None
     bad = [(p.failed + p.hung) > onset * (p.succeeded + p.failed + p.hung) for p in whole]
-    j = _lasting(bad)
+    j = lasting(bad)
     if j is not None:
         ramp.errors = RampPoint(offered_hz=offered[j], low_hz=edges[j], high_hz=edges[j + 1], at_s=whole[j].t)
     slo = slo if slo is not None and _timed(whole, slo) else None
     if slo is not None:
-        misses = [_missed(slo, p) for p in whole]
-        k = _lasting([bool(m) for m in misses])
+        misses = [interval_missed(slo, p) for p in whole]
+        k = lasting([bool(m) for m in misses])
         if k is not None:
             ramp.slo_broken = RampPoint(offered_hz=offered[k], low_hz=edges[k], high_hz=edges[k + 1], at_s=whole[k].t)
             ramp.slo_missed = misses[k]
@@ -88,7 +88,7 @@ class _Interval(NamedTuple):
     failure_ratio: float
 
 
-def _missed(slo: Slo, p: SeriesPoint) -> list[str]:
+def interval_missed(slo: Slo, p: SeriesPoint) -> list[str]:
     """What interval `p` missed of the SLO, in words; empty when it met it (as a level would)."""
     total = p.succeeded + p.failed + p.hung
     ratio = (p.failed + p.hung) / total if total else 0.0
@@ -106,7 +106,7 @@ def run_ramp(record: RunRecord, group: str) -> Ramp | None:
     return judge_ramp(steps[0].groups[group], record.scenario.analysis.onset, record.scenario.slo)
 
 
-def _lasting(flags: Sequence[bool]) -> int | None:
+def lasting(flags: Sequence[bool]) -> int | None:
     """The first index flagged, and flagged at the next one too (or the last)."""
     for i, f in enumerate(flags):
         if f and (i + 1 == len(flags) or flags[i + 1]):
@@ -144,10 +144,16 @@ def _sentences(r: Ramp, slo: Slo | None) -> list[str]:
         out.append(f"no errors up to {fmt.per_s(r.top_offered_hz)} offered")
     else:
         out.append(f"errors from {fmt.per_s(r.errors.offered_hz)} ({_span(r.errors, r.interval_s)})")
-    if slo is not None and r.slo_broken is None:
-        out.append(f"met the SLO ({slo.describe()}) up to {fmt.per_s(r.top_offered_hz)} offered")
-    elif slo is not None and r.slo_broken is not None:
-        at, why = r.slo_broken, "; ".join(r.slo_missed)
-        where = f"{fmt.per_s(at.offered_hz)} ({_span(at, r.interval_s)})"
-        out.append(f"broke the SLO ({slo.describe()}) from {where}: {why}")
-    return out
+    at = r.slo_broken
+    where = None if at is None else f"{fmt.per_s(at.offered_hz)} ({_span(at, r.interval_s)})"
+    return out + slo_sentence(slo, where, r.slo_missed, f"{fmt.per_s(r.top_offered_hz)} offered")
+
+
+def slo_sentence(slo: Slo | None, where: str | None, missed: Sequence[str], top: str) -> list[str]:
+    """A ramp's sentence of its SLO: met up to the `top` of the ramp, or broken from `where` and what was missed
+    there; none without an SLO."""
+    if slo is None:
+        return []
+    if where is None:
+        return [f"met the SLO ({slo.describe()}) up to {top}"]
+    return [f"broke the SLO ({slo.describe()}) from {where}: {'; '.join(missed)}"]

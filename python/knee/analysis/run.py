@@ -9,7 +9,10 @@ levels, without a peak of its own (beside.py).
 
 from __future__ import annotations
 
+import re
+
 from knee.analysis.beside import stress_group
+from knee.analysis.client_ramp import run_client_ramp
 from knee.analysis.findings import endpoint, findings
 from knee.analysis.ramp import run_ramp
 from knee.analysis.spike import run_spike
@@ -63,6 +66,18 @@ def _ramp(record: RunRecord, v: Verdict) -> None:
     """A group under a rate profile: its offered rate is not its level (the level is its connections), so no
     saturation is read from the level; a rising profile gets the ramp's verdict (ramp.py), its sentences first."""
     g = record.scenario.groups.get(v.group)
+    if g is not None and g.clients_profile is not None:
+        # the step's level is the profile's peak, which ran only at the top: what the sweep's verdict says of the
+        # level ("322 Hz with 20 clients") is not what ran, and the clients ramp's verdict says it interval by interval
+        v.client_ramp = r = run_client_ramp(record, v.group)
+        if r is not None:
+            peak = re.compile(rf"\b{g.client_count(0)} clients").search
+            v.sentences = r.sentences + [s for s in v.sentences if not peak(s)]
+            v.warnings = [w for w in v.warnings if not peak(w)]  # "only one level (20 clients)", Little's law's
+            v.little = []
+            v.peak_rate, v.peak_level = r.peak_hz, round((r.no_faster or r.peak).clients, 1)
+            v.saturation_level = None
+        return
     if g is None or g.profile is None:
         return
     v.saturation_level = None

@@ -358,7 +358,7 @@ def sweep_target_options(*, levels: str, rates: str, clients: str) -> Callable[[
 def one_line_sweep(o: dict[str, Any]) -> tuple[Options, list[str]]:
     """The options of `sweep_target_options` as a one-line sweep's `Options`, and the names of those given (a
     scenario file takes none of them: `read_scenario_file`)."""
-    from knee.scenario.oneline import parse_list
+    from knee.scenario.units import parse_list
 
     one_line = to_options(
         o,

@@ -40,6 +40,7 @@ Examples:
   knee run http://127.0.0.1:8080/ --rate 500 -c 50 -d 30s          (open loop)
   knee run http://127.0.0.1:8080/ --rate 100,200,400 --poisson -d 5s  (one row per rate)
   knee run http://127.0.0.1:8080/ --rate-profile "0s:10, 60s:400" -c 200   (a ramp: where it fell behind)
+  knee run http://127.0.0.1:8080/ --clients-profile "0s:1, 60s:40"   (clients ramp: from where no faster)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --out runs/         (keep a run directory)
   knee run http://127.0.0.1:8080/ -c 50 -d 10m --serve 8089     (watch it at http://127.0.0.1:8089/)
   knee run http://127.0.0.1:8080/ -c 50 -d 30s --slo-p99 200 --slo-failure-ratio 0.01   (CI: exit 3 if missed)
@@ -63,6 +64,12 @@ Examples:
     "judged: where the achieved rate fell behind, where errors started.",
 )
 @click.option("--rate-step", is_flag=True, help="--rate-profile's points are steps: each rate held until the next.")
+@click.option(
+    "--clients-profile",
+    help='Closed loop with the clients over time: a ramp "0s:1, 60s:40", sine(…) or spike(…) like --rate-profile; '
+    "client k runs while the profile is at least k, and one it falls below finishes its operation first. A rising "
+    "one is judged: from how many clients it got no faster, where errors started.",
+)
 @load_options
 @target_options
 @targets_options
@@ -85,14 +92,16 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     Exit status: 0 done (failures are counted, not an error, unless an SLO limits them), 2 a mistake in what was
     asked, 3 an SLO (--slo-p99, --slo-failure-ratio) was missed, 130 interrupted.
     """
+    from knee.analysis.client_ramp import run_client_ramp
     from knee.analysis.ramp import run_ramp
     from knee.analysis.spike import run_spike
     from knee.progress_line import RunProgress
     from knee.report import abtext
     from knee.runner import EXIT_SLO_FAILED, execute, start_run
     from knee.scenario import Source, from_raw
-    from knee.scenario.oneline import OPTION_NAMES, parse_list, scenario_table
+    from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
+    from knee.scenario.units import parse_list
     from knee.store import write_text
 
     tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
@@ -102,6 +111,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     serve = parse_serve(opts["serve"])
     options = to_options(opts, rates=parse_list(opts["rate"], "--rate", whole=False))
     names = dict(OPTION_NAMES, **{"sweep.levels": "-c/--clients", "sweep.rates": "--rate"})
+    if opts["clients_profile"] is not None:
+        names["groups.main.clients"] = "--clients-profile"
     variables, secrets = parse_vars(opts["variables"]), parse_secret_options(opts["secrets"])
     if opts["targets"] is not None:
         table, found = targets_table(target, options, opts, run=True)
@@ -130,16 +141,19 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     if several:
         click.echo("")
         click.echo(abtext.render_rate_steps(loaded.record, steps))
-    ramps = [(v.group, v.ramp) for v in outcome.record.verdicts if v.ramp is not None]
-    if not outcome.record.verdicts:  # without --out nothing was analysed: the ramp's verdict all the same
-        ramps = [(n, r) for n in loaded.scenario.groups if (r := run_ramp(outcome.record, n)) is not None]
-    for name, ramp in ramps:
-        click.echo(f"\nRamp ({name}): " + "; ".join(ramp.sentences))
-    spikes = [(v.group, v.spike) for v in outcome.record.verdicts if v.spike is not None]
-    if not outcome.record.verdicts:  # the spike's too
-        spikes = [(n, x) for n in loaded.scenario.groups if (x := run_spike(outcome.record, n)) is not None]
-    for name, spike in spikes:
-        click.echo(f"\nSpike ({name}): " + "; ".join(spike.sentences))
+    # the verdicts over time: a ramp's (rate or clients) and a spike's; without --out nothing was analysed, so
+    # they are read here all the same
+    judges = (
+        ("Ramp", "ramp", run_ramp),
+        ("Clients ramp", "client_ramp", run_client_ramp),
+        ("Spike", "spike", run_spike),
+    )
+    for title, key, judge in judges:
+        found = [(v.group, getattr(v, key)) for v in outcome.record.verdicts if getattr(v, key) is not None]
+        if not outcome.record.verdicts:
+            found = [(n, x) for n in loaded.scenario.groups if (x := judge(outcome.record, n)) is not None]
+        for name, over_time in found:
+            click.echo(f"\n{title} ({name}): " + "; ".join(over_time.sentences))
     checks = [(step, abtext.slo_check(loaded.record, step)) for step in steps]
     if any(check is not None for _, check in checks):
         click.echo("")

@@ -27,7 +27,7 @@ from knee.executor.base import StepRun
 from knee.executor.lease import LeaseWatch
 from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.model.engine_summary import EngineDataUse
-from knee.spec import EngineSpec, GroupSpec, HttpClient, RatePacer, Total
+from knee.spec import ClosedPacer, EngineSpec, GroupSpec, HttpClient, RatePacer, Total
 
 POLL_S = 0.1  # how often a shard looks at its engine
 STOP_POLL_S = 0.25  # how often a shard asks whether to stop
@@ -97,6 +97,9 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
                 )
                 if g.pacer.profile is not None:
                     update["group_clients"] = g.group_clients or g.client_offset + g.clients
+            if isinstance(g.pacer, ClosedPacer) and g.pacer.profile is not None:
+                # a clients profile numbers the clients over the whole group (the first shards' join first)
+                update["group_clients"] = g.group_clients or g.client_offset + g.clients
             per_generator[i].append(g.model_copy(update=update))
             offset += n
     return [

@@ -17,6 +17,8 @@ The record types are importable from `knee.model` itself.
 
 from knee.model.analysis import (
     Bracket,
+    ClientRamp,
+    ClientRampPoint,
     CurveShape,
     Finding,
     LittleCheck,
@@ -62,6 +64,8 @@ __all__ = [
     "SUCCESS_LATENCY_SINCE",
     "Bracket",
     "BusiestProcess",
+    "ClientRamp",
+    "ClientRampPoint",
     "Counts",
     "CurveShape",
     "DataUse",

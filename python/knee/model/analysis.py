@@ -91,6 +91,33 @@ class Ramp(BaseModel):
     sentences: list[str] = Field(default_factory=list)
 
 
+class ClientRampPoint(BaseModel):
+    """A point located in a clients ramp's per-interval series: the clients there (the interval's mean), those it
+    began and ended with (the bracket), and the achieved rate."""
+
+    clients: float
+    low: int
+    high: int
+    at_s: float = Field(description="the located interval's start, seconds from the measured start")
+    rate_hz: float = Field(description="the interval's achieved (succeeded) rate")
+
+
+class ClientRamp(BaseModel):
+    """A closed loop under a rising clients profile, read interval by interval (knee.analysis.client_ramp)."""
+
+    interval_s: float
+    top_clients: float = Field(description="the most clients of a whole interval (its mean)")
+    peak_hz: float = Field(description="the highest achieved rate, the median of three neighbouring intervals")
+    peak: ClientRampPoint
+    no_faster: ClientRampPoint | None = Field(
+        default=None, description="from where more clients made it no faster; null: still rising at the top"
+    )
+    errors: ClientRampPoint | None = Field(default=None, description="where errors started; null: none started")
+    slo_broken: ClientRampPoint | None = Field(default=None, description="where the SLO broke for good; null: held")
+    slo_missed: list[str] = Field(default_factory=list, description="what the interval there missed of the SLO")
+    sentences: list[str] = Field(default_factory=list)
+
+
 class SpikeWindow(BaseModel):
     """A background group over a run of intervals around a spike: their mean rate and their p99 together."""
 
@@ -158,6 +185,9 @@ class Verdict(BaseModel):
         "measured after it ran on a broken service and locate nothing; null when every step began at rest",
     )
     ramp: Ramp | None = Field(default=None, description="a run under a rising rate profile: where it fell behind")
+    client_ramp: ClientRamp | None = Field(
+        default=None, description="a closed loop under a rising clients profile: where more clients made it no faster"
+    )
     spike: Spike | None = Field(default=None, description="a background group through another group's spike")
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words

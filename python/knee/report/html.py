@@ -95,6 +95,9 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
         out.append(
             _figure(plots.ramp(record, g.name, v.ramp), "the ramp: achieved vs offered rate, interval by interval")
         )
+    if v is not None and v.client_ramp is not None:
+        what = "the clients ramp: achieved rate vs clients, interval by interval"
+        out.append(_figure(plots.client_ramp(record, g.name, v.client_ramp), what))
     out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
     return out

@@ -20,9 +20,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
 from knee import fmt
+from knee.analysis.client_ramp import intervals as client_intervals
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
-from knee.model import Ramp, RemoteStats, RunRecord, StepResult, USLFit
+from knee.model import ClientRamp, Ramp, RemoteStats, RunRecord, StepResult, USLFit
 
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -366,5 +367,34 @@ def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
     ax.set_xlabel(f"offered rate, /s (each point: one {fmt.level(per)}-s interval)")
     ax.set_ylabel("per second")
     ax.set_title("The ramp: achieved vs offered rate")
+    ax.legend(loc="upper left", fontsize=7)
+    return to_svg(fig)
+
+
+def client_ramp(record: RunRecord, group: str, verdict: ClientRamp) -> str:
+    """A closed loop under a rising clients profile, interval by interval: the achieved (succeeded) and the
+    failed-or-hung rate against the clients the interval ran, and the located points with their brackets
+    (knee.analysis.client_ramp)."""
+    fig, ax = _figure()
+    (step,) = [s for s in record.steps if s.phase == "sweep" and group in s.groups]
+    g = step.groups[group]
+    per = g.interval_s or 1.0
+    profile = record.scenario.groups[group].clients_profile
+    assert profile is not None, "a clients ramp's group has a clients profile"
+    whole, clients = client_intervals(g, profile, record.scenario.sweep.warmup)
+    ax.plot(clients, [p.succeeded / per for p in whole], "o-", color="C0", ms=3, lw=1, label="succeeded / s")
+    bad = [(p.failed + p.hung) / per for p in whole]
+    if any(bad):
+        ax.plot(clients, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
+    marks = ((verdict.no_faster, "C1", "no faster from"), (verdict.errors, "C3", "errors from"))
+    for point, color, what in marks:
+        if point is not None:
+            ax.axvspan(point.low, point.high, color=color, alpha=0.12)
+            ax.axvline(point.clients, color=color, lw=1, label=f"{what} {fmt.level(round(point.clients, 1))} clients")
+    ax.set_xlim(0, max(clients, default=1.0) * 1.02)
+    ax.set_ylim(0, None)
+    ax.set_xlabel(f"clients (each point: one {fmt.level(per)}-s interval)")
+    ax.set_ylabel("per second")
+    ax.set_title("The clients ramp: achieved rate vs clients")
     ax.legend(loc="upper left", fontsize=7)
     return to_svg(fig)

@@ -1,6 +1,7 @@
 """The client groups of a scenario: what each kind of client (http, tcp, exec, worker program, Python flow)
 is told to do, and the stop and timing every group shares."""
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -9,7 +10,6 @@ from pydantic import (
     BeforeValidator,
     Field,
     ValidationInfo,
-    field_serializer,
     field_validator,
     model_validator,
 )
@@ -25,13 +25,20 @@ from knee.scenario.urls import check_addr, check_url
 
 
 def _clients(value: Any) -> Any:
+    if value == "level" or isinstance(value, RateProfile):
+        return value
+    if isinstance(value, str | dict):  # the clients running over time (knee.scenario.profiles)
+        return profiles.parse(value, profiles.CLIENTS)
     if value == "level":
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise ValueError("must be at least 1")
         return value
-    raise ValueError('must be a number of clients (at least 1) or "level" (follow the sweep level)')
+    raise ValueError(
+        'must be a number of clients (at least 1), "level" (follow the sweep level) or a clients profile like '
+        '"0s:1, 60s:40" (docs/load-shapes.md)'
+    )
 
 
 def _rate(value: Any) -> Any:
@@ -49,7 +56,7 @@ def _rate(value: Any) -> Any:
     )
 
 
-Clients = Annotated[int | Literal["level"], BeforeValidator(_clients)]
+Clients = Annotated[int | Literal["level"] | RateProfile, BeforeValidator(_clients)]
 
 
 def _source_addrs(value: Any) -> Any:
@@ -97,6 +104,18 @@ class _GroupBase(Table):
             )
         if self.timeout <= 0:
             raise ValueError("timeout must be more than 0")
+        if isinstance(self.clients, RateProfile):
+            if self.rate is not None:
+                raise ValueError(
+                    "clients is a profile (the clients running over time, a closed loop), so the group takes no "
+                    "rate; give a number of clients with a rate profile, or drop rate"
+                )
+            if self.per_client is not None or self.total is not None:
+                raise ValueError(
+                    f"a clients profile runs for a duration, not a count of operations (got "
+                    f"{'per_client' if self.per_client is not None else 'total'}); give duration, or none to run "
+                    "the profile to its last point"
+                )
         if isinstance(self.rate, RateProfile):
             if self.clients == "level":
                 raise ValueError(
@@ -111,14 +130,20 @@ class _GroupBase(Table):
                     )
         return self
 
-    @field_serializer("rate")
-    def _rate_out(self, v: Any) -> Any:
-        return v.toml_value() if isinstance(v, RateProfile) else v
-
     @property
     def profile(self) -> RateProfile | None:
         """Its rate over time, if it has one."""
         return self.rate if isinstance(self.rate, RateProfile) else None
+
+    @property
+    def clients_profile(self) -> RateProfile | None:
+        """Its clients running over time (a closed loop), if it has them."""
+        return self.clients if isinstance(self.clients, RateProfile) else None
+
+    @property
+    def over_time(self) -> RateProfile | None:
+        """Its rate or its clients over time, whichever it has."""
+        return self.profile or self.clients_profile
 
     @property
     def follows_level(self) -> bool:
@@ -127,6 +152,8 @@ class _GroupBase(Table):
 
     def client_count(self, level: float) -> int:
         """Its clients in a step at `level` (an open-loop group's clients are its connections)."""
+        if isinstance(self.clients, RateProfile):  # the most that ever run at once
+            return max(1, math.floor(self.clients.peak_hz + 1e-9))
         return int(level) if self.clients == "level" else self.clients
 
 

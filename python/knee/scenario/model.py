@@ -299,6 +299,13 @@ class Scenario(Table):
                 "every group has background = true, so none would end the step; "
                 "give at least one group no background (it sets how long each step lasts)"
             )
+        counted = next((k for k in ("total", "per_client") if getattr(self.sweep, k) is not None), None)
+        for name, g in self.groups.items():
+            if g.clients_profile is not None and counted is not None and g.duration is None and not g.background:
+                raise ValueError(
+                    f"groups.{name}.clients is a profile, which runs for a duration, not a count of operations (got "
+                    f"sweep.{counted}); give sweep.duration, or none to run the profile to its last point"
+                )
         if not self.sweep.has_stop():
             missing = [
                 n
@@ -307,7 +314,7 @@ class Scenario(Table):
                 and g.total is None
                 and g.duration is None
                 and not g.background
-                and (g.profile is None or g.profile.end_s is None)
+                and (g.over_time is None or g.over_time.end_s is None)
             ]
             if missing:
                 raise ValueError(
@@ -458,7 +465,7 @@ class Scenario(Table):
         """The sweep's levels (client counts, or the rates of a rate sweep); without a group that follows the
         level, the one step's client count."""
         if self.sweep.levels is None and self.sweep.rates is None:
-            return [int(self.groups[self.measured_group].clients)]
+            return [self.groups[self.measured_group].client_count(0)]
         if self.sweep.auto_levels:  # searched: the levels known before it runs are its bounds
             start, top = self.search_bounds()
             bounds = [start, top] if top is not None and top > start else [start]

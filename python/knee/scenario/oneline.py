@@ -165,6 +165,7 @@ class Options:
     max_in_flight: int | None = None
     rate_profile: str | None = None  # `knee run --rate-profile`: the rate over time (knee.scenario.profiles)
     rate_step: bool = False  # its points are steps
+    clients_profile: str | None = None  # `knee run --clients-profile`: the clients over time (a closed loop)
     up_down: bool = False
     no_recovery: bool = False
     slo_p99: float | None = None
@@ -378,7 +379,10 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
             raise UserError(f"--max-in-flight caps an open loop: give {rate_option} too (e.g. {rate_option} 500)")
     group = _group(target, o)
     sweep: dict[str, Any] = {}
-    if rates is not None or o.rate_profile is not None:
+    if o.clients_profile is not None:
+        _only_the_clients_profile(o, rate_option)
+        group["clients"] = o.clients_profile
+    elif rates is not None or o.rate_profile is not None:
         if o.levels is not None:
             raise UserError("--levels and --rates exclude each other: give client levels or arrival rates, not both")
         if rates is not None and o.rate_profile is not None:
@@ -413,7 +417,8 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     elif o.iterations is not None:
         sweep["per_client"] = o.iterations
     else:
-        if o.duration is not None or o.rate_profile is None or not profiles.ends_of_itself(o.rate_profile):
+        shaped = o.rate_profile or o.clients_profile
+        if o.duration is not None or shaped is None or not profiles.ends_of_itself(shaped):
             sweep["duration"] = o.duration if o.duration is not None else "10s"  # a profile's end is its own default
         _warmup_within(o.warmup, o.duration)
     for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration"):
@@ -457,6 +462,22 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     return table
 
 
+def _only_the_clients_profile(o: Options, rate_option: str) -> None:
+    """--clients-profile gives the clients at every moment, for a duration: no other clients, rates or counts."""
+    given = {"-c/--clients": o.clients, rate_option: o.rates, "--rate-profile": o.rate_profile, "--levels": o.levels}
+    for name, v in given.items():
+        if v is not None:
+            raise UserError(
+                f"--clients-profile and {name} exclude each other: the profile gives the clients at every moment"
+            )
+    for name, v in (("-n", o.n), ("--iterations", o.iterations)):
+        if v is not None:
+            raise UserError(
+                f"--clients-profile runs for a duration, not a count of operations (got {name}); give -d, or none to "
+                "run the profile to its last point"
+            )
+
+
 def _warmup_within(warmup: str | float | None, duration: str | float | None) -> None:
     """A warm-up as long as the measured part of the step or longer is a mistake (the step is warm-up + duration)."""
     if warmup is None or duration == "auto":
@@ -471,25 +492,3 @@ def _warmup_within(warmup: str | float | None, duration: str | float | None) -> 
             f"--warmup {warmup} must be shorter than -d/--duration {given}, the part of each step measured after "
             "the warm-up: shorten --warmup or lengthen -d"
         )
-
-
-def parse_list(value: str | None, option: str, whole: bool, auto: bool = False) -> list[Any] | str | None:
-    """`--levels 5,20,50` / `--rates 100,200/s` → numbers; None when not given; with `auto`, "auto" stays (the
-    level search)."""
-    if value is None:
-        return None
-    if auto and value.strip().lower() == "auto":
-        return "auto"
-    out: list[Any] = []
-    for part in value.split(","):
-        text = part.strip().removesuffix("/s")
-        unit = "a whole number of clients, e.g. 5,20,50" if whole else "operations per second, e.g. 500 or 100,200"
-        try:
-            x: float = int(text) if whole else float(text)
-        except ValueError:
-            raise UserError(f"{option} {value!r}: {part.strip()!r} is not a number; use {unit}") from None
-        if not (0 < x < float("inf")):
-            what = "level must be a positive number of clients" if whole else "rate must be a positive number"
-            raise UserError(f"{option} {value!r}: every {what} ({unit})")
-        out.append(x)
-    return out

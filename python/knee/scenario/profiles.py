@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import re
 from itertools import pairwise
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from knee.errors import UserError
 from knee.scenario.units import parse_duration
@@ -133,6 +133,7 @@ class RateProfile(BaseModel):
             }
         )
 
+    @model_serializer
     def toml_value(self) -> str | dict[str, Any]:
         """What `rate` holds in a scenario file (`--save-scenario`): the text, or a table with step = true."""
         return {"points": self.text, "step": True} if self.step else self.text
@@ -151,15 +152,29 @@ def ends_of_itself(text: str) -> bool:
         return True
 
 
-def parse(value: Any) -> RateProfile:
-    """A profile from a scenario's `rate` (a string, or a table {points, step}); ValueError names the value and
-    the fix."""
+class Words(NamedTuple):
+    """How the errors speak of a profile's values: a rate's (`rate`) or a number of clients's (`clients`)."""
+
+    key: str  # the scenario key that holds the profile
+    value: str  # what one value is
+    values: str  # and more than one
+    unit: str  # what a value counts
+    none: str  # what all-zero values mean
+
+
+RATE = Words("rate", "rate", "rates", "arrivals per second", "no arrival would ever be due")
+CLIENTS = Words("clients", "number of clients", "numbers of clients", "clients", "no client would ever run")
+
+
+def parse(value: Any, words: Words = RATE) -> RateProfile:
+    """A profile from a scenario's `rate` or `clients` (a string, or a table {points, step}); ValueError names the
+    value and the fix."""
     step = False
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"points", "step"})
         if unknown or "points" not in value:
             raise ValueError(
-                f'a rate table holds points and step, like {{points = "0s:50, 30s:200", step = true}} '
+                f'a {words.key} table holds points and step, like {{points = "0s:50, 30s:200", step = true}} '
                 f"(got {', '.join(unknown) or 'no points'})"
             )
         step = value.get("step", False)
@@ -167,26 +182,32 @@ def parse(value: Any) -> RateProfile:
             raise ValueError(f"step must be true or false (got {step!r})")
         value = value["points"]
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"a rate profile must be text (got {value!r}); {_FORMS}")
+        raise ValueError(f"a {words.key} profile must be text (got {value!r}); {_forms(words)}")
     text = value.strip()
     call = re.fullmatch(r"([A-Za-z_]\w*)\s*\((.*)\)", text, re.S)
     if call:
         if step:
             raise ValueError(f"step = true applies to points, not to {call.group(1)}(…); drop step")
-        return _shape(text, call.group(1), call.group(2))
+        return _shape(text, call.group(1), call.group(2), words)
     if ":" not in text:
-        raise ValueError(f"{text!r} is not a rate profile; {_FORMS}")
-    return _points(text, step)
+        raise ValueError(f"{text!r} is not a {words.key} profile; {_forms(words)}")
+    return _points(text, step, words)
 
 
-def _points(text: str, step: bool) -> RateProfile:
+def _forms(words: Words) -> str:
+    return _FORMS if words is RATE else _FORMS.replace("10, 60s:400", "1, 60s:40")
+
+
+def _points(text: str, step: bool, words: Words) -> RateProfile:
     points: list[tuple[float, float]] = []
     for part in text.split(","):
         t_s, sep, r_s = part.strip().partition(":")
         if not sep:
-            raise ValueError(f"{text!r}: {part.strip()!r} is not a point TIME:RATE like 30s:200; {_FORMS}")
+            raise ValueError(
+                f"{text!r}: {part.strip()!r} is not a point TIME:{words.key.upper()} like 30s:200; {_forms(words)}"
+            )
         t = _seconds(text, t_s, "a point's time")
-        r = _rate(text, r_s, f"the rate at {_num(t)}s")
+        r = _rate(text, r_s, f"the {words.value} at {_num(t)}s", words)
         if points and t <= points[-1][0]:
             raise ValueError(
                 f"{text!r}: the times must increase, but {_num(t)}s comes after {_num(points[-1][0])}s; "
@@ -194,11 +215,11 @@ def _points(text: str, step: bool) -> RateProfile:
             )
         points.append((t, r))
     if all(r == 0 for _, r in points):
-        raise ValueError(f"{text!r}: every rate is 0, so no arrival would ever be due; give a rate above 0")
+        raise ValueError(f"{text!r}: every {words.value} is 0, so {words.none}; give a {words.value} above 0")
     return RateProfile(shape="points", points=tuple(points), step=step)
 
 
-def _shape(text: str, name: str, args: str) -> RateProfile:
+def _shape(text: str, name: str, args: str, words: Words) -> RateProfile:
     if name not in _ARGS:
         raise ValueError(f"{text!r}: unknown shape {name!r}; {_FORMS}")
     want = _ARGS[name]
@@ -208,24 +229,24 @@ def _shape(text: str, name: str, args: str) -> RateProfile:
         key = key.strip()
         if not sep or key not in want:
             raise ValueError(f"{text!r}: {name} takes {', '.join(want)} (got {part!r}); e.g. {_example(name)}")
-        got[key] = _seconds(text, raw, key) if key in _TIMES else _rate(text, raw, key)
+        got[key] = _seconds(text, raw, key) if key in _TIMES else _rate(text, raw, key, words)
     missing = [k for k in want if k not in got]
     if missing:
         raise ValueError(f"{text!r}: {name} needs {', '.join(missing)}; e.g. {_example(name)}")
     if name == "sine":
         if got["mean"] <= 0:
-            raise ValueError(f"{text!r}: mean must be above 0 (got {_num(got['mean'])}); give the mean rate")
+            raise ValueError(f"{text!r}: mean must be above 0 (got {_num(got['mean'])}); give the mean {words.value}")
         if got["amplitude"] > got["mean"]:
             raise ValueError(
-                f"{text!r}: amplitude {_num(got['amplitude'])} is more than mean {_num(got['mean'])}, so the rate "
-                "would fall below 0; give an amplitude of at most the mean"
+                f"{text!r}: amplitude {_num(got['amplitude'])} is more than mean {_num(got['mean'])}, so the "
+                f"{words.value} would fall below 0; give an amplitude of at most the mean"
             )
         if got["period"] <= 0:
             raise ValueError(f"{text!r}: period must be longer than 0s; give one like 60s")
     elif got["hold"] <= 0:
         raise ValueError(f"{text!r}: hold must be longer than 0s; give how long the peak lasts, like 10s")
     elif got["base"] == 0 and got["peak"] == 0:
-        raise ValueError(f"{text!r}: base and peak are both 0, so no arrival would ever be due; give a rate above 0")
+        raise ValueError(f"{text!r}: base and peak are both 0, so {words.none}; give a {words.value} above 0")
     return RateProfile(shape=name, **got)  # type: ignore[arg-type]
 
 
@@ -242,14 +263,14 @@ def _seconds(text: str, raw: str, what: str) -> float:
         raise ValueError(f"{text!r}: {what} {raw.strip()!r} is not a duration like 30s, 2m or 500ms") from None
 
 
-def _rate(text: str, raw: str, what: str) -> float:
+def _rate(text: str, raw: str, what: str, words: Words) -> float:
     raw = raw.strip().removesuffix("/s")
     try:
         r = float(raw)
     except ValueError:
-        raise ValueError(f"{text!r}: {what} {raw!r} is not a number of arrivals per second") from None
+        raise ValueError(f"{text!r}: {what} {raw!r} is not a number of {words.unit}") from None
     if not math.isfinite(r) or r < 0:
-        raise ValueError(f"{text!r}: {what} is {raw}, below 0; give rates of 0 or more")
-    if r > MAX_RATE_HZ:
+        raise ValueError(f"{text!r}: {what} is {raw}, below 0; give {words.values} of 0 or more")
+    if words is RATE and r > MAX_RATE_HZ:
         raise ValueError(f"{text!r}: {what} {raw} is more than knee's engine can pace ({MAX_RATE_HZ:,.0f}/s); lower it")
     return r

@@ -1,8 +1,9 @@
-"""Parsing of the small values users type: durations, status ranges, headers."""
+"""Parsing of the small values users type: durations, status ranges, headers, lists of levels and rates."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from knee.errors import UserError
 
@@ -52,3 +53,25 @@ def parse_header(value: str, key: str = "-H") -> tuple[str, str]:
     if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
         raise UserError(f"{key} must look like 'Name: value' (got {value!r})")
     return name.strip(), rest.strip()
+
+
+def parse_list(value: str | None, option: str, whole: bool, auto: bool = False) -> list[Any] | str | None:
+    """`--levels 5,20,50` / `--rates 100,200/s` → numbers; None when not given; with `auto`, "auto" stays (the
+    level search)."""
+    if value is None:
+        return None
+    if auto and value.strip().lower() == "auto":
+        return "auto"
+    out: list[Any] = []
+    for part in value.split(","):
+        text = part.strip().removesuffix("/s")
+        unit = "a whole number of clients, e.g. 5,20,50" if whole else "operations per second, e.g. 500 or 100,200"
+        try:
+            x: float = int(text) if whole else float(text)
+        except ValueError:
+            raise UserError(f"{option} {value!r}: {part.strip()!r} is not a number; use {unit}") from None
+        if not (0 < x < float("inf")):
+            what = "level must be a positive number of clients" if whole else "rate must be a positive number"
+            raise UserError(f"{option} {value!r}: every {what} ({unit})")
+        out.append(x)
+    return out

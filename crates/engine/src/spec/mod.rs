@@ -94,12 +94,17 @@ impl StopRule {
 }
 
 /// How operations are paced.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PacerSpec {
-    /// Each client starts its next operation when the previous one ends (+ think time).
-    #[default]
-    Closed,
+    /// Each client starts its next operation when the previous one ends (+ think time). With a `profile`, the
+    /// clients running follow it over time: the group's client number k (1-based, over every shard) runs while
+    /// the profile is at least k, and one whose number the profile falls below finishes its operation and waits
+    /// until it rises again (docs/load-shapes.md).
+    Closed {
+        #[serde(default)]
+        profile: Option<RateProfile>,
+    },
     /// Open loop: `rate_hz` arrivals per second over the group (constant gaps, or exponential ones
     /// with `poisson`), each handed to an idle one of the group's `clients` slots; latency is
     /// measured from the intended start. An arrival that finds `max_in_flight` operations waiting
@@ -114,6 +119,12 @@ pub enum PacerSpec {
         poisson: bool,
         max_in_flight: Option<u64>,
     },
+}
+
+impl Default for PacerSpec {
+    fn default() -> PacerSpec {
+        PacerSpec::Closed { profile: None }
+    }
 }
 
 /// The operation a group's clients run.
@@ -233,6 +244,18 @@ impl GroupSpec {
                 )));
             }
         }
+        if let PacerSpec::Closed { profile: Some(p) } = &self.pacer {
+            p.validate_clients(
+                &format!("{key}.pacer.profile"),
+                self.group_clients.unwrap_or(self.clients),
+            )?;
+            if !matches!(self.stop, StopRule::DurationMs(_) | StopRule::WhileOthers(_)) {
+                return Err(SpecError::new(format!(
+                    "{key}.stop must be duration_ms or while_others with a clients profile: clients that wait for \
+                     their turn cannot count operations towards a total"
+                )));
+            }
+        }
         if let PacerSpec::Rate {
             rate_hz,
             profile,
@@ -337,7 +360,7 @@ mod tests {
         assert_eq!(s.interval_ms, 1000);
         let g = &s.groups[0];
         assert_eq!(g.timeout_ms, 30_000);
-        assert_eq!(g.pacer, PacerSpec::Closed);
+        assert_eq!(g.pacer, PacerSpec::Closed { profile: None });
         match &g.client {
             ClientSpec::Http(h) => {
                 assert_eq!(h.method, "GET");
@@ -433,6 +456,35 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.to_string().contains("saw"), "{e}");
+        // A clients profile: of at most the group's clients, all zero is none, and it runs for a duration.
+        let says = |json: &str| {
+            Spec::from_json(json)
+                .map(|_| String::new())
+                .unwrap_or_else(|e| e.to_string())
+        };
+        let ramp = r#"{"kind": "closed", "profile": {"shape": "points", "points": [[0, 1], [5, 3]]}}"#;
+        let timed = format!(r#"{{"name": "g", "clients": 3, "stop": {{"duration_ms": 5}}, "pacer": {ramp}"#);
+        let counted = timed.replace(r#""duration_ms": 5"#, r#""total": 5"#);
+        let zero = ramp.replace("[[0, 1], [5, 3]]", "[[0, 0]]");
+        for (json, error) in [
+            (format!(r#"{{"groups": [{timed}, "client": {tcp}}}]}}"#), ""),
+            (
+                group(tcp, &format!(r#", "pacer": {ramp}"#)),
+                "groups[0].pacer.profile.peak of 3 clients is more than the group's clients (2); give the group at \
+                 least 3 clients",
+            ),
+            (
+                format!(r#"{{"groups": [{counted}, "client": {tcp}}}]}}"#),
+                "groups[0].stop must be duration_ms or while_others with a clients profile: clients that wait for \
+                 their turn cannot count operations towards a total",
+            ),
+            (
+                group(tcp, &format!(r#", "pacer": {zero}"#)),
+                "groups[0].pacer.profile.points are all at 0 clients: no client would ever run; give a count above 0",
+            ),
+        ] {
+            assert_eq!(says(&json), error, "{json}");
+        }
         let e = Spec::from_json(r#"{"groups": [], "bogus": 1}"#).unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = Spec::from_json(&group(

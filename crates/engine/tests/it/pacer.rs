@@ -241,3 +241,98 @@ fn a_ramp_profile_offers_its_integral_in_every_interval() {
     let points = group_summary(&r)["series"].as_array().unwrap().clone();
     assert_eq!(points.iter().map(|p| p["offered"].as_u64().unwrap()).sum::<u64>(), 600);
 }
+
+/// Each request's (arrival, end) at the server.
+type Spans = std::sync::Arc<std::sync::Mutex<Vec<(Instant, Instant)>>>;
+
+/// A keep-alive HTTP server that answers each request 50 ms after it came and keeps every request's (arrival, end);
+/// runs until the process ends.
+fn timed_server() -> (SocketAddr, Spans) {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = log.clone();
+    let addr = tokio_server(2, move |listener| async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let log = log.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |_r: Request<hyper::body::Incoming>| {
+                    let log = log.clone();
+                    async move {
+                        // Kept as it comes (the run's end abandons the last ones before they are answered).
+                        let came = Instant::now();
+                        log.lock().unwrap().push((came, came + Duration::from_millis(50)));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok\n"))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    })
+    .0;
+    (addr, kept)
+}
+
+/// A clients profile runs client k while the profile is at least k: steps of 2, 6, 0 and 3 clients (one second, one,
+/// half a second, one) over 3 threads, each request 50 ms at the server. The server never holds more requests at
+/// once than the profile's clients (a client the profile falls below finishes its operation first),
+/// holds none while the profile is at 0, and each stretch's requests are its clients' 20 a second each; every
+/// operation ends as exactly one outcome and the server saw every one.
+#[test]
+fn a_clients_profile_runs_that_many_clients_at_every_moment() {
+    let (addr, log) = timed_server();
+    let mut s = one_group(6, json!({"duration_ms": 3500}), http(&format!("http://{addr}/")));
+    s.threads = 3;
+    s.interval_ms = 250;
+    let start_in = 0.3;
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let origin = Instant::now() + Duration::from_secs_f64(start_in);
+    s.start_at_unix = Some(unix + start_in);
+    s.groups[0].pacer = serde_json::from_value(json!({
+        "kind": "closed", "profile": {"shape": "points", "points": [[0, 2], [1, 6], [2, 0], [2.5, 3]], "step": true}
+    }))
+    .unwrap();
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    let log = log.lock().unwrap().clone();
+    let at = |i: Instant| i.saturating_duration_since(origin).as_secs_f64();
+    let spans: Vec<(f64, f64)> = log.iter().map(|&(a, b)| (at(a), at(b))).collect();
+    // (from, to, clients): the most requests at once over the stretch, and 100 ms of grace after the fall to 0.
+    for (from, to, clients) in [(0.0, 1.0, 2), (1.06, 2.0, 6), (2.1, 2.5, 0), (2.56, 3.5, 3)] {
+        let most = spans
+            .iter()
+            .filter(|&&(a, b)| a < to && b > from)
+            .map(|&(a, _)| {
+                spans
+                    .iter()
+                    .filter(|&&(c, d)| c <= a.max(from) && d > a.max(from))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        assert!(
+            most <= clients,
+            "[{from}, {to}): {most} requests at once for {clients} clients"
+        );
+        let came = spans
+            .iter()
+            .filter(|&&(a, _)| a >= from + 0.05 && a < to - 0.05)
+            .count() as f64;
+        let want = clients as f64 * 20.0 * (to - from - 0.1);
+        assert!(
+            (came - want).abs() <= want * 0.15 + 2.0,
+            "[{from}, {to}): {came} requests came, {clients} clients at 50 ms make {want}"
+        );
+    }
+    let o = &g.counts.outcomes;
+    assert_eq!(o.failed + o.hung, 0, "{}", r.summary_json());
+    assert_eq!(log.len() as u64, o.started(), "{}", r.summary_json());
+}
