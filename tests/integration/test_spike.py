@@ -5,12 +5,14 @@ server's."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from knee.demo_target import TargetProcess, start_target
+from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import knee_cli
@@ -27,24 +29,19 @@ def capacity_1000() -> Iterator[TargetProcess]:
         yield t
 
 
-def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetProcess, tmp_path: Path) -> None:
+def run_spike(target: TargetProcess, tmp_path: Path, spike: str) -> subprocess.CompletedProcess[str]:
+    """`knee run` of a baseload of 10 clients (background) beside a group `spike` (its clients and rate lines)."""
     scenario = tmp_path / "spike.toml"
     scenario.write_text(
-        f"""
-[groups.base]
-kind = "http"
-url = "{capacity_1000.url}/base"
-clients = 10
-background = true
-
-[groups.spike]
-kind = "http"
-url = "{capacity_1000.url}/spike"
-clients = 300
-rate = "spike(base=0, peak=1500, at=4s, hold=3s)"
-"""
+        f'''[groups.base]\nkind = "http"\nurl = "{target.url}/base"\nclients = 10\nbackground = true\n
+[groups.spike]\nkind = "http"\nurl = "{target.url}/spike"\n{spike}\n'''
     )
-    proc = knee_cli("run", str(scenario), "--out", str(tmp_path / "runs"), timeout=90)
+    return knee_cli("run", str(scenario), "--out", str(tmp_path / "runs"), timeout=90)
+
+
+def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetProcess, tmp_path: Path) -> None:
+    before = capacity_1000.stats()["requests"]
+    proc = run_spike(capacity_1000, tmp_path, 'clients = 300\nrate = "spike(base=0, peak=1500, at=4s, hold=3s)"')
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     record = RunDir(run_dir).load()
@@ -79,8 +76,45 @@ rate = "spike(base=0, peak=1500, at=4s, hold=3s)"
     spiked = step.groups["spike"]
     assert [p.offered for p in spiked.series if p.t < s.at_s] == [0, 0, 0, 0]
     assert spiked.open_loop is not None and spiked.open_loop.offered == 4500
-    # every operation the two groups started is one the target counted
+    assert_counted(capacity_1000, before, record)
+
+
+def assert_counted(target: TargetProcess, before: int, record: RunRecord) -> None:
+    """Every operation the run's groups started (in the step, between steps, and the probes) is one the target
+    counted since `before`."""
+    (step,) = record.steps
     between = record.between.get("base")
     started = sum(g.started + g.warmup_ops for g in step.groups.values()) + record.probes
     started += (between.started + between.warmup_ops) if between is not None else 0
-    assert settled(lambda: capacity_1000.stats()["requests"], started) == started
+    assert settled(lambda: target.stats()["requests"] - before, started) == started
+
+
+def test_a_baseload_through_a_spike_of_clients_falls_and_comes_back(
+    capacity_1000: TargetProcess, tmp_path: Path
+) -> None:
+    """The issue's spike: 10 clients of baseload, then 200 clients for 5 s (a clients profile: a closed loop). They
+    share the 20 workers in turn, so the baseload falls to about 10/210 of what it had; the spike's clients retire
+    at its end once their operation is done, and the baseload is back within one interval of where its series
+    shows it."""
+    before = capacity_1000.stats()["requests"]
+    proc = run_spike(capacity_1000, tmp_path, 'clients = "spike(base=0, peak=200, at=4s, hold=5s)"')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = RunDir(next((tmp_path / "runs").iterdir())).load()
+    (step,) = record.steps
+    base, spiked = step.groups["base"], step.groups["spike"]
+    (v,) = [v for v in record.verdicts if v.group == "base"]
+    s = v.spike
+    assert s is not None, v.sentences
+    assert (s.of, s.at_s, s.hold_s, s.base_hz, s.peak_hz) == ("clients", 4.0, 5.0, 0.0, 200.0), s
+    assert s.sentences[0].startswith("through the spike (spike from 0 to 200 clients at 4 s for 5 s): base fell from")
+    assert 300 < s.before.rate_hz < 520, s
+    assert 0.8 < s.fall < 0.97, s  # 10 of 210 clients in turn: about 1 − 10/210
+    # the spike's clients ran only while it held: nothing succeeded before 4 s or after 9 s and a few ms
+    dt = base.interval_s
+    assert all(p.succeeded == 0 for p in spiked.series if p.t + dt <= 4.0 or p.t >= 9.5), spiked.series
+    end = s.at_s + s.hold_s
+    rates = [(p.t, p.succeeded / dt) for p in base.series if p.t >= end and p.t + dt <= base.elapsed_s + 1e-6]
+    seen = next(t for t, r in rates if r >= 0.9 * s.before.rate_hz) - end
+    assert s.recovered_s is not None and abs(s.recovered_s - seen) <= dt, (s, rates)
+    assert s.failures == {"base": {}, "spike": {}}, s
+    assert_counted(capacity_1000, before, record)

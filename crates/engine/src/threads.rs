@@ -433,7 +433,8 @@ impl Source {
                 let mut due = pacer.next_start(*prev, now);
                 if let Some(curve) = &group.clients_curve {
                     let origin = group.measured_start() - Duration::from_millis(group.spec.warmup_ms);
-                    due = pacer.turn(curve, origin, due)?;
+                    // One whose turn never comes again waits out the group's duration (as a spike's end does).
+                    due = pacer.turn(curve, origin, due).or(group.end_at())?;
                 }
                 if due > now {
                     let wake = group.end_at().map_or(due, |e| due.min(e));

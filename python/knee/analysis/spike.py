@@ -41,24 +41,33 @@ def run_spike(record: RunRecord, group: str) -> Spike | None:
     sc = record.scenario
     g = sc.groups.get(group)
     spikes = [
-        (name, o.profile)
+        (name, o.over_time, o.clients_profile is not None)
         for name, o in sc.groups.items()
-        if name != group and o.profile is not None and o.profile.shape == "spike"
+        if name != group and o.over_time is not None and o.over_time.shape == "spike"
     ]
     steps = [s for s in record.steps if s.phase == "sweep" and group in s.groups]
     if g is None or not g.background or len(spikes) != 1 or len(steps) != 1:
         return None
-    (name, profile), (step,) = spikes[0], steps
-    return judge_spike(step, group, name, profile)
+    (name, profile, of_clients), (step,) = spikes[0], steps
+    return judge_spike(step, group, name, profile, warmup_s=sc.sweep.warmup, of_clients=of_clients)
 
 
-def judge_spike(step: StepResult, group: str, spiking: str, profile: RateProfile) -> Spike | None:
-    """The spike's verdict on `group` of `step` through `spiking`'s spike `profile`; None without a whole interval
-    before the spike and one after it."""
+def judge_spike(
+    step: StepResult,
+    group: str,
+    spiking: str,
+    profile: RateProfile,
+    *,
+    warmup_s: float = 0.0,
+    of_clients: bool = False,
+) -> Spike | None:
+    """The spike's verdict on `group` of `step` through `spiking`'s spike `profile` (of arrivals, or `of_clients`),
+    whose clock starts `warmup_s` before the series'; None without a whole interval before the spike and one after
+    it."""
     bg = step.groups[group]
     dt = bg.interval_s or 1.0
     whole = [p for p in bg.series if p.t + dt <= bg.elapsed_s + 1e-6]
-    start, end = profile.at, profile.at + profile.hold
+    start, end = profile.at - warmup_s, profile.at + profile.hold - warmup_s
     before = [p for p in whole if p.t + dt <= start + 1e-6]
     after_end = [i for i, p in enumerate(whole) if p.t >= end - 1e-6]
     if not before or not after_end:
@@ -86,10 +95,11 @@ def judge_spike(step: StepResult, group: str, spiking: str, profile: RateProfile
     lowest = min((p.succeeded / dt for p in whole if hit(p)), default=base)
     spike = Spike(
         spiking=spiking,
-        at_s=start,
+        at_s=profile.at,
         hold_s=profile.hold,
         peak_hz=profile.peak,
         base_hz=profile.base,
+        of="clients" if of_clients else "rate",
         interval_s=dt,
         before=_window(before, dt),
         during=_window([p for p in whole if p.t >= start - 1e-6 and p.t + dt <= end + 1e-6], dt),
@@ -131,7 +141,10 @@ def _p99(w: SpikeWindow | None) -> str:
 
 
 def _sentences(s: Spike, group: str) -> list[str]:
-    rates = f"from {fmt.per_s(s.base_hz)} to {fmt.per_s(s.peak_hz)}"
+    if s.of == "clients":
+        rates = f"from {fmt.level(s.base_hz)} to {fmt.level(s.peak_hz)} clients"
+    else:
+        rates = f"from {fmt.per_s(s.base_hz)} to {fmt.per_s(s.peak_hz)}"
     shape = f"{s.spiking} {rates} at {fmt.level(s.at_s)} s for {fmt.level(s.hold_s)} s"
     out = [
         f"through the spike ({shape}): {group} fell from {fmt.per_s(s.before.rate_hz)} to {fmt.per_s(s.lowest_hz)} "

@@ -129,7 +129,10 @@ class SpikeWindow(BaseModel):
 class Spike(BaseModel):
     """A background group through another group's spike, read interval by interval (knee.analysis.spike)."""
 
-    spiking: str = Field(description="the group whose rate profile is the spike")
+    spiking: str = Field(description="the group whose rate profile (or clients profile) is the spike")
+    of: Literal["rate", "clients"] = Field(
+        default="rate", description="what spikes: the arrival rate (base_hz, peak_hz per second) or the clients"
+    )
     at_s: float
     hold_s: float
     base_hz: float

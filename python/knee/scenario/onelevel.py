@@ -50,10 +50,10 @@ def _profiled(group: Any) -> bool:
 
 
 def _profile_ends(group: Any) -> bool:
-    """A group whose rate profile ends of itself: its end is the step's, as a stop of its own would be."""
-    rate = group.get("rate") if _profiled(group) else None
-    text = rate.get("points", "") if isinstance(rate, dict) else rate
-    return isinstance(text, str) and profiles.ends_of_itself(text)
+    """A group whose rate or clients profile ends of itself: its end is the step's, as a stop of its own would be."""
+    shaped = [group.get("rate") if _profiled(group) else None, group.get("clients")]
+    texts = [v.get("points", "") if isinstance(v, dict) else v for v in shaped if v != "level"]
+    return any(isinstance(text, str) and profiles.ends_of_itself(text) for text in texts)
 
 
 def at_one_level(raw: dict[str, Any], o: Options, given: list[str], source: str) -> dict[str, Any]:

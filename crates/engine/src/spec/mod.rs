@@ -100,7 +100,7 @@ pub enum PacerSpec {
     /// Each client starts its next operation when the previous one ends (+ think time). With a `profile`, the
     /// clients running follow it over time: the group's client number k (1-based, over every shard) runs while
     /// the profile is at least k, and one whose number the profile falls below finishes its operation and waits
-    /// until it rises again (docs/load-shapes.md).
+    /// until it rises again, or out the group's duration if it never does (docs/load-shapes.md).
     Closed {
         #[serde(default)]
         profile: Option<RateProfile>,

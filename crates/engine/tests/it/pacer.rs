@@ -335,4 +335,19 @@ fn a_clients_profile_runs_that_many_clients_at_every_moment() {
     let o = &g.counts.outcomes;
     assert_eq!(o.failed + o.hung, 0, "{}", r.summary_json());
     assert_eq!(log.len() as u64, o.started(), "{}", r.summary_json());
+    // A profile that falls to 0 for good (a spike's end): its clients retire, and the group lasts its duration all
+    // the same (the step goes on, so a baseload beside it shows its return).
+    let mut s = one_group(2, json!({"duration_ms": 1500}), http(&format!("http://{addr}/")));
+    s.groups[0].pacer = serde_json::from_value(json!({
+        "kind": "closed", "profile": {"shape": "points", "points": [[0, 2], [0.5, 0]], "step": true}
+    }))
+    .unwrap();
+    let t = Instant::now();
+    let r = run(s).unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "ended after {:?}",
+        t.elapsed()
+    );
+    assert!(r.groups[0].counts.elapsed_s >= 1.5, "{}", r.summary_json());
 }
