@@ -186,6 +186,10 @@ def test_the_ramp_says_where_it_fell_behind(capacity_100: TargetProcess, tmp_pat
     assert all(sum(n for _, n in p.latency) == p.succeeded for p in g.series)
     assert all(percentile_ms([p], 99) == p.p99_ms and percentile_ms([p], 50) == p.p50_ms for p in g.series)
     assert g.latency_ms.p99 <= percentile_ms(g.series, 99) <= g.latency_ms.p99 * 1.0625, g.latency_ms
+    # late and dropped arrivals per interval (of their intended starts) add up to the run's; none while it kept up
+    o = g.open_loop
+    assert (sum(p.late for p in g.series), sum(p.dropped for p in g.series)) == (o.late, o.dropped), o
+    assert all(p.late == p.dropped == 0 for p in g.series if p.t + 1 <= ramp.behind.at_s - 2), g.series
 
 
 @pytest.mark.serial

@@ -90,7 +90,19 @@ def test_levels_csv_columns_and_rows() -> None:
 def test_series_csv_adds_up_to_each_steps_counts() -> None:
     record = _two_groups()
     rows = list(csv.DictReader(io.StringIO(series_csv(record))))
-    assert list(rows[0].keys()) == ["step", "group", "t", "succeeded", "failed", "hung", "offered", "p50_ms", "p99_ms"]
+    assert list(rows[0].keys()) == [
+        "step",
+        "group",
+        "t",
+        "succeeded",
+        "failed",
+        "hung",
+        "offered",
+        "late",
+        "dropped",
+        "p50_ms",
+        "p99_ms",
+    ]
     # an interval's latency is its own (empty where none succeeded, as in these hand-made series without it)
     assert all(r["p50_ms"] == "" and r["p99_ms"] == "" for r in rows)
     assert len(rows) == sum(len(g.series) for s in record.steps for g in s.groups.values())

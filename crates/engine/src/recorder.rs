@@ -95,6 +95,20 @@ impl GroupRec {
         self.res.series[tick].offered += 1;
     }
 
+    /// Count an arrival meant to start at `at` that started late, in the interval of its intended start.
+    pub fn late(&mut self, at: Instant) {
+        self.res.counts.late += 1;
+        let tick = self.tick(at);
+        self.res.series[tick].late += 1;
+    }
+
+    /// Count an arrival meant to start at `at` that was dropped, in the interval of its intended start.
+    pub fn drop_arrival(&mut self, at: Instant) {
+        self.res.counts.dropped += 1;
+        let tick = self.tick(at);
+        self.res.series[tick].dropped += 1;
+    }
+
     /// Record one measured operation of the client in slot `slot` (global number `client`).
     /// Returns whether it succeeded.
     #[inline]

@@ -63,6 +63,11 @@ pub struct Tick {
     /// Open loop: arrivals meant to start in the interval (by intended start; dropped ones included).
     #[serde(default)]
     pub offered: u64,
+    /// Open loop: of those, the ones that started late and the ones dropped (by intended start, as `offered`).
+    #[serde(default)]
+    pub late: u64,
+    #[serde(default)]
+    pub dropped: u64,
     /// The latency of the operations that succeeded in the interval.
     #[serde(default)]
     pub latency: Buckets,
@@ -77,6 +82,8 @@ impl Tick {
         self.failed += o.failed;
         self.hung += o.hung;
         self.offered += o.offered;
+        self.late += o.late;
+        self.dropped += o.dropped;
         self.latency.add(&o.latency);
         add_counts(&mut self.classes, &o.classes);
     }

@@ -55,8 +55,10 @@ pub struct SeriesPoint {
     pub succeeded: u64,
     pub failed: u64,
     pub hung: u64,
-    /// Open loop: arrivals meant to start in the interval (0 in closed loop).
+    /// Open loop: arrivals meant to start in the interval (0 in closed loop), and of those the late and the dropped.
     pub offered: u64,
+    pub late: u64,
+    pub dropped: u64,
     /// The successes' latency in the interval: its median and 99th percentile (null: none succeeded), and its
     /// buckets as (bucket, count) (buckets.rs: a sixteenth of an octave each), to read a run of intervals.
     pub p50_us: Option<u64>,
@@ -198,6 +200,8 @@ impl GroupSummary {
                     failed: t.failed,
                     hung: t.hung,
                     offered: t.offered,
+                    late: t.late,
+                    dropped: t.dropped,
                     p50_us: t.latency.percentile(50.0),
                     p99_us: t.latency.percentile(99.0),
                     latency: t.latency.sparse(),

@@ -473,7 +473,7 @@ impl Source {
                 let measured_arrival = intended >= group.measured_start();
                 if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
                     if measured_arrival {
-                        rec.borrow_mut()[g].res.counts.dropped += 1;
+                        rec.borrow_mut()[g].drop_arrival(intended);
                     }
                     continue;
                 }
@@ -588,7 +588,7 @@ async fn client(
         {
             let mut r = rec.borrow_mut();
             if start.measured_arrival && !cut_short && began.saturating_duration_since(start.intended) > LATE_AFTER {
-                r[g].res.counts.late += 1;
+                r[g].late(start.intended);
             }
             r[g].record(&report, &timing, slot, global_client, &op.detail, op.request());
         }
@@ -683,7 +683,7 @@ async fn open_group(
         }
         if cap.is_some_and(|c| q.pending.borrow().len() + q.busy.get() >= c) {
             if measured {
-                rec.borrow_mut()[g].res.counts.dropped += 1;
+                rec.borrow_mut()[g].drop_arrival(at);
             }
             continue;
         }

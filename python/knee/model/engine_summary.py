@@ -60,6 +60,8 @@ class EngineSeriesPoint(Mirror):
     failed: int
     hung: int
     offered: int
+    late: int
+    dropped: int
     p50_us: int | None
     p99_us: int | None
     latency: list[tuple[int, int]]

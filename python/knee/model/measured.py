@@ -45,6 +45,10 @@ class SeriesPoint(BaseModel):
     failed: int
     hung: int
     offered: int = Field(default=0, description="open loop: arrivals meant to start in the interval (dropped included)")
+    late: int = Field(default=0, description="open loop: of those, the ones that started more than 10 ms late")
+    dropped: int = Field(
+        default=0, description="open loop: of those, the ones dropped (the in-flight cap, the timeout)"
+    )
     p50_ms: float | None = Field(default=None, description="the successes' median latency in the interval")
     p99_ms: float | None = Field(default=None, description="the successes' 99th percentile in the interval")
     latency: list[tuple[int, int]] = Field(

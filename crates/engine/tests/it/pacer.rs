@@ -131,6 +131,13 @@ fn the_in_flight_cap_drops_and_counts_late_arrivals() {
         g.counts.outcomes.succeeded + g.counts.dropped <= g.counts.offered,
         "{text}"
     );
+    // The series counts them in the intervals of their intended starts.
+    assert_eq!(
+        g.series.iter().map(|t| t.dropped).sum::<u64>(),
+        g.counts.dropped,
+        "{text}"
+    );
+    assert_eq!(g.series.iter().map(|t| t.late).sum::<u64>(), g.counts.late, "{text}");
     // Late operations waited: corrected latency is well above the server's 50 ms.
     assert!(g.latency.value_at_quantile(0.9) > 80_000, "{text}");
     assert!(g.latency_uncorrected.value_at_quantile(0.9) < 80_000, "{text}");
@@ -188,8 +195,12 @@ fn a_stall_shows_in_corrected_latency_but_not_in_closed_loop_p99() {
         closed_p99 * 10 < open_p99,
         "closed p99 {closed_p99} µs vs open {open_p99} µs: {ct}"
     );
-    // Arrivals queued behind the stall were late, and the uncorrected figure hides their wait.
+    // Arrivals queued behind the stall were late, and the uncorrected figure hides their wait. Each interval counts
+    // the late ones meant to start in it: the stall's (0.5–2.5 s), none after it (3–3.5 s).
     assert!(o.counts.late >= 100, "{ot}");
+    let late: Vec<u64> = o.series.iter().map(|t| t.late).collect();
+    assert_eq!(late.iter().sum::<u64>(), o.counts.late, "{ot}");
+    assert!(late[1] >= 100 && late[3] == 0, "late per interval {late:?}: {ot}");
     assert!(
         o.latency_uncorrected.value_at_quantile(0.9) < o.latency.value_at_quantile(0.9),
         "{ot}"
