@@ -358,7 +358,12 @@ def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
         ax.plot(offered, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
     top = float(offered.max()) if len(offered) else 1.0
     ax.plot([0, top], [0, top], "--", color="grey", lw=0.8, label="achieved = offered")
-    for point, color, what in ((verdict.behind, "C1", "behind from"), (verdict.errors, "C3", "errors from")):
+    marks = (
+        (verdict.behind, "C1", "behind from"),
+        (verdict.slo_broken, "C4", "broke the SLO from"),
+        (verdict.errors, "C3", "errors from"),
+    )
+    for point, color, what in marks:
         if point is not None:
             ax.axvspan(point.low_hz, point.high_hz, color=color, alpha=0.12)
             ax.axvline(point.offered_hz, color=color, lw=1, label=f"{what} {fmt.sig3(point.offered_hz)}/s")
@@ -386,7 +391,11 @@ def client_ramp(record: RunRecord, group: str, verdict: ClientRamp) -> str:
     bad = [(p.failed + p.hung) / per for p in whole]
     if any(bad):
         ax.plot(clients, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
-    marks = ((verdict.no_faster, "C1", "no faster from"), (verdict.errors, "C3", "errors from"))
+    marks = (
+        (verdict.no_faster, "C1", "no faster from"),
+        (verdict.slo_broken, "C4", "broke the SLO from"),
+        (verdict.errors, "C3", "errors from"),
+    )
     for point, color, what in marks:
         if point is not None:
             ax.axvspan(point.low, point.high, color=color, alpha=0.12)
