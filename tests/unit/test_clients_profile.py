@@ -10,11 +10,15 @@ import pytest
 
 from knee import _engine
 from knee.analysis.client_ramp import clients_at, judge_client_ramp
+from knee.engine import GroupSnapshot, Snapshot
 from knee.errors import UserError
 from knee.executor.shards import LoadGenerator, split
+from knee.live.progress import LiveProgress
+from knee.live.state import Hub
 from knee.model import GroupStats, SeriesPoint
 from knee.plan import engine_spec, quick, sweep_plan
-from knee.scenario import Scenario, Slo, parse_scenario, profiles
+from knee.runner import new_record
+from knee.scenario import Scenario, Slo, parse_scenario, profiles, read_scenario
 from knee.spec import ClosedPacer, DurationMs, PointsProfile
 
 HEAD = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:9/"\n'
@@ -119,3 +123,39 @@ def test_a_ramp_still_rising_errors_and_the_slo() -> None:
     # the warm-up shifts the profile's clock: the series counts from the measured start
     shifted = judge_client_ramp(stats(done[5:]), RAMP, warmup_s=5.0)
     assert shifted is not None and shifted.peak.clients == 19 and shifted.top_clients == 19
+
+
+class _Quiet:
+    """The terminal's progress, saying nothing (knee.progress.Progress)."""
+
+    def __enter__(self) -> _Quiet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def begin(self, *args: object) -> None:
+        pass
+
+    def update(self, *args: object) -> None:
+        pass
+
+
+def test_the_live_page_shows_the_clients_and_the_rate_the_profiles_run_now() -> None:
+    """The live page's group row: a clients profile's clients at the snapshot's moment (floored), a rate profile's
+    offered rate then; not the group's peak."""
+    sc = parse_scenario(
+        HEAD + 'clients = "0s:1, 10s:21"\n\n[groups.open]\nkind = "http"\nurl = "http://127.0.0.1:9/"\nclients = 50\n'
+        'rate = "0s:100, 10s:300"\n'
+    )
+    loaded = read_scenario(sc.to_toml())
+    hub = Hub(new_record(loaded, "run-1"))
+    live = LiveProgress(_Quiet(), hub, scenario=sc, record=hub.view.record, results=[])  # type: ignore[arg-type]
+    live.begin(1, 1, sweep_plan(sc)[0])
+    assert [g.clients for g in hub.view.current.groups] == [21, 50]  # before any snapshot: the step's own
+    zero = {"succeeded": 0, "failed": 0, "hung": 0, "abandoned": 0, "in_flight": 0, "p50_us": 0, "p99_us": 0}
+    groups = [GroupSnapshot(name=n, **zero, failed_by_class={}) for n in ("main", "open")]
+    live.update(Snapshot(elapsed_s=4.5, finished=False, groups=groups))
+    main, opened = hub.view.current.groups
+    assert (main.clients, main.offered_hz) == (10, None)  # 1 + 2 × 4.5 = 10 clients
+    assert (opened.clients, opened.offered_hz) == (50, pytest.approx(190.0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field, replace
 
+from knee.analysis.client_ramp import clients_at
 from knee.engine import ShardResult, Snapshot
 from knee.live.state import GroupNow, Hub, Point, StepNow
 from knee.machine.remote import RemoteMonitor
@@ -71,7 +72,7 @@ class LiveProgress:
         groups = []
         for g in snapshot.groups:
             ok0, done0 = last.get(g.name, (0, 0))
-            clients, offered = self._clients.get(g.name, (0, None))
+            clients, offered = self._now(g.name, t)
             groups.append(
                 GroupNow(
                     name=g.name,
@@ -91,6 +92,18 @@ class LiveProgress:
             current, elapsed_s=t, groups=tuple(groups), workers=snapshot.workers, shards=tuple(snapshot.shards or ())
         )
         self.hub.publish(current=step, points=self._points, remote=self.remote.now() if self.remote else ())
+
+    def _now(self, name: str, t: float) -> tuple[int, float | None]:
+        """Group `name`'s clients and offered rate `t` seconds into the step: a profile's value then (a clients
+        profile runs its floor), else the step's constant ones. A background group's profile runs on its own clock,
+        across steps: its constant ones."""
+        clients, offered = self._clients.get(name, (0, None))
+        g = self.scenario.groups.get(name)
+        if g is None or g.background:
+            return clients, offered
+        if g.clients_profile is not None:
+            clients = clients_at(g.clients_profile, t)
+        return clients, offered if g.profile is None else g.profile.rate_at(t)
 
     def end(self, step: StepResult) -> None:
         self.inner.end(step)
