@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from knee.analysis.client_ramp import clients_at
 from knee.demo_target import TargetProcess, start_target
 from knee.model import RunRecord
+from knee.scenario import profiles
 from knee.store import RunDir
 
 from conftest import knee_cli
@@ -185,6 +187,30 @@ def test_a_rate_profile_on_three_workers_offers_exactly_its_integral(
     assert sum(offered) == 110 and abs(offered[0] - 32.5) < 1 and abs(offered[1] - 77.5) < 1, offered
     seen = doc["started"] + doc["warmup_ops"]
     assert settled(lambda: len(nginx.access_lines()), seen) == seen == 110
+
+
+def test_a_clients_profile_on_three_workers_runs_its_clients_in_the_whole_group(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A clients profile 2 → 6 → 3 over three workers (2 clients each): each worker runs those of its clients whose
+    numbers in the whole group the profile reaches, so each second's successes are the profile's clients' (20 ms
+    each: 50/s a client), and the target counted every operation."""
+    profile = profiles.parse("0s:2, 1s:6, 2s:3", profiles.CLIENTS)
+    with start_target(lam=50.0, sigma=0.0, kappa=0.0, workers=50, pool=0) as t:
+        before = t.stats()["requests"]
+        proc = knee_cli(
+            "run", "-q", t.url + "/", "--clients-profile", profile.text, "-d", "3s", "--out", str(tmp_path / "runs"),
+            "--cluster", cluster.address, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        record = RunDir(next((tmp_path / "runs").iterdir())).load()
+        assert settled(lambda: t.stats()["requests"] - before, sent(record)) == sent(record)
+    (step,) = record.steps
+    g = step.groups["main"]
+    assert g.failed == g.hung == 0 and len(step.workers) == 3, step.workers
+    for p in g.series[:3]:
+        clients = sum(clients_at(profile, p.t + (k + 0.5) / 20) for k in range(20)) / 20
+        assert abs(p.succeeded - 50 * clients) <= 0.15 * 50 * clients + 2, (p, clients)
 
 
 def test_http2_with_a_client_certificate_on_three_workers(
