@@ -29,19 +29,23 @@ def capacity_1000() -> Iterator[TargetProcess]:
         yield t
 
 
-def run_spike(target: TargetProcess, tmp_path: Path, spike: str) -> subprocess.CompletedProcess[str]:
-    """`knee run` of a baseload of 10 clients (background) beside a group `spike` (its clients and rate lines)."""
+def run_spike(target: TargetProcess, tmp_path: Path, spike: str, tail: str = "") -> subprocess.CompletedProcess[str]:
+    """`knee run` of a baseload of 10 clients (background) beside a group `spike` (its clients and rate lines), and
+    `tail` (more tables) after them."""
     scenario = tmp_path / "spike.toml"
     scenario.write_text(
         f'''[groups.base]\nkind = "http"\nurl = "{target.url}/base"\nclients = 10\nbackground = true\n
-[groups.spike]\nkind = "http"\nurl = "{target.url}/spike"\n{spike}\n'''
+[groups.spike]\nkind = "http"\nurl = "{target.url}/spike"\n{spike}\n{tail}'''
     )
     return knee_cli("run", str(scenario), "--out", str(tmp_path / "runs"), timeout=90)
 
 
 def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetProcess, tmp_path: Path) -> None:
     before = capacity_1000.stats()["requests"]
-    proc = run_spike(capacity_1000, tmp_path, 'clients = 300\nrate = "spike(base=0, peak=1500, at=4s, hold=3s)"')
+    # 1 200 arrivals a second for 3 s: the 300 connections' backlog drains within about a second of the spike's
+    # end on an idle machine, and the step runs 7 s past it (a busy one drains slower: 1 500/s took 2–4 s)
+    spike = 'clients = 300\nrate = "spike(base=0, peak=1200, at=4s, hold=3s)"'
+    proc = run_spike(capacity_1000, tmp_path, spike, '[sweep]\nduration = "14s"\n')
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     record = RunDir(run_dir).load()
@@ -50,7 +54,7 @@ def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetPr
     (v,) = [v for v in record.verdicts if v.group == "base"]
     s = v.spike
     assert s is not None, v.sentences
-    assert (s.spiking, s.at_s, s.hold_s, s.peak_hz) == ("spike", 4.0, 3.0, 1500.0)
+    assert (s.spiking, s.at_s, s.hold_s, s.peak_hz) == ("spike", 4.0, 3.0, 1200.0)
     # 10 clients of 20 ms: about 500/s before; the spike's 300 in flight queue ahead of them at 20 workers
     assert 300 < s.before.rate_hz < 520, s
     assert s.fall > 0.5 and s.during is not None and s.during.p99_ms is not None, s
@@ -62,11 +66,11 @@ def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetPr
     seen = next(t for t, r in rates if r >= 0.9 * s.before.rate_hz) - end
     assert s.recovered_s is not None and s.recovered_low_s is not None, v.sentences
     assert abs(s.recovered_s - seen) <= dt and s.recovered_s - s.recovered_low_s == pytest.approx(dt), (s, rates)
-    assert s.recovered_s <= 3, s
+    assert s.recovered_s <= 4, s
     assert s.after is not None and s.after.rate_hz > 0.9 * s.before.rate_hz
     assert s.failures == {"base": {}, "spike": {}}, s
     assert v.sentences[: len(s.sentences)] == s.sentences
-    assert s.sentences[0].startswith("through the spike (spike from 0/s to 1,500/s at 4 s for 3 s): base fell from ")
+    assert s.sentences[0].startswith("through the spike (spike from 0/s to 1,200/s at 4 s for 3 s): base fell from ")
     assert f"Spike (base): {'; '.join(s.sentences)}" in proc.stdout
     assert s.sentences[1] in (run_dir / "report.md").read_text()
     # the report's per-interval figure shades the spike and draws each interval's p99
@@ -75,7 +79,7 @@ def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetPr
     # a spike from base 0 offers nothing before its start (a rate-0 stretch is waited through), then its integral
     spiked = step.groups["spike"]
     assert [p.offered for p in spiked.series if p.t < s.at_s] == [0, 0, 0, 0]
-    assert spiked.open_loop is not None and spiked.open_loop.offered == 4500
+    assert spiked.open_loop is not None and spiked.open_loop.offered == 3600
     assert_counted(capacity_1000, before, record)
 
 

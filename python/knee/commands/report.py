@@ -47,8 +47,7 @@ def command(run_dir: Path, keep_verdicts: bool, serve: bool, listen: str) -> Non
         from knee.live import start_live
 
         with start_live(where, record, rd.secrets, console, scenario_text=rd.scenario_text(), ended=True,
-                        option="--listen") as live:  # fmt: skip
-            live.hub.histogram_source = rd.histogram
+                        option="--listen", histograms=rd.histogram) as live:  # fmt: skip
             live.serve_forever()
         return
     render_terminal(record, console)

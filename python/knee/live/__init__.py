@@ -132,8 +132,16 @@ def served(where: tuple[str, int], scenario: Scenario, run_dir: RunDir, console:
     record published at the end, kept up until read (unless the run was interrupted), then closed."""
     text = run_dir.scenario_text() if run_dir.kept else None
     linger = scenario.serve.linger
-    with start_live(where, run_dir.load(), run_dir.secrets, console, scenario_text=text, linger_s=linger) as live:
-        live.hub.histogram_source = run_dir.histogram  # the steps of a resumed run, before this process ran any
+    # the histograms of a resumed run's steps, before this process ran any, from its files
+    with start_live(
+        where,
+        run_dir.load(),
+        run_dir.secrets,
+        console,
+        scenario_text=text,
+        linger_s=linger,
+        histograms=run_dir.histogram,
+    ) as live:
         outcome = run(live=live)
         written = run_dir.report_path("report.html") if run_dir.kept else None
         live.end(outcome.record, body_of(written.read_text()) if written is not None and written.exists() else None)
@@ -152,9 +160,13 @@ def start_live(
     linger_s: float = 15.0,
     ended: bool = False,
     option: str = "--serve",
+    histograms: Callable[[int, str], bytes | None] | None = None,
 ) -> Live:
-    """Serve `record` (a run starting, or `ended`) on `where` = (host, port); say where, and who can see it."""
+    """Serve `record` (a run starting, or `ended`) on `where` = (host, port); say where, and who can see it.
+    `histograms`: where the latency histograms of steps this process did not run come from (a run directory's
+    files), set before the first request can come."""
     hub = Hub(record, ended=ended)
+    hub.histogram_source = histograms
     server = LiveServer(where[0], where[1], hub, secrets, option)
     renderer = Renderer(hub, secrets, scenario_text).start()
     server.start()
