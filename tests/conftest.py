@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -69,6 +70,15 @@ def knee() -> object:
 
 # A PATH for the installed wheel's commands: the venv's, then the system's; no cargo or rustc (~/.cargo/bin).
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@contextlib.contextmanager
+def dist_held() -> Iterator[None]:
+    """dist/'s wheel left alone while held: `knee_wheel` rebuilds it (emptying dist/ first) on other pytest workers
+    under the same lock, and `--ship` without a wheel reads it from the checkout."""
+    with open(REPO / ".wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")

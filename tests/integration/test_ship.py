@@ -16,7 +16,7 @@ from knee import __version__
 from knee.errors import UserError
 from knee.store import RunDir
 
-from conftest import clean_env, knee_cli, make_venv
+from conftest import clean_env, dist_held, knee_cli, make_venv
 from dask_cluster import Cluster, start_cluster
 from servers import Nginx, sent, settled
 
@@ -47,8 +47,10 @@ def knee_in(bin_dir: Path) -> str:
 
 @pytest.mark.timeout(900)  # pip installs from PyPI into the workers' venv, twice (the API's ship, then --ship)
 def test_ship_installs_the_drivers_knee_on_workers_without_it(
-    bare_cluster: tuple[Cluster, Path], nginx: Nginx, tmp_path: Path
+    bare_cluster: tuple[Cluster, Path], nginx: Nginx, tmp_path: Path, knee_wheel: Path
 ) -> None:
+    """(`knee_wheel`: dist/ holds the wheel; `dist_held` keeps other pytest workers from rebuilding it while the
+    ships below read it, as a checkout's --ship does.)"""
     cluster, bin_dir = bare_cluster
     assert knee_in(bin_dir) == "none"
     sweep = ["sweep", nginx.url + "/", "--levels", "2,4", "--iterations", "25", "--no-recovery", "--settle", "0"]
@@ -69,7 +71,7 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
     assert nginx.access_lines() == []
 
     # The Python API's ship=True: the same wheel goes to the workers, and the sweep runs on both.
-    with distributed.Client(cluster.address) as client:
+    with dist_held(), distributed.Client(cluster.address) as client:
         run = knee.sweep(
             nginx.url + "/", client=client, ship=True, out=str(tmp_path / "api"), levels=[2], iterations=25,
             no_recovery=True, settle="0",
@@ -85,7 +87,8 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
 
     # With --ship: the wheel goes to the workers' venv, and the sweep runs on both workers.
     out = tmp_path / "runs"
-    proc = knee_cli(*sweep, "--out", str(out), "--cluster", cluster.address, "--ship", timeout=900)
+    with dist_held():
+        proc = knee_cli(*sweep, "--out", str(out), "--cluster", cluster.address, "--ship", timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert knee_in(bin_dir) == __version__
     (run_dir,) = out.iterdir()
