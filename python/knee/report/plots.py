@@ -23,7 +23,7 @@ from knee import fmt
 from knee.analysis.client_ramp import intervals as client_intervals
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
-from knee.model import ClientRamp, Ramp, RemoteStats, RunRecord, StepResult, USLFit
+from knee.model import ClientRamp, Ramp, RemoteStats, RunRecord, SeriesPoint, StepResult, USLFit
 
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -342,6 +342,20 @@ def distribution(record: RunRecord, group: str) -> str:
     return to_svg(fig)
 
 
+def _intervals(
+    ax: Axes, xs: list[float], whole: list[SeriesPoint], per: float, located: list[tuple[float, float, float, str, str]]
+) -> None:
+    """A ramp's intervals at `xs`: the succeeded and (where any) the failed-or-hung rate, and each located point
+    (low, high, at, colour, label) drawn at `at` over its bracket shaded."""
+    ax.plot(xs, [p.succeeded / per for p in whole], "o-", color="C0", ms=3, lw=1, label="succeeded / s")
+    bad = [(p.failed + p.hung) / per for p in whole]
+    if any(bad):
+        ax.plot(xs, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
+    for low, high, at, color, label in located:
+        ax.axvspan(low, high, color=color, alpha=0.12)
+        ax.axvline(at, color=color, lw=1, label=label)
+
+
 def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
     """A run under a rising rate profile, interval by interval: the achieved (succeeded) and the failed-or-hung
     rate against the offered rate, the line where achieved = offered, and the located points with their brackets
@@ -352,21 +366,15 @@ def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
     per = g.interval_s or 1.0
     whole = [p for p in g.series if p.t + per <= g.elapsed_s + 1e-6]
     offered = np.array([p.offered / per for p in whole])
-    ax.plot(offered, [p.succeeded / per for p in whole], "o-", color="C0", ms=3, lw=1, label="succeeded / s")
-    bad = [(p.failed + p.hung) / per for p in whole]
-    if any(bad):
-        ax.plot(offered, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
-    top = float(offered.max()) if len(offered) else 1.0
-    ax.plot([0, top], [0, top], "--", color="grey", lw=0.8, label="achieved = offered")
     marks = (
         (verdict.behind, "C1", "behind from"),
         (verdict.slo_broken, "C4", "broke the SLO from"),
         (verdict.errors, "C3", "errors from"),
     )
-    for point, color, what in marks:
-        if point is not None:
-            ax.axvspan(point.low_hz, point.high_hz, color=color, alpha=0.12)
-            ax.axvline(point.offered_hz, color=color, lw=1, label=f"{what} {fmt.sig3(point.offered_hz)}/s")
+    located = [(p.low_hz, p.high_hz, p.offered_hz, c, f"{w} {fmt.sig3(p.offered_hz)}/s") for p, c, w in marks if p]
+    _intervals(ax, list(offered), whole, per, located)
+    top = float(offered.max()) if len(offered) else 1.0
+    ax.plot([0, top], [0, top], "--", color="grey", lw=0.8, label="achieved = offered")
     ax.set_xlim(0, top * 1.02)
     ax.set_ylim(0, top * 1.1)
     ax.set_xlabel(f"offered rate, /s (each point: one {fmt.level(per)}-s interval)")
@@ -387,19 +395,14 @@ def client_ramp(record: RunRecord, group: str, verdict: ClientRamp) -> str:
     profile = record.scenario.groups[group].clients_profile
     assert profile is not None, "a clients ramp's group has a clients profile"
     whole, clients = client_intervals(g, profile, record.scenario.sweep.warmup)
-    ax.plot(clients, [p.succeeded / per for p in whole], "o-", color="C0", ms=3, lw=1, label="succeeded / s")
-    bad = [(p.failed + p.hung) / per for p in whole]
-    if any(bad):
-        ax.plot(clients, bad, "o-", color="C3", ms=3, lw=1, label="failed + hung / s")
     marks = (
         (verdict.no_faster, "C1", "no faster from"),
         (verdict.slo_broken, "C4", "broke the SLO from"),
         (verdict.errors, "C3", "errors from"),
     )
-    for point, color, what in marks:
-        if point is not None:
-            ax.axvspan(point.low, point.high, color=color, alpha=0.12)
-            ax.axvline(point.clients, color=color, lw=1, label=f"{what} {fmt.level(round(point.clients, 1))} clients")
+    n = fmt.level
+    located = [(p.low, p.high, p.clients, c, f"{w} {n(round(p.clients, 1))} clients") for p, c, w in marks if p]
+    _intervals(ax, clients, whole, per, located)
     ax.set_xlim(0, max(clients, default=1.0) * 1.02)
     ax.set_ylim(0, None)
     ax.set_xlabel(f"clients (each point: one {fmt.level(per)}-s interval)")
