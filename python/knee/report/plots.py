@@ -35,9 +35,18 @@ def text(s: str) -> str:
     return s.replace("$", r"\$")
 
 
+# The space around the axes, in inches: tick labels and the axis label on the left (and on the right beside a second
+# y axis), the title above, the x axis' label below. Fixed, not `bbox_inches="tight"`, which draws every figure twice
+# (once to measure, once to write): half of a report's CPU (0.86 → 0.46 CPU-s for a sweep's six figures).
+_LEFT, _RIGHT, _TWIN, _BOTTOM, _TOP = 0.8, 0.15, 0.8, 0.5, 0.3
+
+
 def to_svg(fig: Figure) -> str:
+    width, height = fig.get_size_inches()
+    right = _TWIN if len(fig.axes) > 1 else _RIGHT
+    fig.subplots_adjust(left=_LEFT / width, right=1 - right / width, bottom=_BOTTOM / height, top=1 - _TOP / height)
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     return _METADATA_RE.sub("", svg)
