@@ -20,6 +20,7 @@ from knee.errors import UserError
 SUBCOMMANDS = {
     "run": "run",
     "sweep": "sweep",
+    "soak": "soak",
     "demo": "demo",
     "target": "target",
     "report": "report",

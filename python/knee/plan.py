@@ -193,6 +193,13 @@ def background_spec(scenario: Scenario) -> EngineSpec | None:
     )
 
 
+def soak_spec(scenario: Scenario, step: PlannedStep) -> EngineSpec:
+    """A soak's shard (mode = "soak"): every group at the step's level, running until stopped, so that the runner
+    cuts it into windows as it goes (knee.soaking) and stops it at the soak's end."""
+    spec = engine_spec(scenario, step)
+    return spec.model_copy(update={"groups": [g.model_copy(update={"stop": WhileOthers()}) for g in spec.groups]})
+
+
 def _interval_ms(scenario: Scenario) -> int:
     return _ms(scenario.sweep.interval)
 

@@ -47,6 +47,7 @@ from knee.progress import Progress
 from knee.scenario import Loaded, Scenario, scenario_from_record
 from knee.searching import Searching
 from knee.settle import Settler
+from knee.soaking import Soaking
 from knee.store import RunDir, ends_with_a_status
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scena
     """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept."""
     run_dir = RunDir(path)
     record = run_dir.load()
+    if record.scenario.mode == "soak":  # its trends are of one unbroken run
+        raise UserError(f"--resume {str(path)!r}: a soak is not continued; `knee report {path}` reports what it saved")
     if record.status in ("complete", "stopped", "aborted") and not any(s.partial for s in record.steps):
         raise UserError(
             f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
@@ -180,10 +183,13 @@ def execute(
         if live is not None:
             runner.progress = live.watch(display, scenario, record, runner.results, watch.remote)
         try:
-            runner.start_background()
-            runner.sweep()
-            if not intr.requested and runner.status != "aborted" and scenario.recovery_enabled():
-                runner.recovery()
+            if scenario.mode == "soak":  # its groups in one shard, cut interval by interval (knee.soaking)
+                runner._soak()
+            else:
+                runner.start_background()
+                runner.sweep()
+                if not intr.requested and runner.status != "aborted" and scenario.recovery_enabled():
+                    runner.recovery()
         finally:
             runner.stop_background()
             if release is not None:
@@ -226,7 +232,7 @@ def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = Tr
     return 0
 
 
-class _Runner(Searching):
+class _Runner(Searching, Soaking):
     def __init__(
         self,
         scenario: Scenario,

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knee.store",),
     ("knee.report",),
     ("knee.progress", "knee.progress_line", "knee.live"),
-    ("knee.runner", "knee.searching"),
+    ("knee.runner", "knee.searching", "knee.soaking"),
     ("knee.flowhttp", "knee.flowwire", "knee.flowcookies"),  # ctx.http of Python flows (knee.pyworker)
     ("knee.api", "knee.demo_target", "knee.target", "knee.pyworker"),
     ("knee.commands",),

@@ -139,6 +139,23 @@ impl GroupCounts {
     }
 }
 
+impl GroupCounts {
+    /// Add the counts of `later`, a later window of the same clients (the next cut of a running shard): each
+    /// client's count adds to its own, the elapsed times add, the clients are the same ones.
+    pub(crate) fn follow(&mut self, later: &GroupCounts) {
+        let (clients, elapsed_s) = (self.clients.max(later.clients), self.elapsed_s + later.elapsed_s);
+        let mut per_client = std::mem::take(&mut self.per_client);
+        self.absorb(later);
+        if per_client.len() < later.per_client.len() {
+            per_client.resize(later.per_client.len(), 0);
+        }
+        for (a, b) in per_client.iter_mut().zip(&later.per_client) {
+            *a += b;
+        }
+        (self.clients, self.elapsed_s, self.per_client) = (clients, elapsed_s, per_client);
+    }
+}
+
 /// Per-class values as a map from class name, keeping those that `keep` accepts.
 pub(crate) fn class_map<T: Clone>(per_class: &[T], keep: impl Fn(&T) -> bool) -> BTreeMap<String, T> {
     ErrorClass::ALL

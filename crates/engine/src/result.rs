@@ -207,14 +207,40 @@ impl GroupResult {
     /// Add the counts, histograms and series of `o` (same group, other clients or other threads).
     /// `per_client` and `hung_clients` are concatenated.
     pub(crate) fn absorb(&mut self, o: &GroupResult) -> Result<(), MergeError> {
-        let name = &self.counts.name;
+        self.check_kind(o)?;
+        self.counts.absorb(&o.counts);
+        self.add_measured(o, 0)
+    }
+
+    /// Add `later`, the next window of the same group's clients (a cut): the counts add (each client's to its
+    /// own, the elapsed times too) and the series goes on where this one ends.
+    /// `dt`: the series' interval (s).
+    pub(crate) fn follow(&mut self, later: &GroupResult, dt: f64) -> Result<(), MergeError> {
+        self.check_kind(later)?;
+        let shift = if dt > 0.0 {
+            (self.counts.elapsed_s / dt).round() as usize
+        } else {
+            self.series.len()
+        };
+        self.counts.follow(&later.counts);
+        self.add_measured(later, shift)
+    }
+
+    fn check_kind(&self, o: &GroupResult) -> Result<(), MergeError> {
         if self.counts.kind != o.counts.kind {
             return Err(MergeError::Kind {
-                name: name.clone(),
+                name: self.counts.name.clone(),
                 a: self.counts.kind.clone(),
                 b: o.counts.kind.clone(),
             });
         }
+        Ok(())
+    }
+
+    /// The histograms, reasons, series (`o`'s interval i added to this one's `shift + i`), requests and steps of
+    /// `o` added to this one's.
+    fn add_measured(&mut self, o: &GroupResult, shift: usize) -> Result<(), MergeError> {
+        let name = &self.counts.name;
         let herr = |e: hdrhistogram::AdditionError| MergeError::Histogram(name.clone(), format!("{e:?}"));
         self.latency.add(&o.latency).map_err(herr)?;
         self.failed_latency.add(&o.failed_latency).map_err(herr)?;
@@ -223,12 +249,11 @@ impl GroupResult {
         self.ttfb.add(&o.ttfb).map_err(herr)?;
         self.latency_uncorrected.add(&o.latency_uncorrected).map_err(herr)?;
         self.processing.add(&o.processing).map_err(herr)?;
-        self.counts.absorb(&o.counts);
         self.reasons.absorb(&o.reasons);
-        if self.series.len() < o.series.len() {
-            self.series.resize(o.series.len(), Tick::default());
+        if self.series.len() < shift + o.series.len() {
+            self.series.resize(shift + o.series.len(), Tick::default());
         }
-        for (a, b) in self.series.iter_mut().zip(&o.series) {
+        for (a, b) in self.series[shift..].iter_mut().zip(&o.series) {
             a.add(b);
         }
         for r in &o.requests {
@@ -456,6 +481,26 @@ impl ShardResult {
             }
         }
         self.span.absorb(&other.span);
+        Ok(())
+    }
+
+    /// Append `later`, the next window of the same shard (`Engine::cut`, then the rest at its end): counts and
+    /// histograms add, each group's series goes on where its measured time so far ends, the elapsed times add. The
+    /// windows of a shard followed one by one are its whole run, as one result.
+    pub fn follow(&mut self, later: &ShardResult) -> Result<(), MergeError> {
+        if (self.span.interval_s - later.span.interval_s).abs() > 1e-9 {
+            return Err(MergeError::Interval(self.span.interval_s, later.span.interval_s));
+        }
+        for lg in &later.groups {
+            match self.groups.iter_mut().find(|g| g.counts.name == lg.counts.name) {
+                Some(g) => g.follow(lg, self.span.interval_s)?,
+                None => self.groups.push(lg.clone()),
+            }
+        }
+        self.data.clone_from(&later.data); // a source's use so far: the later window's is the whole run's
+        self.span.started_unix = self.span.started_unix.min(later.span.started_unix);
+        self.span.elapsed_s += later.span.elapsed_s;
+        self.span.stopped = later.span.stopped;
         Ok(())
     }
 

@@ -221,6 +221,14 @@ impl ShardResult {
             .map_err(|e| MergeError::new_err(e.to_string()))
     }
 
+    /// Append the next window of the same shard (a cut, or the rest at its end): counts and histograms add,
+    /// the series goes on, the elapsed times add.
+    fn follow(&mut self, later: PyRef<'_, ShardResult>) -> PyResult<()> {
+        self.inner
+            .follow(&later.inner)
+            .map_err(|e| MergeError::new_err(e.to_string()))
+    }
+
     /// The summary as JSON (see docs/engine-spec.md).
     fn summary(&self) -> String {
         self.inner.summary_json()

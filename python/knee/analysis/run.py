@@ -15,6 +15,7 @@ from knee.analysis.beside import stress_group
 from knee.analysis.client_ramp import run_client_ramp
 from knee.analysis.findings import endpoint, findings
 from knee.analysis.ramp import run_ramp
+from knee.analysis.soak import run_soak
 from knee.analysis.spike import run_spike
 from knee.analysis.verdict import analyze
 from knee.model import RunRecord, Verdict
@@ -54,12 +55,24 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
         for name in group_names(record)
     ]
     for v in verdicts:
+        if record.scenario.mode == "soak":
+            _soak(record, v)
         _ramp(record, v)
         v.spike = run_spike(record, v.group)
         if v.spike is not None:
             v.sentences[:0] = v.spike.sentences
         v.findings = findings(record, v)
     return verdicts
+
+
+def _soak(record: RunRecord, v: Verdict) -> None:
+    """A soak (mode = "soak"): one level held for long, judged by its trends (soak.py); what a sweep's verdict says
+    of its one level (a peak that "may go higher", "only one level") is not said of it."""
+    v.soak = run_soak(record, v.group)
+    if v.soak is not None:
+        v.sentences = v.soak.sentences
+        v.warnings = [w for w in v.warnings if "level" not in w]
+        v.little = []
 
 
 def _ramp(record: RunRecord, v: Verdict) -> None:

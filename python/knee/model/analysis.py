@@ -154,6 +154,61 @@ class Spike(BaseModel):
     sentences: list[str] = Field(default_factory=list)
 
 
+class Drift(BaseModel):
+    """One quantity's trend over a soak (knee.analysis.soak): the Theil–Sen slope of its interval values against
+    time, per hour in its unit (`per_hour`), with the slope's 95 % interval (`low_per_hour`, `high_per_hour`), the
+    fitted line's values at the soak's start and end (`first`, `last`), and the values' `median`; `points`: the
+    values fitted (intervals, or bins of them)."""
+
+    what: str = Field(description='"throughput", "p50", "p99", "target memory", "target descriptors", "knee memory"')
+    unit: str = Field(description='"/s", "ms", "MB" or "" (a count)')
+    points: int
+    median: float
+    first: float
+    last: float
+    per_hour: float
+    low_per_hour: float
+    high_per_hour: float
+    drifting: bool = Field(
+        description="the slope's 95 % interval leaves out 0 and the fitted change over the soak is at least "
+        "SOAK_MATTERS of the median (memory: at least SOAK_MEMORY_MB too)"
+    )
+
+    @property
+    def pct_per_hour(self) -> tuple[float, float, float] | None:
+        """The slope and its interval as % of the median per hour; None when the median is 0."""
+        if self.median == 0:
+            return None
+        return tuple(100 * v / abs(self.median) for v in (self.per_hour, self.low_per_hour, self.high_per_hour))  # type: ignore[return-value]
+
+
+class Burst(BaseModel):
+    """A run of consecutive intervals with errors in a soak."""
+
+    start_s: float = Field(description="seconds after the soak's start")
+    seconds: float
+    failed: int = Field(description="failed + hung operations in the run")
+    failures: dict[str, int] = Field(default_factory=dict, description="by class")
+
+
+class Soak(BaseModel):
+    """A run that held one level for a long time, judged by its trends (knee.analysis.soak, docs/load-shapes.md)."""
+
+    seconds: float
+    interval_s: float
+    level: float
+    throughput: Drift | None = None
+    p50: Drift | None = None
+    p99: Drift | None = None
+    failing_intervals: int = 0
+    intervals: int = 0
+    bursts: list[Burst] = Field(default_factory=list, description="runs of failing intervals (not every interval)")
+    memory: Drift | None = Field(default=None, description="the monitored target's resident memory")
+    descriptors: Drift | None = Field(default=None, description="the monitored target's open file descriptors")
+    knee_memory: Drift | None = Field(default=None, description="knee's own resident memory")
+    sentences: list[str] = Field(default_factory=list)
+
+
 class Verdict(BaseModel):
     """What the analysis concluded about one group over a sweep."""
 
@@ -192,6 +247,7 @@ class Verdict(BaseModel):
         default=None, description="a closed loop under a rising clients profile: where more clients made it no faster"
     )
     spike: Spike | None = Field(default=None, description="a background group through another group's spike")
+    soak: Soak | None = Field(default=None, description='mode = "soak": the trends of a level held for long')
     findings: list[Finding] = Field(default_factory=list)
     sentences: list[str] = Field(default_factory=list)  # the verdict in words
     warnings: list[str] = Field(default_factory=list)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knee.model.base import Counts, GroupIdentity, Outcomes
 from knee.model.engine_summary import EngineDataUse, EngineGroup, EngineLatency, EngineRequest, EngineSeriesPoint
-from knee.model.resources import GeneratorStats, HostCounters, RemoteStats, TargetStats
+from knee.model.resources import GeneratorStats, HostCounters, RemoteStats, SoakSample, TargetStats
 
 # A sweep level: a client count (closed loop) or an offered rate in operations per second (open
 # loop, `[sweep] rates`); whole numbers stay ints so client levels read 50, not 50.0.
@@ -318,6 +318,9 @@ class StepResult(BaseModel):
     )
     repeat_of: int | None = Field(default=None, description="the index of the step this one measured again")
     data: list[DataUse] = Field(default_factory=list, description="what each data source did in this step")
+    soak: list[SoakSample] = Field(
+        default_factory=list, description='mode = "soak": the memory of the target and of knee, window by window'
+    )
     spec: dict[str, Any] | None = Field(
         default=None,
         description="what ran: the engine spec of the step's groups (docs/engine-spec.md), secrets as "

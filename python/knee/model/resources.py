@@ -116,6 +116,15 @@ class TargetStats(BaseModel):
     busiest: BusiestProcess | None = None  # the process that wanted the most CPU (running or runnable)
 
 
+class SoakSample(BaseModel):
+    """A soak's memory at the end of one of its windows (an interval): the monitored target's and knee's own."""
+
+    t_s: float = Field(description="seconds after the soak's start")
+    target_rss_mb: float | None = Field(default=None, description="the target's tree, mean over the window")
+    target_fds: int | None = Field(default=None, description="the target's tree's open descriptors, the window's peak")
+    knee_rss_mb: float = Field(description="knee's own process at the window's end")
+
+
 class TargetHost(BaseModel):
     """Where a network group's service ran, as the machine that ran the sweep saw it when the run started
     (knee.machine.network.target_hosts): the findings read it, so `knee report` elsewhere does no lookup."""

@@ -98,7 +98,10 @@ def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
     if v is not None and v.client_ramp is not None:
         what = "the clients ramp: achieved rate vs clients, interval by interval"
         out.append(_figure(plots.client_ramp(record, g.name, v.client_ramp), what))
-    out.append(_figure(plots.series(record, g.name), "per-interval series"))
+    if v is not None and v.soak is not None:
+        out.append(_figure(plots.soak(record, g.name, v.soak), "the soak: its intervals and their trends"))
+    else:
+        out.append(_figure(plots.series(record, g.name), "per-interval series"))
     out.append(_figure(plots.distribution(record, g.name), "latency distribution"))
     return out
 

@@ -23,7 +23,7 @@ from knee import fmt
 from knee.analysis.client_ramp import intervals as client_intervals
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
-from knee.model import ClientRamp, Ramp, RemoteStats, RunRecord, SeriesPoint, StepResult, USLFit
+from knee.model import ClientRamp, Ramp, RemoteStats, RunRecord, SeriesPoint, Soak, StepResult, USLFit
 
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
 _METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -365,6 +365,15 @@ def _intervals(
         ax.axvline(at, color=color, lw=1, label=label)
 
 
+def _interval_figure(fig: Figure, ax: Axes, xlabel: str, title: str) -> str:
+    """A ramp's figure finished: its x label and title, rates per second up, the legend at the upper left."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("per second")
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=7)
+    return to_svg(fig)
+
+
 def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
     """A run under a rising rate profile, interval by interval: the achieved (succeeded) and the failed-or-hung
     rate against the offered rate, the line where achieved = offered, and the located points with their brackets
@@ -386,11 +395,9 @@ def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
     ax.plot([0, top], [0, top], "--", color="grey", lw=0.8, label="achieved = offered")
     ax.set_xlim(0, top * 1.02)
     ax.set_ylim(0, top * 1.1)
-    ax.set_xlabel(f"offered rate, /s (each point: one {fmt.level(per)}-s interval)")
-    ax.set_ylabel("per second")
-    ax.set_title("The ramp: achieved vs offered rate")
-    ax.legend(loc="upper left", fontsize=7)
-    return to_svg(fig)
+    return _interval_figure(
+        fig, ax, f"offered rate, /s (each point: one {fmt.level(per)}-s interval)", "The ramp: achieved vs offered rate"
+    )
 
 
 def client_ramp(record: RunRecord, group: str, verdict: ClientRamp) -> str:
@@ -414,8 +421,55 @@ def client_ramp(record: RunRecord, group: str, verdict: ClientRamp) -> str:
     _intervals(ax, clients, whole, per, located)
     ax.set_xlim(0, max(clients, default=1.0) * 1.02)
     ax.set_ylim(0, None)
-    ax.set_xlabel(f"clients (each point: one {fmt.level(per)}-s interval)")
+    return _interval_figure(
+        fig, ax, f"clients (each point: one {fmt.level(per)}-s interval)", "The clients ramp: achieved rate vs clients"
+    )
+
+
+def soak(record: RunRecord, group: str, verdict: Soak) -> str:
+    """A soak's trends (knee.analysis.soak): each interval's rate and p99 (right, log) against time, the fitted
+    Theil–Sen lines through them, and (when sampled) the target's and knee's memory on a panel below."""
+    samples = record.steps[-1].soak if record.steps else []
+    memory = [s for s in samples if s.target_rss_mb is not None] or samples
+    fig = Figure(figsize=(_SIZE[0], _SIZE[1] * (1.6 if memory else 1.0)))
+    axes = fig.subplots(2 if memory else 1, 1, sharex=True, squeeze=False)[:, 0]
+    ax = axes[0]
+    g = record.steps[-1].groups[group]
+    per = g.interval_s or 1.0
+    whole = [p for p in g.series if p.t + per <= g.elapsed_s + 1e-6]
+    t = [(p.t + per / 2) / 60 for p in whole]
+    ax.plot(t, [p.succeeded / per for p in whole], "-", color="C0", lw=1, label="succeeded / s")
+    bad = [(p.failed + p.hung) / per for p in whole]
+    if any(bad):
+        ax.plot(t, bad, "-", color="C3", lw=1, label="failed + hung / s")
+    ends = [0.0, verdict.seconds / 60]
+    if verdict.throughput is not None:
+        ax.plot(ends, [verdict.throughput.first, verdict.throughput.last], "--", color="C0", lw=1.5, label="its trend")
+    ax.set_ylim(0, max([1.0, *(p.succeeded / per for p in whole)]) * 1.18)
     ax.set_ylabel("per second")
-    ax.set_title("The clients ramp: achieved rate vs clients")
-    ax.legend(loc="upper left", fontsize=7)
+    timed = [(x, p.p99_ms) for x, p in zip(t, whole, strict=True) if p.p99_ms]
+    if timed:
+        right = ax.twinx()
+        right.plot([x for x, _ in timed], [v for _, v in timed], ":", color="grey", lw=1)
+        if verdict.p99 is not None:
+            right.plot(ends, [verdict.p99.first, verdict.p99.last], "--", color="grey", lw=1.5)
+        _log(right, "y")
+        right.grid(False)
+        right.set_ylabel("p99 per interval, ms")
+        ax.plot([], [], ":", color="grey", label="p99 per interval, ms (right; dashed: its trend)")
+    ax.set_title(f"The soak: {fmt.load(verdict.level, record.level_unit)} for {fmt.duration(verdict.seconds)}")
+    ax.legend(loc="lower left", fontsize=7)
+    if memory:
+        low = axes[1]
+        minutes = [s.t_s / 60 for s in memory]
+        if any(s.target_rss_mb is not None for s in memory):
+            low.plot(minutes, [s.target_rss_mb for s in memory], "-", color="C1", lw=1.2, label="the target's memory")
+        low.plot(minutes, [s.knee_rss_mb for s in memory], "-", color="C4", lw=1.2, label="knee's own memory")
+        for d, color in ((verdict.memory, "C1"), (verdict.knee_memory, "C4")):
+            if d is not None:
+                low.plot(ends, [d.first, d.last], "--", color=color, lw=1)
+        low.set_ylim(0, None)
+        low.set_ylabel("resident memory, MB")
+        low.legend(loc="lower left", fontsize=7)
+    axes[-1].set_xlabel("minutes since the soak's start (dashed: the fitted Theil–Sen trends)")
     return to_svg(fig)

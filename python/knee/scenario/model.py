@@ -16,6 +16,7 @@ from knee.scenario.fields import Duration, DurationOrAuto, PositiveInt, Positive
 from knee.scenario.groups import Group
 from knee.scenario.machines import Monitor, Serve
 from knee.scenario.messages import Source, describe
+from knee.scenario.soak import check_soak
 
 DEFAULT_MAX_IN_FLIGHT = 10_000
 DEFAULT_SEARCH_START_RATE = 10.0  # rates = "auto": the first offered rate (/s) without search.start
@@ -267,6 +268,8 @@ class Analysis(Table):
 class Scenario(Table):
     name: str = ""
     description: str = ""
+    # "soak": one level held for sweep.duration and judged by its trends (knee.analysis.soak), not a sweep
+    mode: Literal["sweep", "soak"] = "sweep"
     vars: dict[str, str] = Field(default_factory=dict)
     # names of ${placeholders} whose values come from --secret or the environment and are never written
     secrets: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
@@ -299,6 +302,8 @@ class Scenario(Table):
                 "every group has background = true, so none would end the step; "
                 "give at least one group no background (it sets how long each step lasts)"
             )
+        if self.mode == "soak":
+            check_soak(self)
         counted = next((k for k in ("total", "per_client") if getattr(self.sweep, k) is not None), None)
         for name, g in self.groups.items():
             if g.clients_profile is not None and counted is not None and g.duration is None and not g.background:

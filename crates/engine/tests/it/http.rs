@@ -353,6 +353,33 @@ fn a_shard_of_background_groups_runs_until_stopped_and_cuts_into_windows() {
         assert!(!w.span.stopped);
     }
     assert!(windows[2].span.started_unix > windows[1].span.started_unix + 0.2);
+    // Followed one after another (a soak's windows), they are the whole run: the same counts as merged, each
+    // client's count its own, the elapsed times added and the series going on interval by interval.
+    let mut run = windows[0].clone();
+    for w in &windows[1..] {
+        run.follow(w).unwrap();
+    }
+    let r = &run.groups[0];
+    assert_eq!(r.counts.outcomes, g.counts.outcomes);
+    assert_eq!(r.counts.clients, 4);
+    assert_eq!(r.counts.per_client.len(), 4);
+    assert_eq!(r.counts.per_client.iter().sum::<u64>(), r.counts.outcomes.succeeded);
+    let lasted: f64 = windows.iter().map(|w| w.groups[0].counts.elapsed_s).sum();
+    assert!(
+        (r.counts.elapsed_s - lasted).abs() < 1e-9 && r.counts.elapsed_s > 0.7,
+        "{}",
+        r.counts.elapsed_s
+    );
+    let ticks: u64 = r.series.iter().map(|t| t.succeeded).sum();
+    assert_eq!(ticks, r.counts.outcomes.succeeded);
+    let expected = (r.counts.elapsed_s / 0.1).round() as usize;
+    assert!(
+        r.series.len().abs_diff(expected) <= 1,
+        "{} intervals for {} s",
+        r.series.len(),
+        r.counts.elapsed_s
+    );
+    assert!(r.series.len() > windows[1..].iter().map(|w| w.groups[0].series.len()).max().unwrap());
     let e = Engine::start(one_group(1, json!({"total": 1}), http(&base.url()))).unwrap();
     assert!(e.cut().unwrap_err().to_string().contains("while_others"));
 }

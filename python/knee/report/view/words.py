@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from knee import fmt
 from knee.analysis.side import spin
+from knee.analysis.soak import headline as soak_headline
 from knee.model import Finding, RunRecord, StepResult, Verdict
 
 LITTLE_GAP = 0.2
@@ -23,6 +24,8 @@ def headline(v: Verdict) -> str | None:
     """The verdict in one sentence, from its fields: what the curve is, its best rate and where, and the levels
     where it broke ('a pool of about 4: 77.0 Hz from 4 clients; errors from 70'). None for a verdict without a
     peak (a background group, stages, nothing succeeded): its first point heads it."""
+    if v.soak is not None:
+        return soak_headline(v.soak, v.level_unit)
     if v.peak_level is None or v.peak_rate is None:
         return None
     unit = v.level_unit
