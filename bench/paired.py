@@ -70,6 +70,15 @@ def knee_counts(doc: dict[str, Any]) -> Row:
     }
 
 
+def cpu_per_request(row: Row, doc: dict[str, Any], m: Any, served: int) -> Row:
+    """`row` (its `requests` counted) with the CPU figures of a measured `knee run --json` (`doc`; `m`, the
+    process tree's wait4): the step's and the process's CPU, nginx's count `served`, and each per request (µs)."""
+    row |= {"load_cpu_s": doc["generator"]["cpu_s"], "nginx_requests": served, "cpu_s": m.cpu_s, "wall_s": m.wall_s}
+    row["us_per_request"] = row["cpu_s"] / row["requests"] * 1e6
+    row["load_us_per_request"] = row["load_cpu_s"] / row["requests"] * 1e6
+    return row
+
+
 def knee_version() -> str:
     from tool import first_line
 

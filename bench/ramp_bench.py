@@ -48,6 +48,7 @@ def argv_of(variant: str, url: str, a: argparse.Namespace, out: Path) -> list[st
 
 def one(variant: str, server: Any, a: argparse.Namespace) -> dict[str, Any]:
     from measure import run_measured
+    from paired import cpu_per_request
 
     before = server.requests()
     with tempfile.TemporaryDirectory(prefix="knee-ramp-bench-") as tmp:
@@ -67,13 +68,8 @@ def one(variant: str, server: Any, a: argparse.Namespace) -> dict[str, Any]:
         "dropped": ol["dropped"],
         "p50_ms": doc["latency_ms"]["p50"],
         "p99_ms": doc["latency_ms"]["p99"],
-        "load_cpu_s": doc["generator"]["cpu_s"],
-        "nginx_requests": server.requests() - before - 1,  # less this look at it
-        "cpu_s": m.cpu_s,
-        "wall_s": m.wall_s,
     }
-    row["us_per_request"] = row["cpu_s"] / row["requests"] * 1e6
-    row["load_us_per_request"] = row["load_cpu_s"] / row["requests"] * 1e6
+    row = cpu_per_request(row, doc, m, server.requests() - before - 1)  # (less this look at nginx's count)
     if row["errors"] or row["nginx_requests"] != row["started"]:
         raise SystemExit(f"{variant}: {row['errors']} errors, nginx read {row['nginx_requests']}: {row}")
     return row

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import platform
@@ -602,30 +603,19 @@ def write_report(
             f"`.venv/bin/python bench/run.py --from-json {meta['results_file']}` writes this page again from it.",
         ]
     lines += [""]
-    search = Path(__file__).resolve().parent / "results" / "bench-search.json"
-    if search.is_file():  # bench/search_bench.py's numbers: the level search against a fixed sweep
-        from search_bench import section_from
-
-        lines += [section_from(json.loads(search.read_text())), ""]
-    live = Path(__file__).resolve().parent / "results" / "bench-live.json"
-    if live.is_file():  # bench/live_bench.py's numbers: what --serve costs
-        import live_bench
-
-        lines += [live_bench.section_from(json.loads(live.read_text())), ""]
-    flow_http = Path(__file__).resolve().parent / "results" / "bench-flow-http.json"
-    if flow_http.is_file():  # bench/flow_http_bench.py's numbers: ctx.http against Locust's FastHttpUser
-        import flow_http_bench
-
-        lines += [flow_http_bench.section_from(json.loads(flow_http.read_text())), ""]
-    feeders = Path(__file__).resolve().parent / "results" / "bench-feeders.json"
-    if feeders.is_file():  # bench/feeder_bench.py's numbers: data sources, mixes and --targets against vegeta
-        import feeder_bench
-
-        lines += [feeder_bench.section_from(json.loads(feeders.read_text())), ""]
-    ramp = Path(__file__).resolve().parent / "results" / "bench-ramp.json"
-    if ramp.is_file():  # bench/ramp_bench.py's numbers: a rate profile against a constant rate
-        import ramp_bench
-
-        lines += [ramp_bench.section_from(json.loads(ramp.read_text())), ""]
+    # The other benches' sections, each from its own results file, where it was run
+    sections = (
+        ("bench-search.json", "search_bench"),  # the level search against a fixed sweep
+        ("bench-live.json", "live_bench"),  # what --serve costs
+        ("bench-flow-http.json", "flow_http_bench"),  # ctx.http against Locust's FastHttpUser
+        ("bench-feeders.json", "feeder_bench"),  # data sources, mixes and --targets against vegeta
+        ("bench-ramp.json", "ramp_bench"),  # a rate profile against a constant rate
+        ("bench-oplog.json", "oplog_bench"),  # what --operations-log costs
+    )
+    for name, module in sections:
+        results = Path(__file__).resolve().parent / "results" / name
+        if results.is_file():
+            section_from = importlib.import_module(module).section_from
+            lines += [section_from(json.loads(results.read_text())), ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from knee._engine import EngineError, FdLimitError, SpecError, __version__
     from knee.api import Run, RunResult, run, sweep
+    from knee.operations import read_operations
 
-__all__ = ["EngineError", "FdLimitError", "Run", "RunResult", "SpecError", "__version__", "run", "sweep"]
+__all__ = [
+    "EngineError", "FdLimitError", "Run", "RunResult", "SpecError", "__version__", "read_operations", "run", "sweep"
+]  # fmt: skip
 
 _API = ("run", "sweep", "Run", "RunResult")
 _ERRORS = ("EngineError", "SpecError", "FdLimitError")
@@ -32,6 +35,10 @@ def __getattr__(name: str) -> Any:
         except ImportError:  # a source tree without a built engine
             return "0.0.0"
         return __version__
+    if name == "read_operations":
+        from knee.operations import read_operations
+
+        return read_operations
     if name in _ERRORS:
         from knee import _engine
 

@@ -193,11 +193,24 @@ def background_spec(scenario: Scenario) -> EngineSpec | None:
     )
 
 
+def operations_log(scenario: Scenario, index: int) -> str | None:
+    """Where step `index` writes its operations (sweep.operations_log, `--operations-log FILE`): FILE itself for a run
+    of one step (knee run, a soak), else FILE with the step's index before its suffix (ops.bin: ops.step0.bin …)."""
+    if scenario.sweep.operations_log is None:
+        return None
+    path = Path(scenario.sweep.operations_log).resolve()
+    single = scenario.mode == "soak" or (
+        not scenario.sweep.auto_levels and len(sweep_plan(scenario)) == 1 and not scenario.recovery_enabled()
+    )
+    return str(path if single else path.with_name(f"{path.stem}.step{index}{path.suffix}"))
+
+
 def soak_spec(scenario: Scenario, step: PlannedStep) -> EngineSpec:
     """A soak's shard (mode = "soak"): every group at the step's level, running until stopped, so that the runner
     cuts it into windows as it goes (knee.soaking) and stops it at the soak's end."""
     spec = engine_spec(scenario, step)
-    return spec.model_copy(update={"groups": [g.model_copy(update={"stop": WhileOthers()}) for g in spec.groups]})
+    groups = [g.model_copy(update={"stop": WhileOthers()}) for g in spec.groups]
+    return spec.model_copy(update={"groups": groups, "operations_log": operations_log(scenario, 0)})
 
 
 def _interval_ms(scenario: Scenario) -> int:

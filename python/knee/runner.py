@@ -1,14 +1,13 @@
 """Run a scenario's plan step by step, keep every result, end with a verdict and a report.
 
-The one runner: `knee run` (one step, or one per rate), `knee sweep FILE`, `knee sweep TARGET`,
+The one runner: `knee run` (one step, or one per rate), `knee sweep FILE`, `knee sweep TARGET`, `knee soak`,
 `knee demo` and `knee.run()` / `knee.sweep()` all come here with a Scenario.
 
-`start_run` / `resume_run` prepare the run directory and its RunRecord; `execute` runs the plan
-(sweep steps, stop rules, recovery probes) on an executor and `finish` analyses and writes the
-reports. Each step's result is saved before the next one starts, so a killed knee loses at most the
-step in progress; `--resume` replays the recorded steps through the same stop rules and runs only
-what is missing. A scenario's background groups run in a shard of their own across every step (a
-baseload that never restarts), cut into a window per step.
+`start_run` / `resume_run` prepare the run directory and its RunRecord; `execute` runs the plan (sweep steps, stop
+rules, recovery probes; a soak: knee.soaking) on an executor and `finish` analyses and writes the reports. Each
+step's result is saved before the next one starts, so a killed knee loses at most the step in progress; `--resume`
+replays the recorded steps through the same stop rules and runs only what is missing. A scenario's background
+groups run in a shard of their own across every step (a baseload that never restarts), cut into a window per step.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from knee.plan import (
     PlannedStep,
     background_spec,
     engine_spec,
+    operations_log,
     probe_step,
     quick,
     step_seconds,
@@ -324,8 +324,7 @@ class _Runner(Searching, Soaking):
                         if self.intr.requested:
                             return
                     step = self._run(planned, number, len(plan))
-                    # A step cut short by Ctrl-C ends the sweep; one that lost a worker is kept (marked
-                    # partial, the worker named) and the sweep goes on by its stop rules.
+                    # Cut short by Ctrl-C: the sweep ends; a step that lost a worker is kept (partial, the worker named)
                     if step.partial and (self.intr.requested or not step.lost_workers):
                         return
                 if self._abort(step):
@@ -380,7 +379,9 @@ class _Runner(Searching, Soaking):
 
     def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True
+        index = max((s.index for s in self.record.steps), default=-1) + 1  # as _save numbers it
         spec = engine_spec(self.scenario, planned, continuous=True, used=self._data_used())
+        spec = spec.model_copy(update={"operations_log": operations_log(self.scenario, index)})
         settled = self.settler.before(planned, self.console, again=repeat_of is not None)
         self.progress.begin(number, total, planned)
         self._cut_between()

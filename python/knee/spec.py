@@ -246,6 +246,7 @@ class EngineSpec(_Spec):
     seed: int = 0
     data: list[DataSource] = Field(default_factory=list)
     groups: list[GroupSpec]
+    operations_log: str | None = None  # every measured operation written to this file (knee.operations)
 
     def to_json(self) -> str:
         """The JSON the engine reads (every field, as the engine writes it back): the only dump that holds a TLS

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knee.plan",),
     ("knee.engine", "knee.machine"),
     ("knee.preflight", "knee.executor", "knee.settle"),
-    ("knee.store",),
+    ("knee.store", "knee.operations"),
     ("knee.report",),
     ("knee.progress", "knee.progress_line", "knee.live"),
     ("knee.runner", "knee.searching", "knee.soaking"),

@@ -12,8 +12,9 @@ use tokio::sync::watch;
 use crate::clients::{Prepared, SPAWN_FDS};
 use crate::counts::Outcomes;
 use crate::data::Feeders;
-use crate::error::EngineError;
+use crate::error::{EngineError, SpecError};
 use crate::limits;
+use crate::oplog::OpLog;
 use crate::profile::Curve;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult, ShardSpan};
@@ -90,6 +91,10 @@ impl Engine {
     /// together. An error from `barrier` ends the threads (their worker programs too) and is returned.
     pub fn start_after(spec: Spec, barrier: impl FnOnce() -> Result<(), EngineError>) -> Result<Engine, EngineError> {
         spec.validate()?;
+        let oplog = match &spec.operations_log {
+            Some(path) => Some(OpLog::create(path).map_err(SpecError::new)?),
+            None => None,
+        };
         let feeders = Feeders::new(&spec.data, spec.seed)?;
         let mut preps = Vec::with_capacity(spec.groups.len());
         let mut fds = 64u64;
@@ -159,6 +164,7 @@ impl Engine {
             cut_tx: watch::channel(None).0,
             cut_reply: Mutex::new(None),
             feeders,
+            oplog,
         });
         // The threads get ready (worker programs started and answering), then wait at the gate for the
         // common start, which is set only once every one of them is ready.
@@ -221,6 +227,14 @@ impl Engine {
         let _ = shared.start.set(start);
         for g in &shared.groups {
             g.set_start(start);
+        }
+        if let Some(log) = &shared.oplog {
+            let names: Vec<_> = shared
+                .groups
+                .iter()
+                .map(|g| (g.spec.name.clone(), g.prep.request_names()))
+                .collect();
+            log.begin(start, started_unix, &names);
         }
         gate.set(true);
         let done: Arc<(Mutex<Done>, Condvar)> = Arc::default();

@@ -25,6 +25,7 @@ mod engine;
 mod error;
 mod histo;
 mod limits;
+mod oplog;
 mod outcome;
 mod pacer;
 mod profile;

@@ -12,9 +12,11 @@ use hdrhistogram::Histogram;
 use crate::class::ErrorClass;
 use crate::counts::Outcomes;
 use crate::histo;
+use crate::oplog::{OpBuf, OpRecord};
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::reason;
 use crate::result::{GroupResult, RequestResult, Tick};
+use crate::threads::Shared;
 
 /// One group's recording on one thread, over one window (the measurement, or the time since the
 /// last `cut`).
@@ -30,6 +32,8 @@ pub(crate) struct GroupRec {
     interval_s: f64,
     /// Scratch for normalised failure messages.
     key: String,
+    /// This thread's records for the operations log (crate::oplog), when there is one.
+    log: Option<OpBuf>,
 }
 
 /// Where a measured operation's latency counts from.
@@ -60,7 +64,36 @@ impl GroupRec {
             origin,
             interval_s,
             key: String::new(),
+            log: None,
         }
+    }
+
+    /// A thread's recordings of each group of `shared`, `mine` its clients of each: from the group's measured
+    /// start, each writing to the operations log when there is one.
+    pub fn of_thread(shared: &Shared, mine: &[Vec<u64>]) -> Vec<GroupRec> {
+        let interval_s = shared.interval.as_secs_f64();
+        let groups = shared.groups.iter().zip(mine).enumerate();
+        groups
+            .map(|(gi, (g, cs))| {
+                let names = g.prep.request_names();
+                let start = g.measured_start();
+                let rec = GroupRec::new(
+                    &g.spec.name,
+                    g.spec.client.kind(),
+                    &names,
+                    cs.clone(),
+                    start,
+                    interval_s,
+                );
+                rec.logging(shared.oplog.as_ref().map(|log| OpBuf::new(log.clone(), gi)))
+            })
+            .collect()
+    }
+
+    /// The same recording, writing its operations to `log` too.
+    pub fn logging(mut self, log: Option<OpBuf>) -> GroupRec {
+        self.log = log;
+        self
     }
 
     /// A fresh recording of the same clients from `origin` on (for `cut`).
@@ -76,7 +109,7 @@ impl GroupRec {
             self.interval_s,
         );
         rec.res.counts.open_loop = self.res.counts.open_loop;
-        rec
+        rec.logging(self.log.as_ref().map(OpBuf::again))
     }
 
     /// The series' interval of instant `at`, the series grown to hold it.
@@ -121,6 +154,24 @@ impl GroupRec {
         detail: &Detail,
         request: usize,
     ) -> bool {
+        if let Some(log) = self.log.as_mut() {
+            let from = t.end.checked_sub(t.latency).unwrap_or(t.end);
+            let began = t.end.checked_sub(t.uncorrected.unwrap_or(t.latency)).unwrap_or(from);
+            let (sent, received) = (rep.bytes.sent, rep.bytes.received);
+            let wait = began.saturating_duration_since(from);
+            log.add(
+                &rep.outcome,
+                &OpRecord {
+                    from,
+                    end: t.end,
+                    wait,
+                    client,
+                    request,
+                    sent,
+                    received,
+                },
+            );
+        }
         if let Some(r) = self.res.requests.get_mut(request) {
             let o = &mut r.counts.outcomes;
             match rep.outcome {

@@ -20,6 +20,7 @@ use crate::cancel::{sleep_unless_stopped, Alarm, Alarms, Cancel};
 use crate::clients::{prepare_spawns, Client, Host, HostedGroup, Hosts, Prepared, ThreadPart};
 use crate::data::{ClientData, Draw, Feeders};
 use crate::error::EngineError;
+use crate::oplog::OpLog;
 use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
 use crate::profile::Curve;
@@ -113,6 +114,8 @@ pub(crate) struct Shared {
     pub cut_reply: Mutex<Option<mpsc::Sender<ThreadOutput>>>,
     /// The shard's data sources.
     pub feeders: Feeders,
+    /// The operations log, when the spec asks for one (crate::oplog).
+    pub oplog: Option<Arc<OpLog>>,
 }
 
 impl Shared {
@@ -240,24 +243,7 @@ pub(crate) fn run_thread(
         local.block_on(&rt, hosts.close(true));
         return output(Vec::new());
     }
-    let interval_s = shared.interval.as_secs_f64();
-    let rec: Recs = Rc::new(RefCell::new(
-        shared
-            .groups
-            .iter()
-            .zip(&mine)
-            .map(|(g, cs)| {
-                GroupRec::new(
-                    &g.spec.name,
-                    g.spec.client.kind(),
-                    &g.prep.request_names(),
-                    cs.clone(),
-                    g.measured_start(),
-                    interval_s,
-                )
-            })
-            .collect(),
-    ));
+    let rec: Recs = Rc::new(RefCell::new(GroupRec::of_thread(&shared, &mine)));
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(publish_recent(shared.clone(), rec.clone(), thread));
         let cutter = tokio::task::spawn_local(serve_cuts(shared.clone(), rec.clone(), cuts));

@@ -6,6 +6,7 @@ The commands turn them into `knee.scenario.oneline.Options`, then a Scenario: on
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -146,6 +147,12 @@ _LOAD = [
     click.option("--warmup", help="Leave operations ending this early out."),
     click.option("--interval", help="Granularity of the per-interval counts (default 1s)."),
     click.option("--threads", type=click.IntRange(min=0), help="Engine threads (0 = one per core)."),
+    click.option(
+        "--operations-log",
+        metavar="FILE",
+        help="Write every operation (start, latency, outcome, class, request, bytes) to FILE as it goes; a run of "
+        "several steps writes FILE.stepN each (read with knee.read_operations).",
+    ),
     click.option("--poisson", is_flag=True, help="Open loop: Poisson arrivals (random gaps) instead of evenly spaced."),
     click.option(
         "--max-in-flight",
@@ -231,6 +238,11 @@ def apply_ship(scenario: Scenario, opts: dict[str, Any]) -> None:
     ship = str(opts["ship_wheel"]) if opts["ship_wheel"] else bool(opts["ship"])
     fix = "the cluster too (--cluster tcp://host:8786)"
     scenario.cluster.ship_with(ship, elsewhere=bool(opts["cluster"]), named="--ship", fix=fix)
+    log = scenario.sweep.operations_log
+    if log is not None and (opts["cluster"] or scenario.cluster.address or scenario.cluster.jobqueue):
+        raise UserError("--operations-log writes where the engine runs: not with a cluster yet; drop one of them")
+    if log is not None and not os.access(Path(log).resolve().parent, os.W_OK):
+        raise UserError(f"--operations-log {log!r}: its directory does not exist or cannot be written; fix the path")
 
 
 SERVE = click.option(

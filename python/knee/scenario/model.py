@@ -120,6 +120,7 @@ class Sweep(Table):
     interval: Duration = 1.0
     stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     threads: Annotated[int, Field(ge=0)] = 0  # engine threads; 0 = one per core
+    operations_log: Annotated[str, Field(min_length=1)] | None = None  # every operation to a file (knee.operations)
 
     @field_validator("interval")
     @classmethod

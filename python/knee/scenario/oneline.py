@@ -161,6 +161,7 @@ class Options:
     data_on_exhausted: str | None = None
     interval: str | float | None = None
     threads: int | None = None
+    operations_log: str | None = None
     poisson: bool = False
     max_in_flight: int | None = None
     rate_profile: str | None = None  # `knee run --rate-profile`: the rate over time (knee.scenario.profiles)
@@ -421,7 +422,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         if o.duration is not None or shaped is None or not profiles.ends_of_itself(shaped):
             sweep["duration"] = o.duration if o.duration is not None else "10s"  # a profile's end is its own default
         _warmup_within(o.warmup, o.duration)
-    for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration"):
+    for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration", "operations_log"):
         if getattr(o, key) is not None:
             sweep[key] = getattr(o, key)
     if o.settle is not None:

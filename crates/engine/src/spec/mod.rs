@@ -31,6 +31,8 @@ pub struct Spec {
     pub interval_ms: u64,
     /// Optional common start instant (Unix seconds) so shards on several machines start together.
     pub start_at_unix: Option<f64>,
+    /// Optional file every measured operation is written to as it goes (crate::oplog).
+    pub operations_log: Option<String>,
     /// Seeds every random choice (request mixes, random and shuffled rows, the templates' random values):
     /// the same seed replays the same choices.
     #[serde(default)]
