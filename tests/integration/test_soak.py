@@ -21,8 +21,8 @@ from knee.store import RunDir
 from conftest import knee_cli
 from servers import Nginx, free_port, settled, wait_for_port
 
-# Serial: drift is read from measured rates, latencies and memory.
-pytestmark = pytest.mark.serial
+# Serial (the soaks, not the mistakes): drift is read from measured rates, latencies and memory.
+serial = pytest.mark.serial
 
 LEAKY = """
 import http.server, sys
@@ -88,6 +88,7 @@ def soak(*args: str, out: Path, timeout: float = 120) -> RunRecord:
     return RunDir(run_dir).load()
 
 
+@serial
 @pytest.mark.timeout(180)
 def test_a_leaking_service_has_its_memory_growth_named(leaky: Leaky, tmp_path: Path) -> None:
     body = "x" * 10_000  # 100 bodies a second kept: about 1 MB/s, 3.6 GB an hour
@@ -118,6 +119,7 @@ def test_a_leaking_service_has_its_memory_growth_named(leaky: Leaky, tmp_path: P
     assert s.knee_memory is not None and len(step.soak) >= 29, step.soak
 
 
+@serial
 @pytest.mark.timeout(120)
 def test_nginx_holds_steady(nginx: Nginx, tmp_path: Path) -> None:
     nginx.clear_log()
@@ -145,6 +147,7 @@ def basic() -> Iterator[TargetProcess]:
         yield t
 
 
+@serial
 @pytest.mark.timeout(120)
 def test_a_soak_killed_with_sigkill_keeps_all_but_its_last_interval(basic: TargetProcess, tmp_path: Path) -> None:
     out = tmp_path / "runs"
