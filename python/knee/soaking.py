@@ -90,6 +90,9 @@ class Soaking:
                     run = StepRun(whole, not last or self.intr.requested, started, meter.stop())
                     step = self._save_soak(planned, run, watched, samples)
                     self.progress.update(_snapshot(whole, piece, time.monotonic() - t0, last))
+                    saved = getattr(self.progress, "saved", None)  # the live page's (knee.live.progress)
+                    if not last and saved is not None:
+                        saved()
                     if last:
                         break
             finally:

@@ -227,3 +227,29 @@ def test_a_soak_scenario_that_is_not_one_level_held_is_refused(sweep: str, said:
     file.write_text(f'mode = "soak"\n[groups.main]\n{group}\n[sweep]\n{sweep}\n')
     proc = knee_cli("soak", str(file), "--out", str(tmp_path / "runs"), timeout=30)
     assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@serial
+@pytest.mark.timeout(120)
+def test_the_live_page_draws_the_trends_as_they_form(basic: TargetProcess, tmp_path: Path) -> None:
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee", "soak", basic.url + "/", "-c", "2", "-d", "12s", "--interval", "1s",
+         "--serve", f"127.0.0.1:{port}", "--out", str(tmp_path / "runs")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, 30)
+        time.sleep(6)  # five intervals saved: the verdict needs three whole ones
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+            page = r.read().decode()
+        assert proc.poll() is None, "the soak was still running when the page was read"
+        # the soak so far, analysed: its figure (the rates, their fitted trends) and its verdict's headline
+        assert "The soak: 2 clients for" in page and "fitted Theil–Sen trends" in page, page[-3000:]
+        assert "a soak of " in page and "at 2 clients" in page, page[-3000:]
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -105,6 +105,13 @@ class LiveProgress:
             clients = clients_at(g.clients_profile, t)
         return clients, offered if g.profile is None else g.profile.rate_at(t)
 
+    def saved(self) -> None:
+        """The record saved while its step runs (a soak, interval by interval, knee.soaking): the page's report is
+        drawn anew from it when read, its trends as they form."""
+        self.hub.publish(
+            record=self.record.model_copy(update={"steps": list(self.record.steps)}), version=self.hub.view.version + 1
+        )
+
     def end(self, step: StepResult) -> None:
         self.inner.end(step)
         if self.results:
