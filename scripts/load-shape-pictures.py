@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The pictures of docs/load-shapes.md, drawn again: each profile's shape (from knee.scenario.profiles, no load),
 and each verdict's figure as report.html draws it, from a run of the doc's own example against `knee target` on
-127.0.0.1 (about a minute of load in all).
+127.0.0.1 (about two minutes of load in all); the soak's against a server of its own that keeps every request body
+(it leaks).
 
     .venv/bin/python scripts/load-shape-pictures.py [OUT_DIR]     (default docs/images)
 """
@@ -14,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: free_port, wait_for_port
 
 from knee.demo_target import start_target
 from knee.report import plots
@@ -42,7 +45,7 @@ def shapes_svg() -> str:
         ax.set_xlabel("seconds from the step's start")
         ax.set_ylabel("per second (or clients)")
         ax.set_ylim(0, None)
-    fig.tight_layout()
+    fig.subplots_adjust(hspace=0.6, wspace=0.25)  # (plots.to_svg sets the margins around them)
     return plots.to_svg(fig)
 
 
@@ -54,6 +57,52 @@ def run(out: Path, *args: str) -> RunDir:
     if code not in (0, 3):  # 3: the run missed its SLO, as the ramp's example does
         raise SystemExit(f"knee run {' '.join(args)} exited with {code}")
     return RunDir(next(where.iterdir()))
+
+
+LEAKY = """
+import http.server, sys
+
+kept = []
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_POST(self):
+        kept.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def soak_svg(runs: Path) -> str:
+    """`knee soak` of a server that keeps every 10 kB body, 100 a second for a minute: its memory's growth."""
+    from servers import free_port, wait_for_port  # tests/servers.py
+
+    (runs / "leaky.py").write_text(LEAKY)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(runs / "leaky.py"), str(port)])
+    try:
+        wait_for_port(port, 20)
+        where = Path(tempfile.mkdtemp(dir=runs))
+        argv = [sys.executable, "-m", "knee", "soak", f"http://127.0.0.1:{port}/", "--rate", "100", "-c", "20",
+                "-d", "60s", "--interval", "2s", "--method", "POST", "--body", "x" * 10_000,
+                "--monitor-pid", str(server.pid), "--out", str(where)]  # fmt: skip
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        rec = RunDir(next(where.iterdir())).load()
+    finally:
+        server.kill()
+        server.wait()
+    soak = next(v.soak for v in rec.verdicts if v.soak is not None)
+    return plots.soak(rec, "main", soak)
 
 
 def main() -> None:
@@ -79,7 +128,8 @@ def main() -> None:
             )
             rec = run(runs, str(scenario)).load()
             (out / "spike-verdict.svg").write_text(plots.series(rec, "base"))
-    for name in ("load-shapes", "ramp-verdict", "clients-ramp-verdict", "spike-verdict"):
+        (out / "soak-verdict.svg").write_text(soak_svg(runs))
+    for name in ("load-shapes", "ramp-verdict", "clients-ramp-verdict", "spike-verdict", "soak-verdict"):
         print(out / f"{name}.svg")
 
 

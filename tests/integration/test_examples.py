@@ -216,3 +216,23 @@ def test_mix(target: TargetProcess, tmp_path: Path) -> None:
         writes += g.requests["write"].succeeded
     assert 0.05 < writes / (reads + writes) < 0.15, (reads, writes)  # 1 in 10, over a few thousand requests
     assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
+
+
+def test_spike(target: TargetProcess, tmp_path: Path) -> None:
+    record, _ = run_example("spike", target, tmp_path)
+    (step,) = record.steps
+    assert set(step.groups) == {"base", "spike"}
+    v = next(v for v in record.verdicts if v.group == "base")
+    assert v.spike is not None and v.spike.of == "clients" and v.spike.peak_hz == 500, v.sentences
+    assert v.sentences[: len(v.spike.sentences)] == v.spike.sentences
+    assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
+
+
+def test_soak(target: TargetProcess, tmp_path: Path) -> None:
+    record, _ = run_example("soak", target, tmp_path)
+    (step,) = record.steps
+    assert record.scenario.mode == "soak" and not step.partial
+    v = next(v for v in record.verdicts if v.group == "main")
+    assert v.soak is not None and v.soak.level == 50 and v.sentences == v.soak.sentences, v.sentences
+    assert len(step.soak) >= 3  # quick: a second of 0.1-s intervals, each on disk as it ended
+    assert settled(lambda: target.stats()["requests"], sent(record)) == sent(record)
