@@ -70,13 +70,14 @@ test-rust: ## engine and demo-target tests (real servers on 127.0.0.1)
 KNEE_ALLOWED_SKIPS ?=
 
 # Three passes. First the tests marked `serial` (they measure rates and timings, mostly waiting: a fifth of a core
-# each), four at a time (two took 4:06 here, three 3:02 twice with the 2 cores 66 % idle, four 2:38 at 58 % idle). Then those marked `alone` (they take or measure whole cores, or count the machine's
+# each), three at a time (two took 4:06 here, three 3:02 twice with the 2 cores 66 % idle; four 2:38 at 58 % idle,
+# but in /tmp/ci21 two of them measured what the others took: a USL's σ 0.031 for 0.05, a ramp's arrivals late). Then those marked `alone` (they take or measure whole cores, or count the machine's
 # connections), one at a time; the ones marked `time_wait` last, since the TIME_WAIT sockets of their tens of thousands
 # of connections hold half the ephemeral ports for a minute, and a verdict measured beside them says "load side".
 # Then the rest, which wait on servers rather than measure, on PYTEST_WORKERS xdist workers (a module with an
 # expensive module fixture keeps to one worker: its xdist_group). All three run even if one fails.
 PYTEST_WORKERS ?= 4
-PYTEST_SERIAL_WORKERS ?= 4
+PYTEST_SERIAL_WORKERS ?= 3
 PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=25
 
 test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it

@@ -67,7 +67,10 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     assert v.error_onset_level == 21, (levels, v.sentences)
     assert v.brackets["onset"].below == 20
     assert any(s.startswith("errors from 21 clients (") and s.endswith("; 20: none)") for s in v.sentences), v.sentences
-    assert len(levels) <= 12, [(s.level, s.reason) for s in record.steps]
+    # the levels the search chose (a level measured again because it contradicted its neighbours is the noise's,
+    # test_level_twice.py's subject)
+    chosen = [s for s in record.steps if s.phase == "sweep" and s.repeat_of is None]
+    assert len(chosen) <= 12, [(s.level, s.reason) for s in record.steps]
     assert all(s.reason for s in record.steps if s.phase == "sweep")
     assert any("the error onset between" in s.reason for s in record.steps), [s.reason for s in record.steps]
     ramp = [s.level for s in record.steps if s.reason.startswith(("the search starts", "ramp"))]
