@@ -72,15 +72,17 @@ class Soaking:
             shard = self.executor.start_background(soak_spec(self.scenario, planned))
             t0 = time.monotonic()  # its clients have started: the soak lasts `seconds` from here
             forget = on_hard_exit(shard.stop)  # a second Ctrl-C stops its clients too
+            stopped = False
             try:
                 n = 0
-                while True:
+                while not stopped:
                     n += 1
                     due = min(t0 + n * window, t0 + seconds)
                     while not self.intr.requested and (left := due - time.monotonic()) > 0:
                         time.sleep(min(0.1, left))
                     last = self.intr.requested or due >= t0 + seconds - 1e-6
                     piece = shard.stop() if last else shard.cut()
+                    stopped = last
                     if whole is None:
                         whole = piece
                     else:
@@ -93,9 +95,9 @@ class Soaking:
                     saved = getattr(self.progress, "saved", None)  # the live page's (knee.live.progress)
                     if not last and saved is not None:
                         saved()
-                    if last:
-                        break
             finally:
+                if not stopped:  # an error on the way (a cut not answered): its clients end with it
+                    shard.stop()
                 forget()
             self.progress.end(step)
 

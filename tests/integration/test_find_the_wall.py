@@ -50,8 +50,10 @@ def searched(record: RunRecord) -> list[int | float]:
     return [s.level for s in record.steps if s.phase == "sweep"]
 
 
-@pytest.mark.serial  # beside the CPU-bound parallel pass its levels (a psql process per operation) ran slow and the
-@pytest.mark.timeout(300)  # search measured one again: 13 levels (/tmp/ci20); mostly waiting (pg_sleep) where it is
+# Alone: a psql process per operation. Beside the CPU-bound parallel pass its levels ran slow and the search took 13
+# levels (/tmp/ci20); in the serial pass its processes took what the others measure (/tmp/ci22: a 2/s step read 2.25).
+@pytest.mark.alone
+@pytest.mark.timeout(300)
 def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> None:
     """max_connections = 20: psql clients holding a connection for 1 s fail from the 21st on. The pause between
     levels lets the server end the sessions of the operations a level's end abandoned (their backends finish
