@@ -379,9 +379,8 @@ class _Runner(Searching, Soaking):
 
     def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True
-        index = max((s.index for s in self.record.steps), default=-1) + 1  # as _save numbers it
         spec = engine_spec(self.scenario, planned, continuous=True, used=self._data_used())
-        spec = spec.model_copy(update={"operations_log": operations_log(self.scenario, index)})
+        spec = spec.model_copy(update={"operations_log": operations_log(self.scenario, self.record.next_index())})
         settled = self.settler.before(planned, self.console, again=repeat_of is not None)
         self.progress.begin(number, total, planned)
         self._cut_between()
@@ -434,7 +433,7 @@ class _Runner(Searching, Soaking):
         settle: Settle | None = None,
         repeat_of: int | None = None,
     ) -> StepResult:
-        index = max((s.index for s in self.record.steps), default=-1) + 1  # a resumed run may have gaps
+        index = self.record.next_index()
         used = self._data_used()
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
@@ -462,6 +461,7 @@ class _Runner(Searching, Soaking):
             settle=settle,
             repeat_of=repeat_of,
             data=[DataUse.from_engine(d, run.first_out.get(d.name)) for d in s.data],
+            soak=run.soak,
             spec=engine_spec(self.record.scenario, planned, record=True, used=used).model_dump(mode="json"),
         )
         self.record.steps.append(step)

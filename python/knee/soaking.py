@@ -21,14 +21,14 @@ from knee.engine import ShardResult, Snapshot, group_stats
 from knee.executor import on_hard_exit
 from knee.executor.base import StepRun
 from knee.machine.cpu import CpuMeter
-from knee.model import SoakSample
+from knee.model import SoakSample, StepResult
 from knee.plan import PlannedStep, soak_spec, sweep_plan, sweep_seconds
 
 if TYPE_CHECKING:
     from knee.executor import Interrupts
     from knee.executor.base import Executor
     from knee.machine.watch import StepWatch, Watched
-    from knee.model import RunRecord, StepResult
+    from knee.model import RunRecord
     from knee.progress import Progress
     from knee.scenario import Scenario
     from knee.store import RunDir
@@ -89,9 +89,10 @@ class Soaking:
                         whole.follow(piece)
                     samples.append(self._sample(time.monotonic() - t0, me))
                     watched = self.monitor.stop() if last and self.monitor is not None else (None, [])
-                    run = StepRun(whole, not last or self.intr.requested, started, meter.stop())
-                    step = self._save_soak(planned, run, watched, samples)
-                    self.progress.update(_snapshot(whole, piece, time.monotonic() - t0, last))
+                    partial = not last or self.intr.requested
+                    run = StepRun(whole, partial, started, meter.stop(), soak=list(samples))
+                    step = self._save_soak(planned, run, watched)
+                    self.progress.update(_snapshot(step, piece, time.monotonic() - t0, last))
                     saved = getattr(self.progress, "saved", None)  # the live page's (knee.live.progress)
                     if not last and saved is not None:
                         saved()
@@ -101,15 +102,12 @@ class Soaking:
                 forget()
             self.progress.end(step)
 
-    def _save_soak(self, planned: PlannedStep, run: StepRun, watched: Watched, samples: list[SoakSample]) -> StepResult:
+    def _save_soak(self, planned: PlannedStep, run: StepRun, watched: Watched) -> StepResult:
         """The soak so far as the run's one step: the one saved after the last interval is replaced."""
         if self.record.steps:
             self.record.steps.pop()
             self.results.pop()
-        step = self._save(planned, run, watched)
-        step.soak = list(samples)
-        self.run_dir.save(self.record)
-        return step
+        return self._save(planned, run, watched)
 
     def _sample(self, t_s: float, me: psutil.Process) -> SoakSample:
         """The memory of the monitored target's tree and of knee, now."""
@@ -134,11 +132,11 @@ class Soaking:
         return SoakSample(t_s=round(t_s, 3), target_rss_mb=rss, target_fds=fds, knee_rss_mb=me.memory_info().rss / MB)
 
 
-def _snapshot(whole: ShardResult, piece: ShardResult, elapsed_s: float, finished: bool) -> Snapshot:
-    """The soak so far as the live view's snapshot: the counts of the whole, the latency of the last interval."""
+def _snapshot(step: StepResult, piece: ShardResult, elapsed_s: float, finished: bool) -> Snapshot:
+    """The soak so far as the live view's snapshot: the counts of the step saved, the latency of the last interval."""
     now = group_stats(piece)
     groups = []
-    for name, g in group_stats(whole).items():
+    for name, g in step.groups.items():
         last = now.get(name)
         groups.append(
             {

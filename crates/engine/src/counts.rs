@@ -137,9 +137,7 @@ impl GroupCounts {
             self.ran_out.clone_from(&o.ran_out);
         }
     }
-}
 
-impl GroupCounts {
     /// Add the counts of `later`, a later window of the same clients (the next cut of a running shard): each
     /// client's count adds to its own, the elapsed times add, the clients are the same ones.
     pub(crate) fn follow(&mut self, later: &GroupCounts) {

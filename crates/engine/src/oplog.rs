@@ -43,8 +43,9 @@ const VERSION: u32 = 1;
 pub(crate) struct OpLog {
     file: Mutex<File>,
     start: OnceLock<Instant>,
-    /// The first write that failed (the disk filled up): the log stops there, and the result says so.
-    pub error: OnceLock<String>,
+    /// The first write that failed (the disk filled up): the log stops there, its file ending at the last whole
+    /// write (nothing reads this yet: a reader sees fewer rows than the step's operations).
+    error: OnceLock<String>,
 }
 
 impl OpLog {

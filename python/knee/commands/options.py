@@ -233,8 +233,9 @@ def cluster_options(f: F) -> F:
     return _apply([CLUSTER, *SHIP], f)
 
 
-def apply_ship(scenario: Scenario, opts: dict[str, Any]) -> None:
-    """--ship / --ship-wheel onto the scenario's `[cluster] ship`; refused without a cluster to ship to."""
+def apply_run_options(scenario: Scenario, opts: dict[str, Any]) -> None:
+    """--ship / --ship-wheel onto the scenario's `[cluster] ship`, refused without a cluster to ship to; and
+    --operations-log (sweep.operations_log) refused with a cluster, or where it cannot be written: before any load."""
     ship = str(opts["ship_wheel"]) if opts["ship_wheel"] else bool(opts["ship"])
     fix = "the cluster too (--cluster tcp://host:8786)"
     scenario.cluster.ship_with(ship, elsewhere=bool(opts["cluster"]), named="--ship", fix=fix)

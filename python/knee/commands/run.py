@@ -15,7 +15,7 @@ import click
 
 from knee.commands.options import (
     SERVE,
-    apply_ship,
+    apply_run_options,
     cluster_options,
     is_scenario_file,
     load_options,
@@ -123,7 +123,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         table = scenario_table(tgt, options, run=True)
         loaded = from_raw(table, Source("command line", options=names), variables, secrets)
     scenario, run_dir = start_run(loaded, opts["out"], "run")
-    apply_ship(scenario, opts)
+    apply_run_options(scenario, opts)
     console = make_console()
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)

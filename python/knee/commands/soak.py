@@ -88,7 +88,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         loaded = from_raw(table, Source("command line", options=names), variables, secrets)
         text, name = None, opts["name"] or "soak"
     scenario, run_dir = start_run(loaded, opts["out"], name, text)
-    o.apply_ship(scenario, opts)
+    o.apply_run_options(scenario, opts)
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)

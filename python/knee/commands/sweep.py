@@ -12,7 +12,7 @@ import click
 from knee.commands.options import (
     RUNS_OUT,
     SERVE,
-    apply_ship,
+    apply_run_options,
     cluster_options,
     is_scenario_file,
     one_line_sweep,
@@ -139,7 +139,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             click.echo(f"scenario written to {save}; run it with: knee sweep {save}")
             return
         scenario, run_dir = start_run(loaded, opts["out"], name, text, shorten=opts["quick"])
-    apply_ship(scenario, opts)
+    apply_run_options(scenario, opts)
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from knee.engine import ShardResult, Snapshot
 from knee.executor.interrupt import Interrupts
-from knee.model import GeneratorStats, HostCounters, WorkerShare
+from knee.model import GeneratorStats, HostCounters, SoakSample, WorkerShare
 from knee.spec import EngineSpec
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ class StepRun:
     lost: list[str] = field(default_factory=list)  # distributed: workers whose shard was lost
     counters: HostCounters | None = None  # the load machines' kernel counters (knee.machine.kernel)
     first_out: dict[str, str] = field(default_factory=dict)  # distributed: per data source, the shard out first
+    soak: list[SoakSample] = field(default_factory=list)  # a soak's memory, interval by interval (knee.soaking)
 
 
 class BackgroundShard(Protocol):

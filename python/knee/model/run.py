@@ -42,6 +42,10 @@ class RunRecord(BaseModel):
     between: dict[str, Counts] = Field(default_factory=dict)
     verdicts: list[Verdict] = Field(default_factory=list)
 
+    def next_index(self) -> int:
+        """The index the next step gets: one past the highest so far (a resumed run's partial steps leave gaps)."""
+        return max((s.index for s in self.steps), default=-1) + 1
+
     def in_level_order(self) -> list[StepResult]:
         """The steps as a report lists them: as they ran, except a searched sweep's (levels = "auto"), whose
         levels ran in the search's order, in order of level (recovery probes after them, as they ran)."""
