@@ -10,7 +10,7 @@ import random
 import pytest
 
 from knee.analysis.series_latency import bucket_of
-from knee.analysis.soak import SOAK_POINTS, judge_soak
+from knee.analysis.soak import SOAK_POINTS, headline, judge_soak
 from knee.model import GroupStats, SeriesPoint, SoakSample
 
 
@@ -112,3 +112,14 @@ def test_fewer_than_three_whole_intervals_is_no_verdict() -> None:
     g = group([100.0, 100.0, 100.0], [5.0] * 3)
     g.elapsed_s = 25.0  # the third interval is not whole
     assert judge_soak(g, [], 10) is None
+
+
+def test_failures_below_the_onset_are_said_in_the_headline_too() -> None:
+    # 1 failure in an interval of 1 000: below analysis.onset (0.1 %), so no failing interval, but not "no errors"
+    n = 30
+    failed = [0] * n
+    failed[10] = 1
+    s = judge_soak(group([100.0] * n, [5.0] * n, failed), [], 10)
+    assert s is not None and s.failing_intervals == 0 and s.failed == 1 and not s.bursts
+    assert s.sentences[1] == "1 failed or hung, below analysis.onset"
+    assert headline(s, "clients").endswith("; no drift; 1 failed or hung, below analysis.onset"), headline(s, "clients")

@@ -67,6 +67,7 @@ def judge_soak(
         (p.failed + p.hung) > 0 and (p.failed + p.hung) > onset * (p.succeeded + p.failed + p.hung) for p in whole
     ]
     soak.failing_intervals = sum(failing)
+    soak.failed = g.failed + g.hung
     if soak.failing_intervals * 2 <= len(whole):
         soak.bursts = _bursts(whole, failing, dt)
     t = [s.t_s / 3600 for s in samples]
@@ -131,19 +132,30 @@ def _value(unit: str) -> Callable[[float], str]:
     return lambda v: f"{v:.0f}"
 
 
+# How a trend's quantity is named in words, where that is not its `what`
+_NAMES = {
+    "target memory": "the target's memory",
+    "target descriptors": "the target's open descriptors",
+    "knee memory": "knee's own memory",
+}
+
+
+def _per_hour(d: Drift) -> str:
+    """The unit of a memory or descriptors trend's slope: 'MB/h', 'descriptors/h'."""
+    return f"{d.unit or 'descriptors'}/h"
+
+
 def trend(d: Drift, seconds: float) -> str:
     """'p99 rose 12 %/h (9.1 to 15 %/h): 18.2 ms → 22.6 ms over 2 h', or 'throughput 1,234/s, no drift (within
     ±0.8 %/h)'; memory and descriptors in their units per hour."""
     show = _value(d.unit)
-    name = {"target memory": "the target's memory", "target descriptors": "the target's open descriptors"}.get(
-        d.what, "knee's own memory" if d.what == "knee memory" else d.what
-    )
+    name = _NAMES.get(d.what, d.what)
     pct = d.pct_per_hour
     absolute = d.unit in ("MB", "") or pct is None
     if absolute:
-        per = f"{fmt.sig3(abs(d.per_hour))} {d.unit or 'descriptors'}/h"
-        bounds = f"{fmt.sig3(d.low_per_hour)} to {fmt.sig3(d.high_per_hour)} {d.unit or 'descriptors'}/h"
-        within = f"±{fmt.sig3(max(abs(d.low_per_hour), abs(d.high_per_hour)))} {d.unit or 'descriptors'}/h"
+        per = f"{fmt.sig3(abs(d.per_hour))} {_per_hour(d)}"
+        bounds = f"{fmt.sig3(d.low_per_hour)} to {fmt.sig3(d.high_per_hour)} {_per_hour(d)}"
+        within = f"±{fmt.sig3(max(abs(d.low_per_hour), abs(d.high_per_hour)))} {_per_hour(d)}"
     else:
         assert pct is not None
         per = f"{fmt.sig3(abs(pct[0]))} %/h"
@@ -174,16 +186,17 @@ def headline(s: Soak, unit: str) -> str:
     elif s.failing_intervals:
         parts.append("errors throughout")
     else:
-        parts.append("no errors")
-    for d, name in (
-        (s.memory, "the target's memory"),
-        (s.descriptors, "its descriptors"),
-        (s.knee_memory, "knee's memory"),
-    ):
+        parts.append(_few_errors(s))
+    for d in (s.memory, s.descriptors, s.knee_memory):
         if d is not None and d.drifting:
             verb = "grew" if d.per_hour > 0 else "shrank"
-            parts.append(f"{name} {verb} {fmt.sig3(abs(d.per_hour))} {d.unit or 'descriptors'}/h")
+            parts.append(f"{_NAMES[d.what]} {verb} {fmt.sig3(abs(d.per_hour))} {_per_hour(d)}")
     return "; ".join(parts)
+
+
+def _few_errors(s: Soak) -> str:
+    """A soak whose intervals all kept their failures below analysis.onset: none, or how many there were."""
+    return "no errors" if not s.failed else f"{s.failed} failed or hung, below analysis.onset"
 
 
 def _sentences(s: Soak, g: GroupStats, unit: str) -> list[str]:
@@ -191,13 +204,11 @@ def _sentences(s: Soak, g: GroupStats, unit: str) -> list[str]:
     parts = [trend(d, s.seconds) for d in (s.throughput, s.p50, s.p99) if d is not None]
     out = [f"{head}: {'; '.join(parts)}" if parts else head]
     if not s.failing_intervals:
-        out.append(
-            "no errors" if not (g.failed or g.hung) else f"{g.failed + g.hung} failed or hung, below analysis.onset"
-        )
+        out.append(_few_errors(s))
     elif not s.bursts:
         out.append(
             f"errors throughout: {s.failing_intervals} of {s.intervals} intervals had them "
-            f"({fmt.pct((g.failed + g.hung) / max(1, g.total))} of operations)"
+            f"({fmt.pct(s.failed / max(1, g.total))} of operations)"
         )
     else:
         said = []

@@ -202,6 +202,7 @@ class Soak(BaseModel):
     p99: Drift | None = None
     failing_intervals: int = 0
     intervals: int = 0
+    failed: int = Field(default=0, description="failed + hung operations over the soak")
     bursts: list[Burst] = Field(default_factory=list, description="runs of failing intervals (not every interval)")
     memory: Drift | None = Field(default=None, description="the monitored target's resident memory")
     descriptors: Drift | None = Field(default=None, description="the monitored target's open file descriptors")
