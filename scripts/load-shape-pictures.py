@@ -16,7 +16,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: free_port, wait_for_port
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: Leaky
 
 from knee.demo_target import start_target
 from knee.report import plots
@@ -59,48 +59,20 @@ def run(out: Path, *args: str) -> RunDir:
     return RunDir(next(where.iterdir()))
 
 
-LEAKY = """
-import http.server, sys
-
-kept = []
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def do_POST(self):
-        kept.append(self.rfile.read(int(self.headers["Content-Length"])))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
-
-
 def soak_svg(runs: Path) -> str:
     """`knee soak` of a server that keeps every 10 kB body, 100 a second for a minute: its memory's growth."""
-    from servers import free_port, wait_for_port  # tests/servers.py
+    from servers import Leaky  # tests/servers.py: the server test_soak leaks into too
 
-    (runs / "leaky.py").write_text(LEAKY)
-    port = free_port()
-    server = subprocess.Popen([sys.executable, str(runs / "leaky.py"), str(port)])
+    server = Leaky(runs)
     try:
-        wait_for_port(port, 20)
         where = Path(tempfile.mkdtemp(dir=runs))
-        argv = [sys.executable, "-m", "knee", "soak", f"http://127.0.0.1:{port}/", "--rate", "100", "-c", "20",
-                "-d", "60s", "--interval", "2s", "--method", "POST", "--body", "x" * 10_000,
-                "--monitor-pid", str(server.pid), "--out", str(where)]  # fmt: skip
+        argv = [sys.executable, "-m", "knee", "soak", server.url, "--rate", "100", "-c", "20", "-d", "60s",
+                "--interval", "2s", "--method", "POST", "--body", "x" * 10_000, "--monitor-pid", str(server.proc.pid),
+                "--out", str(where)]  # fmt: skip
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
         rec = RunDir(next(where.iterdir())).load()
     finally:
-        server.kill()
-        server.wait()
+        server.stop()
     soak = next(v.soak for v in rec.verdicts if v.soak is not None)
     return plots.soak(rec, "main", soak)
 

@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -439,3 +440,56 @@ def start_tls_nginx(tmp: Path, pki_dir: Path) -> TlsNginx:
     for port in ports.values():
         wait_for_port(port)
     return TlsNginx(dir=tmp, ports=ports, proc=proc)
+
+
+LEAKY = """
+import http.server, sys
+
+kept = []
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # the reply's headers and body go out at once, not 40 ms apart
+
+    def do_POST(self):
+        kept.append(self.rfile.read(int(self.headers["Content-Length"])))  # every body, never let go
+        self._reply(b"ok")
+
+    def do_GET(self):  # the test's own questions: how many bodies kept, and its resident memory
+        rss = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+        self._reply(f"{len(kept)} {rss}".encode())
+
+    def _reply(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+class Leaky:
+    """A server that keeps every request body it is sent (it leaks): test_soak's, and the soak picture's of
+    scripts/load-shape-pictures.py. GET answers how many it kept and its resident memory (kB)."""
+
+    def __init__(self, tmp: Path) -> None:
+        (tmp / "leaky.py").write_text(LEAKY)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.proc = subprocess.Popen([sys.executable, str(tmp / "leaky.py"), str(self.port)])
+        wait_for_port(self.port, 20)
+
+    def kept_and_rss_kb(self) -> tuple[int, int]:
+        with urllib.request.urlopen(self.url, timeout=10) as r:
+            kept, rss = r.read().decode().split()
+        return int(kept), int(rss)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)

@@ -19,65 +19,17 @@ from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import knee_cli
-from servers import Nginx, free_port, settled, wait_for_port
+from servers import Leaky, Nginx, free_port, settled, wait_for_port
 
 # Serial (the soaks, not the mistakes): drift is read from measured rates, latencies and memory.
 serial = pytest.mark.serial
-
-LEAKY = """
-import http.server, sys
-
-kept = []
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # the reply's headers and body go out at once, not 40 ms apart
-
-    def do_POST(self):
-        kept.append(self.rfile.read(int(self.headers["Content-Length"])))  # every body, never let go
-        self._reply(b"ok")
-
-    def do_GET(self):  # the test's own questions: how many bodies kept, and its resident memory
-        rss = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmRSS:"))
-        self._reply(f"{len(kept)} {rss}".encode())
-
-    def _reply(self, body):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
-
-
-class Leaky:
-    def __init__(self, tmp: Path) -> None:
-        (tmp / "leaky.py").write_text(LEAKY)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self.proc = subprocess.Popen([sys.executable, str(tmp / "leaky.py"), str(self.port)])
-        wait_for_port(self.port, 20)
-
-    def kept_and_rss_kb(self) -> tuple[int, int]:
-        import urllib.request
-
-        with urllib.request.urlopen(self.url, timeout=10) as r:
-            kept, rss = r.read().decode().split()
-        return int(kept), int(rss)
 
 
 @pytest.fixture
 def leaky(tmp_path: Path) -> Iterator[Leaky]:
     server = Leaky(tmp_path)
     yield server  # (pytest ends it after a failed test too)
-    server.proc.kill()
-    server.proc.wait(timeout=10)
+    server.stop()
 
 
 def soak(*args: str, out: Path, timeout: float = 120) -> RunRecord:
