@@ -157,12 +157,14 @@ def test_an_open_loop_rate_is_split_across_workers(cluster: Cluster, nginx: Ngin
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    # Counts, not a rate over the wall clock: three workers at 50/s each offer exactly 100 arrivals in 2 s, every
-    # one started (none dropped); and nginx, an independent witness, logged exactly the requests knee started
-    # (abandoned ones too: nginx answers `/` at once, so a request cut short was answered and logged).
+    # Counts, not a rate over the wall clock: three workers at 50/s each offer exactly 100 arrivals in 2 s, each
+    # started or dropped (one due as the window closed whose client the CPU-starved worker ran after it ended: one or
+    # two at most); and nginx, an independent witness, logged exactly the requests knee started (abandoned ones too:
+    # nginx answers `/` at once, so a request cut short was answered and logged).
     o = doc["open_loop"]
-    assert o["offered"] == 150 * 2 and o["dropped"] == 0, o
-    assert doc["started"] == o["offered"] == doc["succeeded"] + doc["abandoned"], doc
+    assert o["offered"] == 150 * 2 and o["dropped"] <= 2, o
+    assert doc["started"] + o["dropped"] == o["offered"], doc
+    assert doc["started"] == doc["succeeded"] + doc["abandoned"], doc
     seen = doc["started"] + doc["warmup_ops"]
     assert settled(lambda: len(nginx.access_lines()), seen) == seen
 
@@ -182,11 +184,12 @@ def test_a_rate_profile_on_three_workers_offers_exactly_its_integral(
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     o = doc["open_loop"]
-    assert o["offered"] == 110 and o["dropped"] == 0, o
+    assert o["offered"] == 110 and o["dropped"] <= 2, o
     offered = [p["offered"] for p in doc["series"]]
     assert sum(offered) == 110 and abs(offered[0] - 32.5) < 1 and abs(offered[1] - 77.5) < 1, offered
-    seen = doc["started"] + doc["warmup_ops"]
-    assert settled(lambda: len(nginx.access_lines()), seen) == seen == 110
+    # each arrival started or dropped (as in the test above); nginx logged the started
+    assert doc["started"] + o["dropped"] == 110 and doc["warmup_ops"] == 0, doc
+    assert settled(lambda: len(nginx.access_lines()), doc["started"]) == doc["started"]
 
 
 def test_a_clients_profile_on_three_workers_runs_its_clients_in_the_whole_group(

@@ -36,10 +36,11 @@ def test_a_rate_within_capacity_is_achieved_and_nginx_saw_every_arrival(nginx: N
     o = doc["open_loop"]
     assert o["target_rate_hz"] == 200.0 and o["poisson"] is False and o["max_in_flight"] == 10_000
     # Counts, not rates over a wall-clock window: a constant pacer offers exactly one arrival every 5 ms of the
-    # 3 s, every one of them started (none dropped) and, nginx being far faster than 200/s, succeeded, bar those
-    # still in flight when the window closed (abandoned: a few at most, 1 % is the old rate tolerance).
-    assert o["offered"] == 600 and o["dropped"] == 0, o
-    assert doc["started"] == o["offered"] and doc["failed"] == doc["hung"] == 0, doc
+    # 3 s, each started or dropped, and dropped only if due as the window closed with no client run before it ended
+    # (on a CPU-starved machine: one or two at most); nginx being far faster than 200/s, the started succeeded, bar
+    # those still in flight when the window closed (abandoned: a few at most, 1 % is the old rate tolerance).
+    assert o["offered"] == 600 and o["dropped"] <= 2, o
+    assert doc["started"] + o["dropped"] == o["offered"] and doc["failed"] == doc["hung"] == 0, doc
     assert doc["started"] == doc["succeeded"] + doc["abandoned"] and doc["abandoned"] <= 6, doc
     assert o["latency_uncorrected_ms"]["count"] == doc["latency_ms"]["count"] == doc["succeeded"]
     # Corrected latency counts from the intended start: never below the uncorrected figure's median.
@@ -83,7 +84,8 @@ def test_the_in_flight_cap_drops_over_a_slow_service(tmp_path: Path) -> None:
     o = doc["open_loop"]
     assert o["max_in_flight"] == 3
     assert o["dropped"] > o["offered"] // 3, o
-    assert doc["succeeded"] + doc["failed"] + o["dropped"] <= o["offered"], doc
+    # every arrival started or was dropped: those still waiting for a connection when the window closed too
+    assert doc["started"] + o["dropped"] == o["offered"], doc
     assert re.search(rf"^Dropped \(never started\): +{o['dropped']}$", proc.stdout, re.M), proc.stdout
 
 

@@ -453,10 +453,15 @@ impl Source {
                     }
                 };
                 let now = Instant::now();
+                let measured_arrival = intended >= group.measured_start();
                 if group.end_at().is_some_and(|e| now >= e) {
+                    // Due inside the window, but no client was free before it ended: it never starts. Dropped,
+                    // as are the arrivals still waiting behind it (open_group counts those).
+                    if measured_arrival {
+                        rec.borrow_mut()[g].drop_arrival(intended);
+                    }
                     return None;
                 }
-                let measured_arrival = intended >= group.measured_start();
                 if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
                     if measured_arrival {
                         rec.borrow_mut()[g].drop_arrival(intended);
@@ -546,7 +551,11 @@ async fn client(
         let (report, end) = run_one(&mut op, group, began + timeout, &mut stop, &alarm).await;
         iteration += 1;
         if report.unsent {
-            // Cut off while connecting: nothing reached the service, so it never started.
+            // Cut off while connecting: nothing reached the service, so it never started (an open loop's
+            // arrival that never started is dropped).
+            if start.measured_arrival {
+                rec.borrow_mut()[g].drop_arrival(start.intended);
+            }
             source.end(group, end, false, false);
             break;
         }
@@ -680,5 +689,12 @@ async fn open_group(
     q.notify.notify_waiters();
     for t in client_tasks {
         let _ = t.await;
+    }
+    // Arrivals still waiting for a client when the window ended or the group stopped never started: dropped,
+    // so that every measured arrival is started or dropped (offered = started + dropped).
+    let left = std::mem::take(&mut *q.pending.borrow_mut());
+    let mut r = rec.borrow_mut();
+    for at in left.into_iter().filter(|&at| at >= group.measured_start()) {
+        r[g].drop_arrival(at);
     }
 }

@@ -14,7 +14,7 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use knee_engine::{run, PacerSpec, ShardResult, Spec};
+use knee_engine::{run, GroupResult, PacerSpec, ShardResult, Spec};
 use serde_json::{json, Value};
 
 fn open(spec: &mut Spec, rate_hz: f64, max_in_flight: Option<u64>) {
@@ -127,10 +127,7 @@ fn the_in_flight_cap_drops_and_counts_late_arrivals() {
     assert!(g.counts.dropped >= 100, "{text}");
     assert!(g.counts.late >= 5, "{text}");
     assert!(g.counts.outcomes.succeeded <= 45, "{text}");
-    assert!(
-        g.counts.outcomes.succeeded + g.counts.dropped <= g.counts.offered,
-        "{text}"
-    );
+    assert_eq!(started_or_dropped(g), g.counts.offered, "{text}");
     // The series counts them in the intervals of their intended starts.
     assert_eq!(
         g.series.iter().map(|t| t.dropped).sum::<u64>(),
@@ -141,6 +138,35 @@ fn the_in_flight_cap_drops_and_counts_late_arrivals() {
     // Late operations waited: corrected latency is well above the server's 50 ms.
     assert!(g.latency.value_at_quantile(0.9) > 80_000, "{text}");
     assert!(g.latency_uncorrected.value_at_quantile(0.9) < 80_000, "{text}");
+}
+
+/// Every measured arrival ends as an operation's outcome or as dropped.
+fn started_or_dropped(g: &GroupResult) -> u64 {
+    let o = &g.counts.outcomes;
+    o.succeeded + o.failed + o.hung + o.abandoned + g.counts.dropped
+}
+
+/// Arrivals still waiting for a client when the window ends never start: they are dropped, in the
+/// intervals of their intended starts, not lost (offered = started + dropped). One 100 ms slot
+/// against 200 arrivals a second, no cap, a timeout longer than the window: about 190 wait at the end.
+#[test]
+fn arrivals_left_waiting_at_the_end_of_the_window_are_dropped() {
+    let server = TestServer::delayed(Duration::from_millis(100));
+    let mut s = one_group(1, json!({"duration_ms": 1000}), http(&server.url()));
+    s.groups[0].timeout_ms = 5000;
+    open(&mut s, 200.0, None);
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    let text = r.summary_json();
+    assert!((190..=201).contains(&g.counts.offered), "{text}");
+    assert!(g.counts.outcomes.succeeded <= 11, "{text}");
+    assert!(g.counts.dropped >= 180, "{text}");
+    assert_eq!(started_or_dropped(g), g.counts.offered, "{text}");
+    assert_eq!(
+        g.series.iter().map(|t| t.dropped).sum::<u64>(),
+        g.counts.dropped,
+        "{text}"
+    );
 }
 
 /// Without a cap, an arrival that waits longer than `timeout_ms` for a slot is dropped.
@@ -155,6 +181,7 @@ fn arrivals_waiting_longer_than_the_timeout_are_dropped() {
     let text = r.summary_json();
     assert!(g.counts.dropped >= 30, "{text}");
     assert_eq!(g.counts.outcomes.hung, 0, "{text}");
+    assert_eq!(started_or_dropped(g), g.counts.offered, "{text}");
     // Nothing waited past the timeout: corrected max ≤ 200 ms wait + one operation.
     assert!(g.latency.max() < 400_000, "{text}");
 }
