@@ -17,7 +17,7 @@ use crate::limits;
 use crate::oplog::OpLog;
 use crate::profile::Curve;
 use crate::recorder::LiveGroup;
-use crate::result::{GroupResult, ShardResult, ShardSpan};
+use crate::result::{GroupResult, ShardResult, ShardSpan, Tick};
 use crate::spec::Spec;
 use crate::threads::{run_thread, Gate, GroupShared, Shared, ThreadOutput};
 
@@ -405,6 +405,12 @@ fn assemble(
             (None, _, Some(end)) => end.saturating_duration_since(origin).as_secs_f64(),
             (None, _, None) => 0.0,
         };
+        // The series covers every whole interval of the measured time, those in which nothing ended too (a group
+        // stalled from a spike to its end): zeros, not missing intervals.
+        let whole = (res.counts.elapsed_s * 1000.0 / spec.interval_ms as f64 + 1e-6).floor() as usize;
+        if res.series.len() < whole {
+            res.series.resize(whole, Tick::default());
+        }
         groups.push(res);
     }
     let end = cut.unwrap_or_else(Instant::now);
