@@ -75,6 +75,13 @@ def level(n: float) -> str:
     return f"{n:.0f}" if float(n).is_integer() else f"{n:g}"
 
 
+def secs(x: float) -> str:
+    """A time in seconds to 3 significant digits, without trailing zeros: 30 → '30', 0.857143 → '0.857', 2.5 → '2.5'
+    (a --quick run's squeezed times)."""
+    s = sig3(x)
+    return s.rstrip("0").rstrip(".") if "." in s else s
+
+
 def and_list(items: Sequence[str]) -> str:
     """['a'] → 'a'; ['a', 'b', 'c'] → 'a, b and c'."""
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)

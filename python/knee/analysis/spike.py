@@ -145,21 +145,21 @@ def _sentences(s: Spike, group: str) -> list[str]:
         rates = f"from {fmt.level(s.base_hz)} to {fmt.level(s.peak_hz)} clients"
     else:
         rates = f"from {fmt.per_s(s.base_hz)} to {fmt.per_s(s.peak_hz)}"
-    shape = f"{s.spiking} {rates} at {fmt.level(s.at_s)} s for {fmt.level(s.hold_s)} s"
+    shape = f"{s.spiking} {rates} at {fmt.secs(s.at_s)} s for {fmt.secs(s.hold_s)} s"
     out = [
         f"through the spike ({shape}): {group} fell from {fmt.per_s(s.before.rate_hz)} to {fmt.per_s(s.lowest_hz)} "
         f"(−{fmt.pct(max(0.0, s.fall))}); {_p99(s.before)} before, {_p99(s.during)} during"
     ]
-    dt = fmt.level(s.interval_s)
+    dt = fmt.secs(s.interval_s)
     if s.recovered_s is None:
         out.append(
-            f"{group} was not back within its noise by the run's end, {fmt.level(s.measured_s)} s after the spike"
+            f"{group} was not back within its noise by the run's end, {fmt.secs(s.measured_s)} s after the spike"
         )
     else:
-        low = fmt.level(s.recovered_low_s or 0.0)
+        low = fmt.secs(s.recovered_low_s or 0.0)
         out.append(
-            f"{group} was back within its noise {fmt.level(s.recovered_s)} s after the spike "
-            f"({low}–{fmt.level(s.recovered_s)} s over {dt}-s intervals): "
+            f"{group} was back within its noise {fmt.secs(s.recovered_s)} s after the spike "
+            f"({low}–{fmt.secs(s.recovered_s)} s over {dt}-s intervals): "
             f"{fmt.per_s(s.after.rate_hz if s.after else 0)}, {_p99(s.after)}"
         )
     failed = [
