@@ -46,7 +46,7 @@ def test_a_leaking_service_has_its_memory_growth_named(leaky: Leaky, tmp_path: P
     body = "x" * 10_000  # 100 bodies a second kept: about 1 MB/s, 3.6 GB an hour
     _, rss_before = leaky.kept_and_rss_kb()
     record = soak(
-        leaky.url, "--rate", "100", "-c", "20", "-d", "30s", "--method", "POST", "--body", body,
+        leaky.url, "--rate", "100", "-c", "20", "-d", "20s", "--method", "POST", "--body", body,
         "--monitor-pid", str(leaky.proc.pid), out=tmp_path / "runs",
     )  # fmt: skip
     kept, rss_after = leaky.kept_and_rss_kb()
@@ -54,7 +54,7 @@ def test_a_leaking_service_has_its_memory_growth_named(leaky: Leaky, tmp_path: P
     g = step.groups["main"]
     assert not step.partial and record.status == "complete"
     # every arrival started (an open loop it kept up with), and the server kept what knee sent
-    assert g.started == kept == 3000 and g.succeeded >= 2980, g
+    assert g.started == kept == 2000 and g.succeeded >= 1980, g
     (v,) = record.verdicts
     s = v.soak
     assert s is not None and s.memory is not None, v.sentences
@@ -65,10 +65,10 @@ def test_a_leaking_service_has_its_memory_growth_named(leaky: Leaky, tmp_path: P
     assert "the target's memory grew" in said and "MB/h" in said, said
     report = (next((tmp_path / "runs").iterdir()) / "report.md").read_text()
     (head,) = [line for line in report.splitlines() if line.startswith("**Verdict:** ")]
-    assert head.startswith("**Verdict:** a soak of 30 s at 100/s offered: 100/s; "), head
+    assert head.startswith("**Verdict:** a soak of 20 s at 100/s offered: 100/s; "), head
     assert "; no errors; the target's memory grew " in head and head.endswith(" MB/h"), head
     assert s.throughput is not None and not s.throughput.drifting, s.throughput  # an open loop it kept up with
-    assert s.knee_memory is not None and len(step.soak) >= 29, step.soak
+    assert s.knee_memory is not None and len(step.soak) >= 19, step.soak
 
 
 @serial
