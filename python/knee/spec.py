@@ -169,6 +169,23 @@ class TcpClient(_Spec):
     connect_timeout_ms: int | None = None
 
 
+class WsClient(_Spec):
+    kind: Literal["websocket"] = "websocket"
+    url: str
+    headers: list[tuple[str, str]] = Field(default_factory=list)
+    subprotocols: list[str] = Field(default_factory=list)
+    mode: Literal["echo", "session"] = "echo"
+    message: str
+    binary: bool = False
+    expect: str | None = None
+    messages: int = 1
+    interval_ms: int = 0
+    insecure: bool = False
+    tls: TlsClient = Field(default_factory=TlsClient)
+    source_addrs: list[str] = Field(default_factory=list)
+    connect_timeout_ms: int | None = None
+
+
 class FileCheck(_Spec):
     path: str
     min_size: int = 0
@@ -199,7 +216,7 @@ class WorkerClient(_Spec):
     data: list[str] = Field(default_factory=list)  # data sources whose rows every operation sends
 
 
-ClientSpec = Annotated[HttpClient | TcpClient | ExecClient | WorkerClient, Field(discriminator="kind")]
+ClientSpec = Annotated[HttpClient | TcpClient | WsClient | ExecClient | WorkerClient, Field(discriminator="kind")]
 
 
 # ---- groups and the shard ------------------------------------------------------------------------

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knee.importers",),
     ("knee.model", "knee.spec"),
     ("knee.analysis",),
-    ("knee.plan",),
+    ("knee.plan", "knee.clientspec"),
     ("knee.engine", "knee.machine"),
     ("knee.preflight", "knee.executor", "knee.settle"),
     ("knee.store", "knee.operations"),

@@ -32,11 +32,13 @@ pub enum ErrorClass {
     /// The request could not be made: a value filled into it cannot be sent (a space in a URL's path, a line
     /// break in a header); nothing was sent.
     Request,
+    /// WebSocket: the server closed the connection with a close frame (its code and reason in the message).
+    WsClose,
 }
 
 impl ErrorClass {
     /// Every class, in the order of their indices.
-    pub const ALL: [ErrorClass; 23] = [
+    pub const ALL: [ErrorClass; 24] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectError,
@@ -60,6 +62,7 @@ impl ErrorClass {
         ErrorClass::GoAway,
         ErrorClass::StreamReset,
         ErrorClass::Request,
+        ErrorClass::WsClose,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -92,6 +95,7 @@ impl ErrorClass {
             ErrorClass::GoAway => "goaway",
             ErrorClass::StreamReset => "rst_stream",
             ErrorClass::Request => "request",
+            ErrorClass::WsClose => "ws_close",
         }
     }
 

@@ -35,7 +35,9 @@ _TLS_FILES = [
 
 _TARGET = [
     click.option("-m", "--method", help="HTTP method (default GET, or POST with a body)."),
-    click.option("-H", "--header", "headers", multiple=True, help="HTTP header 'Name: value' (repeatable)."),
+    click.option(
+        "-H", "--header", "headers", multiple=True, help="HTTP header 'Name: value' (repeatable; ws: the handshake's)."
+    ),
     click.option("-C", "--cookie", "cookies", multiple=True, help="Cookie 'name=value' (repeatable)."),
     click.option("--body", help="Request body (the method becomes POST unless -m says otherwise)."),
     click.option("--body-file", help="Request body from a file."),
@@ -77,7 +79,13 @@ _TARGET = [
         "together) fails (connect_timeout, or tls: handshake timeout) instead of hanging; shorter than --timeout.",
     ),
     click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
-    click.option("--expect", help="tcp: read until this regex matches the reply."),
+    click.option("--expect", help="tcp: read until this regex matches the reply; ws: the reply to wait for."),
+    click.option("--mode", type=click.Choice(["echo", "session"]), help="ws: echo (default) or session."),
+    click.option("--message", help="ws: the message each exchange sends (\\n escapes allowed; templates)."),
+    click.option("--binary", is_flag=True, help="ws: send the message as a binary frame, not text."),
+    click.option("--messages", type=click.IntRange(min=1), help="ws --mode session: exchanges per session (1)."),
+    click.option("--message-interval", help="ws --mode session: the pause between a reply and the next message."),
+    click.option("--subprotocol", multiple=True, help="ws: a subprotocol to offer (repeatable, in order)."),
     click.option("-e", "--env", "env", multiple=True, help="exec: NAME=value (repeatable)."),
     click.option("--cwd", help="exec: run the command in this directory."),
     click.option("--expect-stdout", help="exec: succeed only if stdout matches this regex."),

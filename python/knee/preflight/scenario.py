@@ -16,7 +16,7 @@ from knee.machine.cpu import cores_available
 from knee.machine.network import Endpoint, reachable
 from knee.preflight.probes import probe_check, run_once
 from knee.preflight.rules import Check, Connections, Load, Preflight, preflight
-from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup, addresses
+from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WebsocketGroup, WorkerGroup, addresses
 
 DOCTOR_CLIENTS = 1000  # `knee doctor` without a target: a step of this many clients
 
@@ -103,7 +103,7 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
         if isinstance(g, WorkerGroup | PythonGroup):
             load.processes[g.kind] = load.processes.get(g.kind, 0) + (g.processes or threads)
         ep = (endpoints or {}).get(name)
-        if ep is not None and isinstance(g, HttpGroup | TcpGroup):
+        if ep is not None and isinstance(g, HttpGroup | TcpGroup | WebsocketGroup):
             conns = n
             if isinstance(g, HttpGroup) and g.http2 and not g.new_connection:
                 conns = -(-n // g.streams)  # HTTP/2: the clients are streams of ⌈n / streams⌉ connections
@@ -112,7 +112,9 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
                     name,
                     ep,
                     conns,
-                    new_per_op=isinstance(g, TcpGroup) or g.new_connection,
+                    new_per_op=isinstance(g, TcpGroup)
+                    or (isinstance(g, HttpGroup) and g.new_connection)
+                    or (isinstance(g, WebsocketGroup) and g.mode == "session"),
                     rate=float(top) if g.rate == "level" else (g.profile.peak_hz if g.profile is not None else None),
                     think_s=g.think,
                     http=isinstance(g, HttpGroup),

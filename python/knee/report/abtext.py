@@ -31,7 +31,16 @@ from knee.model import (
     SeriesPoint,
     StepResult,
 )
-from knee.scenario import DEFAULT_MAX_IN_FLIGHT, ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WorkerGroup
+from knee.scenario import (
+    DEFAULT_MAX_IN_FLIGHT,
+    ExecGroup,
+    HttpGroup,
+    PythonGroup,
+    Scenario,
+    TcpGroup,
+    WebsocketGroup,
+    WorkerGroup,
+)
 from knee.spec import ClientSpec, EngineSpec, HttpClient
 
 # 3: latency_ms and percentiles_ms are of succeeded operations; failed_latency_ms holds the failures'
@@ -143,6 +152,8 @@ def target(scenario: Scenario, group: str, step: StepResult | None = None) -> st
         return f"{c.method} {g.url}" if isinstance(c, HttpClient) else g.url
     if isinstance(g, TcpGroup):
         return f"tcp://{g.addr}"
+    if isinstance(g, WebsocketGroup):
+        return f"{g.url} ({g.mode}{f', {g.messages} messages' if g.mode == 'session' else ''})"
     if isinstance(g, PythonGroup):
         return f"python flow {g.function}"
     assert isinstance(g, ExecGroup | WorkerGroup)
@@ -254,12 +265,12 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add("")
     add("Connection Times (ms)")
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
-    if isinstance(g, HttpGroup | TcpGroup):
+    if isinstance(g, HttpGroup | TcpGroup | WebsocketGroup):
         add(_times_row("Connect:", s.connect_ms))
-    if isinstance(g, HttpGroup) and g.url.lower().startswith("https://"):
+    if isinstance(g, HttpGroup | WebsocketGroup) and g.url.lower().startswith(("https://", "wss://")):
         add(_times_row("TLS:", s.tls_ms))
     add(_times_row("Processing:", s.processing_ms))
-    if isinstance(g, HttpGroup):
+    if isinstance(g, HttpGroup | WebsocketGroup):
         add(_times_row("Waiting:", s.ttfb_ms))
     add(_times_row("Total:", s.latency_ms))
     if s.failed_latency_ms.count:

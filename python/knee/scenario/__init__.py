@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         HttpGroup,
         PythonGroup,
         TcpGroup,
+        WebsocketGroup,
         WorkerGroup,
     )
     from knee.scenario.load import (
@@ -76,6 +77,7 @@ __all__ = [
     "StopRules",
     "Sweep",
     "TcpGroup",
+    "WebsocketGroup",
     "WorkerGroup",
     "from_raw",
     "load_scenario",
@@ -88,7 +90,16 @@ __all__ = [
 _WHERE = {
     name: module
     for module, names in {
-        "groups": ("ExecGroup", "ExpectFile", "Group", "HttpGroup", "PythonGroup", "TcpGroup", "WorkerGroup"),
+        "groups": (
+            "ExecGroup",
+            "ExpectFile",
+            "Group",
+            "HttpGroup",
+            "PythonGroup",
+            "TcpGroup",
+            "WebsocketGroup",
+            "WorkerGroup",
+        ),
         "load": (
             "RUNTIME_PLACEHOLDERS",
             "Loaded",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from knee.errors import UserError
-from knee.scenario.groups import Group, HttpGroup, TcpGroup
+from knee.scenario.groups import Group, HttpGroup, TcpGroup, WebsocketGroup
 from knee.scenario.urls import split
 
 
@@ -39,6 +39,8 @@ def host_port(g: Group) -> tuple[str, int] | None:
         written, schemes = g.url, ("http", "https")
     elif isinstance(g, TcpGroup):
         written, schemes = f"tcp://{g.addr}", ("tcp",)
+    elif isinstance(g, WebsocketGroup):
+        written, schemes = g.url, ("ws", "wss")
     else:
         return None
     try:

@@ -21,7 +21,7 @@ from knee.scenario.fields import Duration, PositiveInt, Table, seconds
 from knee.scenario.profiles import RateProfile
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
-from knee.scenario.urls import check_addr, check_url
+from knee.scenario.urls import check_addr, check_url, check_ws_url
 
 
 def _clients(value: Any) -> Any:
@@ -276,6 +276,41 @@ class TcpGroup(_Connects):
     source_addr: SourceAddrs = Field(default_factory=list)
 
 
+class WebsocketGroup(_Connects):
+    """A WebSocket client (RFC 6455): `echo` sends `message` on the connection it keeps and waits for the reply;
+    `session` is a whole session per operation (connect, handshake, `messages` exchanges `interval` apart, close)."""
+
+    kind: Literal["websocket"]
+    url: Annotated[str, AfterValidator(check_ws_url)]
+    mode: Literal["echo", "session"] = "echo"
+    message: str | None = None
+    binary: bool = False
+    expect: str | None = None  # the reply waited for: the first message this regex matches (default: the first)
+    messages: PositiveInt = 1
+    interval: Duration = 0.0
+    headers: dict[str, str] = Field(default_factory=dict)
+    cookies: dict[str, str] = Field(default_factory=dict)
+    subprotocols: list[str] = Field(default_factory=list)
+    insecure: bool = False
+    tls: Tls | None = None
+    source_addr: SourceAddrs = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WebsocketGroup":
+        if self.message is None:
+            raise ValueError(
+                f'mode = "{self.mode}" sends a message and waits for its reply: give message (--message on the '
+                "command line)"
+            )
+        if self.mode == "echo" and (self.messages != 1 or self.interval):
+            raise ValueError(
+                'messages and interval belong to a session: set mode = "session" (--mode session) or drop them'
+            )
+        if self.tls is not None and not self.url.lower().startswith("wss://"):
+            raise ValueError("tls (client certificate, CAs, TLS version) applies to wss:// URLs only")
+        return self
+
+
 class ExpectFile(Table):
     path: str
     min_size: Annotated[int, Field(ge=0)] = 1
@@ -318,4 +353,6 @@ class PythonGroup(_GroupBase):
     data: list[str] | None = None  # as WorkerGroup's: the flow's ctx.data
 
 
-Group = Annotated[HttpGroup | TcpGroup | ExecGroup | WorkerGroup | PythonGroup, Field(discriminator="kind")]
+Group = Annotated[
+    HttpGroup | TcpGroup | WebsocketGroup | ExecGroup | WorkerGroup | PythonGroup, Field(discriminator="kind")
+]

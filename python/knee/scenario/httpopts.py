@@ -1,6 +1,6 @@
-"""The options of an http(s) target on the command line that need more than a key each: those that exclude
-each other, said in the options' own words (the scenario's checks speak of its keys), and the group's `tls`
-table."""
+"""The options of an http(s) or ws(s) target on the command line that need more than a key each: those that exclude
+each other, said in the options' own words (the scenario's checks speak of its keys), the group's `tls` table, and
+a websocket target's group."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from knee.errors import UserError
 
 if TYPE_CHECKING:
-    from knee.scenario.oneline import Options
+    from knee.scenario.lineopts import Options
 
 # the http target's TLS options
 TLS_OPTIONS = (
@@ -35,10 +35,46 @@ def http_clashes(url: str, o: Options) -> None:
         raise UserError(
             f"--streams {o.streams} shares connections, but --new-connection opens one per operation: drop one"
         )
+    _tls_clashes(url, o, "https://")
+
+
+def _tls_clashes(url: str, o: Options, secure: str) -> None:
     given = [flag for flag, key in TLS_OPTIONS if getattr(o, key) not in (None, False)]
-    if given and not url.lower().startswith("https://"):
+    if given and not url.lower().startswith(secure):
         verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
-        raise UserError(f"{', '.join(given)} {verb} to https:// URLs only: use https:// (or drop {them})")
+        raise UserError(f"{', '.join(given)} {verb} to {secure} URLs only: use {secure} (or drop {them})")
+
+
+def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, str]) -> dict[str, Any]:
+    """A ws(s):// target's group from its options (-H and -C already parsed)."""
+    _tls_clashes(url, o, "wss://")
+    if o.mode not in (None, "echo", "session"):
+        raise UserError(f"--mode must be echo or session (got {o.mode!r})")
+    if o.message is None:
+        raise UserError(
+            f"{url} needs --message: each operation sends it and waits for the reply (--expect REGEX: the reply "
+            "that matches)"
+        )
+    session = (o.messages is not None, o.message_interval is not None)
+    if any(session) and o.mode != "session":
+        given = "--messages" if session[0] else "--message-interval"
+        raise UserError(f"{given} sets a session's messages: add --mode session (or drop {given})")
+    g: dict[str, Any] = {"kind": "websocket", "url": url, "message": o.message.encode().decode("unicode_escape")}
+    for key, value in (
+        ("mode", o.mode),
+        ("expect", o.expect),
+        ("messages", o.messages),
+        ("interval", o.message_interval),
+        ("headers", headers),
+        ("cookies", cookies),
+        ("subprotocols", list(o.subprotocol)),
+        ("binary", o.binary),
+        ("insecure", o.insecure),
+        ("tls", tls_table(o)),
+    ):
+        if value not in (None, False, [], {}):
+            g[key] = value
+    return g
 
 
 def tls_table(o: Options) -> dict[str, Any]:

@@ -10,13 +10,13 @@ roads share one set of defaults and one set of messages. Messages name the optio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from knee.errors import UserError
 from knee.scenario import profiles
 from knee.scenario.data import data_tables
-from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table
+from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table, ws_group
+from knee.scenario.lineopts import Options
 from knee.scenario.units import parse_duration, parse_header
 from knee.scenario.urls import scheme_of, split
 
@@ -58,6 +58,11 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.connect_timeout": "--connect-timeout",
     "groups.main.send": "--send",
     "groups.main.expect": "--expect",
+    "groups.main.message": "--message",
+    "groups.main.messages": "--messages",
+    "groups.main.interval": "--message-interval",
+    "groups.main.mode": "--mode",
+    "groups.main.subprotocols": "--subprotocol",
     "groups.main.env": "-e/--env",
     "groups.main.cwd": "--cwd",
     "groups.main.expect_stdout": "--expect-stdout",
@@ -95,6 +100,7 @@ OPTION_NAMES: dict[str, str] = {
 _KIND_WORDS = {
     "http": "http(s):// targets",
     "tcp": "tcp:// targets",
+    "websocket": "ws(s):// targets",
     "exec": "commands",
     "worker": "worker programs (--worker) and Python flows (--python)",
 }
@@ -102,13 +108,9 @@ _KIND_WORDS = {
 _KIND_OPTIONS = {
     "http": (
         ("-m/--method", "method"),
-        ("-H/--header", "headers"),
-        ("-C/--cookie", "cookies"),
         ("--body", "body"),
         ("--body-file", "body_file"),
-        ("-k/--insecure", "insecure"),
         ("--new-connection", "new_connection"),
-        *TLS_OPTIONS,
         ("--http2", "http2"),
         ("--streams", "streams"),
         ("--expect-status", "expect_status"),
@@ -116,7 +118,18 @@ _KIND_OPTIONS = {
         ("--expect-body-regex", "expect_body_regex"),
         ("--expect-length", "expect_length"),
     ),
-    "tcp": (("--send", "send"), ("--expect", "expect")),
+    "tcp": (("--send", "send"),),
+    "websocket": (
+        ("--mode", "mode"),
+        ("--message", "message"),
+        ("--binary", "binary"),
+        ("--messages", "messages"),
+        ("--message-interval", "message_interval"),
+        ("--subprotocol", "subprotocol"),
+    ),
+    # the opening request's headers and TLS: http(s) and ws(s) targets
+    "handshake": (("-H/--header", "headers"), ("-C/--cookie", "cookies"), ("-k/--insecure", "insecure"), *TLS_OPTIONS),
+    "expect": (("--expect", "expect"),),  # a reply read until it matches: tcp and websocket targets
     "exec": (
         ("--expect-stdout", "expect_stdout"),
         ("--expect-stderr", "expect_stderr"),
@@ -130,91 +143,14 @@ _KIND_OPTIONS = {
     "connect": (("--source-addr", "source_addr"), ("--connect-timeout", "connect_timeout")),
 }
 _PROCESS_KINDS = ("exec", "worker")
-_CONNECT_KINDS = ("http", "tcp")
-
-
-@dataclass
-class Options:
-    """What the command line (or `knee.run` / `knee.sweep` keywords) said about the target and the load.
-    Durations are strings with units or numbers of seconds; None means "not given"."""
-
-    clients: int | None = None
-    levels: list[int] | str | None = None  # or "auto": the level search
-    rates: list[float] | str | None = None  # or "auto"
-    start: float | None = None  # a level search's first level (or rate)
-    max_level: float | None = None  # a level search's highest level (or rate)
-    precision: str | None = None  # "10%" or a number of clients (or /s)
-    budget: str | float | None = None  # a level search's total time
-    min_duration: str | float | None = None  # -d auto: the least a level runs
-    max_duration: str | float | None = None  # and the most
-    n: int | None = None
-    iterations: int | None = None
-    duration: str | float | None = None
-    timeout: str | float | None = None
-    think: str | float | None = None
-    think_on_failure: str | float | None = None
-    warmup: str | float | None = None
-    pause: str | float | None = None
-    settle: str | float | None = None  # the most knee waits before a step for the service to be at rest
-    data: list[str] = field(default_factory=list)  # --data NAME=FILE: [[data]] tables
-    data_order: str | None = None
-    data_on_exhausted: str | None = None
-    interval: str | float | None = None
-    threads: int | None = None
-    operations_log: str | None = None
-    poisson: bool = False
-    max_in_flight: int | None = None
-    rate_profile: str | None = None  # `knee run --rate-profile`: the rate over time (knee.scenario.profiles)
-    rate_step: bool = False  # its points are steps
-    clients_profile: str | None = None  # `knee run --clients-profile`: the clients over time (a closed loop)
-    up_down: bool = False
-    no_recovery: bool = False
-    slo_p99: float | None = None
-    slo_failure_ratio: float | None = None
-    min_capacity: float | None = None  # [slo] min_clients, or min_rate with rates
-    name: str = ""
-    monitor_pid: int | None = None
-    monitor_name: str | None = None
-    monitor_url: list[str] = field(default_factory=list)  # Prometheus exporters of the target's machines
-    monitor_metric: list[str] = field(default_factory=list)
-    # the target's own options
-    method: str | None = None
-    headers: list[str | tuple[str, str]] = field(default_factory=list)
-    cookies: list[str] = field(default_factory=list)
-    body: str | None = None
-    body_file: str | None = None
-    insecure: bool = False
-    new_connection: bool = False
-    cert: str | None = None  # TLS client certificate (PEM or PKCS#12)
-    key: str | None = None
-    key_password: str | None = None  # a secret: lifted into one when given literally
-    cacert: str | None = None
-    capath: str | None = None
-    webpki_roots: bool = False  # with cacert/capath: trust webpki's roots too
-    tls_resume: str | None = None  # "on" | "off"
-    tls_version: str | None = None  # "1.2" | "1.3"
-    http2: bool = False
-    streams: int | None = None
-    expect_status: str | None = None
-    expect_body: str | None = None
-    expect_body_regex: str | None = None
-    expect_length: int | None = None
-    source_addr: list[str] = field(default_factory=list)  # http and tcp: local addresses to connect from
-    connect_timeout: str | float | None = None  # http and tcp: a connection's opening (connect + TLS) limit
-    send: str | None = None
-    expect: str | None = None
-    env: list[str | tuple[str, str]] = field(default_factory=list)
-    cwd: str | None = None
-    expect_stdout: str | None = None
-    expect_stderr: str | None = None
-    expect_file: str | None = None
-    bytes_from: str | None = None
-    # clients that are code: a worker program (the command speaks knee's worker protocol) or a Python flow
-    worker: bool = False
-    python: str | None = None  # module:function
-    path: str | None = None  # where the flow's module is imported from
-    processes: int | None = None
-    start_timeout: str | float | None = None
+_CONNECT_KINDS = ("http", "tcp", "websocket")
+# options shared by several kinds: the kinds, and their words in a message
+_SHARED = {
+    "process": (_PROCESS_KINDS, "commands and worker programs"),
+    "connect": (_CONNECT_KINDS, "http(s)://, tcp:// and ws(s):// targets"),
+    "handshake": (("http", "websocket"), "http(s):// and ws(s):// targets"),
+    "expect": (("tcp", "websocket"), "tcp:// and ws(s):// targets"),
+}
 
 
 def _given(value: object) -> bool:
@@ -229,8 +165,8 @@ def kind_of(target: Target, o: Options | None = None) -> str:
         scheme = scheme_of(target)
         if scheme in ("http", "https"):
             return "http"
-        if scheme == "tcp":
-            return "tcp"
+        if scheme in ("tcp", "ws", "wss"):
+            return "websocket" if scheme != "tcp" else "tcp"
     return "exec"
 
 
@@ -251,15 +187,12 @@ def _pairs(items: Sequence[str | tuple[str, str]], option: str, sep: str) -> dic
 
 def _group(target: Target, o: Options) -> dict[str, Any]:
     kind = kind_of(target, o)
-    shared_by = {"process": _PROCESS_KINDS, "connect": _CONNECT_KINDS}
     for other, options in _KIND_OPTIONS.items():
-        if other == kind or kind in shared_by.get(other, ()):
+        kinds, words = _SHARED.get(other, ((other,), _KIND_WORDS.get(other, other)))
+        if kind in kinds:
             continue
         given = next((name for name, key in options if _given(getattr(o, key))), None)
         if given is not None:
-            words = {"process": "commands and worker programs", "connect": "http(s):// and tcp:// targets"}.get(
-                other, _KIND_WORDS.get(other, other)
-            )
             raise UserError(f"{given} applies to {words} only, not to {_KIND_WORDS[kind]}")
     # where connections come from and how long they may take to open (http and tcp)
     connects: dict[str, Any] = {"source_addr": list(o.source_addr)} if o.source_addr else {}
@@ -294,6 +227,9 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         if tls:
             g["tls"] = tls
         return g | connects
+    if isinstance(target, str) and kind == "websocket":
+        headers = _pairs(o.headers, "-H/--header", ":") if o.headers else {}
+        return ws_group(target, o, headers, _pairs(o.cookies, "-C/--cookie", "=") if o.cookies else {}) | connects
     if isinstance(target, str) and kind == "tcp":
         try:
             _, host, port = split(target, ("tcp",))
@@ -309,7 +245,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     if isinstance(target, str):
         if "://" in target:
             raise UserError(
-                f"unsupported target {target!r}: use http://, https://, tcp://host:port, "
+                f"unsupported target {target!r}: use http://, https://, tcp://host:port, ws://, wss://, "
                 "or -- COMMAND ARGS for a command"
             )
         target = [target]

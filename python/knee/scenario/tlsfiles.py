@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from knee.scenario.groups import HttpGroup
+from knee.scenario.groups import HttpGroup, WebsocketGroup
 from knee.scenario.model import Scenario
 from knee.scenario.tls import Tls
 
@@ -266,7 +266,8 @@ def _dir_stamp(path: str | None) -> object:
 
 
 def https(g: object) -> bool:
-    return isinstance(g, HttpGroup) and g.url.lower().startswith("https://")
+    """A group that speaks TLS: an https:// or a wss:// URL."""
+    return isinstance(g, HttpGroup | WebsocketGroup) and g.url.lower().startswith(("https://", "wss://"))
 
 
 def check(scenario: Scenario) -> None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import ipaddress
 
 # scheme -> the port a URL without one means (None: it must name one)
-DEFAULT_PORT: dict[str, int | None] = {"http": 80, "https": 443, "tcp": None}
+DEFAULT_PORT: dict[str, int | None] = {"http": 80, "https": 443, "tcp": None, "ws": 80, "wss": 443}
 _SHAPE = {
     "http": "http://host:port/path",
     "https": "https://host:port/path",
     "tcp": "tcp://host:port",
+    "ws": "ws://host:port/path",
+    "wss": "wss://host:port/path",
 }
 
 
@@ -79,6 +81,12 @@ def _fail(message: str) -> tuple[str, str, int]:
 def check_url(url: str) -> str:
     """`url` if it is an http(s):// URL with a host and a good port (a scenario's `url`); else ValueError."""
     split(url, ("http", "https"))
+    return url
+
+
+def check_ws_url(url: str) -> str:
+    """`url` if it is a ws(s):// URL with a host and a good port (a websocket group's `url`); else ValueError."""
+    split(url, ("ws", "wss"))
     return url
 
 

@@ -25,6 +25,7 @@ mod spawn;
 mod tcp;
 mod template;
 mod tls;
+mod ws;
 
 pub(crate) use program::{HostedGroup, ThreadPart};
 pub(crate) use spawn::prepare_thread as prepare_spawns;
@@ -81,6 +82,7 @@ pub(crate) enum Prepared {
     Tcp(tcp::TcpPrep),
     Exec(exec::ExecPrep),
     Program(program::ProgramPrep),
+    Ws(ws::WsPrep),
 }
 
 /// Descriptors one spawn holds for a moment (see `fds_per_client`), per runtime thread.
@@ -94,6 +96,7 @@ impl Prepared {
             ClientSpec::Tcp(t) => Prepared::Tcp(tcp::TcpPrep::new(t, feeders, key)?),
             ClientSpec::Exec(e) => Prepared::Exec(exec::ExecPrep::new(e, feeders, key)?),
             ClientSpec::Worker(w) => Prepared::Program(program::ProgramPrep::new(w, feeders, key)?),
+            ClientSpec::Websocket(w) => Prepared::Ws(ws::WsPrep::new(w, feeders, key)?),
         }))
     }
 
@@ -103,6 +106,7 @@ impl Prepared {
         match self {
             Prepared::Http(p) => net::source_for(p.sources(), client),
             Prepared::Tcp(p) => net::source_for(&p.sources, client),
+            Prepared::Ws(p) => net::source_for(&p.sources, client),
             _ => None,
         }
     }
@@ -140,6 +144,7 @@ enum Kind {
     Tcp(tcp::TcpClient),
     Exec(exec::ExecClient),
     Program(program::ProgramClient),
+    Ws(ws::WsClient),
 }
 
 /// One client: its state between operations and the message of its last failure.
@@ -169,6 +174,7 @@ impl Client {
             (Prepared::Http(_), _) => Kind::Http(http::HttpClient::new(prep, client)),
             (Prepared::Tcp(_), _) => Kind::Tcp(tcp::TcpClient::new(prep, client)),
             (Prepared::Exec(_), _) => Kind::Exec(exec::ExecClient::new(prep)),
+            (Prepared::Ws(_), _) => Kind::Ws(ws::WsClient::new(prep, client)),
         };
         Client {
             kind,
@@ -187,6 +193,7 @@ impl Client {
             Kind::Exec(c) => c.prepare(draw),
             Kind::Program(c) => c.prepare(draw),
             Kind::Http2(c) => c.op.prepare(draw),
+            Kind::Ws(c) => c.prepare(draw),
         }
     }
 
@@ -210,6 +217,7 @@ impl Client {
             // one allocation beside a fork and an exec is nothing.
             Kind::Exec(c) => Box::pin(c.run(cancel, d)).await,
             Kind::Program(c) => c.run(self.iteration, cancel, d).await,
+            Kind::Ws(c) => c.run(cancel, d).await,
         }
     }
 }
@@ -237,6 +245,7 @@ mod tests {
                 r#"{"kind": "http", "url": "http://127.0.0.1:1/", "http2": true}"#,
                 r#"{"kind": "tcp", "addr": "127.0.0.1:1"}"#,
                 r#"{"kind": "exec", "argv": ["true"]}"#,
+                r#"{"kind": "websocket", "url": "ws://127.0.0.1:1/", "message": "hi"}"#,
             ] {
                 let spec: ClientSpec = serde_json::from_str(spec).unwrap();
                 let mut c = Client::new(

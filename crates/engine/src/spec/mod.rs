@@ -11,12 +11,14 @@ mod data;
 mod exec;
 mod http;
 mod tcp;
+mod ws;
 
 pub use data::{DataSpec, OnExhausted, Order, Scope};
 pub use exec::{ExecSpec, FileCheck, WorkerSpec};
 pub(crate) use http::{origin, untemplated};
 pub use http::{HttpSpec, RequestSpec, TlsSpec};
 pub use tcp::TcpSpec;
+pub use ws::{WsMode, WsSpec};
 
 /// One shard: client groups started together.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -138,6 +140,7 @@ pub enum ClientSpec {
     Tcp(TcpSpec),
     Exec(ExecSpec),
     Worker(WorkerSpec),
+    Websocket(WsSpec),
 }
 
 impl ClientSpec {
@@ -148,6 +151,7 @@ impl ClientSpec {
             ClientSpec::Tcp(_) => "tcp",
             ClientSpec::Exec(_) => "exec",
             ClientSpec::Worker(_) => "worker",
+            ClientSpec::Websocket(_) => "websocket",
         }
     }
 }
@@ -298,6 +302,7 @@ impl GroupSpec {
             ClientSpec::Tcp(t) => t.validate(&ckey),
             ClientSpec::Exec(e) => e.validate(&ckey),
             ClientSpec::Worker(w) => w.validate(&ckey),
+            ClientSpec::Websocket(w) => w.validate(&ckey),
         }
     }
 }

@@ -1,0 +1,652 @@
+//! WebSocket (RFC 6455), knee's own client as its HTTP/1.1 one is: the opening handshake over a connection the
+//! dialer opened (TCP, then TLS for wss://), then masked frames out and frames in, pings answered, a fragmented
+//! message put together, a close frame a failure of class `ws_close` with its code and reason.
+//!
+//! `echo`: an operation is one message and its reply on the connection the client keeps; `session`: connect, the
+//! handshake, `messages` exchanges, the close.
+
+use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hyper::Uri;
+use regex::bytes::Regex;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::dial::{Conn, Dialer};
+use super::template::Template;
+use super::{net, tls, Prepared};
+use crate::cancel::{race, Cancel};
+use crate::class::ErrorClass;
+use crate::data::{Draw, Exhausted, Feeders};
+use crate::error::{EngineError, SpecError};
+use crate::outcome::{Detail, OpReport, Outcome};
+use crate::rng::Rng;
+use crate::spec::{line_regex, untemplated, WsMode, WsSpec};
+
+/// The GUID the server's Sec-WebSocket-Accept hashes the client's key with (RFC 6455 §1.3).
+const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+/// The largest message knee takes (a server that sends more is failed as `protocol`).
+const MAX_MESSAGE: usize = 16 << 20;
+/// Bytes of a reply or a close reason quoted in a failure's message.
+const QUOTED: usize = 120;
+
+const OP_CONT: u8 = 0x0;
+const OP_TEXT: u8 = 0x1;
+const OP_BINARY: u8 = 0x2;
+const OP_CLOSE: u8 = 0x8;
+const OP_PING: u8 = 0x9;
+const OP_PONG: u8 = 0xA;
+
+pub(crate) struct WsPrep {
+    dialer: Dialer,
+    /// `GET path HTTP/1.1` and the handshake's fixed headers, up to the key's value.
+    head: Vec<u8>,
+    message: Template,
+    uses: Vec<usize>,
+    binary: bool,
+    expect: Option<Regex>,
+    mode: WsMode,
+    messages: u64,
+    interval: Duration,
+    pub(super) sources: Vec<IpAddr>,
+}
+
+impl WsPrep {
+    pub fn new(spec: &WsSpec, feeders: &Feeders, key: &str) -> Result<WsPrep, EngineError> {
+        let bad = |what: String| EngineError::Spec(SpecError(format!("{key}.{what}")));
+        let url: Uri = untemplated(&spec.url)
+            .parse()
+            .map_err(|e| bad(format!("url {:?} is not a valid URL ({e})", spec.url)))?;
+        let secure = url.scheme_str() == Some("wss");
+        let host = url
+            .host()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = url.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())
+            .and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
+            .map_err(|reason| EngineError::Resolve {
+                key: format!("{key}.url"),
+                addr: format!("{host}:{port}"),
+                reason,
+            })?;
+        net::check_sources(&spec.source_addrs, addr, key)?;
+        let tls = if secure {
+            let config =
+                tls::client_config(&spec.tls, spec.insecure, b"http/1.1").map_err(|reason| EngineError::Tls {
+                    key: key.to_string(),
+                    reason,
+                })?;
+            let name = ServerName::try_from(host.to_string()).map_err(|e| EngineError::Tls {
+                key: format!("{key}.url"),
+                reason: e.to_string(),
+            })?;
+            Some((config, name))
+        } else {
+            None
+        };
+        let path = url.path_and_query().map_or("/", |p| p.as_str());
+        let authority = url.authority().map_or(host, |a| a.as_str());
+        let mut head = format!(
+            "GET {path} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\n"
+        );
+        if !spec.subprotocols.is_empty() {
+            head.push_str(&format!("Sec-WebSocket-Protocol: {}\r\n", spec.subprotocols.join(", ")));
+        }
+        for (name, value) in &spec.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("Sec-WebSocket-Key: ");
+        let message = Template::compile(&spec.message, feeders, &format!("{key}.message"), true).map_err(SpecError)?;
+        let expect = match &spec.expect {
+            Some(p) => Some(line_regex(p).map_err(|e| bad(format!("expect {p:?}: {e}")))?),
+            None => None,
+        };
+        Ok(WsPrep {
+            dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(Duration::from_millis)),
+            head: head.into_bytes(),
+            uses: message.uses.clone(),
+            message,
+            binary: spec.binary,
+            expect,
+            mode: spec.mode,
+            messages: spec.messages,
+            interval: Duration::from_millis(spec.interval_ms),
+            sources: spec.source_addrs.clone(),
+        })
+    }
+}
+
+/// Why an exchange failed: its class (the words are in the client's `Detail`).
+type Failed = ErrorClass;
+
+pub(crate) struct WsClient {
+    prep: Arc<Prepared>,
+    conn: Option<Conn>,
+    /// What was read and not yet taken (frames arrive in pieces, or several in one read).
+    rx: Vec<u8>,
+    /// A frame to write (the message, a pong, the close).
+    tx: Vec<u8>,
+    /// This operation's message, rendered.
+    out: Vec<u8>,
+    /// The reply being put together from its fragments.
+    msg: Vec<u8>,
+    rng: Rng,
+    source: Option<IpAddr>,
+    /// Something of this operation reached the service (else a cut-off operation never started).
+    wrote: bool,
+}
+
+impl WsClient {
+    pub fn new(prep: Arc<Prepared>, client: u64) -> WsClient {
+        WsClient {
+            source: prep.source_for(client),
+            prep,
+            conn: None,
+            rx: Vec::with_capacity(4096),
+            tx: Vec::new(),
+            out: Vec::new(),
+            msg: Vec::new(),
+            rng: Rng::new(0x5753_4b4e_4545 ^ client, client),
+            wrote: false,
+        }
+    }
+
+    fn p(&self) -> &WsPrep {
+        let Prepared::Ws(p) = &*self.prep else {
+            unreachable!("a websocket client always has a websocket prep")
+        };
+        p
+    }
+
+    /// Take this operation's rows and write its message.
+    pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
+        let Prepared::Ws(p) = &*self.prep else {
+            unreachable!("a websocket client always has a websocket prep")
+        };
+        draw.take(&p.uses)?;
+        self.out.clear();
+        p.message.render(&mut self.out, draw);
+        Ok(())
+    }
+
+    pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
+        self.wrote = false;
+        let mut report = race!(cancel, self.operation(d));
+        report.unsent = !self.wrote && matches!(report.outcome, Outcome::Hung | Outcome::Abandoned);
+        // Only a clean echo leaves the connection at a message's boundary; a session ends with its own close.
+        if !matches!(report.outcome, Outcome::Ok) || self.p().mode == WsMode::Session {
+            self.conn = None;
+        }
+        report
+    }
+
+    async fn operation(&mut self, d: &mut Detail) -> OpReport {
+        let session = self.p().mode == WsMode::Session;
+        if session {
+            self.conn = None;
+        }
+        let mut report = OpReport::of(Outcome::Ok);
+        let t = Instant::now();
+        if self.conn.is_none() {
+            // Boxed: the dial and the handshake are most of the future, which every client's task holds; one
+            // allocation per connection opened.
+            match Box::pin(self.open(&mut report, d)).await {
+                Ok(()) => {}
+                Err(class) => {
+                    report.outcome = Outcome::Fail(class);
+                    return report;
+                }
+            }
+        }
+        let (n, interval) = if session {
+            (self.p().messages, self.p().interval)
+        } else {
+            (1, Duration::ZERO)
+        };
+        for i in 0..n {
+            if i > 0 && !interval.is_zero() {
+                tokio::time::sleep(interval).await;
+            }
+            if let Err(class) = self.exchange(&mut report, t, d).await {
+                report.outcome = Outcome::Fail(class);
+                return report;
+            }
+        }
+        if session {
+            // Boxed as the opening is: once per session.
+            if let Err(class) = Box::pin(self.close(&mut report, d)).await {
+                report.outcome = Outcome::Fail(class);
+            }
+        }
+        report
+    }
+
+    /// The close handshake: ours, then the server's close (or its end of the connection).
+    async fn close(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
+        self.frame(OP_CLOSE, &1000u16.to_be_bytes());
+        self.send(report, d).await?;
+        loop {
+            match self.next_frame(report, d).await {
+                Ok(Some((OP_CLOSE, _))) | Err(ErrorClass::Closed) => return Ok(()),
+                Ok(_) => continue,
+                Err(class) => return Err(class),
+            }
+        }
+    }
+
+    /// Open the connection and make the opening handshake (timed as the connect and TLS phases, the upgrade's
+    /// answer as the time to first byte).
+    async fn open(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
+        let (conn, opened) = {
+            let Prepared::Ws(p) = &*self.prep else { unreachable!() };
+            match p.dialer.dial(true, self.source, d).await {
+                Ok(c) => c,
+                Err(e) => {
+                    report.connect = e.connect;
+                    return Err(e.class);
+                }
+            }
+        };
+        report.connect = Some(opened.connect);
+        report.handshake = opened.handshake;
+        self.conn = Some(conn);
+        self.rx.clear();
+        let mut nonce = [0u8; 16];
+        for chunk in nonce.chunks_mut(8) {
+            chunk.copy_from_slice(&self.rng.next_u64().to_le_bytes());
+        }
+        let key = base64::engine::general_purpose::STANDARD.encode(nonce);
+        self.tx.clear();
+        let Prepared::Ws(p) = &*self.prep else { unreachable!() };
+        self.tx.extend_from_slice(&p.head);
+        self.tx.extend_from_slice(key.as_bytes());
+        self.tx.extend_from_slice(b"\r\n\r\n");
+        let sent = Instant::now();
+        self.send(report, d).await?;
+        let conn = self.conn.as_mut().expect("opened above");
+        let end = loop {
+            if let Some(i) = self.rx.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if self.rx.len() > 64 << 10 {
+                d.clear()
+                    .put(format_args!("the handshake's answer has no end of headers in 64 kB"));
+                return Err(ErrorClass::Protocol);
+            }
+            read_more(conn, &mut self.rx, d, "reading the handshake's answer").await?;
+        };
+        if self.p().mode == WsMode::Session {
+            report.ttfb = Some(sent.elapsed());
+        }
+        report.bytes.received += end as u64;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut resp = httparse::Response::new(&mut headers);
+        if resp.parse(&self.rx[..end]).is_err() {
+            d.clear()
+                .put(format_args!("the handshake's answer is not HTTP"))
+                .head_line(&self.rx[..end], QUOTED);
+            return Err(ErrorClass::Protocol);
+        }
+        let status = resp.code.unwrap_or(0);
+        if status != 101 {
+            d.clear()
+                .put(format_args!("HTTP/1.1 {status} {}", resp.reason.unwrap_or("").trim()))
+                .fix()
+                .put(format_args!(" (the server refused the upgrade to WebSocket)"));
+            return Err(ErrorClass::Status);
+        }
+        let accept = resp
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("sec-websocket-accept"))
+            .map(|h| h.value);
+        let want = base64::engine::general_purpose::STANDARD.encode(sha1(&[key.as_bytes(), GUID]));
+        if accept != Some(want.as_bytes()) {
+            d.clear().put(format_args!(
+                "the server's Sec-WebSocket-Accept is not the hash of knee's key: not a WebSocket server"
+            ));
+            return Err(ErrorClass::Protocol);
+        }
+        self.rx.drain(..end);
+        Ok(())
+    }
+
+    /// Send the message and read until its reply.
+    async fn exchange(&mut self, report: &mut OpReport, t: Instant, d: &mut Detail) -> Result<(), Failed> {
+        let op = if self.p().binary { OP_BINARY } else { OP_TEXT };
+        let out = std::mem::take(&mut self.out);
+        self.frame(op, &out);
+        self.out = out;
+        self.send(report, d).await?;
+        loop {
+            let len = self.next_message(report, d).await?;
+            report.bytes.payload += len as u64;
+            let p = self.p();
+            if p.expect.as_ref().is_some_and(|re| !re.is_match(&self.msg)) {
+                continue;
+            }
+            // echo: the reply's time; a session: its handshake's answer (set when it opened)
+            if p.mode == WsMode::Echo {
+                report.ttfb = Some(t.elapsed());
+            }
+            return Ok(());
+        }
+    }
+
+    /// The next whole data message (its length; its bytes in `msg`), control frames between its fragments
+    /// answered (ping) or skipped (pong).
+    async fn next_message(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<usize, Failed> {
+        self.msg.clear();
+        let mut begun = false;
+        loop {
+            let Some((op, fin)) = self.next_frame_into_msg(report, d).await? else {
+                continue;
+            };
+            match (op, begun) {
+                (OP_CONT, false) => {
+                    d.clear()
+                        .put(format_args!("a continuation frame with no message begun"));
+                    return Err(ErrorClass::Protocol);
+                }
+                (OP_TEXT | OP_BINARY, true) => {
+                    d.clear()
+                        .put(format_args!("a new message began inside a fragmented one"));
+                    return Err(ErrorClass::Protocol);
+                }
+                _ => begun = true,
+            }
+            if fin {
+                return Ok(self.msg.len());
+            }
+        }
+    }
+
+    /// Read one frame; a data frame's payload is appended to `msg` (Some(opcode, fin)); a ping is answered and a
+    /// pong skipped (None); a close ends the operation as `ws_close`.
+    async fn next_frame_into_msg(
+        &mut self,
+        report: &mut OpReport,
+        d: &mut Detail,
+    ) -> Result<Option<(u8, bool)>, Failed> {
+        let (op, fin, start, len) = self.read_frame(report, d).await?;
+        match op {
+            OP_CONT | OP_TEXT | OP_BINARY => {
+                if self.msg.len() + len > MAX_MESSAGE {
+                    d.clear().put(format_args!("a message over {} MB", MAX_MESSAGE >> 20));
+                    return Err(ErrorClass::Protocol);
+                }
+                self.msg.extend_from_slice(&self.rx[start..start + len]);
+                self.rx.drain(..start + len);
+                Ok(Some((op, fin)))
+            }
+            _ => {
+                let payload = self.rx[start..start + len].to_vec();
+                self.rx.drain(..start + len);
+                // Boxed: a control frame is rare, and its future would sit in every client's task.
+                Box::pin(self.control(op, &payload, report, d)).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The next frame of any kind, for the close handshake: Some((opcode, len)).
+    async fn next_frame(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<Option<(u8, usize)>, Failed> {
+        let (op, _, start, len) = self.read_frame(report, d).await?;
+        let payload = self.rx[start..start + len].to_vec();
+        self.rx.drain(..start + len);
+        match op {
+            OP_CLOSE => Ok(Some((OP_CLOSE, len))),
+            OP_PING | OP_PONG => Box::pin(self.control(op, &payload, report, d)).await.map(|_| None),
+            _ => Ok(Some((op, len))),
+        }
+    }
+
+    async fn control(&mut self, op: u8, payload: &[u8], report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
+        match op {
+            OP_PING => {
+                self.frame(OP_PONG, payload);
+                self.send(report, d).await
+            }
+            OP_PONG => Ok(()),
+            OP_CLOSE => {
+                let code = (payload.len() >= 2).then(|| u16::from_be_bytes([payload[0], payload[1]]));
+                d.clear();
+                match code {
+                    Some(c) => d.put(format_args!("close {c}")),
+                    None => d.put(format_args!("close without a code")),
+                };
+                d.fix();
+                if payload.len() > 2 {
+                    d.quoted(&payload[2..], QUOTED);
+                }
+                // Answer the close (RFC 6455 §5.5.1); the connection ends either way.
+                self.frame(OP_CLOSE, &payload[..payload.len().min(2)]);
+                let _ = self.send(report, &mut Detail::default()).await;
+                Err(ErrorClass::WsClose)
+            }
+            _ => {
+                d.clear().put(format_args!("a frame of unknown opcode {op:#x}"));
+                Err(ErrorClass::Protocol)
+            }
+        }
+    }
+
+    /// Read until `rx` holds a whole frame: (opcode, fin, payload start, payload length).
+    async fn read_frame(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(u8, bool, usize, usize), Failed> {
+        loop {
+            if let Some(f) = parse_header(&self.rx, d)? {
+                let (op, fin, start, len) = f;
+                if self.rx.len() >= start + len {
+                    report.bytes.received += (start + len) as u64;
+                    return Ok((op, fin, start, len));
+                }
+            }
+            let conn = self.conn.as_mut().expect("an open connection");
+            read_more(conn, &mut self.rx, d, "reading a message").await?;
+        }
+    }
+
+    /// Write a masked frame into `tx`.
+    fn frame(&mut self, op: u8, payload: &[u8]) {
+        self.tx.clear();
+        self.tx.push(0x80 | op);
+        let n = payload.len();
+        if n < 126 {
+            self.tx.push(0x80 | n as u8);
+        } else if n <= 0xffff {
+            self.tx.push(0x80 | 126);
+            self.tx.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            self.tx.push(0x80 | 127);
+            self.tx.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+        let mask = (self.rng.next_u64() as u32).to_ne_bytes();
+        self.tx.extend_from_slice(&mask);
+        let at = self.tx.len();
+        self.tx.extend_from_slice(payload);
+        for (i, b) in self.tx[at..].iter_mut().enumerate() {
+            *b ^= mask[i & 3];
+        }
+    }
+
+    /// Write `tx` to the connection.
+    async fn send(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
+        let conn = self.conn.as_mut().expect("an open connection");
+        self.wrote = true;
+        let r = match conn {
+            Conn::Plain(s) => write(s, &self.tx).await,
+            Conn::Tls(s) => write(&mut **s, &self.tx).await,
+        };
+        match r {
+            Ok(()) => {
+                report.bytes.sent += self.tx.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                d.clear()
+                    .put(format_args!("sending to {}: ", self.p().dialer.addr))
+                    .io(&e);
+                Err(ErrorClass::of_io(&e, true))
+            }
+        }
+    }
+}
+
+async fn write<S: AsyncWrite + Unpin>(s: &mut S, bytes: &[u8]) -> std::io::Result<()> {
+    s.write_all(bytes).await?;
+    s.flush().await
+}
+
+async fn read_more(conn: &mut Conn, rx: &mut Vec<u8>, d: &mut Detail, doing: &str) -> Result<(), Failed> {
+    if rx.capacity() - rx.len() < 1024 {
+        rx.reserve(4096);
+    }
+    let r = match conn {
+        Conn::Plain(s) => read_some(s, rx).await,
+        Conn::Tls(s) => read_some(&mut **s, rx).await,
+    };
+    match r {
+        Ok(0) => {
+            d.clear().put(format_args!(
+                "the server closed the connection without a close frame ({doing})"
+            ));
+            Err(ErrorClass::Closed)
+        }
+        Ok(_) => Ok(()),
+        Err(e) => {
+            d.clear().put(format_args!("{doing}: ")).io(&e);
+            Err(ErrorClass::of_io(&e, false))
+        }
+    }
+}
+
+async fn read_some<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Vec<u8>) -> std::io::Result<usize> {
+    s.read_buf(rx).await
+}
+
+/// A frame header at the start of `b`: (opcode, fin, payload start, payload length), None while incomplete.
+fn parse_header(b: &[u8], d: &mut Detail) -> Result<Option<(u8, bool, usize, usize)>, Failed> {
+    if b.len() < 2 {
+        return Ok(None);
+    }
+    let (fin, rsv, op) = (b[0] & 0x80 != 0, b[0] & 0x70, b[0] & 0x0f);
+    if rsv != 0 {
+        d.clear().put(format_args!(
+            "a frame with reserved bits set (an extension knee did not ask for)"
+        ));
+        return Err(ErrorClass::Protocol);
+    }
+    let masked = b[1] & 0x80 != 0;
+    let (len, at) = match b[1] & 0x7f {
+        126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
+        127 if b.len() >= 10 => {
+            let n = u64::from_be_bytes(b[2..10].try_into().expect("8 bytes"));
+            (usize::try_from(n).unwrap_or(usize::MAX), 10)
+        }
+        126 | 127 => return Ok(None),
+        n => (n as usize, 2),
+    };
+    if masked {
+        d.clear().put(format_args!(
+            "a masked frame from the server (RFC 6455 §5.1: a server never masks)"
+        ));
+        return Err(ErrorClass::Protocol);
+    }
+    if len > MAX_MESSAGE || (op >= 0x8 && (len > 125 || !fin)) {
+        d.clear().put(format_args!(
+            "a frame of {len} bytes (opcode {op:#x}): over what knee takes"
+        ));
+        return Err(ErrorClass::Protocol);
+    }
+    Ok(Some((op, fin, at, len)))
+}
+
+/// SHA-1 of the parts joined (FIPS 180-4), for the handshake's Sec-WebSocket-Accept only.
+fn sha1(parts: &[&[u8]]) -> [u8; 20] {
+    let mut data: Vec<u8> = parts.concat();
+    let bits = (data.len() as u64) * 8;
+    data.push(0x80);
+    while data.len() % 64 != 56 {
+        data.push(0);
+    }
+    data.extend_from_slice(&bits.to_be_bytes());
+    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+    for block in data.chunks(64) {
+        let mut w = [0u32; 80];
+        for (i, c) in block.chunks(4).enumerate() {
+            w[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        for i in 16..80 {
+            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        for (i, wi) in w.iter().enumerate() {
+            let (f, k) = match i {
+                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
+                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
+                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+                _ => (b ^ c ^ d, 0xCA62_C1D6),
+            };
+            let t = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(*wi);
+            e = d;
+            d = c;
+            c = b.rotate_left(30);
+            b = a;
+            a = t;
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 20];
+    for (i, x) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 6455 §1.3's example: the key "dGhlIHNhbXBsZSBub25jZQ==" is accepted as "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".
+    #[test]
+    fn the_accept_hash_is_the_rfc_s_example() {
+        let accept = base64::engine::general_purpose::STANDARD.encode(sha1(&[b"dGhlIHNhbXBsZSBub25jZQ==", GUID]));
+        assert_eq!(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        // FIPS 180-4's "abc", and a message longer than one block
+        let hex = |b: [u8; 20]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        assert_eq!(hex(sha1(&[b"abc"])), "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(
+            hex(sha1(&[b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"])),
+            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
+        );
+    }
+
+    #[test]
+    fn frame_headers_parse_in_pieces_and_refuse_masked_frames() {
+        let mut d = Detail::default();
+        assert_eq!(parse_header(&[0x81], &mut d).unwrap(), None);
+        assert_eq!(parse_header(&[0x81, 5], &mut d).unwrap(), Some((OP_TEXT, true, 2, 5)));
+        assert_eq!(parse_header(&[0x02, 126, 1], &mut d).unwrap(), None);
+        assert_eq!(
+            parse_header(&[0x02, 126, 1, 0], &mut d).unwrap(),
+            Some((OP_BINARY, false, 4, 256))
+        );
+        assert!(matches!(parse_header(&[0x81, 0x85], &mut d), Err(ErrorClass::Protocol)));
+        assert!(d.text.contains("masked frame"), "{}", d.text);
+    }
+}

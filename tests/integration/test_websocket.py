@@ -1,0 +1,142 @@
+"""WebSocket groups (`knee run ws://…`, `kind = "websocket"`) against the `websockets` package's server, which counts
+the connections and messages it was sent (tests/wsserver.py): knee's counts are the server's, echo and session, a
+close frame is `ws_close` with its code and reason, a refused upgrade is `status` with the server's status line, and
+bad input is one sentence before any load."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knee.model import RunRecord
+from knee.store import RunDir
+
+from conftest import knee_cli
+from servers import sent, settled
+from wsserver import WsServer, start_ws_server
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[WsServer]:
+    s = start_ws_server()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def run(out: Path, *args: str, command: str = "run") -> RunRecord:
+    proc = knee_cli(command, *args, "--out", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return RunDir(run_dir).load()
+
+
+def delta(server: WsServer, before: dict, key: str, path: str | None = None) -> int:
+    now = server.stats()
+    if path is not None:
+        return now["by_path"].get(path, 0) - before["by_path"].get(path, 0)
+    return now[key] - before[key]
+
+
+@pytest.mark.parametrize("clients", [1, 200])
+def test_echo_round_trips_are_the_messages_the_server_answered(server: WsServer, tmp_path: Path, clients: int) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url(), "--message", "hello ${client}", "-c", str(clients), "-d", "2s")
+    (step,) = record.steps
+    g = step.groups["main"]
+    assert g.failed == g.hung == 0 and g.succeeded > 20 * clients, g
+    # every operation sent one message: the server counted each one started (an abandoned one was sent too)
+    n = sent(record)
+    assert settled(lambda: delta(server, before, "messages"), n) == n
+    # one connection a client, kept for every round trip (and one per single operation that probed the service)
+    assert delta(server, before, "connections") == clients + record.probes
+    # the latency is the round trip: far below a millisecond on loopback, as the server's own echo is
+    assert g.latency_ms.p50 < 20, g.latency_ms
+    assert g.bytes_received > 0 and g.bytes_sent > 0
+
+
+def test_a_session_is_connect_handshake_messages_and_close(server: WsServer, tmp_path: Path) -> None:
+    before = server.stats()
+    record = run(
+        tmp_path, server.url(), "--mode", "session", "--messages", "3", "--message-interval", "10ms",
+        "--message", "m", "-c", "4", "-n", "40",
+    )  # fmt: skip
+    (step,) = record.steps
+    g = step.groups["main"]
+    assert g.succeeded == 40 and g.failed == g.hung == g.abandoned == 0, g
+    # each session: its own connection and three messages; two 10 ms pauses between them
+    sessions = 40 + record.probes
+    assert settled(lambda: delta(server, before, "messages"), 3 * sessions) == 3 * sessions
+    assert delta(server, before, "connections") == sessions
+    assert g.latency_ms.p50 >= 20, g.latency_ms
+    # the handshake is timed on its own: the connect, and the upgrade's answer
+    assert g.connect_ms.count == 40
+
+
+def test_expect_waits_for_the_reply_that_matches(server: WsServer, tmp_path: Path) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url("/tagged"), "--message", "x", "--expect", "^echo: x$", "-c", "2", "-n", "50")
+    g = record.steps[0].groups["main"]
+    assert g.succeeded == 50 and g.failed == 0, g
+    assert delta(server, before, "", "/tagged") == 50 + record.probes
+    # both replies were read: "noise" (5 bytes) and "echo: x" (7) per round trip
+    assert g.payload_bytes == 12 * 50, g
+
+
+def test_a_close_frame_is_ws_close_with_its_code_and_reason(server: WsServer, tmp_path: Path) -> None:
+    record = run(tmp_path, server.url("/close"), "--message", "x", "-c", "2", "-n", "20")
+    g = record.steps[0].groups["main"]
+    assert g.failed == 20 and g.succeeded == 0, g
+    assert g.failures == {"ws_close": 20}, g.failures
+    (reason,) = g.reasons
+    assert reason.class_ == "ws_close" and reason.sample == 'close 1008: "policy says no"', reason
+
+
+def test_a_refused_upgrade_is_its_http_status(server: WsServer, tmp_path: Path) -> None:
+    record = run(tmp_path, server.url("/forbidden"), "--message", "x", "-c", "2", "-n", "10")
+    g = record.steps[0].groups["main"]
+    assert g.failures == {"status": 10}, g.failures
+    (reason,) = g.reasons
+    assert reason.sample.startswith("HTTP/1.1 403 Forbidden"), reason
+
+
+def test_a_sweep_of_a_scenario_file(server: WsServer, tmp_path: Path) -> None:
+    scenario = tmp_path / "ws.toml"
+    scenario.write_text(
+        f'[groups.main]\nkind = "websocket"\nurl = "{server.url()}"\nmessage = "row ${{client}}"\nclients = "level"\n'
+        '[sweep]\nlevels = [1, 8]\nduration = "1s"\n[recovery]\nenabled = false\n'
+    )
+    before = server.stats()
+    record = run(tmp_path / "runs", str(scenario), command="sweep")
+    assert [s.level for s in record.steps if s.phase == "sweep"] == [1, 8]
+    n = sent(record)
+    assert settled(lambda: delta(server, before, "messages"), n) == n
+    v = record.verdicts[0]
+    assert v.peak_level is not None and v.error_onset_level is None, v.sentences
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["ws://127.0.0.1:99999/", "--message", "x"], "port"),
+        (["ws://127.0.0.1:9/"], "needs --message"),
+        (["ws://127.0.0.1:9/", "--message", "x", "--messages", "3"], "add --mode session"),
+        (["LIVE", "--message", "x", "--expect", "("], "not a valid regular expression"),
+        (["ws://127.0.0.1:9/", "--message", "x", "--cert", "c.pem"], "--cert applies to wss:// URLs only"),
+        (["ws://127.0.0.1:9/", "--message", "x", "--http2"], "--http2 applies to http(s):// targets only"),
+        (["http://127.0.0.1:9/", "--message", "x"], "--message applies to ws(s):// targets only"),
+    ],
+)
+def test_bad_input_is_one_sentence_before_any_load(
+    server: WsServer, tmp_path: Path, args: list[str], said: str
+) -> None:
+    before = server.stats()
+    args = [server.url() if a == "LIVE" else a for a in args]
+    proc = knee_cli("run", *args, "-n", "1", "--out", str(tmp_path), timeout=60)
+    assert server.stats()["messages"] == before["messages"]  # no load
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

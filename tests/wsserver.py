@@ -1,0 +1,88 @@
+"""A WebSocket server nobody here wrote (the `websockets` package's), run as its own process by the tests, that counts
+what it was sent: GET /stats (plain HTTP) answers {"connections": …, "messages": …, "by_path": {path: messages}}.
+
+Paths: /echo answers each message with itself; /tagged answers "echo: MESSAGE" after a "noise" message of its own;
+/close closes every connection at once with 1008 "policy says no"; /forbidden refuses the upgrade with 403."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+
+from servers import free_port, wait_for_port
+
+SERVER = r"""
+import asyncio, collections, json, sys
+from http import HTTPStatus
+from websockets.asyncio.server import serve
+
+counts = {"connections": 0, "messages": 0}
+by_path = collections.Counter()
+
+def process_request(connection, request):
+    if request.path == "/stats":
+        return connection.respond(HTTPStatus.OK, json.dumps({**counts, "by_path": by_path}) + "\n")
+    if request.path == "/forbidden":
+        return connection.respond(HTTPStatus.FORBIDDEN, "no upgrade for you\n")
+    return None
+
+async def handler(ws):
+    counts["connections"] += 1
+    path = ws.request.path
+    if path == "/close":
+        await ws.close(1008, "policy says no")
+        return
+    async for m in ws:
+        counts["messages"] += 1
+        by_path[path] += 1
+        if path == "/tagged":
+            await ws.send("noise")
+            await ws.send("echo: " + (m if isinstance(m, str) else m.decode()))
+        else:
+            await ws.send(m)
+
+async def main():
+    async with serve(handler, "127.0.0.1", int(sys.argv[1]), process_request=process_request,
+                     max_queue=None, ping_interval=None) as server:
+        await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+@dataclass
+class WsServer:
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    def url(self, path: str = "/echo") -> str:
+        return f"ws://127.0.0.1:{self.port}{path}"
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_ws_server() -> WsServer:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], stdin=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, 15)
+    except Exception:
+        proc.kill()
+        proc.wait(5)
+        raise
+    return WsServer(port, proc)
