@@ -2,7 +2,8 @@
 what it was sent: GET /stats (plain HTTP) answers {"connections": …, "messages": …, "by_path": {path: messages}}.
 
 Paths: /echo answers each message with itself; /tagged answers "echo: MESSAGE" after a "noise" message of its own;
-/close closes every connection at once with 1008 "policy says no"; /forbidden refuses the upgrade with 403."""
+/close closes every connection at once with 1008 "policy says no"; /forbidden refuses the upgrade with 403;
+/push sends every connection `PUSHES` messages 5 ms apart, then waits for the client's close; /push1 one message."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from dataclasses import dataclass
 
 from servers import free_port, wait_for_port
 
+PUSHES = 20
+
 SERVER = r"""
 import asyncio, collections, json, sys
 from http import HTTPStatus
 from websockets.asyncio.server import serve
 
-counts = {"connections": 0, "messages": 0}
+counts = {"connections": 0, "messages": 0, "pushed": 0, "open": 0, "most_open": 0}
 by_path = collections.Counter()
 
 def process_request(connection, request):
@@ -32,7 +35,22 @@ def process_request(connection, request):
 
 async def handler(ws):
     counts["connections"] += 1
+    counts["open"] += 1
+    counts["most_open"] = max(counts["most_open"], counts["open"])
+    try:
+        await serve_one(ws)
+    finally:
+        counts["open"] -= 1
+
+async def serve_one(ws):
     path = ws.request.path
+    if path in ("/push", "/push1"):
+        for i in range(PUSHES if path == "/push" else 1):
+            await ws.send(f"tick {i}")
+            counts["pushed"] += 1
+            await asyncio.sleep(0.005)
+        await ws.wait_closed()
+        return
     if path == "/close":
         await ws.close(1008, "policy says no")
         return
@@ -51,7 +69,7 @@ async def main():
         await server.serve_forever()
 
 asyncio.run(main())
-"""
+""".replace("PUSHES", str(PUSHES))
 
 
 @dataclass

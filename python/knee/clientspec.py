@@ -79,6 +79,7 @@ def client_spec(
             expect=g.expect,
             messages=g.messages,
             interval_ms=round(g.interval * 1000),
+            hold_ms=round((g.hold or 0) * 1000),
             insecure=g.insecure,
             tls=_tls(g, record),
             source_addrs=addresses.of_group(g.source_addr),

@@ -174,12 +174,13 @@ class WsClient(_Spec):
     url: str
     headers: list[tuple[str, str]] = Field(default_factory=list)
     subprotocols: list[str] = Field(default_factory=list)
-    mode: Literal["echo", "session"] = "echo"
-    message: str
+    mode: Literal["echo", "session", "listen"] = "echo"
+    message: str = ""
     binary: bool = False
     expect: str | None = None
     messages: int = 1
     interval_ms: int = 0
+    hold_ms: int = 0
     insecure: bool = False
     tls: TlsClient = Field(default_factory=TlsClient)
     source_addrs: list[str] = Field(default_factory=list)

@@ -15,7 +15,7 @@ from knee.store import RunDir
 
 from conftest import knee_cli
 from servers import sent, settled
-from wsserver import WsServer, start_ws_server
+from wsserver import PUSHES, WsServer, start_ws_server
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,7 @@ def test_echo_round_trips_are_the_messages_the_server_answered(server: WsServer,
     # the latency is the round trip: far below a millisecond on loopback, as the server's own echo is
     assert g.latency_ms.p50 < 20, g.latency_ms
     assert g.bytes_received > 0 and g.bytes_sent > 0
+    assert g.messages_sent == g.messages_received == g.succeeded + g.failed, g
 
 
 def test_a_session_is_connect_handshake_messages_and_close(server: WsServer, tmp_path: Path) -> None:
@@ -74,6 +75,31 @@ def test_a_session_is_connect_handshake_messages_and_close(server: WsServer, tmp
     assert g.latency_ms.p50 >= 20, g.latency_ms
     # the handshake is timed on its own: the connect, and the upgrade's answer
     assert g.connect_ms.count == 40
+
+
+def test_listen_holds_connections_and_counts_what_the_server_pushed(server: WsServer, tmp_path: Path) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url("/push"), "--mode", "listen", "--hold", "400ms", "-c", "50", "-d", "2s")
+    g = record.steps[0].groups["main"]
+    assert g.failed == g.hung == 0 and g.succeeded >= 150, g
+    # each held connection read every message the server pushed it (PUSHES, 5 ms apart, well within the hold)
+    assert g.messages_received == PUSHES * g.succeeded and g.messages_sent == 0, g
+    # one connection per operation (and per at-rest probe), 50 held at once
+    assert delta(server, before, "connections") == sent(record)
+    assert server.stats()["most_open"] >= 50
+    # the latency is the time to the first message, not the 400 ms hold
+    assert g.latency_ms.p99 < 300, g.latency_ms
+
+
+def test_two_thousand_held_connections(server: WsServer, tmp_path: Path) -> None:
+    """The dashboard's wall is the connections held: 2 000 at once, each counted by the server and by knee."""
+    before = server.stats()
+    record = run(tmp_path, server.url("/push1"), "--mode", "listen", "--hold", "3s", "-c", "2000", "-n", "2000")
+    g = record.steps[0].groups["main"]
+    assert g.succeeded == 2000 and g.failed == g.hung == g.abandoned == 0, g
+    assert g.messages_received == 2000, g
+    assert delta(server, before, "connections") == 2000 + record.probes
+    assert server.stats()["most_open"] >= 2000
 
 
 def test_expect_waits_for_the_reply_that_matches(server: WsServer, tmp_path: Path) -> None:
@@ -124,6 +150,7 @@ def test_a_sweep_of_a_scenario_file(server: WsServer, tmp_path: Path) -> None:
         (["ws://127.0.0.1:99999/", "--message", "x"], "port"),
         (["ws://127.0.0.1:9/"], "needs --message"),
         (["ws://127.0.0.1:9/", "--message", "x", "--messages", "3"], "add --mode session"),
+        (["ws://127.0.0.1:9/", "--mode", "listen"], "--mode listen holds each connection for --hold D"),
         (["LIVE", "--message", "x", "--expect", "("], "not a valid regular expression"),
         (["ws://127.0.0.1:9/", "--message", "x", "--cert", "c.pem"], "--cert applies to wss:// URLs only"),
         (["ws://127.0.0.1:9/", "--message", "x", "--http2"], "--http2 applies to http(s):// targets only"),

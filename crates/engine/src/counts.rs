@@ -63,6 +63,11 @@ pub struct GroupCounts {
     pub bytes_received: u64,
     /// Document bytes of succeeded operations (HTTP bodies, tcp replies, exec files or stdout).
     pub payload_bytes: u64,
+    /// WebSocket: data messages written and read by completed operations (absent in older results).
+    #[serde(default)]
+    pub messages_sent: u64,
+    #[serde(default)]
+    pub messages_received: u64,
     /// TLS handshakes that resumed an earlier session (of those timed in `tls`; absent in older results).
     #[serde(default)]
     pub tls_resumed: u64,
@@ -124,6 +129,8 @@ impl GroupCounts {
         self.bytes_sent += o.bytes_sent;
         self.bytes_received += o.bytes_received;
         self.payload_bytes += o.payload_bytes;
+        self.messages_sent += o.messages_sent;
+        self.messages_received += o.messages_received;
         self.tls_resumed += o.tls_resumed;
         self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
         for (a, b) in self.failures.iter_mut().zip(&o.failures) {

@@ -32,6 +32,9 @@ pub(crate) struct Traffic {
     /// The document: HTTP: the (decoded) body; tcp: what was read; exec: the size of
     /// `expect_file` or of `bytes_from`.
     pub payload: u64,
+    /// WebSocket: the data messages written and read (control frames not counted).
+    pub messages_sent: u64,
+    pub messages_received: u64,
 }
 
 /// A TLS handshake an operation completed (it opened a connection).
@@ -53,6 +56,8 @@ pub(crate) struct OpReport {
     pub bytes: Traffic,
     /// Durations the client program reported for named steps of the operation (connect, auth …).
     pub steps: Vec<(String, Duration)>,
+    /// The latency it reports instead of its duration: a WebSocket listen's time to its first message.
+    pub latency: Option<Duration>,
     /// Abandoned before any of its request left knee (still connecting): the service never saw it,
     /// so it is not counted as started at all.
     pub unsent: bool,
@@ -67,6 +72,7 @@ impl OpReport {
             ttfb: None,
             bytes: Traffic::default(),
             steps: Vec::new(),
+            latency: None,
             unsent: false,
         }
     }

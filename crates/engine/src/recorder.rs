@@ -37,6 +37,7 @@ pub(crate) struct GroupRec {
 }
 
 /// Where a measured operation's latency counts from.
+#[derive(Clone, Copy)]
 pub(crate) struct Timing {
     /// From the intended start (open loop) or the actual start (closed loop) to the end.
     pub latency: Duration,
@@ -172,6 +173,15 @@ impl GroupRec {
                 },
             );
         }
+        // An operation that says its own latency (a WebSocket listen: its first message) is measured by it.
+        let own;
+        let t = match rep.latency {
+            Some(latency) => {
+                own = Timing { latency, ..*t };
+                &own
+            }
+            None => t,
+        };
         if let Some(r) = self.res.requests.get_mut(request) {
             let o = &mut r.counts.outcomes;
             match rep.outcome {
@@ -228,6 +238,8 @@ impl GroupRec {
             }
             self.res.counts.bytes_sent += rep.bytes.sent;
             self.res.counts.bytes_received += rep.bytes.received;
+            self.res.counts.messages_sent += rep.bytes.messages_sent;
+            self.res.counts.messages_received += rep.bytes.messages_received;
         }
         let series = &mut self.res.series[tick];
         match rep.outcome {

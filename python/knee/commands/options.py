@@ -80,7 +80,10 @@ _TARGET = [
     ),
     click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
     click.option("--expect", help="tcp: read until this regex matches the reply; ws: the reply to wait for."),
-    click.option("--mode", type=click.Choice(["echo", "session"]), help="ws: echo (default) or session."),
+    click.option(
+        "--mode", type=click.Choice(["echo", "session", "listen"]), help="ws: echo (default), session or listen."
+    ),
+    click.option("--hold", help="ws --mode listen: how long each connection is held, counting pushed messages."),
     click.option("--message", help="ws: the message each exchange sends (\\n escapes allowed; templates)."),
     click.option("--binary", is_flag=True, help="ws: send the message as a binary frame, not text."),
     click.option("--messages", type=click.IntRange(min=1), help="ws --mode session: exchanges per session (1)."),

@@ -111,6 +111,8 @@ class EngineGroup(Mirror, Counts, GroupIdentity):
     bytes_sent: int
     bytes_received: int
     payload_bytes: int
+    messages_sent: int
+    messages_received: int
     tls_resumed: int
     latency_us: EngineLatency
     failed_latency_us: EngineLatency

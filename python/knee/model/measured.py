@@ -157,6 +157,8 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
     bytes_sent: int = 0
     bytes_received: int = 0
     payload_bytes: int = Field(default=0, description="document bytes of succeeded operations")
+    messages_sent: int = Field(default=0, description="WebSocket: data messages written by completed operations")
+    messages_received: int = Field(default=0, description="WebSocket: data messages read by completed operations")
     tls_resumed: int = Field(default=0, description="TLS handshakes (of tls_ms.count) that resumed an earlier session")
     latency_ms: LatencyStats = Field(
         default_factory=LatencyStats,
@@ -211,6 +213,8 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
             bytes_sent=g.bytes_sent,
             bytes_received=g.bytes_received,
             payload_bytes=g.payload_bytes,
+            messages_sent=g.messages_sent,
+            messages_received=g.messages_received,
             tls_resumed=g.tls_resumed,
             latency_ms=LatencyStats.from_engine_us(g.latency_us),
             failed_latency_ms=LatencyStats.from_engine_us(g.failed_latency_us),

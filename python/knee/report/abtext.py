@@ -153,7 +153,8 @@ def target(scenario: Scenario, group: str, step: StepResult | None = None) -> st
     if isinstance(g, TcpGroup):
         return f"tcp://{g.addr}"
     if isinstance(g, WebsocketGroup):
-        return f"{g.url} ({g.mode}{f', {g.messages} messages' if g.mode == 'session' else ''})"
+        shape = {"session": f", {g.messages} messages", "listen": f", held {g.hold or 0:g} s"}.get(g.mode, "")
+        return f"{g.url} ({g.mode}{shape})"
     if isinstance(g, PythonGroup):
         return f"python flow {g.function}"
     assert isinstance(g, ExecGroup | WorkerGroup)
@@ -251,6 +252,9 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
         add(f"{'Dropped (never started):':<28}{o.dropped}")
     if s.succeeded and (s.payload_bytes or s.bytes_received):
         add(f"{'Document length:':<28}{s.payload_bytes / s.succeeded:.0f} bytes (mean)")
+    if s.messages_received or s.messages_sent:
+        each = f" ({s.messages_received / seconds:.2f} received [#/sec])" if seconds > 0 else ""
+        add(f"{'Messages:':<28}{s.messages_received} received, {s.messages_sent} sent{each}")
     if s.bytes_received or s.bytes_sent:
         add(f"{'Total transferred:':<28}{s.bytes_received} bytes received, {s.bytes_sent} sent")
         if s.elapsed_s > 0:

@@ -278,16 +278,18 @@ class TcpGroup(_Connects):
 
 class WebsocketGroup(_Connects):
     """A WebSocket client (RFC 6455): `echo` sends `message` on the connection it keeps and waits for the reply;
-    `session` is a whole session per operation (connect, handshake, `messages` exchanges `interval` apart, close)."""
+    `session` is a whole session per operation (connect, handshake, `messages` exchanges `interval` apart, close);
+    `listen` holds a connection for `hold`, counting the messages the server pushes (after `message`, if given)."""
 
     kind: Literal["websocket"]
     url: Annotated[str, AfterValidator(check_ws_url)]
-    mode: Literal["echo", "session"] = "echo"
+    mode: Literal["echo", "session", "listen"] = "echo"
     message: str | None = None
     binary: bool = False
     expect: str | None = None  # the reply waited for: the first message this regex matches (default: the first)
     messages: PositiveInt = 1
     interval: Duration = 0.0
+    hold: Duration | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     cookies: dict[str, str] = Field(default_factory=dict)
     subprotocols: list[str] = Field(default_factory=list)
@@ -297,12 +299,16 @@ class WebsocketGroup(_Connects):
 
     @model_validator(mode="after")
     def _consistent(self) -> "WebsocketGroup":
-        if self.message is None:
+        if self.mode == "listen" and not self.hold:
+            raise ValueError('mode = "listen" holds each connection: give hold, e.g. "10s" (--hold)')
+        if self.mode != "listen" and self.hold is not None:
+            raise ValueError('hold is how long mode = "listen" holds a connection: set mode = "listen" or drop it')
+        if self.message is None and self.mode != "listen":
             raise ValueError(
                 f'mode = "{self.mode}" sends a message and waits for its reply: give message (--message on the '
                 "command line)"
             )
-        if self.mode == "echo" and (self.messages != 1 or self.interval):
+        if self.mode != "session" and (self.messages != 1 or self.interval):
             raise ValueError(
                 'messages and interval belong to a session: set mode = "session" (--mode session) or drop them'
             )

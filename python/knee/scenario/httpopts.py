@@ -48,9 +48,11 @@ def _tls_clashes(url: str, o: Options, secure: str) -> None:
 def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, str]) -> dict[str, Any]:
     """A ws(s):// target's group from its options (-H and -C already parsed)."""
     _tls_clashes(url, o, "wss://")
-    if o.mode not in (None, "echo", "session"):
-        raise UserError(f"--mode must be echo or session (got {o.mode!r})")
-    if o.message is None:
+    if o.mode not in (None, "echo", "session", "listen"):
+        raise UserError(f"--mode must be echo, session or listen (got {o.mode!r})")
+    if (o.mode == "listen") != (o.hold is not None):
+        raise UserError("--mode listen holds each connection for --hold D: give both (or neither)")
+    if o.message is None and o.mode != "listen":
         raise UserError(
             f"{url} needs --message: each operation sends it and waits for the reply (--expect REGEX: the reply "
             "that matches)"
@@ -59,9 +61,12 @@ def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, s
     if any(session) and o.mode != "session":
         given = "--messages" if session[0] else "--message-interval"
         raise UserError(f"{given} sets a session's messages: add --mode session (or drop {given})")
-    g: dict[str, Any] = {"kind": "websocket", "url": url, "message": o.message.encode().decode("unicode_escape")}
+    g: dict[str, Any] = {"kind": "websocket", "url": url}
+    if o.message is not None:
+        g["message"] = o.message.encode().decode("unicode_escape")
     for key, value in (
         ("mode", o.mode),
+        ("hold", o.hold),
         ("expect", o.expect),
         ("messages", o.messages),
         ("interval", o.message_interval),

@@ -82,6 +82,7 @@ class Options:
     binary: bool = False
     messages: int | None = None
     message_interval: str | float | None = None
+    hold: str | float | None = None
     subprotocol: list[str] = field(default_factory=list)
     env: list[str | tuple[str, str]] = field(default_factory=list)
     cwd: str | None = None

@@ -62,6 +62,7 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.messages": "--messages",
     "groups.main.interval": "--message-interval",
     "groups.main.mode": "--mode",
+    "groups.main.hold": "--hold",
     "groups.main.subprotocols": "--subprotocol",
     "groups.main.env": "-e/--env",
     "groups.main.cwd": "--cwd",
@@ -125,6 +126,7 @@ _KIND_OPTIONS = {
         ("--binary", "binary"),
         ("--messages", "messages"),
         ("--message-interval", "message_interval"),
+        ("--hold", "hold"),
         ("--subprotocol", "subprotocol"),
     ),
     # the opening request's headers and TLS: http(s) and ws(s) targets

@@ -295,6 +295,7 @@ impl ExecClient {
                 sent: 0,
                 received: out_bytes,
                 payload,
+                ..Traffic::default()
             },
             ..OpReport::of(class.map_or(Outcome::Ok, Outcome::Fail))
         }

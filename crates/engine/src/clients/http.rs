@@ -564,8 +564,10 @@ impl HttpClient {
                 sent,
                 received: resp.wire,
                 payload: len,
+                ..Traffic::default()
             },
             steps: Vec::new(),
+            latency: None,
             unsent: false,
         }
     }

@@ -51,6 +51,7 @@ pub(crate) struct WsPrep {
     mode: WsMode,
     messages: u64,
     interval: Duration,
+    hold: Duration,
     pub(super) sources: Vec<IpAddr>,
 }
 
@@ -119,6 +120,7 @@ impl WsPrep {
             mode: spec.mode,
             messages: spec.messages,
             interval: Duration::from_millis(spec.interval_ms),
+            hold: Duration::from_millis(spec.hold_ms),
             sources: spec.source_addrs.clone(),
         })
     }
@@ -189,8 +191,9 @@ impl WsClient {
     }
 
     async fn operation(&mut self, d: &mut Detail) -> OpReport {
-        let session = self.p().mode == WsMode::Session;
-        if session {
+        let mode = self.p().mode;
+        let session = mode == WsMode::Session;
+        if mode != WsMode::Echo {
             self.conn = None;
         }
         let mut report = OpReport::of(Outcome::Ok);
@@ -205,6 +208,13 @@ impl WsClient {
                     return report;
                 }
             }
+        }
+        if mode == WsMode::Listen {
+            // Boxed: its timer and reads would sit in every client's task; one allocation per held connection.
+            if let Err(class) = Box::pin(self.listen(&mut report, t, d)).await {
+                report.outcome = Outcome::Fail(class);
+            }
+            return report;
         }
         let (n, interval) = if session {
             (self.p().messages, self.p().interval)
@@ -227,6 +237,33 @@ impl WsClient {
             }
         }
         report
+    }
+
+    /// Listen: send the subscription (if any), count the messages pushed until the hold ends, close. The latency
+    /// is the time to the first message (the hold, when none came).
+    async fn listen(&mut self, report: &mut OpReport, t: Instant, d: &mut Detail) -> Result<(), Failed> {
+        if !self.out.is_empty() {
+            let op = if self.p().binary { OP_BINARY } else { OP_TEXT };
+            let out = std::mem::take(&mut self.out);
+            self.frame(op, &out);
+            self.out = out;
+            self.send(report, d).await?;
+        }
+        let until = t + self.p().hold;
+        loop {
+            match tokio::time::timeout_at(until.into(), self.next_message(report, d)).await {
+                Ok(Ok(len)) => {
+                    report.bytes.payload += len as u64;
+                    report.latency.get_or_insert_with(|| t.elapsed());
+                }
+                Ok(Err(class)) => return Err(class),
+                Err(_) => break,
+            }
+        }
+        report.latency.get_or_insert(self.p().hold);
+        // A message cut off by the hold's end may be half read: the close is written, not waited for.
+        self.frame(OP_CLOSE, &1000u16.to_be_bytes());
+        self.send(report, d).await
     }
 
     /// The close handshake: ours, then the server's close (or its end of the connection).
@@ -364,6 +401,7 @@ impl WsClient {
                 _ => begun = true,
             }
             if fin {
+                report.bytes.messages_received += 1;
                 return Ok(self.msg.len());
             }
         }
@@ -481,6 +519,9 @@ impl WsClient {
     async fn send(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
         let conn = self.conn.as_mut().expect("an open connection");
         self.wrote = true;
+        if matches!(self.tx.first().map(|b| b & 0x0f), Some(OP_TEXT | OP_BINARY)) {
+            report.bytes.messages_sent += 1;
+        }
         let r = match conn {
             Conn::Plain(s) => write(s, &self.tx).await,
             Conn::Tls(s) => write(&mut **s, &self.tx).await,

@@ -18,6 +18,9 @@ pub enum WsMode {
     /// A whole session: connect, the handshake, `messages` messages each waiting for its reply
     /// (`interval_ms` apart), the close; the latency is the session's.
     Session,
+    /// Connect, send `message` once if there is one (a subscription), then hold the connection for `hold_ms`
+    /// counting the messages the server pushes, and close; the latency is the time to the first message.
+    Listen,
 }
 
 /// A WebSocket client (RFC 6455): `ws://` or `wss://`.
@@ -33,7 +36,9 @@ pub struct WsSpec {
     pub subprotocols: Vec<String>,
     #[serde(default)]
     pub mode: WsMode,
-    /// The message each exchange sends (templated), as a text frame (`binary`: a binary frame).
+    /// The message each exchange sends (templated), as a text frame (`binary`: a binary frame); listen: sent once
+    /// after the handshake when not empty.
+    #[serde(default)]
     pub message: String,
     #[serde(default)]
     pub binary: bool,
@@ -45,6 +50,9 @@ pub struct WsSpec {
     /// Session: the pause between one reply and the next message.
     #[serde(default)]
     pub interval_ms: u64,
+    /// Listen: how long each connection is held.
+    #[serde(default)]
+    pub hold_ms: u64,
     #[serde(default)]
     pub insecure: bool,
     #[serde(default)]
@@ -67,6 +75,16 @@ impl WsSpec {
             return Err(SpecError::new(format!(
                 "{key}.url {:?} must start with ws:// or wss://, e.g. ws://127.0.0.1:8080/chat",
                 self.url
+            )));
+        }
+        if self.mode == WsMode::Listen && self.hold_ms == 0 {
+            return Err(SpecError::new(format!(
+                "{key}.hold_ms must be at least 1 in listen mode: how long each connection is held"
+            )));
+        }
+        if self.mode != WsMode::Listen && self.message.is_empty() {
+            return Err(SpecError::new(format!(
+                "{key}.message is empty: echo and session send it and wait for the reply"
             )));
         }
         if self.messages == 0 {

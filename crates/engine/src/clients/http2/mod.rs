@@ -328,6 +328,7 @@ impl H2Client {
                 sent: body.len() as u64,
                 received: answer.len,
                 payload: answer.len,
+                ..Traffic::default()
             },
             ..OpReport::of(Outcome::Ok)
         })

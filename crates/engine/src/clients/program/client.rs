@@ -160,6 +160,7 @@ impl ProgramClient {
                     sent: 0,
                     received: bytes,
                     payload: bytes,
+                    ..Traffic::default()
                 },
                 steps,
                 ..OpReport::of(Outcome::Ok)
