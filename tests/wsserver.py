@@ -64,8 +64,15 @@ async def serve_one(ws):
             await ws.send(m)
 
 async def main():
+    tls = None
+    if len(sys.argv) > 2:  # wss: the server's chain and key, and the CAs its clients' certificates must chain to
+        import ssl
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[2], sys.argv[3])
+        tls.load_verify_locations(sys.argv[4])
+        tls.verify_mode = ssl.CERT_REQUIRED
     async with serve(handler, "127.0.0.1", int(sys.argv[1]), process_request=process_request,
-                     max_queue=None, ping_interval=None) as server:
+                     max_queue=None, ping_interval=None, ssl=tls) as server:
         await server.serve_forever()
 
 asyncio.run(main())
@@ -76,11 +83,14 @@ asyncio.run(main())
 class WsServer:
     port: int
     proc: subprocess.Popen[bytes]
+    secure: bool = False
 
     def url(self, path: str = "/echo") -> str:
-        return f"ws://127.0.0.1:{self.port}{path}"
+        return f"{'wss' if self.secure else 'ws'}://127.0.0.1:{self.port}{path}"
 
     def stats(self) -> dict:
+        if self.secure:
+            raise NotImplementedError("a wss server's /stats needs a client certificate: count through knee")
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as r:
             return json.loads(r.read())
 
@@ -94,13 +104,15 @@ class WsServer:
                 self.proc.wait(5)
 
 
-def start_ws_server() -> WsServer:
+def start_ws_server(tls: tuple[str, str, str] | None = None) -> WsServer:
+    """The server on a free port of 127.0.0.1; with `tls` (its certificate chain, its key, the CAs of the client
+    certificates it requires): wss://."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port), *(tls or ())], stdin=subprocess.DEVNULL)
     try:
         wait_for_port(port, 15)
     except Exception:
         proc.kill()
         proc.wait(5)
         raise
-    return WsServer(port, proc)
+    return WsServer(port, proc, secure=tls is not None)

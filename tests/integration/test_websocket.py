@@ -14,6 +14,7 @@ from knee.model import RunRecord
 from knee.store import RunDir
 
 from conftest import knee_cli
+from pki import Pki
 from servers import sent, settled
 from wsserver import PUSHES, WsServer, start_ws_server
 
@@ -127,6 +128,47 @@ def test_a_refused_upgrade_is_its_http_status(server: WsServer, tmp_path: Path) 
     assert g.failures == {"status": 10}, g.failures
     (reason,) = g.reasons
     assert reason.sample.startswith("HTTP/1.1 403 Forbidden"), reason
+
+
+def test_wss_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
+    cas = tmp_path / "cas.pem"
+    cas.write_text(Path(pki.path("root.pem")).read_text() + Path(pki.path("intermediate.pem")).read_text())
+    server = start_ws_server((pki.path("server-chain.pem"), pki.path("server.key"), str(cas)))
+    try:
+        mine = (
+            "--cacert",
+            pki.path("root.pem"),
+            "--cert",
+            pki.path("client-chain.pem"),
+            "--key",
+            pki.path("client.key"),
+        )
+        record = run(tmp_path / "a", server.url(), "--message", "x", "-c", "4", "-n", "200", *mine)
+        g = record.steps[0].groups["main"]
+        assert g.succeeded == 200 and g.failed == 0, g
+        # one handshake a connection: four clients keep theirs
+        assert g.tls_ms.count == 4 and g.messages_received == 200, g
+        # without a certificate the server refuses it after the handshake (TLS 1.3: the client's side is done first);
+        # Python's ssl ends the connection without a TLS alert (openssl s_client reads ECONNRESET there too), so the
+        # class is the connection's end as knee read it, and no message was answered
+        record = run(
+            tmp_path / "b", server.url(), "--message", "x", "-c", "2", "-n", "10", "--cacert", pki.path("root.pem")
+        )
+        g = record.steps[0].groups["main"]
+        assert g.failed == 10 and set(g.failures) <= {"tls", "closed", "reset"} and g.messages_received == 0, g
+    finally:
+        server.stop()
+
+
+def test_an_open_loop_of_messages(server: WsServer, tmp_path: Path) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url(), "--message", "x", "--rate", "400", "-c", "10", "-d", "2s")
+    g = record.steps[0].groups["main"]
+    o = g.open_loop
+    assert o is not None and o.offered == 800 and g.started + o.dropped == 800, o
+    assert g.failed == g.hung == 0 and o.dropped <= 2, g
+    n = sent(record)
+    assert settled(lambda: delta(server, before, "messages"), n) == n
 
 
 def test_a_sweep_of_a_scenario_file(server: WsServer, tmp_path: Path) -> None:

@@ -276,7 +276,7 @@ def check(scenario: Scenario) -> None:
     for name, g in scenario.groups.items():
         if not https(g):
             continue
-        assert isinstance(g, HttpGroup)
+        assert isinstance(g, HttpGroup | WebsocketGroup)
         try:
             identity(g.tls)
             cas(g.tls)
@@ -293,7 +293,7 @@ def notes(scenario: Scenario, planned_s: float | None) -> tuple[list[str], list[
     for name, g in scenario.groups.items():
         if not https(g):
             continue
-        assert isinstance(g, HttpGroup)
+        assert isinstance(g, HttpGroup | WebsocketGroup)
         source = cert_source(g.tls)
         who = identity(g.tls)
         trusted = cas(g.tls)
