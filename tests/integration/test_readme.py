@@ -13,8 +13,17 @@ from knee.demo_target import start_target
 from conftest import REPO, knee_cli
 from pki import Pki
 from servers import TlsNginx
+from wsserver import start_ws_server
 
-SHORTER = {"-d 30s": "-d 1s", "-d 5s": "-d 1s", "-n 20000": "-n 2000", "--iterations 100": "--iterations 5"}
+SHORTER = {
+    "-d 30s": "-d 1s",
+    "-d 5s": "-d 1s",
+    "-d 60s": "-d 1s",
+    "-n 20000": "-n 2000",
+    "--iterations 100": "--iterations 5",
+    "--hold 30s": "--hold 300ms",
+    "-c 5000": "-c 50",
+}
 
 
 def readme_run_examples(tls: bool = False) -> list[str]:
@@ -27,17 +36,24 @@ def readme_run_examples(tls: bool = False) -> list[str]:
 def test_readme_knee_run_examples_work() -> None:
     examples = readme_run_examples()
     assert len(examples) >= 4
-    with start_target("basic") as target:
-        for example in examples:
-            line = example.replace("http://127.0.0.1:8080", target.url)
-            line = line.replace("tcp://127.0.0.1:9000", f"tcp://127.0.0.1:{target.tcp_port}")
-            for long, short in SHORTER.items():
-                line = line.replace(long, short)
-            args = shlex.split(line)[2:]
-            proc = knee_cli("run", "-q", *args, timeout=60)
-            assert proc.returncode == 0, f"{example}\n{proc.stderr}"
-            assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
-            assert re.search(r"Hung \(timed out\):\s+0\b", proc.stdout), example
+    ws = start_ws_server()  # the WebSocket lines': an echo, and a server that pushes
+    try:
+        with start_target("basic") as target:
+            for example in examples:
+                line = example.replace("http://127.0.0.1:8080", target.url)
+                line = line.replace("tcp://127.0.0.1:9000", f"tcp://127.0.0.1:{target.tcp_port}")
+                line = line.replace("ws://127.0.0.1:8081/chat", ws.url("/echo")).replace(
+                    "ws://127.0.0.1:8081/feed", ws.url("/push")
+                )
+                for long, short in SHORTER.items():
+                    line = line.replace(long, short)
+                args = shlex.split(line)[2:]
+                proc = knee_cli("run", "-q", *args, timeout=60)
+                assert proc.returncode == 0, f"{example}\n{proc.stderr}"
+                assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
+                assert re.search(r"Hung \(timed out\):\s+0\b", proc.stdout), example
+    finally:
+        ws.stop()
 
 
 def test_readme_tls_examples_work(tls_nginx: TlsNginx, pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
