@@ -10,7 +10,7 @@ venv="${VIRTUAL_ENV:-$root/.venv}"
 mkdir -p "$tools/bin"
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust)
+[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust ws)
 
 install_one() {
   local tool="$1"
@@ -37,8 +37,12 @@ install_one() {
     locust)
       "$venv/bin/python" -c "import locust" 2>/dev/null || "$venv/bin/python" -m pip install -q locust
       ;;
+    ws)
+      # Node's ws package: the WebSocket server of bench/ws_bench.py (bench/ws_server.js)
+      [ -d "$tools/node/node_modules/ws" ] || npm install --prefix "$tools/node" --no-audit --no-fund --silent ws@8
+      ;;
     *)
-      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust)" >&2
+      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust ws)" >&2
       return 2
       ;;
   esac

@@ -93,6 +93,8 @@ class RunJson(BaseModel):
     bytes_sent: int
     bytes_received: int
     payload_bytes: int = Field(description="document bytes of succeeded operations")
+    messages_sent: int = Field(default=0, description="WebSocket: data messages written by completed operations")
+    messages_received: int = Field(default=0, description="WebSocket: data messages read by completed operations")
     tls_resumed: int = Field(description="TLS handshakes (of tls_ms.count) that resumed an earlier session")
     transfer_rate_bps: float = Field(description="bytes_received / elapsed_s")
     latency_ms: LatencyStats = Field(description="succeeded operations only (count = succeeded)")
