@@ -28,6 +28,7 @@ from conftest import knee_cli
 from dask_cluster import DASK, Cluster, start_cluster, wait_for_children
 from pki import PASSWORD, Pki
 from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
+from wsserver import start_ws_server
 
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
 
@@ -236,6 +237,25 @@ def test_http2_with_a_client_certificate_on_three_workers(
     assert all(pki.client_subject in ln and ln.endswith("HTTP/2.0") for ln in lines)
     assert len({ln.split()[0] for ln in lines}) == 6
     assert PASSWORD not in out.read_text() + proc.stdout + proc.stderr
+
+
+def test_websocket_round_trips_on_three_workers(cluster: Cluster, tmp_path: Path) -> None:
+    """A websocket group runs on the workers as on one machine: 6 clients over three workers, 600 round trips,
+    each connection a client's, and the server counted every message and connection."""
+    server = start_ws_server()
+    try:
+        out = tmp_path / "r.json"
+        proc = knee_cli(
+            "run", "-q", server.url(), "--message", "m ${client}", "-c", "6", "-n", "600", "--json", str(out),
+            "--cluster", cluster.address, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(out.read_text())
+        assert (doc["started"], doc["succeeded"], doc["messages_received"]) == (600, 600, 600), doc["reasons"]
+        stats = server.stats()
+        assert settled(lambda: server.stats()["messages"], 600) == 600 and stats["connections"] == 6, stats
+    finally:
+        server.stop()
 
 
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path: Path) -> None:
