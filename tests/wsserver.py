@@ -3,7 +3,8 @@ what it was sent: GET /stats (plain HTTP) answers {"connections": …, "messages
 
 Paths: /echo answers each message with itself; /tagged answers "echo: MESSAGE" after a "noise" message of its own;
 /close closes every connection at once with 1008 "policy says no"; /forbidden refuses the upgrade with 403;
-/push sends every connection `PUSHES` messages 5 ms apart, then waits for the client's close; /push1 one message."""
+/json answers a JSON message with another one (id "someone else") and then itself; /push sends every connection
+`PUSHES` messages 5 ms apart, then waits for the client's close; /push1 one message."""
 
 from __future__ import annotations
 
@@ -57,7 +58,10 @@ async def serve_one(ws):
     async for m in ws:
         counts["messages"] += 1
         by_path[path] += 1
-        if path == "/tagged":
+        if path == "/json":  # another exchange's reply first, then this one's
+            await ws.send(json.dumps({"id": "someone else", "n": counts["messages"]}))
+            await ws.send(m)
+        elif path == "/tagged":
             await ws.send("noise")
             await ws.send("echo: " + (m if isinstance(m, str) else m.decode()))
         else:

@@ -77,6 +77,7 @@ def client_spec(
             message=g.message or "",
             binary=g.binary,
             expect=g.expect,
+            correlate=g.correlate,
             messages=g.messages,
             interval_ms=round(g.interval * 1000),
             hold_ms=round((g.hold or 0) * 1000),

@@ -178,6 +178,7 @@ class WsClient(_Spec):
     message: str = ""
     binary: bool = False
     expect: str | None = None
+    correlate: str | None = None
     messages: int = 1
     interval_ms: int = 0
     hold_ms: int = 0

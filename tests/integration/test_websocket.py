@@ -113,6 +113,22 @@ def test_expect_waits_for_the_reply_that_matches(server: WsServer, tmp_path: Pat
     assert g.payload_bytes == 12 * 50, g
 
 
+def test_correlate_waits_for_the_reply_with_the_message_s_id(server: WsServer, tmp_path: Path) -> None:
+    message = '{"id": "${client}-${iteration}", "text": "hi"}'
+    record = run(
+        tmp_path / "a", server.url("/json"), "--message", message, "--correlate", "$.id", "-c", "4", "-n", "80"
+    )
+    g = record.steps[0].groups["main"]
+    assert g.succeeded == 80 and g.failed == 0, g
+    # both messages of each exchange were read: the other one's reply skipped, this one's taken
+    assert g.messages_received == 160 and g.messages_sent == 80, g
+    # a message without the path is not sent: class request, its text quoted
+    record = run(tmp_path / "b", server.url("/json"), "--message", '{"no": 1}', "--correlate", "$.id", "-n", "3")
+    g = record.steps[0].groups["main"]
+    assert g.failures == {"request": 3} and g.messages_sent == 0, g
+    assert g.reasons[0].sample.startswith("the message has no value at $.id to correlate"), g.reasons
+
+
 def test_a_close_frame_is_ws_close_with_its_code_and_reason(server: WsServer, tmp_path: Path) -> None:
     record = run(tmp_path, server.url("/close"), "--message", "x", "-c", "2", "-n", "20")
     g = record.steps[0].groups["main"]
@@ -207,6 +223,7 @@ def test_the_level_search_over_held_connections(server: WsServer, tmp_path: Path
         (["ws://127.0.0.1:9/", "--message", "x", "--messages", "3"], "add --mode session"),
         (["ws://127.0.0.1:9/", "--mode", "listen"], "--mode listen holds each connection for --hold D"),
         (["LIVE", "--message", "x", "--expect", "("], "not a valid regular expression"),
+        (["LIVE", "--message", "x", "--correlate", "id"], 'correlate "id" is not a JSONPath knee reads'),
         (["ws://127.0.0.1:9/", "--message", "x", "--cert", "c.pem"], "--cert applies to wss:// URLs only"),
         (["ws://127.0.0.1:9/", "--message", "x", "--http2"], "--http2 applies to http(s):// targets only"),
         (["http://127.0.0.1:9/", "--message", "x"], "--message applies to ws(s):// targets only"),

@@ -84,6 +84,9 @@ _TARGET = [
         "--mode", type=click.Choice(["echo", "session", "listen"]), help="ws: echo (default), session or listen."
     ),
     click.option("--hold", help="ws --mode listen: how long each connection is held, counting pushed messages."),
+    click.option(
+        "--correlate", metavar="JSONPATH", help="ws: the reply is the message whose JSON has this path's value."
+    ),
     click.option("--message", help="ws: the message each exchange sends (\\n escapes allowed; templates)."),
     click.option("--binary", is_flag=True, help="ws: send the message as a binary frame, not text."),
     click.option("--messages", type=click.IntRange(min=1), help="ws --mode session: exchanges per session (1)."),

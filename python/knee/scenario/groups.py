@@ -287,6 +287,7 @@ class WebsocketGroup(_Connects):
     message: str | None = None
     binary: bool = False
     expect: str | None = None  # the reply waited for: the first message this regex matches (default: the first)
+    correlate: str | None = None  # or the first whose JSON has the message's value at this JSONPath ($.id)
     messages: PositiveInt = 1
     interval: Duration = 0.0
     hold: Duration | None = None

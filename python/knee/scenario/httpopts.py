@@ -68,6 +68,7 @@ def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, s
         ("mode", o.mode),
         ("hold", o.hold),
         ("expect", o.expect),
+        ("correlate", o.correlate),
         ("messages", o.messages),
         ("interval", o.message_interval),
         ("headers", headers),

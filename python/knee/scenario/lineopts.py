@@ -83,6 +83,7 @@ class Options:
     messages: int | None = None
     message_interval: str | float | None = None
     hold: str | float | None = None
+    correlate: str | None = None  # a JSONPath
     subprotocol: list[str] = field(default_factory=list)
     env: list[str | tuple[str, str]] = field(default_factory=list)
     cwd: str | None = None

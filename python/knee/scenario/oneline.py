@@ -63,6 +63,7 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.interval": "--message-interval",
     "groups.main.mode": "--mode",
     "groups.main.hold": "--hold",
+    "groups.main.correlate": "--correlate",
     "groups.main.subprotocols": "--subprotocol",
     "groups.main.env": "-e/--env",
     "groups.main.cwd": "--cwd",
@@ -127,6 +128,7 @@ _KIND_OPTIONS = {
         ("--messages", "messages"),
         ("--message-interval", "message_interval"),
         ("--hold", "hold"),
+        ("--correlate", "correlate"),
         ("--subprotocol", "subprotocol"),
     ),
     # the opening request's headers and TLS: http(s) and ws(s) targets

@@ -44,6 +44,9 @@ pub struct WsSpec {
     pub binary: bool,
     /// The reply an exchange waits for: the first message this matches (None: the first message).
     pub expect: Option<String>,
+    /// The reply an exchange waits for: the first whose JSON has the message's value at this JSONPath (`$.id`).
+    #[serde(default)]
+    pub correlate: Option<String>,
     /// Session: the exchanges of one session.
     #[serde(default = "one")]
     pub messages: u64,

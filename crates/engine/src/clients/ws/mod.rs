@@ -26,19 +26,13 @@ use crate::outcome::{Detail, OpReport, Outcome};
 use crate::rng::Rng;
 use crate::spec::{line_regex, untemplated, WsMode, WsSpec};
 
-/// The GUID the server's Sec-WebSocket-Accept hashes the client's key with (RFC 6455 §1.3).
-const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-/// The largest message knee takes (a server that sends more is failed as `protocol`).
-const MAX_MESSAGE: usize = 16 << 20;
+mod frame;
+mod path;
+
+use frame::{parse_header, sha1, GUID, MAX_MESSAGE, OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};
+
 /// Bytes of a reply or a close reason quoted in a failure's message.
 const QUOTED: usize = 120;
-
-const OP_CONT: u8 = 0x0;
-const OP_TEXT: u8 = 0x1;
-const OP_BINARY: u8 = 0x2;
-const OP_CLOSE: u8 = 0x8;
-const OP_PING: u8 = 0x9;
-const OP_PONG: u8 = 0xA;
 
 pub(crate) struct WsPrep {
     dialer: Dialer,
@@ -48,6 +42,8 @@ pub(crate) struct WsPrep {
     uses: Vec<usize>,
     binary: bool,
     expect: Option<Regex>,
+    /// `correlate`'s path, parsed.
+    correlate: Option<(String, Vec<path::Step>)>,
     mode: WsMode,
     messages: u64,
     interval: Duration,
@@ -110,7 +106,16 @@ impl WsPrep {
             Some(p) => Some(line_regex(p).map_err(|e| bad(format!("expect {p:?}: {e}")))?),
             None => None,
         };
+        let correlate = match &spec.correlate {
+            Some(text) => Some((
+                text.clone(),
+                path::parse(text)
+                    .map_err(|why| bad(format!("correlate {text:?} is not a JSONPath knee reads: {why}")))?,
+            )),
+            None => None,
+        };
         Ok(WsPrep {
+            correlate,
             dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(Duration::from_millis)),
             head: head.into_bytes(),
             uses: message.uses.clone(),
@@ -144,6 +149,8 @@ pub(crate) struct WsClient {
     source: Option<IpAddr>,
     /// Something of this operation reached the service (else a cut-off operation never started).
     wrote: bool,
+    /// `correlate`: the value the reply must carry.
+    want: Option<serde_json::Value>,
 }
 
 impl WsClient {
@@ -158,6 +165,7 @@ impl WsClient {
             msg: Vec::new(),
             rng: Rng::new(0x5753_4b4e_4545 ^ client, client),
             wrote: false,
+            want: None,
         }
     }
 
@@ -358,6 +366,22 @@ impl WsClient {
 
     /// Send the message and read until its reply.
     async fn exchange(&mut self, report: &mut OpReport, t: Instant, d: &mut Detail) -> Result<(), Failed> {
+        // In the client, not the future: it would grow every client's task.
+        self.want = match &self.p().correlate {
+            Some((text, steps)) => match path::value_at(&self.out, steps) {
+                Some(v) => Some(v),
+                None => {
+                    d.clear()
+                        .put(format_args!(
+                            "the message has no value at {text} to correlate (not JSON, or no such field): not sent"
+                        ))
+                        .fix()
+                        .quoted(&self.out, QUOTED);
+                    return Err(ErrorClass::Request);
+                }
+            },
+            None => None,
+        };
         let op = if self.p().binary { OP_BINARY } else { OP_TEXT };
         let out = std::mem::take(&mut self.out);
         self.frame(op, &out);
@@ -369,6 +393,11 @@ impl WsClient {
             let p = self.p();
             if p.expect.as_ref().is_some_and(|re| !re.is_match(&self.msg)) {
                 continue;
+            }
+            if let (Some(want), Some((_, steps))) = (&self.want, &p.correlate) {
+                if path::value_at(&self.msg, steps).as_ref() != Some(want) {
+                    continue; // another exchange's reply (or a message of the server's own)
+                }
             }
             // echo: the reply's time; a session: its handshake's answer (set when it opened)
             if p.mode == WsMode::Echo {
@@ -571,123 +600,4 @@ async fn read_more(conn: &mut Conn, rx: &mut Vec<u8>, d: &mut Detail, doing: &st
 
 async fn read_some<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Vec<u8>) -> std::io::Result<usize> {
     s.read_buf(rx).await
-}
-
-/// A frame header at the start of `b`: (opcode, fin, payload start, payload length), None while incomplete.
-fn parse_header(b: &[u8], d: &mut Detail) -> Result<Option<(u8, bool, usize, usize)>, Failed> {
-    if b.len() < 2 {
-        return Ok(None);
-    }
-    let (fin, rsv, op) = (b[0] & 0x80 != 0, b[0] & 0x70, b[0] & 0x0f);
-    if rsv != 0 {
-        d.clear().put(format_args!(
-            "a frame with reserved bits set (an extension knee did not ask for)"
-        ));
-        return Err(ErrorClass::Protocol);
-    }
-    let masked = b[1] & 0x80 != 0;
-    let (len, at) = match b[1] & 0x7f {
-        126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
-        127 if b.len() >= 10 => {
-            let n = u64::from_be_bytes(b[2..10].try_into().expect("8 bytes"));
-            (usize::try_from(n).unwrap_or(usize::MAX), 10)
-        }
-        126 | 127 => return Ok(None),
-        n => (n as usize, 2),
-    };
-    if masked {
-        d.clear().put(format_args!(
-            "a masked frame from the server (RFC 6455 §5.1: a server never masks)"
-        ));
-        return Err(ErrorClass::Protocol);
-    }
-    if len > MAX_MESSAGE || (op >= 0x8 && (len > 125 || !fin)) {
-        d.clear().put(format_args!(
-            "a frame of {len} bytes (opcode {op:#x}): over what knee takes"
-        ));
-        return Err(ErrorClass::Protocol);
-    }
-    Ok(Some((op, fin, at, len)))
-}
-
-/// SHA-1 of the parts joined (FIPS 180-4), for the handshake's Sec-WebSocket-Accept only.
-fn sha1(parts: &[&[u8]]) -> [u8; 20] {
-    let mut data: Vec<u8> = parts.concat();
-    let bits = (data.len() as u64) * 8;
-    data.push(0x80);
-    while data.len() % 64 != 56 {
-        data.push(0);
-    }
-    data.extend_from_slice(&bits.to_be_bytes());
-    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
-    for block in data.chunks(64) {
-        let mut w = [0u32; 80];
-        for (i, c) in block.chunks(4).enumerate() {
-            w[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-        }
-        for i in 16..80 {
-            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        for (i, wi) in w.iter().enumerate() {
-            let (f, k) = match i {
-                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
-                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
-                _ => (b ^ c ^ d, 0xCA62_C1D6),
-            };
-            let t = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(*wi);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = t;
-        }
-        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
-            *x = x.wrapping_add(y);
-        }
-    }
-    let mut out = [0u8; 20];
-    for (i, x) in h.iter().enumerate() {
-        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// RFC 6455 §1.3's example: the key "dGhlIHNhbXBsZSBub25jZQ==" is accepted as "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".
-    #[test]
-    fn the_accept_hash_is_the_rfc_s_example() {
-        let accept = base64::engine::general_purpose::STANDARD.encode(sha1(&[b"dGhlIHNhbXBsZSBub25jZQ==", GUID]));
-        assert_eq!(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
-        // FIPS 180-4's "abc", and a message longer than one block
-        let hex = |b: [u8; 20]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        assert_eq!(hex(sha1(&[b"abc"])), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(
-            hex(sha1(&[b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"])),
-            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
-        );
-    }
-
-    #[test]
-    fn frame_headers_parse_in_pieces_and_refuse_masked_frames() {
-        let mut d = Detail::default();
-        assert_eq!(parse_header(&[0x81], &mut d).unwrap(), None);
-        assert_eq!(parse_header(&[0x81, 5], &mut d).unwrap(), Some((OP_TEXT, true, 2, 5)));
-        assert_eq!(parse_header(&[0x02, 126, 1], &mut d).unwrap(), None);
-        assert_eq!(
-            parse_header(&[0x02, 126, 1, 0], &mut d).unwrap(),
-            Some((OP_BINARY, false, 4, 256))
-        );
-        assert!(matches!(parse_header(&[0x81, 0x85], &mut d), Err(ErrorClass::Protocol)));
-        assert!(d.text.contains("masked frame"), "{}", d.text);
-    }
 }
