@@ -42,7 +42,7 @@ def delta(server: WsServer, before: dict, key: str, path: str | None = None) -> 
     return now[key] - before[key]
 
 
-@pytest.mark.parametrize("clients", [1, 200])
+@pytest.mark.parametrize("clients", [1, 500])
 def test_echo_round_trips_are_the_messages_the_server_answered(server: WsServer, tmp_path: Path, clients: int) -> None:
     before = server.stats()
     record = run(tmp_path, server.url(), "--message", "hello ${client}", "-c", str(clients), "-d", "2s")
@@ -93,9 +93,10 @@ def test_listen_holds_connections_and_counts_what_the_server_pushed(server: WsSe
 
 
 def test_two_thousand_held_connections(server: WsServer, tmp_path: Path) -> None:
-    """The dashboard's wall is the connections held: 2 000 at once, each counted by the server and by knee."""
+    """The dashboard's wall is the connections held: 2 000 at once (held 6 s: a machine busy with other tests
+    opens them all within it), each counted by the server and by knee."""
     before = server.stats()
-    record = run(tmp_path, server.url("/push1"), "--mode", "listen", "--hold", "3s", "-c", "2000", "-n", "2000")
+    record = run(tmp_path, server.url("/push1"), "--mode", "listen", "--hold", "6s", "-c", "2000", "-n", "2000")
     g = record.steps[0].groups["main"]
     assert g.succeeded == 2000 and g.failed == g.hung == g.abandoned == 0, g
     assert g.messages_received == 2000, g
