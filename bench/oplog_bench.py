@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, cpu_per_request, median, paired, parser, rotated, save
+from paired import GENERATOR_CPU, SERVER_CPU, Row, cpu_per_request, finish, footer, median, paired, parser, repeated
 
 BEGIN, END = "<!-- oplog-bench: begin -->", "<!-- oplog-bench: end -->"
 VARIANTS = ("plain", "logged")
@@ -91,41 +91,24 @@ def section_from(data: dict[str, Any]) -> str:
             f"takes {per_op:.1f} bytes per operation (40 a record, and the header): "
             f"{m('logged', 'requests') / a['duration'] * per_op / 1e6:.1f} MB/s at this rate.",
             "",
-            *([data["note"], ""] if data.get("note") else []),
-            f"Machine: {data['machine']}; load average before {data['loadavg_before'][0]:.2f}, after "
-            f"{data['loadavg_after'][0]:.2f}. Raw figures: `bench/results/bench-oplog.json`.",
+            *footer(data, "bench-oplog.json"),
             END,
         ]
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, 5, "variant", "bench-oplog.json")
-    p.set_defaults(duration=5)
-    p.add_argument("--note", default="", help="what the machine was doing, or what else was measured, for the page")
+    p = parser(__doc__, 5, "variant", "bench-oplog.json", duration=5, note=True)
     a = p.parse_args(argv)
     from measure import raise_nofile_limit
     from nginx_server import Nginx
-    from report import machine
 
     raise_nofile_limit()
     os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares nginx's core, not knee's
     load_before = os.getloadavg()
-    rows: list[Row] = []
     with Nginx(cpu=SERVER_CPU) as server:
-        for rep in range(a.reps):
-            for variant in rotated(VARIANTS, rep):  # each variant takes each place in turn
-                rows.append({"rep": rep, **one(variant, server, a)})
-                print(json.dumps(rows[-1]), flush=True)
-    data = {
-        "args": vars(a) | {"out": str(a.out), "json": str(a.json)},
-        "machine": machine(),
-        "loadavg_before": load_before,
-        "loadavg_after": os.getloadavg(),
-        "note": a.note,
-        "runs": rows,
-    }
-    save(a, data, section_from(data))
+        rows = repeated(a.reps, VARIANTS, lambda variant: one(variant, server, a))
+    finish(a, load_before, rows, section_from)
     return 0
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import os
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,10 +25,15 @@ T = TypeVar("T")
 Row = dict[str, Any]
 
 
-def parser(doc: str | None, reps: int, each: str, results: str) -> argparse.ArgumentParser:
-    """The flags every paired bench takes: seconds per run, repetitions, clients, the page and the raw figures."""
+def parser(
+    doc: str | None, reps: int, each: str, results: str, *, duration: int = 10, note: bool = False
+) -> argparse.ArgumentParser:
+    """The flags every paired bench takes: seconds per run, repetitions, clients, the page and the raw figures (and,
+    `note`, what the machine was doing, for the page)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
+    p.add_argument("--duration", type=int, default=duration, help=f"seconds per run (default {duration})")
+    if note:
+        p.add_argument("--note", default="", help="what the machine was doing, or what else was measured, for the page")
     p.add_argument("--reps", type=int, default=reps, help=f"repetitions of each {each} (default {reps})")
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
@@ -38,6 +45,18 @@ def rotated(order: Sequence[T], rep: int) -> list[T]:
     """`order` started at repetition `rep`'s place: over len(order) repetitions each goes first once."""
     k = rep % len(order)
     return [*order[k:], *order[:k]]
+
+
+def repeated(reps: int, variants: Sequence[str], one: Callable[[str], Row], pause_s: float = 0.0) -> list[Row]:
+    """`one(variant)` for every variant in each of `reps` repetitions, their order rotated (each takes each place in
+    turn), each row printed as it comes and marked with its repetition."""
+    rows: list[Row] = []
+    for rep in range(reps):
+        for variant in rotated(variants, rep):
+            rows.append({"rep": rep, **one(variant)})
+            print(json.dumps(rows[-1]), flush=True)
+            time.sleep(pause_s)
+    return rows
 
 
 def median(rows: list[Row], key: str) -> float:
@@ -96,6 +115,38 @@ def write_section(path: Path, text: str) -> None:
     else:
         doc = doc.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(doc)
+
+
+def finish(
+    args: argparse.Namespace,
+    load_before: tuple[float, ...],
+    rows: list[Row],
+    section_from: Callable[[dict[str, Any]], str],
+    **extra: Any,
+) -> None:
+    """The bench's figures (its arguments, the machine, the load averages around it, its --note, `rows` and `extra`)
+    saved: the raw ones to --json, `section_from` them to --out."""
+    from report import machine
+
+    data = {
+        "args": vars(args) | {"out": str(args.out), "json": str(args.json)},
+        "machine": machine(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "note": getattr(args, "note", ""),
+        "runs": rows,
+        **extra,
+    }
+    save(args, data, section_from(data))
+
+
+def footer(data: dict[str, Any], results: str) -> list[str]:
+    """The section's last lines: the note, the machine, the load averages, where the raw figures are."""
+    return [
+        *([data["note"], ""] if data.get("note") else []),
+        f"Machine: {data['machine']}; load average before {data['loadavg_before'][0]:.2f}, after "
+        f"{data['loadavg_after'][0]:.2f}. Raw figures: `bench/results/{results}`.",
+    ]
 
 
 def save(args: argparse.Namespace, data: dict[str, Any], section: str) -> None:

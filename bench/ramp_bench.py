@@ -27,6 +27,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+from paired import footer  # noqa: E402  (bench's modules, on the path above)
+
 SERVER_CPU, GENERATOR_CPU = 0, 1
 BEGIN, END = "<!-- ramp-bench: begin -->", "<!-- ramp-bench: end -->"
 TARGET = 1.05
@@ -128,9 +130,7 @@ def section_from(data: dict[str, Any]) -> str:
             f"per request; over the step {statistics.median(flat_load):.3f}× ({flat_load[0]:.3f}–{flat_load[-1]:.3f}). "
             "A run with late or dropped arrivals (the table's columns) was at the generator's limit.",
             "",
-            *([data["note"], ""] if data.get("note") else []),
-            f"Machine: {data['machine']}; load average before {data['loadavg_before'][0]:.2f}, after "
-            f"{data['loadavg_after'][0]:.2f}. Raw figures: `bench/results/bench-ramp.json`.",
+            *footer(data, "bench-ramp.json"),
             END,
         ]
     )

@@ -611,6 +611,7 @@ def write_report(
         ("bench-feeders.json", "feeder_bench"),  # data sources, mixes and --targets against vegeta
         ("bench-ramp.json", "ramp_bench"),  # a rate profile against a constant rate
         ("bench-oplog.json", "oplog_bench"),  # what --operations-log costs
+        ("bench-ws.json", "ws_bench"),  # WebSocket round trips against the least client, and held connections
     )
     for name, module in sections:
         results = Path(__file__).resolve().parent / "results" / name

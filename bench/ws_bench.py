@@ -24,13 +24,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, median, paired, parser, rotated, save
+from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, median, paired, parser, repeated
 
 BEGIN, END = "<!-- ws-bench: begin -->", "<!-- ws-bench: end -->"
 VARIANTS = ("knee", "floor")
@@ -167,23 +166,18 @@ def section_from(data: dict[str, Any]) -> str:
             f"failed; knee's peak resident set **{h['maxrss_mb']:.0f} MB** (the issue's bound: 150 MB), "
             f"{h['cpu_s']:.1f} CPU-s over {h['wall_s']:.1f} s.",
             "",
-            *([data["note"], ""] if data.get("note") else []),
-            f"Machine: {data['machine']}; load average before {data['loadavg_before'][0]:.2f}, after "
-            f"{data['loadavg_after'][0]:.2f}. Raw figures: `bench/results/bench-ws.json`.",
+            *footer(data, "bench-ws.json"),
             END,
         ]
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__, 5, "client", "bench-ws.json")
-    p.set_defaults(duration=5)
+    p = parser(__doc__, 5, "client", "bench-ws.json", duration=5, note=True)
     p.add_argument("--held", type=int, default=10_000, help="connections held at once (default 10 000)")
     p.add_argument("--hold", type=float, default=10.0, help="seconds each is held (default 10)")
-    p.add_argument("--note", default="", help="what the machine was doing, for the page")
     a = p.parse_args(argv)
     from measure import raise_nofile_limit
-    from report import machine
 
     if not NODE_MODULES.joinpath("ws").is_dir():
         print("installing Node's ws package with bench/install.sh ws …", flush=True)
@@ -194,24 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares the server's core, not the generator's
     floor = floor_binary()
     load_before = os.getloadavg()
-    rows: list[Row] = []
-    for rep in range(a.reps):
-        for variant in rotated(VARIANTS, rep):
-            rows.append({"rep": rep, **echo(variant, floor, a)})
-            print(json.dumps(rows[-1]), flush=True)
-            time.sleep(1)
+    rows = repeated(a.reps, VARIANTS, lambda variant: echo(variant, floor, a), pause_s=1)
     h = held(a)
     print(json.dumps(h), flush=True)
-    data = {
-        "args": vars(a) | {"out": str(a.out), "json": str(a.json)},
-        "machine": machine(),
-        "loadavg_before": load_before,
-        "loadavg_after": os.getloadavg(),
-        "note": a.note,
-        "runs": rows,
-        "held": h,
-    }
-    save(a, data, section_from(data))
+    finish(a, load_before, rows, section_from, held=h)
     return 0
 
 

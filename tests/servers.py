@@ -150,13 +150,7 @@ class Nginx:
         (self.dir / "credentials.log").write_text("")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGQUIT)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, signal.SIGQUIT)
 
 
 def start_nginx(tmp: Path, listen: str = "127.0.0.1") -> Nginx:
@@ -263,12 +257,12 @@ class Prometheus:
         stop_process(self.proc)
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after 10 s, by PID."""
+def stop_process(proc: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM, wait_s: float = 10) -> None:
+    """`how` (SIGTERM; nginx's graceful stop is SIGQUIT), then SIGKILL after `wait_s`, by PID."""
     if proc.poll() is None:
-        proc.terminate()
+        proc.send_signal(how)
         try:
-            proc.wait(10)
+            proc.wait(wait_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)

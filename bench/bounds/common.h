@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
+#include <unistd.h>
 
 struct bounds_args {
     int port, clients;
@@ -42,6 +43,16 @@ static int bounds_ready(const struct bounds_args *a, int ep, struct epoll_event 
     if (!bounds_running(a)) return -1;
     int k = epoll_wait(ep, ev, BOUNDS_EVENTS, 100);
     return k < 0 ? 0 : k; /* interrupted: none this time */
+}
+
+/* One read of descriptor `s` into `buf`: what was read; exits 1 (saying so) at its end or an error. */
+static ssize_t bounds_read(int s, char *buf, size_t n) {
+    ssize_t r = read(s, buf, n);
+    if (r <= 0) {
+        fprintf(stderr, "read: %zd\n", r);
+        exit(1);
+    }
+    return r;
 }
 
 /* 127.0.0.1:port */

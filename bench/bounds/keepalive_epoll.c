@@ -38,11 +38,7 @@ int main(int argc, char **argv) {
     for (int k; (k = bounds_ready(&args, ep, ev)) >= 0;) {
         for (int i = 0; i < k; i++) {
             int s = ev[i].data.fd;
-            ssize_t r = read(s, buf, sizeof buf);
-            if (r <= 0) {
-                fprintf(stderr, "read: %zd\n", r);
-                return 1;
-            }
+            bounds_read(s, buf, sizeof buf);
             done++;
             if (write(s, REQ, sizeof REQ - 1) < 0) {
                 perror("write");

@@ -7,17 +7,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from knee.scenario import (
-    Group,
-    HttpGroup,
-    PythonGroup,
-    TcpGroup,
-    WebsocketGroup,
-    WorkerGroup,
-    addresses,
-    tlsfiles,
-)
+from knee.scenario import addresses, tlsfiles
 from knee.scenario.data import DataTable, MixRequest, request_url
+from knee.scenario.groups import Group, HttpGroup, PythonGroup, TcpGroup, WebsocketGroup, WorkerGroup
 from knee.spec import (
     ClientSpec,
     ExecClient,

@@ -54,8 +54,9 @@ def test_echo_round_trips_are_the_messages_the_server_answered(server: WsServer,
     assert settled(lambda: delta(server, before, "messages"), n) == n
     # one connection a client, kept for every round trip (and one per single operation that probed the service)
     assert delta(server, before, "connections") == clients + record.probes
-    # the latency is the round trip: far below a millisecond on loopback, as the server's own echo is
-    assert g.latency_ms.p50 < 20, g.latency_ms
+    # the latency is the round trip: with no think time, the clients are the rate × the mean latency (Little's law;
+    # 500 clients queue at the one-threaded server, so their round trips are longer, not their count)
+    assert g.rate_hz * g.latency_ms.mean / 1000 == pytest.approx(clients, rel=0.25), (g.rate_hz, g.latency_ms)
     assert g.bytes_received > 0 and g.bytes_sent > 0
     assert g.messages_sent == g.messages_received == g.succeeded + g.failed, g
 
@@ -92,6 +93,7 @@ def test_listen_holds_connections_and_counts_what_the_server_pushed(server: WsSe
     assert g.latency_ms.p99 < 300, g.latency_ms
 
 
+@pytest.mark.serial  # 2 000 connections opened within the hold: a CPU-bound pass beside it could take longer
 def test_two_thousand_held_connections(server: WsServer, tmp_path: Path) -> None:
     """The dashboard's wall is the connections held: 2 000 at once (held 6 s: a machine busy with other tests
     opens them all within it), each counted by the server and by knee."""

@@ -2,7 +2,7 @@
 //! each timed on its own, the handshake's kind (full or resumed) noted, and a failure's class and words.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,7 +17,9 @@ use tokio_rustls::TlsConnector;
 
 use super::net;
 use crate::class::ErrorClass;
+use crate::error::EngineError;
 use crate::outcome::{Detail, Handshake};
+use crate::spec::TlsSpec;
 
 /// Where a group's clients connect, and how: the address, for https the TLS connector and name, and the
 /// time a connection may take to open.
@@ -58,6 +60,51 @@ pub(crate) struct DialError {
 }
 
 impl Dialer {
+    /// The dialer of a parsed URL (http(s) or ws(s)): its host resolved (the first address), `source_addrs` checked
+    /// against its family, and, `secure`, a TLS connector with `alpn`. Errors name `key`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_url(
+        url: &hyper::Uri,
+        secure: bool,
+        tls_spec: &TlsSpec,
+        insecure: bool,
+        alpn: &[u8],
+        sources: &[IpAddr],
+        limit: Option<Duration>,
+        key: &str,
+    ) -> Result<Dialer, EngineError> {
+        let host = url
+            .host()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = url.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())
+            .and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
+            .map_err(|reason| EngineError::Resolve {
+                key: format!("{key}.url"),
+                addr: format!("{host}:{port}"),
+                reason,
+            })?;
+        net::check_sources(sources, addr, key)?;
+        let tls = if secure {
+            let config = super::tls::client_config(tls_spec, insecure, alpn).map_err(|reason| EngineError::Tls {
+                key: key.to_string(),
+                reason,
+            })?;
+            let name = ServerName::try_from(host.to_string()).map_err(|e| EngineError::Tls {
+                key: format!("{key}.url"),
+                reason: e.to_string(),
+            })?;
+            Some((config, name))
+        } else {
+            None
+        };
+        Ok(Dialer::new(addr, tls, limit))
+    }
+
     /// `limit`: the time the connection may take to open, connect and handshake together (None: no limit
     /// but the operation's).
     pub fn new(

@@ -3,21 +3,20 @@
 //! one per operation), over a TCP stream, optionally wrapped in rustls. The exchange itself is `h1`'s (a
 //! hand-written client: one write, `httparse` on a reusable buffer). HTTP/2 clients are `http2`'s, knee's own too.
 
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use hyper::{Method, Uri};
 use regex::bytes::Regex;
-use rustls::pki_types::ServerName;
 
 use super::dial::{Conn, Dialer};
 use super::h1;
 use super::http2::H2Prep;
 use super::httpop::HttpOp;
 use super::template::Template;
-use super::{net, tls, Prepared};
+use super::Prepared;
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::data::{Draw, Exhausted, Feeders};
@@ -84,31 +83,18 @@ impl HttpPrep {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let port = full.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let addr = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())
-            .and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
-            .map_err(|reason| EngineError::Resolve {
-                key: format!("{key}.url"),
-                addr: format!("{host}:{port}"),
-                reason,
-            })?;
-        net::check_sources(&spec.source_addrs, addr, key)?;
-        let tls = if https {
-            let alpn: &[u8] = if spec.http2 { b"h2" } else { b"http/1.1" };
-            let config = tls::client_config(&spec.tls, spec.insecure, alpn).map_err(|reason| EngineError::Tls {
-                key: key.to_string(),
-                reason,
-            })?;
-            let name = ServerName::try_from(host.clone()).map_err(|e| EngineError::Tls {
-                key: format!("{key}.url"),
-                reason: e.to_string(),
-            })?;
-            Some((config, name))
-        } else {
-            None
-        };
+        let alpn: &[u8] = if spec.http2 { b"h2" } else { b"http/1.1" };
+        let limit = spec.connect_timeout_ms.map(std::time::Duration::from_millis);
+        let dialer = Dialer::of_url(
+            &full,
+            https,
+            &spec.tls,
+            spec.insecure,
+            alpn,
+            &spec.source_addrs,
+            limit,
+            key,
+        )?;
         let mut requests = Vec::new();
         let mut cumulative = Vec::new();
         let mix = !spec.requests.is_empty();
@@ -126,7 +112,7 @@ impl HttpPrep {
             .http2
             .then(|| H2Prep::connections(spec.shared_connections(clients).unwrap_or(1)));
         Ok(HttpPrep {
-            dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(std::time::Duration::from_millis)),
+            dialer,
             requests,
             cumulative,
             h2,

@@ -5,19 +5,18 @@
 //! `echo`: an operation is one message and its reply on the connection the client keeps; `session`: connect, the
 //! handshake, `messages` exchanges, the close.
 
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use hyper::Uri;
 use regex::bytes::Regex;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::dial::{Conn, Dialer};
 use super::template::Template;
-use super::{net, tls, Prepared};
+use super::Prepared;
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::data::{Draw, Exhausted, Feeders};
@@ -63,31 +62,17 @@ impl WsPrep {
             .unwrap_or_default()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        let port = url.port_u16().unwrap_or(if secure { 443 } else { 80 });
-        let addr = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())
-            .and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
-            .map_err(|reason| EngineError::Resolve {
-                key: format!("{key}.url"),
-                addr: format!("{host}:{port}"),
-                reason,
-            })?;
-        net::check_sources(&spec.source_addrs, addr, key)?;
-        let tls = if secure {
-            let config =
-                tls::client_config(&spec.tls, spec.insecure, b"http/1.1").map_err(|reason| EngineError::Tls {
-                    key: key.to_string(),
-                    reason,
-                })?;
-            let name = ServerName::try_from(host.to_string()).map_err(|e| EngineError::Tls {
-                key: format!("{key}.url"),
-                reason: e.to_string(),
-            })?;
-            Some((config, name))
-        } else {
-            None
-        };
+        let limit = spec.connect_timeout_ms.map(Duration::from_millis);
+        let dialer = Dialer::of_url(
+            &url,
+            secure,
+            &spec.tls,
+            spec.insecure,
+            b"http/1.1",
+            &spec.source_addrs,
+            limit,
+            key,
+        )?;
         let path = url.path_and_query().map_or("/", |p| p.as_str());
         let authority = url.authority().map_or(host, |a| a.as_str());
         let mut head = format!(
@@ -116,7 +101,7 @@ impl WsPrep {
         };
         Ok(WsPrep {
             correlate,
-            dialer: Dialer::new(addr, tls, spec.connect_timeout_ms.map(Duration::from_millis)),
+            dialer,
             head: head.into_bytes(),
             uses: message.uses.clone(),
             message,
