@@ -453,15 +453,13 @@ impl Source {
                     }
                 };
                 let now = Instant::now();
-                let measured_arrival = intended >= group.measured_start();
                 if group.end_at().is_some_and(|e| now >= e) {
-                    // Due inside the window, but no client was free before it ended: it never starts. Dropped,
-                    // as are the arrivals still waiting behind it (open_group counts those).
-                    if measured_arrival {
-                        rec.borrow_mut()[g].drop_arrival(intended);
-                    }
+                    // Due inside the window, but no client was free before it ended: it never starts. Back in the
+                    // queue, dropped with the arrivals still waiting behind it (open_group counts them).
+                    q.pending.borrow_mut().push_front(intended);
                     return None;
                 }
+                let measured_arrival = intended >= group.measured_start();
                 if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
                     if measured_arrival {
                         rec.borrow_mut()[g].drop_arrival(intended);

@@ -114,7 +114,7 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
                     conns,
                     new_per_op=isinstance(g, TcpGroup)
                     or (isinstance(g, HttpGroup) and g.new_connection)
-                    or (isinstance(g, WebsocketGroup) and g.mode == "session"),
+                    or (isinstance(g, WebsocketGroup) and g.mode != "echo"),  # a session's or a listen's own
                     rate=float(top) if g.rate == "level" else (g.profile.peak_hz if g.profile is not None else None),
                     think_s=g.think,
                     http=isinstance(g, HttpGroup),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use hyper::Uri;
 use regex::bytes::Regex;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::dial::{Conn, Dialer};
 use super::template::Template;
@@ -116,6 +116,14 @@ impl WsPrep {
     }
 }
 
+/// A websocket client's prep (borrowing the prep alone, so the client's buffers stay free to change).
+fn ws_prep(prep: &Prepared) -> &WsPrep {
+    let Prepared::Ws(p) = prep else {
+        unreachable!("a websocket client always has a websocket prep")
+    };
+    p
+}
+
 /// Why an exchange failed: its class (the words are in the client's `Detail`).
 type Failed = ErrorClass;
 
@@ -155,17 +163,12 @@ impl WsClient {
     }
 
     fn p(&self) -> &WsPrep {
-        let Prepared::Ws(p) = &*self.prep else {
-            unreachable!("a websocket client always has a websocket prep")
-        };
-        p
+        ws_prep(&self.prep)
     }
 
     /// Take this operation's rows and write its message.
     pub fn prepare(&mut self, draw: &mut Draw<'_>) -> Result<(), Exhausted> {
-        let Prepared::Ws(p) = &*self.prep else {
-            unreachable!("a websocket client always has a websocket prep")
-        };
+        let p = ws_prep(&self.prep);
         draw.take(&p.uses)?;
         self.out.clear();
         p.message.render(&mut self.out, draw);
@@ -176,8 +179,9 @@ impl WsClient {
         self.wrote = false;
         let mut report = race!(cancel, self.operation(d));
         report.unsent = !self.wrote && matches!(report.outcome, Outcome::Hung | Outcome::Abandoned);
-        // Only a clean echo leaves the connection at a message's boundary; a session ends with its own close.
-        if !matches!(report.outcome, Outcome::Ok) || self.p().mode == WsMode::Session {
+        // Only a clean echo leaves the connection at a message's boundary and for the next operation; a session
+        // and a listen end with their own close.
+        if !matches!(report.outcome, Outcome::Ok) || self.p().mode != WsMode::Echo {
             self.conn = None;
         }
         report
@@ -186,9 +190,6 @@ impl WsClient {
     async fn operation(&mut self, d: &mut Detail) -> OpReport {
         let mode = self.p().mode;
         let session = mode == WsMode::Session;
-        if mode != WsMode::Echo {
-            self.conn = None;
-        }
         let mut report = OpReport::of(Outcome::Ok);
         let t = Instant::now();
         if self.conn.is_none() {
@@ -236,11 +237,7 @@ impl WsClient {
     /// is the time to the first message (the hold, when none came).
     async fn listen(&mut self, report: &mut OpReport, t: Instant, d: &mut Detail) -> Result<(), Failed> {
         if !self.out.is_empty() {
-            let op = if self.p().binary { OP_BINARY } else { OP_TEXT };
-            let out = std::mem::take(&mut self.out);
-            self.frame(op, &out);
-            self.out = out;
-            self.send(report, d).await?;
+            self.send_message(report, d).await?;
         }
         let until = t + self.p().hold;
         loop {
@@ -276,8 +273,7 @@ impl WsClient {
     /// answer as the time to first byte).
     async fn open(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
         let (conn, opened) = {
-            let Prepared::Ws(p) = &*self.prep else { unreachable!() };
-            match p.dialer.dial(true, self.source, d).await {
+            match ws_prep(&self.prep).dialer.dial(true, self.source, d).await {
                 Ok(c) => c,
                 Err(e) => {
                     report.connect = e.connect;
@@ -295,8 +291,7 @@ impl WsClient {
         }
         let key = base64::engine::general_purpose::STANDARD.encode(nonce);
         self.tx.clear();
-        let Prepared::Ws(p) = &*self.prep else { unreachable!() };
-        self.tx.extend_from_slice(&p.head);
+        self.tx.extend_from_slice(&ws_prep(&self.prep).head);
         self.tx.extend_from_slice(key.as_bytes());
         self.tx.extend_from_slice(b"\r\n\r\n");
         let sent = Instant::now();
@@ -367,11 +362,7 @@ impl WsClient {
             },
             None => None,
         };
-        let op = if self.p().binary { OP_BINARY } else { OP_TEXT };
-        let out = std::mem::take(&mut self.out);
-        self.frame(op, &out);
-        self.out = out;
-        self.send(report, d).await?;
+        self.send_message(report, d).await?;
         loop {
             let len = self.next_message(report, d).await?;
             report.bytes.payload += len as u64;
@@ -529,6 +520,15 @@ impl WsClient {
         }
     }
 
+    /// Write this operation's message (a text frame, or a binary one).
+    async fn send_message(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
+        let op = if self.p().binary { OP_BINARY } else { OP_TEXT };
+        let out = std::mem::take(&mut self.out);
+        self.frame(op, &out);
+        self.out = out;
+        self.send(report, d).await
+    }
+
     /// Write `tx` to the connection.
     async fn send(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
         let conn = self.conn.as_mut().expect("an open connection");
@@ -536,9 +536,9 @@ impl WsClient {
         if matches!(self.tx.first().map(|b| b & 0x0f), Some(OP_TEXT | OP_BINARY)) {
             report.bytes.messages_sent += 1;
         }
-        let r = match conn {
-            Conn::Plain(s) => write(s, &self.tx).await,
-            Conn::Tls(s) => write(&mut **s, &self.tx).await,
+        let r = match conn.write_all(&self.tx).await {
+            Ok(()) => conn.flush().await,
+            Err(e) => Err(e),
         };
         match r {
             Ok(()) => {
@@ -555,20 +555,11 @@ impl WsClient {
     }
 }
 
-async fn write<S: AsyncWrite + Unpin>(s: &mut S, bytes: &[u8]) -> std::io::Result<()> {
-    s.write_all(bytes).await?;
-    s.flush().await
-}
-
 async fn read_more(conn: &mut Conn, rx: &mut Vec<u8>, d: &mut Detail, doing: &str) -> Result<(), Failed> {
     if rx.capacity() - rx.len() < 1024 {
         rx.reserve(4096);
     }
-    let r = match conn {
-        Conn::Plain(s) => read_some(s, rx).await,
-        Conn::Tls(s) => read_some(&mut **s, rx).await,
-    };
-    match r {
+    match conn.read_buf(rx).await {
         Ok(0) => {
             d.clear().put(format_args!(
                 "the server closed the connection without a close frame ({doing})"
@@ -581,8 +572,4 @@ async fn read_more(conn: &mut Conn, rx: &mut Vec<u8>, d: &mut Detail, doing: &st
             Err(ErrorClass::of_io(&e, false))
         }
     }
-}
-
-async fn read_some<S: AsyncRead + Unpin>(s: &mut S, rx: &mut Vec<u8>) -> std::io::Result<usize> {
-    s.read_buf(rx).await
 }
