@@ -1,6 +1,6 @@
 """The spike's verdict against `knee target` (docs/load-shapes.md): a baseload of 10 clients through a spike of
 arrivals three times its service's capacity. Its fall, its return and the failures between are read from the
-per-interval series, the return within one interval of where the series itself shows it, and the counts are the
+per-interval series, the return where the series shows it by the rule the docs state, and the counts are the
 server's."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from knee.analysis.spike import SPIKE_P99_SLACK, SPIKE_RATE_SLACK
 from knee.demo_target import TargetProcess, start_target
 from knee.model import GroupStats, RunRecord, Spike
 from knee.store import RunDir
@@ -41,14 +42,21 @@ def run_spike(target: TargetProcess, tmp_path: Path, spike: str, tail: str = "")
 
 
 def seen_back(base: GroupStats, s: Spike) -> tuple[float, list[tuple[float, float, float | None]]]:
-    """The return, against the series itself: the seconds from the spike's end to the first whole interval at 90 %
-    of the rate before and at most twice its p99, the next one too (an interval whose queued operations still end
-    slow is not back: the verdict's noise band holds both); and the intervals after the end, to show."""
+    """The return, read from the series by the rule docs/load-shapes.md states, apart from the verdict's code: the
+    seconds from the spike's end to the first whole interval whose rate is at least the lowest rate before less
+    5 % of their mean and whose p99 is at most the highest p99 before plus 10 %, the next one too (an interval
+    whose queued operations still end slow is not back); and the intervals after the end, to show. (A looser rule,
+    90 % of the rate and twice the p99, put the return 2 s before the verdict's in a CI run: one interval's p99
+    one bucket above the band, 25.6 ms against 24.8, between two inside it; the verdict keeps to its band.)"""
     dt = base.interval_s
     end = s.at_s + s.hold_s
-    after = [p for p in base.series if p.t >= end and p.t + dt <= base.elapsed_s + 1e-6]
-    slow = 2 * (s.before.p99_ms or 0.0)
-    ok = [p.succeeded / dt >= 0.9 * s.before.rate_hz and (p.p99_ms or 0.0) <= slow for p in after]
+    whole = [p for p in base.series if p.t + dt <= base.elapsed_s + 1e-6]
+    before = [p for p in whole if p.t + dt <= s.at_s + 1e-6]
+    rates = [p.succeeded / dt for p in before]
+    floor = min(rates) - SPIKE_RATE_SLACK * sum(rates) / len(rates)
+    ceiling = max(p.p99_ms or 0.0 for p in before) * (1 + SPIKE_P99_SLACK)
+    after = [p for p in whole if p.t >= end - 1e-6]
+    ok = [p.succeeded / dt >= floor and p.p99_ms is not None and p.p99_ms <= ceiling for p in after]
     seen = next(p.t for i, p in enumerate(after) if ok[i] and (i + 1 == len(after) or ok[i + 1])) - end
     return seen, [(p.t, p.succeeded / dt, p.p99_ms) for p in after]
 
@@ -75,8 +83,9 @@ def test_a_baseload_through_a_spike_falls_and_comes_back(capacity_1000: TargetPr
     dt = base.interval_s
     seen, rates = seen_back(base, s)
     assert s.recovered_s is not None and s.recovered_low_s is not None, v.sentences
-    assert abs(s.recovered_s - seen) <= dt and s.recovered_s - s.recovered_low_s == pytest.approx(dt), (s, rates)
-    assert s.recovered_s <= 4, s
+    assert s.recovered_s == pytest.approx(seen) and s.recovered_s - s.recovered_low_s == pytest.approx(dt), (s, rates)
+    # back within 4 s of the spike's end, on a busy machine too (1 s on an idle one, 3 s in a CI run)
+    assert s.recovered_s <= 4, (s, rates)
     assert s.after is not None and s.after.rate_hz > 0.9 * s.before.rate_hz
     assert s.failures == {"base": {}, "spike": {}}, s
     assert v.sentences[: len(s.sentences)] == s.sentences
@@ -127,6 +136,6 @@ def test_a_baseload_through_a_spike_of_clients_falls_and_comes_back(
     dt = base.interval_s
     assert all(p.succeeded == 0 for p in spiked.series if p.t + dt <= 4.0 or p.t >= 9.5), spiked.series
     seen, rates = seen_back(base, s)
-    assert s.recovered_s is not None and abs(s.recovered_s - seen) <= dt, (s, rates)
+    assert s.recovered_s is not None and s.recovered_s == pytest.approx(seen), (s, rates)
     assert s.failures == {"base": {}, "spike": {}}, s
     assert_counted(capacity_1000, before, record)
