@@ -20,6 +20,8 @@ __all__ = [
     "WorkerError",
     "__version__",
     "check_spec",
+    "grpc_compile",
+    "grpc_describe",
     "target_profiles",
 ]
 
@@ -38,6 +40,10 @@ class DecodeError(EngineError): ...
 class MergeError(EngineError): ...
 
 def check_spec(spec_json: str) -> str: ...
+def grpc_compile(files: list[str], includes: list[str]) -> bytes: ...
+def grpc_describe(
+    descriptors: bytes, method: str, message: str | None = None
+) -> tuple[str, str, str, bool, bool]: ...
 
 @final
 class Engine:

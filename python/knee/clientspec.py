@@ -9,11 +9,12 @@ from typing import Any
 
 from knee.scenario import addresses, tlsfiles
 from knee.scenario.data import DataTable, MixRequest, request_url
-from knee.scenario.groups import Group, HttpGroup, PythonGroup, TcpGroup, WebsocketGroup, WorkerGroup
+from knee.scenario.groups import Group, GrpcGroup, HttpGroup, PythonGroup, TcpGroup, WebsocketGroup, WorkerGroup
 from knee.spec import (
     ClientSpec,
     ExecClient,
     FileCheck,
+    GrpcCall,
     HttpClient,
     HttpRequest,
     TcpClient,
@@ -51,6 +52,8 @@ def client_spec(
             connect_timeout_ms=_ms_or_none(g.connect_timeout),
             requests=[_mix_request(g, r) for r in g.requests],
         )
+    if isinstance(g, GrpcGroup):
+        return _grpc(g, record)
     if isinstance(g, TcpGroup):
         sources = addresses.of_group(g.source_addr)
         return TcpClient(
@@ -106,6 +109,36 @@ def client_spec(
     )
 
 
+def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
+    """A grpc group as the engine calls it: an HTTP/2 POST of the method's path, its JSON message the body."""
+    m = g.method
+    scheme, _, rest = g.url.partition("://")
+    authority = rest.split("/", 1)[0]
+    headers = [("content-type", "application/grpc"), ("te", "trailers")]
+    if g.deadline is not None:
+        headers.append(("grpc-timeout", f"{max(1, round(g.deadline * 1000))}m"))
+    headers.extend(g.headers.items())
+    return HttpClient(
+        url=f"{'https' if scheme.lower() == 'grpcs' else 'http'}://{authority}{m.path}",
+        method="POST",
+        headers=headers,
+        body=g.message_json(),
+        insecure=g.insecure,
+        http2=True,
+        streams=g.streams,
+        tls=_tls(g, record),
+        expect_status=[(200, 200)],
+        source_addrs=addresses.of_group(g.source_addr),
+        connect_timeout_ms=_ms_or_none(g.connect_timeout),
+        grpc=GrpcCall(
+            descriptors=m.descriptors,
+            method=m.path,
+            stream_messages=g.stream_messages,
+            expect_message=g.expect_message,
+        ),
+    )
+
+
 def _headers(headers: Mapping[str, str], cookies: Mapping[str, str]) -> list[tuple[str, str]]:
     """Headers as the engine sends them: cookies become one Cookie header."""
     out = list(headers.items())
@@ -147,7 +180,7 @@ def _ms_or_none(seconds: float | None) -> int | None:
     return None if seconds is None else ms(seconds)
 
 
-def _tls(g: HttpGroup | WebsocketGroup, record: bool) -> TlsClient:
+def _tls(g: HttpGroup | WebsocketGroup | GrpcGroup, record: bool) -> TlsClient:
     """The engine's TLS settings of an https (or wss) group: with `record`, as run.json keeps them (no file read, no
     PEM)."""
     t = g.tls

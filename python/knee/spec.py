@@ -138,6 +138,15 @@ class HttpRequest(_Spec):
     expect_length: int | None = None
 
 
+class GrpcCall(_Spec):
+    """An http client's gRPC call: the body is its message as JSON, sent as protobuf by these descriptors."""
+
+    descriptors: str  # a FileDescriptorSet holding the method and its message types, base64
+    method: str  # /package.Service/Method
+    stream_messages: int = 1  # the body's message, this many times: a client-streaming call's stream
+    expect_message: str | None = None  # matched against the JSON of the response's messages, one per line
+
+
 class HttpClient(_Spec):
     kind: Literal["http"] = "http"
     url: str
@@ -158,6 +167,7 @@ class HttpClient(_Spec):
     # connect and TLS handshake together; None: only the group's timeout_ms
     connect_timeout_ms: int | None = None
     requests: list[HttpRequest] = Field(default_factory=list)  # a weighted mix; empty: the one request above
+    grpc: GrpcCall | None = None  # a gRPC call (http2): the body is its JSON message
 
 
 class TcpClient(_Spec):

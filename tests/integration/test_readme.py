@@ -13,6 +13,7 @@ from knee.demo_target import start_target
 from conftest import REPO, knee_cli
 from pki import Pki
 from servers import TlsNginx
+from grpcserver import start_grpc_server
 from wsserver import start_ws_server
 
 SHORTER = {
@@ -37,6 +38,7 @@ def test_readme_knee_run_examples_work() -> None:
     examples = readme_run_examples()
     assert len(examples) >= 4
     ws = start_ws_server()  # the WebSocket lines': an echo, and a server that pushes
+    grpc = start_grpc_server()
     try:
         with start_target("basic") as target:
             for example in examples:
@@ -45,6 +47,8 @@ def test_readme_knee_run_examples_work() -> None:
                 line = line.replace("ws://127.0.0.1:8081/chat", ws.url("/echo")).replace(
                     "ws://127.0.0.1:8081/feed", ws.url("/push")
                 )
+                line = line.replace("grpc://127.0.0.1:50051", f"grpc://127.0.0.1:{grpc.port}")
+                line = line.replace(" examples/", f" {REPO}/examples/")
                 for long, short in SHORTER.items():
                     line = line.replace(long, short)
                 args = shlex.split(line)[2:]
@@ -54,6 +58,7 @@ def test_readme_knee_run_examples_work() -> None:
                 assert re.search(r"Hung \(timed out\):\s+0\b", proc.stdout), example
     finally:
         ws.stop()
+        grpc.stop()
 
 
 def test_readme_tls_examples_work(tls_nginx: TlsNginx, pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,7 +93,7 @@ direction = "sideways"
 
 
 def test_unknown_kind_and_missing_url() -> None:
-    kinds = "'http', 'tcp', 'websocket', 'exec', 'worker', 'python'"
+    kinds = "'http', 'tcp', 'websocket', 'grpc', 'exec', 'worker', 'python'"
     assert f"groups.a kind must be one of {kinds} (got 'ftp')" in error_of('[groups.a]\nkind = "ftp"\n')
     msg = error_of('[groups.a]\nkind = "http"\n[sweep]\nduration = 1\n')
     assert msg == "s.toml line 1: groups.a.url is required; add it"

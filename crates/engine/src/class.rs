@@ -34,11 +34,13 @@ pub enum ErrorClass {
     Request,
     /// WebSocket: the server closed the connection with a close frame (its code and reason in the message).
     WsClose,
+    /// gRPC: the call ended with a status other than OK (its code's name and the server's message in the message).
+    GrpcStatus,
 }
 
 impl ErrorClass {
     /// Every class, in the order of their indices.
-    pub const ALL: [ErrorClass; 24] = [
+    pub const ALL: [ErrorClass; 25] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectError,
@@ -63,6 +65,7 @@ impl ErrorClass {
         ErrorClass::StreamReset,
         ErrorClass::Request,
         ErrorClass::WsClose,
+        ErrorClass::GrpcStatus,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -96,6 +99,7 @@ impl ErrorClass {
             ErrorClass::StreamReset => "rst_stream",
             ErrorClass::Request => "request",
             ErrorClass::WsClose => "ws_close",
+            ErrorClass::GrpcStatus => "grpc_status",
         }
     }
 

@@ -39,6 +39,7 @@ mod threads;
 
 pub use buckets::Buckets;
 pub use class::ErrorClass;
+pub use clients::{grpc_compile, grpc_describe, GrpcMethod};
 pub use counts::{GroupCounts, Outcomes, RequestCounts};
 pub use data::{DataUse, Format};
 pub use engine::{run, Engine, GroupSnapshot, Snapshot};
@@ -47,7 +48,7 @@ pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
 pub use result::{GroupResult, Metric, RequestResult, ShardResult, ShardSpan, Tick, FORMAT_VERSION};
 pub use spec::{
-    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, HttpSpec, OnExhausted, Order, PacerSpec, RateProfile,
-    RequestSpec, Scope, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
+    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, GrpcSpec, HttpSpec, OnExhausted, Order, PacerSpec,
+    RateProfile, RequestSpec, Scope, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
 };
 pub use summary::{GroupSummary, LatencySummary, ReasonSummary, RequestSummary, SeriesPoint, StepSummary, Summary};

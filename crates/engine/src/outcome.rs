@@ -32,7 +32,7 @@ pub(crate) struct Traffic {
     /// The document: HTTP: the (decoded) body; tcp: what was read; exec: the size of
     /// `expect_file` or of `bytes_from`.
     pub payload: u64,
-    /// WebSocket: the data messages written and read (control frames not counted).
+    /// WebSocket: the data messages written and read (control frames not counted); gRPC: the call's messages.
     pub messages_sent: u64,
     pub messages_received: u64,
 }

@@ -87,11 +87,24 @@ _TARGET = [
     click.option(
         "--correlate", metavar="JSONPATH", help="ws: the reply is the message whose JSON has this path's value."
     ),
-    click.option("--message", help="ws: the message each exchange sends (\\n escapes allowed; templates)."),
+    click.option(
+        "--message", help="ws: the message each exchange sends (\\n escapes allowed; templates); grpc: the call's JSON."
+    ),
     click.option("--binary", is_flag=True, help="ws: send the message as a binary frame, not text."),
     click.option("--messages", type=click.IntRange(min=1), help="ws --mode session: exchanges per session (1)."),
     click.option("--message-interval", help="ws --mode session: the pause between a reply and the next message."),
     click.option("--subprotocol", multiple=True, help="ws: a subprotocol to offer (repeatable, in order)."),
+    click.option("--proto", multiple=True, metavar="FILE", help="grpc: a .proto file with the method (repeatable)."),
+    click.option(
+        "-I", "--import-path", "import_path", multiple=True, metavar="DIR", help="grpc: where --proto's imports are."
+    ),
+    click.option("--protoset", metavar="FILE", help="grpc: a compiled descriptor set with the method (protoc -o)."),
+    click.option("--message-file", metavar="FILE", help="grpc: the call's message, JSON, from this file."),
+    click.option(
+        "--stream-messages", type=click.IntRange(min=1), help="grpc: messages a client-streaming call sends (1)."
+    ),
+    click.option("--deadline", help="grpc: the call's deadline, sent as grpc-timeout (e.g. 500ms)."),
+    click.option("--expect-message", metavar="REGEX", help="grpc: succeed only if the response's JSON matches."),
     click.option("-e", "--env", "env", multiple=True, help="exec: NAME=value (repeatable)."),
     click.option("--cwd", help="exec: run the command in this directory."),
     click.option("--expect-stdout", help="exec: succeed only if stdout matches this regex."),

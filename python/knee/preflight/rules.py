@@ -21,14 +21,21 @@ TIME_WAIT_S = 60  # Linux keeps a closed connection's local port this long (TCP_
 MEMORY_SHARE = 0.5  # a check when the memory estimate is above this share of MemAvailable
 # memory of one client: knee's buffers and the socket's kernel buffers (TLS state included); one exec client is a
 # process (its resident set, unless `knee doctor` measured the command); a worker or Python-flow process
-_BYTES_PER_CLIENT = {"http": 32_000, "tcp": 8_000, "websocket": 32_000, "worker": 32_000, "python": 32_000}
+_BYTES_PER_CLIENT = {
+    "http": 32_000,
+    "tcp": 8_000,
+    "websocket": 32_000,
+    "grpc": 32_000,
+    "worker": 32_000,
+    "python": 32_000,
+}
 _EXEC_PROCESS_BYTES = 4_000_000
 _WORKER_PROCESS_BYTES = 50_000_000
 _NO_PORT = "'Cannot assign requested address'"
 
 # file descriptors one client may hold: a socket; exec: a pidfd and, when its output is checked,
 # a pipe per stream (the engine's own check, crates/engine/src/clients/mod.rs, counts exactly)
-_FDS_PER_CLIENT = {"http": 1, "tcp": 1, "websocket": 1, "exec": 3}
+_FDS_PER_CLIENT = {"http": 1, "tcp": 1, "websocket": 1, "grpc": 1, "exec": 3}
 _FD_SLACK = 64
 
 

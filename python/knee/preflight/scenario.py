@@ -16,7 +16,17 @@ from knee.machine.cpu import cores_available
 from knee.machine.network import Endpoint, reachable
 from knee.preflight.probes import probe_check, run_once
 from knee.preflight.rules import Check, Connections, Load, Preflight, preflight
-from knee.scenario import ExecGroup, HttpGroup, PythonGroup, Scenario, TcpGroup, WebsocketGroup, WorkerGroup, addresses
+from knee.scenario import (
+    ExecGroup,
+    GrpcGroup,
+    HttpGroup,
+    PythonGroup,
+    Scenario,
+    TcpGroup,
+    WebsocketGroup,
+    WorkerGroup,
+    addresses,
+)
 
 DOCTOR_CLIENTS = 1000  # `knee doctor` without a target: a step of this many clients
 
@@ -103,9 +113,9 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
         if isinstance(g, WorkerGroup | PythonGroup):
             load.processes[g.kind] = load.processes.get(g.kind, 0) + (g.processes or threads)
         ep = (endpoints or {}).get(name)
-        if ep is not None and isinstance(g, HttpGroup | TcpGroup | WebsocketGroup):
+        if ep is not None and isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup):
             conns = n
-            if isinstance(g, HttpGroup) and g.http2 and not g.new_connection:
+            if (isinstance(g, HttpGroup) and g.http2 and not g.new_connection) or isinstance(g, GrpcGroup):
                 conns = -(-n // g.streams)  # HTTP/2: the clients are streams of ⌈n / streams⌉ connections
             load.connections.append(
                 Connections(

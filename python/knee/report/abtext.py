@@ -34,6 +34,7 @@ from knee.model import (
 from knee.scenario import (
     DEFAULT_MAX_IN_FLIGHT,
     ExecGroup,
+    GrpcGroup,
     HttpGroup,
     PythonGroup,
     Scenario,
@@ -157,6 +158,9 @@ def target(scenario: Scenario, group: str, step: StepResult | None = None) -> st
     if isinstance(g, WebsocketGroup):
         shape = {"session": f", {g.messages} messages", "listen": f", held {g.hold or 0:g} s"}.get(g.mode, "")
         return f"{g.url} ({g.mode}{shape})"
+    if isinstance(g, GrpcGroup):
+        streamed = f", {g.stream_messages} messages a call" if g.stream_messages > 1 else ""
+        return f"{g.url} (gRPC{streamed})"
     if isinstance(g, PythonGroup):
         return f"python flow {g.function}"
     assert isinstance(g, ExecGroup | WorkerGroup)
@@ -271,12 +275,14 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add("")
     add("Connection Times (ms)")
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
-    if isinstance(g, HttpGroup | TcpGroup | WebsocketGroup):
+    if isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup):
         add(_times_row("Connect:", s.connect_ms))
-    if isinstance(g, HttpGroup | WebsocketGroup) and g.url.lower().startswith(("https://", "wss://")):
+    if isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup) and g.url.lower().startswith(
+        ("https://", "wss://", "grpcs://")
+    ):
         add(_times_row("TLS:", s.tls_ms))
     add(_times_row("Processing:", s.processing_ms))
-    if isinstance(g, HttpGroup | WebsocketGroup):
+    if isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup):
         add(_times_row("Waiting:", s.ttfb_ms))
     add(_times_row("Total:", s.latency_ms))
     if s.failed_latency_ms.count:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from knee.errors import UserError
-from knee.scenario.groups import Group, HttpGroup, TcpGroup, WebsocketGroup
+from knee.scenario.groups import Group, GrpcGroup, HttpGroup, TcpGroup, WebsocketGroup
 from knee.scenario.urls import split
 
 
@@ -41,6 +41,8 @@ def host_port(g: Group) -> tuple[str, int] | None:
         written, schemes = f"tcp://{g.addr}", ("tcp",)
     elif isinstance(g, WebsocketGroup):
         written, schemes = g.url, ("ws", "wss")
+    elif isinstance(g, GrpcGroup):
+        written, schemes = g.url, ("grpc", "grpcs")
     else:
         return None
     try:

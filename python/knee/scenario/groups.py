@@ -1,6 +1,7 @@
 """The client groups of a scenario: what each kind of client (http, tcp, exec, worker program, Python flow)
 is told to do, and the stop and timing every group shares."""
 
+import json
 import math
 from typing import Annotated, Any, Literal
 
@@ -9,19 +10,20 @@ from pydantic import (
     AliasChoices,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from knee.errors import UserError
-from knee.scenario import addresses, profiles
+from knee.scenario import addresses, grpcproto, profiles
 from knee.scenario.data import MixRequest, origin, request_url
 from knee.scenario.fields import Duration, PositiveInt, Table, seconds
 from knee.scenario.profiles import RateProfile
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
-from knee.scenario.urls import check_addr, check_url, check_ws_url
+from knee.scenario.urls import check_addr, check_grpc_url, check_url, check_ws_url, grpc_method
 
 
 def _clients(value: Any) -> Any:
@@ -318,6 +320,92 @@ class WebsocketGroup(_Connects):
         return self
 
 
+class GrpcGroup(_Connects):
+    """A gRPC call per operation, over knee's own HTTP/2 client: the method the URL names (grpc:// speaks h2c,
+    grpcs:// TLS), its types from `proto` files (imports from `include`, or each file's directory) or a compiled
+    `protoset`; `message` (JSON, templated) sent `stream_messages` times on a client- or bidirectional-streaming
+    method. A call succeeds when its grpc-status is OK (and `expect_message` matches its response's JSON)."""
+
+    kind: Literal["grpc"]
+    url: Annotated[str, AfterValidator(check_grpc_url)]
+    proto: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=list)
+    protoset: str | None = None
+    message: str | dict[str, Any] = "{}"
+    message_file: str | None = None
+    stream_messages: PositiveInt = 1
+    deadline: Duration | None = None  # sent as grpc-timeout: the server may give up on the call then
+    expect_message: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)  # metadata
+    insecure: bool = False
+    streams: PositiveInt = 1  # clients per HTTP/2 connection (⌈clients / streams⌉ connections)
+    tls: Tls | None = None
+    source_addr: SourceAddrs = Field(default_factory=list)
+    _method: grpcproto.Method | None = PrivateAttr(default=None)
+
+    @field_validator("proto", "include", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "GrpcGroup":
+        if bool(self.proto) == (self.protoset is not None):
+            raise ValueError(
+                "give the method's types: proto (.proto files, --proto) or protoset (a compiled descriptor set, "
+                "--protoset), one of them"
+            )
+        if self.message_file is not None and self.message != "{}":
+            raise ValueError("give either message or message_file, not both")
+        if self.tls is not None and not self.url.lower().startswith("grpcs://"):
+            raise ValueError("tls (client certificate, CAs, TLS version) applies to grpcs:// URLs only")
+        for name in self.headers:
+            if name.lower() in ("content-type", "te", "grpc-timeout"):
+                raise ValueError(f"headers {name!r} is gRPC's own (knee sets it; grpc-timeout from deadline): drop it")
+        return self
+
+    def resolve(self) -> tuple[str, str] | None:
+        """Find the method in its files and check the message against it (kept for `method`): None, or the key
+        at fault and a sentence saying why (before any load; a run's record is read without its files)."""
+        key = "proto" if self.proto else "protoset"
+        try:
+            m = grpcproto.describe(grpc_method(self.url), tuple(self.proto), tuple(self.include), self.protoset)
+        except ValueError as exc:
+            return key, str(exc)
+        key = "message_file" if self.message_file else "message"
+        try:
+            grpcproto.check_message(m, self.message_json())
+        except ValueError as exc:
+            return key, str(exc)
+        if self.stream_messages > 1 and not m.client_streaming:
+            return "stream_messages", (
+                f"is {self.stream_messages}, but {m.path} takes one message (it is not client-streaming): drop it"
+            )
+        self._method = m
+        return None
+
+    def message_json(self) -> str:
+        """The message as the engine sends it: JSON text (a table written as JSON, a file's text)."""
+        if self.message_file is not None:
+            try:
+                with open(self.message_file, encoding="utf-8") as f:
+                    return f.read()
+            except OSError as exc:
+                raise ValueError(f"message_file {self.message_file!r} cannot be read ({exc.strerror})") from None
+        return self.message if isinstance(self.message, str) else json.dumps(self.message)
+
+    @property
+    def method(self) -> grpcproto.Method:
+        """The method, its types and descriptors (found when the scenario was read; UserError when they cannot be
+        found now)."""
+        if self._method is None:
+            bad = self.resolve()
+            if bad is not None:
+                raise UserError(f"{bad[0]} {bad[1]}")
+        assert self._method is not None
+        return self._method
+
+
 class ExpectFile(Table):
     path: str
     min_size: Annotated[int, Field(ge=0)] = 1
@@ -361,5 +449,6 @@ class PythonGroup(_GroupBase):
 
 
 Group = Annotated[
-    HttpGroup | TcpGroup | WebsocketGroup | ExecGroup | WorkerGroup | PythonGroup, Field(discriminator="kind")
+    HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup | ExecGroup | WorkerGroup | PythonGroup,
+    Field(discriminator="kind"),
 ]

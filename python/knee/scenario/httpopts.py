@@ -1,6 +1,6 @@
-"""The options of an http(s) or ws(s) target on the command line that need more than a key each: those that exclude
-each other, said in the options' own words (the scenario's checks speak of its keys), the group's `tls` table, and
-a websocket target's group."""
+"""The options of an http(s), ws(s) or grpc(s) target on the command line that need more than a key each: those that
+exclude each other, said in the options' own words (the scenario's checks speak of its keys), the group's `tls` table,
+and a websocket or grpc target's group."""
 
 from __future__ import annotations
 
@@ -75,6 +75,35 @@ def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, s
         ("cookies", cookies),
         ("subprotocols", list(o.subprotocol)),
         ("binary", o.binary),
+        ("insecure", o.insecure),
+        ("tls", tls_table(o)),
+    ):
+        if value not in (None, False, [], {}):
+            g[key] = value
+    return g
+
+
+def grpc_group(url: str, o: Options, headers: dict[str, str]) -> dict[str, Any]:
+    """A grpc(s):// target's group from its options (-H, its metadata, already parsed)."""
+    _tls_clashes(url, o, "grpcs://")
+    if not o.proto and o.protoset is None:
+        raise UserError(
+            f"{url} needs the method's types: --proto FILE (with -I DIR for its imports) or --protoset FILE"
+        )
+    if o.message is not None and o.message_file is not None:
+        raise UserError("give either --message or --message-file, not both")
+    g: dict[str, Any] = {"kind": "grpc", "url": url}
+    for key, value in (
+        ("proto", list(o.proto)),
+        ("include", list(o.import_path)),
+        ("protoset", o.protoset),
+        ("message", o.message),
+        ("message_file", o.message_file),
+        ("stream_messages", o.stream_messages),
+        ("deadline", o.deadline),
+        ("expect_message", o.expect_message),
+        ("streams", o.streams),
+        ("headers", headers),
         ("insecure", o.insecure),
         ("tls", tls_table(o)),
     ):

@@ -85,6 +85,14 @@ class Options:
     hold: str | float | None = None
     correlate: str | None = None  # a JSONPath
     subprotocol: list[str] = field(default_factory=list)
+    # a grpc target's
+    proto: list[str] = field(default_factory=list)  # .proto files
+    import_path: list[str] = field(default_factory=list)  # where their imports are found
+    protoset: str | None = None  # a compiled FileDescriptorSet
+    message_file: str | None = None
+    stream_messages: int | None = None
+    deadline: str | float | None = None
+    expect_message: str | None = None
     env: list[str | tuple[str, str]] = field(default_factory=list)
     cwd: str | None = None
     expect_stdout: str | None = None

@@ -117,14 +117,14 @@ def _validate(raw: dict[str, Any], source: Source) -> Scenario:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
         raise messages.invalid(source, exc) from None
-    from knee.scenario import data
+    from knee.scenario import data, grpcproto
     from knee.scenario.tlsfiles import TlsFileError, check
 
     try:
         check(scenario)
     except TlsFileError as exc:
         raise messages.tls_file(source, exc.key, exc.message) from None
-    bad = data.check(scenario)
+    bad = data.check(scenario) or grpcproto.check(scenario)
     if bad is not None:
         raise messages.at_key(source, *bad)
     return scenario

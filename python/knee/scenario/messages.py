@@ -84,7 +84,7 @@ def invalid(source: Source, exc: ValidationError) -> UserError:
     return UserError("\n".join(describe(e, source) for e in exc.errors()))
 
 
-_KIND_TAGS = {"http", "tcp", "websocket", "exec", "worker", "python"}
+_KIND_TAGS = {"http", "tcp", "websocket", "grpc", "exec", "worker", "python"}
 
 
 def describe(err: Any, source: Source) -> str:
@@ -148,7 +148,7 @@ def _phrase(err: Any) -> str:
     if t == "union_tag_invalid":
         return f"kind must be one of {ctx.get('expected_tags')} (got {ctx.get('tag')!r})"
     if t == "union_tag_not_found":
-        return 'needs kind = "http", "tcp", "websocket", "exec", "worker" or "python"'
+        return 'needs kind = "http", "tcp", "websocket", "grpc", "exec", "worker" or "python"'
     if t in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a whole number{got_s}"
     if t in ("float_type", "float_parsing"):

@@ -15,7 +15,7 @@ from typing import Any
 from knee.errors import UserError
 from knee.scenario import profiles
 from knee.scenario.data import data_tables
-from knee.scenario.httpopts import TLS_OPTIONS, http_clashes, tls_table, ws_group
+from knee.scenario.httpopts import TLS_OPTIONS, grpc_group, http_clashes, tls_table, ws_group
 from knee.scenario.lineopts import Options
 from knee.scenario.units import parse_duration, parse_header
 from knee.scenario.urls import scheme_of, split
@@ -65,6 +65,13 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.hold": "--hold",
     "groups.main.correlate": "--correlate",
     "groups.main.subprotocols": "--subprotocol",
+    "groups.main.proto": "--proto",
+    "groups.main.include": "-I/--import-path",
+    "groups.main.protoset": "--protoset",
+    "groups.main.message_file": "--message-file",
+    "groups.main.stream_messages": "--stream-messages",
+    "groups.main.deadline": "--deadline",
+    "groups.main.expect_message": "--expect-message",
     "groups.main.env": "-e/--env",
     "groups.main.cwd": "--cwd",
     "groups.main.expect_stdout": "--expect-stdout",
@@ -103,6 +110,7 @@ _KIND_WORDS = {
     "http": "http(s):// targets",
     "tcp": "tcp:// targets",
     "websocket": "ws(s):// targets",
+    "grpc": "grpc(s):// targets",
     "exec": "commands",
     "worker": "worker programs (--worker) and Python flows (--python)",
 }
@@ -114,7 +122,6 @@ _KIND_OPTIONS = {
         ("--body-file", "body_file"),
         ("--new-connection", "new_connection"),
         ("--http2", "http2"),
-        ("--streams", "streams"),
         ("--expect-status", "expect_status"),
         ("--expect-body", "expect_body"),
         ("--expect-body-regex", "expect_body_regex"),
@@ -123,7 +130,6 @@ _KIND_OPTIONS = {
     "tcp": (("--send", "send"),),
     "websocket": (
         ("--mode", "mode"),
-        ("--message", "message"),
         ("--binary", "binary"),
         ("--messages", "messages"),
         ("--message-interval", "message_interval"),
@@ -131,6 +137,17 @@ _KIND_OPTIONS = {
         ("--correlate", "correlate"),
         ("--subprotocol", "subprotocol"),
     ),
+    "grpc": (
+        ("--proto", "proto"),
+        ("-I/--import-path", "import_path"),
+        ("--protoset", "protoset"),
+        ("--message-file", "message_file"),
+        ("--stream-messages", "stream_messages"),
+        ("--deadline", "deadline"),
+        ("--expect-message", "expect_message"),
+    ),
+    "message": (("--message", "message"),),  # what a ws exchange or a gRPC call sends
+    "streams": (("--streams", "streams"),),  # clients per HTTP/2 connection
     # the opening request's headers and TLS: http(s) and ws(s) targets
     "handshake": (("-H/--header", "headers"), ("-C/--cookie", "cookies"), ("-k/--insecure", "insecure"), *TLS_OPTIONS),
     "expect": (("--expect", "expect"),),  # a reply read until it matches: tcp and websocket targets
@@ -147,12 +164,14 @@ _KIND_OPTIONS = {
     "connect": (("--source-addr", "source_addr"), ("--connect-timeout", "connect_timeout")),
 }
 _PROCESS_KINDS = ("exec", "worker")
-_CONNECT_KINDS = ("http", "tcp", "websocket")
+_CONNECT_KINDS = ("http", "tcp", "websocket", "grpc")
 # options shared by several kinds: the kinds, and their words in a message
 _SHARED = {
     "process": (_PROCESS_KINDS, "commands and worker programs"),
-    "connect": (_CONNECT_KINDS, "http(s)://, tcp:// and ws(s):// targets"),
-    "handshake": (("http", "websocket"), "http(s):// and ws(s):// targets"),
+    "connect": (_CONNECT_KINDS, "http(s)://, tcp://, ws(s):// and grpc(s):// targets"),
+    "handshake": (("http", "websocket", "grpc"), "http(s)://, ws(s):// and grpc(s):// targets"),
+    "message": (("websocket", "grpc"), "ws(s):// and grpc(s):// targets"),
+    "streams": (("http", "grpc"), "http(s):// (with --http2) and grpc(s):// targets"),
     "expect": (("tcp", "websocket"), "tcp:// and ws(s):// targets"),
 }
 
@@ -171,6 +190,8 @@ def kind_of(target: Target, o: Options | None = None) -> str:
             return "http"
         if scheme in ("tcp", "ws", "wss"):
             return "websocket" if scheme != "tcp" else "tcp"
+        if scheme in ("grpc", "grpcs"):
+            return "grpc"
     return "exec"
 
 
@@ -234,6 +255,11 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     if isinstance(target, str) and kind == "websocket":
         headers = _pairs(o.headers, "-H/--header", ":") if o.headers else {}
         return ws_group(target, o, headers, _pairs(o.cookies, "-C/--cookie", "=") if o.cookies else {}) | connects
+    if isinstance(target, str) and kind == "grpc":
+        if o.cookies:
+            raise UserError("-C/--cookie applies to http(s):// and ws(s):// targets; send gRPC metadata with -H")
+        headers = _pairs(o.headers, "-H/--header", ":") if o.headers else {}
+        return grpc_group(target, o, headers) | connects
     if isinstance(target, str) and kind == "tcp":
         try:
             _, host, port = split(target, ("tcp",))
@@ -249,8 +275,8 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     if isinstance(target, str):
         if "://" in target:
             raise UserError(
-                f"unsupported target {target!r}: use http://, https://, tcp://host:port, ws://, wss://, "
-                "or -- COMMAND ARGS for a command"
+                f"unsupported target {target!r}: use http://, https://, tcp://host:port, ws://, wss://, grpc://, "
+                "grpcs://, or -- COMMAND ARGS for a command"
             )
         target = [target]
     argv = list(target)

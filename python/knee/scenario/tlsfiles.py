@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from knee.scenario.groups import HttpGroup, WebsocketGroup
+from knee.scenario.groups import GrpcGroup, HttpGroup, WebsocketGroup
 from knee.scenario.model import Scenario
 from knee.scenario.tls import Tls
 
@@ -266,8 +266,10 @@ def _dir_stamp(path: str | None) -> object:
 
 
 def https(g: object) -> bool:
-    """A group that speaks TLS: an https:// or a wss:// URL."""
-    return isinstance(g, HttpGroup | WebsocketGroup) and g.url.lower().startswith(("https://", "wss://"))
+    """A group that speaks TLS: an https://, wss:// or grpcs:// URL."""
+    return isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup) and g.url.lower().startswith(
+        ("https://", "wss://", "grpcs://")
+    )
 
 
 def check(scenario: Scenario) -> None:
@@ -276,7 +278,7 @@ def check(scenario: Scenario) -> None:
     for name, g in scenario.groups.items():
         if not https(g):
             continue
-        assert isinstance(g, HttpGroup | WebsocketGroup)
+        assert isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup)
         try:
             identity(g.tls)
             cas(g.tls)
@@ -293,7 +295,7 @@ def notes(scenario: Scenario, planned_s: float | None) -> tuple[list[str], list[
     for name, g in scenario.groups.items():
         if not https(g):
             continue
-        assert isinstance(g, HttpGroup | WebsocketGroup)
+        assert isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup)
         source = cert_source(g.tls)
         who = identity(g.tls)
         trusted = cas(g.tls)

@@ -12,13 +12,23 @@ from __future__ import annotations
 import ipaddress
 
 # scheme -> the port a URL without one means (None: it must name one)
-DEFAULT_PORT: dict[str, int | None] = {"http": 80, "https": 443, "tcp": None, "ws": 80, "wss": 443}
+DEFAULT_PORT: dict[str, int | None] = {
+    "http": 80,
+    "https": 443,
+    "tcp": None,
+    "ws": 80,
+    "wss": 443,
+    "grpc": None,
+    "grpcs": None,
+}
 _SHAPE = {
     "http": "http://host:port/path",
     "https": "https://host:port/path",
     "tcp": "tcp://host:port",
     "ws": "ws://host:port/path",
     "wss": "wss://host:port/path",
+    "grpc": "grpc://host:port/package.Service/Method",
+    "grpcs": "grpcs://host:port/package.Service/Method",
 }
 
 
@@ -88,6 +98,22 @@ def check_ws_url(url: str) -> str:
     """`url` if it is a ws(s):// URL with a host and a good port (a websocket group's `url`); else ValueError."""
     split(url, ("ws", "wss"))
     return url
+
+
+def check_grpc_url(url: str) -> str:
+    """`url` if it is a grpc(s):// URL with a host, a port and a method's path (a grpc group's `url`); else
+    ValueError."""
+    split(url, ("grpc", "grpcs"))
+    if grpc_method(url).count("/") != 1:
+        scheme = scheme_of(url)
+        raise ValueError(f"must name the method after the port, like {_SHAPE[scheme]}")
+    return url
+
+
+def grpc_method(url: str) -> str:
+    """The method a grpc(s):// URL names: `package.Service/Method` (its path without the leading slash)."""
+    rest = url.partition("://")[2]
+    return rest.partition("/")[2].split("?", 1)[0].strip("/")
 
 
 def check_addr(addr: str) -> str:

@@ -12,6 +12,7 @@ use hyper::{Method, Uri};
 use regex::bytes::Regex;
 
 use super::dial::{Conn, Dialer};
+use super::grpc::GrpcPrep;
 use super::h1;
 use super::http2::H2Prep;
 use super::httpop::HttpOp;
@@ -36,6 +37,8 @@ pub(crate) struct HttpPrep {
     cumulative: Vec<f64>,
     /// HTTP/2: the request in HTTP/2's form and the group's connections.
     pub h2: Option<H2Prep>,
+    /// A gRPC call: the body is its message (JSON, sent as protobuf), the response judged by its grpc-status.
+    pub grpc: Option<GrpcPrep>,
     pub new_connection: bool,
     sources: Vec<IpAddr>,
 }
@@ -95,6 +98,7 @@ impl HttpPrep {
             limit,
             key,
         )?;
+        let grpc = spec.grpc.as_ref().map(|g| GrpcPrep::new(g, key)).transpose()?;
         let mut requests = Vec::new();
         let mut cumulative = Vec::new();
         let mix = !spec.requests.is_empty();
@@ -104,7 +108,7 @@ impl HttpPrep {
             } else {
                 key.to_string()
             };
-            requests.push(ReqPrep::new(&r, name, &host, feeders, &rkey)?);
+            requests.push(ReqPrep::new(&r, name, &host, feeders, &rkey, grpc.as_ref())?);
             cumulative.push(cumulative.last().copied().unwrap_or(0.0) + weight);
         }
         // HTTP/2: the group's connections (⌈clients / streams⌉ per shard).
@@ -116,6 +120,7 @@ impl HttpPrep {
             requests,
             cumulative,
             h2,
+            grpc,
             new_connection: spec.new_connection,
             sources: spec.source_addrs.clone(),
         })
@@ -145,7 +150,15 @@ impl HttpPrep {
 }
 
 impl ReqPrep {
-    fn new(spec: &HttpSpec, name: String, host: &str, feeders: &Feeders, key: &str) -> Result<ReqPrep, EngineError> {
+    /// `grpc`: the group's gRPC call (the body is its JSON message, sent as protobuf, without Content-Length).
+    fn new(
+        spec: &HttpSpec,
+        name: String,
+        host: &str,
+        feeders: &Feeders,
+        key: &str,
+        grpc: Option<&GrpcPrep>,
+    ) -> Result<ReqPrep, EngineError> {
         let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
         let tmpl = |s: &str, k: &str| Template::compile(s, feeders, &format!("{key}.{k}"), true).map_err(bad_spec);
         let full: Uri = untemplated(&spec.url)
@@ -179,13 +192,20 @@ impl ReqPrep {
             headers.push((n, v));
         }
         let has = |h: &HeaderName| headers.iter().any(|(n, _)| n == h);
-        let wants_length =
-            !body_text.is_empty() || !body.is_fixed() || matches!(method, Method::POST | Method::PUT | Method::PATCH);
+        let wants_length = grpc.is_none()
+            && (!body_text.is_empty()
+                || !body.is_fixed()
+                || matches!(method, Method::POST | Method::PUT | Method::PATCH));
         // HTTP/2: the block and body of the request as written (placeholders in): encoded once for a fixed
         // request, checked for a templated one (which is encoded per operation).
         let h2 = if spec.http2 {
             let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(body_text.len());
-            Some(H2Prep::new(&full, &method, &headers, length, &body_text, 1).map_err(bad)?)
+            // gRPC: a fixed message is converted once (a templated one per call, once filled in)
+            let sent = match grpc {
+                Some(g) if body.is_fixed() => g.body(&body_text).map_err(|why| bad(format!("body: {why}")))?.to_vec(),
+                _ => body_text.clone(),
+            };
+            Some(H2Prep::new(&full, &method, &headers, length, &sent, 1).map_err(bad)?)
         } else {
             None
         };
@@ -395,6 +415,9 @@ impl HttpPrep {
             let mut result = parts.write(&r.method, &mut f.out, &mut f.scratch, Some(draw));
             if result.is_ok() && self.h2.is_some() {
                 result = super::http2::from_h1(&f.out, self.dialer.tls.is_some(), &mut f.block).map(|b| f.body = b);
+            }
+            if let (Ok(()), Some(g)) = (&result, &self.grpc) {
+                result = g.body(&f.body).map(|b| f.body = b);
             }
             f.unsendable = result.err().map(|why| match draw.which_row(&r.uses) {
                 Some(row) => format!("{row}: {why}"),

@@ -15,6 +15,7 @@ use crate::spec::ClientSpec;
 mod dial;
 mod exec;
 mod group;
+mod grpc;
 mod h1;
 mod http;
 mod http2;
@@ -27,6 +28,7 @@ mod template;
 mod tls;
 mod ws;
 
+pub use grpc::{compile as grpc_compile, describe as grpc_describe, MethodInfo as GrpcMethod};
 pub(crate) use program::{HostedGroup, ThreadPart};
 pub(crate) use spawn::prepare_thread as prepare_spawns;
 pub(crate) use tls::{describe as describe_tls, rustls_error};

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_connect_timeout, check_regex};
+use super::{check_connect_timeout, check_regex, GrpcSpec};
 use crate::error::SpecError;
 
 /// An HTTP(S) request.
@@ -47,6 +47,9 @@ pub struct HttpSpec {
     /// the checks). Empty: every operation sends the group's one request.
     #[serde(default)]
     pub requests: Vec<RequestSpec>,
+    /// A gRPC call (over HTTP/2): the body is its message as JSON, the URL's path the method's.
+    #[serde(default)]
+    pub grpc: Option<GrpcSpec>,
 }
 
 /// One request of a mix: its name (counted apart), weight, and what differs from the group's request.
@@ -320,6 +323,14 @@ impl HttpSpec {
 
     /// HTTP/2 streams and the TLS settings.
     fn validate_protocol(&self, key: &str, https: bool) -> Result<(), SpecError> {
+        if let Some(g) = &self.grpc {
+            if !self.http2 {
+                return Err(SpecError::new(format!(
+                    "{key}.grpc is a gRPC call, which HTTP/2 carries; set http2 = true"
+                )));
+            }
+            g.validate(key)?;
+        }
         if self.streams == 0 {
             return Err(SpecError::new(format!("{key}.streams must be at least 1 (got 0)")));
         }

@@ -9,12 +9,14 @@ pub use crate::profile::RateProfile;
 
 mod data;
 mod exec;
+mod grpc;
 mod http;
 mod tcp;
 mod ws;
 
 pub use data::{DataSpec, OnExhausted, Order, Scope};
 pub use exec::{ExecSpec, FileCheck, WorkerSpec};
+pub use grpc::GrpcSpec;
 pub(crate) use http::{origin, untemplated};
 pub use http::{HttpSpec, RequestSpec, TlsSpec};
 pub use tcp::TcpSpec;

@@ -31,6 +31,7 @@ mod conn;
 mod hpack;
 mod lane;
 
+pub(crate) use conn::Answer;
 use conn::{code_name, Failure, Fault, Link};
 pub(crate) use lane::{Lane, Lanes};
 
@@ -303,13 +304,21 @@ impl H2Client {
             (None, Some(f)) => (&f.block, &f.body),
             (None, None) => unreachable!("a request is fixed (its block encoded once) or filled in"),
         };
-        let keep = if r.checks_body() { usize::MAX } else { QUOTED_BODY };
-        let id = poll_fn(|cx| link.poll_open(cx, block, body, keep, &mut self.op.body)).await?;
+        let grpc = p.grpc.as_ref();
+        let keep = if r.checks_body() || grpc.is_some_and(|g| g.keeps_body()) {
+            usize::MAX
+        } else {
+            QUOTED_BODY
+        };
+        let id = poll_fn(|cx| link.poll_open(cx, block, body, keep, &mut self.op.body, grpc.is_some())).await?;
         self.op.wrote = true;
         let open = Open(link, id);
         let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.op.body)).await;
         std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
         let answer = answer?;
+        if let Some(g) = grpc {
+            return Ok(g.judge(&answer, sent_at, body.len() as u64, &self.op.body, d));
+        }
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
         let status = answer.status;
         let unexpected = !h1::expected(status, &r.expect_status);

@@ -61,11 +61,68 @@ pub(crate) struct Failure {
     pub unprocessed: bool,
 }
 
-/// A response: its status, when its headers came, the length of its body.
+/// A response: its status, when its headers came, the length of its body; a gRPC call's status and messages.
 pub(crate) struct Answer {
     pub status: u16,
     pub headers_at: Instant,
     pub len: u64,
+    pub grpc: Option<Box<GrpcRead>>,
+}
+
+/// A gRPC response as it arrives: its status and message (from its headers, or its trailers), and its messages
+/// counted by their 5-byte prefixes (a compressed-flag byte and a 4-byte length).
+#[derive(Default)]
+pub(crate) struct GrpcRead {
+    pub status: Option<u32>,
+    /// `grpc-message`, percent-encoded as sent.
+    pub message: Option<Box<[u8]>>,
+    /// Messages received whole.
+    pub messages: u64,
+    /// When the first message's prefix came.
+    pub first_at: Option<Instant>,
+    /// The prefix being read, and how much of it came; the bytes still to come of the message being read.
+    prefix: [u8; 5],
+    have: usize,
+    left: u64,
+}
+
+impl GrpcRead {
+    /// The next bytes of the body.
+    fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.left > 0 {
+                let n = (data.len() as u64).min(self.left);
+                self.left -= n;
+                data = &data[n as usize..];
+                if self.left == 0 {
+                    self.messages += 1;
+                }
+                continue;
+            }
+            let n = (5 - self.have).min(data.len());
+            self.prefix[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            data = &data[n..];
+            if self.have == 5 {
+                self.have = 0;
+                self.first_at.get_or_insert_with(Instant::now);
+                self.left = u64::from(u32_at(&self.prefix[1..]));
+                if self.left == 0 {
+                    self.messages += 1;
+                }
+            }
+        }
+    }
+
+    /// The fields of a header block (headers or trailers) that gRPC reads.
+    fn read(&mut self, fields: hpack::Fields) {
+        if fields.grpc_status.is_some() {
+            self.status = fields.grpc_status;
+        }
+        if fields.grpc_message.is_some() {
+            self.message = fields.grpc_message;
+        }
+    }
 }
 
 struct Stream {
@@ -85,6 +142,8 @@ struct Stream {
     unacked: u32,
     /// Where its HEADERS end in the bytes the connection writes: unwritten when it ends, it never left.
     headers_end: u64,
+    /// A gRPC call: its status and messages as they come.
+    grpc: Option<Box<GrpcRead>>,
 }
 
 /// Stream ids are consecutive odd numbers: a multiplication spreads them.
@@ -184,7 +243,8 @@ impl Link {
 
     /// Open a stream: its HEADERS (`block`, the group's header block) and its DATA (`body`, as the windows
     /// allow) queued. Waits while the server's limit of concurrent streams is reached. `buf`: the client's
-    /// body buffer, lent to the stream (given back by `poll_answer`); `keep`: how much body to keep in it.
+    /// body buffer, lent to the stream (given back by `poll_answer`); `keep`: how much body to keep in it;
+    /// `grpc`: a gRPC call (its status and messages are read as they come).
     pub fn poll_open(
         &self,
         cx: &mut Context<'_>,
@@ -192,6 +252,7 @@ impl Link {
         body: &Bytes,
         keep: usize,
         buf: &mut Vec<u8>,
+        grpc: bool,
     ) -> Poll<Result<u32, Failure>> {
         let mut s = self.st.borrow_mut();
         if let Some(fault) = s.refusal() {
@@ -243,6 +304,7 @@ impl Link {
             pending: (!body.is_empty()).then(|| (body.clone(), 0)),
             unacked: 0,
             headers_end,
+            grpc: grpc.then(Box::default),
         };
         if stream.pending.is_some() {
             let State {
@@ -279,6 +341,7 @@ impl Link {
             status: st.status.expect("a stream ends well only with its status"),
             headers_at: st.headers_at.expect("set with the status"),
             len: st.len,
+            grpc: st.grpc,
         }))
     }
 

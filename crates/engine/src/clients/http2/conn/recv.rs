@@ -159,6 +159,9 @@ impl State {
             return Ok(());
         }
         st.len += data.len() as u64;
+        if let Some(g) = &mut st.grpc {
+            g.feed(data);
+        }
         let room = st.keep.saturating_sub(st.body.len());
         st.body.extend_from_slice(&data[..data.len().min(room)]);
         if flags & END_STREAM != 0 {
@@ -175,13 +178,17 @@ impl State {
 
     fn headers(&mut self, id: u32, block: &[u8], end: bool) -> Result<(), ConnError> {
         // Decoded whatever became of the stream: the dynamic table must follow the server's.
-        let status = self
+        let mut fields = self
             .hpack
             .decode(block)
             .map_err(|e| ConnError(COMPRESSION_ERROR, format!("a response header block with {}", e.0)))?;
         let Some(st) = self.streams.get_mut(&id).filter(|st| st.end.is_none()) else {
             return Ok(());
         };
+        let status = fields.status.take();
+        if let Some(g) = &mut st.grpc {
+            g.read(fields); // a final response's headers, or its trailers
+        }
         if st.status.is_none() {
             match status {
                 None => {

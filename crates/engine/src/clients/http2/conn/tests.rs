@@ -10,7 +10,7 @@ fn a_body_goes_as_the_windows_allow() {
     let mut cx = Context::from_waker(waker);
     let body = Bytes::from(vec![7u8; 100_000]);
     let mut buf = Vec::new();
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut buf) else {
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut buf, false) else {
         panic!("the stream opens")
     };
     let mut s = link.st.borrow_mut();
@@ -69,7 +69,7 @@ fn pings_and_settings_are_acknowledged_and_bad_frames_refused() {
 /// A stream opened on a fresh link, and the link's queued frames cleared.
 fn opened(link: &Link) -> u32 {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new()) else {
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), false) else {
         panic!("the stream opens")
     };
     link.st.borrow_mut().out.clear();
@@ -113,7 +113,7 @@ fn streams_whose_headers_never_left_are_unprocessed_when_the_connection_ends() {
     let link = Link::new();
     let preface = link.st.borrow().out.len() as u64;
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let mut open = || match link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new()) {
+    let mut open = || match link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), false) {
         Poll::Ready(Ok(id)) => id,
         _ => panic!("the stream opens"),
     };
@@ -138,4 +138,25 @@ fn streams_whose_headers_never_left_are_unprocessed_when_the_connection_ends() {
         .unwrap();
     assert!(!link.usable() && link.st.borrow().closing);
     assert!(answer(&link, id).is_pending(), "its stream goes on");
+}
+
+/// gRPC's messages are counted by their prefixes however the DATA frames cut them: a prefix split across frames,
+/// an empty message, several in one frame; a message cut off by the stream's end is not counted.
+#[test]
+fn grpc_messages_are_counted_across_any_cut_of_the_body() {
+    let mut body = Vec::new();
+    for m in [&b"abc"[..], b"", b"0123456789"] {
+        body.push(0);
+        body.extend((m.len() as u32).to_be_bytes());
+        body.extend(m);
+    }
+    body.extend([0, 0, 0, 0, 9, b'x']); // the start of a fourth, never finished
+    for cut in 1..body.len() {
+        let mut g = super::GrpcRead::default();
+        for chunk in body.chunks(cut) {
+            g.feed(chunk);
+        }
+        assert_eq!(g.messages, 3, "chunks of {cut}");
+        assert!(g.first_at.is_some());
+    }
 }

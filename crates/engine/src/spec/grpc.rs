@@ -1,0 +1,38 @@
+//! An http group's gRPC side (`grpc`): the method, the descriptors of its messages, and what a call sends
+//! and checks. The group's `body` is the call's message as JSON (templated); its URL is the method's path.
+
+use serde::{Deserialize, Serialize};
+
+use super::check_regex;
+use crate::error::SpecError;
+
+/// A gRPC call per operation, over the group's HTTP/2 connections.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GrpcSpec {
+    /// The compiled descriptors holding the method and its message types: a FileDescriptorSet, base64.
+    pub descriptors: String,
+    /// The method, `package.Service/Method`.
+    pub method: String,
+    /// Messages each call sends (the body's message, this many times, one after another): a client-streaming
+    /// or bidirectional call's stream. A unary or server-streaming method sends one.
+    #[serde(default = "one")]
+    pub stream_messages: u64,
+    /// A call succeeds only when this matches the JSON of its response's messages (one per line).
+    pub expect_message: Option<String>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl GrpcSpec {
+    pub(super) fn validate(&self, key: &str) -> Result<(), SpecError> {
+        if self.stream_messages == 0 {
+            return Err(SpecError::new(format!(
+                "{key}.grpc.stream_messages is 0; a call sends at least one message"
+            )));
+        }
+        check_regex(&format!("{key}.grpc.expect_message"), &self.expect_message)
+    }
+}

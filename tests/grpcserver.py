@@ -1,0 +1,158 @@
+"""A gRPC server nobody here wrote (grpcio's, its messages compiled by the real protoc of grpcio-tools, not by knee),
+run as its own process by the tests, that counts what it was sent: GET /stats on its stats port (plain HTTP) answers
+{"calls": {method: n}, "received": {method: messages}, "sent": {method: messages}, "most": concurrent calls}.
+
+examples/grpc/hello.proto's Greeter: SayHello answers "hello FIRST" (a name "fail" is INVALID_ARGUMENT "no such
+name: fail"); LotsOfReplies sends `times` replies; LotsOfGreetings answers once with the count of what it read;
+BidiHello answers each message. With `limit`, a call beyond `limit` at once is RESOURCE_EXHAUSTED "more than LIMIT
+calls at once"; with `delay_ms`, every call takes that long first. With `reflection`, the server's reflection service
+is on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from servers import free_port, stop_process, wait_for_port
+
+PROTO_DIR = Path(__file__).parents[1] / "examples" / "grpc"
+PROTO = PROTO_DIR / "hello.proto"
+
+SERVER = r"""
+import collections, http.server, json, sys, tempfile, threading, time
+from concurrent import futures
+import grpc
+from grpc_tools import protoc
+
+port, stats_port, proto_dir, limit, delay_ms, reflect = sys.argv[1:7]
+limit, delay = int(limit), int(delay_ms) / 1000.0
+out = tempfile.mkdtemp()
+if protoc.main(["protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
+                f"{proto_dir}/hello.proto", f"{proto_dir}/names.proto"]) != 0:
+    sys.exit("protoc failed")
+sys.path.insert(0, out)
+import hello_pb2, hello_pb2_grpc
+
+lock = threading.Lock()
+calls, received, sent = collections.Counter(), collections.Counter(), collections.Counter()
+state = {"open": 0, "most": 0}
+
+def begin(method, context):
+    with lock:
+        calls[method] += 1
+        state["open"] += 1
+        state["most"] = max(state["most"], state["open"])
+        over = limit and state["open"] > limit
+    context.add_callback(end)
+    if over:
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"more than {limit} calls at once")
+    if delay:
+        time.sleep(delay)
+
+def end():
+    with lock:
+        state["open"] -= 1
+
+def count(counter, method, n=1):
+    with lock:
+        counter[method] += n
+
+class Greeter(hello_pb2_grpc.GreeterServicer):
+    def SayHello(self, request, context):
+        begin("SayHello", context)
+        count(received, "SayHello")
+        if request.name.first == "fail":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no such name: fail")
+        count(sent, "SayHello")
+        return hello_pb2.HelloReply(message=f"hello {request.name.first}", n=request.times)
+
+    def LotsOfReplies(self, request, context):
+        begin("LotsOfReplies", context)
+        count(received, "LotsOfReplies")
+        for i in range(request.times):
+            count(sent, "LotsOfReplies")
+            yield hello_pb2.HelloReply(message=f"hello {request.name.first}", n=i)
+
+    def LotsOfGreetings(self, request_iterator, context):
+        begin("LotsOfGreetings", context)
+        n = 0
+        for r in request_iterator:
+            n += 1
+            count(received, "LotsOfGreetings")
+        count(sent, "LotsOfGreetings")
+        return hello_pb2.HelloReply(message=f"hello {n}", n=n)
+
+    def BidiHello(self, request_iterator, context):
+        begin("BidiHello", context)
+        for r in request_iterator:
+            count(received, "BidiHello")
+            count(sent, "BidiHello")
+            yield hello_pb2.HelloReply(message=f"hello {r.name.first}", n=r.times)
+
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=64), maximum_concurrent_rpcs=None)
+hello_pb2_grpc.add_GreeterServicer_to_server(Greeter(), server)
+if reflect == "1":
+    from grpc_reflection.v1alpha import reflection
+    names = (hello_pb2.DESCRIPTOR.services_by_name["Greeter"].full_name, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+if len(sys.argv) > 7:  # grpcs: the server's chain and key, and the CAs its clients' certificates must chain to
+    chain, key, cas = (open(p, "rb").read() for p in sys.argv[7:10])
+    creds = grpc.ssl_server_credentials([(key, chain)], root_certificates=cas, require_client_auth=True)
+    server.add_secure_port(f"127.0.0.1:{port}", creds)
+else:
+    server.add_insecure_port(f"127.0.0.1:{port}")
+server.start()
+
+class Stats(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with lock:
+            body = json.dumps({"calls": calls, "received": received, "sent": sent, "most": state["most"]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode() + b"\n")
+    def log_message(self, *args):
+        pass
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(stats_port)), Stats).serve_forever()
+"""
+
+
+@dataclass
+class GrpcServer:
+    port: int
+    stats_port: int
+    proc: subprocess.Popen[bytes]
+    secure: bool = False
+
+    def url(self, method: str = "SayHello") -> str:
+        return f"{'grpcs' if self.secure else 'grpc'}://127.0.0.1:{self.port}/knee.hello.Greeter/{method}"
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.stats_port}/stats", timeout=5) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def start_grpc_server(
+    limit: int = 0, delay_ms: int = 0, reflection: bool = False, tls: tuple[str, str, str] | None = None
+) -> GrpcServer:
+    """The server on free ports of 127.0.0.1 (h2c; with `tls`, its certificate chain, its key and the CAs of the
+    client certificates it requires: TLS), its stats on another."""
+    port, stats_port = free_port(), free_port()
+    argv = [sys.executable, "-c", SERVER, str(port), str(stats_port), str(PROTO_DIR), str(limit), str(delay_ms)]
+    proc = subprocess.Popen([*argv, "1" if reflection else "0", *(tls or ())], stdin=subprocess.DEVNULL)
+    try:
+        wait_for_port(stats_port, 30)
+        wait_for_port(port, 5)
+    except Exception:
+        proc.kill()
+        proc.wait(5)
+        raise
+    return GrpcServer(port, stats_port, proc, secure=tls is not None)

@@ -1,0 +1,230 @@
+"""gRPC groups (`knee run grpc://…`, `kind = "grpc"`) against grpcio's server, whose messages were compiled by the
+real protoc and which counts the calls and messages it was sent and sent back (tests/grpcserver.py): knee's counts
+are the server's for every kind of call, a status other than OK is `grpc_status` with its name and the server's
+message, the level search finds a limit that answers RESOURCE_EXHAUSTED, and bad input is one sentence before any
+load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knee.model import RunRecord
+from knee.store import RunDir
+
+from conftest import knee_cli
+from grpcserver import PROTO, PROTO_DIR, GrpcServer, start_grpc_server
+from pki import Pki
+from servers import sent, settled
+
+HELLO = '{"name": {"first": "ann"}, "times": 3}'
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[GrpcServer]:
+    s = start_grpc_server()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def run(out: Path, *args: str, command: str = "run") -> RunRecord:
+    proc = knee_cli(command, *args, "--out", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return RunDir(run_dir).load()
+
+
+def delta(server: GrpcServer, before: dict, key: str, method: str) -> int:
+    return server.stats()[key].get(method, 0) - before[key].get(method, 0)
+
+
+def seen_calls(server: GrpcServer, before: dict, record: RunRecord, method: str) -> int:
+    """The calls of `method` the server counted since `before`: every call of the run that ended (its steps', its
+    warm-ups', its probes'), and of those abandoned in flight at a step's end (their streams reset) some or none."""
+    n = sent(record)
+    abandoned = sum(g.abandoned for s in record.steps for g in s.groups.values())
+    seen = settled(lambda: delta(server, before, "calls", method), n)
+    assert n - abandoned <= seen <= n, (seen, n, abandoned)
+    return seen
+
+
+@pytest.mark.parametrize("clients", [1, 200])
+def test_unary_calls_are_the_calls_the_server_answered(server: GrpcServer, tmp_path: Path, clients: int) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url(), "--proto", str(PROTO), "--message", HELLO, "-c", str(clients), "-d", "2s")
+    g = record.steps[0].groups["main"]
+    assert g.failed == g.hung == 0 and g.succeeded > 10 * clients, g
+    # every call that ended reached the server (the at-rest probes too), each one message each way; a call in
+    # flight at the end is abandoned: knee resets its stream, and grpcio drops one it had not yet handed to its
+    # handler, so the server counts between the calls that ended and all it was sent
+    seen = seen_calls(server, before, record, "SayHello")
+    assert delta(server, before, "received", "SayHello") == seen
+    # knee counts the messages of the calls that ended (the one in flight at the end, abandoned, is not among them)
+    assert g.messages_sent == g.succeeded + g.failed and g.messages_received == g.succeeded, g
+    assert g.payload_bytes == g.succeeded * len(b"\x00\x00\x00\x00\x0b\x0a\x09hello ann\x10\x03"), g
+    # the latency is the call's: the clients are the rate × the mean latency (Little's law)
+    assert g.rate_hz * g.latency_ms.mean / 1000 == pytest.approx(clients, rel=0.25), (g.rate_hz, g.latency_ms)
+
+
+@pytest.mark.parametrize(
+    ("method", "extra", "each_way"),
+    [
+        ("LotsOfReplies", [], (1, 3)),  # server streaming: `times` replies
+        ("LotsOfGreetings", ["--stream-messages", "5"], (5, 1)),  # client streaming: one reply with the count
+        ("BidiHello", ["--stream-messages", "4"], (4, 4)),  # bidirectional: a reply to each
+    ],
+)
+def test_streaming_calls_count_every_message_each_way(
+    server: GrpcServer, tmp_path: Path, method: str, extra: list[str], each_way: tuple[int, int]
+) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url(method), "--proto", str(PROTO), "--message", HELLO, "-c", "4", "-n", "60", *extra)
+    g = record.steps[0].groups["main"]
+    assert g.succeeded == 60 and g.failed == g.hung == 0, g
+    calls = 60 + record.probes
+    assert settled(lambda: delta(server, before, "calls", method), calls) == calls
+    out, back = each_way
+    assert delta(server, before, "received", method) == out * calls
+    assert delta(server, before, "sent", method) == back * calls
+    assert (g.messages_sent, g.messages_received) == (out * 60, back * 60), g
+
+
+def test_a_status_other_than_ok_is_grpc_status_with_its_name_and_message(server: GrpcServer, tmp_path: Path) -> None:
+    fail = '{"name": {"first": "fail"}}'
+    record = run(tmp_path, server.url(), "--proto", str(PROTO), "--message", fail, "-c", "2", "-n", "20")
+    g = record.steps[0].groups["main"]
+    assert g.failures == {"grpc_status": 20} and g.succeeded == 0, g
+    (reason,) = g.reasons
+    assert reason.sample == "INVALID_ARGUMENT: no such name: fail", reason
+    assert g.messages_received == 0, g
+
+
+def test_expect_message_reads_the_response_s_json(server: GrpcServer, tmp_path: Path) -> None:
+    args = ("--proto", str(PROTO), "--message", HELLO, "-c", "2", "-n", "10")
+    record = run(tmp_path / "a", server.url("LotsOfReplies"), *args, "--expect-message", '"n": ?2')
+    assert record.steps[0].groups["main"].succeeded == 10
+    record = run(tmp_path / "b", server.url(), *args, "--expect-message", "hello bob")
+    g = record.steps[0].groups["main"]
+    assert g.failures == {"body": 10}, g
+    assert g.reasons[0].sample.startswith("response does not match expect_message"), g.reasons
+    assert "hello ann" in g.reasons[0].sample
+
+
+def test_a_deadline_the_server_cannot_meet_is_deadline_exceeded(tmp_path: Path) -> None:
+    slow = start_grpc_server(delay_ms=300)
+    try:
+        record = run(
+            tmp_path, slow.url(), "--proto", str(PROTO), "--message", HELLO, "--deadline", "50ms", "-c", "2", "-n", "4"
+        )
+    finally:
+        slow.stop()
+    g = record.steps[0].groups["main"]
+    assert g.failures == {"grpc_status": 4}, g
+    assert g.reasons[0].sample.startswith("DEADLINE_EXCEEDED"), g.reasons
+    assert g.latency_ms.count == 0 and g.failed_latency_ms.max < 250, g.failed_latency_ms
+
+
+def test_the_level_search_finds_a_limit_that_answers_resource_exhausted(tmp_path: Path) -> None:
+    limited = start_grpc_server(limit=6, delay_ms=20)
+    try:
+        record = run(
+            tmp_path, limited.url(), "--proto", str(PROTO), "--message", HELLO, "--levels", "auto", "--max-level", "32",
+            "-d", "1s", "--no-recovery", command="sweep",
+        )  # fmt: skip
+    finally:
+        limited.stop()
+    v = record.verdicts[0]
+    assert v.error_onset_level == 7, v.sentences
+    onset = next(s for s in record.steps if s.level == 7)
+    (reason,) = onset.groups["main"].reasons
+    assert reason.class_ == "grpc_status" and reason.sample == "RESOURCE_EXHAUSTED: more than 6 calls at once"
+
+
+def test_a_scenario_file_with_a_templated_message_and_imports(server: GrpcServer, tmp_path: Path) -> None:
+    scenario = tmp_path / "grpc.toml"
+    scenario.write_text(
+        f'[groups.main]\nkind = "grpc"\nurl = "{server.url()}"\nproto = "{PROTO}"\ninclude = ["{PROTO_DIR}"]\n'
+        'message = { name = { first = "c${client}" }, tags = ["a", "b"] }\nexpect_message = "hello c[0-9]"\n'
+        'clients = "level"\nheaders = { "x-run" = "knee" }\n'
+        '[sweep]\nlevels = [1, 4]\nduration = "1s"\n[recovery]\nenabled = false\n'
+    )
+    before = server.stats()
+    record = run(tmp_path / "runs", str(scenario), command="sweep")
+    assert [s.level for s in record.steps if s.phase == "sweep"] == [1, 4]
+    assert all(s.groups["main"].failed == 0 and s.groups["main"].succeeded > 0 for s in record.steps)
+    seen_calls(server, before, record, "SayHello")
+
+
+def test_a_protoset_compiled_by_protoc(server: GrpcServer, tmp_path: Path) -> None:
+    from grpc_tools import protoc
+
+    protoset = tmp_path / "hello.protoset"
+    assert protoc.main(["protoc", f"-I{PROTO_DIR}", "--include_imports", f"-o{protoset}", str(PROTO)]) == 0
+    record = run(tmp_path / "runs", server.url(), "--protoset", str(protoset), "--message", HELLO, "-n", "20")
+    assert record.steps[0].groups["main"].succeeded == 20
+
+
+def test_grpcs_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
+    cas = tmp_path / "cas.pem"
+    cas.write_text(Path(pki.path("root.pem")).read_text() + Path(pki.path("intermediate.pem")).read_text())
+    server = start_grpc_server(tls=(pki.path("server-chain.pem"), pki.path("server.key"), str(cas)))
+    try:
+        mine = ("--cacert", pki.path("root.pem"), "--cert", pki.path("client-chain.pem"))
+        mine += ("--key", pki.path("client.key"))
+        record = run(tmp_path / "a", server.url(), "--proto", str(PROTO), "-c", "4", "-n", "100", *mine)
+        g = record.steps[0].groups["main"]
+        assert g.succeeded == 100 and g.failed == 0, g
+        assert g.tls_ms.count == 4, g  # one handshake a connection: four clients keep theirs
+        assert server.stats()["calls"]["SayHello"] == 100 + record.probes
+    finally:
+        server.stop()
+
+
+def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    proc = knee_cli("run", server.url("BidiHello"), "--proto", str(PROTO), "--stream-messages", "3", "-n", "10",
+                    "--json", str(out), timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(out.read_text())
+    assert (r["messages_sent"], r["messages_received"]) == (30, 30), r
+    assert "Messages:                   30 received, 30 sent" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["grpc://127.0.0.1:9/knee.hello.Greeter/SayHello"], "needs the method's types: --proto FILE"),
+        (["grpc://127.0.0.1/knee.hello.Greeter/SayHello", "--proto", "P"], "must name a port"),
+        (["grpc://127.0.0.1:9/SayHello", "--proto", "P"], "must name the method after the port"),
+        (["LIVE/Bye", "--proto", "P"], 'knee.hello.Greeter has no method "Bye" (it has: SayHello, LotsOfReplies'),
+        (["LIVE/SayHello", "--proto", "P", "--message", '{"nme": 1}'], "unrecognized field name 'nme'"),
+        (["LIVE/SayHello", "--proto", "P", "--message", '{"times": "x"}'], "knee.hello.HelloRequest"),
+        (["LIVE/SayHello", "--proto", "P", "--message", "{"], "is not JSON"),
+        (["LIVE/SayHello", "--proto", "P", "--stream-messages", "2"], "it is not client-streaming"),
+        (["LIVE/SayHello", "--proto", "P", "-H", "no colon"], "-H must look like 'Name: value'"),
+        (["LIVE/SayHello", "--proto", "/nonexistent.proto"], "'/nonexistent.proto' does not exist"),
+        (["LIVE/SayHello", "--proto", "BAD"], "bad.proto:3:"),
+        (["LIVE/SayHello", "--proto", "P", "--cert", "c.pem"], "--cert applies to grpcs:// URLs only"),
+        (["LIVE/SayHello", "--proto", "P", "--http2"], "--http2 applies to http(s):// targets only"),
+        (["http://127.0.0.1:9/", "--proto", "P"], "--proto applies to grpc(s):// targets only"),
+    ],
+)
+def test_bad_input_is_one_sentence_before_any_load(
+    server: GrpcServer, tmp_path: Path, args: list[str], said: str
+) -> None:
+    bad = tmp_path / "bad.proto"
+    bad.write_text('syntax = "proto3";\nmessage A {\n  strin name = 1;\n}\n')
+    live = server.url().rsplit("/", 1)[0]
+    swap = {"P": str(PROTO), "BAD": str(bad)}
+    args = [swap.get(a, a.replace("LIVE", live)) for a in args]
+    before = server.stats()
+    proc = knee_cli("run", *args, "-n", "1", "--out", str(tmp_path / "runs"), timeout=60)
+    assert server.stats()["calls"] == before["calls"]  # no load
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
