@@ -41,13 +41,14 @@ lock = threading.Lock()
 calls, received, sent = collections.Counter(), collections.Counter(), collections.Counter()
 state = {"open": 0, "most": 0}
 
+# A call is counted; past `limit` at once it is RESOURCE_EXHAUSTED. Its end is counted when its handler returns (in
+# `calling`'s finally), before grpcio sends the answer: a client's next call never finds its last one still open.
 def begin(method, context):
     with lock:
         calls[method] += 1
         state["open"] += 1
         state["most"] = max(state["most"], state["open"])
         over = limit and state["open"] > limit
-    context.add_callback(end)
     if over:
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"more than {limit} calls at once")
     if delay:
@@ -61,24 +62,43 @@ def count(counter, method, n=1):
     with lock:
         counter[method] += n
 
+def calling(method, stream=False):
+    def wrap(f):
+        if stream:
+            def g(self, request, context):
+                try:
+                    begin(method, context)
+                    yield from f(self, request, context)
+                finally:
+                    end()
+        else:
+            def g(self, request, context):
+                try:
+                    begin(method, context)
+                    return f(self, request, context)
+                finally:
+                    end()
+        return g
+    return wrap
+
 class Greeter(hello_pb2_grpc.GreeterServicer):
+    @calling("SayHello")
     def SayHello(self, request, context):
-        begin("SayHello", context)
         count(received, "SayHello")
         if request.name.first == "fail":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no such name: fail")
         count(sent, "SayHello")
         return hello_pb2.HelloReply(message=f"hello {request.name.first}", n=request.times)
 
+    @calling("LotsOfReplies", stream=True)
     def LotsOfReplies(self, request, context):
-        begin("LotsOfReplies", context)
         count(received, "LotsOfReplies")
         for i in range(request.times):
             count(sent, "LotsOfReplies")
             yield hello_pb2.HelloReply(message=f"hello {request.name.first}", n=i)
 
+    @calling("LotsOfGreetings")
     def LotsOfGreetings(self, request_iterator, context):
-        begin("LotsOfGreetings", context)
         n = 0
         for r in request_iterator:
             n += 1
@@ -86,8 +106,8 @@ class Greeter(hello_pb2_grpc.GreeterServicer):
         count(sent, "LotsOfGreetings")
         return hello_pb2.HelloReply(message=f"hello {n}", n=n)
 
+    @calling("BidiHello", stream=True)
     def BidiHello(self, request_iterator, context):
-        begin("BidiHello", context)
         for r in request_iterator:
             count(received, "BidiHello")
             count(sent, "BidiHello")

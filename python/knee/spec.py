@@ -158,6 +158,7 @@ class HttpClient(_Spec):
     new_connection: bool = False
     http2: bool = False
     streams: int = 1  # HTTP/2: clients per connection (⌈clients / streams⌉ connections per shard)
+    connections: int | None = None  # HTTP/2: or this many connections per shard, shared by the clients
     tls: TlsClient = Field(default_factory=TlsClient)
     expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
     expect_body: str | None = None

@@ -185,6 +185,14 @@ def test_grpcs_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
         server.stop()
 
 
+def test_connections_are_shared_by_the_clients_as_asked(server: GrpcServer, tmp_path: Path) -> None:
+    args = ("--proto", str(PROTO), "--message", HELLO, "-c", "12", "-n", "240")
+    for out, how, opened in (("a", [], 12), ("b", ["--connections", "2"], 2), ("c", ["--streams", "4"], 3)):
+        record = run(tmp_path / out, server.url(), *args, *how)
+        g = record.steps[0].groups["main"]
+        assert g.succeeded == 240 and g.connect_ms.count == opened, (how, g)
+
+
 def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = knee_cli("run", server.url("BidiHello"), "--proto", str(PROTO), "--stream-messages", "3", "-n", "10",

@@ -11,9 +11,9 @@ import pytest
 from knee.demo_target import start_target
 
 from conftest import REPO, knee_cli
+from grpcserver import start_grpc_server
 from pki import Pki
 from servers import TlsNginx
-from grpcserver import start_grpc_server
 from wsserver import start_ws_server
 
 SHORTER = {

@@ -56,7 +56,7 @@ FULL = ks.EngineSpec(
             client=ks.HttpClient(
                 url="https://127.0.0.1:8443/h2",
                 http2=True,
-                streams=8,
+                connections=8,
                 grpc=ks.GrpcCall(descriptors="CgA=", method="/p.S/M", stream_messages=3, expect_message='"ok"'),
                 tls=ks.TlsClient(
                     cert_pem="-----BEGIN CERTIFICATE-----\n…",

@@ -58,7 +58,12 @@ _TARGET = [
     click.option(
         "--streams",
         type=click.IntRange(min=1),
-        help="--http2: clients per connection (N clients share ⌈N/streams⌉ connections; default 1).",
+        help="--http2, grpc: clients per connection (N clients share ⌈N/streams⌉ connections; default 1).",
+    ),
+    click.option(
+        "--connections",
+        type=click.IntRange(min=1),
+        help="--http2, grpc: this many connections (per load machine) shared by all the clients, instead of --streams.",
     ),
     click.option("--new-connection", is_flag=True, help="A new connection per operation (ab without -k)."),
     click.option("--expect-status", help="Statuses that count as success, e.g. 200 or 200-299,404 (default 2xx-3xx)."),

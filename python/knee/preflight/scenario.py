@@ -116,7 +116,8 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
         if ep is not None and isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup):
             conns = n
             if (isinstance(g, HttpGroup) and g.http2 and not g.new_connection) or isinstance(g, GrpcGroup):
-                conns = -(-n // g.streams)  # HTTP/2: the clients are streams of ⌈n / streams⌉ connections
+                # HTTP/2: the clients are streams of ⌈n / streams⌉ connections, or of `connections`
+                conns = min(n, g.connections) if g.connections is not None else -(-n // g.streams)
             load.connections.append(
                 Connections(
                     name,

@@ -198,6 +198,7 @@ class HttpGroup(_Connects):
     new_connection: bool = False
     http2: bool = False  # HTTP/2: ALPN h2 over TLS, prior knowledge (h2c) over http://
     streams: PositiveInt = 1  # HTTP/2: clients per connection (⌈clients / streams⌉ connections)
+    connections: PositiveInt | None = None  # HTTP/2: or this many connections (per load machine) for all clients
     tls: Tls | None = None
     expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
     expect_body: str | None = None
@@ -245,6 +246,11 @@ class HttpGroup(_Connects):
     def _consistent(self) -> "HttpGroup":
         if self.body is not None and self.body_file is not None:
             raise ValueError("give either body or body_file, not both")
+        if self.connections is not None and (not self.http2 or self.new_connection or self.streams > 1):
+            raise ValueError(
+                f"connections = {self.connections} shares HTTP/2 connections among the clients: set http2 = true, "
+                "and drop new_connection and streams (they say otherwise how connections are shared)"
+            )
         if self.streams > 1 and not self.http2:
             raise ValueError(f"streams = {self.streams} multiplexes HTTP/2 only; set http2 = true (or drop streams)")
         if self.streams > 1 and self.new_connection:
@@ -339,6 +345,7 @@ class GrpcGroup(_Connects):
     headers: dict[str, str] = Field(default_factory=dict)  # metadata
     insecure: bool = False
     streams: PositiveInt = 1  # clients per HTTP/2 connection (⌈clients / streams⌉ connections)
+    connections: PositiveInt | None = None  # or this many connections (per load machine) for all the clients
     tls: Tls | None = None
     source_addr: SourceAddrs = Field(default_factory=list)
     _method: grpcproto.Method | None = PrivateAttr(default=None)
@@ -355,6 +362,8 @@ class GrpcGroup(_Connects):
                 "give the method's types: proto (.proto files, --proto) or protoset (a compiled descriptor set, "
                 "--protoset), one of them"
             )
+        if self.connections is not None and self.streams > 1:
+            raise ValueError("give connections or streams, not both: each says how the clients share connections")
         if self.message_file is not None and self.message != "{}":
             raise ValueError("give either message or message_file, not both")
         if self.tls is not None and not self.url.lower().startswith("grpcs://"):

@@ -29,6 +29,8 @@ def http_clashes(url: str, o: Options) -> None:
     speak of its keys)."""
     if o.body is not None and o.body_file is not None:
         raise UserError("give either --body or --body-file, not both")
+    if o.connections is not None and not o.http2:
+        raise UserError(f"--connections {o.connections} shares HTTP/2 connections: add --http2 (or drop --connections)")
     if o.streams is not None and o.streams > 1 and not o.http2:
         raise UserError(f"--streams {o.streams} multiplexes HTTP/2 only: add --http2 (or drop --streams)")
     if o.streams is not None and o.streams > 1 and o.new_connection:
@@ -103,6 +105,7 @@ def grpc_group(url: str, o: Options, headers: dict[str, str]) -> dict[str, Any]:
         ("deadline", o.deadline),
         ("expect_message", o.expect_message),
         ("streams", o.streams),
+        ("connections", o.connections),
         ("headers", headers),
         ("insecure", o.insecure),
         ("tls", tls_table(o)),

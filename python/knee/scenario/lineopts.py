@@ -68,6 +68,7 @@ class Options:
     tls_version: str | None = None  # "1.2" | "1.3"
     http2: bool = False
     streams: int | None = None
+    connections: int | None = None  # HTTP/2: connections shared by all the clients (per load machine)
     expect_status: str | None = None
     expect_body: str | None = None
     expect_body_regex: str | None = None

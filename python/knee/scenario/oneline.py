@@ -50,6 +50,7 @@ OPTION_NAMES: dict[str, str] = {
     "groups.main.tls.version": "--tls-version",
     "groups.main.http2": "--http2",
     "groups.main.streams": "--streams",
+    "groups.main.connections": "--connections",
     "groups.main.expect_status": "--expect-status",
     "groups.main.expect_body": "--expect-body",
     "groups.main.expect_body_regex": "--expect-body-regex",
@@ -147,7 +148,7 @@ _KIND_OPTIONS = {
         ("--expect-message", "expect_message"),
     ),
     "message": (("--message", "message"),),  # what a ws exchange or a gRPC call sends
-    "streams": (("--streams", "streams"),),  # clients per HTTP/2 connection
+    "streams": (("--streams", "streams"), ("--connections", "connections")),  # how clients share HTTP/2 connections
     # the opening request's headers and TLS: http(s) and ws(s) targets
     "handshake": (("-H/--header", "headers"), ("-C/--cookie", "cookies"), ("-k/--insecure", "insecure"), *TLS_OPTIONS),
     "expect": (("--expect", "expect"),),  # a reply read until it matches: tcp and websocket targets
@@ -246,8 +247,9 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         for flag in ("insecure", "new_connection", "http2"):
             if getattr(o, flag):
                 g[flag] = True
-        if o.streams is not None:
-            g["streams"] = o.streams
+        for key in ("streams", "connections"):
+            if getattr(o, key) is not None:
+                g[key] = getattr(o, key)
         tls = tls_table(o)
         if tls:
             g["tls"] = tls

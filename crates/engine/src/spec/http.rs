@@ -28,6 +28,10 @@ pub struct HttpSpec {
     /// connections per shard (each client is a stream). 1 = a connection per client.
     #[serde(default = "default_streams")]
     pub streams: u64,
+    /// HTTP/2: the connections the group's clients share, per shard (at most one per client), each client's
+    /// operations streams on connection `client % connections`; instead of `streams`. None: by `streams`.
+    #[serde(default)]
+    pub connections: Option<u64>,
     /// https: trust, client certificate, version and resumption.
     #[serde(default)]
     pub tls: TlsSpec,
@@ -318,7 +322,9 @@ impl HttpSpec {
 
     /// HTTP/2 with connections shared by the clients (not one per operation): ⌈clients / streams⌉ of them.
     pub fn shared_connections(&self, clients: u64) -> Option<u64> {
-        (self.http2 && !self.new_connection).then(|| clients.div_ceil(self.streams.max(1)).max(1))
+        let per_streams = || clients.div_ceil(self.streams.max(1));
+        (self.http2 && !self.new_connection)
+            .then(|| self.connections.map_or_else(per_streams, |n| n.min(clients)).max(1))
     }
 
     /// HTTP/2 streams and the TLS settings.
@@ -333,6 +339,20 @@ impl HttpSpec {
         }
         if self.streams == 0 {
             return Err(SpecError::new(format!("{key}.streams must be at least 1 (got 0)")));
+        }
+        if let Some(n) = self.connections {
+            let why = if n == 0 {
+                "must be at least 1"
+            } else if !self.http2 || self.new_connection {
+                "shares HTTP/2 connections: set http2 = true (and drop new_connection)"
+            } else if self.streams > 1 {
+                "and streams both say how clients share connections: give one"
+            } else {
+                ""
+            };
+            if !why.is_empty() {
+                return Err(SpecError::new(format!("{key}.connections {n} {why}")));
+            }
         }
         if self.streams > 1 && !self.http2 {
             return Err(SpecError::new(format!(
