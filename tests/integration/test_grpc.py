@@ -169,6 +169,31 @@ def test_a_protoset_compiled_by_protoc(server: GrpcServer, tmp_path: Path) -> No
     assert record.steps[0].groups["main"].succeeded == 20
 
 
+def test_reflect_asks_the_server_for_the_types(tmp_path: Path) -> None:
+    """--reflect: the service's file and the one it imports (names.proto) from grpcio's reflection service; a server
+    without one is one sentence, before any call."""
+    reflecting = start_grpc_server(reflection=True)
+    try:
+        record = run(
+            tmp_path / "a", reflecting.url("BidiHello"), "--reflect", "--stream-messages", "2", "--message", HELLO,
+            "-n", "20",
+        )  # fmt: skip
+        g = record.steps[0].groups["main"]
+        assert g.succeeded == 20 and (g.messages_sent, g.messages_received) == (40, 40), g
+        assert reflecting.stats()["calls"]["BidiHello"] == 20 + record.probes
+    finally:
+        reflecting.stop()
+    plain = start_grpc_server()
+    try:
+        proc = knee_cli("run", plain.url(), "--reflect", "-n", "1", "--out", str(tmp_path / "b"), timeout=60)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "has no reflection service (UNIMPLEMENTED)" in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert plain.stats()["calls"] == {}
+    finally:
+        plain.stop()
+
+
 def test_grpcs_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
     cas = tmp_path / "cas.pem"
     cas.write_text(Path(pki.path("root.pem")).read_text() + Path(pki.path("intermediate.pem")).read_text())
@@ -207,6 +232,7 @@ def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) ->
     ("args", "said"),
     [
         (["grpc://127.0.0.1:9/knee.hello.Greeter/SayHello"], "needs the method's types: --proto FILE"),
+        (["LIVE/SayHello", "--proto", "P", "--reflect"], "one of them"),
         (["grpc://127.0.0.1/knee.hello.Greeter/SayHello", "--proto", "P"], "must name a port"),
         (["grpc://127.0.0.1:9/SayHello", "--proto", "P"], "must name the method after the port"),
         (["LIVE/Bye", "--proto", "P"], 'knee.hello.Greeter has no method "Bye" (it has: SayHello, LotsOfReplies'),

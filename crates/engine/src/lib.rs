@@ -39,7 +39,7 @@ mod threads;
 
 pub use buckets::Buckets;
 pub use class::ErrorClass;
-pub use clients::{grpc_compile, grpc_describe, GrpcMethod};
+pub use clients::{grpc_compile, grpc_describe, grpc_reflect, GrpcMethod};
 pub use counts::{GroupCounts, Outcomes, RequestCounts};
 pub use data::{DataUse, Format};
 pub use engine::{run, Engine, GroupSnapshot, Snapshot};

@@ -32,7 +32,20 @@ fn grpc_describe(
     Ok((m.path, m.input, m.output, m.client_streaming, m.server_streaming))
 }
 
+/// The FileDescriptorSet (bytes) of `service` and its imports, from the reflection service of the server an http
+/// client spec (JSON: its URL's origin, http2, TLS, headers) names.
+#[pyfunction]
+fn grpc_reflect(py: Python<'_>, spec_json: &str, service: &str) -> PyResult<Py<PyBytes>> {
+    let spec: core::HttpSpec =
+        serde_json::from_str(spec_json).map_err(|e| PyValueError::new_err(format!("a bad client spec ({e})")))?;
+    let set = py
+        .allow_threads(|| core::grpc_reflect(&spec, service))
+        .map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new_bound(py, &set).unbind())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(grpc_reflect, m)?)?;
     m.add_function(wrap_pyfunction!(grpc_compile, m)?)?;
     m.add_function(wrap_pyfunction!(grpc_describe, m)?)?;
     Ok(())

@@ -104,6 +104,7 @@ _TARGET = [
         "-I", "--import-path", "import_path", multiple=True, metavar="DIR", help="grpc: where --proto's imports are."
     ),
     click.option("--protoset", metavar="FILE", help="grpc: a compiled descriptor set with the method (protoc -o)."),
+    click.option("--reflect", is_flag=True, help="grpc: the method's types from the server's reflection service."),
     click.option("--message-file", metavar="FILE", help="grpc: the call's message, JSON, from this file."),
     click.option(
         "--stream-messages", type=click.IntRange(min=1), help="grpc: messages a client-streaming call sends (1)."

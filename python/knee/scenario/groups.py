@@ -337,6 +337,7 @@ class GrpcGroup(_Connects):
     proto: list[str] = Field(default_factory=list)
     include: list[str] = Field(default_factory=list)
     protoset: str | None = None
+    reflect: bool = False  # the types from the server's reflection service
     message: str | dict[str, Any] = "{}"
     message_file: str | None = None
     stream_messages: PositiveInt = 1
@@ -357,10 +358,10 @@ class GrpcGroup(_Connects):
 
     @model_validator(mode="after")
     def _consistent(self) -> "GrpcGroup":
-        if bool(self.proto) == (self.protoset is not None):
+        if [bool(self.proto), self.protoset is not None, self.reflect].count(True) != 1:
             raise ValueError(
-                "give the method's types: proto (.proto files, --proto) or protoset (a compiled descriptor set, "
-                "--protoset), one of them"
+                "give the method's types: proto (.proto files, --proto), protoset (a compiled descriptor set, "
+                "--protoset) or reflect = true (the server's reflection service, --reflect), one of them"
             )
         if self.connections is not None and self.streams > 1:
             raise ValueError("give connections or streams, not both: each says how the clients share connections")
@@ -376,9 +377,13 @@ class GrpcGroup(_Connects):
     def resolve(self) -> tuple[str, str] | None:
         """Find the method in its files and check the message against it (kept for `method`): None, or the key
         at fault and a sentence saying why (before any load; a run's record is read without its files)."""
-        key = "proto" if self.proto else "protoset"
+        key = "proto" if self.proto else "protoset" if self.protoset else "reflect"
         try:
-            m = grpcproto.describe(grpc_method(self.url), tuple(self.proto), tuple(self.include), self.protoset)
+            if self.reflect:
+                data = grpcproto.reflected(self.url, self.insecure, self.headers, self.tls)
+                m = grpcproto.of_set(grpc_method(self.url), data)
+            else:
+                m = grpcproto.describe(grpc_method(self.url), tuple(self.proto), tuple(self.include), self.protoset)
         except ValueError as exc:
             return key, str(exc)
         key = "message_file" if self.message_file else "message"

@@ -10,12 +10,14 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from knee import _engine
+from knee.scenario.urls import grpc_method
 
 if TYPE_CHECKING:
     from knee.scenario.model import Scenario
+    from knee.scenario.tls import Tls
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,44 @@ def describe(method: str, proto: tuple[str, ...], include: tuple[str, ...], prot
     for path in (*proto, *include, *([protoset] if protoset else [])):
         if not os.path.exists(path):
             raise ValueError(f"{path!r} does not exist; give the path of the .proto file, directory or protoset")
-    data = _descriptors(proto, include, protoset, *_stamps(proto, include, protoset))
+    return of_set(method, _descriptors(proto, include, protoset, *_stamps(proto, include, protoset)))
+
+
+def of_set(method: str, data: bytes) -> Method:
+    """Method `method` of the FileDescriptorSet `data`. ValueError: why not."""
     try:
         path, inp, out, cs, ss = _engine.grpc_describe(data, method)
     except ValueError as exc:
         raise ValueError(str(exc)) from None
     return Method(path, inp, out, cs, ss, base64.b64encode(data).decode("ascii"))
+
+
+def reflected(url: str, insecure: bool, headers: dict[str, str], tls: Tls | None) -> bytes:
+    """The FileDescriptorSet of the service `url` names, from its server's reflection service (the group's TLS and
+    metadata). ValueError: why not."""
+    from knee.scenario import tlsfiles
+
+    scheme, _, rest = url.partition("://")
+    secure = scheme.lower() == "grpcs"
+    spec: dict[str, Any] = {
+        "url": f"{'https' if secure else 'http'}://{rest.split('/', 1)[0]}/",
+        "http2": True,
+        "insecure": insecure,
+        "headers": [[k, v] for k, v in headers.items()],
+    }
+    if secure:
+        who, trusted = tlsfiles.identity(tls), tlsfiles.cas(tls)
+        spec["tls"] = {
+            "cert_pem": who.chain_pem if who is not None else None,
+            "key_pem": who.key_pem if who is not None else None,
+            "ca_pem": trusted[0] if trusted is not None else None,
+            "webpki_roots": tls.trusts_webpki if tls is not None else True,
+        }
+    service = grpc_method(url).split("/", 1)[0]
+    try:
+        return bytes(_engine.grpc_reflect(json.dumps(spec), service))
+    except ValueError as exc:
+        raise ValueError(f"cannot read {service}'s types from {rest.split('/', 1)[0]}: {exc}") from None
 
 
 def check(scenario: Scenario) -> tuple[str, str] | None:

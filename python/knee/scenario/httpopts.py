@@ -88,9 +88,10 @@ def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, s
 def grpc_group(url: str, o: Options, headers: dict[str, str]) -> dict[str, Any]:
     """A grpc(s):// target's group from its options (-H, its metadata, already parsed)."""
     _tls_clashes(url, o, "grpcs://")
-    if not o.proto and o.protoset is None:
+    if not o.proto and o.protoset is None and not o.reflect:
         raise UserError(
-            f"{url} needs the method's types: --proto FILE (with -I DIR for its imports) or --protoset FILE"
+            f"{url} needs the method's types: --proto FILE (with -I DIR for its imports), --protoset FILE or "
+            "--reflect (from the server's reflection service)"
         )
     if o.message is not None and o.message_file is not None:
         raise UserError("give either --message or --message-file, not both")
@@ -99,6 +100,7 @@ def grpc_group(url: str, o: Options, headers: dict[str, str]) -> dict[str, Any]:
         ("proto", list(o.proto)),
         ("include", list(o.import_path)),
         ("protoset", o.protoset),
+        ("reflect", o.reflect),
         ("message", o.message),
         ("message_file", o.message_file),
         ("stream_messages", o.stream_messages),

@@ -90,6 +90,7 @@ class Options:
     proto: list[str] = field(default_factory=list)  # .proto files
     import_path: list[str] = field(default_factory=list)  # where their imports are found
     protoset: str | None = None  # a compiled FileDescriptorSet
+    reflect: bool = False  # the types from the server's reflection service
     message_file: str | None = None
     stream_messages: int | None = None
     deadline: str | float | None = None

@@ -28,7 +28,7 @@ mod template;
 mod tls;
 mod ws;
 
-pub use grpc::{compile as grpc_compile, describe as grpc_describe, MethodInfo as GrpcMethod};
+pub use grpc::{compile as grpc_compile, describe as grpc_describe, reflect as grpc_reflect, MethodInfo as GrpcMethod};
 pub(crate) use program::{HostedGroup, ThreadPart};
 pub(crate) use spawn::prepare_thread as prepare_spawns;
 pub(crate) use tls::{describe as describe_tls, rustls_error};

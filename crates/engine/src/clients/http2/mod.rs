@@ -31,9 +31,9 @@ mod conn;
 mod hpack;
 mod lane;
 
-pub(crate) use conn::Answer;
-use conn::{code_name, Failure, Fault, Link};
-pub(crate) use lane::{Lane, Lanes};
+use conn::{code_name, Failure, Fault};
+pub(crate) use conn::{Answer, Link};
+pub(crate) use lane::{open, Lane, Lanes};
 
 /// Times a stream the server never processed is sent again on a new connection before the operation fails.
 const MAX_REFUSED: u32 = 3;
@@ -94,7 +94,7 @@ impl H2Prep {
 
 /// A request's header block: fields the server does not index, no Huffman, names from the static table where
 /// it has them; `:authority` is the `Host` header's if given, else `authority`. Header names lower case.
-fn encode<'a>(
+pub(crate) fn encode<'a>(
     block: &mut Vec<u8>,
     https: bool,
     method: &str,
@@ -345,7 +345,7 @@ impl H2Client {
 }
 
 /// Why a stream failed, in words (into `d`), and its class.
-fn words(f: &Fault, d: &mut Detail) -> ErrorClass {
+pub(crate) fn words(f: &Fault, d: &mut Detail) -> ErrorClass {
     match f {
         Fault::Reset { code, remote } => {
             let from = if *remote { "from the server" } else { "from knee's side" };

@@ -19,10 +19,14 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDes
 use regex::bytes::Regex;
 
 use super::http2::Answer;
+
+mod reflect;
+
 use crate::class::ErrorClass;
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
 use crate::spec::{line_regex, GrpcSpec};
+pub use reflect::reflect;
 
 /// A group's gRPC side, prepared once: the method's message types and the response check.
 pub(crate) struct GrpcPrep {
