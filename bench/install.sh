@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the peer load generators `make bench` compares knee with, into bench/tools/.
-# Idempotent: a tool already installed is skipped. Usage: bench/install.sh [oha|hey|vegeta|locust ...]
+# Idempotent: a tool already installed is skipped. Usage: bench/install.sh [oha|hey|vegeta|locust|ws|ghz|grpc-examples ...]
 # wrk, ab and nginx are Debian packages: scripts/install-system-deps.sh installs them.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,7 +10,7 @@ venv="${VIRTUAL_ENV:-$root/.venv}"
 mkdir -p "$tools/bin"
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust ws)
+[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust ws ghz grpc-examples)
 
 install_one() {
   local tool="$1"
@@ -41,8 +41,29 @@ install_one() {
       # Node's ws package: the WebSocket server of bench/ws_bench.py (bench/ws_server.js)
       [ -d "$tools/node/node_modules/ws" ] || npm install --prefix "$tools/node" --no-audit --no-fund --silent ws@8
       ;;
+    ghz)
+      # ghz: the gRPC load tool bench/grpc_bench.py compares knee with
+      [ -x "$tools/bin/ghz" ] || GOBIN="$tools/bin" nice -n 19 go install github.com/bojand/ghz/cmd/ghz@v0.120.0
+      ;;
+    grpc-examples)
+      # grpc-go's own example servers, built unmodified from the Go module proxy: helloworld's greeter_server and
+      # route_guide's server (tests/integration/test_grpc_go.py, bench/grpc_bench.py). The examples module's go.mod
+      # replaces grpc with its parent directory (it lives inside grpc-go's repository): that replace is dropped.
+      if [ ! -x "$tools/bin/grpc_greeter_server" ] || [ ! -x "$tools/bin/grpc_route_guide_server" ]; then
+        ver=v0.0.0-20260825154716-030ee8becb20
+        dir="$(go mod download -json "google.golang.org/grpc/examples@$ver" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+        [ -n "$dir" ]
+        work="$(mktemp -d)"
+        cp -r "$dir/." "$work" && chmod -R u+w "$work"
+        (cd "$work" && go mod edit -dropreplace=google.golang.org/grpc \
+          && GOFLAGS=-mod=mod nice -n 19 go build -trimpath -o "$tools/bin/grpc_greeter_server" ./helloworld/greeter_server \
+          && GOFLAGS=-mod=mod nice -n 19 go build -trimpath -o "$tools/bin/grpc_route_guide_server" ./route_guide/server)
+        mkdir -p "$tools/share" && cp "$work/route_guide/testdata/route_guide_db.json" "$tools/share/"
+        rm -rf "$work"
+      fi
+      ;;
     *)
-      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust ws)" >&2
+      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust ws ghz grpc-examples)" >&2
       return 2
       ;;
   esac

@@ -15,6 +15,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use bytes::Bytes;
 use prost::Message as _;
+use prost_reflect::prost_types::FileDescriptorSet;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor};
 use regex::bytes::Regex;
 
@@ -208,7 +209,15 @@ fn percent_decoded(m: &[u8]) -> String {
 
 /// The method `name` (`package.Service/Method`, or with a dot for the slash) in a FileDescriptorSet's bytes.
 pub fn method(descriptors: &[u8], name: &str) -> Result<MethodDescriptor, String> {
-    let pool = DescriptorPool::decode(descriptors).map_err(|e| format!("the descriptors do not load ({e})"))?;
+    let set = FileDescriptorSet::decode(descriptors).map_err(|e| format!("the descriptors do not decode ({e})"))?;
+    if let Some(f) = set.file.iter().find(|f| f.syntax() == "editions") {
+        return Err(editions(f.name()));
+    }
+    // prost-reflect panics on some descriptors it cannot read (it did on editions' before the check above): one
+    // sentence, never a crash
+    let pool = std::panic::catch_unwind(|| DescriptorPool::decode(descriptors))
+        .map_err(|_| "the descriptors cannot be read by knee's protobuf reader (prost-reflect)".to_string())?
+        .map_err(|e| format!("the descriptors do not load ({e})"))?;
     let name = name.trim_start_matches('/');
     let (service, method) = name
         .rsplit_once('/')
@@ -273,8 +282,22 @@ pub fn compile(files: &[String], includes: &[String]) -> Result<Vec<u8>, String>
     }
     let mut c = protox::Compiler::new(&dirs).map_err(|e| format!("{e:?}"))?;
     c.include_imports(true);
-    c.open_files(files).map_err(|e| format!("{e:?}"))?;
+    c.open_files(files).map_err(|e| {
+        let why = format!("{e:?}");
+        match e.file() {
+            Some(f) if why.ends_with("but found 'edition'") => editions(f),
+            _ => why,
+        }
+    })?;
     Ok(c.file_descriptor_set().encode_to_vec())
+}
+
+/// Why a file of protobuf editions cannot be read.
+fn editions(file: &str) -> String {
+    format!(
+        "{file} is written in protobuf editions (edition = \"2023\"), which knee's reader does not read yet; \
+         give it a proto3 copy (syntax = \"proto3\"; edition 2023 with IMPLICIT presence is proto3's wire format)"
+    )
 }
 
 #[cfg(test)]
@@ -350,6 +373,15 @@ message HelloReply { string message = 1; }
         std::fs::write(&f, "syntax = \"proto3\";\nmessage A {\n  strin name = 1;\n}\n").unwrap();
         let e = compile(&[f.to_string_lossy().into_owned()], &[]).unwrap_err();
         assert!(e.starts_with("bad.proto:3:"), "{e}");
+        // editions: one sentence from the compiler, and from the reader of a set protoc compiled
+        let f = dir.join("ed.proto");
+        std::fs::write(&f, "edition = \"2023\";\nmessage A { string name = 1; }\n").unwrap();
+        let e = compile(&[f.to_string_lossy().into_owned()], &[]).unwrap_err();
+        assert!(e.starts_with("ed.proto is written in protobuf editions"), "{e}");
+        let mut set = FileDescriptorSet::decode(&compiled()[..]).unwrap();
+        set.file[0].syntax = Some("editions".into());
+        let e = method(&set.encode_to_vec(), "knee.test.Greeter/SayHello").unwrap_err();
+        assert!(e.starts_with("hello.proto is written in protobuf editions"), "{e}");
     }
 
     #[test]
