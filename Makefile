@@ -102,6 +102,7 @@ bench: install ## compare knee with other load generators, write docs/performanc
 	$(PY) bench/ramp_bench.py
 	$(PY) bench/oplog_bench.py
 	$(PY) bench/ws_bench.py
+	$(PY) bench/grpc_bench.py
 
 bench-smoke: install ## one short run per installed generator (part of make test)
 	$(PY) bench/run.py --smoke

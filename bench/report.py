@@ -612,6 +612,7 @@ def write_report(
         ("bench-ramp.json", "ramp_bench"),  # a rate profile against a constant rate
         ("bench-oplog.json", "oplog_bench"),  # what --operations-log costs
         ("bench-ws.json", "ws_bench"),  # WebSocket round trips against the least client, and held connections
+        ("bench-grpc.json", "grpc_bench"),  # gRPC unary calls against ghz
     )
     for name, module in sections:
         results = Path(__file__).resolve().parent / "results" / name

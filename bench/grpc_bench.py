@@ -1,0 +1,163 @@
+"""`make bench`, gRPC (issue 38): knee's unary calls per generator CPU-s against ghz's.
+
+grpc-go's own helloworld greeter_server (built by bench/install.sh grpc-examples), one process on core 0, started
+afresh for every run. On core 1, in repetitions whose order rotates: `knee run grpc://…/helloworld.Greeter/SayHello
+--proto helloworld.proto --message '{"name": "knee"}' -c CLIENTS -d D` and ghz, the gRPC load tool users know, with
+the same clients and one connection per client for both (`ghz -c CLIENTS --connections CLIENTS`: ghz's default is one
+connection for every client, which is not what many clients of a service do). CPU is the generator's whole process
+tree (wait4), knee's Python start-up included. A run with a failed call is refused.
+
+Writes bench/results/bench-grpc.json and the section between the markers in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, median, paired, parser, repeated
+
+BEGIN, END = "<!-- grpc-bench: begin -->", "<!-- grpc-bench: end -->"
+VARIANTS = ("knee", "ghz")
+BENCH = Path(__file__).resolve().parent
+TOOLS = BENCH / "tools" / "bin"
+PROTO = BENCH.parent / "examples" / "grpc" / "helloworld.proto"
+
+
+class Greeter:
+    """grpc-go's greeter_server on a free port of core SERVER_CPU."""
+
+    def __enter__(self) -> Greeter:
+        from nginx_server import free_port
+
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["taskset", "-c", str(SERVER_CPU), str(TOOLS / "grpc_greeter_server"), f"-port={self.port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit("grpc_greeter_server did not start") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def one(variant: str, a: Any) -> Row:
+    from measure import run_measured
+
+    with Greeter() as server, tempfile.TemporaryDirectory(prefix="knee-grpc-bench-") as tmp:
+        out = Path(tmp) / "out.json"
+        if variant == "knee":
+            argv = [sys.executable, "-m", "knee", "run", f"grpc://127.0.0.1:{server.port}/helloworld.Greeter/SayHello",
+                    "-q", "--proto", str(PROTO), "--message", '{"name": "knee"}', "-c", str(a.clients),
+                    "-d", f"{a.duration:g}s", "--json", str(out)]  # fmt: skip
+        else:
+            argv = [str(TOOLS / "ghz"), "--insecure", "--proto", str(PROTO), "--call", "helloworld.Greeter.SayHello",
+                    "-d", '{"name": "ghz"}', "-c", str(a.clients), "--connections", str(a.clients),
+                    "-z", f"{a.duration:g}s", "-O", "json", "-o", str(out), f"127.0.0.1:{server.port}"]  # fmt: skip
+        m = run_measured(argv, GENERATOR_CPU, a.duration * 3 + 60, cwd=tmp)
+        if m.returncode != 0 or m.timed_out:
+            raise SystemExit(f"{variant} failed ({m.returncode}):\n{m.stderr[-2000:]}")
+        doc = json.loads(out.read_text())
+    if variant == "knee":
+        done, errors = doc["succeeded"], doc["failed"] + doc["hung"]
+        ended = 0
+    else:
+        codes = doc.get("statusCodeDistribution") or {}
+        done = codes.get("OK", 0)
+        # ghz closes its connections at its end with calls in flight and counts them Unavailable ("use of closed
+        # network connection"): those are its abandoned calls (at most one a client), not the server's failures
+        ends = doc.get("errorDistribution") or {}
+        ended = sum(n for e, n in ends.items() if "use of closed network connection" in e)
+        errors = sum(n for c, n in codes.items() if c != "OK") - ended
+        if ended > a.clients:
+            errors += ended
+    if errors:
+        raise SystemExit(f"{variant}: {errors} calls failed")
+    return {
+        "variant": variant,
+        "calls": done,
+        "ended_in_flight": ended,
+        "cpu_s": m.cpu_s,
+        "wall_s": m.wall_s,
+        "per_cpu_s": done / m.cpu_s,
+        "us_per_call": m.cpu_s / done * 1e6,
+        "maxrss_mb": m.maxrss_mb,
+    }
+
+
+def section_from(data: dict[str, Any]) -> str:
+    a, rows = data["args"], data["runs"]
+    ratio = paired(rows, "knee", "ghz")
+    by = {v: [r for r in rows if r["variant"] == v] for v in VARIANTS}
+    busy = {v: median(by[v], "cpu_s") / median(by[v], "wall_s") for v in VARIANTS}
+    calls_ratio = median(by["knee"], "calls") / median(by["ghz"], "calls")
+    return "\n".join(
+        [
+            BEGIN,
+            f"## gRPC (issue 38): unary calls, {a['clients']} clients",
+            "",
+            f"`python bench/grpc_bench.py --duration {a['duration']:g} --reps {a['reps']}` (part of `make bench`): "
+            "grpc-go's own helloworld greeter_server on core 0, started afresh for each run; on core 1, in turn, "
+            f"`knee run grpc://…/helloworld.Greeter/SayHello --proto helloworld.proto -c {a['clients']} "
+            f"-d {a['duration']:g}s` and `ghz -c {a['clients']} --connections {a['clients']} -z {a['duration']:g}s` "
+            "(a connection per client for both). CPU is the process tree's (wait4), knee's start-up included; no "
+            "run had a failed call (ghz counts the calls in flight when it closes its connections at its end as "
+            "Unavailable: those, at most one a client, are left out, as knee's abandoned ones are). Medians:",
+            "",
+            "| client | calls | CPU s | calls per CPU-s | µs CPU per call | peak RSS MB |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {v} | {median(by[v], 'calls'):,.0f} | {median(by[v], 'cpu_s'):.2f} "
+                f"| {median(by[v], 'per_cpu_s'):,.0f} | {median(by[v], 'us_per_call'):.1f} "
+                f"| {median(by[v], 'maxrss_mb'):.0f} |"
+                for v in VARIANTS
+            ),
+            "",
+            f"knee makes **{statistics.median(ratio):.2f}×** ghz's calls per CPU-s ({ratio[0]:.2f}–{ratio[-1]:.2f} "
+            f"over the paired repetitions), and {calls_ratio:.2f}× its calls in the same time: ghz used "
+            f"{busy['ghz']:.0%} of its core (it is the bound of its runs), knee {busy['knee']:.0%} of its own "
+            "(its runs are bound by the one-core server).",
+            "",
+            *footer(data, "bench-grpc.json"),
+            END,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__, 5, "client", "bench-grpc.json", duration=5, note=True)
+    a = p.parse_args(argv)
+    for tool, name in (("grpc-examples", "grpc_greeter_server"), ("ghz", "ghz")):
+        if not (TOOLS / name).exists():
+            print(f"building {name} with bench/install.sh {tool} …", flush=True)
+            subprocess.run(["bash", str(BENCH / "install.sh"), tool], check=False)
+        if not (TOOLS / name).exists():
+            raise SystemExit(f"{name} is not installed and bench/install.sh {tool} could not build it")
+    os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares the server's core, not the generator's
+    load_before = os.getloadavg()
+    rows = repeated(a.reps, VARIANTS, lambda variant: one(variant, a), pause_s=1)
+    finish(a, load_before, rows, section_from)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
