@@ -26,6 +26,7 @@ from knee.store import RunDir
 
 from conftest import knee_cli
 from dask_cluster import DASK, Cluster, start_cluster, wait_for_children
+from grpcserver import PROTO, start_grpc_server
 from pki import PASSWORD, Pki
 from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
 from wsserver import start_ws_server
@@ -254,6 +255,26 @@ def test_websocket_round_trips_on_three_workers(cluster: Cluster, tmp_path: Path
         assert (doc["started"], doc["succeeded"], doc["messages_received"]) == (600, 600, 600), doc["reasons"]
         stats = server.stats()
         assert settled(lambda: server.stats()["messages"], 600) == 600 and stats["connections"] == 6, stats
+    finally:
+        server.stop()
+
+
+def test_grpc_calls_on_three_workers(cluster: Cluster, tmp_path: Path) -> None:
+    """A grpc group runs on the workers from the driver's compiled descriptors (no .proto file on the workers): 6
+    clients over three workers, 300 bidirectional calls of 2 messages each way, every call counted by the server."""
+    server = start_grpc_server()
+    try:
+        out = tmp_path / "r.json"
+        proc = knee_cli(
+            "run", "-q", server.url("BidiHello"), "--proto", str(PROTO), "--stream-messages", "2", "--message",
+            '{"name": {"first": "w${client}"}}', "-c", "6", "-n", "300", "--json", str(out),
+            "--cluster", cluster.address, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(out.read_text())
+        assert (doc["started"], doc["succeeded"], doc["messages_received"]) == (300, 300, 600), doc["reasons"]
+        assert settled(lambda: server.stats()["calls"].get("BidiHello", 0), 300) == 300
+        assert server.stats()["received"]["BidiHello"] == 600
     finally:
         server.stop()
 

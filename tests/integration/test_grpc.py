@@ -218,6 +218,30 @@ def test_connections_are_shared_by_the_clients_as_asked(server: GrpcServer, tmp_
         assert g.succeeded == 240 and g.connect_ms.count == opened, (how, g)
 
 
+def test_an_open_loop_of_calls(server: GrpcServer, tmp_path: Path) -> None:
+    before = server.stats()
+    record = run(tmp_path, server.url(), "--proto", str(PROTO), "--message", HELLO, "--rate", "300", "-c", "8",
+                 "-d", "2s")  # fmt: skip
+    g = record.steps[0].groups["main"]
+    o = g.open_loop
+    assert o is not None and o.offered == 600 and g.started + o.dropped == 600, o
+    assert g.failed == g.hung == 0 and o.dropped <= 2, g
+    seen_calls(server, before, record, "SayHello")
+
+
+def test_a_data_source_fills_the_message(server: GrpcServer, tmp_path: Path) -> None:
+    """A CSV's rows in the JSON message: each call's name is a row's (in turn)."""
+    users = tmp_path / "users.csv"
+    users.write_text("first\n" + "".join(f"u{i}\n" for i in range(30)))
+    record = run(
+        tmp_path / "runs", server.url(), "--proto", str(PROTO), "--message", '{"name": {"first": "${users.first}"}}',
+        "--data", f"users={users}", "--expect-message", '"hello u[0-9]+"', "-c", "3",
+        "-n", "30",
+    )  # fmt: skip
+    g = record.steps[0].groups["main"]
+    assert g.succeeded == 30 and g.failed == 0, g.reasons
+
+
 def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = knee_cli("run", server.url("BidiHello"), "--proto", str(PROTO), "--stream-messages", "3", "-n", "10",
