@@ -136,6 +136,7 @@ def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
             descriptors=m.descriptors,
             method=m.path,
             stream_messages=g.stream_messages,
+            stream_interval_ms=round(g.stream_interval * 1000),
             expect_message=g.expect_message,
         ),
     )

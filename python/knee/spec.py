@@ -144,6 +144,7 @@ class GrpcCall(_Spec):
     descriptors: str  # a FileDescriptorSet holding the method and its message types, base64
     method: str  # /package.Service/Method
     stream_messages: int = 1  # the body's message, this many times: a client-streaming call's stream
+    stream_interval_ms: int = 0  # the pause before each message after the first (0: all at once)
     expect_message: str | None = None  # matched against the JSON of the response's messages, one per line
 
 

@@ -94,6 +94,21 @@ def test_streaming_calls_count_every_message_each_way(
     assert (g.messages_sent, g.messages_received) == (out * 60, back * 60), g
 
 
+def test_messages_spaced_in_time_within_a_stream(server: GrpcServer, tmp_path: Path) -> None:
+    """--stream-interval: a bidirectional call's 4 messages 40 ms apart; the first reply comes before the call's
+    end (the replies stream as the messages go), and the call lasts the three pauses at least."""
+    before = server.stats()
+    record = run(
+        tmp_path, server.url("BidiHello"), "--proto", str(PROTO), "--message", HELLO, "--stream-messages", "4",
+        "--stream-interval", "40ms", "-c", "4", "-n", "20",
+    )  # fmt: skip
+    g = record.steps[0].groups["main"]
+    assert g.succeeded == 20 and g.failed == 0, g.reasons
+    assert (g.messages_sent, g.messages_received) == (80, 80), g
+    assert delta(server, before, "received", "BidiHello") == 4 * (20 + record.probes)
+    assert g.latency_ms.min >= 120 and g.ttfb_ms.p99 < 60, (g.latency_ms, g.ttfb_ms)
+
+
 def test_a_status_other_than_ok_is_grpc_status_with_its_name_and_message(server: GrpcServer, tmp_path: Path) -> None:
     fail = '{"name": {"first": "fail"}}'
     record = run(tmp_path, server.url(), "--proto", str(PROTO), "--message", fail, "-c", "2", "-n", "20")
@@ -264,6 +279,7 @@ def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) ->
         (["LIVE/SayHello", "--proto", "P", "--message", '{"times": "x"}'], "knee.hello.HelloRequest"),
         (["LIVE/SayHello", "--proto", "P", "--message", "{"], "is not JSON"),
         (["LIVE/SayHello", "--proto", "P", "--stream-messages", "2"], "it is not client-streaming"),
+        (["LIVE/BidiHello", "--proto", "P", "--stream-interval", "10ms"], "give stream_messages too"),
         (["LIVE/SayHello", "--proto", "P", "-H", "no colon"], "-H must look like 'Name: value'"),
         (["LIVE/SayHello", "--proto", "/nonexistent.proto"], "'/nonexistent.proto' does not exist"),
         (["LIVE/SayHello", "--proto", "BAD"], "bad.proto:3:"),

@@ -57,7 +57,9 @@ FULL = ks.EngineSpec(
                 url="https://127.0.0.1:8443/h2",
                 http2=True,
                 connections=8,
-                grpc=ks.GrpcCall(descriptors="CgA=", method="/p.S/M", stream_messages=3, expect_message='"ok"'),
+                grpc=ks.GrpcCall(
+                    descriptors="CgA=", method="/p.S/M", stream_messages=3, stream_interval_ms=5, expect_message='"ok"'
+                ),
                 tls=ks.TlsClient(
                     cert_pem="-----BEGIN CERTIFICATE-----\n…",
                     key_pem="-----BEGIN PRIVATE KEY-----\n…",

@@ -109,6 +109,7 @@ _TARGET = [
     click.option(
         "--stream-messages", type=click.IntRange(min=1), help="grpc: messages a client-streaming call sends (1)."
     ),
+    click.option("--stream-interval", help="grpc --stream-messages: the pause before each message after the first."),
     click.option("--deadline", help="grpc: the call's deadline, sent as grpc-timeout (e.g. 500ms)."),
     click.option("--expect-message", metavar="REGEX", help="grpc: succeed only if the response's JSON matches."),
     click.option("-e", "--env", "env", multiple=True, help="exec: NAME=value (repeatable)."),

@@ -341,6 +341,7 @@ class GrpcGroup(_Connects):
     message: str | dict[str, Any] = "{}"
     message_file: str | None = None
     stream_messages: PositiveInt = 1
+    stream_interval: Duration = 0.0  # the pause before each message after the first (0: all at once)
     deadline: Duration | None = None  # sent as grpc-timeout: the server may give up on the call then
     expect_message: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)  # metadata
@@ -363,6 +364,8 @@ class GrpcGroup(_Connects):
                 "give the method's types: proto (.proto files, --proto), protoset (a compiled descriptor set, "
                 "--protoset) or reflect = true (the server's reflection service, --reflect), one of them"
             )
+        if self.stream_interval and self.stream_messages < 2:
+            raise ValueError("stream_interval spaces a stream's messages: give stream_messages too (or drop it)")
         if self.connections is not None and self.streams > 1:
             raise ValueError("give connections or streams, not both: each says how the clients share connections")
         if self.message_file is not None and self.message != "{}":

@@ -104,6 +104,7 @@ def grpc_group(url: str, o: Options, headers: dict[str, str]) -> dict[str, Any]:
         ("message", o.message),
         ("message_file", o.message_file),
         ("stream_messages", o.stream_messages),
+        ("stream_interval", o.stream_interval),
         ("deadline", o.deadline),
         ("expect_message", o.expect_message),
         ("streams", o.streams),

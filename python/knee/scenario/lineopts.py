@@ -93,6 +93,7 @@ class Options:
     reflect: bool = False  # the types from the server's reflection service
     message_file: str | None = None
     stream_messages: int | None = None
+    stream_interval: str | float | None = None
     deadline: str | float | None = None
     expect_message: str | None = None
     env: list[str | tuple[str, str]] = field(default_factory=list)

@@ -18,6 +18,9 @@ pub struct GrpcSpec {
     /// or bidirectional call's stream. A unary or server-streaming method sends one.
     #[serde(default = "one")]
     pub stream_messages: u64,
+    /// The pause before each message after the first (0: they go out together).
+    #[serde(default)]
+    pub stream_interval_ms: u64,
     /// A call succeeds only when this matches the JSON of its response's messages (one per line).
     pub expect_message: Option<String>,
 }
@@ -31,6 +34,11 @@ impl GrpcSpec {
         if self.stream_messages == 0 {
             return Err(SpecError::new(format!(
                 "{key}.grpc.stream_messages is 0; a call sends at least one message"
+            )));
+        }
+        if self.stream_interval_ms > 0 && self.stream_messages < 2 {
+            return Err(SpecError::new(format!(
+                "{key}.grpc.stream_interval_ms spaces a stream's messages, but stream_messages is 1; give more or drop it"
             )));
         }
         check_regex(&format!("{key}.grpc.expect_message"), &self.expect_message)

@@ -19,7 +19,7 @@ use prost_reflect::prost_types::FileDescriptorSet;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor};
 use regex::bytes::Regex;
 
-use super::http2::Answer;
+use super::http2::{Answer, Link};
 
 mod reflect;
 
@@ -34,6 +34,8 @@ pub(crate) struct GrpcPrep {
     input: MessageDescriptor,
     output: MessageDescriptor,
     stream_messages: u64,
+    /// The pause before each message after the first (None: they go out with the call's HEADERS).
+    interval: Option<std::time::Duration>,
     expect: Option<Regex>,
 }
 
@@ -81,6 +83,7 @@ impl GrpcPrep {
             input: m.input(),
             output: m.output(),
             stream_messages: spec.stream_messages,
+            interval: (spec.stream_interval_ms > 0).then(|| std::time::Duration::from_millis(spec.stream_interval_ms)),
             expect,
         })
     }
@@ -97,9 +100,10 @@ impl GrpcPrep {
         Ok(Bytes::from(out))
     }
 
-    /// The call's outcome from its answer (`body`: the response's bytes, kept when `expect_message` needs them),
-    /// its figures: time to the first response message (to the headers when none came), messages each way.
-    pub fn judge(&self, answer: &Answer, sent_at: Instant, sent: u64, body: &[u8], d: &mut Detail) -> OpReport {
+    /// The call's outcome from its answer (`body`: the response's bytes, kept when `expect_message` needs them;
+    /// `sent`: the messages and bytes it sent), its figures: time to the first response message (to the headers when none came),
+    /// messages and bytes each way.
+    pub fn judge(&self, answer: &Answer, sent_at: Instant, sent: (u64, u64), body: &[u8], d: &mut Detail) -> OpReport {
         let g = answer.grpc.as_deref();
         let first = g.and_then(|g| g.first_at).unwrap_or(answer.headers_at);
         let outcome = if answer.status != 200 {
@@ -131,14 +135,42 @@ impl GrpcPrep {
             outcome,
             ttfb: Some(first.saturating_duration_since(sent_at)),
             bytes: Traffic {
-                sent,
+                sent: sent.1,
                 received: answer.len,
                 payload: answer.len,
-                messages_sent: self.stream_messages,
+                messages_sent: sent.0,
                 messages_received: g.map_or(0, |g| g.messages),
             },
             ..OpReport::of(Outcome::Ok)
         }
+    }
+
+    /// The messages a call sends.
+    pub fn messages(&self) -> u64 {
+        self.stream_messages
+    }
+
+    /// Its messages are spaced in time (`stream_interval_ms`): the call opens with the first.
+    pub fn spaced(&self) -> bool {
+        self.interval.is_some()
+    }
+
+    /// The first of `body`'s messages (all alike, `body`'s `stream_messages` framed copies).
+    pub fn first_of(&self, body: &Bytes) -> Bytes {
+        body.slice(..body.len() / self.stream_messages as usize)
+    }
+
+    /// Send the rest of `body`'s messages on stream `id`, `interval` apart; stop when the stream has ended (the
+    /// server answered early, or it failed: the answer says which). The messages the call sent in all.
+    pub async fn send_rest(&self, link: &Link, id: u32, body: &Bytes) -> u64 {
+        let one = self.first_of(body);
+        for i in 1..self.stream_messages {
+            tokio::time::sleep(self.interval.unwrap_or_default()).await;
+            if !link.send(id, &one, i + 1 == self.stream_messages) {
+                return i;
+            }
+        }
+        self.stream_messages
     }
 
     /// A body check needs the response's bytes kept.
@@ -333,6 +365,7 @@ message HelloReply { string message = 1; }
             descriptors: base64::engine::general_purpose::STANDARD.encode(&d),
             method: "knee.test.Greeter.SayHello".into(),
             stream_messages: 2,
+            stream_interval_ms: 0,
             expect_message: None,
         };
         let p = GrpcPrep::new(&spec, "groups.g").unwrap();

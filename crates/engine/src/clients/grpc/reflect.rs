@@ -14,7 +14,7 @@ use prost::Message;
 use prost_reflect::prost_types::{FileDescriptorProto, FileDescriptorSet};
 
 use crate::clients::http::HttpPrep;
-use crate::clients::http2::{self, Link};
+use crate::clients::http2::{self, Carries, Link};
 use crate::data::Feeders;
 use crate::outcome::Detail;
 use crate::spec::HttpSpec;
@@ -204,7 +204,7 @@ async fn call(
     }
     let body = Bytes::from(body);
     let mut buf = Vec::new();
-    let opened = poll_fn(|cx| link.poll_open(cx, &block, &body, usize::MAX, &mut buf, true)).await;
+    let opened = poll_fn(|cx| link.poll_open(cx, &block, &body, usize::MAX, &mut buf, Carries::Grpc)).await;
     let answer = match opened {
         Ok(id) => poll_fn(|cx| link.poll_answer(cx, id, &mut buf)).await,
         Err(f) => Err(f),

@@ -32,7 +32,7 @@ mod hpack;
 mod lane;
 
 use conn::{code_name, Failure, Fault};
-pub(crate) use conn::{Answer, Link};
+pub(crate) use conn::{Answer, Carries, Link};
 pub(crate) use lane::{open, Lane, Lanes};
 
 /// Times a stream the server never processed is sent again on a new connection before the operation fails.
@@ -310,14 +310,37 @@ impl H2Client {
         } else {
             QUOTED_BODY
         };
-        let id = poll_fn(|cx| link.poll_open(cx, block, body, keep, &mut self.op.body, grpc.is_some())).await?;
+        // gRPC messages spaced in time: the first one opens the stream, the others follow
+        let spaced = grpc.filter(|g| g.spaced());
+        let carries = match grpc {
+            None => Carries::Http,
+            Some(_) if spaced.is_some() => Carries::GrpcMore,
+            Some(_) => Carries::Grpc,
+        };
+        let first = spaced.map(|g| g.first_of(body));
+        let id = poll_fn(|cx| {
+            link.poll_open(
+                cx,
+                block,
+                first.as_ref().unwrap_or(body),
+                keep,
+                &mut self.op.body,
+                carries,
+            )
+        })
+        .await?;
         self.op.wrote = true;
         let open = Open(link, id);
+        let mut sent = grpc.map_or((1, body.len() as u64), |g| (g.messages(), body.len() as u64));
+        if let (Some(g), Some(first)) = (spaced, &first) {
+            let n = Box::pin(g.send_rest(link, id, body)).await;
+            sent = (n, n * first.len() as u64);
+        }
         let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.op.body)).await;
         std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
         let answer = answer?;
         if let Some(g) = grpc {
-            return Ok(g.judge(&answer, sent_at, body.len() as u64, &self.op.body, d));
+            return Ok(g.judge(&answer, sent_at, sent, &self.op.body, d));
         }
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
         let status = answer.status;

@@ -61,6 +61,15 @@ pub(crate) struct Failure {
     pub unprocessed: bool,
 }
 
+/// What a stream carries: an HTTP request, or a gRPC call (its status and messages read as they come) whose body
+/// is all given at its opening, or whose messages follow (`Link::send`) until the last.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Carries {
+    Http,
+    Grpc,
+    GrpcMore,
+}
+
 /// A response: its status, when its headers came, the length of its body; a gRPC call's status and messages.
 pub(crate) struct Answer {
     pub status: u16,
@@ -144,6 +153,8 @@ struct Stream {
     headers_end: u64,
     /// A gRPC call: its status and messages as they come.
     grpc: Option<Box<GrpcRead>>,
+    /// More of the body is to come (`Link::send`): the last DATA so far does not end the stream.
+    more: bool,
 }
 
 /// Stream ids are consecutive odd numbers: a multiplication spreads them.
@@ -244,7 +255,7 @@ impl Link {
     /// Open a stream: its HEADERS (`block`, the group's header block) and its DATA (`body`, as the windows
     /// allow) queued. Waits while the server's limit of concurrent streams is reached. `buf`: the client's
     /// body buffer, lent to the stream (given back by `poll_answer`); `keep`: how much body to keep in it;
-    /// `grpc`: a gRPC call (its status and messages are read as they come).
+    /// `carries`: an HTTP request or a gRPC call (whose body may be followed by more, `Link::send`).
     pub fn poll_open(
         &self,
         cx: &mut Context<'_>,
@@ -252,7 +263,7 @@ impl Link {
         body: &Bytes,
         keep: usize,
         buf: &mut Vec<u8>,
-        grpc: bool,
+        carries: Carries,
     ) -> Poll<Result<u32, Failure>> {
         let mut s = self.st.borrow_mut();
         if let Some(fault) = s.refusal() {
@@ -271,7 +282,8 @@ impl Link {
             s.closing = true;
         }
         s.active += 1;
-        let last = if body.is_empty() { END_STREAM } else { 0 };
+        let more = carries == Carries::GrpcMore;
+        let last = if body.is_empty() && !more { END_STREAM } else { 0 };
         let max = s.max_frame;
         let out = &mut s.out;
         if block.len() <= max {
@@ -304,7 +316,8 @@ impl Link {
             pending: (!body.is_empty()).then(|| (body.clone(), 0)),
             unacked: 0,
             headers_end,
-            grpc: grpc.then(Box::default),
+            grpc: (carries != Carries::Http).then(Box::default),
+            more,
         };
         if stream.pending.is_some() {
             let State {
@@ -345,6 +358,36 @@ impl Link {
         }))
     }
 
+    /// More of stream `id`'s body (`last`: the end of it), queued as the windows allow; false when the stream has
+    /// ended (the server answered, or it failed): there is nothing to send it on.
+    pub fn send(&self, id: u32, body: &Bytes, last: bool) -> bool {
+        let mut s = self.st.borrow_mut();
+        let State {
+            out,
+            send_window,
+            max_frame,
+            streams,
+            ended,
+            ..
+        } = &mut *s;
+        let Some(st) = streams.get_mut(&id).filter(|st| st.end.is_none() && ended.is_none()) else {
+            return false;
+        };
+        st.pending = Some(match st.pending.take() {
+            Some((queued, sent)) => ([&queued[sent..], &body[..]].concat().into(), 0),
+            None => (body.clone(), 0),
+        });
+        st.more = !last;
+        if body.is_empty() && last && st.pending.as_ref().is_some_and(|(b, _)| b.is_empty()) {
+            st.pending = None;
+            frame_head(out, 0, DATA, END_STREAM, id);
+        } else {
+            push_data(out, send_window, *max_frame, id, st);
+        }
+        s.wake_driver();
+        true
+    }
+
     /// The operation of stream `id` ended before its response (timeout, stop): reset it (CANCEL).
     pub fn cancel(&self, id: u32) {
         let mut s = self.st.borrow_mut();
@@ -370,6 +413,7 @@ impl Link {
 
 /// Queue as much of a stream's request body as the windows allow.
 fn push_data(out: &mut Vec<u8>, conn_window: &mut i64, max_frame: usize, id: u32, st: &mut Stream) {
+    let more = st.more;
     let Some((body, sent)) = &mut st.pending else { return };
     while *sent < body.len() {
         let room = st.send_window.min(*conn_window).min(max_frame as i64);
@@ -377,7 +421,11 @@ fn push_data(out: &mut Vec<u8>, conn_window: &mut i64, max_frame: usize, id: u32
             return;
         }
         let n = (body.len() - *sent).min(room as usize);
-        let flags = if *sent + n == body.len() { END_STREAM } else { 0 };
+        let flags = if *sent + n == body.len() && !more {
+            END_STREAM
+        } else {
+            0
+        };
         frame_head(out, n, DATA, flags, id);
         out.extend_from_slice(&body[*sent..*sent + n]);
         *sent += n;
@@ -417,7 +465,7 @@ impl State {
         if st.end.is_some() {
             return;
         }
-        if st.pending.take().is_some() && end.is_ok() && self.ended.is_none() {
+        if (st.pending.take().is_some() || st.more) && end.is_ok() && self.ended.is_none() {
             // The response came before the whole request went: the rest is not needed. (A stream that
             // failed was reset already, by the server or by knee.)
             rst_stream(&mut self.out, id, CANCEL);

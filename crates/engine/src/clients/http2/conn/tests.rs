@@ -10,7 +10,7 @@ fn a_body_goes_as_the_windows_allow() {
     let mut cx = Context::from_waker(waker);
     let body = Bytes::from(vec![7u8; 100_000]);
     let mut buf = Vec::new();
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut buf, false) else {
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut buf, Carries::Http) else {
         panic!("the stream opens")
     };
     let mut s = link.st.borrow_mut();
@@ -69,7 +69,7 @@ fn pings_and_settings_are_acknowledged_and_bad_frames_refused() {
 /// A stream opened on a fresh link, and the link's queued frames cleared.
 fn opened(link: &Link) -> u32 {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), false) else {
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), Carries::Http) else {
         panic!("the stream opens")
     };
     link.st.borrow_mut().out.clear();
@@ -113,7 +113,7 @@ fn streams_whose_headers_never_left_are_unprocessed_when_the_connection_ends() {
     let link = Link::new();
     let preface = link.st.borrow().out.len() as u64;
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let mut open = || match link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), false) {
+    let mut open = || match link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), Carries::Http) {
         Poll::Ready(Ok(id)) => id,
         _ => panic!("the stream opens"),
     };
