@@ -11,12 +11,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from no_skips import pytest_make_collect_report, pytest_runtest_makereport
 from pki import Pki, make_pki
 from servers import Nginx, TlsNginx, start_nginx, start_tls_nginx
+
+if TYPE_CHECKING:
+    from knee.model import RunRecord
 
 # Under `make test` or in CI a skipped test fails, unless the Makefile's KNEE_ALLOWED_SKIPS names it (no_skips.py).
 __all__ = ["pytest_make_collect_report", "pytest_runtest_makereport"]
@@ -61,6 +65,16 @@ def knee_cli(*args: str, timeout: float = 120, **kw: object) -> subprocess.Compl
         stdin=subprocess.DEVNULL,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def knee_record(out: Path, *args: str, command: str = "run") -> RunRecord:
+    """`knee COMMAND ARGS --out OUT`, which must succeed, and the run directory it kept there, read back."""
+    from knee.store import RunDir
+
+    proc = knee_cli(command, *args, "--out", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return RunDir(run_dir).load()
 
 
 @pytest.fixture

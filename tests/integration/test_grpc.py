@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from knee.model import RunRecord
-from knee.store import RunDir
 
 from conftest import knee_cli
+from conftest import knee_record as run
 from grpcserver import PROTO, PROTO_DIR, GrpcServer, start_grpc_server
 from pki import Pki
 from servers import sent, settled
@@ -30,13 +30,6 @@ def server() -> Iterator[GrpcServer]:
         yield s
     finally:
         s.stop()
-
-
-def run(out: Path, *args: str, command: str = "run") -> RunRecord:
-    proc = knee_cli(command, *args, "--out", str(out), timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    return RunDir(run_dir).load()
 
 
 def delta(server: GrpcServer, before: dict, key: str, method: str) -> int:

@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from knee.model import RunRecord
-from knee.store import RunDir
-
-from conftest import REPO, knee_cli
+from conftest import REPO
+from conftest import knee_record as run
 from servers import free_port, stop_process, wait_for_port
 
 TOOLS = REPO / "bench" / "tools"
@@ -49,13 +47,6 @@ def go() -> Iterator[GoServers]:
     finally:
         for p in procs:
             stop_process(p)
-
-
-def run(out: Path, *args: str) -> RunRecord:
-    proc = knee_cli("run", *args, "--out", str(out), timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    return RunDir(run_dir).load()
 
 
 def route_guide(port: int, method: str) -> str:

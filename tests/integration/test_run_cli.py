@@ -335,7 +335,7 @@ def test_what_an_exec_command_leaves_running_is_killed_after_its_normal_exit(tmp
     [
         (["--send", "x", "--", "true"], "--send applies to tcp:// targets only, not to commands"),
         (["-H", "a: b", "tcp://127.0.0.1:1"],
-         "-H/--header applies to http(s):// and ws(s):// targets only, not to tcp:// targets"),
+         "-H/--header applies to http(s)://, ws(s):// and grpc(s):// targets only, not to tcp:// targets"),
         (["--expect-stdout", "x", "http://127.0.0.1:1/"], "--expect-stdout applies to commands only"),
         (["--expect-stdout", "x", "--worker", "--", "true"],
          "--expect-stdout applies to commands only, not to worker programs (--worker) and Python flows (--python)"),
@@ -343,7 +343,7 @@ def test_what_an_exec_command_leaves_running_is_killed_after_its_normal_exit(tmp
         (["--python", "m:f", "--cwd", "/tmp"], "--cwd is for a --worker program; a --python flow is imported from"),
         (["--processes", "2", "--", "true"], "--processes applies to worker programs (--worker) and Python flows"),
         (["--source-addr", "127.0.0.2", "--", "true"],
-         "--source-addr applies to http(s)://, tcp:// and ws(s):// targets only"),
+         "--source-addr applies to http(s)://, tcp://, ws(s):// and grpc(s):// targets only"),
     ],
 )  # fmt: skip
 def test_options_of_another_client_kind_are_refused(args: list[str], message: str) -> None:

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from knee.model import RunRecord
-from knee.store import RunDir
-
 from conftest import knee_cli
+from conftest import knee_record as run
 from pki import Pki
 from servers import sent, settled
 from wsserver import PUSHES, WsServer, start_ws_server
@@ -26,13 +24,6 @@ def server() -> Iterator[WsServer]:
         yield s
     finally:
         s.stop()
-
-
-def run(out: Path, *args: str, command: str = "run") -> RunRecord:
-    proc = knee_cli(command, *args, "--out", str(out), timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    return RunDir(run_dir).load()
 
 
 def delta(server: WsServer, before: dict, key: str, path: str | None = None) -> int:
@@ -229,7 +220,7 @@ def test_the_level_search_over_held_connections(server: WsServer, tmp_path: Path
         (["LIVE", "--message", "x", "--correlate", "id"], 'correlate "id" is not a JSONPath knee reads'),
         (["ws://127.0.0.1:9/", "--message", "x", "--cert", "c.pem"], "--cert applies to wss:// URLs only"),
         (["ws://127.0.0.1:9/", "--message", "x", "--http2"], "--http2 applies to http(s):// targets only"),
-        (["http://127.0.0.1:9/", "--message", "x"], "--message applies to ws(s):// targets only"),
+        (["http://127.0.0.1:9/", "--message", "x"], "--message applies to ws(s):// and grpc(s):// targets only"),
     ],
 )
 def test_bad_input_is_one_sentence_before_any_load(
