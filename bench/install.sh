@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the peer load generators `make bench` compares knee with, into bench/tools/.
-# Idempotent: a tool already installed is skipped. Usage: bench/install.sh [oha|hey|vegeta|locust|ws|ghz|grpc-examples ...]
+# Idempotent: a tool already installed is skipped. Usage: bench/install.sh [oha|hey|vegeta|locust|ws|ghz|tonic|grpc-examples ...]
 # wrk, ab and nginx are Debian packages: scripts/install-system-deps.sh installs them.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,7 +10,7 @@ venv="${VIRTUAL_ENV:-$root/.venv}"
 mkdir -p "$tools/bin"
 
 want=("$@")
-[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust ws ghz grpc-examples)
+[ ${#want[@]} -eq 0 ] && want=(oha hey vegeta locust ws ghz tonic grpc-examples)
 
 install_one() {
   local tool="$1"
@@ -45,6 +45,14 @@ install_one() {
       # ghz: the gRPC load tool bench/grpc_bench.py compares knee with
       [ -x "$tools/bin/ghz" ] || GOBIN="$tools/bin" nice -n 19 go install github.com/bojand/ghz/cmd/ghz@v0.120.0
       ;;
+    tonic)
+      # bench/tonic_client: the least unary gRPC client on tonic's transport (bench/grpc_bench.py)
+      if [ ! -x "$tools/bin/tonic-client" ]; then
+        nice -n 19 cargo build --release --quiet --manifest-path "$here/tonic_client/Cargo.toml" \
+          --target-dir "$tools/tonic-target"
+        cp "$tools/tonic-target/release/tonic-client" "$tools/bin/"
+      fi
+      ;;
     grpc-examples)
       # grpc-go's own example servers, built unmodified from the Go module proxy: helloworld's greeter_server and
       # route_guide's server (tests/integration/test_grpc_go.py, bench/grpc_bench.py). The examples module's go.mod
@@ -63,7 +71,7 @@ install_one() {
       fi
       ;;
     *)
-      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust ws ghz grpc-examples)" >&2
+      echo "bench/install.sh: unknown tool '$tool' (known: oha hey vegeta locust ws ghz tonic grpc-examples)" >&2
       return 2
       ;;
   esac
