@@ -6,7 +6,7 @@ examples/grpc/hello.proto's Greeter: SayHello answers "hello FIRST" (a name "fai
 name: fail"); LotsOfReplies sends `times` replies; LotsOfGreetings answers once with the count of what it read;
 BidiHello answers each message. With `limit`, a call beyond `limit` at once is RESOURCE_EXHAUSTED "more than LIMIT
 calls at once"; with `delay_ms`, every call takes that long first. With `reflection`, the server's reflection service
-is on."""
+is on (with `key`, for calls that carry the metadata x-key: KEY only)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import grpc
 from grpc_tools import protoc
 
 port, stats_port, proto_dir, limit, delay_ms, reflect = sys.argv[1:7]
+reflect, key = reflect.partition(":")[::2]
 limit, delay = int(limit), int(delay_ms) / 1000.0
 out = tempfile.mkdtemp()
 if protoc.main(["protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
@@ -113,7 +114,18 @@ class Greeter(hello_pb2_grpc.GreeterServicer):
             count(sent, "BidiHello")
             yield hello_pb2.HelloReply(message=f"hello {r.name.first}", n=r.times)
 
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=64), maximum_concurrent_rpcs=None)
+# With a key: the reflection service answers only calls that carry metadata x-key: KEY (UNAUTHENTICATED otherwise).
+class NeedsKey(grpc.ServerInterceptor):
+    def intercept_service(self, continuation, details):
+        given = dict(details.invocation_metadata).get("x-key")
+        if key and "ServerReflection" in details.method and given != key:
+            def refuse(requests, context):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "no key")
+            return grpc.stream_stream_rpc_method_handler(refuse)
+        return continuation(details)
+
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=64), maximum_concurrent_rpcs=None,
+                     interceptors=[NeedsKey()])
 hello_pb2_grpc.add_GreeterServicer_to_server(Greeter(), server)
 if reflect == "1":
     from grpc_reflection.v1alpha import reflection
@@ -161,13 +173,18 @@ class GrpcServer:
 
 
 def start_grpc_server(
-    limit: int = 0, delay_ms: int = 0, reflection: bool = False, tls: tuple[str, str, str] | None = None
+    limit: int = 0,
+    delay_ms: int = 0,
+    reflection: bool = False,
+    tls: tuple[str, str, str] | None = None,
+    key: str = "",
 ) -> GrpcServer:
     """The server on free ports of 127.0.0.1 (h2c; with `tls`, its certificate chain, its key and the CAs of the
     client certificates it requires: TLS), its stats on another."""
     port, stats_port = free_port(), free_port()
     argv = [sys.executable, "-c", SERVER, str(port), str(stats_port), str(PROTO_DIR), str(limit), str(delay_ms)]
-    proc = subprocess.Popen([*argv, "1" if reflection else "0", *(tls or ())], stdin=subprocess.DEVNULL)
+    reflect = ("1" if reflection else "0") + (f":{key}" if key else "")
+    proc = subprocess.Popen([*argv, reflect, *(tls or ())], stdin=subprocess.DEVNULL)
     try:
         wait_for_port(stats_port, 30)
         wait_for_port(port, 5)

@@ -117,7 +117,7 @@ def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
     authority = rest.split("/", 1)[0]
     headers = [("content-type", "application/grpc"), ("te", "trailers")]
     if g.deadline is not None:
-        headers.append(("grpc-timeout", f"{max(1, round(g.deadline * 1000))}m"))
+        headers.append(("grpc-timeout", grpc_timeout(g.deadline)))
     headers.extend(g.headers.items())
     return HttpClient(
         url=f"{'https' if scheme.lower() == 'grpcs' else 'http'}://{authority}{m.path}",
@@ -140,6 +140,15 @@ def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
             expect_message=g.expect_message,
         ),
     )
+
+
+def grpc_timeout(seconds: float) -> str:
+    """A deadline as gRPC's grpc-timeout header writes it: at most 8 digits, in the finest unit that fits."""
+    for unit, per_s in (("m", 1000), ("S", 1), ("M", 1 / 60), ("H", 1 / 3600)):
+        n = max(1, round(seconds * per_s))
+        if n <= 99_999_999:
+            return f"{n}{unit}"
+    return "99999999H"
 
 
 def _headers(headers: Mapping[str, str], cookies: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -202,6 +202,39 @@ def test_reflect_asks_the_server_for_the_types(tmp_path: Path) -> None:
         plain.stop()
 
 
+def test_reflect_sends_the_group_s_metadata(tmp_path: Path) -> None:
+    keyed = start_grpc_server(reflection=True, key="k1")
+    try:
+        record = run(tmp_path / "a", keyed.url(), "--reflect", "-H", "x-key: k1", "--message", HELLO, "-n", "10")
+        assert record.steps[0].groups["main"].succeeded == 10
+        proc = knee_cli("run", keyed.url(), "--reflect", "-n", "1", "--out", str(tmp_path / "b"), timeout=60)
+        assert proc.returncode == 2 and "its reflection call ended UNAUTHENTICATED" in proc.stderr, proc.stderr
+    finally:
+        keyed.stop()
+
+
+def test_a_call_the_server_ends_early_does_not_wait_for_its_next_message(tmp_path: Path) -> None:
+    """--stream-interval 1s against a server that refuses past one call at once: a refused call fails as soon as
+    the server's trailers come, not after the pause before its next message."""
+    one = start_grpc_server(limit=1)
+    try:
+        record = run(
+            tmp_path, one.url("BidiHello"), "--proto", str(PROTO), "--message", HELLO, "--stream-messages", "3",
+            "--stream-interval", "1s", "-c", "4", "-n", "8",
+        )  # fmt: skip
+    finally:
+        one.stop()
+    g = record.steps[0].groups["main"]
+    assert g.failures.get("grpc_status", 0) > 0 and g.succeeded > 0, g
+    assert g.failed_latency_ms.max < 500 and g.latency_ms.min >= 2000, (g.failed_latency_ms, g.latency_ms)
+
+
+def test_a_proto_outside_the_include_directories_is_found_in_its_own(server: GrpcServer, tmp_path: Path) -> None:
+    """-I names where imports are; the file given by --proto need not be under it (protoc's rule is stricter)."""
+    record = run(tmp_path, server.url(), "--proto", str(PROTO), "-I", str(tmp_path), "--message", HELLO, "-n", "5")
+    assert record.steps[0].groups["main"].succeeded == 5
+
+
 def test_grpcs_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
     cas = tmp_path / "cas.pem"
     cas.write_text(Path(pki.path("root.pem")).read_text() + Path(pki.path("intermediate.pem")).read_text())
@@ -273,6 +306,13 @@ def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) ->
         (["LIVE/SayHello", "--proto", "P", "--message", "{"], "is not JSON"),
         (["LIVE/SayHello", "--proto", "P", "--stream-messages", "2"], "it is not client-streaming"),
         (["LIVE/BidiHello", "--proto", "P", "--stream-interval", "10ms"], "give stream_messages too"),
+        (["LIVE/BidiHello", "--proto", "P", "--stream-messages", "3", "--stream-interval", "0.2ms"], "below 1 ms"),
+        (
+            ["LIVE/BidiHello", "--proto", "P", "--stream-messages", "4", "--stream-interval", "1s", "--timeout", "2s"],
+            "every call would be hung",
+        ),
+        (["LIVE/BidiHello", "--proto", "P", "--stream-messages", "100001"], "100000"),
+        (["LIVE/SayHello", "--protoset", "DIR"], "cannot be read"),
         (["LIVE/SayHello", "--proto", "P", "-H", "no colon"], "-H must look like 'Name: value'"),
         (["LIVE/SayHello", "--proto", "/nonexistent.proto"], "'/nonexistent.proto' does not exist"),
         (["LIVE/SayHello", "--proto", "BAD"], "bad.proto:3:"),
@@ -287,7 +327,7 @@ def test_bad_input_is_one_sentence_before_any_load(
     bad = tmp_path / "bad.proto"
     bad.write_text('syntax = "proto3";\nmessage A {\n  strin name = 1;\n}\n')
     live = server.url().rsplit("/", 1)[0]
-    swap = {"P": str(PROTO), "BAD": str(bad)}
+    swap = {"P": str(PROTO), "BAD": str(bad), "DIR": str(tmp_path)}
     args = [swap.get(a, a.replace("LIVE", live)) for a in args]
     before = server.stats()
     proc = knee_cli("run", *args, "-n", "1", "--out", str(tmp_path / "runs"), timeout=60)

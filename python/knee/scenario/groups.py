@@ -340,7 +340,7 @@ class GrpcGroup(_Connects):
     reflect: bool = False  # the types from the server's reflection service
     message: str | dict[str, Any] = "{}"
     message_file: str | None = None
-    stream_messages: PositiveInt = 1
+    stream_messages: Annotated[int, Field(ge=1, le=100_000)] = 1  # the engine's bound: a call's stream is in memory
     stream_interval: Duration = 0.0  # the pause before each message after the first (0: all at once)
     deadline: Duration | None = None  # sent as grpc-timeout: the server may give up on the call then
     expect_message: str | None = None
@@ -366,6 +366,15 @@ class GrpcGroup(_Connects):
             )
         if self.stream_interval and self.stream_messages < 2:
             raise ValueError("stream_interval spaces a stream's messages: give stream_messages too (or drop it)")
+        if 0 < self.stream_interval < 0.001:
+            raise ValueError(f"stream_interval {self.stream_interval * 1000:g}ms is below 1 ms: give 1ms or more")
+        spaced = (self.stream_messages - 1) * self.stream_interval
+        if self.timeout is not None and spaced >= self.timeout:
+            raise ValueError(
+                f"stream_messages {self.stream_messages}, stream_interval {self.stream_interval:g}s: a call takes at "
+                f"least {spaced:g}s, not less than timeout ({self.timeout:g}s): every call would be hung; raise "
+                "timeout (--timeout) or send fewer messages"
+            )
         if self.connections is not None and self.streams > 1:
             raise ValueError("give connections or streams, not both: each says how the clients share connections")
         if self.message_file is not None and self.message != "{}":
@@ -381,14 +390,19 @@ class GrpcGroup(_Connects):
         """Find the method in its files and check the message against it (kept for `method`): None, or the key
         at fault and a sentence saying why (before any load; a run's record is read without its files)."""
         key = "proto" if self.proto else "protoset" if self.protoset else "reflect"
+        # what the same group found before in this process: a run's record (its metadata's secrets as placeholders,
+        # which a reflection service would refuse) and the copies of a scenario take the method the run found
+        where = grpcproto.where(self.url, tuple(self.proto), tuple(self.include), self.protoset, self.reflect)
+        m = grpcproto.FOUND.get(where)
         try:
-            if self.reflect:
+            if m is None and self.reflect:
                 data = grpcproto.reflected(self.url, self.insecure, self.headers, self.tls)
                 m = grpcproto.of_set(grpc_method(self.url), data)
-            else:
+            elif m is None:
                 m = grpcproto.describe(grpc_method(self.url), tuple(self.proto), tuple(self.include), self.protoset)
         except ValueError as exc:
             return key, str(exc)
+        grpcproto.FOUND[where] = m
         key = "message_file" if self.message_file else "message"
         try:
             grpcproto.check_message(m, self.message_json())
@@ -409,7 +423,12 @@ class GrpcGroup(_Connects):
                     return f.read()
             except OSError as exc:
                 raise ValueError(f"message_file {self.message_file!r} cannot be read ({exc.strerror})") from None
-        return self.message if isinstance(self.message, str) else json.dumps(self.message)
+        if isinstance(self.message, str):
+            return self.message
+        try:  # a TOML table: its dates and times as RFC 3339 text, as protobuf's JSON writes a Timestamp
+            return json.dumps(self.message, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"message cannot be written as JSON ({exc})") from None
 
     @property
     def method(self) -> grpcproto.Method:

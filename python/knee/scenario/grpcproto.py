@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from knee.scenario.tls import Tls
 
 
+# the methods found in this process, by the group's url and where its types come from (knee.scenario.groups)
+FOUND: dict[tuple[object, ...], Method] = {}
+
+
 @dataclass(frozen=True)
 class Method:
     """A method as knee calls it."""
@@ -104,15 +108,25 @@ def check_message(m: Method, message: str) -> None:
 
 
 def _stamps(proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None) -> tuple[float, ...]:
-    """The files' modification times: a changed file is compiled again."""
-    return tuple(os.stat(p).st_mtime for p in (*proto, *([protoset] if protoset else [])))
+    """The files' modification times (-1: not there): a changed file is compiled again."""
+    return tuple(
+        os.stat(p).st_mtime if os.path.exists(p) else -1.0 for p in (*proto, *([protoset] if protoset else []))
+    )
+
+
+def where(url: str, proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None, reflect: bool) -> tuple:
+    """What a group's method is found by: its URL, where its types come from, and those files' times."""
+    return (url, proto, include, protoset, reflect, *_stamps(proto, include, protoset))
 
 
 @lru_cache(maxsize=16)
 def _descriptors(proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None, *_stamps: float) -> bytes:
     if protoset is not None:
-        with open(protoset, "rb") as f:
-            return f.read()
+        try:
+            with open(protoset, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise ValueError(f"{protoset!r} cannot be read ({exc.strerror})") from None
     try:
         return bytes(_engine.grpc_compile(list(proto), list(include)))
     except ValueError as exc:

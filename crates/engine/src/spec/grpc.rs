@@ -25,15 +25,19 @@ pub struct GrpcSpec {
     pub expect_message: Option<String>,
 }
 
+/// The most messages a call sends (each call's stream is built whole in memory).
+pub const MAX_STREAM_MESSAGES: u64 = 100_000;
+
 fn one() -> u64 {
     1
 }
 
 impl GrpcSpec {
     pub(super) fn validate(&self, key: &str) -> Result<(), SpecError> {
-        if self.stream_messages == 0 {
+        if !(1..=MAX_STREAM_MESSAGES).contains(&self.stream_messages) {
             return Err(SpecError::new(format!(
-                "{key}.grpc.stream_messages is 0; a call sends at least one message"
+                "{key}.grpc.stream_messages is {}; a call sends 1 to {MAX_STREAM_MESSAGES} messages",
+                self.stream_messages
             )));
         }
         if self.stream_interval_ms > 0 && self.stream_messages < 2 {

@@ -165,7 +165,12 @@ impl GrpcPrep {
     pub async fn send_rest(&self, link: &Link, id: u32, body: &Bytes) -> u64 {
         let one = self.first_of(body);
         for i in 1..self.stream_messages {
-            tokio::time::sleep(self.interval.unwrap_or_default()).await;
+            // the pause, or the stream's end if the server ends it first (a call it refused at once is not held
+            // for the pause)
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval.unwrap_or_default()) => {}
+                _ = std::future::poll_fn(|cx| link.poll_ended(cx, id)) => return i,
+            }
             if !link.send(id, &one, i + 1 == self.stream_messages) {
                 return i;
             }
@@ -300,16 +305,18 @@ pub fn describe(descriptors: &[u8], name: &str, message: Option<&str>) -> Result
 }
 
 /// Compile .proto `files` (with their imports) into a FileDescriptorSet's bytes, without protoc. `includes`:
-/// where imports are looked for; empty: each file's own directory.
+/// where imports are looked for, then the directory of each file that is under none of them.
 pub fn compile(files: &[String], includes: &[String]) -> Result<Vec<u8>, String> {
     let mut dirs: Vec<PathBuf> = includes.iter().map(PathBuf::from).collect();
-    if dirs.is_empty() {
-        for f in files {
-            let parent = Path::new(f).parent().filter(|p| !p.as_os_str().is_empty());
-            let dir = parent.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
+    for f in files {
+        // a file under none of the include directories is found in its own (as protoc needs -I for it)
+        if dirs.iter().any(|d| Path::new(f).starts_with(d)) {
+            continue;
+        }
+        let parent = Path::new(f).parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = parent.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
         }
     }
     let mut c = protox::Compiler::new(&dirs).map_err(|e| format!("{e:?}"))?;

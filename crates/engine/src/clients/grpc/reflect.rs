@@ -77,7 +77,18 @@ pub fn reflect(spec: &HttpSpec, service: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("cannot start a runtime to ask the server ({e})"))?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
-        let p = HttpPrep::new(spec, 1, &Feeders::default(), "reflect").map_err(|e| e.to_string())?;
+        // the group's metadata, as written: a value with a placeholder (one filled per operation) is left out
+        let metadata: Vec<(String, String)> = spec
+            .headers
+            .iter()
+            .filter(|(_, v)| !v.contains("${"))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+            .collect();
+        let bare = HttpSpec {
+            headers: Vec::new(),
+            ..spec.clone()
+        };
+        let p = HttpPrep::new(&bare, 1, &Feeders::default(), "reflect").map_err(|e| e.to_string())?;
         let drivers = RefCell::new(Vec::new());
         let mut d = Detail::default();
         let asked = tokio::time::timeout(LIMIT, async {
@@ -86,7 +97,7 @@ pub fn reflect(spec: &HttpSpec, service: &str) -> Result<Vec<u8>, String> {
                 .map_err(|_| format!("cannot connect to ask its reflection service: {}", d.text))?;
             let url: hyper::Uri = spec.url.parse().map_err(|e| format!("url {:?}: {e}", spec.url))?;
             let authority = url.authority().map_or("", |a| a.as_str()).as_bytes();
-            let files = lookup(&p, &link, authority, service).await;
+            let files = lookup(&p, &link, (authority, &metadata), service).await;
             link.close();
             files
         })
@@ -109,14 +120,14 @@ pub fn reflect(spec: &HttpSpec, service: &str) -> Result<Vec<u8>, String> {
 async fn lookup(
     p: &HttpPrep,
     link: &Link,
-    authority: &[u8],
+    to: (&[u8], &[(String, String)]),
     service: &str,
 ) -> Result<BTreeMap<String, FileDescriptorProto>, String> {
     let mut files = BTreeMap::new();
     let mut asks = vec![Ask::FileContainingSymbol(service.to_string())];
     let mut version = "v1";
     for _ in 0..ROUNDS {
-        let answers = match call(p, link, authority, version, &asks).await {
+        let answers = match call(p, link, to, version, &asks).await {
             Err(Unimplemented) if version == "v1" => {
                 version = "v1alpha";
                 continue;
@@ -159,7 +170,14 @@ async fn lookup(
         if missing.is_empty() {
             return Ok(files);
         }
-        asks = missing.into_iter().map(Ask::FileByFilename).collect();
+        let again: Vec<Ask> = missing.iter().cloned().map(Ask::FileByFilename).collect();
+        if again == asks {
+            return Err(format!(
+                "its reflection service did not send {} (imported by the service's files)",
+                missing.join(", ")
+            ));
+        }
+        asks = again;
     }
     Err(format!(
         "its reflection service's files import more than {ROUNDS} levels deep"
@@ -173,12 +191,13 @@ struct Unimplemented;
 async fn call(
     p: &HttpPrep,
     link: &Link,
-    authority: &[u8],
+    (authority, metadata): (&[u8], &[(String, String)]),
     version: &str,
     asks: &[Ask],
 ) -> Result<Result<Vec<Response>, String>, Unimplemented> {
     let path = format!("/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo");
-    let fields = [("content-type", &b"application/grpc"[..]), ("te", b"trailers")];
+    let mut fields = vec![("content-type", &b"application/grpc"[..]), ("te", b"trailers")];
+    fields.extend(metadata.iter().map(|(n, v)| (n.as_str(), v.as_bytes())));
     let mut block = Vec::new();
     if let Err(why) = http2::encode(
         &mut block,

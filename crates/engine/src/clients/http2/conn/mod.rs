@@ -388,6 +388,21 @@ impl Link {
         true
     }
 
+    /// Ready once stream `id` has ended (or is not there): what a sender of later messages waits on beside its timer.
+    pub fn poll_ended(&self, cx: &mut Context<'_>, id: u32) -> Poll<()> {
+        let mut s = self.st.borrow_mut();
+        let over = s.ended.is_some();
+        match s.streams.get_mut(&id) {
+            Some(st) if st.end.is_none() && !over => {
+                if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    st.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        }
+    }
+
     /// The operation of stream `id` ended before its response (timeout, stop): reset it (CANCEL).
     pub fn cancel(&self, id: u32) {
         let mut s = self.st.borrow_mut();
