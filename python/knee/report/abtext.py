@@ -41,6 +41,7 @@ from knee.scenario import (
     TcpGroup,
     WebsocketGroup,
     WorkerGroup,
+    tlsfiles,
 )
 from knee.spec import ClientSpec, EngineSpec, HttpClient
 
@@ -277,9 +278,7 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
     if isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup):
         add(_times_row("Connect:", s.connect_ms))
-    if isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup) and g.url.lower().startswith(
-        ("https://", "wss://", "grpcs://")
-    ):
+    if tlsfiles.https(g):
         add(_times_row("TLS:", s.tls_ms))
     add(_times_row("Processing:", s.processing_ms))
     if isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup):

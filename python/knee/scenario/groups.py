@@ -23,7 +23,7 @@ from knee.scenario.fields import Duration, PositiveInt, Table, seconds
 from knee.scenario.profiles import RateProfile
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
-from knee.scenario.urls import check_addr, check_grpc_url, check_url, check_ws_url, grpc_method
+from knee.scenario.urls import check_addr, check_grpc_url, check_url, check_ws_url
 
 
 def _clients(value: Any) -> Any:
@@ -390,19 +390,10 @@ class GrpcGroup(_Connects):
         """Find the method in its files and check the message against it (kept for `method`): None, or the key
         at fault and a sentence saying why (before any load; a run's record is read without its files)."""
         key = "proto" if self.proto else "protoset" if self.protoset else "reflect"
-        # what the same group found before in this process: a run's record (its metadata's secrets as placeholders,
-        # which a reflection service would refuse) and the copies of a scenario take the method the run found
-        where = grpcproto.where(self.url, tuple(self.proto), tuple(self.include), self.protoset, self.reflect)
-        m = grpcproto.FOUND.get(where)
         try:
-            if m is None and self.reflect:
-                data = grpcproto.reflected(self.url, self.insecure, self.headers, self.tls)
-                m = grpcproto.of_set(grpc_method(self.url), data)
-            elif m is None:
-                m = grpcproto.describe(grpc_method(self.url), tuple(self.proto), tuple(self.include), self.protoset)
+            m = grpcproto.find(self)
         except ValueError as exc:
             return key, str(exc)
-        grpcproto.FOUND[where] = m
         key = "message_file" if self.message_file else "message"
         try:
             grpcproto.check_message(m, self.message_json())

@@ -9,19 +9,15 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from knee import _engine
 from knee.scenario.urls import grpc_method
 
 if TYPE_CHECKING:
+    from knee.scenario.groups import GrpcGroup
     from knee.scenario.model import Scenario
     from knee.scenario.tls import Tls
-
-
-# the methods found in this process, by the group's url and where its types come from (knee.scenario.groups)
-FOUND: dict[tuple[object, ...], Method] = {}
 
 
 @dataclass(frozen=True)
@@ -36,13 +32,29 @@ class Method:
     descriptors: str  # the FileDescriptorSet holding it, base64
 
 
-def describe(method: str, proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None) -> Method:
-    """Method `method` (package.Service/Method) of the `proto` files (imports looked for in `include`, or each
-    file's directory), or of the descriptor set in file `protoset`. ValueError: why not."""
-    for path in (*proto, *include, *([protoset] if protoset else [])):
-        if not os.path.exists(path):
-            raise ValueError(f"{path!r} does not exist; give the path of the .proto file, directory or protoset")
-    return of_set(method, _descriptors(proto, include, protoset, *_stamps(proto, include, protoset)))
+# the methods found in this process, by the group's URL, where its types come from and those files' times
+_FOUND: dict[tuple[object, ...], Method] = {}
+
+
+def find(g: GrpcGroup) -> Method:
+    """The method group `g`'s URL names, from its `proto` files (imports looked for in `include`, then each file's
+    directory), its `protoset` file or its server's reflection service. Found once in this process: a run's record
+    (its metadata's secrets as placeholders, which a reflection service would refuse) and a scenario's copies take
+    what the run found. ValueError: why not."""
+    proto, include, protoset = tuple(g.proto), tuple(g.include), g.protoset
+    key = (g.url, proto, include, protoset, g.reflect, *_stamps((*proto, *([protoset] if protoset else []))))
+    if key not in _FOUND:
+        if g.reflect:
+            data = reflected(g.url, g.insecure, g.headers, g.tls)
+        else:
+            for path in (*proto, *include, *([protoset] if protoset else [])):
+                if not os.path.exists(path):
+                    raise ValueError(
+                        f"{path!r} does not exist; give the path of the .proto file, directory or protoset"
+                    )
+            data = _descriptors(proto, include, protoset)
+        _FOUND[key] = of_set(grpc_method(g.url), data)
+    return _FOUND[key]
 
 
 def of_set(method: str, data: bytes) -> Method:
@@ -107,20 +119,12 @@ def check_message(m: Method, message: str) -> None:
         raise ValueError(str(exc)) from None
 
 
-def _stamps(proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None) -> tuple[float, ...]:
+def _stamps(paths: tuple[str, ...]) -> tuple[float, ...]:
     """The files' modification times (-1: not there): a changed file is compiled again."""
-    return tuple(
-        os.stat(p).st_mtime if os.path.exists(p) else -1.0 for p in (*proto, *([protoset] if protoset else []))
-    )
+    return tuple(os.stat(p).st_mtime if os.path.exists(p) else -1.0 for p in paths)
 
 
-def where(url: str, proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None, reflect: bool) -> tuple:
-    """What a group's method is found by: its URL, where its types come from, and those files' times."""
-    return (url, proto, include, protoset, reflect, *_stamps(proto, include, protoset))
-
-
-@lru_cache(maxsize=16)
-def _descriptors(proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None, *_stamps: float) -> bytes:
+def _descriptors(proto: tuple[str, ...], include: tuple[str, ...], protoset: str | None) -> bytes:
     if protoset is not None:
         try:
             with open(protoset, "rb") as f:

@@ -19,7 +19,7 @@ use prost_reflect::prost_types::FileDescriptorSet;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor};
 use regex::bytes::Regex;
 
-use super::http2::{Answer, Link};
+use super::http2::{reason_phrase, Answer, Link};
 
 mod reflect;
 
@@ -93,9 +93,7 @@ impl GrpcPrep {
         let one = encode(&self.input, json)?;
         let mut out = Vec::with_capacity((one.len() + 5) * self.stream_messages as usize);
         for _ in 0..self.stream_messages {
-            out.push(0); // not compressed
-            out.extend_from_slice(&(one.len() as u32).to_be_bytes());
-            out.extend_from_slice(&one);
+            frame(&mut out, &one);
         }
         Ok(Bytes::from(out))
     }
@@ -107,12 +105,9 @@ impl GrpcPrep {
         let g = answer.grpc.as_deref();
         let first = g.and_then(|g| g.first_at).unwrap_or(answer.headers_at);
         let outcome = if answer.status != 200 {
-            let reason = hyper::StatusCode::from_u16(answer.status)
-                .ok()
-                .and_then(|s| s.canonical_reason())
-                .unwrap_or("");
+            let (status, reason) = (answer.status, reason_phrase(answer.status));
             d.clear()
-                .put(format_args!("HTTP/2 {} {reason} (not a gRPC response)", answer.status))
+                .put(format_args!("HTTP/2 {status} {reason} (not a gRPC response)"))
                 .fix();
             Outcome::Fail(ErrorClass::Status)
         } else {
@@ -187,10 +182,7 @@ impl GrpcPrep {
     fn check(&self, body: &[u8], d: &mut Detail) -> Outcome {
         let Some(re) = &self.expect else { return Outcome::Ok };
         let mut json = Vec::new();
-        let mut rest = body;
-        while rest.len() >= 5 {
-            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-            let Some(m) = rest.get(5..5 + len) else { break };
+        for m in messages(body) {
             match DynamicMessage::decode(self.output.clone(), m) {
                 Ok(msg) => json.extend(serde_json::to_vec(&msg).unwrap_or_default()),
                 Err(e) => {
@@ -202,7 +194,6 @@ impl GrpcPrep {
                 }
             }
             json.push(b'\n');
-            rest = &rest[5 + len..];
         }
         if re.is_match(&json) {
             return Outcome::Ok;
@@ -213,6 +204,24 @@ impl GrpcPrep {
             .quoted(&json, 120);
         Outcome::Fail(ErrorClass::Body)
     }
+}
+
+/// `message` appended to `out` in gRPC's framing: not compressed, its 4-byte length, the message.
+fn frame(out: &mut Vec<u8>, message: &[u8]) {
+    out.push(0);
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+}
+
+/// The messages of a body in gRPC's framing, in order (a last one cut short left out).
+fn messages(body: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = body;
+    std::iter::from_fn(move || {
+        let len = u32::from_be_bytes(rest.get(1..5)?.try_into().ok()?) as usize;
+        let m = rest.get(5..5 + len)?;
+        rest = &rest[5 + len..];
+        Some(m)
+    })
 }
 
 /// `json` as a message of type `desc`, encoded; Err: why it is not one (the field, the type).

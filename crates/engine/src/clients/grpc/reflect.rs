@@ -215,11 +215,8 @@ async fn call(
         let one = Request {
             host: String::new(),
             ask: Some(ask.clone()),
-        }
-        .encode_to_vec();
-        body.push(0);
-        body.extend_from_slice(&(one.len() as u32).to_be_bytes());
-        body.extend_from_slice(&one);
+        };
+        super::frame(&mut body, &one.encode_to_vec());
     }
     let body = Bytes::from(body);
     let mut buf = Vec::new();
@@ -244,10 +241,7 @@ async fn call(
         (s, _) => return Ok(Err(format!("its reflection call was answered HTTP {s}, not gRPC"))),
     }
     let mut out = Vec::new();
-    let mut rest = &buf[..];
-    while rest.len() >= 5 {
-        let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-        let Some(m) = rest.get(5..5 + len) else { break };
+    for m in super::messages(&buf) {
         match Response::decode(m) {
             Ok(r) => out.push(r),
             Err(e) => {
@@ -256,7 +250,6 @@ async fn call(
                 )))
             }
         }
-        rest = &rest[5 + len..];
     }
     Ok(Ok(out))
 }

@@ -311,31 +311,24 @@ impl H2Client {
             QUOTED_BODY
         };
         // gRPC messages spaced in time: the first one opens the stream, the others follow
-        let spaced = grpc.filter(|g| g.spaced());
-        let carries = match grpc {
-            None => Carries::Http,
-            Some(_) if spaced.is_some() => Carries::GrpcMore,
-            Some(_) => Carries::Grpc,
+        let spaced = grpc.filter(|g| g.spaced()).map(|g| (g, g.first_of(body)));
+        let carries = match (grpc, &spaced) {
+            (None, _) => Carries::Http,
+            (Some(_), Some(_)) => Carries::GrpcMore,
+            (Some(_), None) => Carries::Grpc,
         };
-        let first = spaced.map(|g| g.first_of(body));
-        let id = poll_fn(|cx| {
-            link.poll_open(
-                cx,
-                block,
-                first.as_ref().unwrap_or(body),
-                keep,
-                &mut self.op.body,
-                carries,
-            )
-        })
-        .await?;
+        let opening = spaced.as_ref().map_or(body, |(_, first)| first);
+        let id = poll_fn(|cx| link.poll_open(cx, block, opening, keep, &mut self.op.body, carries)).await?;
         self.op.wrote = true;
         let open = Open(link, id);
-        let mut sent = grpc.map_or((1, body.len() as u64), |g| (g.messages(), body.len() as u64));
-        if let (Some(g), Some(first)) = (spaced, &first) {
-            let n = Box::pin(g.send_rest(link, id, body)).await;
-            sent = (n, n * first.len() as u64);
-        }
+        // the messages and bytes a gRPC call sent: all its body, or the spaced ones that went before it ended
+        let sent = match &spaced {
+            Some((g, first)) => {
+                let n = Box::pin(g.send_rest(link, id, body)).await;
+                (n, n * first.len() as u64)
+            }
+            None => (grpc.map_or(1, |g| g.messages()), body.len() as u64),
+        };
         let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.op.body)).await;
         std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
         let answer = answer?;
@@ -346,10 +339,7 @@ impl H2Client {
         let status = answer.status;
         let unexpected = !h1::expected(status, &r.expect_status);
         if unexpected {
-            let reason = hyper::StatusCode::from_u16(status)
-                .ok()
-                .and_then(|s| s.canonical_reason())
-                .unwrap_or("");
+            let reason = reason_phrase(status);
             d.clear().put(format_args!("HTTP/2 {status} {reason}")).fix();
             d.body_line(&self.op.body, QUOTED_BODY);
         }
@@ -365,6 +355,14 @@ impl H2Client {
             ..OpReport::of(Outcome::Ok)
         })
     }
+}
+
+/// A status's reason phrase ("" for one HTTP does not name): HTTP/2 sends none, knee's messages show it.
+pub(crate) fn reason_phrase(status: u16) -> &'static str {
+    hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("")
 }
 
 /// Why a stream failed, in words (into `d`), and its class.
