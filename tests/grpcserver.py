@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from servers import free_port, stop_process, wait_for_port
+from servers import free_port, spawn_listening, stop_process
 
 PROTO_DIR = Path(__file__).parents[1] / "examples" / "grpc"
 PROTO = PROTO_DIR / "hello.proto"
@@ -184,12 +184,5 @@ def start_grpc_server(
     port, stats_port = free_port(), free_port()
     argv = [sys.executable, "-c", SERVER, str(port), str(stats_port), str(PROTO_DIR), str(limit), str(delay_ms)]
     reflect = ("1" if reflection else "0") + (f":{key}" if key else "")
-    proc = subprocess.Popen([*argv, reflect, *(tls or ())], stdin=subprocess.DEVNULL)
-    try:
-        wait_for_port(stats_port, 30)
-        wait_for_port(port, 5)
-    except Exception:
-        proc.kill()
-        proc.wait(5)
-        raise
+    proc = spawn_listening([*argv, reflect, *(tls or ())], [stats_port, port], timeout_s=30)
     return GrpcServer(port, stats_port, proc, secure=tls is not None)

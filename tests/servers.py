@@ -275,6 +275,19 @@ def kill_if_running(proc: subprocess.Popen[Any]) -> None:
         proc.wait(10)
 
 
+def spawn_listening(argv: list[str], ports: list[int], timeout_s: float = 15, **popen: Any) -> subprocess.Popen[bytes]:
+    """`argv` started (no standard input) and its `ports` listening on 127.0.0.1; killed, by PID, if they are not
+    within `timeout_s` each."""
+    proc: subprocess.Popen[bytes] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **popen)
+    try:
+        for port in ports:
+            wait_for_port(port, timeout_s)
+    except BaseException:
+        kill_if_running(proc)
+        raise
+    return proc
+
+
 def wait_for_http(url: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:

@@ -14,7 +14,7 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 
-from servers import free_port, stop_process, wait_for_port
+from servers import free_port, spawn_listening, stop_process
 
 PUSHES = 20
 
@@ -106,11 +106,5 @@ def start_ws_server(tls: tuple[str, str, str] | None = None) -> WsServer:
     """The server on a free port of 127.0.0.1; with `tls` (its certificate chain, its key, the CAs of the client
     certificates it requires): wss://."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port), *(tls or ())], stdin=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, 15)
-    except Exception:
-        proc.kill()
-        proc.wait(5)
-        raise
+    proc = spawn_listening([sys.executable, "-c", SERVER, str(port), *(tls or ())], [port])
     return WsServer(port, proc, secure=tls is not None)

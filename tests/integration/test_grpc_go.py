@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPO
 from conftest import knee_record as run
-from servers import free_port, stop_process, wait_for_port
+from servers import free_port, spawn_listening, stop_process
 
 TOOLS = REPO / "bench" / "tools"
 PROTOS = REPO / "examples" / "grpc"
@@ -33,16 +33,13 @@ class GoServers:
 def go() -> Iterator[GoServers]:
     procs = []
     ports = []
-    for name in ("grpc_greeter_server", "grpc_route_guide_server"):
-        path = TOOLS / "bin" / name
-        assert path.exists(), f"{path} is missing: run `make ci-deps` (bench/install.sh grpc-examples builds it)"
-        port = free_port()
-        procs.append(subprocess.Popen([str(path), f"-port={port}"], stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-        ports.append(port)
     try:
-        for port in ports:
-            wait_for_port(port, 15)
+        for name in ("grpc_greeter_server", "grpc_route_guide_server"):
+            path = TOOLS / "bin" / name
+            assert path.exists(), f"{path} is missing: run `make ci-deps` (bench/install.sh grpc-examples builds it)"
+            ports.append(free_port())
+            argv = [str(path), f"-port={ports[-1]}"]
+            procs.append(spawn_listening(argv, ports[-1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         yield GoServers(*ports)
     finally:
         for p in procs:
