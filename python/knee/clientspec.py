@@ -10,6 +10,7 @@ from typing import Any
 from knee.scenario import addresses, tlsfiles
 from knee.scenario.data import DataTable, MixRequest, request_url
 from knee.scenario.groups import Group, GrpcGroup, HttpGroup, PythonGroup, TcpGroup, WebsocketGroup, WorkerGroup
+from knee.scenario.urls import http_origin
 from knee.spec import (
     ClientSpec,
     ExecClient,
@@ -113,14 +114,12 @@ def client_spec(
 def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
     """A grpc group as the engine calls it: an HTTP/2 POST of the method's path, its JSON message the body."""
     m = g.method
-    scheme, _, rest = g.url.partition("://")
-    authority = rest.split("/", 1)[0]
     headers = [("content-type", "application/grpc"), ("te", "trailers")]
     if g.deadline is not None:
         headers.append(("grpc-timeout", grpc_timeout(g.deadline)))
     headers.extend(g.headers.items())
     return HttpClient(
-        url=f"{'https' if scheme.lower() == 'grpcs' else 'http'}://{authority}{m.path}",
+        url=http_origin(g.url) + m.path,
         method="POST",
         headers=headers,
         body=g.message_json(),
@@ -203,15 +202,7 @@ def _tls(g: HttpGroup | WebsocketGroup | GrpcGroup, record: bool) -> TlsClient:
     )
     if record or not tlsfiles.https(g):
         return settings
-    who = tlsfiles.identity(t)
-    trusted = tlsfiles.cas(t)
-    return settings.model_copy(
-        update={
-            "cert_pem": who.chain_pem if who is not None else None,
-            "key_pem": who.key_pem if who is not None else None,
-            "ca_pem": trusted[0] if trusted is not None else None,
-        }
-    )
+    return settings.model_copy(update=tlsfiles.pems(t))
 
 
 def fill_stage(client: ClientSpec, stage: str) -> ClientSpec:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from knee import _engine
-from knee.scenario.urls import grpc_method
+from knee.scenario.urls import grpc_method, http_origin
 
 if TYPE_CHECKING:
     from knee.scenario.groups import GrpcGroup
@@ -71,27 +71,20 @@ def reflected(url: str, insecure: bool, headers: dict[str, str], tls: Tls | None
     metadata). ValueError: why not."""
     from knee.scenario import tlsfiles
 
-    scheme, _, rest = url.partition("://")
-    secure = scheme.lower() == "grpcs"
+    origin = http_origin(url)
     spec: dict[str, Any] = {
-        "url": f"{'https' if secure else 'http'}://{rest.split('/', 1)[0]}/",
+        "url": origin + "/",
         "http2": True,
         "insecure": insecure,
         "headers": [[k, v] for k, v in headers.items()],
     }
-    if secure:
-        who, trusted = tlsfiles.identity(tls), tlsfiles.cas(tls)
-        spec["tls"] = {
-            "cert_pem": who.chain_pem if who is not None else None,
-            "key_pem": who.key_pem if who is not None else None,
-            "ca_pem": trusted[0] if trusted is not None else None,
-            "webpki_roots": tls.trusts_webpki if tls is not None else True,
-        }
+    if origin.startswith("https://"):
+        spec["tls"] = {**tlsfiles.pems(tls), "webpki_roots": tls.trusts_webpki if tls is not None else True}
     service = grpc_method(url).split("/", 1)[0]
     try:
         return bytes(_engine.grpc_reflect(json.dumps(spec), service))
     except ValueError as exc:
-        raise ValueError(f"cannot read {service}'s types from {rest.split('/', 1)[0]}: {exc}") from None
+        raise ValueError(f"cannot read {service}'s types from {origin.partition('://')[2]}: {exc}") from None
 
 
 def check(scenario: Scenario) -> tuple[str, str] | None:

@@ -272,6 +272,16 @@ def https(g: object) -> bool:
     )
 
 
+def pems(tls: Tls | None) -> dict[str, str | None]:
+    """The engine's PEM texts of a TLS table (`cert_pem`, `key_pem`, `ca_pem`: None where not given)."""
+    who, trusted = identity(tls), cas(tls)
+    return {
+        "cert_pem": who.chain_pem if who is not None else None,
+        "key_pem": who.key_pem if who is not None else None,
+        "ca_pem": trusted[0] if trusted is not None else None,
+    }
+
+
 def check(scenario: Scenario) -> None:
     """Open every https group's client certificate and CAs; the first that cannot be used raises TlsFileError
     (its `key` prefixed with the group's: `groups.main.tls.cert`)."""

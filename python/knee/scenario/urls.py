@@ -116,6 +116,12 @@ def grpc_method(url: str) -> str:
     return rest.partition("/")[2].split("?", 1)[0].strip("/")
 
 
+def http_origin(url: str) -> str:
+    """The HTTP/2 origin a grpc(s):// URL's calls go to: http://host:port (h2c), or https:// for grpcs://."""
+    scheme, _, rest = url.partition("://")
+    return f"{'https' if scheme.lower() == 'grpcs' else 'http'}://{rest.split('/', 1)[0]}"
+
+
 def check_addr(addr: str) -> str:
     """`addr` if it is host:port with a good port ([v6]:port for IPv6; a scenario's `addr`); else ValueError."""
     try:
