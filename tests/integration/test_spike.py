@@ -19,8 +19,10 @@ from knee.store import RunDir
 from conftest import knee_cli
 from servers import settled
 
-# Serial: the fall and the return are read from measured rates.
-pytestmark = pytest.mark.serial
+# Alone: the fall and the return are read from measured rates and each interval's p99, held to the verdict's noise
+# band (the highest p99 before plus 10 %). Beside two other serial tests a CI run's baseload came back to its rate
+# but with its p99 above that band to the run's end ("not back within its noise"), and another's one interval above.
+pytestmark = pytest.mark.alone
 
 
 @pytest.fixture(scope="module")
