@@ -256,14 +256,16 @@ fn clients_are_streams_over_shared_connections() {
     holds(&r, &counts);
     assert_eq!((server_connections(&counts, 2), g.connect.len()), ((2, 2), 2));
 
-    // A number of connections instead: 30 clients on 3, and 2 clients on 2 (no more than one a client).
+    // A number of connections instead: 30 clients on 3, and 2 clients on 2 (no more than one a client). Every
+    // client makes operations of its own (a total could all go to the first client, whose connection is then the one
+    // opened: seen once in a CI run).
     let (port, counts) = server(Behaviour::default(), None);
     let mut client = h2c(port, 1);
     client["connections"] = json!(3);
-    let r = run(spec_of(2, 30, json!({"total": 600}), client.clone(), None)).unwrap();
+    let r = run(spec_of(2, 30, json!({"per_client": 20}), client.clone(), None)).unwrap();
     all_succeeded(&r, &counts, 600);
     assert_eq!((server_connections(&counts, 3), r.groups[0].connect.len()), ((3, 3), 3));
-    let r = run(spec_of(2, 2, json!({"total": 20}), client, None)).unwrap();
+    let r = run(spec_of(2, 2, json!({"per_client": 10}), client, None)).unwrap();
     assert_eq!((server_connections(&counts, 5), r.groups[0].connect.len()), ((5, 5), 2));
 }
 
