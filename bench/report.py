@@ -173,14 +173,16 @@ def paired_ratio(runs: list[Row], scenario: str, tool: str, peer: str, key: str)
 
 def _vs(runs: list[Row], scenario: str, peer: str, key: str, need: float) -> tuple[str, bool | None]:
     ratio = paired_ratio(runs, scenario, "knee", peer, key)
+    name = "the floor" if peer == "floor" else peer
     if ratio is None:
-        return f"{peer}: —", None
+        return f"{name}: —", None
     # One decimal: a verdict decided by less than 0.5 % must not print as "100 %".
-    return f"{ratio:.1%} of {peer}", ratio >= need
+    return f"{ratio:.1%} of {name}", ratio >= need
 
 
 KEEPALIVE_VS_WRK = 1.25  # issue 23: ahead of wrk, not level with it
 NEWCONN_VS_PEERS = 1.1
+FLOOR_SHARE = 0.95  # issue 41: of the least client that can be written (bench/floor_tool.py)
 MANY_VS_WRK = 1.25  # 1 000 and 10 000 clients
 FIXED_CPU_S = 0.2  # a one-request run, a Python worker's start
 
@@ -192,17 +194,27 @@ def targets(summary: list[Row], runs: list[Row], meta: dict[str, object] | None 
         f"| keep-alive: requests per CPU-s ≥ {KEEPALIVE_VS_WRK} × wrk's (latency recording on) | {seen} "
         f"| {_verdict(ok)} |"
     )
-    peers = [r for r in summary if r["scenario"] == "keepalive" and r["tool"] != "knee"]
+    peers = [r for r in summary if r["scenario"] == "keepalive" and r["tool"] not in ("knee", "floor")]
     best = max(peers, key=lambda r: _val(r, "per_cpu_s") or 0, default=None)
     if best is not None:
         seen, ok = _vs(runs, "keepalive", str(best["tool"]), "per_cpu_s", 1.0)
         out.append(f"| keep-alive: requests per CPU-s ≥ the most efficient peer's | {seen} | {_verdict(ok)} |")
+    seen, ok = _vs(runs, "keepalive", "floor", "per_cpu_s", FLOOR_SHARE)
+    out.append(
+        f"| keep-alive: requests per CPU-s ≥ {FLOOR_SHARE} × the floor's (keepalive_epoll.c: a write and a read per "
+        f"request, nothing else) | {seen} | {_verdict(ok)} |"
+    )
     seen_ab, ok_ab = _vs(runs, "newconn", "ab", "per_cpu_s", NEWCONN_VS_PEERS)
     seen_wrk, ok_wrk = _vs(runs, "newconn", "wrk", "per_cpu_s", NEWCONN_VS_PEERS)
     both = None if ok_ab is None or ok_wrk is None else ok_ab and ok_wrk
     out.append(
         f"| new connection per request: requests per CPU-s ≥ {NEWCONN_VS_PEERS} × ab's and wrk's | {seen_ab}, "
         f"{seen_wrk} | {_verdict(both)} |"
+    )
+    seen, ok = _vs(runs, "newconn", "floor", "per_cpu_s", FLOOR_SHARE)
+    out.append(
+        f"| new connection per request: requests per CPU-s ≥ {FLOOR_SHARE} × the floor's (newconn_epoll.c) | {seen} "
+        f"| {_verdict(ok)} |"
     )
     for scenario, clients in (("c1000", "1 000"), ("c10000", "10 000")):
         seen, ok = _vs(runs, scenario, "wrk", "per_cpu_s", MANY_VS_WRK)
@@ -533,6 +545,11 @@ def write_report(
         "  knee's `--json`). knee records every request's latency in an HdrHistogram.",
         "- New connection per request: knee `--new-connection`, ab without `-k`, wrk with",
         "  `Connection: close`.",
+        "- **floor** (keep-alive and new connection per request) is no generator: it is the least client that",
+        "  can be written (bench/bounds/keepalive_epoll.c, newconn_epoll.c: one write and one read per request,",
+        "  epoll, no parsing, no clock, no histogram), run in the same repetitions. Its requests per CPU-s are",
+        "  the kernel's TCP work on loopback and little else, so knee's share of it is how much of a request's",
+        "  CPU is knee's own on this CPU (issue 41; bench/tried.md says where the rest goes).",
         "- HTTP/2: nginx's `listen … http2` listener, spoken with prior knowledge (h2c) by knee",
         "  `--http2 --streams S -c C` and h2load (nghttp2) `-t 1 -c C/S -m S -D seconds`: the same connections",
         "  and streams. h2load reports no latency percentiles.",

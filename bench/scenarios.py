@@ -5,13 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exec_tools import ForkExecC, PySubprocess, Xargs
+from floor_tool import Floor
 from http_tools import Ab, H2load, Hey, Locust, Oha, Vegeta, Wrk
 from knee_tool import Knee
 from tool import Tool
 
 TOOLS: dict[str, Tool] = {
     t.name: t
-    for t in (Knee(), Wrk(), Ab(), Oha(), Hey(), Vegeta(), Locust(), H2load(), ForkExecC(), Xargs(), PySubprocess())
+    for t in (
+        Knee(),
+        Floor(),
+        Wrk(),
+        Ab(),
+        Oha(),
+        Hey(),
+        Vegeta(),
+        Locust(),
+        H2load(),
+        ForkExecC(),
+        Xargs(),
+        PySubprocess(),
+    )
 }
 # Modes whose generators talk to nginx (and whose request counts are held against nginx's own).
 HTTP_MODES = ("keepalive", "close", "h2", "https", "https-close")
@@ -37,10 +51,12 @@ def scenarios(concurrency: int, smoke: bool) -> list[Scenario]:
             f"HTTP keep-alive, {c} clients",
             "keepalive",
             c,
-            ("knee", "wrk", "oha", "hey", "vegeta", "ab", "locust"),
+            ("knee", "floor", "wrk", "oha", "hey", "vegeta", "ab", "locust"),
             True,
         ),
-        Scenario("newconn", f"New connection per request, {c} clients", "close", c, ("knee", "ab", "wrk"), True),
+        Scenario(
+            "newconn", f"New connection per request, {c} clients", "close", c, ("knee", "floor", "ab", "wrk"), True
+        ),
         # HTTP/2 with prior knowledge against h2load: a stream per connection, then 100 streams on each of 2.
         # (`--smoke`, CI's, takes one HTTP/2 and one HTTPS scenario: each generator's new path, not every size.)
         Scenario("h2-1", f"HTTP/2 (h2c), {c} connections × 1 stream", "h2", c, ("knee", "h2load"), True),

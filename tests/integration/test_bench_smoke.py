@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "bench" / "run.py"
-REQUIRED = ("knee", "wrk", "ab")  # CI installs these (and h2load); the peers from bench/install.sh are optional
+REQUIRED = ("knee", "floor", "wrk", "ab")  # CI installs these (and h2load, and gcc for the floor's C clients); the
+# peers from bench/install.sh are optional
 
 
 # One xdist worker for the module's tests: its fixture (bench/run.py --smoke, ~30 s) runs once.
@@ -75,7 +76,7 @@ def test_smoke_measures_the_generator_not_the_harness(smoke: dict[str, object]) 
     runs: list[dict[str, object]] = smoke["runs"]  # type: ignore[assignment]
     checked = set()
     for run in runs:
-        if "server_requests" not in run or run["tool"] not in ("knee", "wrk", "ab"):
+        if "server_requests" not in run or run["tool"] not in REQUIRED:
             continue
         label = f"{run['scenario']}/{run['tool']}"
         served, requests = int(run["server_requests"]), int(run["requests"])  # type: ignore[call-overload]
@@ -85,11 +86,12 @@ def test_smoke_measures_the_generator_not_the_harness(smoke: dict[str, object]) 
         else:
             assert requests <= served <= requests + 10, f"{label}: nginx read {served}, the tool counted {requests}"
         checked.add(label)
-    assert {"keepalive/knee", "newconn/knee", "keepalive/wrk", "keepalive/ab"} <= checked, checked
+    expected = {"keepalive/knee", "newconn/knee", "keepalive/wrk", "keepalive/ab", "keepalive/floor", "newconn/floor"}
+    assert expected <= checked, checked
     assert not smoke["_doc_written"]
     meta: dict[str, object] = smoke["meta"]  # type: ignore[assignment]
     versions: dict[str, str] = meta["versions"]  # type: ignore[assignment]
-    assert {"knee", "wrk", "ab", "nginx"} <= set(versions)
+    assert {*REQUIRED, "nginx"} <= set(versions)
 
 
 @pytest.fixture(scope="module")
