@@ -3,8 +3,8 @@ noise and its bracket, the failures from the spike to the return, and no verdict
 
 from __future__ import annotations
 
-from knee.analysis.series_latency import bucket_of
-from knee.analysis.spike import judge_spike
+from knee.analysis.series_latency import bucket_of, percentile_ms
+from knee.analysis.spike import judge_spike, p99_noise
 from knee.model import GroupStats, SeriesPoint, StepResult
 from knee.scenario.profiles import RateProfile
 
@@ -75,3 +75,33 @@ def test_a_service_that_never_came_back_and_a_run_without_a_baseline() -> None:
     # the spike at the start: no interval before it to know the service at rest by
     early = SPIKE.model_copy(update={"at": 0.0})
     assert judge_spike(step(group("base", rates, p99s), quiet), "base", "spike", early) is None
+
+
+def spread(t: float, n: int, tail: dict[float, int]) -> SeriesPoint:
+    """An interval of `n` successes: `tail` {ms: count} of them slow, the others at 10 ms; its p99 read from them."""
+    counts = {10.0: n - sum(tail.values()), **tail}
+    latency = sorted((bucket_of(round(ms * 1000)), k) for ms, k in counts.items())
+    p99 = percentile_ms([SeriesPoint(t=t, succeeded=n, failed=0, hung=0, latency=latency)], 99.0)
+    return SeriesPoint(t=t, succeeded=n, failed=0, hung=0, p99_ms=p99, latency=latency)
+
+
+def test_an_intervals_p99_is_back_within_the_noise_of_its_own_count() -> None:
+    # Before: 5 intervals of 500 successes, 8 at 20 ms and 2 at 30 ms each: each reads p99 20 ms (the 495th of 500),
+    # so the fixed band is 20 ms + 10 %. After the spike, an interval of the same 500 whose 6 slowest are at 30 ms
+    # reads p99 30 ms: above that band, but the before's latencies together put the 99.87th percentile (99 % plus
+    # 1.96 standard errors of a rank among 500) at 30 ms too: a p99 of 500 successes reads that much by chance.
+    # Of 50 000 successes the same tail (0.6 % at 30 ms) is no chance: their p99 rests on 500 of them.
+    before = [spread(float(t), 500, {20.0: 8, 30.0: 2}) for t in range(5)]
+    assert {p.p99_ms for p in before} == {percentile_ms(before[:1], 99.0)} and 19 < before[0].p99_ms < 22  # type: ignore[operator]
+    assert 29 < (p99_noise(before, 500) or 0) < 32 and (p99_noise(before, 50_000) or 0) < 22
+    low = [spread(float(t), 100, {}) for t in range(5, 10)]
+    for n, returns in ((500, True), (50_000, False)):
+        after = [spread(float(t), n, {30.0: 6 * n // 500}) for t in range(10, 16)]
+        assert after[0].p99_ms is not None and 29 < after[0].p99_ms < 32
+        rates = [p.succeeded for p in (*before, *low, *after)]
+        base = GroupStats(
+            name="base", clients=10, succeeded=sum(rates), elapsed_s=16.0, rate_hz=0.0,
+            series=[*before, *low, *after], interval_s=1.0,
+        )  # fmt: skip
+        s = judge_spike(step(base, group("spike", [0] * 16, [None] * 16)), "base", "spike", SPIKE)
+        assert s is not None and (s.recovered_s == 0.0) is returns, (n, s.sentences)

@@ -7,8 +7,9 @@ and its p99 (the successes' in the interval: the series' latency buckets, knee.a
 
 - before: the intervals that end by the spike's start. Their rates' mean and p99 (over them together) are the
   baseline; its noise band: an interval is *back* when its rate is at least the lowest rate before less
-  SPIKE_RATE_SLACK of the mean, and its p99 at most the highest p99 before plus SPIKE_P99_SLACK of it (or it has
-  no p99: nothing succeeded is not back).
+  SPIKE_RATE_SLACK of the mean, and its p99 at most the highest p99 before plus SPIKE_P99_SLACK of it, or at most
+  what the intervals before, together, read at the highest rank an interval of as many successes may put its p99
+  at by chance (`_p99_noise`) — or it has no p99: nothing succeeded is not back.
 - the fall: the lowest interval rate from the spike's start until the background was back; its depth is that rate
   against the mean before.
 - back: the first interval starting at or after the spike's end that is back, and the next one too (or it is the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from math import sqrt
 from statistics import mean
 
 from knee import fmt
@@ -33,6 +35,17 @@ from knee.scenario.profiles import RateProfile
 
 SPIKE_RATE_SLACK = 0.05  # the share of the mean rate before that a returned interval may still fall below the lowest
 SPIKE_P99_SLACK = 0.10  # and the share of the highest p99 before that its p99 may rise above it
+SPIKE_P99_Z = 1.96  # standard errors of the p99's rank that an interval's p99 may stray by chance (two-sided 95 %)
+
+
+def p99_noise(before: Sequence[SeriesPoint], n: int) -> float | None:
+    """The highest p99 an interval of `n` successes drawn from the intervals `before` (their latencies together) may
+    read by chance: their percentile at 99 % plus SPIKE_P99_Z standard errors of a quantile's rank, √(0.99 · 0.01 /
+    n). A p99 of 500 successes rests on its 5 slowest: the band reaches the before's 99.87th percentile; of 50 000,
+    the 99.09th. None without successes."""
+    if n <= 0:
+        return None
+    return percentile_ms(before, min(100.0, 100.0 * (0.99 + SPIKE_P99_Z * sqrt(0.99 * 0.01 / n))))
 
 
 def run_spike(record: RunRecord, group: str) -> Spike | None:
@@ -81,7 +94,11 @@ def judge_spike(
     def back(p: SeriesPoint) -> bool:
         if p.succeeded / dt < floor:
             return False
-        return ceiling is None or (p.p99_ms is not None and p.p99_ms <= ceiling)
+        if ceiling is None:
+            return True
+        if p.p99_ms is None:
+            return False
+        return p.p99_ms <= max(ceiling, p99_noise(before, p.succeeded) or 0.0)
 
     first = after_end[0]
     flags = [back(p) for p in whole[first:]]
