@@ -5,6 +5,7 @@ knee's share of it says how much of a request's CPU is knee's own (issue 41)."""
 
 from __future__ import annotations
 
+import atexit
 import re
 import shutil
 import subprocess
@@ -34,7 +35,9 @@ class Floor(Tool):
         """The mode's client, compiled once per benchmark process."""
         name = SOURCES[mode]
         if name not in _BUILT:
-            out = Path(tempfile.mkdtemp(prefix="knee-bench-floor-")) / name
+            where = tempfile.mkdtemp(prefix="knee-bench-floor-")
+            atexit.register(shutil.rmtree, where, ignore_errors=True)
+            out = Path(where) / name
             subprocess.run(["gcc", "-O2", "-o", str(out), str(BENCH / "bounds" / f"{name}.c")], check=True)
             _BUILT[name] = out
         return _BUILT[name]
