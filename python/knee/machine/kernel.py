@@ -138,6 +138,8 @@ class HostSampler:
             o.tcp_inuse_peak = max(o.tcp_inuse_peak, inuse)
             o.time_wait_peak = max(o.time_wait_peak, tw)
             o.ephemeral_in_use_peak = max(o.ephemeral_in_use_peak, held)
+            if states and tw:  # a census: TIME_WAIT's count is sockstat's (the census asks only for a client's)
+                states["TIME_WAIT"] = tw
             for state, n in states.items():
                 o.tcp_states_peak[state] = max(o.tcp_states_peak.get(state, 0), n)
             for port, n in waiting.items():
