@@ -213,6 +213,7 @@ def test_the_level_search_over_held_connections(server: WsServer, tmp_path: Path
     ("args", "said"),
     [
         (["ws://127.0.0.1:99999/", "--message", "x"], "port"),
+        (["ws://host.invalid:8080/", "--message", "x"], "cannot resolve host 'host.invalid'"),
         (["ws://127.0.0.1:9/"], "needs --message"),
         (["ws://127.0.0.1:9/", "--message", "x", "--messages", "3"], "add --mode session"),
         (["ws://127.0.0.1:9/", "--mode", "listen"], "--mode listen holds each connection for --hold D"),
