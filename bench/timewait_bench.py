@@ -15,11 +15,9 @@ usage: bench/timewait_bench.py [--reps N] [--duration S] [--sockets N]
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,22 +25,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import raise_nofile_limit, run_measured
+from bounds import knee_run, per_cpu_s
+from floor_tool import Floor
+from measure import raise_nofile_limit
 from nginx_server import Nginx
-from tool import ROOT
 
-KNEE = ROOT / ".venv" / "bin" / "knee"
-BOUNDS = Path(__file__).resolve().parent / "bounds"
-SERVER_CPU, GENERATOR_CPU = 0, 1
+from knee.machine.kernel import sockstat
+
+SERVER_CPU = 0
+REQUESTS = re.compile(r"requests (\d+)")
 
 
 def time_wait() -> int:
-    """The machine's TCP sockets in TIME_WAIT (this namespace), from /proc/net/sockstat (tw)."""
-    for line in Path("/proc/net/sockstat").read_text().splitlines():
-        if line.startswith("TCP:"):
-            words = line.split()
-            return int(words[words.index("tw") + 1])
-    return 0
+    """The machine's TCP sockets in TIME_WAIT (this namespace), from /proc/net/sockstat."""
+    return sockstat()[1]
 
 
 def drain(below: int, most_s: float = 90) -> int:
@@ -69,24 +65,6 @@ def fill(port: int, sockets: int) -> int:
     return time_wait()
 
 
-def knee_per_cpu_s(url: str, duration: float, work: Path) -> float:
-    out = work / "knee.json"
-    argv = [str(KNEE), "run", url, "-q", "-c", "50", "-d", f"{duration:g}s", "--json", str(out)]
-    m = run_measured(argv, GENERATOR_CPU, timeout_s=duration + 30, cwd=work)
-    if m.returncode != 0:
-        raise RuntimeError(f"knee failed: {m.stderr[-300:]}")
-    data = json.loads(out.read_text())
-    return (data["succeeded"] + data["failed"]) / m.cpu_s
-
-
-def floor_per_cpu_s(client: Path, port: int, duration: float, work: Path) -> float:
-    m = run_measured([str(client), str(port), "50", f"{duration:g}"], GENERATOR_CPU, timeout_s=duration + 30, cwd=work)
-    found = re.search(r"requests (\d+)", m.stdout)
-    if m.returncode != 0 or found is None:
-        raise RuntimeError(f"keepalive_epoll failed: {m.stderr[-300:]}")
-    return int(found.group(1)) / m.cpu_s
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reps", type=int, default=3)
@@ -97,15 +75,14 @@ def main() -> None:
     knee_ratios, floor_ratios = [], []
     with tempfile.TemporaryDirectory(prefix="knee-tw-") as tmp, Nginx(cpu=SERVER_CPU) as server:
         work = Path(tmp)
-        client = work / "keepalive_epoll"
-        subprocess.run(["gcc", "-O2", "-o", str(client), str(BOUNDS / "keepalive_epoll.c")], check=True)
+        floor = [str(Floor().program("keepalive")), str(server.port), "50", f"{args.duration:g}"]
         for rep in range(args.reps):
             tw0 = drain(1_000)
-            floor0 = floor_per_cpu_s(client, server.port, args.duration, work)
-            knee0 = knee_per_cpu_s(server.url, args.duration, work)
+            floor0 = per_cpu_s(floor, REQUESTS, args.duration, work)
+            knee0 = knee_run(server.url, 50, args.duration, work)
             tw1 = fill(server.port, args.sockets)
-            floor1 = floor_per_cpu_s(client, server.port, args.duration, work)
-            knee1 = knee_per_cpu_s(server.url, args.duration, work)
+            floor1 = per_cpu_s(floor, REQUESTS, args.duration, work)
+            knee1 = knee_run(server.url, 50, args.duration, work)
             knee_ratios.append(knee1 / knee0)
             floor_ratios.append(floor1 / floor0)
             print(

@@ -9,7 +9,7 @@ and its p99 (the successes' in the interval: the series' latency buckets, knee.a
   baseline; its noise band: an interval is *back* when its rate is at least the lowest rate before less
   SPIKE_RATE_SLACK of the mean, and its p99 at most the highest p99 before plus SPIKE_P99_SLACK of it, or at most
   what the intervals before, together, read at the highest rank an interval of as many successes may put its p99
-  at by chance (`_p99_noise`) — or it has no p99: nothing succeeded is not back.
+  at by chance (`p99_noise`) — or it has no p99: nothing succeeded is not back.
 - the fall: the lowest interval rate from the spike's start until the background was back; its depth is that rate
   against the mean before.
 - back: the first interval starting at or after the spike's end that is back, and the next one too (or it is the
