@@ -27,7 +27,6 @@ import argparse
 import json
 import operator
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -194,15 +193,12 @@ def engine_id() -> str:
 
 
 def versions() -> dict[str, str]:
-    from tool import find_binary
+    from tool import find_binary, go_module_version
 
     vegeta = find_binary("vegeta")
-    out = subprocess.run(["go", "version", "-m", vegeta or "vegeta"], check=False, capture_output=True, text=True,
-                         timeout=20) if vegeta else None  # fmt: skip
-    mod = re.search(r"^\s*mod\s+\S+\s+(\S+)", out.stdout, re.MULTILINE) if out else None
     return {
         "knee": knee_version(),
-        "vegeta": mod.group(1) if mod else ("unknown" if vegeta else "not installed"),
+        "vegeta": go_module_version(vegeta) if vegeta else "not installed",
         "nginx": __import__("nginx_server").nginx_version(),
     }
 

@@ -8,7 +8,7 @@ import subprocess
 from typing import ClassVar
 
 from measure import Measured
-from tool import BENCH, ParseError, Run, Sample, Tool, debian_version, first_line, search, to_ms
+from tool import BENCH, ParseError, Run, Sample, Tool, debian_version, first_line, go_module_version, search, to_ms
 
 
 class UrlTool(Tool):
@@ -156,14 +156,7 @@ class Hey(UrlTool):
 
     def version(self) -> str:
         # hey has no version flag; the Go build info records the module version.
-        try:
-            out = subprocess.run(
-                ["go", "version", "-m", self.binary() or "hey"], check=False, capture_output=True, text=True, timeout=20
-            )
-        except OSError:
-            return "unknown (go not installed)"
-        mod = re.search(r"^\s*mod\s+\S+\s+(\S+)", out.stdout, re.MULTILINE)
-        return mod.group(1) if mod else "unknown"
+        return go_module_version(self.binary() or "hey")
 
     def flags(self, run: Run) -> list[str]:
         return ["-z", f"{run.duration_s}s", "-c", str(run.concurrency)]
@@ -190,7 +183,10 @@ class Vegeta(Tool):
     modes = ("keepalive", "close")
 
     def version(self) -> str:
-        return first_line([self.binary() or "vegeta", "-version"]).removeprefix("Version: ")
+        binary = self.binary() or "vegeta"
+        own = first_line([binary, "-version"]).removeprefix("Version:").strip()
+        # `go install …@latest` leaves main.Version empty: the module's version is in the binary's build info
+        return own or go_module_version(binary)
 
     def command(self, run: Run) -> list[str]:
         # attack | report: both are the generator, so one shell holds both and its rusage covers them.

@@ -454,18 +454,27 @@ def fixed_cost_note(meta: dict[str, object], summary: list[Row]) -> list[str]:
         "every tool's start-up is. Without it, knee's requests per CPU-s would be:",
         "",
     ]
+    earlier = sorted({f for r in summary if r["tool"] == "knee" and (f := _val(r, "fixed_cpu_s")) not in (None, raw)})
+    if earlier:
+        shown = " and ".join(f"{f:.2f}" for f in earlier)
+        lines[-2:-1] = [
+            "every tool's start-up is. Without it (the rows kept from an earlier run: less that run's own fixed",
+            f"cost, {shown} CPU-s), knee's requests per CPU-s would be:",
+        ]
     for r in summary:
         cpu, per = _val(r, "cpu_s"), _val(r, "per_cpu_s")
-        if r["tool"] != "knee" or r["scenario"] == "exec" or not cpu or not per or cpu <= raw:
+        fixed = _val(r, "fixed_cpu_s") or raw  # the fixed cost of the run that measured the row (a merge keeps it)
+        if r["tool"] != "knee" or r["scenario"] == "exec" or not cpu or not per or cpu <= fixed:
             continue
-        lines.append(f"- {r['scenario']}: {_num(per * cpu / (cpu - raw))}")
+        lines.append(f"- {r['scenario']}: {_num(per * cpu / (cpu - fixed))}")
     return [*lines, ""]
 
 
-def _contention(before: tuple[float, ...], after: tuple[float, ...]) -> list[str]:
+def _contention(before: tuple[float, ...], busy: float | None) -> list[str]:
     # Only the load before counts: the benchmark itself keeps both cores busy (server and generator,
-    # then 5 000 processes starting), so the load after is always well above 0.
-    if before[0] < 0.5:
+    # then 5 000 processes starting), so the load after is always well above 0. The cores' use over the
+    # seconds before the first run says it where it was measured (the load average still counts a peer's build).
+    if (busy < 0.25) if busy is not None else (before[0] < 0.5):
         return []
     return [
         "- **Taken under contention:** other processes (builds, tests) used the same cores during these runs,",
@@ -506,6 +515,7 @@ def write_report(
     versions: dict[str, str] = meta["versions"]  # type: ignore[assignment]
     load_before: tuple[float, ...] = meta["loadavg_before"]  # type: ignore[assignment]
     load_after: tuple[float, ...] = meta["loadavg_after"]  # type: ignore[assignment]
+    busy: float | None = meta.get("busy_before")  # type: ignore[assignment]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(meta["started_unix"])))  # type: ignore[arg-type]
     lines = [
         "# Performance: knee against other load generators",
@@ -519,8 +529,9 @@ def write_report(
         f"- **Date:** {when}; {meta['reps']} repetition(s) of {meta['duration_s']} s per generator and scenario.",
         f"- **Load average** before / after: {load_before[0]:.2f} / {load_after[0]:.2f} (1 min). "
         "The load after is the benchmark's own (it keeps both cores busy); a load before well above 0 "
-        "means other work shared the machine.",
-        *_contention(load_before, load_after),
+        "means other work shared the machine"
+        + ("." if busy is None else f" (the cores were {busy:.0%} busy over the 3 s before the first run)."),
+        *_contention(load_before, busy),
         *_merged(meta, when),
         "- Absolute figures vary from machine to machine and run to run; the **ratios** are the point.",
         "  Requests per CPU-s is shown as median (lowest–highest) over the repetitions.",

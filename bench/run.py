@@ -222,20 +222,49 @@ def medians(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             summary[key] = statistics.median(values) if values else None
             if key == "per_cpu_s" and len(values) > 1:
                 summary["per_cpu_s_range"] = [min(values), max(values)]
+        fixed = {r["fixed_cpu_s"] for r in good if r.get("fixed_cpu_s") is not None}
+        if len(fixed) == 1:  # the fixed cost measured in the run these rows came from (report.fixed_cost_note)
+            summary["fixed_cpu_s"] = fixed.pop()
         if failed:
             summary["error"] = failed[0]["error"]
         out.append(summary)
     return out
 
 
+def busy_share(seconds: float) -> float:
+    """The share of the machine's CPU time that was not idle over the next `seconds` (/proc/stat), with nothing of
+    the benchmark's running: other work on the cores. The load average cannot say it right after bench/install.sh
+    compiled a peer (its minute-long mean still counts the build)."""
+
+    def times() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+    total0, idle0 = times()
+    time.sleep(seconds)
+    total1, idle1 = times()
+    return 1 - (idle1 - idle0) / max(1, total1 - total0)
+
+
 def merge_into(
-    base: dict[str, Any], rows: list[dict[str, object]], titles: dict[str, str], meta_extra: dict[str, object]
+    base: dict[str, Any],
+    rows: list[dict[str, object]],
+    titles: dict[str, str],
+    meta_extra: dict[str, object],
+    versions: dict[str, str],
 ) -> tuple[list[dict[str, object]], dict[str, str], dict[str, object]]:
     """The runs of `base` (a results file) whose scenarios were not run now, then this run's `rows`; the titles of
     both, in base's order; and what the page says of the merge. A figure this run did not measure (the fixed
-    cost, when no HTTP scenario ran) is base's, into `meta_extra`."""
+    cost, when no HTTP scenario ran) is base's, into `meta_extra`; so is the version of a tool whose rows are kept
+    (into `versions`). A kept knee row keeps the fixed cost of the run that measured it."""
     ran = {str(r["scenario"]) for r in rows}
-    kept = [r for r in base["runs"] if r["scenario"] not in ran]
+    kept = [dict(r) for r in base["runs"] if r["scenario"] not in ran]
+    for r in kept:
+        if r["tool"] == "knee" and "knee_fixed_cpu_s" in base["meta"]:
+            r.setdefault("fixed_cpu_s", base["meta"]["knee_fixed_cpu_s"])
+        if r["tool"] in base["meta"].get("versions", {}):
+            versions.setdefault(str(r["tool"]), base["meta"]["versions"][r["tool"]])
     fixed_now = "knee_fixed_cpu_s" in meta_extra
     for key in ("knee_fixed_cpu_s", "knee_fixed_rss_mb", "worker_start_cpu_s"):
         if key not in meta_extra and key in base["meta"]:
@@ -272,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not installed, skipped: {', '.join(skipped)}", flush=True)
     versions = {n: t.version() for n, t in tools.items()} | {"nginx": nginx_version()}
     load_before = os.getloadavg()
+    busy_before = busy_share(3.0)
     started = time.time()
     rows: list[dict[str, object]] = []
     meta_extra: dict[str, object] = {}
@@ -304,15 +334,20 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             rows += run_scenario(scenario, present, server, args)
     titles = {s.name: s.title for s in chosen}
+    for r in rows:
+        if r["tool"] == "knee" and "knee_fixed_cpu_s" in meta_extra:
+            r["fixed_cpu_s"] = meta_extra["knee_fixed_cpu_s"]
     merged: dict[str, object] = {}
     if args.merge_into:
-        rows, titles, merged = merge_into(json.loads(args.merge_into.read_text()), rows, titles, meta_extra)
+        base = json.loads(args.merge_into.read_text())
+        rows, titles, merged = merge_into(base, rows, titles, meta_extra, versions)
     summary = medians(rows)
     meta = {
         "started_unix": started,
         "duration_s": args.duration,
         "reps": args.reps,
         "loadavg_before": load_before,
+        "busy_before": busy_before,
         "loadavg_after": os.getloadavg(),
         "versions": versions,
         "skipped": skipped,

@@ -92,6 +92,16 @@ def first_line(argv: list[str]) -> str:
     return text.splitlines()[0].strip() if text else "unknown"
 
 
+def go_module_version(binary: str) -> str:
+    """The module version a `go install` recorded in the binary's build info (`go version -m`)."""
+    try:
+        out = subprocess.run(["go", "version", "-m", binary], check=False, capture_output=True, text=True, timeout=20)
+    except OSError:
+        return "unknown (go not installed)"
+    mod = re.search(r"^\s*mod\s+\S+\s+(\S+)", out.stdout, re.MULTILINE)
+    return mod.group(1) if mod else "unknown"
+
+
 def debian_version(package: str) -> str | None:
     """The Debian package's version (wrk and ab print none useful of their own)."""
     try:

@@ -49,19 +49,31 @@ def test_a_partial_run_merged_into_a_results_file_keeps_every_other_row(tmp_path
     assert any(r["scenario"] == "keepalive" for r in base["runs"])
     new = [dict(r, per_cpu_s=1.0, rep=r["rep"]) for r in base["runs"] if r["scenario"] == "keepalive"]
     extra: dict[str, object] = {}
-    rows, titles, merged = bench.merge_into(base, new, {"keepalive": "Keep-alive"}, extra)
+    versions = {"knee": "9.9.9"}
+    rows, titles, merged = bench.merge_into(base, new, {"keepalive": "Keep-alive"}, extra, versions)
     assert [r for r in rows if r["scenario"] == "keepalive"] == new
-    assert [r for r in rows if r["scenario"] != "keepalive"] == [
-        r for r in base["runs"] if r["scenario"] != "keepalive"
-    ]
+    # the kept rows are base's; knee's carry the fixed cost of the run that measured them
+    fixed = base["meta"]["knee_fixed_cpu_s"]
+    kept = [r for r in base["runs"] if r["scenario"] != "keepalive"]
+    expected = [dict(r, fixed_cpu_s=r.get("fixed_cpu_s", fixed)) if r["tool"] == "knee" else r for r in kept]
+    assert [r for r in rows if r["scenario"] != "keepalive"] == expected
     assert list(titles) == list(base["meta"]["titles"]) and titles["keepalive"] == "Keep-alive"
-    assert extra["knee_fixed_cpu_s"] == base["meta"]["knee_fixed_cpu_s"] and merged["fixed_cost_now"] is False
-    meta = dict(base["meta"], titles=titles, merged=merged, **extra)
+    assert extra["knee_fixed_cpu_s"] == fixed and merged["fixed_cost_now"] is False
+    # the versions of the tools whose rows are kept are base's; this run's own stay
+    assert versions["knee"] == "9.9.9"
+    for tool in ({str(r["tool"]) for r in kept} & set(base["meta"]["versions"])) - {"knee"}:
+        assert versions[tool] == base["meta"]["versions"][tool]
+    meta = dict(base["meta"], titles=titles, merged=merged, versions=versions, **dict(extra, knee_fixed_cpu_s=9.0))
     out = tmp_path / "performance.md"
     bench.write_report(out, meta, bench.medians(rows), rows, titles)
     text = out.read_text()
     assert "runs:** the rows of keepalive were measured on " in text
     assert f"kept from `{named.group(1)}`" in text
+    # a fixed cost measured now (9 CPU-s, more than any run) is not taken off the rows an earlier run measured
+    assert "fixed cost of about 9.00 CPU-s" in text and "less that run's own fixed" in text
+    knee_kept = [r for r in bench.medians(rows) if r["tool"] == "knee" and r["scenario"] in ("c1000", "https")]
+    for r in knee_kept:
+        assert f"- {r['scenario']}: " in text, r
     # A file that was itself a merge: its runs are named too, oldest last.
     base_merged = base["meta"].get("merged")
     if base_merged:
@@ -93,3 +105,17 @@ def test_a_merge_of_a_merge_names_every_run() -> None:
         " measured on 1970-01-01 01:00 UTC (kept from `b.json`, which kept them from `a.json`)."
     ]
     assert _merged({}, "NOW") == []
+
+
+def test_contention_is_the_cores_use_before_the_first_run_where_it_was_measured() -> None:
+    """Right after bench/install.sh built a peer the minute's load average is still the build's: the cores' use over
+    the seconds before the first run says whether other work shared the machine."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from report import _contention
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    assert _contention((1.99, 1.0, 0.5), 0.03) == []
+    assert _contention((0.1, 0.1, 0.1), 0.6) != []
+    assert _contention((1.99, 1.0, 0.5), None) != []  # a results file from before: the load average
+    assert _contention((0.2, 0.1, 0.1), None) == []
