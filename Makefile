@@ -79,7 +79,7 @@ KNEE_ALLOWED_SKIPS ?=
 # expensive module fixture keeps to one worker: its xdist_group). All three run even if one fails.
 PYTEST_WORKERS ?= 4
 PYTEST_SERIAL_WORKERS ?= 3
-PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=25
+PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=50
 
 test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it
 	$(PYTEST) -n $(PYTEST_SERIAL_WORKERS) --dist loadgroup -m "serial and not alone" tests; serial=$$?; \

@@ -28,10 +28,34 @@ __all__ = ["pytest_make_collect_report", "pytest_runtest_makereport"]
 REPO = Path(__file__).resolve().parent.parent
 
 
+DURATIONS = Path(__file__).resolve().parent / "durations.tsv"
+
+
+def _durations() -> dict[str, float]:
+    """The longest tests' seconds in a recent run (tests/durations.tsv, which scripts/test-durations.py writes)."""
+    took: dict[str, float] = {}
+    for line in DURATIONS.read_text().splitlines() if DURATIONS.is_file() else []:
+        seconds, _, nodeid = line.partition("\t")
+        if nodeid and not seconds.startswith("#"):
+            took[nodeid] = float(seconds)
+    return took
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the longest of the tests that run
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `time_wait` run last: the TIME_WAIT sockets of their connections hold ephemeral ports for a
-    minute, and the verdicts of the tests that measure would name the load side (the ports held) for it."""
-    items.sort(key=lambda item: item.get_closest_marker("time_wait") is not None)
+    minute, and the verdicts of the tests that measure would name the load side (the ports held) for it. Before
+    them, the modules with the longest tests first (tests/durations.tsv), each module's tests in their order (a
+    module's fixtures are made once): xdist hands tests out in this order, and a long test handed out last keeps
+    its pass running on one worker while the others have finished."""
+    took = _durations()
+    longest: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        longest[module] = max(longest.get(module, 0.0), took.get(item.nodeid.split("@")[0], 0.0))
+    items.sort(
+        key=lambda item: (item.get_closest_marker("time_wait") is not None, -longest[item.nodeid.split("::")[0]])
+    )
 
 
 @pytest.fixture(scope="session")
