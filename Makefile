@@ -76,13 +76,14 @@ KNEE_ALLOWED_SKIPS ?=
 # connections), one at a time; the ones marked `time_wait` last, since the TIME_WAIT sockets of their tens of thousands
 # of connections hold half the ephemeral ports for a minute, and a verdict measured beside them says "load side".
 # Then the rest, which wait on servers rather than measure, on PYTEST_WORKERS xdist workers (a module with an
-# expensive module fixture keeps to one worker: its xdist_group). All three run even if one fails.
+# expensive module fixture keeps to one worker: its xdist_group). All three run even if one fails. The serial pass
+# starts its longest tests first (KNEE_LONGEST_FIRST, tests/durations.tsv: tests/conftest.py says why only there).
 PYTEST_WORKERS ?= 4
 PYTEST_SERIAL_WORKERS ?= 3
 PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=50
 
 test-py: ## python tests (real processes: nginx, curl, knee target); a skip fails unless KNEE_ALLOWED_SKIPS names it
-	$(PYTEST) -n $(PYTEST_SERIAL_WORKERS) --dist loadgroup -m "serial and not alone" tests; serial=$$?; \
+	KNEE_LONGEST_FIRST=1 $(PYTEST) -n $(PYTEST_SERIAL_WORKERS) --dist loadgroup -m "serial and not alone" tests; serial=$$?; \
 	  $(PYTEST) -m alone tests; alone=$$?; \
 	  $(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial and not alone" tests; parallel=$$?; \
 	  exit $$(( serial || alone || parallel ))

@@ -44,11 +44,15 @@ def _durations() -> dict[str, float]:
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the longest of the tests that run
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `time_wait` run last: the TIME_WAIT sockets of their connections hold ephemeral ports for a
-    minute, and the verdicts of the tests that measure would name the load side (the ports held) for it. Before
-    them, the modules with the longest tests first (tests/durations.tsv), each module's tests in their order (a
-    module's fixtures are made once): xdist hands tests out in this order, and a long test handed out last keeps
-    its pass running on one worker while the others have finished."""
-    took = _durations()
+    minute, and the verdicts of the tests that measure would name the load side (the ports held) for it.
+
+    With KNEE_LONGEST_FIRST=1 (make test-py's serial pass), the modules with the longest tests first
+    (tests/durations.tsv), each module's tests in their order (a module's fixtures are made once): xdist hands tests
+    out in this order, and a long test handed out last kept that pass running on one worker for 25 s after the
+    others had finished. Not in the parallel pass: it is CPU-bound, and its long tests mostly wait, so started
+    together they left the cores idle at its start and its short CPU-bound tests crowded its end (7:03 in a fresh
+    clone's CI run here, 6:36 the same day in the collection's order); nor in the alone pass, one test at a time."""
+    took = _durations() if os.environ.get("KNEE_LONGEST_FIRST") == "1" else {}
     longest: dict[str, float] = {}
     for item in items:
         module = item.nodeid.split("::")[0]

@@ -175,8 +175,9 @@ def _watch(browser: Browser, base: str, seen: Watched) -> None:
     seen.requests = browser.requests()
 
 
-# Alone (make test-py runs it with nothing beside it): a browser watching a live sweep's steps as they happen.
-pytestmark = pytest.mark.alone
+# Alone (make test-py runs them with nothing beside them): a browser watching a live sweep's steps as they happen.
+# The cluster's sweep and the refused port are not timed: they run in the parallel pass.
+watching = pytest.mark.alone
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +246,7 @@ def _totals(record: RunRecord, group: str) -> dict[str, int]:
     return {k: sum(getattr(g, k) for g in steps) for k in ("succeeded", "failed", "hung", "abandoned")}
 
 
+@watching
 def test_prometheus_scraped_the_totals_run_json_holds(watched: Watched) -> None:
     """Prometheus' last scrape (after the run's end: knee_running 0) holds, per group, run.json's totals; and the
     service served what run.json says was sent."""
@@ -259,6 +261,7 @@ def test_prometheus_scraped_the_totals_run_json_holds(watched: Watched) -> None:
     assert watched.served_requests == _main_sent(record)
 
 
+@watching
 def test_the_live_page_counts_and_ends_as_run_json(watched: Watched) -> None:
     (step_a, a), (step_b, b) = watched.reads
     assert step_a == step_b and b > a, watched.reads  # a second later, the page's count had grown
@@ -325,6 +328,7 @@ def test_a_cluster_sweep_shows_each_workers_row_and_the_failures_by_class(
     assert all(s.groups["main"].succeeded == 0 and s.groups["main"].failed > 0 for s in record.steps)
 
 
+@watching
 def test_closing_and_reopening_the_page_loses_nothing(watched: Watched) -> None:
     """The page was reopened in a step that ran at least 1.5 s while it was closed (whether that step began before
     the page closed or after): the reopened page shows that step at once, with every second of it, those made
@@ -340,6 +344,7 @@ def test_closing_and_reopening_the_page_loses_nothing(watched: Watched) -> None:
         assert len(times) >= before["points"] + 1, (before, after)
 
 
+@watching
 def test_no_secret_in_anything_read(watched: Watched) -> None:
     assert set(watched.texts) == {"/metrics mid-run", "page at the end", "event stream"}
     assert watched.texts["event stream"].rstrip().endswith("event: end"), watched.texts["event stream"][-300:]
@@ -365,6 +370,7 @@ def test_a_port_in_use_stops_before_any_load(target: TargetProcess) -> None:
     assert target.stats()["requests"] == before
 
 
+@watching
 def test_report_serve_serves_the_finished_run(watched: Watched) -> None:
     """`knee report --serve RUN_DIR`: the run's final page and /metrics, with the latency histograms from its
     files, until Ctrl-C."""
