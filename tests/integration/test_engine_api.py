@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 from hdrh.histogram import HdrHistogram
@@ -68,12 +69,17 @@ def test_bad_spec_is_a_typed_engine_error_naming_the_key() -> None:
 
 
 def test_snapshot_and_stop_from_python() -> None:
+    # Stopped while both clients' operations run: each lasts a second, the gap between two a process's start. (With
+    # operations of 50 ms a CI run's stop fell in both clients' gaps at once, under load: nothing was in flight.)
     spec = {"groups": [{"name": "g", "clients": 2, "stop": {"duration_ms": 30000},
-                        "client": {"kind": "exec", "argv": ["sleep", "0.05"]}}]}  # fmt: skip
+                        "client": {"kind": "exec", "argv": ["sleep", "1"]}}]}  # fmt: skip
     eng = engine.Engine(EngineSpec.model_validate(spec)).start()
-    assert not eng.wait(1.0)
-    snap = eng.snapshot()
-    assert snap.groups[0].name == "g" and snap.groups[0].succeeded > 0
+    assert not eng.wait(1.2)
+    deadline = time.monotonic() + 20
+    while not ((snap := eng.snapshot()).groups[0].succeeded > 0 and snap.groups[0].in_flight == 2):
+        assert time.monotonic() < deadline, snap
+        time.sleep(0.01)
+    assert snap.groups[0].name == "g"
     eng.stop()
     assert eng.wait(10.0)
     g = engine.summary(eng.result()).groups[0]
