@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages knee's tests drive (a single-node Slurm with munge among them: tests/slurm.py
 # starts its own daemons, so the packages' services are not used). Idempotent; needs root (CI runs as root).
-# openssl makes the TLS tests' CAs and certificates; nghttp2-client is h2load, the bench's HTTP/2 reference.
+# openssl makes the TLS tests' CAs and certificates; nghttp2-client is h2load, the bench's HTTP/2 reference;
+# python3-venv lets make install build .venv on Debian's own python3 (the Makefile's BASE_PYTHON says why).
 set -euo pipefail
-pkgs=(nginx curl wrk apache2-utils chromium postgresql openssl nghttp2-client slurm-wlm munge prometheus prometheus-node-exporter prometheus-postgres-exporter)
+pkgs=(nginx curl wrk apache2-utils chromium postgresql openssl nghttp2-client slurm-wlm munge prometheus prometheus-node-exporter prometheus-postgres-exporter python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Commands the tests run, from whichever package provides them here: network namespaces (ip), the Java

@@ -25,7 +25,7 @@ from knee.scenario import profiles
 from knee.store import RunDir
 
 from conftest import knee_cli
-from dask_cluster import DASK, Cluster, start_cluster, wait_for_children
+from dask_cluster import DASK, Cluster, quiet_env, start_cluster, wait_for_children
 from grpcserver import PROTO, start_grpc_server
 from pki import PASSWORD, Pki
 from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
@@ -315,6 +315,7 @@ def test_a_worker_without_knee_is_named_before_any_load(tmp_path: Path) -> None:
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                env=quiet_env(),
             )
         )
         c.wait_for(1)
@@ -440,6 +441,7 @@ def test_workers_in_network_namespaces_load_the_target_from_three_addresses(tmp_
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,
+            env=quiet_env(),
         )
         c = Cluster(f"tcp://127.0.0.1:{port}", scheduler, logs=tmp_path)
         try:
@@ -467,6 +469,7 @@ def test_workers_in_network_namespaces_load_the_target_from_three_addresses(tmp_
                         stdout=log,
                         stderr=log,
                         stdin=subprocess.DEVNULL,
+                        env=quiet_env(),
                     )
                 )
             c.wait_for(3)
@@ -525,6 +528,19 @@ def test_local_cluster_and_the_python_api_on_a_users_client(
         assert target.stats()["requests"] - before == 32 + run.record.probes
         assert all(len(s.workers) >= 2 for s in run.record.steps)
         assert client.status == "running"
+
+
+def test_knees_local_cluster_runs_no_profiler() -> None:
+    """--cluster local:N: no dashboard shows Dask's statistical profiler, so knee's workers run none (it sampled every
+    thread's stack each 10 ms on the machine that makes the load); the rest of a worker's housekeeping runs."""
+    from knee.executor.dask import DaskExecutor
+
+    executor = DaskExecutor.connect("local:1")
+    try:
+        (callbacks,) = executor.client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks)).values()
+    finally:
+        executor.close()
+    assert "heartbeat" in callbacks and "profile" not in callbacks, callbacks
 
 
 def test_a_python_flow_runs_on_the_workers_with_their_own_python(cluster: Cluster, tmp_path: Path) -> None:
