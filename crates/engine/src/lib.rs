@@ -33,6 +33,7 @@ mod reason;
 mod recorder;
 mod result;
 mod rng;
+pub mod sockdiag;
 mod spec;
 mod summary;
 mod threads;

@@ -148,8 +148,9 @@ class HostSampler:
             o.mem_total_mb = round(total, 1)
 
     def _census(self) -> Census:
-        """tcp_census(), as often as it costs at most CENSUS_SHARE of a core (about 1.5 µs per socket: every
-        sample up to some 6 000 sockets, less often above; docs/diagnosis.md); nothing new between."""
+        """tcp_census(), as often as it costs at most CENSUS_SHARE of a core (some 3 ms for the kernel's walk of
+        its tables, then about 0.35 µs a socket: every sample up to some 20 000 sockets in TIME_WAIT, less often
+        above; docs/diagnosis.md); nothing new between."""
         if time.monotonic() < self._census_due:
             return Census({}, 0, {})
         t0 = time.thread_time()
