@@ -126,8 +126,9 @@ class HostSampler:
     def _sample(self) -> None:
         now = events()
         inuse, tw = sockstat()
-        states, held, _ = self._census()
-        waiting = accept_queues()  # every sample: the full census may come seconds apart on a busy machine
+        states, held, waiting = self._census()
+        if not states:  # no census this sample (its CPU budget): the accept queues alone, a dump of the listeners
+            waiting = accept_queues()
         used, total = meminfo()
         with self._lock:
             if not self._first:
