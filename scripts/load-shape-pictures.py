@@ -14,12 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: Leaky
 
 from knee.demo_target import start_target
 from knee.report import plots
+from knee.report.svgplot import Figure
 from knee.scenario import profiles
 from knee.store import RunDir
 
@@ -37,15 +36,14 @@ SHAPES = [
 
 def shapes_svg() -> str:
     """The four shapes, one panel each: the rate (or clients) at each moment."""
-    fig = Figure(figsize=(9.5, 5.0))
-    for ax, (title, p, seconds) in zip(fig.subplots(2, 2).flat, SHAPES, strict=True):
+    fig = Figure((9.5, 5.0), rows=2, cols=2, sharex=False)
+    for ax, (title, p, seconds) in zip(fig.axes, SHAPES, strict=True):
         ts = [seconds * i / 600 for i in range(601)]
         ax.plot(ts, [p.rate_at(t) for t in ts], color="C0", lw=1.5)
-        ax.set_title(title, fontsize=8)
-        ax.set_xlabel("seconds from the step's start")
-        ax.set_ylabel("per second (or clients)")
+        ax.title = title
+        ax.xlabel = "seconds from the step's start"
+        ax.ylabel = "per second (or clients)"
         ax.set_ylim(0, None)
-    fig.subplots_adjust(hspace=0.6, wspace=0.25)  # (plots.to_svg sets the margins around them)
     return plots.to_svg(fig)
 
 

@@ -40,13 +40,9 @@ def _verdict(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _x_ticks(plot: str) -> list[float]:
-    """The x axis's tick labels as numbers: plain (`48`), or on a log axis the mathtext matplotlib's SVG keeps in
-    a comment (`$\\mathdefault{2\\times10^{1}}$`, `$\\mathdefault{10^{1}}$`)."""
-    axis = plot.split('<g id="matplotlib.axis_1">', 1)[1].split('<g id="matplotlib.axis_2">', 1)[0]
-    ticks = [float(t) for t in re.findall(r"<text[^>]*>([\d.]+)</text>", axis)]
-    for m in re.finditer(r"<!-- \$\\mathdefault\{(?:([\d.]+)\\times)?10\^\{(-?\d+)\}\}\$ -->", axis):
-        ticks.append(float(m[1] or 1) * 10 ** int(m[2]))
-    return ticks
+    """The x axis's tick labels as numbers (plain on either scale: 48, 1,000)."""
+    axis = plot.split('<g class="xaxis">', 1)[1].split("</g>", 1)[0]
+    return [float(t.replace(",", "")) for t in re.findall(r"<text[^>]*>([\d.,]+)</text>", axis)]
 
 
 def _texts(v: dict[str, Any]) -> list[str]:

@@ -190,7 +190,7 @@ def test_the_final_page_is_report_html_s_own_body() -> None:
 
 @pytest.mark.serial  # a window of SETTLE_S + 3 s
 def test_nothing_is_drawn_while_nobody_watches() -> None:
-    """The report (matplotlib, the analysis) is drawn only for a page that wants it: a run served to nobody, or only
+    """The report (its plots, the analysis) is drawn only for a page that wants it: a run served to nobody, or only
     to a scraper, draws nothing, however long it runs. A page asks once (the drawing's imports are loaded then);
     then three versions come with nobody watching, and nothing is drawn in the time the renderer would take to
     settle (SETTLE_S) and draw (about 1.5 s, once loaded) with room to spare."""

@@ -2,7 +2,7 @@
 and publishes each step's start, each snapshot (about once a second) and each step's end to the `Hub`.
 
 Everything here runs on the runner's thread and stays small: a view of a few numbers per group, swapped in. The
-report of the record (matplotlib, the analysis) is rendered elsewhere (`knee.live.render`), when someone reads it.
+report of the record (its plots, the analysis) is rendered elsewhere (`knee.live.render`), when someone reads it.
 """
 
 from __future__ import annotations

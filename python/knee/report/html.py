@@ -1,7 +1,8 @@
 """report.html: one self-contained page (inline CSS and SVG, no script, no external URL).
 
 Every piece of text that came from outside knee (group names, error samples, scenario strings,
-machine fields) goes through `esc`; the only unescaped markup is knee's own and matplotlib's SVG.
+machine fields) goes through `esc`; the only unescaped markup is knee's own (the plots' SVG too:
+knee.report.svgplot escapes their text).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _section(s: Section) -> list[str]:
 def _plots(g: GroupView, record: RunRecord, rates: bool) -> list[str]:
     """The group's figures, drawn from `record`: the curves (with two levels or more), the series, the latency
     distribution."""
-    from knee.report import plots  # here: importing matplotlib takes a quarter of a second (the live page's CSS not)
+    from knee.report import plots  # here: the plots import the analysis (numpy, scipy), which the live page's CSS not
 
     out = []
     v = next((x for x in record.verdicts if x.group == g.name), None)

@@ -1,78 +1,29 @@
-"""The report's plots: matplotlib (Agg) figures returned as inline SVG text.
-
-Figures are made with matplotlib's object API (`Figure`), not pyplot, whose global figure registry is not safe to
-use from two threads: the live page (knee.live) draws its report on a thread of its own while the run's end draws
-report.html."""
+"""The report's plots, as inline SVG text (knee.report.svgplot draws them)."""
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Callable
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter
 
 from knee import fmt
 from knee.analysis.client_ramp import intervals as client_intervals
 from knee.analysis.levels import window
 from knee.analysis.uslfit import usl
 from knee.model import ClientRamp, Ramp, RemoteStats, RunRecord, SeriesPoint, Soak, StepResult, USLFit
+from knee.report.svgplot import Axes, Figure, viridis
 
-matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "knee", "font.size": 9, "axes.grid": True})
-_METADATA_RE = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 _SIZE = (9.5, 3.6)
 
 
-def text(s: str) -> str:
-    """Untrusted text safe for matplotlib (no mathtext)."""
-    return s.replace("$", r"\$")
-
-
-# The space around the axes, in inches: tick labels and the axis label on the left (and on the right beside a second
-# y axis), the title above, the x axis' label below. Fixed, not `bbox_inches="tight"`, which draws every figure twice
-# (once to measure, once to write): half of a report's CPU (0.86 → 0.46 CPU-s for a sweep's six figures).
-_LEFT, _RIGHT, _TWIN, _BOTTOM, _TOP = 0.8, 0.15, 0.8, 0.5, 0.3
-
-
 def to_svg(fig: Figure) -> str:
-    width, height = fig.get_size_inches()
-    right = _TWIN if len(fig.axes) > 1 else _RIGHT
-    fig.subplots_adjust(left=_LEFT / width, right=1 - right / width, bottom=_BOTTOM / height, top=1 - _TOP / height)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
-    svg = svg[svg.index("<svg") :]
-    return _METADATA_RE.sub("", svg)
-
-
-class _PlainLog(LogFormatter):
-    """A log axis' tick labels in plain numbers (1, 10, 100, 1,000; 11.5 between decades), never 10² or
-    1.225 × 10¹: matplotlib's LogFormatter decides which ticks get a label, this only writes it."""
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        if not super().__call__(x, pos):
-            return ""
-        return f"{x:,.0f}" if x >= 1 and abs(x - round(x)) < 1e-9 else f"{x:,.4g}"
-
-
-def _log(ax: Axes, which: str) -> None:
-    """Make the `which` ("x" or "y") axis of `ax` logarithmic, its ticks labelled in plain numbers (_PlainLog)."""
-    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_formatter(_PlainLog(labelOnlyBase=False))
-    axis.set_minor_formatter(_PlainLog(labelOnlyBase=False))
+    return fig.svg()
 
 
 def _figure(size: tuple[float, float] = _SIZE) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=size)
-    return fig, fig.subplots()
+    fig = Figure(size)
+    return fig, fig.axes[0]
 
 
 def _sweep(record: RunRecord, group: str, direction: str = "up") -> list[StepResult]:
@@ -109,9 +60,9 @@ def _xs(record: RunRecord, steps: list[StepResult], group: str) -> list[float]:
 
 
 def _levels_axis(ax: Axes, levels: list[float], rates: bool = False) -> None:
-    ax.set_xlabel("offered rate, arrivals / s" if rates else "concurrent clients")
+    ax.xlabel = "offered rate, arrivals / s" if rates else "concurrent clients"
     if levels and max(levels) / max(1e-9 if rates else 1, min(levels)) >= 20:
-        _log(ax, "x")
+        ax.x.log = True
 
 
 def _vs(rates: bool) -> str:
@@ -121,10 +72,8 @@ def _vs(rates: bool) -> str:
 def _twin_svg(fig: Figure, ax: Axes, ax2: Axes, levels: list[float], rates: bool, *, title: str) -> str:
     """Finish a plot with a second y axis on the right: the levels axis, the title, one legend for both axes."""
     _levels_axis(ax, levels, rates)
-    ax.set_title(title)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper left")
+    ax.title = title
+    ax.legend("upper left")  # the entries of both axes
     return to_svg(fig)
 
 
@@ -155,18 +104,18 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, flat: bool = F
         _plot_rates(ax, record, down, group, "s--", label="succeeded (down)")
     rec = [s for s in record.steps if s.phase == "recovery" and group in s.groups]
     if rec:
-        _plot_rates(ax, record, rec, group, "x", color="C3", markersize=9, label="recovery probes")
+        _plot_rates(ax, record, rec, group, "x", color="C3", ms=9, label="recovery probes")
     if fit is not None and levels and not rates:
         # a flat top (`flat`: a pool, a plateau) has no N*: the model is drawn only where it rises, up to its N*
         top = min(max(levels), fit.n_star) if flat and fit.n_star else max(levels)
         n = np.geomspace(max(1, min(levels)), max(top, 1, min(levels)), 200)
-        ax.plot(n, usl(n, fit.sigma, fit.kappa, fit.lam), "-", color="C1", alpha=0.8, label="USL fit")
+        ax.plot(list(n), list(usl(n, fit.sigma, fit.kappa, fit.lam)), "-", color="C1", alpha=0.8, label="USL fit")
         if fit.n_star and not flat and min(levels) <= fit.n_star <= max(levels):
             ax.axvline(fit.n_star, color="C1", ls=":", lw=1, label=f"N* = {fit.n_star:.0f}")
     _levels_axis(ax, levels, rates)
-    ax.set_ylabel("operations / s")
-    ax.set_title(f"Throughput vs {_vs(rates)}")
-    ax.legend(loc="best")
+    ax.ylabel = "operations / s"
+    ax.title = f"Throughput vs {_vs(rates)}"
+    ax.legend("best")
     return to_svg(fig)
 
 
@@ -176,9 +125,8 @@ def counters(record: RunRecord, group: str) -> str:
     the right."""
     fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: s.counters is not None or s.target is not None)
     ax.plot(levels, [_rate(s, group) for s in up], "o-", color="C0", label="succeeded / s")
-    ax.set_ylabel("operations / s")
+    ax.ylabel = "operations / s"
     ax2 = ax.twinx()
-    ax2.grid(False)
     series = [
         ("ephemeral ports in use", "o--", lambda s: s.counters.ephemeral_in_use_peak if s.counters else None),
         ("TIME_WAIT sockets", "s--", lambda s: s.counters.time_wait_peak if s.counters else None),
@@ -191,7 +139,7 @@ def counters(record: RunRecord, group: str) -> str:
         ys = [get(s) for s in up]
         if any(y for y in ys):
             ax2.plot(levels, [float("nan") if y is None else y for y in ys], style, color=f"C{i}", label=label)
-    ax2.set_ylabel("count (peak or per step)")
+    ax2.ylabel = "count (peak or per step)"
     return _twin_svg(fig, ax, ax2, levels, rates, title=f"Counters beside throughput vs {_vs(rates)}")
 
 
@@ -200,9 +148,8 @@ def remote(record: RunRecord, group: str) -> str:
     what each has, every endpoint's CPU busy and memory in use, and a database's connections of its limit."""
     fig, ax, rates, up, levels = _sweep_figure(record, group, lambda s: bool(s.remote))
     ax.plot(levels, [_rate(s, group) for s in up], "o-", color="C0", label="succeeded / s")
-    ax.set_ylabel("operations / s")
+    ax.ylabel = "operations / s"
     ax2 = ax.twinx()
-    ax2.grid(False)
     hosts = list(dict.fromkeys(r.host for s in up for r in s.remote))
     series: list[tuple[str, str, Callable[[RemoteStats], float | None]]] = [
         ("CPU busy", "s--", lambda r: r.cpu_busy),
@@ -228,10 +175,10 @@ def remote(record: RunRecord, group: str) -> str:
             if all(y is None for y in ys):
                 continue
             share = [float("nan") if y is None else 100 * y for y in ys]
-            ax2.plot(levels, share, style, color=f"C{color}", label=f"{text(host)}: {what}")
+            ax2.plot(levels, share, style, color=f"C{color}", label=f"{host}: {what}")
             color += 1
     ax2.set_ylim(0, 105)
-    ax2.set_ylabel("% of the host's")
+    ax2.ylabel = "% of the host's"
     return _twin_svg(fig, ax, ax2, levels, rates, title=f"The target's machines beside throughput vs {_vs(rates)}")
 
 
@@ -249,11 +196,10 @@ def failures(record: RunRecord, group: str) -> str:
         worst = max(worst, *late, *dropped)
     ax2 = ax.twinx()
     ax2.plot(levels, [s.groups[group].failure_ratio * 100 for s in up], ":", color="grey", label="failure ratio")
-    ax2.set_ylabel("(failed + hung) / all, %")
+    ax2.ylabel = "(failed + hung) / all, %"
     ax.set_ylim(0, max(1, worst) * 1.08)
     ax2.set_ylim(0, max(1.0, max((s.groups[group].failure_ratio * 100 for s in up), default=0.0)) * 1.08)
-    ax2.grid(False)
-    ax.set_ylabel("operations")
+    ax.ylabel = "operations"
     return _twin_svg(fig, ax, ax2, levels, rates, title=f"Failures and hung operations vs {_vs(rates)}")
 
 
@@ -266,10 +212,10 @@ def latency(record: RunRecord, group: str) -> str:
         unc = [o.latency_uncorrected_ms.p99 for o in loops if o is not None]
         ax.plot(levels, unc, "s--", color="grey", label="p99 uncorrected (from the actual start)")
     _levels_axis(ax, levels, rates)
-    _log(ax, "y")
-    ax.set_ylabel("latency, ms (from the intended start)" if loops and loops[0] is not None else "latency, ms")
-    ax.set_title(f"Latency percentiles vs {_vs(rates)}")
-    ax.legend(loc="upper left")
+    ax.y.log = True
+    ax.ylabel = "latency, ms (from the intended start)" if loops and loops[0] is not None else "latency, ms"
+    ax.title = f"Latency percentiles vs {_vs(rates)}"
+    ax.legend("upper left")
     return to_svg(fig)
 
 
@@ -285,18 +231,17 @@ def series(record: RunRecord, group: str) -> str:
         points = [(s.started_unix - t0 + p.t, p.p99_ms) for p in s.groups[group].series if p.p99_ms]
         right.plot([t for t, _ in points], [v for _, v in points], ":", color="grey", lw=1)  # type: ignore[union-attr]
     if right is not None:
-        _log(right, "y")
-        right.grid(False)
-        right.set_ylabel("p99 per interval, ms (dotted)")
+        right.y.log = True
+        right.ylabel = "p99 per interval, ms (dotted)"
     spike = next((v.spike for v in record.verdicts if v.group == group and v.spike is not None), None)
     if spike is not None and steps:
         at = steps[0].started_unix - t0 + spike.at_s
-        ax.axvspan(at, at + spike.hold_s, color="C1", alpha=0.15, lw=0, label=f"the spike of {spike.spiking}")
+        ax.axvspan(at, at + spike.hold_s, color="C1", alpha=0.15, label=f"the spike of {spike.spiking}")
     for s in steps:
         g = s.groups[group]
         if not g.series:
             continue
-        t = np.array([s.started_unix - t0 + p.t for p in g.series])
+        t = [s.started_unix - t0 + p.t for p in g.series]
         per = g.interval_s or 1.0
         color = "C2" if s.phase == "recovery" else "C0"
         ax.plot(t, [p.succeeded / per for p in g.series], "-", color=color, lw=1.2)
@@ -305,7 +250,7 @@ def series(record: RunRecord, group: str) -> str:
             ax.plot(t, bad, "-", color="C3", lw=1)
         top = max(p.succeeded / per for p in g.series)
         mark = fmt.level_rate(s.level) if record.rates else str(g.clients)
-        ax.annotate(mark, (t[0], top), textcoords="offset points", xytext=(0, 3), fontsize=7, color="grey")
+        ax.annotate(mark, (t[0], top), dy=3, fontsize=7, color="grey")
     ax.plot([], [], "-", color="C0", label="succeeded / s")
     ax.plot([], [], "-", color="C3", label="failed + hung / s")
     if right is not None:
@@ -317,10 +262,10 @@ def series(record: RunRecord, group: str) -> str:
     )
     ax.set_ylim(0, max(1.0, peak) * 1.18)
     what = "offered rate" if record.rates else "clients"
-    ax.set_xlabel(f"seconds since the first step (numbers: {what} of each step)")
-    ax.set_ylabel("per second")
-    ax.set_title("Per-interval series of each level")
-    ax.legend(loc="best", fontsize=7)
+    ax.xlabel = f"seconds since the first step (numbers: {what} of each step)"
+    ax.ylabel = "per second"
+    ax.title = "Per-interval series of each level"
+    ax.legend("best", fontsize=7)
     return to_svg(fig)
 
 
@@ -328,7 +273,6 @@ def distribution(record: RunRecord, group: str) -> str:
     """Latency percentile curves per level, from the percentiles the engine took of each step's histogram."""
     fig, ax = _figure()
     up = [s for s in record.steps if group in s.groups and s.phase == "sweep"]
-    cmap = matplotlib.colormaps["viridis"]
     drawn = 0
     for i, s in enumerate(up):
         pts = [(q, v) for q, v in s.groups[group].percentiles_ms if q < 100.0 and v > 0]
@@ -336,18 +280,17 @@ def distribution(record: RunRecord, group: str) -> str:
             continue
         x = [1 / (1 - q / 100) for q, _ in pts]
         name = fmt.level_rate(s.level) if record.rates else f"{s.groups[group].clients}"
-        ax.plot(x, [v for _, v in pts], "-", color=cmap(i / max(1, len(up) - 1)), label=name)
+        ax.plot(x, [v for _, v in pts], "-", color=viridis(i / max(1, len(up) - 1)), label=name)
         drawn += 1
-    _log(ax, "x")
-    _log(ax, "y")
+    ax.x.log = ax.y.log = True
     ticks = [2, 10, 100, 1000, 10000]
     ax.set_xticks(ticks, ["50%", "90%", "99%", "99.9%", "99.99%"])
     ax.set_xlim(1.8, 2000)
-    ax.set_xlabel("percentile")
-    ax.set_ylabel("latency, ms")
-    ax.set_title("Latency distribution per level")
+    ax.xlabel = "percentile"
+    ax.ylabel = "latency, ms"
+    ax.title = "Latency distribution per level"
     if drawn:
-        ax.legend(title="offered" if record.rates else "clients", fontsize=7, ncol=2, loc="upper left")
+        ax.legend("upper left", title="offered" if record.rates else "clients", fontsize=7, ncol=2)
     return to_svg(fig)
 
 
@@ -367,10 +310,10 @@ def _intervals(
 
 def _interval_figure(fig: Figure, ax: Axes, xlabel: str, title: str) -> str:
     """A ramp's figure finished: its x label and title, rates per second up, the legend at the upper left."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("per second")
-    ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=7)
+    ax.xlabel = xlabel
+    ax.ylabel = "per second"
+    ax.title = title
+    ax.legend("upper left", fontsize=7)
     return to_svg(fig)
 
 
@@ -383,15 +326,15 @@ def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
     g = step.groups[group]
     per = g.interval_s or 1.0
     whole = [p for p in g.series if p.t + per <= g.elapsed_s + 1e-6]
-    offered = np.array([p.offered / per for p in whole])
+    offered = [p.offered / per for p in whole]
     marks = (
         (verdict.behind, "C1", "behind from"),
         (verdict.slo_broken, "C4", "broke the SLO from"),
         (verdict.errors, "C3", "errors from"),
     )
     located = [(p.low_hz, p.high_hz, p.offered_hz, c, f"{w} {fmt.sig3(p.offered_hz)}/s") for p, c, w in marks if p]
-    _intervals(ax, list(offered), whole, per, located)
-    top = float(offered.max()) if len(offered) else 1.0
+    _intervals(ax, offered, whole, per, located)
+    top = max(offered, default=1.0)
     ax.plot([0, top], [0, top], "--", color="grey", lw=0.8, label="achieved = offered")
     ax.set_xlim(0, top * 1.02)
     ax.set_ylim(0, top * 1.1)
@@ -431,8 +374,8 @@ def soak(record: RunRecord, group: str, verdict: Soak) -> str:
     Theil–Sen lines through them, and (when sampled) the target's and knee's memory on a panel below."""
     samples = record.steps[-1].soak if record.steps else []
     memory = [s for s in samples if s.target_rss_mb is not None] or samples
-    fig = Figure(figsize=(_SIZE[0], _SIZE[1] * (1.6 if memory else 1.0)))
-    axes = fig.subplots(2 if memory else 1, 1, sharex=True, squeeze=False)[:, 0]
+    fig = Figure((_SIZE[0], _SIZE[1] * (1.6 if memory else 1.0)), rows=2 if memory else 1)
+    axes = fig.axes
     ax = axes[0]
     g = record.steps[-1].groups[group]
     per = g.interval_s or 1.0
@@ -446,19 +389,18 @@ def soak(record: RunRecord, group: str, verdict: Soak) -> str:
     if verdict.throughput is not None:
         ax.plot(ends, [verdict.throughput.first, verdict.throughput.last], "--", color="C0", lw=1.5, label="its trend")
     ax.set_ylim(0, max([1.0, *(p.succeeded / per for p in whole)]) * 1.18)
-    ax.set_ylabel("per second")
+    ax.ylabel = "per second"
     timed = [(x, p.p99_ms) for x, p in zip(t, whole, strict=True) if p.p99_ms]
     if timed:
         right = ax.twinx()
         right.plot([x for x, _ in timed], [v for _, v in timed], ":", color="grey", lw=1)
         if verdict.p99 is not None:
             right.plot(ends, [verdict.p99.first, verdict.p99.last], "--", color="grey", lw=1.5)
-        _log(right, "y")
-        right.grid(False)
-        right.set_ylabel("p99 per interval, ms")
+        right.y.log = True
+        right.ylabel = "p99 per interval, ms"
         ax.plot([], [], ":", color="grey", label="p99 per interval, ms (right; dashed: its trend)")
-    ax.set_title(f"The soak: {fmt.load(verdict.level, record.level_unit)} for {fmt.duration(verdict.seconds)}")
-    ax.legend(loc="lower left", fontsize=7)
+    ax.title = f"The soak: {fmt.load(verdict.level, record.level_unit)} for {fmt.duration(verdict.seconds)}"
+    ax.legend("lower left", fontsize=7)
     if memory:
         low = axes[1]
         minutes = [s.t_s / 60 for s in memory]
@@ -469,7 +411,7 @@ def soak(record: RunRecord, group: str, verdict: Soak) -> str:
             if d is not None:
                 low.plot(ends, [d.first, d.last], "--", color=color, lw=1)
         low.set_ylim(0, None)
-        low.set_ylabel("resident memory, MB")
-        low.legend(loc="lower left", fontsize=7)
-    axes[-1].set_xlabel("minutes since the soak's start (dashed: the fitted Theil–Sen trends)")
+        low.ylabel = "resident memory, MB"
+        low.legend("lower left", fontsize=7)
+    axes[-1].xlabel = "minutes since the soak's start (dashed: the fitted Theil–Sen trends)"
     return to_svg(fig)
