@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from servers import free_port, spawn_listening, stop_process
+from servers import free_ports, spawn_listening, stop_process
 
 PROTO_DIR = Path(__file__).parents[1] / "examples" / "grpc"
 PROTO = PROTO_DIR / "hello.proto"
@@ -181,7 +181,7 @@ def start_grpc_server(
 ) -> GrpcServer:
     """The server on free ports of 127.0.0.1 (h2c; with `tls`, its certificate chain, its key and the CAs of the
     client certificates it requires: TLS), its stats on another."""
-    port, stats_port = free_port(), free_port()
+    port, stats_port = free_ports(2)
     argv = [sys.executable, "-c", SERVER, str(port), str(stats_port), str(PROTO_DIR), str(limit), str(delay_ms)]
     reflect = ("1" if reflection else "0") + (f":{key}" if key else "")
     proc = spawn_listening([*argv, reflect, *(tls or ())], [stats_port, port], timeout_s=30)

@@ -90,9 +90,20 @@ def session_target() -> AbstractContextManager[TargetProcess]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` different free ports: each held while the next is chosen (two calls of free_port can return the same
+    port, and a server given it twice listens once and proxies to itself: /tmp/par6, test_import)."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
@@ -440,7 +451,8 @@ def start_tls_nginx(tmp: Path, pki_dir: Path) -> TlsNginx:
     requests."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     tmp.mkdir(parents=True, exist_ok=True)
-    ports = {name: free_port() for name in ("tls", "tlsany", "tls12", "h2c", "goaway")}
+    names = ("tls", "tlsany", "tls12", "h2c", "goaway")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     conf = tmp / "nginx.conf"
     conf.write_text(TLS_NGINX_CONF.format(dir=tmp, pki=pki_dir, **{f"{k}_port": v for k, v in ports.items()}))
     proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)

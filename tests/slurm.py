@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from servers import free_port
+from servers import free_ports
 
 PROGRAMS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
 
@@ -119,10 +119,10 @@ def start_slurm() -> Iterator[Slurm]:
         (tmp / sub).mkdir()
         (tmp / sub).chmod(mode)
     host = socket.gethostname().split(".")[0]
-    conf = tmp / "slurm.conf"
+    conf, ports = tmp / "slurm.conf", free_ports(2)
     conf.write_text(
         SLURM_CONF.format(
-            dir=tmp, host=host, ctld_port=free_port(), d_port=free_port(), cpus=os.cpu_count() or 1,
+            dir=tmp, host=host, ctld_port=ports[0], d_port=ports[1], cpus=os.cpu_count() or 1,
             memory_mb=psutil.virtual_memory().total // 2**20 // 2,
         )
     )  # fmt: skip

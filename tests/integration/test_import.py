@@ -33,7 +33,7 @@ from knee.importers.har import is_asset
 
 from browser import Browser
 from conftest import REPO, knee_cli
-from servers import NGINX_HEAD, free_port, stop_process, wait_for_port
+from servers import NGINX_HEAD, free_ports, stop_process, wait_for_port
 
 CONF = (
     NGINX_HEAD
@@ -101,7 +101,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     for name, text in FILES.items():
         (d / "site" / name).write_text(text)
     (d / "site" / "logo.png").write_bytes(PNG)
-    port, sink = free_port(), free_port()
+    port, sink = free_ports(2)
     (d / "nginx.conf").write_text(CONF.format(dir=d, port=port, sink=sink))
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     proc = subprocess.Popen([binary, "-c", str(d / "nginx.conf"), "-p", str(d)], stderr=subprocess.DEVNULL)
