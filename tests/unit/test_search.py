@@ -187,6 +187,23 @@ def test_a_wrong_estimate_still_ends_in_a_bracket_to_the_precision() -> None:
     assert len([s for s in steps if s.kind == "onset"]) <= 6
 
 
+def test_an_estimate_below_the_limit_is_tried_once_then_bisected() -> None:
+    """A pool of 20 whose lowest failing level put 17.26 successes in service (PostgreSQL's: the backends of the
+    clients a level abandoned still hold slots): the search measures at the estimate and one level past it, and
+    when both are good it bisects; it does not walk up a level at a time (17, 18, 19 and 20 before)."""
+    truth = refusing(20)
+
+    def under(n: float) -> Point:
+        return Point(n, truth(n).rate, truth(n).failure_ratio, busy=17.26 if n > 20 else float(n))
+
+    steps, _ = drive(under, Config(start=4, max=64))
+    onset = [s.level for s in steps if s.kind == "onset"]
+    b = brackets([under(s.level) for s in steps])["onset"]
+    assert (b.below, b.at) == (20, 21), onset
+    assert onset[:3] == [17, 18, 24] and len(onset) <= 6, onset  # 18 good: the estimate is refuted, 18…32 bisected
+    assert all(s.reason.startswith("bisecting") for s in steps if s.kind == "onset" and s.level not in (17, 18))
+
+
 def test_open_loop_saturation_is_measured_at_the_achieved_rate() -> None:
     """An open loop past a capacity of 437/s achieves 437/s: the search tries it, then closes the bracket."""
 

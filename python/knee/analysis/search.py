@@ -321,8 +321,11 @@ def _guided(
     measures the limit: the successes in service at the lowest failing level (Little's law: rate × their latency)
     are the pool or connection limit the rest were refused by, and the rate an open loop achieves past saturation
     is the capacity. The search measures at that estimate, then closes the bracket from the side it fell on (one
-    level a precision away); an estimate outside the bracket, or already measured, falls back to bisection. Every
-    level it picks lies strictly inside the bracket, so the bracket still shrinks at each step."""
+    level a precision away), once: an estimate the good end has passed (measured at it, and then a level past it,
+    both good) is wrong, and bisection takes over rather than walking up a level at a time (a PostgreSQL pool of 20
+    estimated at 17.26 from 32 clients was measured at 17, 18, 19 and 20). An estimate outside the bracket, or
+    already measured, falls back to bisection too. Every level it picks lies strictly inside the bracket, so the
+    bracket still shrinks at each step."""
     if b is None or b.below is None or v.width_ok(b.below, b.at):
         return None
     lo, hi = b.below, b.at
@@ -331,7 +334,8 @@ def _guided(
     if g > 0:
         p = v.c.precision
         tol_hi = p * hi / (1 + p) if v.c.relative else p
-        if abs(g - lo) < v.tolerance(lo):  # just past the good end: the farthest level that closes it
+        if abs(g - lo) < v.tolerance(lo) and (g >= lo or v.snap(g) == lo):  # just past the good end: the farthest
+            # level that closes it (for an estimate below the good end, only just after measuring at the estimate)
             level = v.closing(lo, up=True)
         elif abs(hi - g) < tol_hi:  # just below the lowest bad one
             level = v.closing(hi, up=False)
