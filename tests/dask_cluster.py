@@ -44,7 +44,11 @@ class Cluster:
     logs: Path | None = None
     dask: str = DASK  # the `dask` command that starts the workers (a venv's)
 
-    def add_worker(self, name: str, prefix: list[str] | None = None, host: str = "127.0.0.1") -> None:
+    def add_worker(
+        self, name: str, prefix: list[str] | None = None, host: str = "127.0.0.1", scheduler: str | None = None
+    ) -> None:
+        """A worker named `name` listening on `host`, started behind `prefix` (`ip netns exec NS`), reaching the
+        scheduler at `scheduler` (default: the cluster's address)."""
         log = open(self.logs / f"{name}.log", "wb") if self.logs else subprocess.DEVNULL  # noqa: SIM115
         self.workers.append(
             subprocess.Popen(
@@ -52,7 +56,7 @@ class Cluster:
                     *(prefix or []),
                     self.dask,
                     "worker",
-                    self.address,
+                    scheduler or self.address,
                     "--nthreads",
                     "1",
                     "--no-nanny",

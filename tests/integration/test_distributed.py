@@ -447,31 +447,7 @@ def test_workers_in_network_namespaces_load_the_target_from_three_addresses(tmp_
         try:
             for i, (ns, addr, here) in enumerate(spaces):
                 # each worker reaches the scheduler over its own veth pair, and listens on its own address
-                c.workers.append(
-                    subprocess.Popen(
-                        [
-                            "ip",
-                            "netns",
-                            "exec",
-                            ns,
-                            DASK,
-                            "worker",
-                            f"tcp://{here}:{port}",
-                            "--nthreads",
-                            "1",
-                            "--no-nanny",
-                            "--no-dashboard",
-                            "--name",
-                            f"ns{i}",
-                            "--host",
-                            addr,
-                        ],
-                        stdout=log,
-                        stderr=log,
-                        stdin=subprocess.DEVNULL,
-                        env=quiet_env(),
-                    )
-                )
+                c.add_worker(f"ns{i}", ["ip", "netns", "exec", ns], host=addr, scheduler=f"tcp://{here}:{port}")
             c.wait_for(3)
             # The cluster comes from the scenario, with a weight per host: 10.213.1.2 takes half the clients.
             scenario = tmp_path / "ns.toml"
