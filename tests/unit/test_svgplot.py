@@ -43,6 +43,11 @@ def test_log_axes_label_decades_and_within_a_decade_plain_numbers() -> None:
     assert plain(1000) == "1,000" and plain(11.5) == "11.5" and plain(0.02) == "0.02"
 
 
+def test_a_log_axis_of_less_than_two_decades_is_labelled_across_it() -> None:
+    """A p99 from 25 to 320 ms: 50, 100 and 200 along the axis, not 100, 200 and 300 bunched at its top."""
+    assert _labels(_figure([1, 2, 3], [25.0, 100.0, 320.0], ylog=True), "yaxis") == ["50", "100", "200"]
+
+
 def test_tick_labels_never_crowd_each_other() -> None:
     """On a narrow figure, wide labels are thinned until each is a label's width from the next."""
     svg = _figure([0, 1_000_000], [0, 1], size=(3.0, 2.0))

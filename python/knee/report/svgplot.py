@@ -119,15 +119,21 @@ def _linear_ticks(lo: float, hi: float, count: int) -> list[tuple[float, str]]:
 
 def _log_ticks(lo: float, hi: float, count: int) -> list[tuple[float, str]]:
     """Ticks of a log axis whose ends are lo and hi (their logarithms): the decades (every n-th when crowded), with
-    2 and 5 between them when there are few; round linear ticks when fewer than two decades are in view."""
+    2 and 5 between them when there are few. With fewer than two decades in view: 1, 2 and 5 times a power of ten,
+    or every whole multiple of one, if that gives three ticks or more and no more than `count`; else round linear
+    ticks (11, 11.5, 12 within a decade)."""
     e0, e1 = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
-    if e1 - e0 + 1 < 2:
-        return [(v, plain(v)) for v, _ in _linear_ticks(10**lo, 10**hi, count) if v > 0]
-    every = max(1, math.ceil((e1 - e0 + 1) / max(1, count)))
-    decades = [10.0**e for e in range(e0, e1 + 1) if e % every == 0]
-    if e1 - e0 + 1 <= count // 3:
-        decades += [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (2, 5) if lo <= math.log10(m) + e <= hi]
-    return [(v, plain(v)) for v in sorted(decades)]
+    if e1 - e0 + 1 >= 2:
+        every = max(1, math.ceil((e1 - e0 + 1) / max(1, count)))
+        decades = [10.0**e for e in range(e0, e1 + 1) if e % every == 0]
+        if e1 - e0 + 1 <= count // 3:
+            decades += [m * 10.0**e for e in range(e0 - 1, e1 + 1) for m in (2, 5) if lo <= math.log10(m) + e <= hi]
+        return [(v, plain(v)) for v in sorted(decades)]
+    for subs in ((1, 2, 5), range(1, 10)):
+        ticks = [m * 10.0**e for e in range(e0 - 1, e1 + 2) for m in subs if lo <= math.log10(m) + e <= hi]
+        if 3 <= len(ticks) <= count:
+            return [(v, plain(v)) for v in ticks]
+    return [(v, plain(v)) for v, _ in _linear_ticks(10**lo, 10**hi, count) if v > 0]
 
 
 @dataclass
