@@ -44,7 +44,7 @@ def shapes_svg() -> str:
         ax.xlabel = "seconds from the step's start"
         ax.ylabel = "per second (or clients)"
         ax.set_ylim(0, None)
-    return plots.to_svg(fig)
+    return fig.svg()
 
 
 def run(out: Path, *args: str) -> RunDir:

@@ -17,10 +17,6 @@ from knee.report.svgplot import Axes, Figure, viridis
 _SIZE = (9.5, 3.6)
 
 
-def to_svg(fig: Figure) -> str:
-    return fig.svg()
-
-
 def _figure(size: tuple[float, float] = _SIZE) -> tuple[Figure, Axes]:
     fig = Figure(size)
     return fig, fig.axes[0]
@@ -74,7 +70,7 @@ def _twin_svg(fig: Figure, ax: Axes, ax2: Axes, levels: list[float], rates: bool
     _levels_axis(ax, levels, rates)
     ax.title = title
     ax.legend("upper left")  # the entries of both axes
-    return to_svg(fig)
+    return fig.svg()
 
 
 def throughput(record: RunRecord, group: str, fit: USLFit | None, flat: bool = False) -> str:
@@ -116,7 +112,7 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, flat: bool = F
     ax.ylabel = "operations / s"
     ax.title = f"Throughput vs {_vs(rates)}"
     ax.legend("best")
-    return to_svg(fig)
+    return fig.svg()
 
 
 def counters(record: RunRecord, group: str) -> str:
@@ -216,7 +212,7 @@ def latency(record: RunRecord, group: str) -> str:
     ax.ylabel = "latency, ms (from the intended start)" if loops and loops[0] is not None else "latency, ms"
     ax.title = f"Latency percentiles vs {_vs(rates)}"
     ax.legend("upper left")
-    return to_svg(fig)
+    return fig.svg()
 
 
 def series(record: RunRecord, group: str) -> str:
@@ -266,7 +262,7 @@ def series(record: RunRecord, group: str) -> str:
     ax.ylabel = "per second"
     ax.title = "Per-interval series of each level"
     ax.legend("best", fontsize=7)
-    return to_svg(fig)
+    return fig.svg()
 
 
 def distribution(record: RunRecord, group: str) -> str:
@@ -291,7 +287,7 @@ def distribution(record: RunRecord, group: str) -> str:
     ax.title = "Latency distribution per level"
     if drawn:
         ax.legend("upper left", title="offered" if record.rates else "clients", fontsize=7, ncol=2)
-    return to_svg(fig)
+    return fig.svg()
 
 
 def _intervals(
@@ -314,7 +310,7 @@ def _interval_figure(fig: Figure, ax: Axes, xlabel: str, title: str) -> str:
     ax.ylabel = "per second"
     ax.title = title
     ax.legend("upper left", fontsize=7)
-    return to_svg(fig)
+    return fig.svg()
 
 
 def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
@@ -414,4 +410,4 @@ def soak(record: RunRecord, group: str, verdict: Soak) -> str:
         low.ylabel = "resident memory, MB"
         low.legend("lower left", fontsize=7)
     axes[-1].xlabel = "minutes since the soak's start (dashed: the fitted Theil–Sen trends)"
-    return to_svg(fig)
+    return fig.svg()

@@ -218,12 +218,12 @@ class Figure:
         w = (self.width - (left + right + wgap * (self.cols - 1)) * DPI) / self.cols
         h = (self.height - (top + bottom + hgap * (self.rows - 1)) * DPI) / self.rows
         out: list[str] = []
-        shared = self.axes[0].x.limits([v for a in self.axes for b in (a, a.right) if b for v in _xs(b)])
+        shared = self.axes[0].x.limits([v for a in self.axes for v in _xs(a)]) if self.sharex else None
         for i, a in enumerate(self.axes):
             row, col = divmod(i, self.cols)
             box = ((left + col * wgap) * DPI + col * w, (top + row * hgap) * DPI + row * h, w, h)
             scale = self.axes[0].x if self.sharex else a.x
-            xlim = shared if self.sharex else a.x.limits(_xs(a) + (_xs(a.right) if a.right else []))
+            xlim = shared or a.x.limits(_xs(a))
             _Draw(out, a, box, xlim, scale, last=row == self.rows - 1 or not self.sharex, clip=f"@ID@-{i}").all()
         body = "\n".join(out)
         tag = "k" + hashlib.sha1(body.encode()).hexdigest()[:10]
@@ -236,9 +236,10 @@ class Figure:
 
 
 def _xs(a: Axes) -> list[float]:
-    """What the x axis spans for `a`: its lines' points, shaded spans and vertical lines."""
+    """What the x axis spans for `a` (and its twin): their lines' points, shaded spans and vertical lines."""
     points = [x for ln in a.lines for x, y in zip(ln.xs, ln.ys, strict=True) if a.y.usable(y)]
-    return points + [x for lo, hi, *_ in a.spans for x in (lo, hi)] + [x for x, *_ in a.vlines]
+    own = points + [x for lo, hi, *_ in a.spans for x in (lo, hi)] + [x for x, *_ in a.vlines]
+    return own + (_xs(a.right) if a.right else [])
 
 
 @dataclass
@@ -450,15 +451,20 @@ def _overlap(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+def _attrs(**attrs: float | str) -> str:
+    """Attributes, each after a space: numbers to two decimals, text escaped, `fill_opacity` written fill-opacity."""
+    return "".join(
+        f' {k.replace("_", "-")}="{_n(v) if isinstance(v, float | int) else escape(v)}"' for k, v in attrs.items()
+    )
+
+
 def _el(tag: str, **attrs: float | str) -> str:
-    """An empty element; numbers to two decimals, `fill_opacity` written fill-opacity."""
-    parts = (f'{k.replace("_", "-")}="{_n(v) if isinstance(v, float | int) else escape(v)}"' for k, v in attrs.items())
-    return f"<{tag} {' '.join(parts)}/>"
+    """An empty element."""
+    return f"<{tag}{_attrs(**attrs)}/>"
 
 
 def _text(x: float, y: float, s: str, anchor: str = "start", **attrs: float | str) -> str:
-    extra = "".join(f' {k.replace("_", "-")}="{_n(v) if isinstance(v, float | int) else v}"' for k, v in attrs.items())
-    return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{escape(s)}</text>'
+    return f"<text{_attrs(x=x, y=y, text_anchor=anchor, **attrs)}>{escape(s)}</text>"
 
 
 def _dash(ls: str | None, lw: float) -> dict[str, str]:
