@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from knee.demo_target import start_target
+from svgaxes import tick_numbers
 
 from conftest import knee_cli
 
@@ -37,12 +38,6 @@ def _record(out: Path) -> dict[str, Any]:
 def _verdict(doc: dict[str, Any]) -> dict[str, Any]:
     v: dict[str, Any] = next(v for v in doc["verdicts"] if v["group"] == doc["measured_group"])
     return v
-
-
-def _x_ticks(plot: str) -> list[float]:
-    """The x axis's tick labels as numbers (plain on either scale: 48, 1,000)."""
-    axis = plot.split('<g class="xaxis">', 1)[1].split("</g>", 1)[0]
-    return [float(t.replace(",", "")) for t in re.findall(r"<text[^>]*>([\d.,]+)</text>", axis)]
 
 
 def _texts(v: dict[str, Any]) -> list[str]:
@@ -99,7 +94,7 @@ def test_a_service_that_stops_accepting_is_named_by_its_connection_limit(tmp_pat
     assert "N*=" not in out and "N* =" not in out
     (run,) = tmp_path.iterdir()
     (plot,) = [x for x in re.findall(r"<svg.*?</svg>", (run / "report.html").read_text(), re.S) if "Throughput vs" in x]
-    ticks = _x_ticks(plot)
+    ticks = tick_numbers(plot)
     assert ticks and max(ticks) <= 1.1 * 48, ticks  # the x axis ends at the highest level measured, 48
     assert "USL fit" not in plot and "N* =" not in plot
 

@@ -12,6 +12,7 @@ from knee.model import RunRecord
 from knee.report import write_reports
 from knee.report.html import render_html
 from knee.store import RunDir
+from svgaxes import tick_labels, tick_numbers
 
 from sample_records import fixed_work_record, sample_record, scenario
 
@@ -67,19 +68,6 @@ def test_no_usl_curve_without_a_fit() -> None:
     assert "USL fit" not in svgs[0]
 
 
-def _ticks(svg: str, axis: int = 1) -> list[str]:
-    """The tick labels of a plot's x (`axis` 1) or left y (2) axis, as written."""
-    part = re.search(r'<g class="%s">(.*?)</g>' % ("xaxis" if axis == 1 else "yaxis"), svg, re.S)
-    assert part, svg[:200]
-    texts = re.findall(r"<text[^>]*>(.*?)</text>", part[1], re.S)
-    return [re.sub(r"<[^>]+>", "", t).strip() for t in texts]
-
-
-def _x_ticks(svg: str) -> list[float]:
-    """The x axis' tick labels of a plot, as numbers (every label a plain number: 1, 10, 1,000)."""
-    return [float(t.replace(",", "")) for t in _ticks(svg) if re.fullmatch(r"[\d.,]+", t)]
-
-
 def test_log_axes_label_their_ticks_in_plain_numbers() -> None:
     """issue 37: clients 1, 10, 100 and latency 10, 11, 12 ms, never 10⁰, 10² or 1.225 × 10¹."""
     record = sample_record(levels=(1, 10, 100, 1000))
@@ -90,10 +78,10 @@ def test_log_axes_label_their_ticks_in_plain_numbers() -> None:
     svgs = re.findall(r"<svg\b.*?</svg>", render_html(record), re.S)
     latency = svgs[2]
     assert "Latency percentiles" in latency
-    clients, ms = _ticks(latency, 1), _ticks(latency, 2)
+    clients, ms = tick_labels(latency), tick_labels(latency, "yaxis")
     assert {"1", "10", "100", "1,000"} <= set(clients), clients
     assert {"11", "12"} <= set(ms), ms
-    every = [t for svg in svgs for t in _ticks(svg, 1) + _ticks(svg, 2)]
+    every = [t for svg in svgs for t in tick_labels(svg) + tick_labels(svg, "yaxis")]
     assert every and not [t for t in every if "×" in t or "10^" in t or "mathdefault" in t], every
     assert "<tspan" not in "".join(svgs)  # an exponent would be a raised tspan
 
@@ -105,7 +93,7 @@ def test_a_model_line_never_stretches_the_x_axis_past_the_levels_measured() -> N
     assert fit is not None
     record.verdicts[0].usl = fit.model_copy(update={"n_star": 107_315.0})
     svg = re.findall(r"<svg\b.*?</svg>", render_html(record), re.S)[0]
-    ticks = _x_ticks(svg)
+    ticks = tick_numbers(svg)
     assert ticks and max(ticks) <= 1000, ticks  # the highest level measured is 1000
     assert "USL fit" in svg and "N* =" not in svg
 
