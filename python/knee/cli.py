@@ -109,7 +109,13 @@ def entry() -> None:
     global _own_process
     _own_process = True
     _skip_pydantic_plugins()
-    main()
+    try:
+        main()
+    finally:
+        # Done: what knee had to write is written, its exit status decided. A Ctrl-C from here on (a second press
+        # while the interpreter shuts down, which puts SIGINT's default action back) would end the process by the
+        # signal instead of that status: ignored, which the shutdown leaves as it is.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def main(argv: list[str] | None = None) -> None:
