@@ -9,7 +9,16 @@ from typing import Any
 
 from knee.scenario import addresses, tlsfiles
 from knee.scenario.data import DataTable, MixRequest, request_url
-from knee.scenario.groups import Group, GrpcGroup, HttpGroup, PythonGroup, TcpGroup, WebsocketGroup, WorkerGroup
+from knee.scenario.groups import (
+    Group,
+    GrpcGroup,
+    HttpGroup,
+    ProcessGroup,
+    PythonGroup,
+    TcpGroup,
+    UrlGroup,
+    WebsocketGroup,
+)
 from knee.scenario.urls import http_origin
 from knee.spec import (
     ClientSpec,
@@ -83,7 +92,7 @@ def client_spec(
             source_addrs=addresses.of_group(g.source_addr),
             connect_timeout_ms=_ms_or_none(g.connect_timeout),
         )
-    if isinstance(g, WorkerGroup | PythonGroup):
+    if isinstance(g, ProcessGroup):
         if isinstance(g, PythonGroup):
             argv = [sys.executable, "-m", "knee.pyworker", g.function, *(["--path", g.path] if g.path else [])]
             cwd = None
@@ -191,7 +200,7 @@ def _ms_or_none(seconds: float | None) -> int | None:
     return None if seconds is None else ms(seconds)
 
 
-def _tls(g: HttpGroup | WebsocketGroup | GrpcGroup, record: bool) -> TlsClient:
+def _tls(g: UrlGroup, record: bool) -> TlsClient:
     """The engine's TLS settings of an https (or wss) group: with `record`, as run.json keeps them (no file read, no
     PEM)."""
     t = g.tls

@@ -26,7 +26,7 @@ from knee.machine.exporters_rest import Exporters
 from knee.machine.sockets import Pending, pending
 from knee.model import GroupStats, Settle, StepResult, TargetHost
 from knee.plan import PlannedStep, data_sources, engine_spec
-from knee.scenario import PythonGroup, Scenario, WorkerGroup
+from knee.scenario import ProcessGroup, Scenario
 from knee.scenario.model import DEFAULT_SETTLE_WAIT
 from knee.spec import EngineSpec, GroupSpec, Total
 
@@ -214,7 +214,7 @@ class Settler:
         not where rows are used once (a queue or shuffle of [[data]]): a probe would send a row the steps send too."""
         g = self.scenario.groups.get(self.group)
         once = any(d.runs_out for d in self.scenario.data)
-        return g is not None and not isinstance(g, WorkerGroup | PythonGroup) and not once
+        return g is not None and not isinstance(g, ProcessGroup) and not once
 
     def _probe(self, planned: PlannedStep, left_s: float) -> GroupStats:
         """One operation of the measured group as the step runs it (its stage filled in, its TLS files read), alone:

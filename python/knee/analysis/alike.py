@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from knee.model import RunRecord
-from knee.scenario.groups import ExecGroup, GrpcGroup, HttpGroup, PythonGroup, TcpGroup, WebsocketGroup, WorkerGroup
+from knee.scenario.groups import CommandGroup, PythonGroup, TcpGroup, UrlGroup
 
 # run.json's machine identity (knee.machine.host.identity) that makes a measurement another machine's
 MACHINE_KEYS = (("hostname", "host"), ("cpus", "CPUs"), ("cores_available", "cores available"))
@@ -21,11 +21,11 @@ GROUP_KEYS = ("duration", "per_client", "total", "think")
 
 def _target(group: Any) -> str:
     """What a group drives: its URL, address, command or function."""
-    if isinstance(group, HttpGroup | WebsocketGroup | GrpcGroup):
+    if isinstance(group, UrlGroup):
         return group.url
     if isinstance(group, TcpGroup):
         return f"tcp://{group.addr}"
-    if isinstance(group, ExecGroup | WorkerGroup):
+    if isinstance(group, CommandGroup):
         return " ".join(group.argv)
     if isinstance(group, PythonGroup):
         return group.function

@@ -18,17 +18,7 @@ import psutil
 
 from knee.errors import UserError
 from knee.model import TargetHost
-from knee.scenario import (
-    ExecGroup,
-    Group,
-    GrpcGroup,
-    HttpGroup,
-    PythonGroup,
-    Scenario,
-    TcpGroup,
-    WebsocketGroup,
-    WorkerGroup,
-)
+from knee.scenario import CommandGroup, Group, HttpGroup, NetworkGroup, PythonGroup, Scenario
 from knee.scenario.address import host_port, loopback
 
 
@@ -78,7 +68,7 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
     endpoint (with one connect's time) comes back."""
     if isinstance(g, PythonGroup):
         return None  # the worker's start message says whether the flow can be imported
-    if isinstance(g, ExecGroup | WorkerGroup):
+    if isinstance(g, CommandGroup):
         prog = g.argv[0]
         if "${" in prog:
             return None
@@ -98,7 +88,7 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
         raise UserError(f"cannot resolve host {host!r}: {exc.strerror} (check the name)") from None
     family, socktype, proto, _, addr = infos[0]
     # a group that allows its connections longer is waited for as long (a slow network), never less
-    if isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup) and g.connect_timeout is not None:
+    if isinstance(g, NetworkGroup) and g.connect_timeout is not None:
         connect_timeout_s = max(connect_timeout_s, g.connect_timeout)
     with socket.socket(family, socktype, proto) as s:
         s.settimeout(connect_timeout_s)

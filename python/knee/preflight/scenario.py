@@ -17,14 +17,15 @@ from knee.machine.network import Endpoint, reachable
 from knee.preflight.probes import probe_check, run_once
 from knee.preflight.rules import Check, Connections, Load, Preflight, preflight
 from knee.scenario import (
+    CommandGroup,
     ExecGroup,
     GrpcGroup,
     HttpGroup,
-    PythonGroup,
+    NetworkGroup,
+    ProcessGroup,
     Scenario,
     TcpGroup,
     WebsocketGroup,
-    WorkerGroup,
     addresses,
 )
 
@@ -59,7 +60,7 @@ def check_scenario(
         except UserError as exc:
             if strict:
                 raise
-            early.append(Check("command" if isinstance(g, ExecGroup | WorkerGroup) else "target", str(exc), True))
+            early.append(Check("command" if isinstance(g, CommandGroup) else "target", str(exc), True))
             continue
         found.add(name)
         if ep is not None:
@@ -110,10 +111,10 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
     for name, g in scenario.groups.items():
         n = g.client_count(top)
         load.clients[g.kind] = load.clients.get(g.kind, 0) + n
-        if isinstance(g, WorkerGroup | PythonGroup):
+        if isinstance(g, ProcessGroup):
             load.processes[g.kind] = load.processes.get(g.kind, 0) + (g.processes or threads)
         ep = (endpoints or {}).get(name)
-        if ep is not None and isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup):
+        if ep is not None and isinstance(g, NetworkGroup):
             conns = n
             if (isinstance(g, HttpGroup) and g.http2 and not g.new_connection) or isinstance(g, GrpcGroup):
                 # HTTP/2: the clients are streams of ⌈n / streams⌉ connections, or of `connections`

@@ -33,12 +33,14 @@ from knee.model import (
 )
 from knee.scenario import (
     DEFAULT_MAX_IN_FLIGHT,
-    ExecGroup,
+    CommandGroup,
     GrpcGroup,
     HttpGroup,
+    NetworkGroup,
     PythonGroup,
     Scenario,
     TcpGroup,
+    UrlGroup,
     WebsocketGroup,
     WorkerGroup,
     tlsfiles,
@@ -164,7 +166,7 @@ def target(scenario: Scenario, group: str, step: StepResult | None = None) -> st
         return f"{g.url} (gRPC{streamed})"
     if isinstance(g, PythonGroup):
         return f"python flow {g.function}"
-    assert isinstance(g, ExecGroup | WorkerGroup)
+    assert isinstance(g, CommandGroup)
     return ("worker " if isinstance(g, WorkerGroup) else "") + " ".join(g.argv)
 
 
@@ -276,12 +278,12 @@ def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
     add("")
     add("Connection Times (ms)")
     add(f"{'':<12}{'min':>8}{'mean':>8}{'[+/-sd]':>8}{'median':>8}{'max':>8}")
-    if isinstance(g, HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup):
+    if isinstance(g, NetworkGroup):
         add(_times_row("Connect:", s.connect_ms))
     if tlsfiles.https(g):
         add(_times_row("TLS:", s.tls_ms))
     add(_times_row("Processing:", s.processing_ms))
-    if isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup):
+    if isinstance(g, UrlGroup):
         add(_times_row("Waiting:", s.ttfb_ms))
     add(_times_row("Total:", s.latency_ms))
     if s.failed_latency_ms.count:

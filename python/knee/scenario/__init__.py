@@ -21,13 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from knee.scenario.groups import (
+        CommandGroup,
         ExecGroup,
         ExpectFile,
         Group,
         GrpcGroup,
         HttpGroup,
+        NetworkGroup,
+        ProcessGroup,
         PythonGroup,
         TcpGroup,
+        UrlGroup,
         WebsocketGroup,
         WorkerGroup,
     )
@@ -61,6 +65,7 @@ __all__ = [
     "RUNTIME_PLACEHOLDERS",
     "Analysis",
     "Cluster",
+    "CommandGroup",
     "ExecGroup",
     "ExpectFile",
     "Group",
@@ -69,6 +74,8 @@ __all__ = [
     "LevelRange",
     "Loaded",
     "Monitor",
+    "NetworkGroup",
+    "ProcessGroup",
     "PythonGroup",
     "RateRange",
     "Recovery",
@@ -79,6 +86,7 @@ __all__ = [
     "StopRules",
     "Sweep",
     "TcpGroup",
+    "UrlGroup",
     "WebsocketGroup",
     "WorkerGroup",
     "from_raw",
@@ -93,13 +101,17 @@ _WHERE = {
     name: module
     for module, names in {
         "groups": (
+            "CommandGroup",
             "ExecGroup",
             "ExpectFile",
             "Group",
             "GrpcGroup",
             "HttpGroup",
+            "NetworkGroup",
+            "ProcessGroup",
             "PythonGroup",
             "TcpGroup",
+            "UrlGroup",
             "WebsocketGroup",
             "WorkerGroup",
         ),

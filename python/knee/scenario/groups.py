@@ -159,8 +159,9 @@ class _GroupBase(Table):
         return int(level) if self.clients == "level" else self.clients
 
 
-class _Connects(_GroupBase):
-    """A group whose operations open TCP connections (http, tcp)."""
+class NetworkGroup(_GroupBase):
+    """A group whose operations connect to an address (http, tcp, websocket, grpc): the reachability check,
+    preflight's connections and `connect_timeout` are theirs."""
 
     # a connection not open this long after its connect began (TCP connect, then TLS handshake) fails:
     # connect_timeout, or tls "handshake timeout"; None: only timeout applies (the operation is hung)
@@ -186,7 +187,7 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-class HttpGroup(_Connects):
+class HttpGroup(NetworkGroup):
     kind: Literal["http"]
     url: Annotated[str, AfterValidator(check_url)]
     method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
@@ -276,7 +277,7 @@ class HttpGroup(_Connects):
         return self
 
 
-class TcpGroup(_Connects):
+class TcpGroup(NetworkGroup):
     kind: Literal["tcp"]
     addr: Annotated[str, AfterValidator(check_addr)]
     send: str | None = None
@@ -284,7 +285,7 @@ class TcpGroup(_Connects):
     source_addr: SourceAddrs = Field(default_factory=list)
 
 
-class WebsocketGroup(_Connects):
+class WebsocketGroup(NetworkGroup):
     """A WebSocket client (RFC 6455): `echo` sends `message` on the connection it keeps and waits for the reply;
     `session` is a whole session per operation (connect, handshake, `messages` exchanges `interval` apart, close);
     `listen` holds a connection for `hold`, counting the messages the server pushes (after `message`, if given)."""
@@ -326,7 +327,7 @@ class WebsocketGroup(_Connects):
         return self
 
 
-class GrpcGroup(_Connects):
+class GrpcGroup(NetworkGroup):
     """A gRPC call per operation, over knee's own HTTP/2 client: the method the URL names (grpc:// speaks h2c,
     grpcs:// TLS), its types from `proto` files (imports from `include`, or each file's directory) or a compiled
     `protoset`; `message` (JSON, templated) sent `stream_messages` times on a client- or bidirectional-streaming
@@ -474,6 +475,13 @@ class PythonGroup(_GroupBase):
     start_timeout: Annotated[float, BeforeValidator(seconds), Field(gt=0)] = 30.0
     data: list[str] | None = None  # as WorkerGroup's: the flow's ctx.data
 
+
+# the groups addressed by a URL, whose scheme says TLS or not (https, wss, grpcs)
+UrlGroup = HttpGroup | WebsocketGroup | GrpcGroup
+# the groups that run a program: one process per operation (exec) or long-lived ones speaking the worker protocol
+CommandGroup = ExecGroup | WorkerGroup
+# the groups whose clients live in worker processes (a program's, or knee's own for a Python flow)
+ProcessGroup = WorkerGroup | PythonGroup
 
 Group = Annotated[
     HttpGroup | TcpGroup | WebsocketGroup | GrpcGroup | ExecGroup | WorkerGroup | PythonGroup,

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from knee.scenario.groups import GrpcGroup, HttpGroup, WebsocketGroup
+from knee.scenario.groups import UrlGroup
 from knee.scenario.model import Scenario
 from knee.scenario.tls import Tls
 
@@ -267,9 +267,7 @@ def _dir_stamp(path: str | None) -> object:
 
 def https(g: object) -> bool:
     """A group that speaks TLS: an https://, wss:// or grpcs:// URL."""
-    return isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup) and g.url.lower().startswith(
-        ("https://", "wss://", "grpcs://")
-    )
+    return isinstance(g, UrlGroup) and g.url.lower().startswith(("https://", "wss://", "grpcs://"))
 
 
 def pems(tls: Tls | None) -> dict[str, str | None]:
@@ -288,7 +286,7 @@ def check(scenario: Scenario) -> None:
     for name, g in scenario.groups.items():
         if not https(g):
             continue
-        assert isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup)
+        assert isinstance(g, UrlGroup)
         try:
             identity(g.tls)
             cas(g.tls)
@@ -305,7 +303,7 @@ def notes(scenario: Scenario, planned_s: float | None) -> tuple[list[str], list[
     for name, g in scenario.groups.items():
         if not https(g):
             continue
-        assert isinstance(g, HttpGroup | WebsocketGroup | GrpcGroup)
+        assert isinstance(g, UrlGroup)
         source = cert_source(g.tls)
         who = identity(g.tls)
         trusted = cas(g.tls)
