@@ -96,58 +96,18 @@ __all__ = [
     "scenario_from_record",
 ]
 
-# where each name lives (loaded on first use)
-_WHERE = {
-    name: module
-    for module, names in {
-        "groups": (
-            "CommandGroup",
-            "ExecGroup",
-            "ExpectFile",
-            "Group",
-            "GrpcGroup",
-            "HttpGroup",
-            "NetworkGroup",
-            "ProcessGroup",
-            "PythonGroup",
-            "TcpGroup",
-            "UrlGroup",
-            "WebsocketGroup",
-            "WorkerGroup",
-        ),
-        "load": (
-            "RUNTIME_PLACEHOLDERS",
-            "Loaded",
-            "from_raw",
-            "load_scenario",
-            "parse_scenario",
-            "read_scenario",
-            "scenario_from_record",
-        ),
-        "messages": ("Source",),
-        "model": (
-            "DEFAULT_MAX_IN_FLIGHT",
-            "Analysis",
-            "Cluster",
-            "LevelRange",
-            "Monitor",
-            "RateRange",
-            "Recovery",
-            "Scenario",
-            "Slo",
-            "StopRules",
-            "Sweep",
-        ),
-        "secrets": ("Secrets",),
-    }.items()
-    for name in names
-}
+# the modules the names above live in, the lightest first: a name is taken from the first that has it, so that
+# `Secrets` or `Source` does not load the groups' models
+_MODULES = ("secrets", "messages", "groups", "model", "load")
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'knee.scenario' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"knee.scenario.{module}"), name)
-    globals()[name] = value
-    return value
+    for module in _MODULES:
+        found = importlib.import_module(f"knee.scenario.{module}")
+        if hasattr(found, name):
+            value = getattr(found, name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module 'knee.scenario' has no attribute {name!r}")
