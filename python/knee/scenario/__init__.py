@@ -97,7 +97,7 @@ __all__ = [
 ]
 
 # the modules the names above live in, the lightest first: a name is taken from the first that has it, so that
-# `Secrets` or `Source` does not load the groups' models
+# `Secrets` does not load pydantic, nor `Source` the groups' models
 _MODULES = ("secrets", "messages", "groups", "model", "load")
 
 
