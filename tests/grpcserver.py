@@ -11,13 +11,12 @@ is on (with `key`, for calls that carry the metadata x-key: KEY only)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from servers import free_ports, spawn_listening, stop_process
+from servers import Served, free_ports, spawn_listening
 
 PROTO_DIR = Path(__file__).parents[1] / "examples" / "grpc"
 PROTO = PROTO_DIR / "hello.proto"
@@ -155,10 +154,8 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(stats_port)), Stats).serve_for
 
 
 @dataclass
-class GrpcServer:
-    port: int
-    stats_port: int
-    proc: subprocess.Popen[bytes]
+class GrpcServer(Served):
+    stats_port: int = 0
     secure: bool = False
 
     def url(self, method: str = "SayHello") -> str:
@@ -167,9 +164,6 @@ class GrpcServer:
     def stats(self) -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.stats_port}/stats", timeout=5) as r:
             return json.loads(r.read())
-
-    def stop(self) -> None:
-        stop_process(self.proc)
 
 
 def start_grpc_server(
@@ -185,4 +179,4 @@ def start_grpc_server(
     argv = [sys.executable, "-c", SERVER, str(port), str(stats_port), str(PROTO_DIR), str(limit), str(delay_ms)]
     reflect = ("1" if reflection else "0") + (f":{key}" if key else "")
     proc = spawn_listening([*argv, reflect, *(tls or ())], [stats_port, port], timeout_s=30)
-    return GrpcServer(port, stats_port, proc, secure=tls is not None)
+    return GrpcServer(port, proc, stats_port, secure=tls is not None)

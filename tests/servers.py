@@ -268,6 +268,23 @@ class Prometheus:
         stop_process(self.proc)
 
 
+@dataclass
+class Served:
+    """A server process a test started: stopped by its PID (`stop`, or leaving `with`)."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def stop_process(proc: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM, wait_s: float = 10) -> None:
     """`how` (SIGTERM; nginx's graceful stop is SIGQUIT), then SIGKILL after `wait_s`, by PID."""
     if proc.poll() is None:
@@ -330,19 +347,12 @@ def start_prometheus(tmp: Path, targets: list[str]) -> Prometheus:
     return Prometheus(tmp, port, proc)
 
 
-@dataclass
-class NodeExporter:
+class NodeExporter(Served):
     """prometheus-node-exporter from Debian on a free loopback port."""
-
-    port: int
-    proc: subprocess.Popen[bytes]
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/metrics"
-
-    def stop(self) -> None:
-        stop_process(self.proc)
 
 
 def start_node_exporter() -> NodeExporter:

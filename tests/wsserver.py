@@ -9,12 +9,11 @@ Paths: /echo answers each message with itself; /tagged answers "echo: MESSAGE" a
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import urllib.request
 from dataclasses import dataclass
 
-from servers import free_port, spawn_listening, stop_process
+from servers import Served, free_port, spawn_listening
 
 PUSHES = 20
 
@@ -84,9 +83,7 @@ asyncio.run(main())
 
 
 @dataclass
-class WsServer:
-    port: int
-    proc: subprocess.Popen[bytes]
+class WsServer(Served):
     secure: bool = False
 
     def url(self, path: str = "/echo") -> str:
@@ -97,9 +94,6 @@ class WsServer:
             raise NotImplementedError("a wss server's /stats needs a client certificate: count through knee")
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as r:
             return json.loads(r.read())
-
-    def stop(self) -> None:
-        stop_process(self.proc)
 
 
 def start_ws_server(tls: tuple[str, str, str] | None = None) -> WsServer:

@@ -243,8 +243,7 @@ def test_http2_with_a_client_certificate_on_three_workers(
 def test_websocket_round_trips_on_three_workers(cluster: Cluster, tmp_path: Path) -> None:
     """A websocket group runs on the workers as on one machine: 6 clients over three workers, 600 round trips,
     each connection a client's, and the server counted every message and connection."""
-    server = start_ws_server()
-    try:
+    with start_ws_server() as server:
         out = tmp_path / "r.json"
         proc = knee_cli(
             "run", "-q", server.url(), "--message", "m ${client}", "-c", "6", "-n", "600", "--json", str(out),
@@ -255,15 +254,12 @@ def test_websocket_round_trips_on_three_workers(cluster: Cluster, tmp_path: Path
         assert (doc["started"], doc["succeeded"], doc["messages_received"]) == (600, 600, 600), doc["reasons"]
         stats = server.stats()
         assert settled(lambda: server.stats()["messages"], 600) == 600 and stats["connections"] == 6, stats
-    finally:
-        server.stop()
 
 
 def test_grpc_calls_on_three_workers(cluster: Cluster, tmp_path: Path) -> None:
     """A grpc group runs on the workers from the driver's compiled descriptors (no .proto file on the workers): 6
     clients over three workers, 300 bidirectional calls of 2 messages each way, every call counted by the server."""
-    server = start_grpc_server()
-    try:
+    with start_grpc_server() as server:
         out = tmp_path / "r.json"
         proc = knee_cli(
             "run", "-q", server.url("BidiHello"), "--proto", str(PROTO), "--stream-messages", "2", "--message",
@@ -275,8 +271,6 @@ def test_grpc_calls_on_three_workers(cluster: Cluster, tmp_path: Path) -> None:
         assert (doc["started"], doc["succeeded"], doc["messages_received"]) == (300, 300, 600), doc["reasons"]
         assert settled(lambda: server.stats()["calls"].get("BidiHello", 0), 300) == 300
         assert server.stats()["received"]["BidiHello"] == 600
-    finally:
-        server.stop()
 
 
 def test_an_unreachable_scheduler_is_one_sentence(tmp_path: Path) -> None:

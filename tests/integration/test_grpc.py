@@ -25,11 +25,8 @@ HELLO = '{"name": {"first": "ann"}, "times": 3}'
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[GrpcServer]:
-    s = start_grpc_server()
-    try:
+    with start_grpc_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 def delta(server: GrpcServer, before: dict, key: str, method: str) -> int:
@@ -124,13 +121,10 @@ def test_expect_message_reads_the_response_s_json(server: GrpcServer, tmp_path: 
 
 
 def test_a_deadline_the_server_cannot_meet_is_deadline_exceeded(tmp_path: Path) -> None:
-    slow = start_grpc_server(delay_ms=300)
-    try:
+    with start_grpc_server(delay_ms=300) as slow:
         record = run(
             tmp_path, slow.url(), "--proto", str(PROTO), "--message", HELLO, "--deadline", "50ms", "-c", "2", "-n", "4"
         )
-    finally:
-        slow.stop()
     g = record.steps[0].groups["main"]
     assert g.failures == {"grpc_status": 4}, g
     assert g.reasons[0].sample.startswith("DEADLINE_EXCEEDED"), g.reasons
@@ -138,14 +132,11 @@ def test_a_deadline_the_server_cannot_meet_is_deadline_exceeded(tmp_path: Path) 
 
 
 def test_the_level_search_finds_a_limit_that_answers_resource_exhausted(tmp_path: Path) -> None:
-    limited = start_grpc_server(limit=6, delay_ms=20)
-    try:
+    with start_grpc_server(limit=6, delay_ms=20) as limited:
         record = run(
             tmp_path, limited.url(), "--proto", str(PROTO), "--message", HELLO, "--levels", "auto", "--max-level", "32",
             "-d", "1s", "--no-recovery", command="sweep",
         )  # fmt: skip
-    finally:
-        limited.stop()
     v = record.verdicts[0]
     assert v.error_onset_level == 7, v.sentences
     onset = next(s for s in record.steps if s.level == 7)
@@ -180,8 +171,7 @@ def test_a_protoset_compiled_by_protoc(server: GrpcServer, tmp_path: Path) -> No
 def test_reflect_asks_the_server_for_the_types(tmp_path: Path) -> None:
     """--reflect: the service's file and the one it imports (names.proto) from grpcio's reflection service; a server
     without one is one sentence, before any call."""
-    reflecting = start_grpc_server(reflection=True)
-    try:
+    with start_grpc_server(reflection=True) as reflecting:
         record = run(
             tmp_path / "a", reflecting.url("BidiHello"), "--reflect", "--stream-messages", "2", "--message", HELLO,
             "-n", "20",
@@ -189,41 +179,30 @@ def test_reflect_asks_the_server_for_the_types(tmp_path: Path) -> None:
         g = record.steps[0].groups["main"]
         assert g.succeeded == 20 and (g.messages_sent, g.messages_received) == (40, 40), g
         assert reflecting.stats()["calls"]["BidiHello"] == 20 + record.probes
-    finally:
-        reflecting.stop()
-    plain = start_grpc_server()
-    try:
+    with start_grpc_server() as plain:
         proc = knee_cli("run", plain.url(), "--reflect", "-n", "1", "--out", str(tmp_path / "b"), timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "has no reflection service (UNIMPLEMENTED)" in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert plain.stats()["calls"] == {}
-    finally:
-        plain.stop()
 
 
 def test_reflect_sends_the_group_s_metadata(tmp_path: Path) -> None:
-    keyed = start_grpc_server(reflection=True, key="k1")
-    try:
+    with start_grpc_server(reflection=True, key="k1") as keyed:
         record = run(tmp_path / "a", keyed.url(), "--reflect", "-H", "x-key: k1", "--message", HELLO, "-n", "10")
         assert record.steps[0].groups["main"].succeeded == 10
         proc = knee_cli("run", keyed.url(), "--reflect", "-n", "1", "--out", str(tmp_path / "b"), timeout=60)
         assert proc.returncode == 2 and "its reflection call ended UNAUTHENTICATED" in proc.stderr, proc.stderr
-    finally:
-        keyed.stop()
 
 
 def test_a_call_the_server_ends_early_does_not_wait_for_its_next_message(tmp_path: Path) -> None:
     """--stream-interval 1s against a server that refuses past one call at once: a refused call fails as soon as
     the server's trailers come, not after the pause before its next message."""
-    one = start_grpc_server(limit=1)
-    try:
+    with start_grpc_server(limit=1) as one:
         record = run(
             tmp_path, one.url("BidiHello"), "--proto", str(PROTO), "--message", HELLO, "--stream-messages", "3",
             "--stream-interval", "1s", "-c", "4", "-n", "8",
         )  # fmt: skip
-    finally:
-        one.stop()
     g = record.steps[0].groups["main"]
     assert g.failures.get("grpc_status", 0) > 0 and g.succeeded > 0, g
     assert g.failed_latency_ms.max < 500 and g.latency_ms.min >= 2000, (g.failed_latency_ms, g.latency_ms)
@@ -238,8 +217,7 @@ def test_a_proto_outside_the_include_directories_is_found_in_its_own(server: Grp
 def test_grpcs_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
     cas = tmp_path / "cas.pem"
     cas.write_text(Path(pki.path("root.pem")).read_text() + Path(pki.path("intermediate.pem")).read_text())
-    server = start_grpc_server(tls=(pki.path("server-chain.pem"), pki.path("server.key"), str(cas)))
-    try:
+    with start_grpc_server(tls=(pki.path("server-chain.pem"), pki.path("server.key"), str(cas))) as server:
         mine = ("--cacert", pki.path("root.pem"), "--cert", pki.path("client-chain.pem"))
         mine += ("--key", pki.path("client.key"))
         record = run(tmp_path / "a", server.url(), "--proto", str(PROTO), "-c", "4", "-n", "100", *mine)
@@ -247,8 +225,6 @@ def test_grpcs_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
         assert g.succeeded == 100 and g.failed == 0, g
         assert g.tls_ms.count == 4, g  # one handshake a connection: four clients keep theirs
         assert server.stats()["calls"]["SayHello"] == 100 + record.probes
-    finally:
-        server.stop()
 
 
 def test_connections_are_shared_by_the_clients_as_asked(server: GrpcServer, tmp_path: Path) -> None:

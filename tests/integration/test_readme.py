@@ -37,28 +37,23 @@ def readme_run_examples(tls: bool = False) -> list[str]:
 def test_readme_knee_run_examples_work() -> None:
     examples = readme_run_examples()
     assert len(examples) >= 4
-    ws = start_ws_server()  # the WebSocket lines': an echo, and a server that pushes
-    grpc = start_grpc_server()
-    try:
-        with start_target("basic") as target:
-            for example in examples:
-                line = example.replace("http://127.0.0.1:8080", target.url)
-                line = line.replace("tcp://127.0.0.1:9000", f"tcp://127.0.0.1:{target.tcp_port}")
-                line = line.replace("ws://127.0.0.1:8081/chat", ws.url("/echo")).replace(
-                    "ws://127.0.0.1:8081/feed", ws.url("/push")
-                )
-                line = line.replace("grpc://127.0.0.1:50051", f"grpc://127.0.0.1:{grpc.port}")
-                line = line.replace(" examples/", f" {REPO}/examples/")
-                for long, short in SHORTER.items():
-                    line = line.replace(long, short)
-                args = shlex.split(line)[2:]
-                proc = knee_cli("run", "-q", *args, timeout=60)
-                assert proc.returncode == 0, f"{example}\n{proc.stderr}"
-                assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
-                assert re.search(r"Hung \(timed out\):\s+0\b", proc.stdout), example
-    finally:
-        ws.stop()
-        grpc.stop()
+    # the WebSocket lines': an echo, and a server that pushes
+    with start_ws_server() as ws, start_grpc_server() as grpc, start_target("basic") as target:
+        for example in examples:
+            line = example.replace("http://127.0.0.1:8080", target.url)
+            line = line.replace("tcp://127.0.0.1:9000", f"tcp://127.0.0.1:{target.tcp_port}")
+            line = line.replace("ws://127.0.0.1:8081/chat", ws.url("/echo")).replace(
+                "ws://127.0.0.1:8081/feed", ws.url("/push")
+            )
+            line = line.replace("grpc://127.0.0.1:50051", f"grpc://127.0.0.1:{grpc.port}")
+            line = line.replace(" examples/", f" {REPO}/examples/")
+            for long, short in SHORTER.items():
+                line = line.replace(long, short)
+            args = shlex.split(line)[2:]
+            proc = knee_cli("run", "-q", *args, timeout=60)
+            assert proc.returncode == 0, f"{example}\n{proc.stderr}"
+            assert re.search(r"Failed:\s+0\b", proc.stdout), f"{example}\n{proc.stdout}"
+            assert re.search(r"Hung \(timed out\):\s+0\b", proc.stdout), example
 
 
 def test_readme_tls_examples_work(tls_nginx: TlsNginx, pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:

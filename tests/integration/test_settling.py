@@ -141,11 +141,8 @@ def test_a_service_stuck_after_an_overload_is_said_and_not_bisected(tmp_path: Pa
 
 @pytest.fixture
 def node_exporter() -> Iterator[NodeExporter]:
-    exporter = start_node_exporter()
-    try:
+    with start_node_exporter() as exporter:
         yield exporter
-    finally:
-        exporter.stop()
 
 
 def _settler(exporter: NodeExporter, most_s: float) -> Settler:

@@ -19,11 +19,8 @@ from wsserver import PUSHES, WsServer, start_ws_server
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[WsServer]:
-    s = start_ws_server()
-    try:
+    with start_ws_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 def delta(server: WsServer, before: dict, key: str, path: str | None = None) -> int:
@@ -143,8 +140,7 @@ def test_a_refused_upgrade_is_its_http_status(server: WsServer, tmp_path: Path) 
 def test_wss_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
     cas = tmp_path / "cas.pem"
     cas.write_text(Path(pki.path("root.pem")).read_text() + Path(pki.path("intermediate.pem")).read_text())
-    server = start_ws_server((pki.path("server-chain.pem"), pki.path("server.key"), str(cas)))
-    try:
+    with start_ws_server((pki.path("server-chain.pem"), pki.path("server.key"), str(cas))) as server:
         mine = (
             "--cacert",
             pki.path("root.pem"),
@@ -166,8 +162,6 @@ def test_wss_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
         )
         g = record.steps[0].groups["main"]
         assert g.failed == 10 and set(g.failures) <= {"tls", "closed", "reset"} and g.messages_received == 0, g
-    finally:
-        server.stop()
 
 
 def test_an_open_loop_of_messages(server: WsServer, tmp_path: Path) -> None:
