@@ -59,6 +59,23 @@ pub(crate) struct DialError {
     pub connect: Option<Duration>,
 }
 
+/// A group's URL parsed, its `${…}` placeholders standing in as a URL can hold them; an error names `key.url`.
+pub(crate) fn parse_url(url: &str, key: &str) -> Result<hyper::Uri, EngineError> {
+    crate::spec::untemplated(url).parse().map_err(|e| {
+        EngineError::Spec(crate::error::SpecError(format!(
+            "{key}.url {url:?} is not a valid URL ({e})"
+        )))
+    })
+}
+
+/// A URL's host as an address is written without its IPv6 brackets.
+pub(crate) fn host_of(url: &hyper::Uri) -> &str {
+    url.host()
+        .unwrap_or_default()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+}
+
 impl Dialer {
     /// The dialer of a parsed URL (http(s) or ws(s)): its host resolved (the first address), `source_addrs` checked
     /// against its family, and, `secure`, a TLS connector with `alpn`. Errors name `key`.
@@ -73,11 +90,7 @@ impl Dialer {
         limit: Option<Duration>,
         key: &str,
     ) -> Result<Dialer, EngineError> {
-        let host = url
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
+        let host = host_of(url);
         let port = url.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let addr = (host, port)
             .to_socket_addrs()

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
-use hyper::{Method, Uri};
+use hyper::Method;
 use regex::bytes::Regex;
 
-use super::dial::{Conn, Dialer};
+use super::dial::{host_of, parse_url, Conn, Dialer};
 use super::grpc::GrpcPrep;
 use super::h1;
 use super::http2::H2Prep;
@@ -23,7 +23,7 @@ use crate::class::ErrorClass;
 use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
-use crate::spec::{line_regex, origin, untemplated, HttpSpec};
+use crate::spec::{line_regex, origin, HttpSpec};
 
 /// Requests up to this size go out in one segment; larger ones set TCP_NODELAY so that their last
 /// segment is not held back waiting for the ACK of the previous ones.
@@ -75,17 +75,9 @@ struct ReqTemplate {
 impl HttpPrep {
     /// `clients`: the group's clients in this shard (HTTP/2 shares ⌈clients / streams⌉ connections among them).
     pub fn new(spec: &HttpSpec, clients: u64, feeders: &Feeders, key: &str) -> Result<HttpPrep, EngineError> {
-        let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
-        let full: Uri = untemplated(&spec.url)
-            .parse()
-            .map_err(|e| bad(format!("url {:?} is not a valid URL ({e})", spec.url)))?;
+        let full = parse_url(&spec.url, key)?;
         let https = full.scheme_str() == Some("https");
-        let host = full
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
+        let host = host_of(&full).to_string();
         let alpn: &[u8] = if spec.http2 { b"h2" } else { b"http/1.1" };
         let limit = spec.connect_timeout_ms.map(std::time::Duration::from_millis);
         let dialer = Dialer::of_url(
@@ -161,9 +153,7 @@ impl ReqPrep {
     ) -> Result<ReqPrep, EngineError> {
         let bad = |what: String| EngineError::Spec(crate::error::SpecError(format!("{key}.{what}")));
         let tmpl = |s: &str, k: &str| Template::compile(s, feeders, &format!("{key}.{k}"), true).map_err(bad_spec);
-        let full: Uri = untemplated(&spec.url)
-            .parse()
-            .map_err(|e| bad(format!("url {:?} is not a valid URL ({e})", spec.url)))?;
+        let full = parse_url(&spec.url, key)?;
         let method = Method::from_bytes(spec.method.as_bytes()).map_err(|e| bad(format!("method: {e}")))?;
         // The request target as written (placeholders in): what follows the authority.
         let origin_len = origin(&spec.url).len();

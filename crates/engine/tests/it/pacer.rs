@@ -112,7 +112,7 @@ fn poisson_rate_holds_its_mean() {
         "{}",
         r.summary_json()
     );
-    assert_eq!(started_or_dropped(g), g.counts.offered, "{}", r.summary_json());
+    assert_every_arrival_accounted(g, &r.summary_json());
     // Timer slack is not charged to the service: corrected ≈ uncorrected on an idle server.
     assert!(g.latency.value_at_quantile(0.5) < 1_000, "{}", r.summary_json());
 }
@@ -121,10 +121,7 @@ fn poisson_rate_holds_its_mean() {
 /// counted; those that waited for a slot are late.
 #[test]
 fn the_in_flight_cap_drops_and_counts_late_arrivals() {
-    let server = TestServer::delayed(Duration::from_millis(50));
-    let mut s = one_group(2, json!({"duration_ms": 1000}), http(&server.url()));
-    open(&mut s, 200.0, Some(6));
-    let r = run(s).unwrap();
+    let r = paced(50, 2, 200.0, Some(6), None);
     let g = &r.groups[0];
     let text = r.summary_json();
     assert!((190..=201).contains(&g.counts.offered), "{text}");
@@ -132,23 +129,36 @@ fn the_in_flight_cap_drops_and_counts_late_arrivals() {
     assert!(g.counts.dropped >= 100, "{text}");
     assert!(g.counts.late >= 5, "{text}");
     assert!(g.counts.outcomes.succeeded <= 45, "{text}");
-    assert_eq!(started_or_dropped(g), g.counts.offered, "{text}");
-    // The series counts them in the intervals of their intended starts.
-    assert_eq!(
-        g.series.iter().map(|t| t.dropped).sum::<u64>(),
-        g.counts.dropped,
-        "{text}"
-    );
+    assert_every_arrival_accounted(g, &text);
     assert_eq!(g.series.iter().map(|t| t.late).sum::<u64>(), g.counts.late, "{text}");
     // Late operations waited: corrected latency is well above the server's 50 ms.
     assert!(g.latency.value_at_quantile(0.9) > 80_000, "{text}");
     assert!(g.latency_uncorrected.value_at_quantile(0.9) < 80_000, "{text}");
 }
 
-/// Every measured arrival ends as an operation's outcome or as dropped.
-fn started_or_dropped(g: &GroupResult) -> u64 {
+/// One second of `rate_hz` arrivals for `slots` clients against a server answering in `delay_ms`, with an
+/// in-flight `cap` and a `timeout_ms` (the server's lifetime is the run's).
+fn paced(delay_ms: u64, slots: u64, rate_hz: f64, cap: Option<u64>, timeout_ms: Option<u64>) -> ShardResult {
+    let server = TestServer::delayed(Duration::from_millis(delay_ms));
+    let mut s = one_group(slots, json!({"duration_ms": 1000}), http(&server.url()));
+    if let Some(t) = timeout_ms {
+        s.groups[0].timeout_ms = t;
+    }
+    open(&mut s, rate_hz, cap);
+    run(s).unwrap()
+}
+
+/// Every measured arrival ends as an operation's outcome or as dropped, and the series counts the dropped in the
+/// intervals of their intended starts.
+fn assert_every_arrival_accounted(g: &GroupResult, text: &str) {
     let o = &g.counts.outcomes;
-    o.succeeded + o.failed + o.hung + o.abandoned + g.counts.dropped
+    let ended = o.succeeded + o.failed + o.hung + o.abandoned + g.counts.dropped;
+    assert_eq!(ended, g.counts.offered, "{text}");
+    assert_eq!(
+        g.series.iter().map(|t| t.dropped).sum::<u64>(),
+        g.counts.dropped,
+        "{text}"
+    );
 }
 
 /// Arrivals still waiting for a client when the window ends never start: they are dropped, in the
@@ -156,37 +166,24 @@ fn started_or_dropped(g: &GroupResult) -> u64 {
 /// against 200 arrivals a second, no cap, a timeout longer than the window: about 190 wait at the end.
 #[test]
 fn arrivals_left_waiting_at_the_end_of_the_window_are_dropped() {
-    let server = TestServer::delayed(Duration::from_millis(100));
-    let mut s = one_group(1, json!({"duration_ms": 1000}), http(&server.url()));
-    s.groups[0].timeout_ms = 5000;
-    open(&mut s, 200.0, None);
-    let r = run(s).unwrap();
+    let r = paced(100, 1, 200.0, None, Some(5000));
     let g = &r.groups[0];
     let text = r.summary_json();
     assert!((190..=201).contains(&g.counts.offered), "{text}");
     assert!(g.counts.outcomes.succeeded <= 11, "{text}");
     assert!(g.counts.dropped >= 180, "{text}");
-    assert_eq!(started_or_dropped(g), g.counts.offered, "{text}");
-    assert_eq!(
-        g.series.iter().map(|t| t.dropped).sum::<u64>(),
-        g.counts.dropped,
-        "{text}"
-    );
+    assert_every_arrival_accounted(g, &text);
 }
 
 /// Without a cap, an arrival that waits longer than `timeout_ms` for a slot is dropped.
 #[test]
 fn arrivals_waiting_longer_than_the_timeout_are_dropped() {
-    let server = TestServer::delayed(Duration::from_millis(50));
-    let mut s = one_group(1, json!({"duration_ms": 1000}), http(&server.url()));
-    s.groups[0].timeout_ms = 200;
-    open(&mut s, 100.0, None);
-    let r = run(s).unwrap();
+    let r = paced(50, 1, 100.0, None, Some(200));
     let g = &r.groups[0];
     let text = r.summary_json();
     assert!(g.counts.dropped >= 30, "{text}");
     assert_eq!(g.counts.outcomes.hung, 0, "{text}");
-    assert_eq!(started_or_dropped(g), g.counts.offered, "{text}");
+    assert_every_arrival_accounted(g, &text);
     // Nothing waited past the timeout: corrected max ≤ 200 ms wait + one operation.
     assert!(g.latency.max() < 400_000, "{text}");
 }

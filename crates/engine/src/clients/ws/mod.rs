@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use hyper::Uri;
 use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::dial::{Conn, Dialer};
+use super::dial::{host_of, parse_url, Conn, Dialer};
 use super::template::Template;
 use super::Prepared;
 use crate::cancel::{race, Cancel};
@@ -23,7 +22,7 @@ use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::rng::Rng;
-use crate::spec::{line_regex, untemplated, WsMode, WsSpec};
+use crate::spec::{line_regex, WsMode, WsSpec};
 
 mod frame;
 mod path;
@@ -53,15 +52,9 @@ pub(crate) struct WsPrep {
 impl WsPrep {
     pub fn new(spec: &WsSpec, feeders: &Feeders, key: &str) -> Result<WsPrep, EngineError> {
         let bad = |what: String| EngineError::Spec(SpecError(format!("{key}.{what}")));
-        let url: Uri = untemplated(&spec.url)
-            .parse()
-            .map_err(|e| bad(format!("url {:?} is not a valid URL ({e})", spec.url)))?;
+        let url = parse_url(&spec.url, key)?;
         let secure = url.scheme_str() == Some("wss");
-        let host = url
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
+        let host = host_of(&url);
         let limit = spec.connect_timeout_ms.map(Duration::from_millis);
         let dialer = Dialer::of_url(
             &url,
