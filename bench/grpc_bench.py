@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, median, paired, parser, repeated
+from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, installed, median, paired, parser, repeated
 
 BEGIN, END = "<!-- grpc-bench: begin -->", "<!-- grpc-bench: end -->"
 VARIANTS = ("knee", "ghz", "tonic")
@@ -202,18 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     from measure import raise_nofile_limit
 
     for tool, name in (("grpc-examples", "grpc_greeter_server"), ("ghz", "ghz"), ("tonic", "tonic-client")):
-        if not (TOOLS / name).exists():
-            print(f"building {name} with bench/install.sh {tool} …", flush=True)
-            subprocess.run(["bash", str(BENCH / "install.sh"), tool], check=False)
-        if not (TOOLS / name).exists():
-            raise SystemExit(f"{name} is not installed and bench/install.sh {tool} could not build it")
+        installed((TOOLS / name).exists, tool, name)
     os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares the server's core, not the generator's
     load_before = os.getloadavg()
     raise_nofile_limit()
     rows = repeated(a.reps, VARIANTS, lambda variant: one(variant, a), pause_s=1)
-    many = clients_held(a)
-    print(json.dumps(many), flush=True)
-    finish(a, load_before, rows, section_from, many=many)
+    finish(a, load_before, rows, section_from, many=clients_held(a))
     return 0
 
 

@@ -11,6 +11,7 @@ import json
 import operator
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -117,6 +118,15 @@ def write_section(path: Path, text: str) -> None:
     path.write_text(doc)
 
 
+def installed(present: Callable[[], bool], tool: str, what: str) -> None:
+    """`bash bench/install.sh TOOL` when `present()` is false; the bench ends with a sentence if it still is."""
+    if not present():
+        print(f"installing {what} with bench/install.sh {tool} …", flush=True)
+        subprocess.run(["bash", str(BENCH / "install.sh"), tool], check=False)
+    if not present():
+        raise SystemExit(f"{what} is not installed and bench/install.sh {tool} could not install it")
+
+
 def finish(
     args: argparse.Namespace,
     load_before: tuple[float, ...],
@@ -125,8 +135,11 @@ def finish(
     **extra: Any,
 ) -> None:
     """The bench's figures (its arguments, the machine, the load averages around it, its --note, `rows` and `extra`)
-    saved: the raw ones to --json, `section_from` them to --out."""
+    saved: the raw ones to --json, `section_from` them to --out. Each of `extra` is printed first, as the rows were."""
     from report import machine
+
+    for value in extra.values():
+        print(json.dumps(value), flush=True)
 
     data = {
         "args": vars(args) | {"out": str(args.out), "json": str(args.json)},

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, median, paired, parser, repeated
+from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, installed, median, paired, parser, repeated
 
 BEGIN, END = "<!-- ws-bench: begin -->", "<!-- ws-bench: end -->"
 VARIANTS = ("knee", "floor")
@@ -179,19 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     from measure import raise_nofile_limit
 
-    if not NODE_MODULES.joinpath("ws").is_dir():
-        print("installing Node's ws package with bench/install.sh ws …", flush=True)
-        subprocess.run(["bash", str(BENCH / "install.sh"), "ws"], check=False)
-    if not NODE_MODULES.joinpath("ws").is_dir():
-        raise SystemExit("Node's ws package is not installed and bench/install.sh ws could not install it")
+    installed(NODE_MODULES.joinpath("ws").is_dir, "ws", "Node's ws package")
     raise_nofile_limit()
     os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares the server's core, not the generator's
     floor = floor_binary()
     load_before = os.getloadavg()
     rows = repeated(a.reps, VARIANTS, lambda variant: echo(variant, floor, a), pause_s=1)
-    h = held(a)
-    print(json.dumps(h), flush=True)
-    finish(a, load_before, rows, section_from, held=h)
+    finish(a, load_before, rows, section_from, held=held(a))
     return 0
 
 
