@@ -56,31 +56,39 @@ Judgement = Literal["better", "worse", "same", "unknown"]
 SAME: Final = "no change within noise"
 
 
-class LevelDelta(BaseModel):
+class _Delta(BaseModel):
+    """What a level's row and a request's row share: where they stand, and their rates' and p99s' changes, each
+    with its interval and judgement, and the failure ratios' test."""
+
     group: str
     phase: str
     direction: str
     label: str
     level: int | float
-    clients_a: int | None = None
-    clients_b: int | None = None
-    rate_a: float | None = None
-    rate_b: float | None = None
     change_pct: float | None = None
     noise_pct: float | None = None  # the change's interval: change_pct ± noise_pct (percentage points)
-    rate_method: str = ""  # how the runs' noise was estimated: "batch means" (both) or "counting" (either)
     rate: Judgement = "unknown"
     p99_a_ms: float | None = None
     p99_b_ms: float | None = None
     p99_change_pct: float | None = None
     p99_noise_pct: float | None = None
     p99: Judgement = "unknown"  # shown and held against --fail-on p99, not part of `overall`
+    failures_p_value: float | None = None
+    failures: Judgement = "unknown"
+
+
+class LevelDelta(_Delta):
+    """One level of a group, B against A."""
+
+    clients_a: int | None = None
+    clients_b: int | None = None
+    rate_a: float | None = None
+    rate_b: float | None = None
+    rate_method: str = ""  # how the runs' noise was estimated: "batch means" (both) or "counting" (either)
     failures_a: int | None = None
     failures_b: int | None = None
     failure_ratio_a: float | None = None
     failure_ratio_b: float | None = None
-    failures_p_value: float | None = None
-    failures: Judgement = "unknown"
     # the TLS handshakes' mean and the resumed share, where the level's connections shook hands (None elsewhere):
     # shown beside the verdict, not part of it (a handshake's cost is a cause, the rate and failures the effect)
     tls_a_ms: float | None = None
@@ -98,31 +106,16 @@ class LevelDelta(BaseModel):
         return None if self.change_pct is None or self.noise_pct is None else self.change_pct + self.noise_pct
 
 
-class RequestDelta(BaseModel):
+class RequestDelta(_Delta):
     """One request of a mix at one level, B against A (both runs' group had the same request names there)."""
 
-    group: str
-    phase: str
-    direction: str
-    label: str
-    level: int | float
     request: str
     count_a: int = Field(description="operations that ended (succeeded + failed + hung)")
     count_b: int
     rate_a: float = Field(description="successes per measured second")
     rate_b: float
-    change_pct: float | None = None
-    noise_pct: float | None = None
-    rate: Judgement = "unknown"
-    p99_a_ms: float | None = None
-    p99_b_ms: float | None = None
-    p99_change_pct: float | None = None
-    p99_noise_pct: float | None = None
-    p99: Judgement = "unknown"
     failure_ratio_a: float = 0.0
     failure_ratio_b: float = 0.0
-    failures_p_value: float | None = None
-    failures: Judgement = "unknown"
     overall: Literal["better", "worse", "mixed", "no change within noise"] = SAME
 
 
