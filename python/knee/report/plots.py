@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from knee import fmt
 from knee.analysis.client_ramp import intervals as client_intervals
 from knee.analysis.levels import window
@@ -103,6 +101,8 @@ def throughput(record: RunRecord, group: str, fit: USLFit | None, flat: bool = F
         _plot_rates(ax, record, rec, group, "x", color="C3", ms=9, label="recovery probes")
     if fit is not None and levels and not rates:
         # a flat top (`flat`: a pool, a plateau) has no N*: the model is drawn only where it rises, up to its N*
+        import numpy as np  # here only: a run's report (no fit) is drawn without loading numpy
+
         top = min(max(levels), fit.n_star) if flat and fit.n_star else max(levels)
         n = np.geomspace(max(1, min(levels)), max(top, 1, min(levels)), 200)
         ax.plot(list(n), list(usl(n, fit.sigma, fit.kappa, fit.lam)), "-", color="C1", alpha=0.8, label="USL fit")
