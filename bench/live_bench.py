@@ -158,11 +158,11 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, scrapes: int) 
             "engine's (target: at most 2 % of knee's requests per CPU-s). The watched variant's browser and "
             "Prometheus share nginx's core: what they take from nginx shows in the requests per second. Outside "
             f"the load the watched runs used {extra:.2f} s more CPU, once per run, to draw the final report for the "
-            "open page (importing matplotlib, the analysis, the plots), which a run nobody watches does not draw; "
-            f"that is within 2 % of a run of {at_2:.0f} s or more (a sweep's step, or a sweep, is minutes), and a "
-            "run that writes report.html (`--out`, every sweep) hands the page that file's body instead of drawing "
-            f"it again. Prometheus scraped {scrapes} times in all; every watched page ended showing the run's "
-            "succeeded count exactly.",
+            "open page (importing the analysis and the report, drawing its figures), which a run nobody watches "
+            f"does not draw; that is within 2 % of a run of {at_2:.0f} s or more (a sweep's step, or a sweep, is "
+            "minutes), and a run that writes report.html (`--out`, every sweep) hands the page that file's body "
+            f"instead of drawing it again. Prometheus scraped {scrapes} times in all; every watched page ended "
+            "showing the run's succeeded count exactly.",
             END,
         ]
     )
