@@ -10,6 +10,7 @@ import click
 from knee.analysis.compare import compare_runs
 from knee.analysis.failon import hold, parse_rules
 from knee.analysis.stats import NOISE_FLOOR
+from knee.commands.numbers import NUMBER
 from knee.errors import UserError
 from knee.report.compare import comparison_markdown, render_comparison
 from knee.report.terminal import make_console
@@ -32,18 +33,18 @@ EXIT_REGRESSION = 3
     "errors:PCT% (PCT a number or any), e.g. throughput:5%; repeatable or comma-separated.",
 )
 @click.option(
-    "--alpha", type=float, default=0.05, show_default=True, help="1 − the confidence of the changes' intervals."
+    "--alpha", type=NUMBER, default=0.05, show_default=True, help="1 − the confidence of the changes' intervals."
 )
 @click.option(
     "--min-change",
-    type=float,
+    type=NUMBER,
     default=2.0,
     show_default=True,
     help="Changes smaller than this many percent count as no change even when beyond noise.",
 )
 @click.option(
     "--noise-floor",
-    type=float,
+    type=NUMBER,
     default=NOISE_FLOOR * 100,
     show_default=True,
     help="Run-to-run variation of a level's rate and p99 that one step cannot show (a standard deviation, "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from knee.commands.numbers import at_least, between, more_than
 from knee.errors import UserError
 from knee.scenario.oneline import Options
 
@@ -57,19 +58,19 @@ _TARGET = [
     click.option("--http2", is_flag=True, help="Speak HTTP/2 (ALPN h2 over https://, prior knowledge over http://)."),
     click.option(
         "--streams",
-        type=click.IntRange(min=1),
+        type=at_least(1),
         help="--http2, grpc: clients per connection (N clients share ⌈N/streams⌉ connections; default 1).",
     ),
     click.option(
         "--connections",
-        type=click.IntRange(min=1),
+        type=at_least(1),
         help="--http2, grpc: this many connections (per load machine) shared by all the clients, instead of --streams.",
     ),
     click.option("--new-connection", is_flag=True, help="A new connection per operation (ab without -k)."),
     click.option("--expect-status", help="Statuses that count as success, e.g. 200 or 200-299,404 (default 2xx-3xx)."),
     click.option("--expect-body", help="Succeed only if the response body contains this text."),
     click.option("--expect-body-regex", help="Succeed only if the response body matches this regex."),
-    click.option("--expect-length", type=click.IntRange(min=0), help="Succeed only if the body has this many bytes."),
+    click.option("--expect-length", type=at_least(0), help="Succeed only if the body has this many bytes."),
     click.option(
         "--source-addr",
         "source_addr",
@@ -96,7 +97,7 @@ _TARGET = [
         "--message", help="ws: the message each exchange sends (\\n escapes allowed; templates); grpc: the call's JSON."
     ),
     click.option("--binary", is_flag=True, help="ws: send the message as a binary frame, not text."),
-    click.option("--messages", type=click.IntRange(min=1), help="ws --mode session: exchanges per session (1)."),
+    click.option("--messages", type=at_least(1), help="ws --mode session: exchanges per session (1)."),
     click.option("--message-interval", help="ws --mode session: the pause between a reply and the next message."),
     click.option("--subprotocol", multiple=True, help="ws: a subprotocol to offer (repeatable, in order)."),
     click.option("--proto", multiple=True, metavar="FILE", help="grpc: a .proto file with the method (repeatable)."),
@@ -106,9 +107,7 @@ _TARGET = [
     click.option("--protoset", metavar="FILE", help="grpc: a compiled descriptor set with the method (protoc -o)."),
     click.option("--reflect", is_flag=True, help="grpc: the method's types from the server's reflection service."),
     click.option("--message-file", metavar="FILE", help="grpc: the call's message, JSON, from this file."),
-    click.option(
-        "--stream-messages", type=click.IntRange(min=1), help="grpc: messages a client-streaming call sends (1)."
-    ),
+    click.option("--stream-messages", type=at_least(1), help="grpc: messages a client-streaming call sends (1)."),
     click.option("--stream-interval", help="grpc --stream-messages: the pause before each message after the first."),
     click.option("--deadline", help="grpc: the call's deadline, sent as grpc-timeout (e.g. 500ms)."),
     click.option("--expect-message", metavar="REGEX", help="grpc: succeed only if the response's JSON matches."),
@@ -121,11 +120,11 @@ _TARGET = [
     click.option("--worker", is_flag=True, help="The command is a worker program speaking docs/worker-protocol.md."),
     click.option("--python", metavar="MODULE:FUNCTION", help="Clients are a Python flow: this function, run by knee."),
     click.option("--path", help="--python: the directory the flow's module is imported from."),
-    click.option("--processes", type=click.IntRange(min=0), help="--worker/--python: processes (0 = one per core)."),
+    click.option("--processes", type=at_least(0), help="--worker/--python: processes (0 = one per core)."),
     click.option("--start-timeout", help="--worker/--python: how long a process may take to answer start (30s)."),
 ]
 
-_POSITIVE = click.FloatRange(min=0, min_open=True)
+_POSITIVE = more_than(0)
 _AUTO = "--levels auto / --rates auto: "
 
 _SEARCH = [
@@ -144,7 +143,7 @@ _SEARCH = [
 ]
 
 _LOAD = [
-    click.option("-n", "--requests", "n", type=click.IntRange(min=1), help="Stop after this many operations in all."),
+    click.option("-n", "--requests", "n", type=at_least(1), help="Stop after this many operations in all."),
     click.option(
         "--data",
         "data",
@@ -163,7 +162,7 @@ _LOAD = [
         type=click.Choice(["stop", "stop_client", "recycle"]),
         help="When a queue or shuffle has used every row: stop the step (default), stop that client, or start again.",
     ),
-    click.option("--iterations", type=click.IntRange(min=1), help="Stop after this many operations per client."),
+    click.option("--iterations", type=at_least(1), help="Stop after this many operations per client."),
     click.option(
         "-d",
         "--duration",
@@ -180,7 +179,7 @@ _LOAD = [
     ),
     click.option("--warmup", help="Leave operations ending this early out."),
     click.option("--interval", help="Granularity of the per-interval counts (default 1s)."),
-    click.option("--threads", type=click.IntRange(min=0), help="Engine threads (0 = one per core)."),
+    click.option("--threads", type=at_least(0), help="Engine threads (0 = one per core)."),
     click.option(
         "--operations-log",
         metavar="FILE",
@@ -190,10 +189,10 @@ _LOAD = [
     click.option("--poisson", is_flag=True, help="Open loop: Poisson arrivals (random gaps) instead of evenly spaced."),
     click.option(
         "--max-in-flight",
-        type=click.IntRange(min=1),
+        type=at_least(1),
         help="Open loop: arrivals beyond this many waiting or running are dropped (counted).",
     ),
-    click.option("--monitor-pid", type=click.IntRange(min=1), help="Sample this process tree (the target) per step."),
+    click.option("--monitor-pid", type=at_least(1), help="Sample this process tree (the target) per step."),
     click.option("--monitor-name", metavar="NAME", help="Sample the process tree of the process named NAME."),
     click.option(
         "--monitor-url",
@@ -223,7 +222,7 @@ _LOAD = [
 
 SLO = [
     click.option("--slo-p99", type=_POSITIVE, help="SLO: p99 latency limit in ms."),
-    click.option("--slo-failure-ratio", type=click.FloatRange(0, 1), help="SLO: failure ratio limit (0.01 = 1 %)."),
+    click.option("--slo-failure-ratio", type=between(0, 1), help="SLO: failure ratio limit (0.01 = 1 %)."),
     click.option(
         "--min-capacity",
         type=_POSITIVE,
@@ -394,7 +393,7 @@ def sweep_target_options(*, levels: str, rates: str, clients: str) -> Callable[[
         click.argument("target", nargs=-1),
         click.option("--levels", help=levels),
         click.option("--rates", help=rates),
-        click.option("-c", "--clients", type=click.IntRange(min=1), help=clients),
+        click.option("-c", "--clients", type=at_least(1), help=clients),
         *_SEARCH,
         *_LOAD,
         *_TARGET,

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from knee.commands.numbers import at_least
 from knee.commands.options import (
     SERVE,
     apply_run_options,
@@ -51,7 +52,7 @@ Examples:
 
 @click.command(name="run", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target", nargs=-1)
-@click.option("-c", "--clients", type=click.IntRange(min=1), help="Concurrent clients (default 1).")
+@click.option("-c", "--clients", type=at_least(1), help="Concurrent clients (default 1).")
 @click.option(
     "--rate",
     help="Open loop: operations per second over all clients (e.g. 500), or several (100,200,400) run one "

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from knee.commands import options as o
+from knee.commands.numbers import at_least
 from knee.console import make_console
 from knee.errors import UserError
 from knee.scenario.address import parse_serve
@@ -27,9 +28,7 @@ DEFAULT_INTERVAL = "10s"  # a value per 10 s: 720 over two hours, each of thousa
 
 @click.command(name="soak", epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target", nargs=-1)
-@click.option(
-    "-c", "--clients", type=click.IntRange(min=1), help="Concurrent clients (default 1); with --rate, connections."
-)
+@click.option("-c", "--clients", type=at_least(1), help="Concurrent clients (default 1); with --rate, connections.")
 @click.option("--rate", help="Open loop: operations per second over all clients, held for the whole soak.")
 @o.load_options
 @o.target_options

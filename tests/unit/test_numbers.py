@@ -1,0 +1,62 @@
+"""Numeric options in knee's words (knee.commands.numbers): the option, what it takes, what was given."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from knee.commands.numbers import NUMBER, at_least, between, more_than
+
+
+@click.command()
+@click.option("-c", "--clients", type=at_least(1))
+@click.option("--threads", type=at_least(0))
+@click.option("--max-level", type=more_than(0))
+@click.option("--ratio", type=between(0, 1))
+@click.option("--alpha", type=NUMBER, default=0.05)
+def _cmd(**given: object) -> None:
+    click.echo(repr(sorted(given.items())))
+
+
+def _run(*args: str) -> click.testing.Result:
+    return CliRunner().invoke(_cmd, list(args), standalone_mode=False, catch_exceptions=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "value"),
+    [
+        (["-c", "1"], ("clients", 1)),
+        (["--clients", "12"], ("clients", 12)),
+        (["--threads", "0"], ("threads", 0)),
+        (["--max-level", "0.5"], ("max_level", 0.5)),
+        (["--ratio", "0"], ("ratio", 0.0)),
+        (["--ratio", "1"], ("ratio", 1.0)),
+        (["--alpha", "-3"], ("alpha", -3.0)),
+        ([], ("alpha", 0.05)),
+    ],
+)
+def test_what_is_in_range_is_taken_as_a_number(args: list[str], value: tuple[str, object]) -> None:
+    r = _run(*args)
+    assert r.exception is None, r.exception
+    assert repr(value) in r.output  # an int stays an int: ('clients', 1), not ('clients', 1.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["-c", "0"], "-c/--clients must be a whole number of at least 1 (got '0')"),
+        (["-c", "1.5"], "-c/--clients must be a whole number of at least 1 (got '1.5')"),
+        (["-c", "x"], "-c/--clients must be a whole number of at least 1 (got 'x')"),
+        (["--threads", "-1"], "--threads must be a whole number of at least 0 (got '-1')"),
+        (["--max-level", "0"], "--max-level must be a number above 0 (got '0')"),
+        (["--max-level", "inf"], "--max-level must be a number above 0 (got 'inf')"),
+        (["--ratio", "1.01"], "--ratio must be a number from 0 to 1 (got '1.01')"),
+        (["--ratio", "-0.1"], "--ratio must be a number from 0 to 1 (got '-0.1')"),
+        (["--alpha", "nan"], "--alpha must be a number (got 'nan')"),
+    ],
+)
+def test_what_is_out_of_range_is_one_sentence_naming_option_form_and_value(args: list[str], said: str) -> None:
+    r = _run(*args)
+    assert isinstance(r.exception, click.UsageError), r.output
+    assert r.exception.format_message() == said
