@@ -224,6 +224,7 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: 
         ),
         (["http://127.0.0.1:1/", "-n", "1.5"], r"-n/--requests must be a whole number of at least 1 \(got '1.5'\)$"),
         (["http://127.0.0.1:1/", "--slo-failure-ratio", "2"], r"--slo-failure-ratio must be a number from 0 to 1"),
+        (["http://127.0.0.1:1/", "--rate", "0s:10, 60s:400"], r"a rate over time is --rate-profile, e\.g\."),
         (["http://127.0.0.1:1/", "--slo-p99", "inf"], r"--slo-p99 must be a number above 0 \(got 'inf'\)$"),
         (["--", "no-such-command-knee"], r"command not found or not executable: 'no-such-command-knee'"),
         (["http://host.invalid/"], r"cannot resolve host 'host.invalid'"),

@@ -1,4 +1,5 @@
-"""Numeric options in knee's words (knee.commands.numbers): the option, what it takes, what was given."""
+"""Numeric options in knee's words (knee.commands.numbers, knee.scenario.units.parse_list): the option, what it
+takes, what was given."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from knee.commands.numbers import NUMBER, at_least, between, more_than
+from knee.errors import UserError
+from knee.scenario.units import parse_list
 
 
 @click.command()
@@ -60,3 +63,29 @@ def test_what_is_out_of_range_is_one_sentence_naming_option_form_and_value(args:
     r = _run(*args)
     assert isinstance(r.exception, click.UsageError), r.output
     assert r.exception.format_message() == said
+
+
+@pytest.mark.parametrize(
+    ("value", "over_time", "said"),
+    [
+        ("100,x", "--rate-profile", "--rate '100,x': 'x' is not a number; use operations per second, e.g. 500 or "
+         "100,200"),
+        ("0s:10, 60s:400", "--rate-profile", "--rate '0s:10, 60s:400': '0s:10' is not a number; use operations per "
+         'second, e.g. 500 or 100,200; a rate over time is --rate-profile, e.g. --rate-profile "0s:10, 60s:400"'),
+        ("sine(mean=1)", "--ramp", "a rate over time is --ramp"),
+        ("0s:10, 60s:400", None, "is not a number; use operations per second, e.g. 500 or 100,200"),
+    ],
+)  # fmt: skip
+def test_a_rate_over_time_given_as_rates_names_the_option_that_takes_it(
+    value: str, over_time: str | None, said: str
+) -> None:
+    with pytest.raises(UserError) as err:
+        parse_list(value, "--rate", whole=False, over_time=over_time)
+    assert said in str(err.value)
+    assert ("over time" in str(err.value)) == (over_time is not None and (":" in value or "(" in value))
+
+
+def test_rates_and_levels_that_are_numbers_are_taken() -> None:
+    assert parse_list("100, 200/s", "--rates", whole=False, over_time="--ramp") == [100.0, 200.0]
+    assert parse_list("auto", "--levels", whole=True, auto=True) == "auto"
+    assert parse_list("5,20", "--levels", whole=True) == [5, 20]

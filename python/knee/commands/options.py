@@ -409,7 +409,7 @@ def one_line_sweep(o: dict[str, Any]) -> tuple[Options, list[str]]:
     one_line = to_options(
         o,
         levels=parse_list(o["levels"], "--levels", whole=True, auto=True),
-        rates=parse_list(o["rates"], "--rates", whole=False, auto=True),
+        rates=parse_list(o["rates"], "--rates", whole=False, auto=True, over_time="--ramp"),
     )
     return one_line, given_options(one_line)
 

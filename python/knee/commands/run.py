@@ -110,7 +110,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     if json_path and not os.access(Path(json_path).resolve().parent, os.W_OK):
         raise UserError(f"--json {json_path!r}: its directory does not exist or cannot be written")
     serve = parse_serve(opts["serve"])
-    options = to_options(opts, rates=parse_list(opts["rate"], "--rate", whole=False))
+    options = to_options(opts, rates=parse_list(opts["rate"], "--rate", whole=False, over_time="--rate-profile"))
     names = dict(OPTION_NAMES, **{"sweep.levels": "-c/--clients", "sweep.rates": "--rate"})
     if opts["clients_profile"] is not None:
         names["groups.main.clients"] = "--clients-profile"

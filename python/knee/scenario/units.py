@@ -55,9 +55,11 @@ def parse_header(value: str, key: str = "-H") -> tuple[str, str]:
     return name.strip(), rest.strip()
 
 
-def parse_list(value: str | None, option: str, whole: bool, auto: bool = False) -> list[Any] | str | None:
+def parse_list(
+    value: str | None, option: str, whole: bool, auto: bool = False, over_time: str | None = None
+) -> list[Any] | str | None:
     """`--levels 5,20,50` / `--rates 100,200/s` → numbers; None when not given; with `auto`, "auto" stays (the
-    level search)."""
+    level search). `over_time`: the option that takes a rate over time, named when `value` looks like one."""
     if value is None:
         return None
     if auto and value.strip().lower() == "auto":
@@ -69,7 +71,10 @@ def parse_list(value: str | None, option: str, whole: bool, auto: bool = False) 
         try:
             x: float = int(text) if whole else float(text)
         except ValueError:
-            raise UserError(f"{option} {value!r}: {part.strip()!r} is not a number; use {unit}") from None
+            said = f"{option} {value!r}: {part.strip()!r} is not a number; use {unit}"
+            if over_time is not None and (":" in value or "(" in value):  # points "0s:10, 60s:400", or sine(…)
+                said += f'; a rate over time is {over_time}, e.g. {over_time} "0s:10, 60s:400"'
+            raise UserError(said) from None
         if not (0 < x < float("inf")):
             what = "level must be a positive number of clients" if whole else "rate must be a positive number"
             raise UserError(f"{option} {value!r}: every {what} ({unit})")
