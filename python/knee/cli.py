@@ -136,6 +136,12 @@ def main(argv: list[str] | None = None) -> None:
         # catches it anywhere else, e.g. while the subcommand's modules are still importing.
         click.echo("knee: interrupted", err=True)
         sys.exit(130)
+    except click.MissingParameter as exc:  # the command's usage says what it takes, in place of click's bare name
+        usage = exc.ctx.get_usage().removeprefix("Usage: ") if exc.ctx else ""
+        name = exc.param.human_readable_name if exc.param else "an argument"
+        command = exc.ctx.command_path if exc.ctx else "knee"
+        click.echo(f"knee: error: {command} needs {name}: {usage} (--help says more)", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         click.echo(f"knee: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)

@@ -245,6 +245,23 @@ def test_bad_input_gets_one_clear_sentence(args: list[str], pattern: str) -> Non
     assert re.search(pattern, lines[0]), lines[0]
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["report"], "knee: error: knee report needs RUN_DIR: knee report [OPTIONS] RUN_DIR (--help says more)"),
+        (
+            ["compare", "a"],
+            "knee: error: knee compare needs RUN_B: knee compare [OPTIONS] RUN_A RUN_B (--help says more)",
+        ),
+        (["fit"], "knee: error: knee fit needs FILE: knee fit [OPTIONS] FILE (--help says more)"),
+    ],
+)
+def test_a_missing_argument_is_named_with_the_command_s_usage(args: list[str], said: str) -> None:
+    proc = knee_cli(*args, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == said, proc.stderr
+
+
 def test_refused_connection_is_a_clear_error() -> None:
     port = free_port()  # nothing listens there any more
     proc = knee_cli("run", f"http://127.0.0.1:{port}/", "-n", "5", timeout=30)
