@@ -122,7 +122,7 @@ def test_bad_data_and_mixes_are_one_sentence_before_any_load(nginx: Nginx, tmp_p
         ],
         "names no column of ids": ["run", f"{nginx.url}/u/${{ids.nme}}", "--data", f"ids={ids}"],
         "names no data source 'people'": ["run", f"{nginx.url}/u/${{people.id}}", "--data", f"ids={ids}"],
-        "'sideways' is not one of 'circular', 'queue'": [
+        "--data-order must be one of circular, queue, random, shuffle (got 'sideways')": [
             "run", f"{nginx.url}/", "--data", f"ids={ids}", "--data-order", "sideways",
         ],
         "weight": ["run", str(zero), "-n", "5"],

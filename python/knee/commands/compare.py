@@ -10,7 +10,7 @@ import click
 from knee.analysis.compare import compare_runs
 from knee.analysis.failon import hold, parse_rules
 from knee.analysis.stats import NOISE_FLOOR
-from knee.commands.numbers import NUMBER
+from knee.commands.values import NUMBER
 from knee.errors import UserError
 from knee.report.compare import comparison_markdown, render_comparison
 from knee.report.terminal import make_console

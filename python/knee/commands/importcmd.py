@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from knee.commands.values import one_of
+
 if TYPE_CHECKING:
     from knee.importers.build import Imported
 
@@ -107,7 +109,7 @@ def curl(out: Path | None, args: tuple[str, ...]) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["http", "json"]),
+    type=one_of("http", "json"),
     default="http",
     show_default=True,
     help="vegeta's targets format: http ('METHOD URL' lines, headers, @body) or json (one object a line).",

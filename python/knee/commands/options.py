@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from knee.commands.numbers import at_least, between, more_than
+from knee.commands.values import at_least, between, more_than, one_of
 from knee.errors import UserError
 from knee.scenario.oneline import Options
 
@@ -51,10 +51,10 @@ _TARGET = [
     ),
     click.option(
         "--tls-resume",
-        type=click.Choice(["on", "off"]),
+        type=one_of("on", "off"),
         help="Resume TLS sessions on new connections (on, the default) or make every handshake a full one (off).",
     ),
-    click.option("--tls-version", type=click.Choice(["1.2", "1.3"]), help="Speak only this TLS version."),
+    click.option("--tls-version", type=one_of("1.2", "1.3"), help="Speak only this TLS version."),
     click.option("--http2", is_flag=True, help="Speak HTTP/2 (ALPN h2 over https://, prior knowledge over http://)."),
     click.option(
         "--streams",
@@ -86,9 +86,7 @@ _TARGET = [
     ),
     click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
     click.option("--expect", help="tcp: read until this regex matches the reply; ws: the reply to wait for."),
-    click.option(
-        "--mode", type=click.Choice(["echo", "session", "listen"]), help="ws: echo (default), session or listen."
-    ),
+    click.option("--mode", type=one_of("echo", "session", "listen"), help="ws: echo (default), session or listen."),
     click.option("--hold", help="ws --mode listen: how long each connection is held, counting pushed messages."),
     click.option(
         "--correlate", metavar="JSONPATH", help="ws: the reply is the message whose JSON has this path's value."
@@ -154,12 +152,12 @@ _LOAD = [
     ),
     click.option(
         "--data-order",
-        type=click.Choice(["circular", "queue", "random", "shuffle"]),
+        type=one_of("circular", "queue", "random", "shuffle"),
         help="How --data rows are handed out (default circular; queue and shuffle use each row once).",
     ),
     click.option(
         "--data-on-exhausted",
-        type=click.Choice(["stop", "stop_client", "recycle"]),
+        type=one_of("stop", "stop_client", "recycle"),
         help="When a queue or shuffle has used every row: stop the step (default), stop that client, or start again.",
     ),
     click.option("--iterations", type=at_least(1), help="Stop after this many operations per client."),
@@ -297,7 +295,7 @@ TARGETS = [
     ),
     click.option(
         "--targets-format",
-        type=click.Choice(["http", "json"]),
+        type=one_of("http", "json"),
         default="http",
         show_default=True,
         help="--targets: vegeta's http format ('METHOD URL' lines, headers, @body) or json (one object a line).",

@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from knee.commands.numbers import at_least
 from knee.commands.options import (
     SERVE,
     apply_run_options,
@@ -28,6 +27,7 @@ from knee.commands.options import (
     targets_table,
     to_options,
 )
+from knee.commands.values import at_least
 from knee.console import make_console
 from knee.errors import UserError
 from knee.scenario.address import parse_serve

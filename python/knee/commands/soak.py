@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from knee.commands import options as o
-from knee.commands.numbers import at_least
+from knee.commands.values import at_least
 from knee.console import make_console
 from knee.errors import UserError
 from knee.scenario.address import parse_serve

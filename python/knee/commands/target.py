@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from knee.commands.values import one_of
 from knee.demo_target import merge, parse_path_spec, to_toml
 from knee.errors import UserError
 
@@ -37,7 +38,7 @@ _OPTIONS: list[tuple[str, tuple[str, ...], Any, str]] = [
     ("--warmup-factor", ("warmup_factor",), float, "service-time multiplier during --warmup-for (≥ 1, default 3)"),
     ("--noise", ("noise",), float, "σ of a per-second log-normal service-time multiplier, median 1 (0: none)"),
     ("--seed", ("seed",), int, "seed of the --noise draws (default 1)"),
-    ("--recovery", ("recovery", "mode"), click.Choice(["recover", "slow", "stuck"]), "behaviour after an overload"),
+    ("--recovery", ("recovery", "mode"), one_of("recover", "slow", "stuck"), "behaviour after an overload"),
     ("--overload-threshold", ("recovery", "threshold"), int, "in-flight count that means overload"),
     ("--overload-after", ("recovery", "after_s"), float, "seconds of overload before it degrades"),
     ("--degraded-factor", ("recovery", "factor"), float, "service-time multiplier while degraded"),

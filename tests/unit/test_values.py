@@ -1,4 +1,4 @@
-"""Numeric options in knee's words (knee.commands.numbers, knee.scenario.units.parse_list): the option, what it
+"""Option values in knee's words (knee.commands.values, knee.scenario.units.parse_list): the option, what it
 takes, what was given."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from knee.commands.numbers import NUMBER, at_least, between, more_than
+from knee.commands.values import NUMBER, at_least, between, more_than, one_of
 from knee.errors import UserError
 from knee.scenario.units import parse_list
 
@@ -18,6 +18,7 @@ from knee.scenario.units import parse_list
 @click.option("--max-level", type=more_than(0))
 @click.option("--ratio", type=between(0, 1))
 @click.option("--alpha", type=NUMBER, default=0.05)
+@click.option("--mode", type=one_of("echo", "session", "listen"))
 def _cmd(**given: object) -> None:
     click.echo(repr(sorted(given.items())))
 
@@ -36,6 +37,7 @@ def _run(*args: str) -> click.testing.Result:
         (["--ratio", "0"], ("ratio", 0.0)),
         (["--ratio", "1"], ("ratio", 1.0)),
         (["--alpha", "-3"], ("alpha", -3.0)),
+        (["--mode", "listen"], ("mode", "listen")),
         ([], ("alpha", 0.05)),
     ],
 )
@@ -57,6 +59,7 @@ def test_what_is_in_range_is_taken_as_a_number(args: list[str], value: tuple[str
         (["--ratio", "1.01"], "--ratio must be a number from 0 to 1 (got '1.01')"),
         (["--ratio", "-0.1"], "--ratio must be a number from 0 to 1 (got '-0.1')"),
         (["--alpha", "nan"], "--alpha must be a number (got 'nan')"),
+        (["--mode", "Echo"], "--mode must be one of echo, session, listen (got 'Echo')"),
     ],
 )
 def test_what_is_out_of_range_is_one_sentence_naming_option_form_and_value(args: list[str], said: str) -> None:

@@ -1,11 +1,12 @@
-"""Numeric options said in knee's words: `-c/--clients must be a whole number of at least 1 (got '0')`, naming the
+"""Option values said in knee's words: `-c/--clients must be a whole number of at least 1 (got '0')`, naming the
 option, what it takes and what was given, where click would say `Invalid value for '-c' / '--clients': 0 is not in
 the range x>=1`.
 
 - `at_least(n)`: a whole number n or more (clients, requests, processes);
 - `more_than(x)`: a number above x (a level, a latency limit);
 - `between(lo, hi)`: a number from lo to hi (a ratio);
-- `NUMBER`: any number (a command that checks its range itself, in its own words).
+- `NUMBER`: any number (a command that checks its range itself, in its own words);
+- `one_of(...)`: one of a few words (`--mode must be one of echo, session, listen (got 'x')`).
 """
 
 from __future__ import annotations
@@ -60,3 +61,17 @@ def between(low: float, high: float) -> Number:
 
 
 NUMBER = Number(whole=False)
+
+
+class OneOf(click.Choice):
+    """One of a few words, said as knee says a mistake: `--mode must be one of echo, session, listen (got 'x')`."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value in self.choices:
+            return value
+        name = "/".join(param.opts) if param is not None else "the value"
+        raise click.UsageError(f"{name} must be one of {', '.join(map(str, self.choices))} (got {str(value)!r})", ctx)
+
+
+def one_of(*words: str) -> OneOf:
+    return OneOf(list(words))
