@@ -84,12 +84,36 @@ direction = "sideways"
 """
     text = text.replace("clientz = 5", 'clientz = 5\nthink_on_failure = "soon"')
     lines = error_of(text).splitlines()
-    assert "s.toml line 4: groups.stress.clientz is not a known key; check its spelling in docs/scenarios.md" in lines
+    assert "s.toml line 4: groups.stress.clientz is not a known key; did you mean clients?" in lines
     assert "s.toml line 8: sweep.duration must be a duration like 10s, 2m or 500ms, or \"auto\" (got 'ten')" in lines
     duration = "must be a duration like 10s, 2m or 500ms (got 'soon')"
     assert f"s.toml line 5: groups.stress.think_on_failure {duration}" in lines
     assert "s.toml line 9: sweep.direction must be 'up' or 'up-down' (got 'sideways')" in lines
     assert len(lines) == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[[group]]\nkind = "http"\n', "s.toml line 1: group is not a known key; did you mean groups?"),
+        ("[sweep]\nlevles = [1]\n", "s.toml line 2: sweep.levles is not a known key; did you mean levels?"),
+        (
+            '[groups.a]\nkind = "http"\nurl = "http://x:1/"\n[groups.a.tls]\ncertt = "c.pem"\n',
+            "s.toml line 5: groups.a.tls.certt is not a known key; did you mean cert?",
+        ),
+        (  # a key of another kind of group: nothing of a tcp group's is close to it
+            '[groups.a]\nkind = "tcp"\naddr = "127.0.0.1:1"\nurl = "http://x:1/"\n',
+            "s.toml line 4: groups.a.url is not a known key; check its spelling in docs/scenarios.md",
+        ),
+        (
+            '[groups.a]\nkind = "tcp"\naddr = "127.0.0.1:1"\nsendd = "x"\n',
+            "s.toml line 4: groups.a.sendd is not a known key; did you mean send?",
+        ),
+        ("[sweep]\nzzz = 1\n", "s.toml line 2: sweep.zzz is not a known key; check its spelling in docs/scenarios.md"),
+    ],
+)
+def test_an_unknown_key_is_offered_the_known_one_of_its_table_it_is_closest_to(text: str, said: str) -> None:
+    assert said in error_of(text).splitlines()
 
 
 def test_unknown_kind_and_missing_url() -> None:

@@ -132,6 +132,12 @@ def _phrase(err: Any) -> str:
     if t == "missing":
         return "is required; add it"
     if t == "extra_forbidden":
+        from knee.scenario.keys import closest
+
+        loc = tuple(err["loc"])
+        meant = closest(str(loc[-1]), loc) if loc else None
+        if meant is not None:
+            return f"is not a known key; did you mean {meant}?"
         return "is not a known key; check its spelling in docs/scenarios.md"
     if t in ("greater_than_equal", "greater_than"):
         word = "at least" if t == "greater_than_equal" else "more than"
