@@ -118,6 +118,25 @@ def entry() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _usage_error(exc: click.UsageError) -> str:
+    """click's words, but for a command that does not exist: the group's commands, and for `knee import FILE` the
+    one the file's name points to."""
+    said = exc.format_message()
+    ctx = exc.ctx
+    if ctx is None or not isinstance(ctx.command, click.Group) or not said.startswith("No such command"):
+        return said
+    names = sorted(ctx.command.list_commands(ctx))
+    given = said.split("'")[1] if said.count("'") >= 2 else ""
+    path = ctx.command_path
+    if path.endswith(" import") and given.lower().endswith(".har"):
+        return f"{path} takes the recording's kind first: {path} har {given}"
+    import difflib
+
+    close = difflib.get_close_matches(given, names, n=1)
+    meant = f"did you mean {close[0]}? " if close else ""
+    return f"{path} has no command {given!r}; {meant}its commands are {', '.join(names)} ({path} --help says more)"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr and a non-zero exit, never a traceback."""
     # A shell starts background jobs of a script with SIGINT ignored, and Python keeps that. knee's
@@ -141,6 +160,9 @@ def main(argv: list[str] | None = None) -> None:
         name = exc.param.human_readable_name if exc.param else "an argument"
         command = exc.ctx.command_path if exc.ctx else "knee"
         click.echo(f"knee: error: {command} needs {name}: {usage} (--help says more)", err=True)
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        click.echo(f"knee: error: {_usage_error(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         click.echo(f"knee: error: {exc.format_message()}", err=True)

@@ -400,3 +400,17 @@ def test_a_missed_slo_exits_3_as_a_sweep_does(nginx: Nginx, tmp_path: Path) -> N
     assert "SLO (p99 ≤ 5000 ms, failures ≤ 0 %): met" in proc.stdout
     doc, proc = run_json(tmp_path, nginx.url + "/missing", "-n", "20")
     assert doc["failed"] == 20 and doc["slo"] is None and "SLO" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["sweeep"], "knee: error: knee has no command 'sweeep'; did you mean sweep? its commands are compare, "),
+        (["import", "x"], "knee: error: knee import has no command 'x'; its commands are curl, har, targets "),
+        (["import", "rec.har"], "knee: error: knee import takes the recording's kind first: knee import har rec.har"),
+    ],
+)
+def test_a_command_that_does_not_exist_is_named_with_the_ones_that_do(args: list[str], said: str) -> None:
+    proc = knee_cli(*args, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(said) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
