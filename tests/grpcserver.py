@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from servers import Served, free_ports, spawn_listening
@@ -155,7 +155,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(stats_port)), Stats).serve_for
 
 @dataclass
 class GrpcServer(Served):
-    stats_port: int = 0
+    stats_port: int = field(kw_only=True)
     secure: bool = False
 
     def url(self, method: str = "SayHello") -> str:
@@ -179,4 +179,4 @@ def start_grpc_server(
     argv = [sys.executable, "-c", SERVER, str(port), str(stats_port), str(PROTO_DIR), str(limit), str(delay_ms)]
     reflect = ("1" if reflection else "0") + (f":{key}" if key else "")
     proc = spawn_listening([*argv, reflect, *(tls or ())], [stats_port, port], timeout_s=30)
-    return GrpcServer(port, proc, stats_port, secure=tls is not None)
+    return GrpcServer(port, proc, stats_port=stats_port, secure=tls is not None)

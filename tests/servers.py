@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,27 +248,6 @@ scrape_configs:
 
 
 @dataclass
-class Prometheus:
-    """A Prometheus server from Debian, scraping `targets` every second, its storage in a temp dir."""
-
-    dir: Path
-    port: int
-    proc: subprocess.Popen[bytes]
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        """The result of an instant query (its `data.result`: one {metric, value} per series)."""
-        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            doc = json.load(r)
-        assert doc["status"] == "success", doc
-        return doc["data"]["result"]  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-
-
-@dataclass
 class Served:
     """A server process a test started: stopped by its PID (`stop`, or leaving `with`)."""
 
@@ -283,6 +262,22 @@ class Served:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class Prometheus(Served):
+    """A Prometheus server from Debian, scraping `targets` every second, its storage in a temp dir."""
+
+    dir: Path = field(kw_only=True)
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """The result of an instant query (its `data.result`: one {metric, value} per series)."""
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            doc = json.load(r)
+        assert doc["status"] == "success", doc
+        return doc["data"]["result"]  # type: ignore[no-any-return]
 
 
 def stop_process(proc: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM, wait_s: float = 10) -> None:
@@ -344,7 +339,7 @@ def start_prometheus(tmp: Path, targets: list[str]) -> Prometheus:
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     wait_for_http(f"http://127.0.0.1:{port}/-/ready")
-    return Prometheus(tmp, port, proc)
+    return Prometheus(port, proc, dir=tmp)
 
 
 class NodeExporter(Served):
