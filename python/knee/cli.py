@@ -118,12 +118,17 @@ def entry() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _usage_error(exc: click.UsageError) -> str:
-    """click's words, but for a command that does not exist: the group's commands, and for `knee import FILE` the
-    one the file's name points to."""
+def _click_error(exc: click.ClickException) -> str:
+    """click's words, but for a missing argument: the command's usage; for a command that does not exist: the group's
+    commands, and for `knee import FILE` the one the file's name points to."""
     said = exc.format_message()
-    ctx = exc.ctx
-    if ctx is None or not isinstance(ctx.command, click.Group) or not said.startswith("No such command"):
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:
+        return said
+    if isinstance(exc, click.MissingParameter):
+        name = exc.param.human_readable_name if exc.param else "an argument"
+        return f"{ctx.command_path} needs {name}: {ctx.get_usage().removeprefix('Usage: ')} (--help says more)"
+    if not isinstance(ctx.command, click.Group) or not said.startswith("No such command"):
         return said
     names = sorted(ctx.command.list_commands(ctx))
     given = said.split("'")[1] if said.count("'") >= 2 else ""
@@ -155,17 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         # catches it anywhere else, e.g. while the subcommand's modules are still importing.
         click.echo("knee: interrupted", err=True)
         sys.exit(130)
-    except click.MissingParameter as exc:  # the command's usage says what it takes, in place of click's bare name
-        usage = exc.ctx.get_usage().removeprefix("Usage: ") if exc.ctx else ""
-        name = exc.param.human_readable_name if exc.param else "an argument"
-        command = exc.ctx.command_path if exc.ctx else "knee"
-        click.echo(f"knee: error: {command} needs {name}: {usage} (--help says more)", err=True)
-        sys.exit(exc.exit_code)
-    except click.UsageError as exc:
-        click.echo(f"knee: error: {_usage_error(exc)}", err=True)
-        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        click.echo(f"knee: error: {exc.format_message()}", err=True)
+        click.echo(f"knee: error: {_click_error(exc)}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

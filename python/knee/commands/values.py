@@ -17,6 +17,11 @@ from typing import Any
 import click
 
 
+def _named(param: click.Parameter | None) -> str:
+    """The option as its user may type it: -c/--clients."""
+    return "/".join(param.opts) if param is not None else "the value"
+
+
 class Number(click.ParamType):
     """A whole number (`whole`) or any number, within the bounds it says."""
 
@@ -43,8 +48,7 @@ class Number(click.ParamType):
         low_ok = self.low is None or (number > self.low if self.above else number >= self.low)
         high_ok = self.high is None or number <= self.high
         if not math.isfinite(number) or not (low_ok and high_ok):  # NaN: not a number at all
-            name = "/".join(param.opts) if param is not None else "the value"
-            raise click.UsageError(f"{name} must be {self._wants()} (got {str(value)!r})", ctx)
+            raise click.UsageError(f"{_named(param)} must be {self._wants()} (got {str(value)!r})", ctx)
         return number
 
 
@@ -69,8 +73,8 @@ class OneOf(click.Choice):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value in self.choices:
             return value
-        name = "/".join(param.opts) if param is not None else "the value"
-        raise click.UsageError(f"{name} must be one of {', '.join(map(str, self.choices))} (got {str(value)!r})", ctx)
+        words = ", ".join(map(str, self.choices))
+        raise click.UsageError(f"{_named(param)} must be one of {words} (got {str(value)!r})", ctx)
 
 
 def one_of(*words: str) -> OneOf:
