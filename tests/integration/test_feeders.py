@@ -70,6 +70,23 @@ def test_a_sweep_whose_queue_runs_out_uses_disjoint_rows_and_says_so(nginx: Ngin
     assert steps[1]["spec"]["data"][0]["ranges"] == [[100, 2**63 - 1]]
 
 
+def test_an_open_loop_whose_queue_runs_out_started_or_dropped_every_arrival(nginx: Nginx, tmp_path: Path) -> None:
+    """The arrival a client took when the queue had run out (and those taken after the group was told to stop) went
+    back to the queue and were dropped with it: offered = started + dropped, where one a client took went missing."""
+    ids = _ids(tmp_path, 150)
+    nginx.clear_log()
+    out = tmp_path / "run.json"
+    r = knee_cli(
+        "run", f"{nginx.url}/u/${{ids.id}}", "--data", f"ids={ids}", "--data-order", "queue",
+        "--rate", "300", "-c", "8", "-d", "2s", "--json", str(out),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["started"] == doc["succeeded"] == len(_requests(nginx)) == 150, doc
+    o = doc["open_loop"]
+    assert doc["started"] + o["dropped"] == o["offered"], doc
+
+
 def _mix(tmp: Path, url: str, seed: int) -> Path:
     """A 9:1 mix: `read` GETs /read, `write` sends a new uuid to /write."""
     path = tmp / f"mix-{seed}.toml"

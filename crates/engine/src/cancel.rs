@@ -81,13 +81,14 @@ impl AlarmState {
 
     /// Ready once the alarm has rung. A timer keeps the waker it was polled with until it rings, so it is polled
     /// once per arming, not again for every operation that waits on it (the poll registering the same waker again was
-    /// about 130 of the engine's 4 200 instructions per keep-alive request).
+    /// about 130 of the engine's 4 200 instructions per keep-alive request). A poll made when the task's budget is
+    /// spent registers no waker with the timer (tokio only asks for the task to be polled again): it does not count.
     fn poll(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut sleep = self.sleep.borrow_mut();
         if self.waiting.get() && !sleep.is_elapsed() {
             return Poll::Pending;
         }
-        self.waiting.set(true);
+        self.waiting.set(tokio::task::coop::has_budget_remaining());
         sleep.as_mut().poll(cx)
     }
 }
@@ -153,5 +154,50 @@ pub(crate) async fn sleep_unless_stopped(at: Instant, stop: &mut watch::Receiver
     tokio::select! {
         _ = tokio::time::sleep_until(at.into()) => true,
         _ = stop.wait_for(|s| *s) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An operation whose exchange spent the task's last budget before its alarm was first polled (a write that made
+    /// progress, then a read that must wait) still ends as hung at its timeout: that poll registered no waker.
+    #[test]
+    fn an_alarm_first_polled_with_no_budget_left_still_rings() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        let fired = local.block_on(&rt, async {
+            let alarms = Alarms::default();
+            let alarm = alarms.alarm(false);
+            let (_tx, mut stop) = watch::channel(false);
+            let mut cancel = Cancel {
+                timeout_at: Instant::now() + Duration::from_millis(50),
+                end_at: None,
+                stop: &mut stop,
+                alarm: &alarm,
+            };
+            let mut spent = false;
+            let exchange = poll_fn(move |cx| {
+                while !spent && tokio::task::coop::has_budget_remaining() {
+                    if let Poll::Ready(unit) = tokio::task::coop::poll_proceed(cx) {
+                        unit.made_progress();
+                    }
+                }
+                spent = true;
+                Poll::<()>::Pending
+            });
+            // The first branch wins if the alarm's ring woke nobody (then only it wakes the task again).
+            tokio::select! {
+                biased;
+                () = tokio::time::sleep(Duration::from_secs(2)) => None,
+                () = exchange => None,
+                o = cancel.fired() => Some(o),
+            }
+        });
+        assert!(matches!(fired, Some(Outcome::Hung)), "the alarm's ring woke nobody");
     }
 }

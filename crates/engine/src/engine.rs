@@ -148,6 +148,13 @@ impl Engine {
                 k += 1;
             }
         }
+        // Only threads with clients run: one with none (the clients of a shared HTTP/2 connection, or of fewer
+        // worker processes than threads, are on one) would end at once and never answer a cut.
+        plan.retain(|p| !p.is_empty());
+        if plan.is_empty() {
+            plan.push(Vec::new());
+        }
+        let threads = plan.len();
         let (stop_tx, _) = watch::channel(false);
         let (bg_stop_tx, _) = watch::channel(false);
         let shared = Arc::new(Shared {

@@ -34,6 +34,7 @@ mod recorder;
 mod result;
 mod rng;
 pub mod sockdiag;
+mod source;
 mod spec;
 mod summary;
 mod threads;

@@ -2,7 +2,7 @@
 //! (round-robin over threads) and owns its recorder; nothing is shared on the hot path but a few
 //! relaxed atomics for live snapshots.
 //!
-//! Every client runs the same loop (`client`): ask its `Source` for the next operation (the one
+//! Every client runs the same loop (`client`): ask its `Source` (source.rs) for the next operation (the one
 //! stop decision), run it under its timeout, record it. The source is the pacer: closed loop (the
 //! client's own previous end plus think time) or open loop (arrivals that one scheduler task per
 //! thread and group issues at the thread's share of the rate; idle clients take them in order).
@@ -22,9 +22,10 @@ use crate::data::{ClientData, Draw, Feeders};
 use crate::error::EngineError;
 use crate::oplog::OpLog;
 use crate::outcome::{OpReport, Outcome};
-use crate::pacer::{Closed, Previous, Schedule, LATE_AFTER};
+use crate::pacer::{Closed, Schedule, LATE_AFTER};
 use crate::profile::Curve;
 use crate::recorder::{GroupRec, LiveGroup, Timing};
+use crate::source::{OpenQueue, Source};
 use crate::spec::{GroupSpec, PacerSpec, StopRule};
 
 /// One group as every thread sees it.
@@ -361,142 +362,6 @@ async fn run_one(
     (report, end)
 }
 
-/// One thread's open-loop queue for one group: arrivals waiting for a free client.
-pub(crate) struct OpenQueue {
-    pending: RefCell<VecDeque<Instant>>,
-    /// Clients running an operation.
-    busy: Cell<usize>,
-    /// The scheduler has issued its last arrival.
-    closed: Cell<bool>,
-    notify: Notify,
-}
-
-/// Where a client's next operation comes from: the pacer.
-enum Source {
-    /// Closed loop: the previous operation's end plus think time (and think time on failure).
-    Closed { pacer: Closed, prev: Option<Previous> },
-    /// Open loop: the next arrival in this thread's queue of the group.
-    Open(Rc<OpenQueue>),
-}
-
-/// An operation the pacer says to start now.
-struct Start {
-    /// When it was meant to start (open loop; closed loop: `began`).
-    intended: Instant,
-    /// When the client took it (the clock is read once for the checks and the operation's start).
-    began: Instant,
-    /// An open-loop arrival due inside the measured window.
-    measured_arrival: bool,
-}
-
-impl Source {
-    /// The next operation, or None when the client must stop: its group's stop rule, the group's
-    /// end, the run's stop, or (open loop) no more arrivals. Waits until the operation is due.
-    async fn next(
-        &mut self,
-        group: &GroupShared,
-        measured: u64,
-        stop: &mut watch::Receiver<bool>,
-        stopped: &AtomicBool,
-        rec: &RefCell<Vec<GroupRec>>,
-        g: usize,
-    ) -> Option<Start> {
-        match self {
-            Source::Closed { pacer, prev } => {
-                // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
-                tokio::task::coop::consume_budget().await;
-                // One clock read serves every check and the start, unless the client waits (think time).
-                let mut now = Instant::now();
-                let proceed = match group.spec.stop {
-                    StopRule::PerClient(n) => measured < n,
-                    StopRule::Total(n) => group.tickets.fetch_add(1, Ordering::Relaxed) < n,
-                    StopRule::DurationMs(_) => group.end_at().is_some_and(|e| now < e),
-                    StopRule::WhileOthers(_) => true,
-                };
-                if !proceed || stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) {
-                    return None;
-                }
-                let mut due = pacer.next_start(*prev, now);
-                if let Some(curve) = &group.clients_curve {
-                    let origin = group.measured_start() - Duration::from_millis(group.spec.warmup_ms);
-                    // One whose turn never comes again waits out the group's duration (as a spike's end does).
-                    due = pacer.turn(curve, origin, due).or(group.end_at())?;
-                }
-                if due > now {
-                    let wake = group.end_at().map_or(due, |e| due.min(e));
-                    if !sleep_unless_stopped(wake, stop, stopped).await {
-                        return None;
-                    }
-                    now = Instant::now();
-                }
-                if group.end_at().is_some_and(|e| now >= e) {
-                    return None;
-                }
-                Some(Start {
-                    intended: now,
-                    began: now,
-                    measured_arrival: false,
-                })
-            }
-            Source::Open(q) => loop {
-                let next = q.pending.borrow_mut().pop_front();
-                if group.data_stop.load(Ordering::Relaxed) {
-                    return None;
-                }
-                let Some(intended) = next else {
-                    if q.closed.get() || stopped.load(Ordering::Relaxed) {
-                        return None;
-                    }
-                    tokio::select! {
-                        _ = q.notify.notified() => continue,
-                        _ = stop.wait_for(|s| *s) => return None,
-                    }
-                };
-                let now = Instant::now();
-                if group.end_at().is_some_and(|e| now >= e) {
-                    // Due inside the window, but no client was free before it ended: it never starts. Back in the
-                    // queue, dropped with the arrivals still waiting behind it (open_group counts them).
-                    q.pending.borrow_mut().push_front(intended);
-                    return None;
-                }
-                let measured_arrival = intended >= group.measured_start();
-                if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
-                    if measured_arrival {
-                        rec.borrow_mut()[g].drop_arrival(intended);
-                    }
-                    continue;
-                }
-                return Some(Start {
-                    intended,
-                    began: now,
-                    measured_arrival,
-                });
-            },
-        }
-    }
-
-    fn begin(&self) {
-        if let Source::Open(q) = self {
-            q.busy.set(q.busy.get() + 1);
-        }
-    }
-
-    /// The operation has ended at `end` (`failed`: as a failure); `warmup`: it ended before the
-    /// measurement started.
-    fn end(&mut self, group: &GroupShared, end: Instant, failed: bool, warmup: bool) {
-        match self {
-            Source::Closed { prev, .. } => {
-                *prev = Some(Previous { end, failed });
-                // A warm-up operation does not use up a `total` ticket.
-                if warmup && matches!(group.spec.stop, StopRule::Total(_)) {
-                    group.tickets.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-            Source::Open(q) => q.busy.set(q.busy.get() - 1),
-        }
-    }
-}
-
 /// A client: take the next operation from the source, run it, record it, until the source says stop.
 #[allow(clippy::too_many_arguments)]
 async fn client(
@@ -539,8 +404,13 @@ async fn client(
             if out.stop_group {
                 group.data_stop.store(true, Ordering::Relaxed);
             }
-            if matches!(source, Source::Closed { .. }) && matches!(spec.stop, StopRule::Total(_)) {
-                group.tickets.fetch_sub(1, Ordering::Relaxed);
+            match &source {
+                Source::Closed { .. } if matches!(spec.stop, StopRule::Total(_)) => {
+                    group.tickets.fetch_sub(1, Ordering::Relaxed);
+                }
+                // The arrival it took goes back to the queue: another client takes it, or it is dropped at the end.
+                Source::Open(q) => q.pending.borrow_mut().push_front(start.intended),
+                Source::Closed { .. } => {}
             }
             break;
         }
@@ -559,7 +429,8 @@ async fn client(
         }
         // Only operations that end inside a duration window count; the rest were cut short.
         let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at().is_some_and(|e| end > e);
-        let warmup = !cut_short && end < group.measured_start();
+        // One that ended before the measurement began is warm-up, even if a stop cut it short.
+        let warmup = end < group.measured_start();
         let failed = matches!(report.outcome, Outcome::Fail(..));
         source.end(group, end, failed, warmup);
         if warmup {

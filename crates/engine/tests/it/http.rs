@@ -421,6 +421,43 @@ fn warmup_operations_are_not_recorded() {
 }
 
 #[test]
+fn a_total_after_a_warm_up_is_made_in_full() {
+    // More clients than the total: the claims refused at the start kept tickets that the warm-up operations gave
+    // back, so each client's next claim was refused and the group measured no operation at all.
+    let server = TestServer::delayed(Duration::from_millis(5));
+    let mut s = one_group(5, json!({"total": 3}), http(&server.url()));
+    s.groups[0].warmup_ms = 100;
+    let r = run_within(s, Duration::from_secs(10));
+    let g = &r.groups[0];
+    assert!(g.counts.warmup_ops > 0, "{}", r.summary_json());
+    assert_eq!(succeeded_failed_hung(g), (3, 0, 0), "{}", r.summary_json());
+    assert_eq!(
+        settled(|| server.requests(), g.counts.warmup_ops + 3),
+        g.counts.warmup_ops + 3
+    );
+}
+
+#[test]
+fn operations_a_stop_cuts_short_during_the_warm_up_are_warm_up() {
+    // They end before the measurement begins: warm-up, as docs/engine-spec.md says, not measured abandoned ones.
+    let server = TestServer::delayed(Duration::from_millis(1000));
+    let mut s = one_group(2, json!({"duration_ms": 5000}), http(&server.url()));
+    s.groups[0].warmup_ms = 3000;
+    let engine = Engine::start(s).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    engine.stop();
+    assert!(engine.wait(Some(Duration::from_secs(3))));
+    let r = engine.result().unwrap();
+    let g = &r.groups[0];
+    assert_eq!(
+        (g.counts.warmup_ops, g.counts.outcomes.started()),
+        (2, 0),
+        "{}",
+        r.summary_json()
+    );
+}
+
+#[test]
 fn think_time_paces_clients_and_never_outlasts_the_window() {
     let server = TestServer::start(ServerOpts::default());
     let mut s = one_group(2, json!({"duration_ms": 450}), http(&server.url()));

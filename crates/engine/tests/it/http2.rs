@@ -635,3 +635,27 @@ fn knee_closes_its_connections_without_resetting_them() {
     let end = server.join().unwrap();
     assert!(matches!(end, Ok(0)), "the server saw {end:?}, not knee's orderly end");
 }
+
+#[test]
+fn a_background_group_on_one_shared_connection_cuts_into_windows() {
+    // Four clients share one connection, so they run on one of the two threads and the other has none: a cut
+    // waited for that thread's answer, which never came ("a runtime thread did not answer the cut within 10 s").
+    let (port, counts) = h2c_server(|b| b.delay_ms = 2);
+    let engine = knee_engine::Engine::start(spec_of(2, 4, json!({"while_others": true}), h2c(port, 4), None)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let first = engine.cut().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let second = engine.cut().unwrap();
+    engine.stop();
+    assert!(engine.wait(Some(Duration::from_secs(3))));
+    assert!(
+        second.groups[0].counts.outcomes.succeeded > 0,
+        "{}",
+        second.summary_json()
+    );
+    let mut whole = first;
+    whole.merge(&second).unwrap();
+    whole.merge(&engine.result().unwrap()).unwrap();
+    holds(&whole, &counts);
+    assert_eq!(server_connections(&counts, 1), (1, 1));
+}

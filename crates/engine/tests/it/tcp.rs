@@ -97,4 +97,8 @@ fn a_connect_past_its_limit_fails_as_connect_timeout_and_without_one_is_hung() {
     let mut long = tcp;
     long["connect_timeout_ms"] = json!(5000);
     assert_eq!(reason(long, 300).0, (0, 0, 2));
+    // And WebSocket: a connect still going at the operation's timeout is a hung operation, not one never started
+    // (those were left out of the counts, and their clients stopped).
+    let ws = json!({"kind": "websocket", "url": format!("ws://{addr}/"), "message": "hi"});
+    assert_eq!(reason(ws, 300).0, (0, 0, 2));
 }

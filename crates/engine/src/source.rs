@@ -1,0 +1,158 @@
+//! Where a client's next operation comes from (`Source`): closed loop, the client's own previous end plus think
+//! time, under its group's stop rule; open loop, the next arrival in its thread's queue of the group (`OpenQueue`),
+//! which the thread's scheduler for the group fills (threads.rs, `open_group`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Notify};
+
+use crate::cancel::sleep_unless_stopped;
+use crate::pacer::{Closed, Previous};
+use crate::recorder::GroupRec;
+use crate::spec::StopRule;
+use crate::threads::GroupShared;
+
+/// One thread's open-loop queue for one group: arrivals waiting for a free client.
+pub(crate) struct OpenQueue {
+    pub pending: RefCell<VecDeque<Instant>>,
+    /// Clients running an operation.
+    pub busy: Cell<usize>,
+    /// The scheduler has issued its last arrival.
+    pub closed: Cell<bool>,
+    pub notify: Notify,
+}
+
+/// Where a client's next operation comes from: the pacer.
+pub(crate) enum Source {
+    /// Closed loop: the previous operation's end plus think time (and think time on failure).
+    Closed { pacer: Closed, prev: Option<Previous> },
+    /// Open loop: the next arrival in this thread's queue of the group.
+    Open(Rc<OpenQueue>),
+}
+
+/// An operation the pacer says to start now.
+pub(crate) struct Start {
+    /// When it was meant to start (open loop; closed loop: `began`).
+    pub intended: Instant,
+    /// When the client took it (the clock is read once for the checks and the operation's start).
+    pub began: Instant,
+    /// An open-loop arrival due inside the measured window.
+    pub measured_arrival: bool,
+}
+
+impl Source {
+    /// The next operation, or None when the client must stop: its group's stop rule, the group's
+    /// end, the run's stop, or (open loop) no more arrivals. Waits until the operation is due.
+    pub async fn next(
+        &mut self,
+        group: &GroupShared,
+        measured: u64,
+        stop: &mut watch::Receiver<bool>,
+        stopped: &AtomicBool,
+        rec: &RefCell<Vec<GroupRec>>,
+        g: usize,
+    ) -> Option<Start> {
+        match self {
+            Source::Closed { pacer, prev } => {
+                // Operations that fail at once (spawn errors, refused connects) must not starve the thread.
+                tokio::task::coop::consume_budget().await;
+                // One clock read serves every check and the start, unless the client waits (think time).
+                let mut now = Instant::now();
+                let proceed = match group.spec.stop {
+                    StopRule::PerClient(n) => measured < n,
+                    // A refused claim takes no ticket: it would keep one that a warm-up operation gives back.
+                    StopRule::Total(n) => group
+                        .tickets
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| (t < n).then_some(t + 1))
+                        .is_ok(),
+                    StopRule::DurationMs(_) => group.end_at().is_some_and(|e| now < e),
+                    StopRule::WhileOthers(_) => true,
+                };
+                if !proceed || stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let mut due = pacer.next_start(*prev, now);
+                if let Some(curve) = &group.clients_curve {
+                    let origin = group.measured_start() - Duration::from_millis(group.spec.warmup_ms);
+                    // One whose turn never comes again waits out the group's duration (as a spike's end does).
+                    due = pacer.turn(curve, origin, due).or(group.end_at())?;
+                }
+                if due > now {
+                    let wake = group.end_at().map_or(due, |e| due.min(e));
+                    if !sleep_unless_stopped(wake, stop, stopped).await {
+                        return None;
+                    }
+                    now = Instant::now();
+                }
+                if group.end_at().is_some_and(|e| now >= e) {
+                    return None;
+                }
+                Some(Start {
+                    intended: now,
+                    began: now,
+                    measured_arrival: false,
+                })
+            }
+            Source::Open(q) => loop {
+                // Asked before an arrival is taken: one taken and not started would be neither started nor dropped.
+                if group.data_stop.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let next = q.pending.borrow_mut().pop_front();
+                let Some(intended) = next else {
+                    if q.closed.get() || stopped.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    tokio::select! {
+                        _ = q.notify.notified() => continue,
+                        _ = stop.wait_for(|s| *s) => return None,
+                    }
+                };
+                let now = Instant::now();
+                if group.end_at().is_some_and(|e| now >= e) {
+                    // Due inside the window, but no client was free before it ended: it never starts. Back in the
+                    // queue, dropped with the arrivals still waiting behind it (open_group counts them).
+                    q.pending.borrow_mut().push_front(intended);
+                    return None;
+                }
+                let measured_arrival = intended >= group.measured_start();
+                if now.saturating_duration_since(intended) > Duration::from_millis(group.spec.timeout_ms) {
+                    if measured_arrival {
+                        rec.borrow_mut()[g].drop_arrival(intended);
+                    }
+                    continue;
+                }
+                return Some(Start {
+                    intended,
+                    began: now,
+                    measured_arrival,
+                });
+            },
+        }
+    }
+
+    pub fn begin(&self) {
+        if let Source::Open(q) = self {
+            q.busy.set(q.busy.get() + 1);
+        }
+    }
+
+    /// The operation has ended at `end` (`failed`: as a failure); `warmup`: it ended before the
+    /// measurement started.
+    pub fn end(&mut self, group: &GroupShared, end: Instant, failed: bool, warmup: bool) {
+        match self {
+            Source::Closed { prev, .. } => {
+                *prev = Some(Previous { end, failed });
+                // A warm-up operation does not use up a `total` ticket.
+                if warmup && matches!(group.spec.stop, StopRule::Total(_)) {
+                    group.tickets.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Source::Open(q) => q.busy.set(q.busy.get() - 1),
+        }
+    }
+}
