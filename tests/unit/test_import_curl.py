@@ -98,6 +98,7 @@ def test_user_and_cookies_are_secrets(tmp_path: Path) -> None:
 def test_credentials_in_the_url_and_bearer_tokens() -> None:
     g, result = group("http://bob:pw@127.0.0.1:8080/x")
     assert g["url"] == "${target}/x"
+    assert "bob:pw" not in result.toml()  # the description said the URL as given, password and all
     assert result.secrets["main_header_authorization"].value == "Basic " + base64.b64encode(b"bob:pw").decode()
     g, result = group("--oauth2-bearer", "tok", "-H", "X-Api-Token: t2", URL)
     assert g["headers"] == {
@@ -175,6 +176,11 @@ def test_tls_and_connection_flags(tmp_path: Path) -> None:
         (["ftp://h/x"], "curl URL 'ftp://h/x': knee replays http:// and https:// requests only"),
         (["--data=x", URL], "--data=x: curl takes the value after a space, --data x"),
         (["--max-time", "soon", URL], "--max-time soon: a number of seconds"),
+        (["--max-time", "nan", URL], "--max-time nan: a number of seconds above 0"),
+        (["-m", "-1", URL], "-m -1: a number of seconds above 0"),
+        (["--connect-timeout", "1e309", URL], "--connect-timeout 1e309: a number of seconds above 0"),
+        (["http://u:pw@127.0.0.1:99999/"], "the URL 'http://127.0.0.1:99999/' cannot be replayed (Port out of range"),
+        (["http://[::1/x"], "the URL 'http://[::1/x' cannot be replayed (Invalid IPv6 URL)"),
     ],
 )
 def test_mistakes_are_one_sentence(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

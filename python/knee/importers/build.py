@@ -87,6 +87,19 @@ def _netloc_without_user(url: str) -> str:
     return urlsplit(url).netloc.rpartition("@")[2]
 
 
+def without_userinfo(url: str) -> str:
+    """`url` without a user:password@ (for what is shown or written beside the scenario's secrets)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@", r"\1", url)
+
+
+def _replayable(req: Request) -> None:
+    """A URL Python cannot take apart (a port above 65535, an unclosed [IPv6 address]) is one sentence."""
+    try:
+        urlsplit(req.url).port  # noqa: B018 (reading it checks it)
+    except ValueError as e:
+        raise UserError(f"the URL {without_userinfo(req.url)!r} cannot be replayed ({e}); correct it in the input") from None
+
+
 def _clean_headers(req: Request) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The headers a replay sends (pseudo-headers, hop-by-hop ones, Content-Length and a Host that says what the
     URL says left out; repeated names joined by ', ') and the cookies of its Cookie headers."""
@@ -224,6 +237,8 @@ def build(
     every group gets (insecure, tls …)."""
     if not requests:
         raise UserError("nothing to import: the input holds no request")
+    for r in requests:
+        _replayable(r)
     requests = [_userinfo(r) for r in requests]
     origins = list(dict.fromkeys(origin_of(r.url) for r in requests))
     taken: set[str] = set()

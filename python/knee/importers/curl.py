@@ -12,13 +12,14 @@ ignored: a request that differs from the one curl sends would be measured in its
 from __future__ import annotations
 
 import base64
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
 from knee.errors import UserError
-from knee.importers.build import Imported, Request, build
+from knee.importers.build import Imported, Request, build, without_userinfo
 
 # flags (long and short names) that take a value: name -> what it sets
 _VALUED = {
@@ -251,7 +252,9 @@ def _apply(cmd: _Command, what: str, value: str, flag: str) -> None:
         try:
             seconds = float(value)
         except ValueError:
-            raise UserError(f"{flag} {value}: a number of seconds, e.g. {flag} 5") from None
+            seconds = math.nan
+        if not (0 < seconds < math.inf):
+            raise UserError(f"{flag} {value}: a number of seconds above 0, e.g. {flag} 5") from None
         cmd.group["timeout" if what == "max-time" else "connect_timeout"] = f"{seconds:g}s"
 
 
@@ -375,7 +378,7 @@ def import_curl(args: list[str], *, bodies_dir: str) -> Imported:
     imported = build(
         [request],
         name="curl",
-        description=f"imported from a curl command: {request.method} {request.url.split('?', 1)[0]}",
+        description=f"imported from a curl command: {request.method} {without_userinfo(request.url.split('?', 1)[0])}",
         bodies_dir=bodies_dir,
         group_keys=keys,
     )
