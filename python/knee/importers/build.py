@@ -97,7 +97,8 @@ def _replayable(req: Request) -> None:
     try:
         urlsplit(req.url).port  # noqa: B018 (reading it checks it)
     except ValueError as e:
-        raise UserError(f"the URL {without_userinfo(req.url)!r} cannot be replayed ({e}); correct it in the input") from None
+        shown = without_userinfo(req.url)
+        raise UserError(f"the URL {shown!r} cannot be replayed ({e}); correct it in the input") from None
 
 
 def _clean_headers(req: Request) -> tuple[list[tuple[str, str]], dict[str, str]]:
