@@ -125,6 +125,8 @@ def test_noise_moves_the_rate_second_by_second(noise: float, low: float, high: f
         (["--workers", "-1"], ["workers = -1", "0 = no limit"]),
         (["--warmup-for", "2", "--warmup-factor", "0.5"], ["warmup_factor = 0.5", "≥ 1"]),
         (["--noise", "-0.1"], ["noise = -0.1", "from 0 (no noise)"]),
+        (["--body-bytes", "99999999999999"], ["body_bytes = 99999999999999", "0 to 1073741824"]),
+        (["--port", "0", "--ready-file", "/nonexistent/dir/x"], ["--ready-file /nonexistent/dir/x: cannot write it"]),
     ],
 )
 def test_bad_values_are_one_clear_line(args: list[str], words: list[str]) -> None:

@@ -70,6 +70,8 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
         ('{"run_id": "x", ', ("not valid JSON", "line 1")),
         ("[1, 2]", ("JSON list",)),
         ('{"run_id": "x", "created_unix": "yesterday"}', ("does not match the run schema", "created_unix")),
+        ('{"run_id": "x", "schema_version": "three"}', ("does not match the run schema", "schema_version")),
+        ('{"run_id": "x", "schema_version": null}', ("does not match the run schema", "schema_version")),
         (b"\xff\xfe\x00garbage", ("not text",)),
     ],
 )

@@ -319,6 +319,13 @@ impl Config {
                 "is not a fraction; use 0 to 1 (0 = none hang)",
             );
         }
+        if self.body_bytes > MAX_BODY_BYTES {
+            return bad(
+                "body_bytes",
+                self.body_bytes.to_string(),
+                &format!("is out of range; use 0 to {MAX_BODY_BYTES} (a body is held in memory)"),
+            );
+        }
         if self.workers > MAX_WORKERS {
             return bad(
                 "workers",
@@ -377,6 +384,13 @@ impl Config {
                     &format!("paths.\"{path}\".cost"),
                     pc.cost.to_string(),
                     "is out of range; use a cost ≥ 0",
+                );
+            }
+            if pc.bytes.is_some_and(|b| b > MAX_BODY_BYTES) {
+                return bad(
+                    &format!("paths.\"{path}\".bytes"),
+                    pc.bytes.unwrap_or_default().to_string(),
+                    &format!("is out of range; use 0 to {MAX_BODY_BYTES} (a body is held in memory)"),
                 );
             }
             if pc.session && login.is_empty() {
@@ -467,6 +481,9 @@ impl Config {
     }
 }
 
+/// The largest response body (`body_bytes`, a path's `bytes`): one copy is kept in memory (a larger one aborted the
+/// process when it could not be allocated).
+const MAX_BODY_BYTES: usize = 1 << 30;
 /// The most `workers` a config may ask for.
 const MAX_WORKERS: usize = 1_000_000;
 /// The largest `noise` σ (e^3 ≈ 20: one second in 6 would be 20 times slower or faster).

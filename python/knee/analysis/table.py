@@ -29,6 +29,11 @@ class Points:
     rate_name: str
 
 
+# Beyond these the model's N² and λN overflow a float (a fit of 1e300 clients ended in a traceback).
+MAX_LEVEL = 1e9
+MAX_RATE = 1e15
+
+
 def _number(text: str, where: str, column: str) -> float:
     try:
         value = float(text)
@@ -112,10 +117,10 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
             continue
         level = _number(row[li], where, level_name)
         rate = _number(row[ri], where, rate_name)
-        if level <= 0:
-            raise UserError(f"{where}: concurrency must be positive (got {row[li].strip()})")
-        if rate < 0:
-            raise UserError(f"{where}: rate must not be negative (got {row[ri].strip()})")
+        if not 0 < level <= MAX_LEVEL:
+            raise UserError(f"{where}: concurrency must be above 0 and at most {MAX_LEVEL:.0e} (got {row[li].strip()})")
+        if not 0 <= rate <= MAX_RATE:
+            raise UserError(f"{where}: rate must be from 0 to {MAX_RATE:.0e} (got {row[ri].strip()})")
         levels.append(level)
         rates.append(rate)
     if not levels:

@@ -92,8 +92,11 @@ def build_table(
 
 def _write_ready(path: Path, doc: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"--ready-file {path}: cannot write it ({exc.strerror}); give a path in a writable directory") from None
 
 
 def _list_profiles() -> None:

@@ -69,7 +69,9 @@ class RunRecord(BaseModel):
     @classmethod
     def _older(cls, data: Any) -> Any:
         """run.json of schema 1: the scenario's groups carried think_s; steps carried rate_hz."""
-        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < 2:
+        # (a version that is not a whole number is left to the field's own check, which names it)
+        version = data.get("schema_version", SCHEMA_VERSION) if isinstance(data, dict) else SCHEMA_VERSION
+        if isinstance(version, int) and version < 2:
             data = dict(data)
             sc = dict(data.get("scenario") or {})
             groups = sc.get("groups")

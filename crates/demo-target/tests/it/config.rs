@@ -70,6 +70,14 @@ fn workers_warm_up_and_noise_are_checked_and_default_to_off() {
     assert_rejected("warmup_for = -2", &["warmup_for = -2", "0 to 86400"]);
     assert_rejected("noise = -0.1", &["noise = -0.1", "from 0 (no noise)"]);
     assert_rejected("noise = 5", &["noise = 5", "to 3"]);
+    assert_rejected(
+        "body_bytes = 99999999999999",
+        &["body_bytes = 99999999999999", "0 to 1073741824"],
+    );
+    assert_rejected(
+        "[paths.\"/big\"]\nbytes = 2000000000",
+        &["paths.\"/big\".bytes = 2000000000", "0 to 1073741824"],
+    );
     assert_rejected("seed = -1", &["seed = -1"]);
     assert_rejected_in_one_line(&["workers = -1", "warmup_factor = 0.5", "noise = -0.1"]);
     // With workers the curve stops at X(workers): the plateau every level from there on gets.
