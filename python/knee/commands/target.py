@@ -96,7 +96,8 @@ def _write_ready(path: Path, doc: dict[str, Any]) -> None:
         tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)
     except OSError as exc:
-        raise UserError(f"--ready-file {path}: cannot write it ({exc.strerror}); give a path in a writable directory") from None
+        said = f"--ready-file {path}: cannot write it ({exc.strerror})"
+        raise UserError(f"{said}; give a path in a writable directory") from None
 
 
 def _list_profiles() -> None:
