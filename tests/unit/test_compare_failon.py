@@ -66,6 +66,19 @@ def test_within_noise_nothing_fails_however_small_the_rule() -> None:
     assert breaches(compare_runs(a, b), parse_rules(("throughput:any,p99:any,errors:any",))) == []
 
 
+def test_a_gate_with_no_level_in_common_does_not_pass() -> None:
+    """B measured none of A's levels (a run that failed before its first step, or other levels): nothing was compared,
+    so the gate fails (it passed, exit 0) and says why; without rules the comparison only says so."""
+    a = sample_record(LEVELS, seed=1, recovery_probes=0)
+    b = sample_record((2, 20), seed=2, recovery_probes=0)
+    cmp = compare_runs(a, b)
+    assert hold(cmp, parse_rules(("throughput:5%",))) is False
+    assert cmp.failed == [
+        "--fail-on throughput:5%: A and B have no level in common, so nothing was compared; run B at A's levels"
+    ]
+    assert hold(compare_runs(a, b), []) is True
+
+
 def test_errors_and_p99_rules() -> None:
     a = sample_record(LEVELS, seed=1, error_from=1000, recovery_probes=0)
     b = sample_record(LEVELS, seed=1, error_from=50, recovery_probes=0)  # errors from 50 clients

@@ -39,7 +39,7 @@ def one_level(o: Options, raw: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def test_the_level_and_stop_of_the_command_line() -> None:
     table = one_level(Options(clients=8, n=400))
-    assert table["sweep"] == {"warmup": "1s", "levels": [8], "total": 400}
+    assert table["sweep"] == {"levels": [8], "total": 400}  # the file's warm-up is of a run for a duration
     assert table["groups"]["main"]["clients"] == "level" and table["groups"]["main"]["timeout"] == "5s"
     assert table["groups"]["base"] == FILE["groups"]["base"]
     assert table["stop"] == {"at_collapse": False} and table["recovery"] == {"enabled": False}

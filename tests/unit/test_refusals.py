@@ -60,6 +60,34 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
         ),
         (["run", "--rate", "1e9", "-d", "1s", "--", "true"], "--rate " + RATE.format("1000000000.0")),
         (["sweep", "--rates", "100,2e7", "-d", "1s", "--", "true"], "--rates " + RATE.format("20000000.0")),
+        # These reached the engine, which refused them in its own words (groups[0].stop.duration_ms, u64), or ran.
+        (["run", "-d", "0s", "--", "true"], "-d/--duration must be a duration above 0, or \"auto\" (got '0s')"),
+        (
+            ["run", "-d", "99999999999999999999s", "--", "true"],
+            "-d/--duration must be a duration of at most 1000d (got '99999999999999999999s')",
+        ),
+        (["run", "-n", "1", "--timeout", "0s", "--", "true"], "--timeout must be more than 0 (got '0s')"),
+        (["run", "-n", "10" * 12, "--", "true"], f"-n must be at most 1000000000000000 (got {'10' * 12})"),
+        (["run", "-n", "1", "--threads", "5000", "--", "true"], "--threads must be at most 1024 (got 5000)"),
+        (
+            ["run", "-n", "3", "--warmup", "20s", "--", "true"],
+            "--warmup applies to a run for a duration (-d); with -n every operation is measured: drop --warmup, or "
+            "give -d instead of -n",
+        ),
+        (
+            ["run", "-n", "2", "-H", "Content-Length: 5", "http://127.0.0.1:1/"],
+            "-H/--header: 'Content-Length' is knee's to send: it frames each request's body itself (Content-Length "
+            "from the body); drop the header",
+        ),
+        (["run", "-n", "2", "--", "/tmp"], "'/tmp' is a directory, not a program: give the program to run there"),
+        (
+            ["run", "-n", "2", "--cwd", "/nonexistent", "--", "true"],
+            "cwd '/nonexistent' is not a directory (--cwd): the command would run nowhere; give one that exists",
+        ),
+        (
+            ["soak", "-c", "1", "-d", "auto", "--", "true"],
+            "-d auto runs a sweep's level until its rate settles; a soak holds the load for a set time: give -d 2h",
+        ),
     ],
 )
 def test_a_value_knee_cannot_honour_is_one_sentence_naming_its_flag(args: list[str], said: str) -> None:
@@ -90,6 +118,24 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
         (
             HTTP + '[sweep]\nlevels = [1]\nduration = "1s"\n',
             "s.toml line 4: groups.main.expect_status " + STATUS.format("600"),
+        ),
+        # true was a duration of 1 s; infinity passed as far as run.json, which it left damaged ("running").
+        (
+            EXEC + 'think = true\n[sweep]\nlevels = [1]\nduration = "1s"\n',
+            "s.toml line 4: groups.main.think must be a duration like 10s, 2m or 500ms (got True)",
+        ),
+        (
+            EXEC + "[sweep]\nlevels = [1]\nduration = inf\n",
+            "s.toml line 6: sweep.duration must be a duration of at most 1000d (got inf)",
+        ),
+        (
+            EXEC + 'timeout = 1e300\n[sweep]\nlevels = [1]\nduration = "1s"\n',
+            "s.toml line 4: groups.main.timeout must be a duration of at most 1000d (got 1e+300)",
+        ),
+        (
+            EXEC + '[sweep]\nlevels = [1]\ntotal = 5\nwarmup = "1s"\n',
+            "s.toml line 4: sweep: warmup applies to steps run for a duration; with total every operation is measured "
+            "(the warm-up was ignored): drop warmup, or give duration instead of total",
         ),
     ],
 )

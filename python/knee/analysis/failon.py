@@ -71,6 +71,12 @@ def hold(cmp: Comparison, rules: list[Rule]) -> bool:
     """Hold `rules` against the comparison: its `fail_on` and `failed` filled in; True when none failed."""
     cmp.fail_on = [r.text for r in rules]
     cmp.failed = breaches(cmp, rules)
+    if rules and not any(d.overall not in ("only in A", "only in B") for d in cmp.levels):
+        # a gate with nothing to judge does not pass (a B run that measured no level of A's passed it)
+        cmp.failed.append(
+            f"--fail-on {', '.join(cmp.fail_on)}: A and B have no level in common, so nothing was compared; run B at "
+            "A's levels"
+        )
     unjudged = [
         level_name(d) for d in cmp.levels if d.p99_a_ms is not None and d.p99_b_ms is not None and d.p99 == "unknown"
     ]

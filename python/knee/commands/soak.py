@@ -69,8 +69,12 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         for option, key in (("-n/--requests", "n"), ("--iterations", "iterations")):
             if opts[key] is not None:
                 raise UserError(f"a soak runs for a duration, not a count (got {option}); give -d, e.g. -d 2h")
-        if opts["duration"] is None or opts["duration"] == "auto":
+        if opts["duration"] is None:
             raise UserError("knee soak needs -d/--duration, how long to hold the load (e.g. -d 2h)")
+        if str(opts["duration"]).strip().lower() == "auto":
+            raise UserError(
+                "-d auto runs a sweep's level until its rate settles; a soak holds the load for a set time: give -d 2h"
+            )
         rates = parse_list(opts["rate"], "--rate", whole=False)
         if rates is not None and len(rates) != 1:
             raise UserError(f"--rate: a soak holds one rate (got {opts['rate']}); run the others as soaks of their own")

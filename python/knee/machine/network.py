@@ -72,9 +72,16 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
         prog = g.argv[0]
         if "${" in prog:
             return None
+        if os.sep in prog and os.path.isdir(prog):
+            raise UserError(f"{prog!r} is a directory, not a program: give the program to run there")
         found = shutil.which(prog) if os.sep not in prog else (prog if os.access(prog, os.X_OK) else None)
         if found is None:
             raise UserError(f"command not found or not executable: {prog!r} (check the name and your PATH)")
+        cwd = getattr(g, "cwd", None)
+        if cwd and "${" not in cwd and not os.path.isdir(cwd):
+            raise UserError(
+                f"cwd {cwd!r} is not a directory (--cwd): the command would run nowhere; give one that exists"
+            )
         return None
     if isinstance(g, HttpGroup) and g.body_file is not None and not os.access(g.body_file, os.R_OK):
         raise UserError(f"body_file {g.body_file!r} cannot be read (does it exist?)")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from knee.scenario.fields import Table
+from knee.scenario.fields import Count, Headers, Table
 
 if TYPE_CHECKING:
     from knee.scenario.model import Scenario
@@ -108,14 +108,14 @@ class MixRequest(Table):
     weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     url: str | None = None
     method: str | None = None
-    headers: dict[str, str] | None = None
+    headers: Headers | None = None
     cookies: dict[str, str] | None = None
     body: str | None = None
     body_file: str | None = None
     expect_status: list[tuple[int, int]] | None = None
     expect_body: str | None = None
     expect_body_regex: str | None = None
-    expect_length: Annotated[int, Field(ge=0)] | None = None
+    expect_length: Count | None = None
 
     @field_validator("expect_status", mode="before")
     @classmethod

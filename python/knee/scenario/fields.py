@@ -10,16 +10,23 @@ from knee.scenario.units import parse_duration
 
 
 def seconds(value: Any) -> Any:
-    """A duration as typed ("10s", 2, "500ms") → seconds; anything else is left to the field's type."""
-    if isinstance(value, str | int | float) and not isinstance(value, bool):
+    """A duration as typed ("10s", 2, "500ms") → seconds; anything else is left to the field's type (true, which a
+    float would take as 1 s, is not a duration)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration like 10s, 2m or 500ms")
+    if isinstance(value, str | int | float):
         try:
             return parse_duration(value, "value")
         except UserError as exc:
+            if "at most" in str(exc):
+                raise ValueError("must be a duration of at most 1000d") from exc
             raise ValueError("must be a duration like 10s, 2m or 500ms") from exc
     return value
 
 
 Duration = Annotated[float, BeforeValidator(seconds), Field(ge=0)]
+# A time something lasts that cannot be none (an operation's timeout, a stop's duration).
+PositiveDuration = Annotated[float, BeforeValidator(seconds), Field(gt=0)]
 
 
 def _auto_or_seconds(value: Any) -> Any:
@@ -27,10 +34,12 @@ def _auto_or_seconds(value: Any) -> Any:
         return value
     try:
         out = seconds(value)
-    except ValueError:
+    except ValueError as exc:
+        if "at most" in str(exc):
+            raise
         raise ValueError('must be a duration like 10s, 2m or 500ms, or "auto"') from None
-    if isinstance(out, float | int) and out < 0:
-        raise ValueError('must be a duration of 0 or more, or "auto"')
+    if isinstance(out, float | int) and out <= 0:
+        raise ValueError('must be a duration above 0, or "auto"')
     return out
 
 
@@ -51,7 +60,11 @@ def _precision(value: Any) -> Any:
 
 
 Precision = Annotated[str | float, BeforeValidator(_precision)]
-PositiveInt = Annotated[int, Field(ge=1)]
+# Counts (operations, clients, messages, bytes) are the engine's 64-bit integers: a larger one was refused there in
+# its words ("invalid type: floating point `1e+23`, expected u64"), not the option's.
+MAX_COUNT = 10**15
+PositiveInt = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 # The most arrivals a second knee's engine can pace (crates/engine/src/pacer.rs MAX_RATE_HZ, which refuses more):
 # one every 100 ns, what its schedule takes to issue one even when it drops it; past it a step overruns its duration.
 MAX_RATE_HZ = 10_000_000.0
@@ -72,3 +85,18 @@ class Table(BaseModel):
     """A table of a scenario file: unknown keys are refused."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _framed_by_knee(headers: dict[str, str] | None) -> dict[str, str] | None:
+    for name in headers or {}:
+        if name.strip().lower() in ("content-length", "transfer-encoding"):
+            raise ValueError(
+                f"{name!r} is knee's to send: it frames each request's body itself (Content-Length from the body); "
+                "drop the header"
+            )
+    return headers
+
+
+# A request's own headers: not the ones that frame its body (a Content-Length that did not match the body made
+# every operation wait for its timeout, or the next request on the connection misread).
+Headers = Annotated[dict[str, str], AfterValidator(_framed_by_knee)]

@@ -19,7 +19,7 @@ from pydantic import (
 from knee.errors import UserError
 from knee.scenario import addresses, grpcproto, profiles
 from knee.scenario.data import MixRequest, origin, request_url
-from knee.scenario.fields import Duration, PositiveInt, Table, seconds
+from knee.scenario.fields import Count, Duration, Headers, PositiveDuration, PositiveInt, Table, seconds
 from knee.scenario.profiles import RateProfile
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
@@ -86,10 +86,10 @@ class _GroupBase(Table):
     rate: Annotated[Literal["level"] | RateProfile | None, BeforeValidator(_rate)] = None
     per_client: PositiveInt | None = None
     total: PositiveInt | None = None
-    duration: Duration | None = None
+    duration: PositiveDuration | None = None
     # baseload: runs as long as the step's other groups, then stops (engine stop `while_others`)
     background: bool = False
-    timeout: Duration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
+    timeout: PositiveDuration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
     think: Duration = 0.0
     # a further pause after a failed operation only (a retrying client's back-off), added to think
     think_on_failure: Duration = 0.0
@@ -104,8 +104,6 @@ class _GroupBase(Table):
                 f"background = true runs the group as long as the others, so it takes no {given[0]} of its own; "
                 f"remove {given[0]} or background"
             )
-        if self.timeout <= 0:
-            raise ValueError("timeout must be more than 0")
         if isinstance(self.clients, RateProfile):
             if self.rate is not None:
                 raise ValueError(
@@ -191,7 +189,7 @@ class HttpGroup(NetworkGroup):
     kind: Literal["http"]
     url: Annotated[str, AfterValidator(check_url)]
     method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
     cookies: dict[str, str] = Field(default_factory=dict)
     body: str | None = None
     body_file: str | None = None
@@ -204,7 +202,7 @@ class HttpGroup(NetworkGroup):
     expect_status: list[tuple[int, int]] = Field(default_factory=lambda: [(200, 399)])
     expect_body: str | None = None
     expect_body_regex: str | None = None
-    expect_length: Annotated[int, Field(ge=0)] | None = None
+    expect_length: Count | None = None
     source_addr: SourceAddrs = Field(default_factory=list)
     # a weighted mix of requests (knee.scenario.data): each operation picks one; their keys go over the group's
     requests: list[MixRequest] = Field(default_factory=list)
@@ -300,7 +298,7 @@ class WebsocketGroup(NetworkGroup):
     messages: PositiveInt = 1
     interval: Duration = 0.0
     hold: Duration | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
     cookies: dict[str, str] = Field(default_factory=dict)
     subprotocols: list[str] = Field(default_factory=list)
     insecure: bool = False

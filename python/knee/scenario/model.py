@@ -119,7 +119,7 @@ class Sweep(Table):
     direction: Literal["up", "up-down"] = "up"
     interval: Duration = 1.0
     stages: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    threads: Annotated[int, Field(ge=0)] = 0  # engine threads; 0 = one per core
+    threads: Annotated[int, Field(ge=0, le=1024)] = 0  # engine threads; 0 = one per core (at most 1024)
     operations_log: Annotated[str, Field(min_length=1)] | None = None  # every operation to a file (knee.operations)
 
     @field_validator("interval")
@@ -134,6 +134,12 @@ class Sweep(Table):
         given = [k for k in ("duration", "per_client", "total") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of duration, per_client, total (got {', '.join(given)})")
+        counted = [k for k in ("per_client", "total") if getattr(self, k) is not None]
+        if counted and self.warmup > 0:
+            raise ValueError(
+                f"warmup applies to steps run for a duration; with {counted[0]} every operation is measured (the "
+                f"warm-up was ignored): drop warmup, or give duration instead of {counted[0]}"
+            )
         if isinstance(self.duration, float) and self.duration > 0 and self.warmup >= self.duration:
             raise ValueError(
                 f"warmup ({self.warmup:g} s) must be shorter than duration ({self.duration:g} s), the part of each "

@@ -84,6 +84,8 @@ def at_one_level(raw: dict[str, Any], o: Options, given: list[str], source: str)
     if not stop_given and (any(k in sweep for k in _STOP) or own_stop):
         from_line.pop("duration", None)  # the file's stop, not the one-line default
     sweep.update(from_line)
+    if o.n is not None or o.iterations is not None:
+        sweep.pop("warmup", None)  # the file's warm-up is of a run for a duration: a count measures every operation
     measured = line["groups"]["main"]
     followers = [name for name, g in groups.items() if _follows(g)]
     if not followers and (o.clients is not None or o.rates is not None):

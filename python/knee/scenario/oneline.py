@@ -385,6 +385,12 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     for key, value in (("timeout", o.timeout), ("think", o.think), ("think_on_failure", o.think_on_failure)):
         if value is not None:
             group[key] = value
+    counted = "-n" if o.n is not None else "--iterations" if o.iterations is not None else None
+    if counted and o.warmup is not None:
+        raise UserError(
+            f"--warmup applies to a run for a duration (-d); with {counted} every operation is measured: drop "
+            f"--warmup, or give -d instead of {counted}"
+        )
     if o.n is not None:
         sweep["total"] = o.n
     elif o.iterations is not None:

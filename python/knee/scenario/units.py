@@ -9,6 +9,9 @@ from knee.errors import UserError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|µs|ms|s|m|h)?\s*$")
 _UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+# The longest duration anything takes: a thousand days (the engine counts milliseconds in 64 bits; 1e300 s and
+# infinity passed every check before it and failed there, or as a run.json that could not be written).
+MAX_DURATION_S = 1000 * 86_400.0
 
 
 def parse_duration(value: str | float | int, key: str) -> float:
@@ -24,6 +27,8 @@ def parse_duration(value: str | float | int, key: str) -> float:
         seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
     if seconds < 0:
         raise UserError(f"{key} must not be negative (got {value!r})")
+    if not seconds <= MAX_DURATION_S:  # NaN and infinity too
+        raise UserError(f"{key} must be at most 1000d (got {value!r})")
     return seconds
 
 
