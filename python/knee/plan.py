@@ -11,6 +11,7 @@ Recovery probes are decided while running (see knee.sweep) but built here too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,9 @@ from typing import Any, Literal
 from knee import fmt
 from knee.analysis.search import Config as SearchConfig
 from knee.clientspec import client_spec, fill_stage, ms
+from knee.errors import UserError
 from knee.scenario import DEFAULT_MAX_IN_FLIGHT, Group, Scenario, tlsfiles
+from knee.scenario.messages import Source, describe
 from knee.scenario.profiles import RateProfile
 from knee.spec import (
     ClosedPacer,
@@ -249,6 +252,31 @@ def _group(scenario: Scenario, name: str, g: Group, step: PlannedStep, record: b
         pacer=pacer,
         client=fill_stage(client_spec(g, scenario.vars, record=record, sources=scenario.data), step.label),
     )
+
+
+# An engine spec error about a group's client: `groups[0].client.headers[0] name "X-é" is not a valid header name`.
+_CLIENT_ERROR = re.compile(r"groups\[(\d+)\]\.client\.([A-Za-z_]+(?:\[\d+\]|\.[A-Za-z_]+)*?)(?:\[\d+\])? (.+)", re.S)
+
+
+def check_engine(scenario: Scenario, source: Source | None) -> None:
+    """What only the engine reads (a method, a header name, a regex in its dialect, a URL as it parses one), checked
+    in the spec of the scenario's first step and said by the key at fault or the option that set it, as `source`
+    names them (the engine named groups[0].client.method, when the first step started)."""
+    from knee import _engine
+
+    try:
+        spec = engine_spec(scenario, probe_step(scenario))
+    except UserError:
+        return  # said where the step is planned, in its own words
+    try:
+        _engine.check_spec(spec.to_json())
+    except _engine.SpecError as exc:
+        m = _CLIENT_ERROR.fullmatch(str(exc))
+        if m is None:
+            raise UserError(str(exc)) from None
+        loc = ("groups", spec.groups[int(m.group(1))].name, *(p for p in re.split(r"[.\[\]]+", m.group(2)) if p))
+        said = describe({"loc": loc, "msg": m.group(3), "type": "engine"}, source or Source("scenario"))
+        raise UserError(said) from None
 
 
 def engine_profile(p: RateProfile) -> PointsProfile | SineProfile:

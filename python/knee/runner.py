@@ -35,6 +35,7 @@ from knee.model import Counts, DataUse, GroupStats, RunRecord, Settle, SteadySta
 from knee.plan import (
     PlannedStep,
     background_spec,
+    check_engine,
     engine_spec,
     operations_log,
     probe_step,
@@ -77,14 +78,13 @@ def new_record(loaded: Loaded, run_id: str) -> RunRecord:
 def start_run(
     loaded: Loaded, out: Path | None, name: str, text: str | None = None, shorten: bool = False
 ) -> tuple[Scenario, RunDir]:
-    """Make `out/<run-id>/` (or, without `out`, a run directory that keeps nothing), save the scenario
-    as recorded and an empty run.json; return the scenario as it runs. `text`: the scenario file as given,
-    kept when it holds no secret. `shorten`: `--quick`."""
+    """Make `out/<run-id>/` (or, without `out`, one that keeps nothing), save the scenario as recorded and an empty
+    run.json; return the scenario as it runs. `text`: the file as given, kept without secrets. `shorten`: --quick."""
     if shorten:
-        loaded = Loaded(quick(loaded.scenario), quick(loaded.record), loaded.secrets)
+        loaded = Loaded(quick(loaded.scenario), quick(loaded.record), loaded.secrets, loaded.source)
+    check_engine(loaded.scenario, loaded.source)  # before the run directory: nothing was run
     run_dir = RunDir.create(out, loaded.scenario.name or name, loaded.secrets)
-    keep_text = text is not None and not loaded.secrets and not shorten
-    run_dir.write_scenario(text if keep_text and text is not None else loaded.record.to_toml())
+    run_dir.write_scenario(text if text is not None and not loaded.secrets and not shorten else loaded.record.to_toml())
     record = new_record(loaded, run_dir.path.name if run_dir.kept else time.strftime("%Y%m%d-%H%M%S-run"))
     run_dir.save(record)
     return loaded.scenario, run_dir

@@ -84,6 +84,19 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
             ["run", "-n", "2", "--cwd", "/nonexistent", "--", "true"],
             "cwd '/nonexistent' is not a directory (--cwd): the command would run nowhere; give one that exists",
         ),
+        # What only the engine reads, named by the option (it said groups[0].client.method as the first step began)
+        (
+            ["run", "-n", "1", "-m", "GE T", "http://127.0.0.1:1/"],
+            '-m/--method: "GE T" is not an HTTP method; use e.g. GET or POST',
+        ),
+        (
+            ["run", "-n", "1", "-H", "X-é: v", "http://127.0.0.1:1/"],
+            '-H/--header: name "X-é" is not a valid header name',
+        ),
+        (
+            ["sweep", "--levels", "1", "--expect-body-regex", "(", "http://127.0.0.1:1/"],
+            '--expect-body-regex: "(" is not a valid regular expression (error: unclosed group); fix the pattern',
+        ),
         (
             ["soak", "-c", "1", "-d", "auto", "--", "true"],
             "-d auto runs a sweep's level until its rate settles; a soak holds the load for a set time: give -d 2h",
@@ -142,6 +155,17 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
 def test_a_scenario_file_names_the_keys(toml: str, said: str, tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text(toml)
     assert refused("sweep", str(tmp_path / "s.toml")).replace(str(tmp_path) + "/", "") == said
+
+
+def test_what_the_engine_refuses_is_said_by_key_before_a_run_directory(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(
+        HTTP.replace("expect_status = 600", 'method = "GE T"') + '[sweep]\nlevels = [1]\nduration = "1s"\n'
+    )
+    said = refused("sweep", str(tmp_path / "s.toml"), "--out", str(tmp_path / "runs"))
+    assert said.replace(str(tmp_path) + "/", "") == (
+        's.toml line 4: groups.main.method: "GE T" is not an HTTP method; use e.g. GET or POST'
+    )
+    assert not (tmp_path / "runs").exists()  # nothing ran, so nothing is kept
 
 
 def test_the_engine_paces_up_to_the_bound_the_scenario_allows() -> None:

@@ -36,6 +36,7 @@ class Loaded:
     scenario: Scenario  # every placeholder filled: what runs
     record: Scenario  # secrets (and credentials given literally) as ${placeholders}: what run.json keeps
     secrets: Secrets  # name -> value of every secret the run uses; scrubs what is written about the run
+    source: Source | None = None  # where it came from: errors found later name its keys as its own did
 
 
 Variables = dict[str, str] | None  # ${name} -> value (--var)
@@ -100,7 +101,7 @@ def from_raw(
         record = Scenario.model_validate(record_raw)
     except ValidationError as exc:
         raise messages.secret_where_checked(source, exc) from None
-    return Loaded(scenario, record, Secrets({**secret_values, **lifted}))
+    return Loaded(scenario, record, Secrets({**secret_values, **lifted}), source)
 
 
 def scenario_from_record(record: Scenario, secrets: Mapping[str, str] | None = None) -> Loaded:
