@@ -149,7 +149,7 @@ def test_without_a_target_it_checks_this_machine_for_1000_clients() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--levels", "abc", "http://127.0.0.1:1/"], "--levels 'abc': 'abc' is not a number"),
+        (["--levels", "abc", "http://127.0.0.1:1/"], "--levels 'abc': 'abc' is not a whole number"),
         (["--new-connection"], "--new-connection describes a target: give the TARGET"),
     ],
 )

@@ -84,6 +84,27 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
             ["run", "-n", "2", "--cwd", "/nonexistent", "--", "true"],
             "cwd '/nonexistent' is not a directory (--cwd): the command would run nowhere; give one that exists",
         ),
+        # Options that bound another one given alone (the sentences named [search] and sweep keys)
+        (
+            ["sweep", "--levels", "1", "--max-level", "1", "--", "true"],
+            "--max-level bounds a level search: give --levels auto (or --rates auto), or drop --max-level",
+        ),
+        (
+            ["sweep", "--levels", "auto", "--start", "5", "--max-level", "2", "--", "true"],
+            "--max-level 2 must not be below --start 5",
+        ),
+        (
+            ["sweep", "--levels", "1", "--min-duration", "1s", "-d", "1s", "--", "true"],
+            "--min-duration bounds -d auto (each level until its rate settles): give -d auto or drop it",
+        ),
+        (
+            ["run", "-n", "1", "--monitor-metric", "x", "--", "true"],
+            "--monitor-metric names metrics of the --monitor-url endpoints: give --monitor-url URL too",
+        ),
+        (
+            ["sweep", "--levels", "1e3", "--", "true"],
+            "--levels '1e3': '1e3' is not a whole number; use a whole number of clients, e.g. 5,20,50",
+        ),
         # What only the engine reads, named by the option (it said groups[0].client.method as the first step began)
         (
             ["run", "-n", "1", "-m", "GE T", "http://127.0.0.1:1/"],

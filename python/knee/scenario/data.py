@@ -57,7 +57,8 @@ class DataTable(Table):
     def _consistent(self) -> DataTable:
         if self.format is None and Path(self.file).suffix.lower() not in _FORMATS:
             raise ValueError(
-                f'the file {self.file!r} does not say its format by its name; set format = "csv", "tsv" or "jsonl"'
+                f"the file {self.file!r} does not say its format by its name: name it .csv, .tsv or .jsonl (or, in "
+                'a scenario, set format = "csv", "tsv" or "jsonl")'
             )
         if self.order in ("circular", "random") and self.on_exhausted not in (None, "recycle"):
             raise ValueError(

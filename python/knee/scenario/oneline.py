@@ -342,6 +342,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     ]
     if len(given) > 1:
         raise UserError(f"give only one of -n, --iterations and --duration (got {' and '.join(given)})")
+    _bounds_given_alone(o)
     rates = o.rates
     if o.rate_step and o.rate_profile is None:
         raise UserError('--rate-step makes a profile\'s points steps: give --rate-profile too (e.g. "0s:50, 30s:200")')
@@ -439,6 +440,22 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     if slo:
         table["slo"] = slo
     return table
+
+
+def _bounds_given_alone(o: Options) -> None:
+    """Options that bound another one given without it (the scenario's words named keys the command line has not)."""
+    searched = "auto" in (o.levels, o.rates)
+    bounds = (("--start", o.start), ("--max-level", o.max_level), ("--precision", o.precision), ("--budget", o.budget))
+    for option, value in bounds:
+        if value is not None and not searched:
+            raise UserError(f"{option} bounds a level search: give --levels auto (or --rates auto), or drop {option}")
+    if o.start is not None and o.max_level is not None and float(o.max_level) < float(o.start):
+        raise UserError(f"--max-level {o.max_level:g} must not be below --start {o.start:g}")
+    for option, value in (("--min-duration", o.min_duration), ("--max-duration", o.max_duration)):
+        if value is not None and o.duration != "auto":
+            raise UserError(f"{option} bounds -d auto (each level until its rate settles): give -d auto or drop it")
+    if o.monitor_metric and not o.monitor_url:
+        raise UserError("--monitor-metric names metrics of the --monitor-url endpoints: give --monitor-url URL too")
 
 
 def _only_the_clients_profile(o: Options, rate_option: str) -> None:

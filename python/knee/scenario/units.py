@@ -76,7 +76,8 @@ def parse_list(
         try:
             x: float = int(text) if whole else float(text)
         except ValueError:
-            said = f"{option} {value!r}: {part.strip()!r} is not a number; use {unit}"
+            what = "a whole number" if whole else "a number"
+            said = f"{option} {value!r}: {part.strip()!r} is not {what}; use {unit}"
             if over_time is not None and (":" in value or "(" in value):  # points "0s:10, 60s:400", or sine(…)
                 said += f'; a rate over time is {over_time}, e.g. {over_time} "0s:10, 60s:400"'
             raise UserError(said) from None
