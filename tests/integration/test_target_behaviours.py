@@ -127,6 +127,8 @@ def test_noise_moves_the_rate_second_by_second(noise: float, low: float, high: f
         (["--noise", "-0.1"], ["noise = -0.1", "from 0 (no noise)"]),
         (["--body-bytes", "99999999999999"], ["body_bytes = 99999999999999", "0 to 1073741824"]),
         (["--port", "0", "--ready-file", "/nonexistent/dir/x"], ["--ready-file /nonexistent/dir/x: cannot write it"]),
+        (["--port", "99999"], ["--port must be a whole number from 0 to 65535 (got '99999')"]),
+        (["--lambda", "inf"], ["--lambda must be a number (got 'inf')"]),
     ],
 )
 def test_bad_values_are_one_clear_line(args: list[str], words: list[str]) -> None:

@@ -121,6 +121,8 @@ def test_targets_on_a_one_line_run(tmp_path: Path) -> None:
         ("GET /relative\n", "http", "targets.txt line 1: '/relative' is not an absolute http(s) URL"),
         ("GET http://h/\nX-A 1\n", "http", "targets.txt line 2: 'X-A 1' is neither a header 'Name: value' nor a body"),
         ("GET http://h/\n@nope.bin\n", "http", "targets.txt line 2: the body file 'nope.bin' does not exist"),
+        ("GET http://h/\n@/tmp\n", "http", "targets.txt line 2: the body file '/tmp' is a directory; give the file"),
+        ("GET http://h:99999/\n", "http", "the URL 'http://h:99999/' cannot be replayed (Port out of range 0-65535)"),
         ("GET http://h/\n@b\nX-A: 1\n", "http", "targets.txt line 3: 'X-A: 1' is not a target"),
         ("# only a comment\n", "http", "holds no target"),
         ('{"method": "GET"}\n', "json", 'targets.txt line 1: a JSON target needs "method" and "url"'),

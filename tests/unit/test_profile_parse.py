@@ -49,6 +49,7 @@ def test_each_form_and_its_integral() -> None:
     [
         ('"0s:10, 60s:400, 30s:5"', "'0s:10, 60s:400, 30s:5': the times must increase, but 30s comes after 60s; give"),
         ('"0s:10, 60s:-5"', "'0s:10, 60s:-5': the rate at 60s is -5, below 0; give rates of 0 or more"),
+        ('"0s:inf, 1s:5"', "'0s:inf, 1s:5': the rate at 0s 'inf' is not a finite number of arrivals per second"),
         ('"saw(period=10s)"', "'saw(period=10s)': unknown shape 'saw'; give points like \"0s:10, 60s:400\""),
         (
             '"sine(mean=10, amplitude=20, period=5s)"',

@@ -159,6 +159,11 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
             "s.toml line 4: groups.main.think must be a duration like 10s, 2m or 500ms (got True)",
         ),
         (
+            EXEC + "[sweep]\nlevels = [1]\nduration = 1979-05-27\n",
+            's.toml line 6: sweep.duration must be a duration like 10s, 2m or 500ms, or "auto" '
+            "(got datetime.date(1979, 5, 27))",
+        ),
+        (
             EXEC + "[sweep]\nlevels = [1]\nduration = inf\n",
             "s.toml line 6: sweep.duration must be a duration of at most 1000d (got inf)",
         ),

@@ -11,41 +11,44 @@ from typing import Any
 
 import click
 
-from knee.commands.values import one_of
+from knee.commands.values import NUMBER, Number, one_of
 from knee.demo_target import merge, parse_path_spec, to_toml
 from knee.errors import UserError
 
-# CLI option → (config key path, click type, help)
+# A port, 0 a free one (the config's words were 'invalid value: integer `99999`, expected u16').
+PORT = Number(whole=True, low=0, high=65535)
+# CLI option → (config key path, click type, help); numbers are finite (--lambda inf was 'value inf cannot be written
+# as TOML').
 _OPTIONS: list[tuple[str, tuple[str, ...], Any, str]] = [
     ("--host", ("host",), str, "address to bind (default 127.0.0.1: loopback only)"),
-    ("--port", ("port",), int, "HTTP port (0: a free one)"),
-    ("--tcp-port", ("tcp_port",), int, "TCP line-protocol port (0: a free one)"),
+    ("--port", ("port",), PORT, "HTTP port (0: a free one)"),
+    ("--tcp-port", ("tcp_port",), PORT, "TCP line-protocol port (0: a free one)"),
     ("--threads", ("threads",), int, "runtime threads (default 1)"),
-    ("--lambda", ("lambda",), float, "single-client rate λ in requests/s (S(1) = 1/λ)"),
-    ("--sigma", ("sigma",), float, "contention σ (0 ≤ σ < 1)"),
-    ("--kappa", ("kappa",), float, "coherency κ (0 ≤ κ < 1)"),
+    ("--lambda", ("lambda",), NUMBER, "single-client rate λ in requests/s (S(1) = 1/λ)"),
+    ("--sigma", ("sigma",), NUMBER, "contention σ (0 ≤ σ < 1)"),
+    ("--kappa", ("kappa",), NUMBER, "coherency κ (0 ≤ κ < 1)"),
     ("--pool", ("pool",), int, "requests in flight past this get 503 (0: no limit)"),
     ("--workers", ("workers",), int, "serve at most N at once; the others wait in a FIFO queue (0: no limit)"),
-    ("--reject-ms", ("reject_ms",), float, "milliseconds a pool rejection takes"),
+    ("--reject-ms", ("reject_ms",), NUMBER, "milliseconds a pool rejection takes"),
     ("--backlog", ("backlog",), int, "listen backlog"),
     ("--max-connections", ("max_connections",), int, "stop accepting past this many open connections (0: no limit)"),
-    ("--timeout", ("timeout_s",), float, "seconds from admission (queueing included) to a 504 (0: none)"),
+    ("--timeout", ("timeout_s",), NUMBER, "seconds from admission (queueing included) to a 504 (0: none)"),
     ("--hang-after", ("hang_after",), int, "in-flight count past which requests may hang"),
-    ("--hang-fraction", ("hang_fraction",), float, "fraction of requests that hang past --hang-after"),
-    ("--new-connection-ms", ("new_connection_ms",), float, "extra milliseconds on each connection's first request"),
+    ("--hang-fraction", ("hang_fraction",), NUMBER, "fraction of requests that hang past --hang-after"),
+    ("--new-connection-ms", ("new_connection_ms",), NUMBER, "extra milliseconds on each connection's first request"),
     ("--body-bytes", ("body_bytes",), int, "default response body size"),
-    ("--warmup-for", ("warmup_for",), float, "seconds of slow service from the first request (and each reset)"),
-    ("--warmup-factor", ("warmup_factor",), float, "service-time multiplier during --warmup-for (≥ 1, default 3)"),
-    ("--noise", ("noise",), float, "σ of a per-second log-normal service-time multiplier, median 1 (0: none)"),
+    ("--warmup-for", ("warmup_for",), NUMBER, "seconds of slow service from the first request (and each reset)"),
+    ("--warmup-factor", ("warmup_factor",), NUMBER, "service-time multiplier during --warmup-for (≥ 1, default 3)"),
+    ("--noise", ("noise",), NUMBER, "σ of a per-second log-normal service-time multiplier, median 1 (0: none)"),
     ("--seed", ("seed",), int, "seed of the --noise draws (default 1)"),
     ("--recovery", ("recovery", "mode"), one_of("recover", "slow", "stuck"), "behaviour after an overload"),
     ("--overload-threshold", ("recovery", "threshold"), int, "in-flight count that means overload"),
-    ("--overload-after", ("recovery", "after_s"), float, "seconds of overload before it degrades"),
-    ("--degraded-factor", ("recovery", "factor"), float, "service-time multiplier while degraded"),
-    ("--recover-after", ("recovery", "recover_s"), float, "slow mode: seconds under the threshold to recover"),
+    ("--overload-after", ("recovery", "after_s"), NUMBER, "seconds of overload before it degrades"),
+    ("--degraded-factor", ("recovery", "factor"), NUMBER, "service-time multiplier while degraded"),
+    ("--recover-after", ("recovery", "recover_s"), NUMBER, "slow mode: seconds under the threshold to recover"),
     ("--tcp-greeting", ("tcp", "greeting"), str, "line sent after the TCP handshake"),
-    ("--tcp-handshake-cost", ("tcp", "handshake_cost"), float, "TCP handshake cost in request service times"),
-    ("--tcp-line-cost", ("tcp", "line_cost"), float, "cost of each TCP line in request service times"),
+    ("--tcp-handshake-cost", ("tcp", "handshake_cost"), NUMBER, "TCP handshake cost in request service times"),
+    ("--tcp-line-cost", ("tcp", "line_cost"), NUMBER, "cost of each TCP line in request service times"),
 ]
 
 

@@ -52,6 +52,8 @@ def _body_file(name: str, path: Path, where: str) -> tuple[bytes, str]:
                 return candidate.read_bytes(), str(candidate)
             except OSError as exc:
                 raise UserError(f"{where}: cannot read the body file {name!r} ({exc.strerror})") from None
+    if any(c.is_dir() for c in (Path(name), path.parent / name)):
+        raise UserError(f"{where}: the body file {name!r} is a directory; give the file the body is in")
     raise UserError(
         f"{where}: the body file {name!r} does not exist (looked in the current directory, as vegeta does, and "
         f"beside {path.name}); fix the path"

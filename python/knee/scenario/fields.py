@@ -1,6 +1,7 @@
 """What every scenario table shares: the base model (unknown keys refused) and the field types typed by
 users (durations like "10s", counts, rates)."""
 
+import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -12,7 +13,7 @@ from knee.scenario.units import parse_duration
 def seconds(value: Any) -> Any:
     """A duration as typed ("10s", 2, "500ms") → seconds; anything else is left to the field's type (true, which a
     float would take as 1 s, is not a duration)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool | datetime.date | datetime.time):  # TOML reads 1979-05-27 and 07:32:00 as these
         raise ValueError("must be a duration like 10s, 2m or 500ms")
     if isinstance(value, str | int | float):
         try:

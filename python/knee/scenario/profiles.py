@@ -269,7 +269,9 @@ def _rate(text: str, raw: str, what: str, words: Words) -> float:
         r = float(raw)
     except ValueError:
         raise ValueError(f"{text!r}: {what} {raw!r} is not a number of {words.unit}") from None
-    if not math.isfinite(r) or r < 0:
+    if not math.isfinite(r):
+        raise ValueError(f"{text!r}: {what} {raw!r} is not a finite number of {words.unit}")
+    if r < 0:
         raise ValueError(f"{text!r}: {what} is {raw}, below 0; give {words.values} of 0 or more")
     if words is RATE and r > MAX_RATE_HZ:
         raise ValueError(f"{text!r}: {what} {raw} is more than knee's engine can pace ({MAX_RATE_HZ:,.0f}/s); lower it")
