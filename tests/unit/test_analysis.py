@@ -313,3 +313,23 @@ def test_slo_with_min_clients_passes_when_the_capacity_reaches_it() -> None:
     assert (v.capacity_under_slo, v.slo_passed) == (10, False)
     with pytest.raises(UserError, match=r"slo\.min_clients must be at least 1"):
         Slo.from_dict({"p99_ms": 100, "min_clients": 0})
+
+
+def test_a_collapse_below_a_higher_rate_with_errors_is_said_against_that_rate() -> None:
+    """The collapse is measured from the highest rate, which here came with errors: its share is of that rate, and
+    says so (it was '47 % of the peak' beside a peak of 100 Hz, where 70 Hz is 70 %)."""
+    rows = [(1, 250, 0), (2, 500, 0), (4, 1000, 0), (8, 1500, 200), (16, 700, 30)]
+    v = analyze([step(i, lvl, ok, failed=f) for i, (lvl, ok, f) in enumerate(rows)], "main")
+    assert "peaked at 100 Hz with 4 clients" in v.sentences
+    assert "collapsed at 16 clients (70.0 Hz, 47 % of the highest rate (150 Hz, with errors); 8: 150 Hz)" in v.sentences
+
+
+def test_a_top_flat_only_because_the_level_past_it_fails_is_a_peak() -> None:
+    """4 and 8 clients give the same rate, but 8 fails a fifth of its operations: a peak at the limit, not a plateau
+    (and no pool of about 4); a plateau needs a doubling without errors, as the level search has it."""
+    rows = [(1, 100, 0), (2, 200, 0), (4, 400, 0), (8, 400, 100)]
+    v = analyze([step(i, lvl, ok, failed=f) for i, (lvl, ok, f) in enumerate(rows)], "main")
+    assert v.sentences[0] == "peaked at 40.0 Hz with 4 clients (4–8 within noise)", v.sentences
+    assert "plateau" not in v.brackets and not any("plateau" in s or "pool" in s for s in v.sentences)
+    flat = analyze([step(i, lvl, 400 if lvl >= 4 else 100 * lvl) for i, lvl in enumerate((1, 2, 4, 8, 16))], "main")
+    assert flat.sentences[0].startswith("a plateau of 40.0 Hz from 4 clients")

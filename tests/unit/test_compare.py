@@ -153,3 +153,40 @@ def test_a_level_where_nothing_succeeded_in_one_run() -> None:
     assert (d.rate_a, d.change_pct, d.rate, d.failures, d.overall) == (0.0, None, "better", "better", "better")
     back = _by_level(compare_runs(b, a))[(10, "sweep")]
     assert (back.change_pct, back.rate, back.overall) == (-100.0, "worse", "worse")
+
+
+def test_a_rate_sweep_s_peak_is_at_an_offered_rate() -> None:
+    """A rate sweep's group has the same connections at every level: its peak is named by the offered rate (it was
+    'at 7 clients' in both runs)."""
+
+    def rates(r):  # type: ignore[no-untyped-def]
+        r.level_unit = "rate"
+        for s in r.steps:
+            s.level = s.level * 10
+            s.groups["main"].clients = 7
+        return r
+
+    a = rates(sample_record(LEVELS, lam=4.0, seed=1, run_id="old"))
+    b = rates(sample_record(LEVELS, lam=5.2, seed=2, run_id="new"))
+    cmp = compare_runs(a, b)
+    peak = cmp.peaks[0]
+    assert (peak.unit, peak.peak_level_a, peak.peak_level_b) == ("rate", 500, 500), peak
+    line = next(x for x in cmp.summary if "peak A" in x)
+    assert "at 500/s offered" in line and "clients" not in line, line
+
+
+def test_steps_the_analysis_does_not_believe_are_not_compared() -> None:
+    """A's first measurement of 20, superseded by a measurement again, is not matched with B's 20 (B was 'better by
+    +200 %' there, and A's real 20 was 'only in A'); nor is a step whose data ran out before any operation ended."""
+    a = sample_record(LEVELS, seed=1, run_id="a")
+    b = sample_record(LEVELS, seed=2, run_id="b")
+    slow = next(s for s in sample_record(LEVELS, lam=1.3, seed=3).steps if s.level == 20 and s.phase == "sweep")
+    slow.superseded = True
+    a.steps.insert(next(i for i, s in enumerate(a.steps) if s.level == 20), slow)
+    empty = next(s for s in b.steps if s.level == 50 and s.phase == "sweep")
+    empty.groups["main"] = make_group("main", 50, 0.0, seconds=int(empty.elapsed_s))
+    empty.groups["main"].ran_out = "ids"
+    by = _by_level(compare_runs(a, b))
+    assert by[(20, "sweep")].overall == "no change within noise", by[(20, "sweep")]
+    assert by[(50, "sweep")].overall == "only in A", by[(50, "sweep")]
+    assert [d.overall for d in compare_runs(a, b).levels].count("only in A") == 1

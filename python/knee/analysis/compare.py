@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from knee import fmt
 from knee.analysis.alike import differences
 from knee.analysis.beside import stress_group
-from knee.analysis.levels import measured_s
+from knee.analysis.levels import measured_s, ran_out_early
 from knee.analysis.run import group_names
 from knee.analysis.stats import (
     CONFIDENCE,
@@ -121,6 +121,8 @@ class RequestDelta(_Delta):
 
 class PeakDelta(BaseModel):
     group: str
+    # the step's level: clients, or the offered rate of a rate sweep (`unit`)
+    unit: Literal["clients", "rate"] = "clients"
     peak_level_a: int | float | None = None
     peak_rate_a: float | None = None
     peak_level_b: int | float | None = None
@@ -149,9 +151,13 @@ def _key(s: StepResult) -> tuple[str, str, str, int | float]:
 
 
 def _numbered(record: RunRecord) -> dict[tuple[str, str, str, int | float, int], StepResult]:
+    """The steps the analysis believes (not superseded by a measurement again, not run on a service still busy with
+    the last level), numbered where a level was measured more than once."""
     seen: dict[tuple[str, str, str, int | float], int] = defaultdict(int)
     out = {}
     for s in record.steps:
+        if not s.believed:
+            continue
         k = _key(s)
         out[(*k, seen[k])] = s
         seen[k] += 1
@@ -291,15 +297,18 @@ def compare_requests(
     return out
 
 
-def _peak(record: RunRecord, group: str) -> tuple[int | None, float | None]:
-    """The sweep step with the highest rate, as the table shows rates (`rate_estimate`): its clients and rate."""
+def _peak(record: RunRecord, group: str) -> tuple[int | float | None, float | None]:
+    """The believed sweep step with the highest rate, as the table shows rates (`rate_estimate`): its level (clients,
+    or a rate sweep's offered rate: a group's clients there are its connections, the same at every level) and rate."""
     rates = [
-        (rate_estimate(s, s.groups[group]).value, s) for s in record.steps if s.phase == "sweep" and group in s.groups
+        (rate_estimate(s, s.groups[group]).value, s)
+        for s in record.steps
+        if s.phase == "sweep" and group in s.groups and s.believed and not ran_out_early(s, group)
     ]
     if not rates:
         return None, None
     rate, best = max(rates, key=lambda r: r[0])
-    return best.groups[group].clients, rate
+    return best.level, rate
 
 
 def compare_runs(
@@ -318,7 +327,8 @@ def compare_runs(
     groups = group_names(a) + [g for g in group_names(b) if g not in group_names(a)]
     for group in groups:
         for k in keys:
-            sa, sb = na.get(k), nb.get(k)
+            # a step whose data ran out before any operation ended has no rate to judge (the analysis leaves it out)
+            sa, sb = (s if s is not None and not ran_out_early(s, group) else None for s in (na.get(k), nb.get(k)))
             if (sa is None or group not in sa.groups) and (sb is None or group not in sb.groups):
                 continue
             cmp.levels.append(compare_level(group, sa, sb, confidence=confidence, floor=floor, min_change=min_change))
@@ -333,7 +343,13 @@ def compare_runs(
         change_pct = (rb - ra) / ra * 100 if ra and rb is not None else None
         cmp.peaks.append(
             PeakDelta(
-                group=group, peak_level_a=la, peak_rate_a=ra, peak_level_b=lb, peak_rate_b=rb, change_pct=change_pct
+                group=group,
+                unit=a.level_unit,
+                peak_level_a=la,
+                peak_rate_a=ra,
+                peak_level_b=lb,
+                peak_rate_b=rb,
+                change_pct=change_pct,
             )
         )
     cmp.summary = _summary(cmp, groups)
@@ -392,8 +408,8 @@ def _summary(cmp: Comparison, groups: list[str]) -> list[str]:
         if peak and peak.peak_rate_a is not None and peak.peak_rate_b is not None:
             ch = f" ({peak.change_pct:+.1f} %)" if peak.change_pct is not None else ""
             out.append(
-                f"{group}: peak A {fmt.rate(peak.peak_rate_a)} at {peak.peak_level_a} clients, "
-                f"B {fmt.rate(peak.peak_rate_b)} at {peak.peak_level_b} clients{ch}"
+                f"{group}: peak A {fmt.rate(peak.peak_rate_a)} at {fmt.load(peak.peak_level_a or 0, peak.unit)}, "
+                f"B {fmt.rate(peak.peak_rate_b)} at {fmt.load(peak.peak_level_b or 0, peak.unit)}{ch}"
             )
     return out
 

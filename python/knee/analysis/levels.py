@@ -334,16 +334,18 @@ def failed_or_hung(row: LevelRow, pct: Callable[[float], str]) -> str:
     return f"{pct(row.failure_ratio)} failed or hung: {row.failed:,} failed, {row.hung:,} hung"
 
 
-def collapse(row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Callable[[float], str]) -> str | None:
+def collapse(
+    row: LevelRow, peak: LevelRow, say: Callable[[float], str], pct: Callable[[float], str], peak_name: str = "the peak"
+) -> str | None:
     """Why `row` is a collapse past `peak` (the reason in words, via the formatters `say` for a rate and
-    `pct` for a share), or None when it is not one. The one definition the sweep's stop rule and the
-    verdict share."""
+    `pct` for a share, `peak_name` what the words call `peak`), or None when it is not one. The one definition the
+    sweep's stop rule and the verdict share."""
     if row.level <= peak.level:
         return None
     if row.failure_ratio > COLLAPSE_FAILURES:
         return failed_or_hung(row, pct)
     if peak.rate > 0 and row.rate < COLLAPSE_RATE * peak.rate:
-        return f"{say(row.rate)}, {pct(row.rate / peak.rate)} of the peak"
+        return f"{say(row.rate)}, {pct(row.rate / peak.rate)} of {peak_name}"
     return None
 
 

@@ -9,7 +9,7 @@ Two phases, as a person would do it by hand but without the guessing:
 
 - **Ramp.** From `start`, each level is `factor` times the last (at least one more; `factor`² while the rate
   grows in proportion to the level, where a level in between would teach nothing), until a level is bad
-  (failures above the onset, hung operations, the SLO broken, an open loop saturated, or a collapse), `max` is
+  (failures or hung operations above the onset, the SLO broken, an open loop saturated, or a collapse), `max` is
   reached, or, without a `max`, the rate has stopped growing over two doublings (a plateau or a fall).
 - **Refine.** Each located point gets a bracket, the highest good level below and the lowest bad level at or
   above, and the search narrows it until it is narrower than the precision (or no level lies between), in this
@@ -162,7 +162,9 @@ class _View:
         return within_noise(a.rate, a.noise, b.rate, b.noise, self.c.noise)
 
     def failing(self, p: Point) -> bool:
-        return p.failure_ratio > self.c.onset or p.hung > 0
+        """Failed or hung above the onset (hung ones are in the ratio): the verdict's test. One hung operation in
+        1 600 stopped the ramp while the verdict said no errors."""
+        return p.failure_ratio > self.c.onset
 
     def collapsed(self, p: Point) -> bool:
         top = self.highest()

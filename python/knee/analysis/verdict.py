@@ -244,6 +244,10 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
         v.peak_level, v.peak_rate = best.level, best.rate
         v.brackets["peak"] = b = peak_bracket(rows, best)
         flat = unit == "clients" and b.low is not None and b.high is not None and b.low < b.high == rows[-1].level
+        # flat over at least a doubling without errors (search.plateau_start's rule): a top flat only because the
+        # levels past it fail is a peak at the limit
+        clean_top = [r.level for r in clean if b.low is not None and r.level >= b.low]
+        flat = flat and b.low is not None and bool(clean_top) and max(clean_top) >= 2 * b.low
         edge = "" if flat else peak_words(b, unit)
         edge += " (the highest level measured: it may go higher)" if best is rows[-1] else ""
         if not clean:
@@ -279,8 +283,10 @@ def _peak_onset_collapse(v: Verdict, rows: list[LevelRow], onset: float) -> None
         v.sentences.append(f"no errors up to {fmt.load(rows[-1].level, unit)}")
     if v.peak_level is None or v.peak_rate is None:
         return
+    # measured from the highest rate, which is the peak unless errors came with it
+    named = "the peak" if highest is best else f"the highest rate ({fmt.rate(highest.rate)}, with errors)"
     for r in rows:
-        why = collapse(r, highest, fmt.rate, fmt.pct)
+        why = collapse(r, highest, fmt.rate, fmt.pct, named)
         if why is not None:
             v.collapse_level = r.level
             v.brackets["collapse"] = b = bracket(rows, r)
