@@ -1,7 +1,6 @@
 """Run a scenario's plan step by step, keep every result, end with a verdict and a report.
 
-The one runner: `knee run` (one step, or one per rate), `knee sweep FILE`, `knee sweep TARGET`, `knee soak`,
-`knee demo` and `knee.run()` / `knee.sweep()` all come here with a Scenario.
+The one runner: `knee run`, `knee sweep`, `knee soak`, `knee demo` and `knee.run()` / `knee.sweep()` come here.
 
 `start_run` / `resume_run` prepare the run directory and its RunRecord; `execute` runs the plan (sweep steps, stop
 rules, recovery probes; a soak: knee.soaking) on an executor and `finish` analyses and writes the reports. Each
@@ -27,7 +26,7 @@ from knee.analysis.steady import Settling, steady_state
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
 from knee.executor import Interrupts, LocalExecutor, on_hard_exit
-from knee.executor.base import BackgroundShard, Executor, StepRun
+from knee.executor.base import BackgroundShard, Executor, StepRun, StoppedBeforeStart
 from knee.machine.host import identity
 from knee.machine.network import target_hosts
 from knee.machine.watch import StepWatch, Watched
@@ -168,7 +167,6 @@ def execute(
     # The preflight runs where the load comes from: this machine, or every worker of a cluster.
     for w in [*expiring, *(check or on.preflight)(scenario)]:
         console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-
     if run_dir.kept:
         console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True, markup=False)
     record.executor = on.name
@@ -190,6 +188,8 @@ def execute(
                 runner.sweep()
                 if not intr.requested and runner.status != "aborted" and scenario.recovery_enabled():
                     runner.recovery()
+        except StoppedBeforeStart:
+            pass  # Ctrl-C before a cluster's step began: the run is interrupted, and reported as such
         finally:
             runner.stop_background()
             if release is not None:
@@ -258,7 +258,7 @@ class _Runner(Searching, Soaking):
         self.results: list[ShardResult] = []
         self._ran_one = False
         self._bg: BackgroundShard | None = None
-        self._between: ShardResult | None = None
+        self._between: ShardResult | None = run_dir.between_result()  # a resumed run's windows add to the saved
         self._forget_bg: Callable[[], object] | None = None
         target = (record.targets or {}).get(self.group)
         self.settler = Settler(scenario, self.group, target, scenario.sweep.settle_wait, lambda: intr.requested)

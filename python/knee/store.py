@@ -24,13 +24,16 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 
 from knee.errors import UserError
 from knee.model import SCHEMA_VERSION, RunRecord
 from knee.scenario.secrets import NO_SECRETS, Secrets
+
+if TYPE_CHECKING:
+    from knee.engine import ShardResult
 
 REPORT_FILES = ("report.md", "report.html", "levels.csv", "series.csv")
 S = TypeVar("S")
@@ -55,13 +58,20 @@ def ends_with_a_status(run: Callable[Concatenate[S, RunDir, P], T]) -> Callable[
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)  # a full disk or an interrupt leaves the old file and no half-written one
+        if isinstance(exc, OSError):
+            said = f"cannot write {str(path)!r} ({exc.strerror})"
+            raise UserError(f"{said}; the file keeps what it held before") from None
+        raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -219,6 +229,14 @@ class RunDir:
         atomic_write(self.step_path(index), self._scrubbed(result_bytes))
         for group, data in histograms.items():
             atomic_write(self.hgrm_path(index, group), data)
+
+    def between_result(self) -> ShardResult | None:
+        """The baseload's windows between steps as saved (a resumed run adds to them, where it wrote over them)."""
+        if not self.kept or not self.between_path.is_file():
+            return None
+        from knee.engine import ShardResult
+
+        return ShardResult.from_bytes(self.between_path.read_bytes())
 
     def write_between(self, result_bytes: bytes) -> None:
         if self.kept:

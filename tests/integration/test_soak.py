@@ -157,7 +157,7 @@ def _saved(run_dir: Path) -> RunRecord | None:
             "a soak runs for a duration, not a count (got -n/--requests)",
         ),
         (["http://127.0.0.1:9/", "--rate", "100,200", "-d", "1m"], "--rate: a soak holds one rate"),
-        (["http://127.0.0.1:9/", "-d", "auto"], "knee soak needs -d/--duration"),
+        (["http://127.0.0.1:9/", "-d", "auto"], "-d auto runs a sweep's level until its rate settles; a soak holds"),
     ],
 )
 def test_mistakes_are_one_sentence(args: list[str], said: str, tmp_path: Path) -> None:

@@ -22,6 +22,15 @@ def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["run.json"]
 
 
+def test_a_write_that_fails_is_one_sentence_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    """A write that cannot finish (here its name is a directory's; a full disk the same) leaves no half-written
+    temp file beside it and says which file, where it left .run.json.<pid>.tmp and a traceback."""
+    (tmp_path / "run.json").mkdir()
+    with pytest.raises(UserError, match=r"cannot write '.*/run.json' \(Is a directory\); the file keeps what it held"):
+        atomic_write(tmp_path / "run.json", b"two")
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
 def test_run_dirs_are_unique_and_round_trip(tmp_path: Path) -> None:
     a = RunDir.create(tmp_path, "my sweep/1")
     b = RunDir.create(tmp_path, "my sweep/1")
@@ -59,3 +68,35 @@ def test_a_step_is_skewed_when_its_shards_started_over_5_percent_of_it_apart() -
         return StepResult(index=0, level=1, started_unix=0.0, elapsed_s=elapsed, groups={}, start_skew_s=skew)
 
     assert step(0.6).skewed and not step(0.5).skewed and not step(None).skewed and not step(1.0, elapsed=0.0).skewed
+
+
+def test_a_resumed_run_adds_to_the_baseload_windows_it_saved(tmp_path: Path) -> None:
+    """between.knee holds the baseload's windows between steps; a resumed run's runner starts from them (it began with
+    none and wrote the file over: run.json counted both sessions' windows, the file one)."""
+    import io
+
+    from rich.console import Console
+
+    from knee import spec as ks
+    from knee.engine import group_stats
+    from knee.executor import Interrupts, LocalExecutor
+    from knee.executor.local import run_step
+    from knee.progress import SweepProgress
+    from knee.runner import _Runner, resume_run, start_run
+    from knee.scenario import read_scenario
+
+    text = '[groups.main]\nkind = "exec"\nargv = ["true"]\n[sweep]\nlevels = [1, 2]\nduration = "1s"\n'
+    _, run_dir = start_run(read_scenario(text, "s.toml"), tmp_path, "s")
+    assert run_dir.between_result() is None
+    spec = ks.EngineSpec(
+        groups=[ks.GroupSpec(name="g", clients=1, stop=ks.Total(total=3), client=ks.ExecClient(argv=["true"]))]
+    )
+    run_dir.write_between(run_step(spec, Interrupts()).result.to_bytes())
+    scenario, again = resume_run(run_dir.path)
+    console = Console(file=io.StringIO())
+    record = again.load()
+    progress = SweepProgress(console, 1.0, 0.0, record.rates, record.measured_group)
+    runner = _Runner(
+        scenario, again, record, console=console, intr=Interrupts(), executor=LocalExecutor(), progress=progress
+    )
+    assert runner._between is not None and group_stats(runner._between)["g"].succeeded == 3

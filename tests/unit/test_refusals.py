@@ -203,3 +203,14 @@ def test_the_engine_paces_up_to_the_bound_the_scenario_allows() -> None:
     _engine.check_spec(spec(MAX_RATE_HZ))
     with pytest.raises(_engine.SpecError, match=r"rate_hz 10000001 is more than the engine can pace"):
         _engine.check_spec(spec(MAX_RATE_HZ + 1))
+
+
+def test_a_refused_run_option_leaves_no_run_directory(tmp_path: Path) -> None:
+    """--ship without a cluster, --operations-log where it cannot be written: refused before the run directory is
+    made (a run.json saying "running" for ever was left behind)."""
+    out = tmp_path / "runs"
+    said = refused("sweep", "--levels", "1,2", "--ship", "--out", str(out), "--", "true")
+    assert "--ship" in said
+    said = refused("run", "-n", "1", "--operations-log", "/nonexistent/x.log", "--out", str(out), "--", "true")
+    assert said.startswith("--operations-log '/nonexistent/x.log': its directory does not exist")
+    assert not out.exists()

@@ -123,8 +123,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     else:
         table = scenario_table(tgt, options, run=True)
         loaded = from_raw(table, Source("command line", options=names), variables, secrets)
+    apply_run_options(loaded.scenario, opts)  # before the run directory: a refused option leaves none
     scenario, run_dir = start_run(loaded, opts["out"], "run")
-    apply_run_options(scenario, opts)
     console = make_console()
     several = len(loaded.scenario.levels()) > 1
     progress = RunProgress(loaded.record, live=not opts["quiet"] and sys.stderr.isatty(), headers=several)

@@ -90,8 +90,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         names = dict(OPTION_NAMES, **{"sweep.levels": "-c/--clients", "sweep.rates": "--rate"})
         loaded = from_raw(table, Source("command line", options=names), variables, secrets)
         text, name = None, opts["name"] or "soak"
+    o.apply_run_options(loaded.scenario, opts)  # before the run directory: a refused option leaves none
     scenario, run_dir = start_run(loaded, opts["out"], name, text)
-    o.apply_run_options(scenario, opts)
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)

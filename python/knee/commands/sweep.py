@@ -95,6 +95,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.scenario import Source, from_raw
     from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
+    from knee.store import RunDir
 
     console = make_console()
     serve = parse_serve(opts["serve"])
@@ -104,6 +105,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     if opts["resume"] is not None:
         if target or opts["quick"] or variables or given or opts["save_scenario"] or opts["targets"]:
             raise UserError("--resume continues a run as it was started; drop SCENARIO or TARGET and its options")
+        # refused before the run is reopened as running (it was left so)
+        apply_run_options(RunDir(opts["resume"]).load().scenario, opts)
         scenario, run_dir = resume_run(opts["resume"], secrets)
     else:
         if opts["targets"] is not None:
@@ -138,8 +141,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
                 raise UserError(f"--save-scenario {str(save)!r}: cannot write it ({exc.strerror})") from None
             click.echo(f"scenario written to {save}; run it with: knee sweep {save}")
             return
+        apply_run_options(loaded.scenario, opts)  # before the run directory: a refused option leaves none
         scenario, run_dir = start_run(loaded, opts["out"], name, text, shorten=opts["quick"])
-    apply_run_options(scenario, opts)
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 OnSnapshot = Callable[[Snapshot], bool | None]
 
 
+class StoppedBeforeStart(Exception):
+    """Ctrl-C came before a step's shards began (a cluster's wait for its workers, the wait for the service to be
+    at rest): the step never started, nothing of it is kept, and the run ends as interrupted."""
+
+
 @dataclass
 class StepRun:
     """What running one step's spec produced."""

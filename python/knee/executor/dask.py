@@ -1,17 +1,15 @@
 """Run steps on a Dask cluster (`knee[dask]`, docs/distributed.md): the same plan, many load machines.
 
-This module is the Dask transport only; splitting a step and merging its shards is backend-neutral
-(`knee.executor.shards`). `DaskExecutor` splits each step's engine spec across the cluster's workers,
-each weighted by its `nthreads` or its host's `[cluster] weights`. One shard task runs on each worker
-(`dask_tasks.shard`, seceded from the worker's thread pool, around `shards.run_shard`). The shards get ready
-(worker programs started), wait at a Dask `Event`, and start together: no clock is assumed to agree
-with another. Live snapshots come back on a Dask `Queue`; a stop `Event` is polled by every shard
-every 0.25 s. The shards' results come back as bytes and merge into one step result, as a local run's;
-each worker's part is kept (`WorkerShare`). A queue's rows are cut into a part per shard, and each data file
-travels to each worker once, a `scatter` (`knee.executor.dataparts`). A worker that dies mid-step is named
-(`StepRun.lost`) and the step is partial; the others' results are kept. The driver's lease (`knee.executor.lease`)
-is a counter in a Dask `Variable` the executor renews while it is open; every shard and baseload shard watches it
-and stops by itself when it lapses.
+The Dask transport only (splitting a step and merging its shards: `knee.executor.shards`). `DaskExecutor` splits each
+step's engine spec across the cluster's workers, each weighted by its `nthreads` or its host's `[cluster] weights`. One
+shard task runs on each worker (`dask_tasks.shard`, seceded from the worker's thread pool, around `shards.run_shard`).
+The shards get ready (worker programs started), wait at a Dask `Event`, and start together: no clock is assumed to
+agree with another. Live snapshots come back on a Dask `Queue`; a stop `Event` is polled by every shard every 0.25 s.
+The shards' results come back as bytes and merge into one step result, as a local run's; each worker's part is kept
+(`WorkerShare`). A queue's rows are cut into a part per shard, and each data file travels to each worker once, a
+`scatter` (`knee.executor.dataparts`). A worker that dies mid-step is named (`StepRun.lost`) and the step is partial;
+the others' results are kept. The driver's lease (`knee.executor.lease`) is a counter in a Dask `Variable` the executor
+renews while it is open; every shard and baseload shard watches it and stops by itself when it lapses.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from knee._engine import __version__
 from knee.engine import EngineError, ShardResult, Snapshot
 from knee.errors import UserError
-from knee.executor.base import Executor, OnSnapshot, StepRun
+from knee.executor.base import Executor, OnSnapshot, StepRun, StoppedBeforeStart
 from knee.executor.dask_tasks import background, quietly, shard, workers_now
 from knee.executor.dataparts import DataSplit, Shipping, without_files
 from knee.executor.interrupt import Interrupts
@@ -286,8 +284,9 @@ class DaskExecutor(Executor):
         gather = step.gather(offsets)
         self.client.cancel([f for i, f in enumerate(step.futures) if i in step.lost])  # never left pending
         if gather.result is None:
-            what = "; ".join(step.lost.values()) or "the step was stopped before it started"
-            raise UserError(f"no shard of the step came back: {what}")
+            if not step.lost:  # every shard was stopped before it began: Ctrl-C during the wait for the workers
+                raise StoppedBeforeStart
+            raise UserError(f"no shard of the step came back: {'; '.join(step.lost.values())}")
         self.last_overhead = (t_go - t_begin, time.monotonic() - t_end)
         lost = [step.lost[i] for i in sorted(step.lost)]
         if step.enough and not stop_sent:

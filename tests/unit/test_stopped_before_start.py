@@ -1,0 +1,50 @@
+"""Ctrl-C while a cluster's step has not begun (its workers not yet ready, the service not yet at rest): the step
+never started, so there is nothing of it to keep, and the run ends as interrupted with its report (exit 130), where
+the Dask executor's "no shard of the step came back" made it a failed run with exit 2 and no report."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from knee.executor import Interrupts, LocalExecutor
+from knee.executor.base import StepRun, StoppedBeforeStart
+from knee.runner import EXIT_INTERRUPTED, execute, start_run
+from knee.scenario import read_scenario
+from knee.spec import EngineSpec
+
+SCENARIO = """
+[groups.main]
+kind = "exec"
+argv = ["true"]
+[sweep]
+levels = [1, 2]
+duration = "300ms"
+settle_wait = 0
+"""
+
+
+class FirstStepHereThenCtrlC(LocalExecutor):
+    """Runs the first step here; the second is stopped before it starts, as a cluster's is when Ctrl-C comes during
+    the wait for its workers (knee.executor.dask: every shard says stopped_before_start)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot=None) -> StepRun:  # type: ignore[no-untyped-def]
+        self.steps += 1
+        if self.steps == 1:
+            return super().run_step(spec, interrupts, on_snapshot)
+        interrupts.requested = True
+        raise StoppedBeforeStart
+
+
+def test_ctrl_c_before_a_cluster_step_began_ends_the_run_as_interrupted_with_its_report(tmp_path: Path) -> None:
+    scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
+    outcome = execute(scenario, run_dir, Console(file=io.StringIO()), executor=FirstStepHereThenCtrlC())
+    assert (outcome.code, outcome.record.status) == (EXIT_INTERRUPTED, "interrupted")
+    assert [s.level for s in outcome.record.steps] == [1]
+    assert (run_dir.path / "report.md").is_file()
