@@ -64,7 +64,7 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
         (["run", "-d", "0s", "--", "true"], "-d/--duration must be a duration above 0, or \"auto\" (got '0s')"),
         (
             ["run", "-d", "99999999999999999999s", "--", "true"],
-            "-d/--duration must be a duration of at most 1000d (got '99999999999999999999s')",
+            "-d/--duration must be a duration of at most 24000h (1000 days) (got '99999999999999999999s')",
         ),
         (["run", "-n", "1", "--timeout", "0s", "--", "true"], "--timeout must be more than 0 (got '0s')"),
         (["run", "-n", "10" * 12, "--", "true"], f"-n must be at most 1000000000000000 (got {'10' * 12})"),
@@ -165,11 +165,11 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
         ),
         (
             EXEC + "[sweep]\nlevels = [1]\nduration = inf\n",
-            "s.toml line 6: sweep.duration must be a duration of at most 1000d (got inf)",
+            "s.toml line 6: sweep.duration must be a duration of at most 24000h (1000 days) (got inf)",
         ),
         (
             EXEC + 'timeout = 1e300\n[sweep]\nlevels = [1]\nduration = "1s"\n',
-            "s.toml line 4: groups.main.timeout must be a duration of at most 1000d (got 1e+300)",
+            "s.toml line 4: groups.main.timeout must be a duration of at most 24000h (1000 days) (got 1e+300)",
         ),
         (
             EXEC + '[sweep]\nlevels = [1]\ntotal = 5\nwarmup = "1s"\n',

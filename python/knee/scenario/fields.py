@@ -20,7 +20,7 @@ def seconds(value: Any) -> Any:
             return parse_duration(value, "value")
         except UserError as exc:
             if "at most" in str(exc):
-                raise ValueError("must be a duration of at most 1000d") from exc
+                raise ValueError("must be a duration of at most 24000h (1000 days)") from exc
             raise ValueError("must be a duration like 10s, 2m or 500ms") from exc
     return value
 

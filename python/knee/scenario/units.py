@@ -28,7 +28,7 @@ def parse_duration(value: str | float | int, key: str) -> float:
     if seconds < 0:
         raise UserError(f"{key} must not be negative (got {value!r})")
     if not seconds <= MAX_DURATION_S:  # NaN and infinity too
-        raise UserError(f"{key} must be at most 1000d (got {value!r})")
+        raise UserError(f"{key} must be at most 24000h (1000 days) (got {value!r})")
     return seconds
 
 
