@@ -69,7 +69,14 @@ def test_a_run_that_ends_early_gets_its_final_status(tmp_path: Path) -> None:
 
 
 def test_a_recovery_probe_says_why_it_ran(tmp_path: Path) -> None:
-    record = sweep(tmp_path, "--levels", "1,2", "-d", "1s", "--", "true")
+    # recovery.limit bounds the probes: `true`'s rate under a parallel test run may never come back within 10 % of
+    # the first, and the default 60 s of probing made this the suite's longest test (64 s)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[groups.main]\nkind = "exec"\nargv = ["true"]\nclients = "level"\n'
+        '[sweep]\nlevels = [1, 2]\nduration = "1s"\n[recovery]\nlimit = "3s"\n'
+    )
+    record = sweep(tmp_path / "runs", str(scenario))
     probes = [s for s in record["steps"] if s["phase"] == "recovery"]
     assert probes, record["steps"]
     for s in probes:
