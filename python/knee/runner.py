@@ -2,11 +2,12 @@
 
 The one runner: `knee run`, `knee sweep`, `knee soak`, `knee demo` and `knee.run()` / `knee.sweep()` come here.
 
-`start_run` / `resume_run` prepare the run directory and its RunRecord; `execute` runs the plan (sweep steps, stop
-rules, recovery probes; a soak: knee.soaking) on an executor and `finish` analyses and writes the reports. Each
-step's result is saved before the next one starts, so a killed knee loses at most the step in progress; `--resume`
-replays the recorded steps through the same stop rules and runs only what is missing. A scenario's background
-groups run in a shard of their own across every step (a baseload that never restarts), cut into a window per step.
+`start_run` (and knee.store's `resume_run`) prepare the run directory and its RunRecord; `execute` runs the plan
+(sweep steps, stop rules, recovery probes; a soak: knee.soaking) on an executor and `finish` analyses and writes the
+reports. Each step's result is saved before the next one starts, so a killed knee loses at most the step in progress;
+`--resume` replays the recorded steps through the same stop rules and runs only what is missing. A scenario's
+background groups run in a shard of their own across every step (a baseload that never restarts), cut into a window
+per step.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from knee.plan import (
     tls_notes,
 )
 from knee.progress import Progress
-from knee.scenario import Loaded, Scenario, scenario_from_record
+from knee.scenario import Loaded, Scenario
 from knee.searching import Searching
 from knee.settle import Settler
 from knee.soaking import Soaking
@@ -85,25 +86,6 @@ def start_run(
     run_dir = RunDir.create(out, loaded.scenario.name or name, loaded.secrets)
     run_dir.write_scenario(text if text is not None and not loaded.secrets and not shorten else loaded.record.to_toml())
     record = new_record(loaded, run_dir.path.name if run_dir.kept else time.strftime("%Y%m%d-%H%M%S-run"))
-    run_dir.save(record)
-    return loaded.scenario, run_dir
-
-
-def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scenario, RunDir]:
-    """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept."""
-    run_dir = RunDir(path)
-    record = run_dir.load()
-    if record.scenario.mode == "soak":  # its trends are of one unbroken run
-        raise UserError(f"--resume {str(path)!r}: a soak is not continued; `knee report {path}` reports what it saved")
-    if record.status in ("complete", "stopped", "aborted") and not any(s.partial for s in record.steps):
-        raise UserError(
-            f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
-        )
-    loaded = scenario_from_record(record.scenario, secrets)
-    run_dir = RunDir(path, loaded.secrets)
-    record.steps = [s for s in record.steps if not s.partial]
-    record.status = "running"
-    record.verdicts = []
     run_dir.save(record)
     return loaded.scenario, run_dir
 
@@ -392,7 +374,12 @@ class _Runner(Searching, Soaking):
         finally:
             watched = self.monitor.stop() if self.monitor is not None else (None, [])
         if self._bg is not None:
-            run.result.merge(self._bg.cut())
+            try:
+                run.result.merge(self._bg.cut())
+            except UserError as exc:  # the baseload's window is lost (its worker with it): the step measured is not
+                run.partial, run.lost = True, [*run.lost, f"the baseload's window: {exc}"]
+                self._save(planned, run, watched, settled, repeat_of)
+                raise
         step = self._save(planned, run, watched, settled, repeat_of)
         self.progress.end(step)
         return step

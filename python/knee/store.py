@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from knee.errors import UserError
 from knee.model import SCHEMA_VERSION, RunRecord
+from knee.scenario import Scenario, scenario_from_record
 from knee.scenario.secrets import NO_SECRETS, Secrets
 
 if TYPE_CHECKING:
@@ -270,3 +271,22 @@ class RunDir:
 def load_run(path: Path | str) -> RunRecord:
     """The RunRecord of a run directory (`knee report`, `knee compare`)."""
     return RunDir(path).load()
+
+
+def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scenario, RunDir]:
+    """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept."""
+    run_dir = RunDir(path)
+    record = run_dir.load()
+    if record.scenario.mode == "soak":  # its trends are of one unbroken run
+        raise UserError(f"--resume {str(path)!r}: a soak is not continued; `knee report {path}` reports what it saved")
+    if record.status in ("complete", "stopped", "aborted") and not any(s.partial for s in record.steps):
+        raise UserError(
+            f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
+        )
+    loaded = scenario_from_record(record.scenario, secrets)
+    run_dir = RunDir(path, loaded.secrets)
+    record.steps = [s for s in record.steps if not s.partial]
+    record.status = "running"
+    record.verdicts = []
+    run_dir.save(record)
+    return loaded.scenario, run_dir

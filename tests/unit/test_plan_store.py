@@ -82,8 +82,9 @@ def test_a_resumed_run_adds_to_the_baseload_windows_it_saved(tmp_path: Path) -> 
     from knee.executor import Interrupts, LocalExecutor
     from knee.executor.local import run_step
     from knee.progress import SweepProgress
-    from knee.runner import _Runner, resume_run, start_run
+    from knee.runner import _Runner, start_run
     from knee.scenario import read_scenario
+    from knee.store import resume_run
 
     text = '[groups.main]\nkind = "exec"\nargv = ["true"]\n[sweep]\nlevels = [1, 2]\nduration = "1s"\n'
     _, run_dir = start_run(read_scenario(text, "s.toml"), tmp_path, "s")

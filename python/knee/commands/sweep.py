@@ -91,11 +91,11 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
 
     Exit status: 0 done, 3 the SLO was not met, 130 interrupted (resume with --resume).
     """
-    from knee.runner import execute, resume_run, start_run
+    from knee.runner import execute, start_run
     from knee.scenario import Source, from_raw
     from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
-    from knee.store import RunDir
+    from knee.store import RunDir, resume_run
 
     console = make_console()
     serve = parse_serve(opts["serve"])
