@@ -273,8 +273,11 @@ def load_run(path: Path | str) -> RunRecord:
     return RunDir(path).load()
 
 
-def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scenario, RunDir]:
-    """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept."""
+def resume_run(
+    path: Path, secrets: dict[str, str] | None = None, prepare: Callable[[Scenario], None] | None = None
+) -> tuple[Scenario, RunDir]:
+    """Reopen a run directory: partial steps are dropped (they run again), complete ones are kept. `prepare` (the
+    command's run options) sees the scenario before the run is marked running again, and may refuse it."""
     run_dir = RunDir(path)
     record = run_dir.load()
     if record.scenario.mode == "soak":  # its trends are of one unbroken run
@@ -284,6 +287,8 @@ def resume_run(path: Path, secrets: dict[str, str] | None = None) -> tuple[Scena
             f"--resume {str(path)!r}: this run already ended ({record.status}); start a new one with knee sweep"
         )
     loaded = scenario_from_record(record.scenario, secrets)
+    if prepare is not None:
+        prepare(loaded.scenario)
     run_dir = RunDir(path, loaded.secrets)
     record.steps = [s for s in record.steps if not s.partial]
     record.status = "running"

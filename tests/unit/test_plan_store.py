@@ -101,3 +101,25 @@ def test_a_resumed_run_adds_to_the_baseload_windows_it_saved(tmp_path: Path) -> 
         scenario, again, record, console=console, intr=Interrupts(), executor=LocalExecutor(), progress=progress
     )
     assert runner._between is not None and group_stats(runner._between)["g"].succeeded == 3
+
+
+def test_a_resumed_run_gets_its_run_options_and_a_refused_one_leaves_it_as_it_was(tmp_path: Path) -> None:
+    """`knee sweep --resume DIR --ship --cluster …`: the options apply to the scenario that runs (checking them on a
+    copy first had left --ship off a resumed run), and one refused leaves the run's status as it was, not "running"."""
+    from knee.commands.options import apply_run_options
+    from knee.runner import start_run
+    from knee.scenario import read_scenario
+    from knee.store import resume_run
+
+    text = '[groups.main]\nkind = "exec"\nargv = ["true"]\n[sweep]\nlevels = [1, 2]\nduration = "1s"\n'
+    _, run_dir = start_run(read_scenario(text, "s.toml"), tmp_path, "s")
+    record = run_dir.load()
+    record.status = "interrupted"
+    run_dir.save(record)
+    opts = {"ship": True, "ship_wheel": None, "cluster": None}
+    with pytest.raises(UserError, match="--ship installs knee on a cluster's workers"):
+        resume_run(run_dir.path, prepare=lambda s: apply_run_options(s, opts))
+    assert RunDir(run_dir.path).load().status == "interrupted"
+    opts["cluster"] = "tcp://127.0.0.1:8786"
+    scenario, again = resume_run(run_dir.path, prepare=lambda s: apply_run_options(s, opts))
+    assert scenario.cluster.ship is True and again.load().status == "running"

@@ -95,7 +95,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.scenario import Source, from_raw
     from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
-    from knee.store import RunDir, resume_run
+    from knee.store import resume_run
 
     console = make_console()
     serve = parse_serve(opts["serve"])
@@ -105,9 +105,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     if opts["resume"] is not None:
         if target or opts["quick"] or variables or given or opts["save_scenario"] or opts["targets"]:
             raise UserError("--resume continues a run as it was started; drop SCENARIO or TARGET and its options")
-        # refused before the run is reopened as running (it was left so)
-        apply_run_options(RunDir(opts["resume"]).load().scenario, opts)
-        scenario, run_dir = resume_run(opts["resume"], secrets)
+        # applied before the run is marked running again: a refused option leaves it as it was
+        scenario, run_dir = resume_run(opts["resume"], secrets, prepare=lambda s: apply_run_options(s, opts))
     else:
         if opts["targets"] is not None:
             if one_line.levels is None and one_line.rates is None:
