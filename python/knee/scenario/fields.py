@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from knee.errors import UserError
-from knee.scenario.units import parse_duration
+from knee.scenario.units import MAX_DURATION, parse_duration
 
 
 def seconds(value: Any) -> Any:
@@ -19,8 +19,8 @@ def seconds(value: Any) -> Any:
         try:
             return parse_duration(value, "value")
         except UserError as exc:
-            if "at most" in str(exc):
-                raise ValueError("must be a duration of at most 24000h (1000 days)") from exc
+            if MAX_DURATION in str(exc):
+                raise ValueError(f"must be a duration of at most {MAX_DURATION}") from exc
             raise ValueError("must be a duration like 10s, 2m or 500ms") from exc
     return value
 
@@ -36,7 +36,7 @@ def _auto_or_seconds(value: Any) -> Any:
     try:
         out = seconds(value)
     except ValueError as exc:
-        if "at most" in str(exc):
+        if MAX_DURATION in str(exc):
             raise
         raise ValueError('must be a duration like 10s, 2m or 500ms, or "auto"') from None
     if isinstance(out, float | int) and out <= 0:

@@ -12,6 +12,7 @@ _UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0
 # The longest duration anything takes: a thousand days (the engine counts milliseconds in 64 bits; 1e300 s and
 # infinity passed every check before it and failed there, or as a run.json that could not be written).
 MAX_DURATION_S = 1000 * 86_400.0
+MAX_DURATION = "24000h (1000 days)"  # MAX_DURATION_S as said, in a unit knee reads
 
 
 def parse_duration(value: str | float | int, key: str) -> float:
@@ -28,7 +29,7 @@ def parse_duration(value: str | float | int, key: str) -> float:
     if seconds < 0:
         raise UserError(f"{key} must not be negative (got {value!r})")
     if not seconds <= MAX_DURATION_S:  # NaN and infinity too
-        raise UserError(f"{key} must be at most 24000h (1000 days) (got {value!r})")
+        raise UserError(f"{key} must be at most {MAX_DURATION} (got {value!r})")
     return seconds
 
 
