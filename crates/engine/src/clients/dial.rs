@@ -43,6 +43,17 @@ impl Conn {
             Conn::Tls(s) => s.get_ref().1.alpn_protocol(),
         }
     }
+
+    /// Whether an idle connection is still open and quiet: the server has neither closed it nor sent
+    /// anything unasked (for TLS, a close_notify). One system call, a peek at the socket.
+    pub fn quiet(&self) -> bool {
+        let tcp = match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => s.get_ref().0,
+        };
+        let mut one = [std::mem::MaybeUninit::uninit(); 1];
+        matches!(socket2::SockRef::from(tcp).peek(&mut one), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
 }
 
 /// How the connection was opened: the TCP connect's time and the handshake's.

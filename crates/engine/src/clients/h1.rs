@@ -31,16 +31,22 @@ const QUOTED_BODY: usize = 240;
 
 /// Why an exchange failed (its message is in the client's `Detail`). `fresh` = nothing of a
 /// response arrived (the write failed, or the connection closed or reset first): on a reused
-/// keep-alive connection that means the server closed it while idle, and the request may be
-/// retried on a new connection.
+/// keep-alive connection that may mean the server closed it while idle, and the request may be sent
+/// again on a new connection. `unsent` = the request was not written whole (the write failed): the
+/// server cannot have taken it, whatever its method.
 pub(crate) struct Failure {
     pub class: ErrorClass,
     pub fresh: bool,
+    pub unsent: bool,
 }
 
 fn fail<T>(d: &mut Detail, class: ErrorClass, msg: std::fmt::Arguments<'_>) -> Result<T, Failure> {
     d.clear().put(msg);
-    Err(Failure { class, fresh: false })
+    Err(Failure {
+        class,
+        fresh: false,
+        unsent: false,
+    })
 }
 
 fn io_fail<T>(d: &mut Detail, e: &io::Error, what: &str, write: bool, fresh: bool) -> Result<T, Failure> {
@@ -48,6 +54,7 @@ fn io_fail<T>(d: &mut Detail, e: &io::Error, what: &str, write: bool, fresh: boo
     Err(Failure {
         class: ErrorClass::of_io(e, write),
         fresh,
+        unsent: write,
     })
 }
 
@@ -281,6 +288,7 @@ async fn read_head<S: AsyncRead + Unpin>(
                 return Err(Failure {
                     class: ErrorClass::Closed,
                     fresh: true,
+                    unsent: false,
                 });
             }
             Ok(0) => {

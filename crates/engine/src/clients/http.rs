@@ -512,7 +512,14 @@ impl HttpClient {
         let check_body = r.checks_body();
         let mut sent = 0u64;
         self.op.wrote = false;
+        // Taking it twice does the server no harm (GET, PUT, DELETE…): a reused connection closed
+        // before an answer may be told by sending it again. A POST is sent on a reused connection only
+        // once a peek has found it still open, and never twice.
+        let replayable = r.method.is_idempotent();
         let resp = loop {
+            if !replayable && self.conn.as_ref().is_some_and(|c| !c.quiet()) {
+                self.conn = None;
+            }
             let reused = self.conn.is_some();
             if !reused {
                 match p.dialer.dial(p.nodelay(req.bytes.len()), self.op.source, d).await {
@@ -536,8 +543,10 @@ impl HttpClient {
             };
             match result {
                 Ok(r) => break r,
-                // The server closed an idle keep-alive connection before taking the request: reconnect once.
-                Err(f) if reused && f.fresh => self.conn = None,
+                // The server closed a reused connection before answering, most likely while it was idle
+                // (its keep-alive timeout): sent again once, on a new connection, when the server cannot
+                // have taken it (it was not written whole) or may take it twice.
+                Err(f) if reused && f.fresh && (f.unsent || replayable) => self.conn = None,
                 Err(f) => {
                     self.conn = None;
                     return OpReport {

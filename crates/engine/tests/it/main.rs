@@ -9,6 +9,7 @@ mod exec;
 mod http;
 mod http2;
 mod pacer;
+mod resend;
 mod result;
 mod tcp;
 mod tls;

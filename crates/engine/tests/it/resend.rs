@@ -1,0 +1,129 @@
+//! A request on a reused HTTP/1.1 connection that the server closed: when it is sent again, and when it
+//! is not. The server counts what it read; knee's counts must be what it saw.
+
+use crate::common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use knee_engine::{run, ErrorClass};
+use serde_json::json;
+
+/// A keep-alive server answering `200 ok`, which reads the request numbered `drop` (from 1, over the
+/// whole run) and closes its connection without an answer, and closes any connection idle for `idle`.
+struct Closing {
+    addr: SocketAddr,
+    requests: Arc<AtomicU64>,
+    connections: Arc<AtomicU64>,
+}
+
+impl Closing {
+    fn start(drop: u64, idle: Duration) -> Closing {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(AtomicU64::new(0));
+        let connections = Arc::new(AtomicU64::new(0));
+        let (req, conns) = (requests.clone(), connections.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                conns.fetch_add(1, Ordering::SeqCst);
+                let req = req.clone();
+                std::thread::spawn(move || {
+                    s.set_read_timeout(Some(idle)).unwrap();
+                    while read_request(&mut s) {
+                        if req.fetch_add(1, Ordering::SeqCst) + 1 == drop {
+                            return;
+                        }
+                        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+                        if s.write_all(ok).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Closing {
+            addr,
+            requests,
+            connections,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+/// Reads one request (its head, then Content-Length bytes of body); false when the connection ended or
+/// stayed idle past the read timeout.
+fn read_request(s: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 4096];
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= i + 4 + len {
+                return true;
+            }
+        }
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    }
+}
+
+fn client(url: &str, method: &str, think_ms: u64) -> knee_engine::Spec {
+    let http = json!({"kind": "http", "url": url, "method": method, "body": "x"});
+    let mut s = one_group(1, json!({"total": 3}), http);
+    s.groups[0].think_ms = think_ms;
+    s
+}
+
+/// The server read the second request and closed the connection without answering (a worker that
+/// died on it): a POST is not sent again, it failed, and the server saw each operation once. A GET,
+/// which a server may take twice, is sent again on a new connection.
+#[test]
+fn a_post_the_server_read_and_dropped_fails_once() {
+    let server = Closing::start(2, Duration::from_secs(30));
+    let r = run(client(&server.url(), "POST", 0)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (2, 1, 0), "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::Closed), 1, "{}", r.summary_json());
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        3,
+        "the server saw each operation once"
+    );
+    assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+
+    let server = Closing::start(2, Duration::from_secs(30));
+    let r = run(client(&server.url(), "GET", 0)).unwrap();
+    assert_eq!(succeeded_failed_hung(&r.groups[0]), (3, 0, 0), "{}", r.summary_json());
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        4,
+        "the second GET was sent again"
+    );
+}
+
+/// The server closes a connection idle for 30 ms (its keep-alive timeout); the client thinks 150 ms
+/// between requests. A POST does not go out on the closed connection (a peek finds it closed first):
+/// every one succeeds, each on a connection of its own, and the server read each once.
+#[test]
+fn a_post_does_not_go_out_on_a_connection_closed_while_idle() {
+    let server = Closing::start(0, Duration::from_millis(30));
+    let r = run(client(&server.url(), "POST", 150)).unwrap();
+    assert_eq!(succeeded_failed_hung(&r.groups[0]), (3, 0, 0), "{}", r.summary_json());
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 3);
+}
