@@ -80,6 +80,10 @@ def _source_addrs(value: Any) -> Any:
 SourceAddrs = Annotated[list[str], BeforeValidator(_source_addrs)]
 
 
+# An operation taking longer is hung (a listen's or a session's counts beyond its hold or its exchanges).
+_DEFAULT_TIMEOUT = 30.0
+
+
 class _GroupBase(Table):
     clients: Clients = "level"
     # "level" (follows sweep.rates) or a rate over time (knee.scenario.profiles)
@@ -89,7 +93,7 @@ class _GroupBase(Table):
     duration: PositiveDuration | None = None
     # baseload: runs as long as the step's other groups, then stops (engine stop `while_others`)
     background: bool = False
-    timeout: PositiveDuration = Field(default=30.0, validation_alias=AliasChoices("timeout", "hang_after"))
+    timeout: PositiveDuration = Field(default=_DEFAULT_TIMEOUT, validation_alias=AliasChoices("timeout", "hang_after"))
     think: Duration = 0.0
     # a further pause after a failed operation only (a retrying client's back-off), added to think
     think_on_failure: Duration = 0.0
@@ -322,6 +326,20 @@ class WebsocketGroup(NetworkGroup):
             )
         if self.tls is not None and not self.url.lower().startswith("wss://"):
             raise ValueError("tls (client certificate, CAs, TLS version) applies to wss:// URLs only")
+        # An operation lasts at least its hold (listen) or its spaced exchanges (session): the timeout
+        # left at its default counts beyond that; one given must be longer.
+        least = self.hold if self.mode == "listen" else (self.messages - 1) * self.interval
+        if least and "timeout" not in self.model_fields_set:
+            self.timeout = least + _DEFAULT_TIMEOUT
+        elif least and least >= self.timeout:
+            what = f"hold {_fmt_s(least)}" if self.mode == "listen" else (
+                f"messages {self.messages}, interval {_fmt_s(self.interval)}: a session takes at least {_fmt_s(least)}"
+            )
+            raise ValueError(
+                f"{what}, not less than timeout ({_fmt_s(self.timeout)}): every operation would be hung; raise "
+                f"timeout (--timeout), e.g. to {_fmt_s(least + _DEFAULT_TIMEOUT)}, or leave it out (then it is "
+                f"{_fmt_s(_DEFAULT_TIMEOUT)} beyond that)"
+            )
         return self
 
 
