@@ -272,7 +272,8 @@ def test_a_websocket_timeout_counts_beyond_the_hold_or_the_session() -> None:
     msg = error_of(listen.replace('hold = "30s"\n', 'hold = "30s"\ntimeout = "30s"\n'))
     assert "hold 30s, not less than timeout (30s): every operation would be hung" in msg
     assert "--timeout), e.g. to 60s" in msg
-    session = ws + 'mode = "session"\nmessage = "m"\nmessages = 5\ninterval = "10s"\n[sweep]\nlevels = [1]\nduration = "1m"\n'
+    session = ws + 'mode = "session"\nmessage = "m"\nmessages = 5\ninterval = "10s"\n'
+    session += '[sweep]\nlevels = [1]\nduration = "1m"\n'
     assert parse_scenario(session, "s.toml").groups["a"].timeout == 70.0
     msg = error_of(session.replace('interval = "10s"\n', 'interval = "10s"\ntimeout = 40\n'))
     assert "messages 5, interval 10s: a session takes at least 40s, not less than timeout (40s)" in msg

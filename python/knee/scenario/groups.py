@@ -332,9 +332,10 @@ class WebsocketGroup(NetworkGroup):
         if least and "timeout" not in self.model_fields_set:
             self.timeout = least + _DEFAULT_TIMEOUT
         elif least and least >= self.timeout:
-            what = f"hold {_fmt_s(least)}" if self.mode == "listen" else (
-                f"messages {self.messages}, interval {_fmt_s(self.interval)}: a session takes at least {_fmt_s(least)}"
-            )
+            what = f"hold {_fmt_s(least)}"
+            if self.mode == "session":
+                what = f"messages {self.messages}, interval {_fmt_s(self.interval)}: a session takes at least "
+                what += _fmt_s(least)
             raise ValueError(
                 f"{what}, not less than timeout ({_fmt_s(self.timeout)}): every operation would be hung; raise "
                 f"timeout (--timeout), e.g. to {_fmt_s(least + _DEFAULT_TIMEOUT)}, or leave it out (then it is "
