@@ -1,7 +1,7 @@
 //! `Engine`: starts a shard's runtime threads, answers live snapshots, stops, and collects the result.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -113,7 +113,8 @@ impl Engine {
             .groups
             .iter()
             .zip(preps)
-            .map(|(g, prep)| GroupShared {
+            .enumerate()
+            .map(|(gi, (g, prep))| GroupShared {
                 spec: g.clone(),
                 prep,
                 live: LiveGroup::new(threads),
@@ -121,6 +122,9 @@ impl Engine {
                 clock: OnceLock::new(),
                 ran_out: OnceLock::new(),
                 data_stop: AtomicBool::new(false),
+                clients_left: AtomicU64::new(g.clients),
+                in_flight: AtomicUsize::new(0),
+                arrival_seed: crate::rng::splitmix(spec.seed ^ crate::rng::splitmix(gi as u64)),
                 clients_curve: match &g.pacer {
                     crate::spec::PacerSpec::Closed { profile: Some(p) } => Some(Curve::new(p)),
                     _ => None,
@@ -406,7 +410,7 @@ fn assemble(
         res.counts.elapsed_s = match (cut, g.end_at(), last_end) {
             (Some(at), _, _) => at.saturating_duration_since(origin).as_secs_f64(),
             // A duration stop measures its whole window unless stopped early (by `stop()`, or its data running out).
-            (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) && g.ran_out.get().is_none() => {
+            (None, Some(e), _) if !shared.stopped.load(Ordering::Relaxed) && !g.data_stop.load(Ordering::Relaxed) => {
                 e.saturating_duration_since(origin).as_secs_f64()
             }
             (None, _, Some(end)) => end.saturating_duration_since(origin).as_secs_f64(),

@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use crate::profile::{Curve, RateProfile};
+use crate::rng::splitmix;
 use crate::spec::{GroupSpec, PacerSpec};
 
 /// An operation that starts more than this after its intended start counts as *late*.
@@ -105,7 +106,14 @@ struct Shaped {
 impl Schedule {
     /// The schedule of one runtime thread's `clients` (indices in this shard, ascending) of open-loop group `spec`,
     /// from `origin` until `end`; None when the group is not an open loop.
-    pub fn of_thread(spec: &GroupSpec, clients: &[u64], origin: Instant, end: Option<Instant>) -> Option<Schedule> {
+    /// `stream` is the group's stream of random gaps (`GroupShared::arrival_seed`); each thread and shard draws its own.
+    pub fn of_thread(
+        spec: &GroupSpec,
+        clients: &[u64],
+        origin: Instant,
+        end: Option<Instant>,
+        stream: u64,
+    ) -> Option<Schedule> {
         let PacerSpec::Rate {
             rate_hz,
             ref profile,
@@ -116,7 +124,7 @@ impl Schedule {
             return None;
         };
         let first = clients[0];
-        let seed = spec.client_offset + first;
+        let seed = stream ^ (spec.client_offset + first);
         match (rate_hz, profile) {
             (Some(rate_hz), _) => {
                 // Threads start one group-wide gap apart, so constant schedules interleave evenly.
@@ -262,14 +270,6 @@ impl Schedule {
         self.locate();
         at
     }
-}
-
-/// splitmix64: spreads small seeds (0, 1, 2 …) over the state space; never returns 0 for xorshift.
-fn splitmix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) | 1
 }
 
 /// xorshift64*: a uniform number in [0, 1).

@@ -23,6 +23,8 @@ pub(crate) struct OpenQueue {
     pub busy: Cell<usize>,
     /// The scheduler has issued its last arrival.
     pub closed: Cell<bool>,
+    /// This thread's clients of the group that have not stopped for want of a row.
+    pub clients: Cell<usize>,
     pub notify: Notify,
 }
 
@@ -124,6 +126,7 @@ impl Source {
                     if measured_arrival {
                         rec.borrow_mut()[g].drop_arrival(intended);
                     }
+                    group.in_flight.fetch_sub(1, Ordering::Relaxed);
                     continue;
                 }
                 return Some(Start {
@@ -152,7 +155,10 @@ impl Source {
                     group.tickets.fetch_sub(1, Ordering::Relaxed);
                 }
             }
-            Source::Open(q) => q.busy.set(q.busy.get() - 1),
+            Source::Open(q) => {
+                q.busy.set(q.busy.get() - 1);
+                group.in_flight.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -40,8 +40,15 @@ pub(crate) struct GroupShared {
     /// The data source that ran out for the group: its rule `stop` ended the whole group, `stop_client` the
     /// clients that found it empty.
     pub ran_out: OnceLock<String>,
-    /// A source with the rule `stop` ran out: every client of the group stops.
+    /// A source with the rule `stop` ran out, or every client of the group has stopped for want of a row (the
+    /// rule `stop_client`): no client of the group starts another operation.
     pub data_stop: AtomicBool,
+    /// Clients of the group in this shard that have not stopped for want of a row.
+    pub clients_left: AtomicU64,
+    /// Open loop: the group's arrivals waiting for a client or running, over every thread (`max_in_flight`).
+    pub in_flight: AtomicUsize,
+    /// Open loop: the group's own stream of Poisson gaps (from the spec's seed and the group's place).
+    pub arrival_seed: u64,
     /// A closed loop's clients profile: which of its clients run when (`Closed::turn`).
     pub clients_curve: Option<Curve>,
 }
@@ -400,9 +407,14 @@ async fn client(
         };
         if let Err(out) = op.prepare(&mut draw) {
             // A data source ran out: this operation does not start; the client (or its whole group) stops.
-            let _ = group.ran_out.set(shared.feeders.list[out.feeder].name.clone());
             if out.stop_group {
+                let _ = group.ran_out.set(shared.feeders.list[out.feeder].name.clone());
                 group.data_stop.store(true, Ordering::Relaxed);
+            } else if group.clients_left.fetch_sub(1, Ordering::Relaxed) == 1 {
+                group.data_stop.store(true, Ordering::Relaxed);
+            }
+            if let Source::Open(q) = &source {
+                q.clients.set(q.clients.get() - 1);
             }
             match &source {
                 Source::Closed { .. } if matches!(spec.stop, StopRule::Total(_)) => {
@@ -429,8 +441,9 @@ async fn client(
         }
         // Only operations that end inside a duration window count; the rest were cut short.
         let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at().is_some_and(|e| end > e);
-        // One that ended before the measurement began is warm-up, even if a stop cut it short.
-        let warmup = end < group.measured_start();
+        // One that ended before the measurement began is warm-up, even if a stop cut it short; so is an open
+        // loop's arrival due before it began (it was not offered in the measurement).
+        let warmup = end < group.measured_start() || (matches!(source, Source::Open(_)) && !start.measured_arrival);
         let failed = matches!(report.outcome, Outcome::Fail(..));
         source.end(group, end, failed, warmup);
         if warmup {
@@ -487,16 +500,16 @@ async fn open_group(
     let PacerSpec::Rate { max_in_flight, .. } = spec.pacer else {
         return;
     };
-    let Some(mut sched) = Schedule::of_thread(spec, &clients, shared.start(), group.end_at()) else {
+    let Some(mut sched) = Schedule::of_thread(spec, &clients, shared.start(), group.end_at(), group.arrival_seed)
+    else {
         return;
     };
-    let share = clients.len() as f64 / spec.clients as f64;
-    let cap = max_in_flight.map(|m| ((m as f64 * share).round() as usize).max(1));
     rec.borrow_mut()[g].res.counts.open_loop = true;
     let q = Rc::new(OpenQueue {
         pending: RefCell::new(VecDeque::new()),
         busy: Cell::new(0),
         closed: Cell::new(false),
+        clients: Cell::new(clients.len()),
         notify: Notify::new(),
     });
     let client_tasks: Vec<_> = clients
@@ -517,7 +530,8 @@ async fn open_group(
     };
     let mut issued = 0u64;
     loop {
-        if stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) {
+        // Stopped, or every client of this thread stopped for want of a row: no arrival could start.
+        if stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) || q.clients.get() == 0 {
             break;
         }
         if sched.ended(group.end_at()) {
@@ -545,12 +559,14 @@ async fn open_group(
         if measured {
             rec.borrow_mut()[g].offer(at);
         }
-        if cap.is_some_and(|c| q.pending.borrow().len() + q.busy.get() >= c) {
+        // The group's arrivals waiting or running on every thread, against the cap.
+        if max_in_flight.is_some_and(|c| group.in_flight.load(Ordering::Relaxed) as u64 >= c) {
             if measured {
                 rec.borrow_mut()[g].drop_arrival(at);
             }
             continue;
         }
+        group.in_flight.fetch_add(1, Ordering::Relaxed);
         q.pending.borrow_mut().push_back(at);
         q.notify.notify_one();
     }
@@ -562,6 +578,7 @@ async fn open_group(
     // Arrivals still waiting for a client when the window ended or the group stopped never started: dropped,
     // so that every measured arrival is started or dropped (offered = started + dropped).
     let left = std::mem::take(&mut *q.pending.borrow_mut());
+    group.in_flight.fetch_sub(left.len(), Ordering::Relaxed);
     let mut r = rec.borrow_mut();
     for at in left.into_iter().filter(|&at| at >= group.measured_start()) {
         r[g].drop_arrival(at);

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod data;
 mod exec;
 mod http;
 mod http2;
