@@ -32,6 +32,12 @@ def process_request(connection, request):
         return connection.respond(HTTPStatus.FORBIDDEN, "no upgrade for you\n")
     return None
 
+def process_response(connection, request, response):
+    if request.path == "/headers":  # a proxy's or a CDN's many headers on the upgrade's answer
+        for i in range(40):
+            response.headers[f"X-Hop-{i}"] = "1"
+    return response
+
 async def handler(ws):
     counts["connections"] += 1
     counts["open"] += 1
@@ -75,7 +81,8 @@ async def main():
         tls.verify_mode = ssl.CERT_REQUIRED
     # backlog: asyncio's default of 100 dropped the SYNs of 500 clients starting at once (they came a second later)
     async with serve(handler, "127.0.0.1", int(sys.argv[1]), process_request=process_request,
-                     max_queue=None, ping_interval=None, ssl=tls, backlog=4096) as server:
+                     process_response=process_response, max_queue=None, ping_interval=None, ssl=tls,
+                     backlog=4096) as server:
         await server.serve_forever()
 
 asyncio.run(main())

@@ -129,6 +129,13 @@ def test_a_close_frame_is_ws_close_with_its_code_and_reason(server: WsServer, tm
     assert reason.class_ == "ws_close" and reason.sample == 'close 1008: "policy says no"', reason
 
 
+def test_an_upgrade_answered_with_many_headers_is_taken(server: WsServer, tmp_path: Path) -> None:
+    # 43 headers: knee read at most 32 and called the answer "not HTTP".
+    record = run(tmp_path, server.url("/headers"), "--message", "x", "-c", "2", "-n", "10")
+    g = record.steps[0].groups["main"]
+    assert (g.succeeded, g.failures) == (10, {}), g.reasons
+
+
 def test_a_refused_upgrade_is_its_http_status(server: WsServer, tmp_path: Path) -> None:
     record = run(tmp_path, server.url("/forbidden"), "--message", "x", "-c", "2", "-n", "10")
     g = record.steps[0].groups["main"]

@@ -81,8 +81,8 @@ pub(crate) struct TcpClient {
     buf: Vec<u8>,
     /// This operation's `send`, rendered.
     out: Vec<u8>,
-    /// This operation's `expect`, when templated.
-    expect_now: Option<Regex>,
+    /// This operation's `expect`, when templated (or why its filled-in pattern is not a regex).
+    expect_now: Option<Result<Regex, String>>,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
 }
@@ -112,8 +112,10 @@ impl TcpClient {
             t.render_escaped(&mut pattern, draw, |v, out| {
                 out.extend_from_slice(regex::escape(&String::from_utf8_lossy(v)).as_bytes())
             });
-            // Validated with its placeholders as literals, and every value escaped: it compiles.
-            self.expect_now = line_regex(&String::from_utf8_lossy(&pattern)).ok();
+            // Validated with its placeholders as literals and every value escaped, it may still not compile (an
+            // empty value before a `*`, a pattern past the regex size limit): the operation fails, unsent.
+            let pattern = String::from_utf8_lossy(&pattern);
+            self.expect_now = Some(line_regex(&pattern).map_err(|e| format!("expect filled in as {pattern:?}: {e}")));
         }
         Ok(())
     }
@@ -126,6 +128,10 @@ impl TcpClient {
         let Prepared::Tcp(p) = &*self.prep else {
             unreachable!("a tcp client always has a tcp prep")
         };
+        if let Some(Err(why)) = &self.expect_now {
+            d.clear().put(format_args!("{why}"));
+            return OpReport::of(Outcome::Fail(ErrorClass::Request));
+        }
         let t = Instant::now();
         let mut stream = match net::connect(p.addr, self.source, p.connect_timeout).await {
             Ok(s) => s,
@@ -150,7 +156,11 @@ impl TcpClient {
             }
             report.bytes.sent = self.out.len() as u64;
         }
-        let Some(re) = p.expect.as_ref().or(self.expect_now.as_ref()) else {
+        let Some(re) = p
+            .expect
+            .as_ref()
+            .or(self.expect_now.as_ref().and_then(|r| r.as_ref().ok()))
+        else {
             return report;
         };
         self.buf.clear();

@@ -228,6 +228,7 @@ impl Table {
     }
 
     fn parse_jsonl(&mut self, text: &[u8], what: &str) -> Result<(), String> {
+        let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
         for (n, raw) in text.split(|&b| b == b'\n').enumerate() {
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
             if raw.iter().all(u8::is_ascii_whitespace) {
@@ -328,6 +329,14 @@ mod tests {
         assert_eq!(row(&t, 1), ["2", "say \"hi\""]);
         assert_eq!(row(&t, 2), ["3", "two\nlines"]);
         assert_eq!(row(&t, 3), ["4", ""]);
+    }
+
+    /// A UTF-8 BOM before the first object is not part of it (as for CSV; it said "line 1 is not a JSON object").
+    #[test]
+    fn jsonl_after_a_bom() {
+        let t = Table::parse(b"\xEF\xBB\xBF{\"id\": 1}\n{\"id\": 2}\n", Format::Jsonl, "d").unwrap();
+        assert_eq!((t.columns.as_slice(), t.rows()), (["id".to_string()].as_slice(), 2));
+        assert_eq!(row(&t, 1), ["2"]);
     }
 
     #[test]

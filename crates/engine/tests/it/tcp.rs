@@ -102,3 +102,23 @@ fn a_connect_past_its_limit_fails_as_connect_timeout_and_without_one_is_hung() {
     let ws = json!({"kind": "websocket", "url": format!("ws://{addr}/"), "message": "hi"});
     assert_eq!(reason(ws, 300).0, (0, 0, 2));
 }
+
+/// A templated `expect` whose filled-in pattern is not a regex it can compile (a 20 000-byte value repeated a
+/// thousand times, past the regex size limit) fails the operation as `request`, before it connects; it skipped
+/// the check and counted a success.
+#[test]
+fn a_filled_in_expect_that_does_not_compile_fails_the_operation_unsent() {
+    let addr = echo_server();
+    let c = json!({"kind": "tcp", "addr": addr.to_string(), "send": "PING\n", "expect": "^(${u.big}){1000}"});
+    let text = format!("big\n{}\n", "a".repeat(20_000));
+    let s = spec(json!({
+        "threads": 1,
+        "data": [{"name": "u", "text": text, "format": "csv", "order": "circular"}],
+        "groups": [group("main", 1, json!({"total": 3}), c)],
+    }));
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::Request), 3, "{}", r.summary_json());
+    assert_eq!(g.connect.len(), 0, "{}", r.summary_json());
+    assert!(first_reason(&r).contains("expect filled in as"), "{}", first_reason(&r));
+}

@@ -307,11 +307,11 @@ impl WsClient {
             report.ttfb = Some(sent.elapsed());
         }
         report.bytes.received += end as u64;
-        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut headers = [httparse::EMPTY_HEADER; 100];
         let mut resp = httparse::Response::new(&mut headers);
-        if resp.parse(&self.rx[..end]).is_err() {
+        if let Err(e) = resp.parse(&self.rx[..end]) {
             d.clear()
-                .put(format_args!("the handshake's answer is not HTTP"))
+                .put(format_args!("the handshake's answer is not HTTP ({e})"))
                 .head_line(&self.rx[..end], QUOTED);
             return Err(ErrorClass::Protocol);
         }
