@@ -93,6 +93,8 @@ def test_the_engine_spec_of_each_profile() -> None:
             PointsProfile(points=[(0, 5), (2, 50), (3, 5)], step=True),
             5_000,
         ),
+        # at 0 s: the peak from the start (two points at 0 s were an engine error about points), then base as long
+        ('"spike(base=5, peak=50, at=0s, hold=1s)"', "", PointsProfile(points=[(0, 50), (1, 5)], step=True), 2_000),
         (
             '"sine(mean=5, amplitude=1, period=2s)"',
             'duration = "7s"\n',
@@ -179,3 +181,11 @@ def test_errors_and_a_ramp_that_kept_up() -> None:
     assert r is not None and r.behind is None and r.errors is None
     # a closed loop (no offered arrivals) has no ramp verdict
     assert judge_ramp(ramp_stats([0] * 5, [10] * 5)) is None
+
+
+def test_a_profile_written_back_reads_as_the_same() -> None:
+    """run.json and --save-scenario keep a profile's text: every number as it was (six digits made 1234567/s
+    1234570, and a point at 1000000s `1e+06s`, which does not read back)."""
+    for text in ("0s:10, 1000000s:1234567", "0s:0.1, 12.345678s:3.25", "spike(base=5, peak=50, at=0s, hold=1s)"):
+        p = profiles.parse(text)
+        assert p.text == text and profiles.parse(p.text) == p

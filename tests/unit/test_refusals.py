@@ -58,6 +58,12 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
             ["sweep", "--levels", "1", "--warmup", "10s", "--", "true"],
             f"--warmup 10s must be shorter than -d/--duration 10s (the default), {WARMUP}",
         ),
+        # A profile run to its end holds its warm-up (it was checked against the default 10 s, or not at all).
+        (
+            ["run", "--rate-profile", "0s:10, 5s:100", "--warmup", "6s", "-c", "2", "--", "true"],
+            "--warmup 6s must be shorter than the profile '0s:10, 5s:100', which ends at 5s, warm-up included: "
+            "shorten --warmup, or give -d",
+        ),
         (["run", "--rate", "1e9", "-d", "1s", "--", "true"], "--rate " + RATE.format("1000000000.0")),
         (["sweep", "--rates", "100,2e7", "-d", "1s", "--", "true"], "--rates " + RATE.format("20000000.0")),
         # These reached the engine, which refused them in its own words (groups[0].stop.duration_ms, u64), or ran.
@@ -140,6 +146,11 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
             EXEC + '[sweep]\nlevels = [1]\nduration = "1s"\nwarmup = "1s"\n',
             "s.toml line 4: sweep: warmup (1 s) must be shorter than duration (1 s), the part of each step that is "
             "measured after it; shorten warmup or lengthen duration",
+        ),
+        (
+            EXEC + 'rate = "0s:10, 5s:100"\nclients = 2\n[sweep]\nwarmup = "6s"\n',
+            "s.toml line 7: sweep.warmup (6 s) must be shorter than the profile of group 'main', which ends at 5 s, "
+            "warm-up included: shorten warmup, or give sweep.duration",
         ),
         (
             EXEC + '[sweep]\nlevels = [1]\nduration = "1s"\ninterval = "0s"\n',

@@ -92,3 +92,13 @@ def test_rates_and_levels_that_are_numbers_are_taken() -> None:
     assert parse_list("100, 200/s", "--rates", whole=False, over_time="--ramp") == [100.0, 200.0]
     assert parse_list("auto", "--levels", whole=True, auto=True) == "auto"
     assert parse_list("5,20", "--levels", whole=True) == [5, 20]
+
+
+def test_message_and_send_escapes_keep_every_other_character() -> None:
+    from knee.scenario.oneline import Options, scenario_table
+
+    typed = 'héllo\\n{"a": "x\\"y"}\\\\t'
+    ws = scenario_table("ws://127.0.0.1:1/", Options(message=typed), run=False)  # type: ignore[call-arg]
+    assert ws["groups"]["main"]["message"] == 'héllo\n{"a": "x\\"y"}\\t'
+    tcp = scenario_table("tcp://127.0.0.1:1", Options(send="PING\\r\\n€"), run=False)  # type: ignore[call-arg]
+    assert tcp["groups"]["main"]["send"] == "PING\r\n€"

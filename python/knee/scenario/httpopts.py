@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from knee.errors import UserError
+from knee.scenario.units import unescape
 
 if TYPE_CHECKING:
     from knee.scenario.lineopts import Options
@@ -65,7 +66,7 @@ def ws_group(url: str, o: Options, headers: dict[str, str], cookies: dict[str, s
         raise UserError(f"{given} sets a session's messages: add --mode session (or drop {given})")
     g: dict[str, Any] = {"kind": "websocket", "url": url}
     if o.message is not None:
-        g["message"] = o.message.encode().decode("unicode_escape")
+        g["message"] = unescape(o.message)
     for key, value in (
         ("mode", o.mode),
         ("hold", o.hold),

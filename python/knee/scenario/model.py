@@ -318,20 +318,16 @@ class Scenario(Table):
                     f"groups.{name}.clients is a profile, which runs for a duration, not a count of operations (got "
                     f"sweep.{counted}); give sweep.duration, or none to run the profile to its last point"
                 )
-        if not self.sweep.has_stop():
-            missing = [
-                n
-                for n, g in self.groups.items()
-                if g.per_client is None
-                and g.total is None
-                and g.duration is None
-                and not g.background
-                and (g.over_time is None or g.over_time.end_s is None)
-            ]
-            if missing:
-                raise ValueError(
-                    f"sweep needs duration, per_client or total (group {missing[0]!r} has no stop of its own)"
-                )
+        for n, g in self.groups.items() if not self.sweep.has_stop() else ():
+            end = None if g.over_time is None else g.over_time.end_s
+            if g.per_client is None and g.total is None and g.duration is None and not g.background:
+                if end is None:
+                    raise ValueError(f"sweep needs duration, per_client or total (group {n!r} has no stop of its own)")
+                if self.sweep.warmup >= end:  # the profile's clock counts from the step's start, warm-up included
+                    raise ValueError(
+                        f"sweep.warmup ({self.sweep.warmup:g} s) must be shorter than the profile of group {n!r}, "
+                        f"which ends at {end:g} s, warm-up included: shorten warmup, or give sweep.duration"
+                    )
         self._check_search()
         if self.sweep.rates is not None or any(g.rate == "level" for g in self.groups.values()):
             self._check_rates()

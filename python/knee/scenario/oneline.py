@@ -17,7 +17,7 @@ from knee.scenario import profiles
 from knee.scenario.data import data_tables
 from knee.scenario.httpopts import TLS_OPTIONS, grpc_group, http_clashes, tls_table, ws_group
 from knee.scenario.lineopts import Options
-from knee.scenario.units import parse_duration, parse_header
+from knee.scenario.units import parse_duration, parse_header, unescape
 from knee.scenario.urls import scheme_of, split
 
 Target = str | Sequence[str]
@@ -274,7 +274,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
         host = f"[{host}]" if ":" in host else host
         g = {"kind": "tcp", "addr": f"{host}:{port}"}
         if o.send is not None:
-            g["send"] = o.send.encode().decode("unicode_escape")
+            g["send"] = unescape(o.send)
         if o.expect is not None:
             g["expect"] = o.expect
         return g | connects
@@ -400,7 +400,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         shaped = o.rate_profile or o.clients_profile
         if o.duration is not None or shaped is None or not profiles.ends_of_itself(shaped):
             sweep["duration"] = o.duration if o.duration is not None else "10s"  # a profile's end is its own default
-        _warmup_within(o.warmup, o.duration)
+        _warmup_within(o.warmup, o.duration, None if "duration" in sweep else shaped)
     for key in ("warmup", "pause", "interval", "threads", "min_duration", "max_duration", "operations_log"):
         if getattr(o, key) is not None:
             sweep[key] = getattr(o, key)
@@ -474,14 +474,22 @@ def _only_the_clients_profile(o: Options, rate_option: str) -> None:
             )
 
 
-def _warmup_within(warmup: str | float | None, duration: str | float | None) -> None:
-    """A warm-up as long as the measured part of the step or longer is a mistake (the step is warm-up + duration)."""
+def _warmup_within(warmup: str | float | None, duration: str | float | None, profile: str | None) -> None:
+    """A warm-up as long as the measured part of the step or longer is a mistake (the step is warm-up + duration;
+    a `profile` run to its end holds its warm-up)."""
     if warmup is None or duration == "auto":
         return
     try:
-        longer = parse_duration(warmup, "--warmup") >= parse_duration(duration or "10s", "-d/--duration") > 0
-    except UserError:
-        return  # the scenario's validation says which is not a duration
+        w = parse_duration(warmup, "--warmup")
+        end = profiles.parse(profile).end_s if profile is not None else None
+        longer = w >= (end if end is not None else parse_duration(duration or "10s", "-d/--duration")) > 0
+    except (UserError, ValueError):
+        return  # the scenario's validation says which is not a duration, or what is wrong with the profile
+    if longer and end is not None:
+        raise UserError(
+            f"--warmup {warmup} must be shorter than the profile {profile!r}, which ends at {end:g}s, warm-up "
+            "included: shorten --warmup, or give -d"
+        )
     if longer:
         given = duration if duration is not None else "10s (the default)"
         raise UserError(

@@ -56,7 +56,8 @@ class RateProfile(BaseModel):
     def breakpoints(self) -> tuple[tuple[float, float], ...]:
         """(seconds, rate) points of a points profile or a spike (a spike is steps: base, peak, base)."""
         if self.shape == "spike":
-            return ((0.0, self.base), (self.at, self.peak), (self.at + self.hold, self.base))
+            peak = ((self.at, self.peak), (self.at + self.hold, self.base))
+            return peak if self.at == 0 else ((0.0, self.base), *peak)
         return self.points
 
     @property
@@ -116,9 +117,9 @@ class RateProfile(BaseModel):
     def text(self) -> str:
         """The profile as written in a scenario (without `step`, which is a key of its own)."""
         if self.shape == "points":
-            return ", ".join(f"{_num(t)}s:{_num(r)}" for t, r in self.points)
+            return ", ".join(f"{_exact(t)}s:{_exact(r)}" for t, r in self.points)
         keys = _ARGS[self.shape]
-        return f"{self.shape}(" + ", ".join(f"{k}={_num(getattr(self, k))}{'s' * (k in _TIMES)}" for k in keys) + ")"
+        return f"{self.shape}(" + ", ".join(f"{k}={_exact(getattr(self, k))}{'s' * (k in _TIMES)}" for k in keys) + ")"
 
     def squeezed(self, seconds: float) -> RateProfile:
         """The same shape over at most `seconds` (`--quick`): its times scaled down, its rates kept."""
@@ -141,6 +142,15 @@ class RateProfile(BaseModel):
 
 def _num(x: float) -> str:
     return f"{x:g}"
+
+
+def _exact(x: float) -> str:
+    """`x` as a decimal that reads back as the same float (the text a run.json or --save-scenario keeps: `:g`'s six
+    digits made 1234567/s 1234570, and 1000000s `1e+06s`, which is no duration)."""
+    text = repr(float(x))
+    if "e" in text:
+        text = f"{x:f}".rstrip("0")
+    return text.removesuffix(".").removesuffix(".0")
 
 
 def ends_of_itself(text: str) -> bool:

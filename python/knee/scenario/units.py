@@ -53,6 +53,15 @@ def parse_status_ranges(value: str, key: str = "--expect-status") -> list[tuple[
     return ranges
 
 
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+
+
+def unescape(text: str) -> str:
+    """An option's text with `\\n`, `\\r`, `\\t` and `\\\\` as the characters they stand for, all else as typed:
+    a JSON message's own `\\"` stays, and so does every character past ASCII."""
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), text)
+
+
 def parse_header(value: str, key: str = "-H") -> tuple[str, str]:
     """'Name: value' → (name, value)."""
     name, sep, rest = value.partition(":")
