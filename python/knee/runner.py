@@ -375,7 +375,9 @@ class _Runner(Searching, Soaking):
             watched = self.monitor.stop() if self.monitor is not None else (None, [])
         if self._bg is not None:
             try:
-                run.result.merge(self._bg.cut())
+                window = self._bg.cut()
+                run.background_lead_s = max(0.0, run.result.started_unix - window.started_unix)
+                run.result.merge(window)
             except UserError as exc:  # the baseload's window is lost (its worker with it): the step measured is not
                 run.partial, run.lost = True, [*run.lost, f"the baseload's window: {exc}"]
                 self._save(planned, run, watched, settled, repeat_of)
@@ -449,6 +451,7 @@ class _Runner(Searching, Soaking):
             repeat_of=repeat_of,
             data=[DataUse.from_engine(d, run.first_out.get(d.name)) for d in s.data],
             soak=run.soak,
+            background_lead_s=run.background_lead_s,
             spec=engine_spec(self.record.scenario, planned, record=True, used=used).model_dump(mode="json"),
         )
         self.record.steps.append(step)

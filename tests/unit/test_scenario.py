@@ -276,6 +276,6 @@ def test_a_websocket_timeout_counts_beyond_the_hold_or_the_session() -> None:
     session += '[sweep]\nlevels = [1]\nduration = "1m"\n'
     assert parse_scenario(session, "s.toml").groups["a"].timeout == 70.0
     msg = error_of(session.replace('interval = "10s"\n', 'interval = "10s"\ntimeout = 40\n'))
-    assert "messages 5, interval 10s: a session takes at least 40s, not less than timeout (40s)" in msg
+    assert "5 messages 10s apart take at least 40s, not less than timeout (40s)" in msg
     echo = ws + 'message = "m"\n[sweep]\nlevels = [1]\nduration = "1m"\n'
     assert parse_scenario(echo, "s.toml").groups["a"].timeout == 30.0

@@ -229,6 +229,12 @@ impl ShardResult {
             .map_err(|e| MergeError::new_err(e.to_string()))
     }
 
+    /// Unix time of its start (a cut window's opening; merged, the earliest).
+    #[getter]
+    fn started_unix(&self) -> f64 {
+        self.inner.span.started_unix
+    }
+
     /// The summary as JSON (see docs/engine-spec.md).
     fn summary(&self) -> String {
         self.inner.summary_json()

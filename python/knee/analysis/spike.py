@@ -74,13 +74,16 @@ def judge_spike(
     warmup_s: float = 0.0,
     of_clients: bool = False,
 ) -> Spike | None:
-    """The spike's verdict on `group` of `step` through `spiking`'s spike `profile` (of arrivals, or `of_clients`),
-    whose clock starts `warmup_s` before the series'; None without a whole interval before the spike and one after
+    """The spike's verdict on `group` of `step` through `spiking`'s spike `profile` (of arrivals, or `of_clients`).
+    The profile's clock starts with the step (`warmup_s` before the spiking group's series), the background group's
+    series `step.background_lead_s` before the step; None without a whole interval before the spike and one after
     it."""
     bg = step.groups[group]
     dt = bg.interval_s or 1.0
     whole = [p for p in bg.series if p.t + dt <= bg.elapsed_s + 1e-6]
-    start, end = profile.at - warmup_s, profile.at + profile.hold - warmup_s
+    # times in the background group's series; the spiking group's series is `shift` seconds behind it
+    lead = step.background_lead_s
+    start, end, shift = profile.at + lead, profile.at + profile.hold + lead, lead + warmup_s
     before = [p for p in whole if p.t + dt <= start + 1e-6]
     after_end = [i for i, p in enumerate(whole) if p.t >= end - 1e-6]
     if not before or not after_end:
@@ -105,9 +108,10 @@ def judge_spike(
     k = next((first + j for j, f in enumerate(flags) if f and (j + 1 == len(flags) or flags[j + 1])), None)
     back_at = whole[k].t if k is not None else float("inf")
 
-    def hit(p: SeriesPoint) -> bool:
-        """Whether interval `p` lies between the spike's start and the return (or the end)."""
-        return p.t + dt > start + 1e-6 and p.t < back_at - 1e-6
+    def hit(p: SeriesPoint, shift: float = 0.0) -> bool:
+        """Whether interval `p` (of a series `shift` seconds behind the background's) lies between the spike's start
+        and the return (or the end)."""
+        return p.t + shift + dt > start + 1e-6 and p.t + shift < back_at - 1e-6
 
     lowest = min((p.succeeded / dt for p in whole if hit(p)), default=base)
     spike = Spike(
@@ -127,7 +131,7 @@ def judge_spike(
         recovered_low_s=None if k is None else max(0.0, whole[k].t - dt - end),
         measured_s=whole[-1].t + dt - end,
         failures={
-            name: dict(_failures([p for p in s.series if hit(p)]))
+            name: dict(_failures([p for p in s.series if hit(p, shift if name == spiking else 0.0)]))
             for name, s in step.groups.items()
             if name in (group, spiking)
         },

@@ -46,6 +46,7 @@ class StepRun:
     counters: HostCounters | None = None  # the load machines' kernel counters (knee.machine.kernel)
     first_out: dict[str, str] = field(default_factory=dict)  # distributed: per data source, the shard out first
     soak: list[SoakSample] = field(default_factory=list)  # a soak's memory, interval by interval (knee.soaking)
+    background_lead_s: float = 0.0  # the baseload's window opened this long before the step's engine started
 
 
 class BackgroundShard(Protocol):

@@ -321,6 +321,11 @@ class StepResult(BaseModel):
         "the record, left out of the verdict and the fit",
     )
     repeat_of: int | None = Field(default=None, description="the index of the step this one measured again")
+    background_lead_s: float = Field(
+        default=0.0,
+        description="background groups: their series starts this many seconds before the step's own start (their "
+        "window opens before the step's engine starts); the spike's verdict aligns the two by it",
+    )
     data: list[DataUse] = Field(default_factory=list, description="what each data source did in this step")
     soak: list[SoakSample] = Field(
         default_factory=list, description='mode = "soak": the memory of the target and of knee, window by window'

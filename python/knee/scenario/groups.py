@@ -78,10 +78,7 @@ def _source_addrs(value: Any) -> Any:
 
 # Local addresses the clients connect from (knee.scenario.addresses), as given: expanded by knee.plan.
 SourceAddrs = Annotated[list[str], BeforeValidator(_source_addrs)]
-
-
-# An operation taking longer is hung (a listen's or a session's counts beyond its hold or its exchanges).
-_DEFAULT_TIMEOUT = 30.0
+_DEFAULT_TIMEOUT = 30.0  # an operation taking longer is hung (a listen's beyond its hold, a session's exchanges)
 
 
 class _GroupBase(Table):
@@ -326,20 +323,16 @@ class WebsocketGroup(NetworkGroup):
             )
         if self.tls is not None and not self.url.lower().startswith("wss://"):
             raise ValueError("tls (client certificate, CAs, TLS version) applies to wss:// URLs only")
-        # An operation lasts at least its hold (listen) or its spaced exchanges (session): the timeout
-        # left at its default counts beyond that; one given must be longer.
+        # An operation lasts at least its hold or its spaced exchanges: a default timeout counts beyond that
         least = self.hold if self.mode == "listen" else (self.messages - 1) * self.interval
         if least and "timeout" not in self.model_fields_set:
             self.timeout = least + _DEFAULT_TIMEOUT
         elif least and least >= self.timeout:
-            what = f"hold {_fmt_s(least)}"
-            if self.mode == "session":
-                what = f"messages {self.messages}, interval {_fmt_s(self.interval)}: a session takes at least "
-                what += _fmt_s(least)
+            lasts = f"{self.messages} messages {_fmt_s(self.interval)} apart take at least {_fmt_s(least)}"
             raise ValueError(
-                f"{what}, not less than timeout ({_fmt_s(self.timeout)}): every operation would be hung; raise "
-                f"timeout (--timeout), e.g. to {_fmt_s(least + _DEFAULT_TIMEOUT)}, or leave it out (then it is "
-                f"{_fmt_s(_DEFAULT_TIMEOUT)} beyond that)"
+                f"{f'hold {_fmt_s(least)}' if self.mode == 'listen' else lasts}, not less than timeout "
+                f"({_fmt_s(self.timeout)}): every operation would be hung; raise timeout (--timeout), e.g. to "
+                f"{_fmt_s(least + _DEFAULT_TIMEOUT)}, or leave it out (then it counts from the end of that)"
             )
         return self
 
