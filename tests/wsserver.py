@@ -56,6 +56,19 @@ async def serve_one(ws):
             await asyncio.sleep(0.005)
         await ws.wait_closed()
         return
+    if path in ("/idle", "/idle-drop"):  # a connection idle for 100 ms is closed (a proxy's idle timeout)
+        while True:
+            try:
+                m = await asyncio.wait_for(ws.recv(), 0.1)
+            except asyncio.TimeoutError:
+                if path == "/idle":
+                    await ws.close(1001, "idle")
+                else:
+                    ws.transport.close()  # no close frame: the connection's end alone
+                return
+            counts["messages"] += 1
+            by_path[path] += 1
+            await ws.send(m)
     if path == "/close":
         await ws.close(1008, "policy says no")
         return

@@ -129,6 +129,34 @@ def test_a_close_frame_is_ws_close_with_its_code_and_reason(server: WsServer, tm
     assert reason.class_ == "ws_close" and reason.sample == 'close 1008: "policy says no"', reason
 
 
+@pytest.mark.parametrize("path", ["/idle", "/idle-drop"])
+def test_an_echo_connection_the_server_closed_while_idle_is_opened_again(
+    server: WsServer, tmp_path: Path, path: str
+) -> None:
+    # The server closes a connection idle for 100 ms (with a close frame, or without); the client thinks 300 ms.
+    # Each message goes out on a new connection: none fails on a close made before it was sent.
+    before = server.stats()
+    record = run(tmp_path, server.url(path), "--message", "x", "-c", "1", "-n", "3", "--think", "300ms")
+    g = record.steps[0].groups["main"]
+    assert (g.succeeded, g.failures) == (3, {}), g.reasons
+    assert delta(server, before, "messages", path) == 3
+    assert delta(server, before, "connections") == 3
+
+
+def test_expect_and_headers_are_filled_in_from_the_row(server: WsServer, tmp_path: Path) -> None:
+    # docs/scenarios.md's chat group: the reply waited for is this user's echo. The pattern was compiled with its
+    # placeholder, a regex error before any load; the header was sent as written.
+    (tmp_path / "users.csv").write_text("id\n7\n42\n")
+    (tmp_path / "chat.toml").write_text(
+        f"""[groups.chat]\nkind = "websocket"\nurl = "{server.url("/tagged")}"\nclients = 2\ntotal = 6
+message = '{{"user": "${{users.id}}"}}'\nexpect = '"user": "${{users.id}}"'\nheaders = {{X-User = "${{users.id}}"}}
+[[data]]\nname = "users"\nfile = "{tmp_path / "users.csv"}"\n"""
+    )
+    record = run(tmp_path, str(tmp_path / "chat.toml"))
+    g = record.steps[0].groups["chat"]
+    assert (g.succeeded, g.failures) == (6, {}), g.reasons
+
+
 def test_an_upgrade_answered_with_many_headers_is_taken(server: WsServer, tmp_path: Path) -> None:
     # 43 headers: knee read at most 32 and called the answer "not HTTP".
     record = run(tmp_path, server.url("/headers"), "--message", "x", "-c", "2", "-n", "10")

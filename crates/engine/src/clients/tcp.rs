@@ -4,26 +4,23 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::template::Template;
+use super::template::{Filled, Pattern, Template};
 use super::{net, Prepared};
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
 use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
-use crate::spec::{line_regex, TcpSpec};
+use crate::spec::TcpSpec;
 
 pub(crate) struct TcpPrep {
     addr: SocketAddr,
     send: Template,
     /// Data sources `send` and `expect` read.
     pub(super) uses: Vec<usize>,
-    /// `expect` when it holds placeholders (then `expect` is None).
-    expect_template: Option<Template>,
-    expect: Option<Regex>,
+    expect: Option<Pattern>,
     pub(super) sources: Vec<IpAddr>,
     connect_timeout: Option<Duration>,
 }
@@ -37,12 +34,10 @@ impl TcpPrep {
             true,
         )
         .map_err(SpecError)?;
-        // A templated pattern is filled in (its values escaped: matched literally) and compiled per operation.
-        let expect_template = match spec.expect.as_deref() {
-            Some(e) => Some(Template::compile(e, feeders, &format!("{key}.expect"), true).map_err(SpecError)?),
+        let expect = match spec.expect.as_deref() {
+            Some(e) => Some(Pattern::compile(e, feeders, &format!("{key}.expect")).map_err(SpecError)?),
             None => None,
-        }
-        .filter(|t| !t.is_fixed());
+        };
         let addr = spec
             .addr
             .to_socket_addrs()
@@ -54,12 +49,8 @@ impl TcpPrep {
                 reason,
             })?;
         net::check_sources(&spec.source_addrs, addr, key)?;
-        let expect = match (&spec.expect, &expect_template) {
-            (Some(p), None) => Some(line_regex(p).map_err(|e| SpecError(format!("{key}.expect {p:?}: {e}")))?),
-            _ => None,
-        };
         let mut uses = send.uses.clone();
-        for f in expect_template.iter().flat_map(|t| &t.uses) {
+        for f in expect.iter().flat_map(|t| t.uses()) {
             if !uses.contains(f) {
                 uses.push(*f);
             }
@@ -68,7 +59,6 @@ impl TcpPrep {
             addr,
             uses,
             send,
-            expect_template,
             expect,
             sources: spec.source_addrs.clone(),
             connect_timeout: spec.connect_timeout_ms.map(Duration::from_millis),
@@ -81,8 +71,8 @@ pub(crate) struct TcpClient {
     buf: Vec<u8>,
     /// This operation's `send`, rendered.
     out: Vec<u8>,
-    /// This operation's `expect`, when templated (or why its filled-in pattern is not a regex).
-    expect_now: Option<Result<Regex, String>>,
+    /// This operation's `expect`, when templated.
+    expect_now: Filled,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
 }
@@ -107,16 +97,7 @@ impl TcpClient {
         draw.take(&p.uses)?;
         self.out.clear();
         p.send.render(&mut self.out, draw);
-        if let Some(t) = &p.expect_template {
-            let mut pattern = Vec::new();
-            t.render_escaped(&mut pattern, draw, |v, out| {
-                out.extend_from_slice(regex::escape(&String::from_utf8_lossy(v)).as_bytes())
-            });
-            // Validated with its placeholders as literals and every value escaped, it may still not compile (an
-            // empty value before a `*`, a pattern past the regex size limit): the operation fails, unsent.
-            let pattern = String::from_utf8_lossy(&pattern);
-            self.expect_now = Some(line_regex(&pattern).map_err(|e| format!("expect filled in as {pattern:?}: {e}")));
-        }
+        self.expect_now = p.expect.as_ref().and_then(|e| e.fill(draw));
         Ok(())
     }
 
@@ -156,11 +137,7 @@ impl TcpClient {
             }
             report.bytes.sent = self.out.len() as u64;
         }
-        let Some(re) = p
-            .expect
-            .as_ref()
-            .or(self.expect_now.as_ref().and_then(|r| r.as_ref().ok()))
-        else {
+        let Some(re) = p.expect.as_ref().and_then(|e| e.current(&self.expect_now)) else {
             return report;
         };
         self.buf.clear();

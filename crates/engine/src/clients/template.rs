@@ -5,7 +5,10 @@
 
 use std::io::Write;
 
+use regex::bytes::Regex;
+
 use crate::data::{Draw, Feeders};
+use crate::spec::line_regex;
 
 enum Part {
     Lit(Vec<u8>),
@@ -22,6 +25,57 @@ pub(crate) struct Template {
     parts: Vec<Part>,
     /// Data sources it reads, in order of first use.
     pub uses: Vec<usize>,
+}
+
+/// A regex that may hold placeholders (a tcp or WebSocket `expect`): compiled once when it holds none; else
+/// filled in per operation, each value escaped (matched literally), and compiled then.
+pub(crate) enum Pattern {
+    Fixed(Regex),
+    Templated(Template),
+}
+
+/// An operation's filled-in pattern: its regex, or why the filled-in text does not compile (validated with its
+/// placeholders as literals, it still may not: an empty value before a `*`, a value past the regex size limit).
+pub(crate) type Filled = Option<Result<Regex, String>>;
+
+impl Pattern {
+    /// `key` names it in errors.
+    pub fn compile(p: &str, feeders: &Feeders, key: &str) -> Result<Pattern, String> {
+        let t = Template::compile(p, feeders, key, true)?;
+        if !t.is_fixed() {
+            return Ok(Pattern::Templated(t));
+        }
+        line_regex(p)
+            .map(Pattern::Fixed)
+            .map_err(|e| format!("{key} {p:?}: {e}"))
+    }
+
+    /// The data sources it reads.
+    pub fn uses(&self) -> &[usize] {
+        match self {
+            Pattern::Fixed(_) => &[],
+            Pattern::Templated(t) => &t.uses,
+        }
+    }
+
+    /// This operation's pattern filled in (None when it holds no placeholder).
+    pub fn fill(&self, d: &mut Draw<'_>) -> Filled {
+        let Pattern::Templated(t) = self else { return None };
+        let mut text = Vec::new();
+        t.render_escaped(&mut text, d, |v, out| {
+            out.extend_from_slice(regex::escape(&String::from_utf8_lossy(v)).as_bytes())
+        });
+        let text = String::from_utf8_lossy(&text);
+        Some(line_regex(&text).map_err(|e| format!("expect filled in as {text:?}: {e}")))
+    }
+
+    /// The regex an operation matches with: the fixed one, or the operation's `filled` one (None if it failed).
+    pub fn current<'a>(&'a self, filled: &'a Filled) -> Option<&'a Regex> {
+        match self {
+            Pattern::Fixed(re) => Some(re),
+            Pattern::Templated(_) => filled.as_ref().and_then(|r| r.as_ref().ok()),
+        }
+    }
 }
 
 /// The placeholders a template may hold, for error messages.

@@ -5,16 +5,17 @@
 //! `echo`: an operation is one message and its reply on the connection the client keeps; `session`: connect, the
 //! handshake, `messages` exchanges, the close.
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use regex::bytes::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::dial::{host_of, parse_url, Conn, Dialer};
-use super::template::Template;
+use super::template::{Filled, Pattern, Template};
 use super::Prepared;
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
@@ -22,7 +23,7 @@ use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::rng::Rng;
-use crate::spec::{line_regex, WsMode, WsSpec};
+use crate::spec::{WsMode, WsSpec};
 
 mod frame;
 mod path;
@@ -34,12 +35,13 @@ const QUOTED: usize = 120;
 
 pub(crate) struct WsPrep {
     dialer: Dialer,
-    /// `GET path HTTP/1.1` and the handshake's fixed headers, up to the key's value.
-    head: Vec<u8>,
+    /// `GET path HTTP/1.1` and the handshake's headers (`headers` may hold placeholders), up to the key's value.
+    head: Template,
     message: Template,
+    /// The data sources the head, the message and `expect` read.
     uses: Vec<usize>,
     binary: bool,
-    expect: Option<Regex>,
+    expect: Option<Pattern>,
     /// `correlate`'s path, parsed.
     correlate: Option<(String, Vec<path::Step>)>,
     mode: WsMode,
@@ -79,11 +81,18 @@ impl WsPrep {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str("Sec-WebSocket-Key: ");
+        let head = Template::compile(&head, feeders, &format!("{key}.headers"), true).map_err(SpecError)?;
         let message = Template::compile(&spec.message, feeders, &format!("{key}.message"), true).map_err(SpecError)?;
         let expect = match &spec.expect {
-            Some(p) => Some(line_regex(p).map_err(|e| bad(format!("expect {p:?}: {e}")))?),
+            Some(p) => Some(Pattern::compile(p, feeders, &format!("{key}.expect")).map_err(SpecError)?),
             None => None,
         };
+        let mut uses = head.uses.clone();
+        for f in message.uses.iter().chain(expect.iter().flat_map(|e| e.uses())) {
+            if !uses.contains(f) {
+                uses.push(*f);
+            }
+        }
         let correlate = match &spec.correlate {
             Some(text) => Some((
                 text.clone(),
@@ -95,8 +104,8 @@ impl WsPrep {
         Ok(WsPrep {
             correlate,
             dialer,
-            head: head.into_bytes(),
-            uses: message.uses.clone(),
+            head,
+            uses,
             message,
             binary: spec.binary,
             expect,
@@ -129,6 +138,10 @@ pub(crate) struct WsClient {
     tx: Vec<u8>,
     /// This operation's message, rendered.
     out: Vec<u8>,
+    /// The handshake's head, rendered (for an operation that opens a connection).
+    head: Vec<u8>,
+    /// This operation's `expect`, when templated.
+    expect_now: Filled,
     /// The reply being put together from its fragments.
     msg: Vec<u8>,
     rng: Rng,
@@ -148,6 +161,8 @@ impl WsClient {
             rx: Vec::with_capacity(4096),
             tx: Vec::new(),
             out: Vec::new(),
+            head: Vec::new(),
+            expect_now: None,
             msg: Vec::new(),
             rng: Rng::new(0x5753_4b4e_4545 ^ client, client),
             wrote: false,
@@ -165,6 +180,9 @@ impl WsClient {
         draw.take(&p.uses)?;
         self.out.clear();
         p.message.render(&mut self.out, draw);
+        self.head.clear();
+        p.head.render(&mut self.head, draw);
+        self.expect_now = p.expect.as_ref().and_then(|e| e.fill(draw));
         Ok(())
     }
 
@@ -186,6 +204,14 @@ impl WsClient {
         let mode = self.p().mode;
         let session = mode == WsMode::Session;
         let mut report = OpReport::of(Outcome::Ok);
+        if let Some(Err(why)) = &self.expect_now {
+            d.clear().put(format_args!("{why}"));
+            report.outcome = Outcome::Fail(ErrorClass::Request);
+            return report;
+        }
+        if self.conn.is_some() && !self.still_open() {
+            self.conn = None;
+        }
         let t = Instant::now();
         if self.conn.is_none() {
             // Boxed: the dial and the handshake are most of the future, which every client's task holds; one
@@ -286,7 +312,7 @@ impl WsClient {
         }
         let key = base64::engine::general_purpose::STANDARD.encode(nonce);
         self.tx.clear();
-        self.tx.extend_from_slice(&ws_prep(&self.prep).head);
+        self.tx.extend_from_slice(&self.head);
         self.tx.extend_from_slice(key.as_bytes());
         self.tx.extend_from_slice(b"\r\n\r\n");
         let sent = Instant::now();
@@ -362,7 +388,10 @@ impl WsClient {
             let len = self.next_message(report, d).await?;
             report.bytes.payload += len as u64;
             let p = self.p();
-            if p.expect.as_ref().is_some_and(|re| !re.is_match(&self.msg)) {
+            if p.expect
+                .as_ref()
+                .is_some_and(|e| e.current(&self.expect_now).is_none_or(|re| !re.is_match(&self.msg)))
+            {
                 continue;
             }
             if let (Some(want), Some((_, steps))) = (&self.want, &p.correlate) {
@@ -433,6 +462,34 @@ impl WsClient {
                 Ok(None)
             }
         }
+    }
+
+    /// Whether the echo connection kept from the last operation is still open. What the server sent while it was
+    /// idle is read without waiting (no system call unless the poller saw the socket readable); the connection's
+    /// end, or a close frame among it, means the server closed it (an idle timeout) before this operation sent
+    /// anything: it opens a new one, where it failed on a close the server never saw a message for.
+    fn still_open(&mut self) -> bool {
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
+        let mut d = Detail::default();
+        {
+            let read = std::pin::pin!(read_more(conn, &mut self.rx, &mut d, "idle"));
+            if let Poll::Ready(Err(_)) = read.poll(&mut Context::from_waker(Waker::noop())) {
+                return false;
+            }
+        }
+        let mut at = 0;
+        while let Ok(Some((op, _, start, len))) = parse_header(&self.rx[at..], &mut d) {
+            if op == OP_CLOSE {
+                return false;
+            }
+            at += start + len;
+            if at > self.rx.len() {
+                break;
+            }
+        }
+        true
     }
 
     /// The next frame of any kind, for the close handshake: Some((opcode, len)).
