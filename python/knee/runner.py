@@ -461,7 +461,7 @@ class _Runner(Searching, Soaking):
 
     def _data_used(self) -> dict[str, int]:
         """Rows of each data source the steps so far used (a queue's next step starts after them)."""
-        used: dict[str, int] = {}
+        used = dict(self.record.rows_spent)
         for s in self.record.steps:
             for d in s.data:
                 used[d.name] = used.get(d.name, 0) + d.used

@@ -290,6 +290,8 @@ def resume_run(
     if prepare is not None:
         prepare(loaded.scenario)
     run_dir = RunDir(path, loaded.secrets)
+    for d in (d for s in record.steps if s.partial for d in s.data):  # the rows the dropped steps sent are spent
+        record.rows_spent[d.name] = record.rows_spent.get(d.name, 0) + d.used
     record.steps = [s for s in record.steps if not s.partial]
     record.status = "running"
     record.verdicts = []

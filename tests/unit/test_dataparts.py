@@ -179,3 +179,15 @@ def test_a_file_goes_to_each_worker_once_until_it_changes(tmp_path: Path) -> Non
     alive["yes"] = False  # what a worker held is gone (it left and came back): sent again
     shipping.texts([("w0", specs[0])])
     assert sends == ["w0", "w1", "w2", "w0", "w0"]
+
+
+def test_a_data_file_gone_mid_sweep_is_one_sentence(tmp_path: Path) -> None:
+    import pytest
+
+    from knee.errors import UserError
+    from knee.executor.dataparts import file_key
+
+    gone = tmp_path / "ids.csv"
+    with pytest.raises(UserError) as info:
+        file_key(str(gone))
+    assert str(info.value) == f"data file {gone}: cannot read it (No such file or directory); fix the path"

@@ -103,6 +103,42 @@ def test_a_resumed_run_adds_to_the_baseload_windows_it_saved(tmp_path: Path) -> 
     assert runner._between is not None and group_stats(runner._between)["g"].succeeded == 3
 
 
+def test_a_resumed_run_does_not_send_again_the_rows_its_dropped_step_sent(tmp_path: Path) -> None:
+    """The step cut short by Ctrl-C runs again on --resume: its queue starts after the rows that step sent, not at
+    the same position (40 one-time tokens went out twice)."""
+    import io
+
+    from rich.console import Console
+
+    from knee.executor import Interrupts, LocalExecutor
+    from knee.model import DataUse, StepResult
+    from knee.progress import SweepProgress
+    from knee.runner import _Runner, start_run
+    from knee.scenario import read_scenario
+    from knee.store import resume_run
+
+    (tmp_path / "ids.csv").write_text("id\n" + "".join(f"{i}\n" for i in range(100)))
+    text = f'[[data]]\nname = "ids"\nfile = "{tmp_path / "ids.csv"}"\norder = "queue"\n'
+    text += '[groups.main]\nkind = "exec"\nargv = ["true", "${ids.id}"]\n[sweep]\nlevels = [1, 2]\nduration = "1s"\n'
+    _, run_dir = start_run(read_scenario(text, "s.toml"), tmp_path, "s")
+    record = run_dir.load()
+    use = [DataUse(name="ids", rows=100, available=100, taken=10, used=10)]
+    for i, partial in ((0, False), (1, True)):
+        record.steps.append(
+            StepResult(index=i, level=i + 1, partial=partial, started_unix=0, elapsed_s=1, groups={}, data=use)
+        )
+    run_dir.save(record)
+    scenario, again = resume_run(run_dir.path)
+    record = again.load()
+    assert record.rows_spent == {"ids": 10} and len(record.steps) == 1
+    console = Console(file=io.StringIO())
+    progress = SweepProgress(console, 1.0, 0.0, record.rates, record.measured_group)
+    runner = _Runner(
+        scenario, again, record, console=console, intr=Interrupts(), executor=LocalExecutor(), progress=progress
+    )
+    assert runner._data_used() == {"ids": 20}
+
+
 def test_a_resumed_run_gets_its_run_options_and_a_refused_one_leaves_it_as_it_was(tmp_path: Path) -> None:
     """`knee sweep --resume DIR --ship --cluster …`: the options apply to the scenario that runs (checking them on a
     copy first had left --ship off a resumed run), and one refused leaves the run's status as it was, not "running"."""

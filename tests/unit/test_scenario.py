@@ -279,3 +279,25 @@ def test_a_websocket_timeout_counts_beyond_the_hold_or_the_session() -> None:
     assert "5 messages 10s apart take at least 40s, not less than timeout (40s)" in msg
     echo = ws + 'message = "m"\n[sweep]\nlevels = [1]\nduration = "1m"\n'
     assert parse_scenario(echo, "s.toml").groups["a"].timeout == 30.0
+
+
+def test_a_data_file_s_columns_are_read_as_the_engine_reads_them(tmp_path: Path) -> None:
+    from knee.scenario.data import DataTable
+
+    (tmp_path / "q.csv").write_text('id,"last, first"\n1,"a, b"\n')
+    (tmp_path / "q.tsv").write_text('"id"\tname \n1\tx\n')
+    # a quoted name holds a comma; TSV has no quoting: the quotes are the name's (as the engine reads it)
+    assert DataTable(name="q", file=str(tmp_path / "q.csv")).columns() == ["id", "last, first"]
+    assert DataTable(name="q", file=str(tmp_path / "q.tsv")).columns() == ['"id"', "name"]
+
+
+def test_a_background_group_may_not_read_rows_each_used_once(tmp_path: Path) -> None:
+    (tmp_path / "ids.csv").write_text("id\n1\n2\n")
+    head = f'[[data]]\nname = "ids"\nfile = "{tmp_path / "ids.csv"}"\norder = "queue"\n'
+    main = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\n[sweep]\nlevels = [1]\nduration = "1s"\n'
+    worker = '[groups.bg]\nkind = "worker"\nargv = ["w"]\nclients = 1\nbackground = true\ndata = ["ids"]\n'
+    templ = '[groups.bg]\nkind = "http"\nurl = "http://127.0.0.1:1/${ids.id}"\nclients = 1\nbackground = true\n'
+    said = "a background group runs in a shard of its own, so it cannot share the rows of ids (queue: each row once)"
+    # named in its data list, the rows were walked by the baseload's shard and by the steps' from the first
+    assert f"groups.bg.data[0]: 'ids': {said}" in error_of(head + worker + main)
+    assert f"groups.bg.url: ${{ids.id}}: {said}" in error_of(head + templ + main)

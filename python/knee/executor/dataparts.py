@@ -103,7 +103,10 @@ class Rows:
 
 def file_key(path: str) -> tuple[str, int, int]:
     """What names a file's version: its path, size and change time (a file written again is read again)."""
-    st = os.stat(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:  # removed or moved since the sweep began
+        raise UserError(f"data file {path}: cannot read it ({exc.strerror or exc}); fix the path") from None
     return (path, st.st_size, st.st_mtime_ns)
 
 

@@ -40,6 +40,11 @@ class RunRecord(BaseModel):
     search_end: str = Field(default="", description='levels = "auto": why the search ended (empty while it runs)')
     # a continuous baseload's operations outside the steps (pauses, before the first and after the last)
     between: dict[str, Counts] = Field(default_factory=dict)
+    rows_spent: dict[str, int] = Field(
+        default_factory=dict,
+        description="queue and shuffle: positions the steps that --resume dropped (cut short, run again) had used; "
+        "the steps after them start past these too, so no row is sent twice",
+    )
     verdicts: list[Verdict] = Field(default_factory=list)
 
     def next_index(self) -> int:

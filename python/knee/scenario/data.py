@@ -9,6 +9,7 @@ its columns (reading only the file's first line), so a typo is one sentence nami
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -97,8 +98,9 @@ class DataTable(Table):
             if not isinstance(obj, dict):
                 raise ValueError(f"the first line of {self.file!r} is not a JSON object; write one object per line")
             return sorted(obj)
-        sep = "\t" if self.file_format == "tsv" else ","
-        return [c.strip().strip('"') for c in text.split(sep)]
+        # as the engine reads them: CSV's quotes (a quoted name may hold a comma), TSV's none
+        fields = text.split("\t") if self.file_format == "tsv" else next(csv.reader([text]), [])
+        return [c.strip() for c in fields]
 
 
 class MixRequest(Table):
@@ -179,20 +181,28 @@ def check(scenario: Scenario) -> tuple[str, str] | None:
             columns[d.name] = d.columns()
         except ValueError as exc:
             return f"data.{i}.file", str(exc)
+
+    def shared(g: Any, name: str, what: str) -> str | None:
+        if not (g.background and name in tables and tables[name].runs_out):
+            return None
+        return (
+            f"{what}: a background group runs in a shard of its own, so it cannot share the rows of {name} "
+            f"({tables[name].order}: each row once) with the steps; use order circular or random"
+        )
+
     for gname, g in scenario.groups.items():
         for i, name in enumerate(getattr(g, "data", None) or []):
             if name not in tables:
                 have = ", ".join(tables) or "none: add a [[data]] table"
                 return f"groups.{gname}.data.{i}", f"{name!r} names no data source (the scenario's: {have})"
+            if why := shared(g, name, repr(name)):
+                return f"groups.{gname}.data.{i}", why
     for key, text in _texts(scenario):
         for m in _FIELD.finditer(text):
             name, col = m.group(1), m.group(2)
             group = scenario.groups.get(key.split(".")[1])
-            if group is not None and group.background and name in tables and tables[name].runs_out:
-                return key, (
-                    f"${{{name}.{col}}}: a background group runs in a shard of its own, so it cannot share the rows "
-                    f"of {name} ({tables[name].order}: each row once) with the steps; use order circular or random"
-                )
+            if group is not None and (why := shared(group, name, f"${{{name}.{col}}}")):
+                return key, why
             if name not in tables:
                 have = ", ".join(tables) or "none: add a [[data]] table"
                 return key, f"${{{name}.{col}}} names no data source {name!r} (the scenario's data sources: {have})"
