@@ -189,13 +189,21 @@ impl ReqPrep {
         // HTTP/2: the block and body of the request as written (placeholders in): encoded once for a fixed
         // request, checked for a templated one (which is encoded per operation).
         let h2 = if spec.http2 {
-            let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(body_text.len());
+            // A fixed request's text as its templates write it (a `$${` is a `${`, as HTTP/1.1's).
+            let fixed_body = body.fixed_text().unwrap_or_else(|| body_text.clone());
+            let mut h2_headers = headers.clone();
+            for ((_, v), (name, value)) in h2_headers.iter_mut().zip(&spec.headers) {
+                if let Some(text) = tmpl(value, "headers")?.fixed_text() {
+                    *v = HeaderValue::from_bytes(&text).map_err(|e| bad(format!("headers {name:?}: {e}")))?;
+                }
+            }
+            let length = (wants_length && !has(&CONTENT_LENGTH)).then_some(fixed_body.len());
             // gRPC: a fixed message is converted once (a templated one per call, once filled in)
             let sent = match grpc {
-                Some(g) if body.is_fixed() => g.body(&body_text).map_err(|why| bad(format!("body: {why}")))?.to_vec(),
-                _ => body_text.clone(),
+                Some(g) if body.is_fixed() => g.body(&fixed_body).map_err(|why| bad(format!("body: {why}")))?.to_vec(),
+                _ => fixed_body,
             };
-            Some(H2Prep::new(&full, &method, &headers, length, &sent, 1).map_err(bad)?)
+            Some(H2Prep::new(&full, &method, &h2_headers, length, &sent, 1).map_err(bad)?)
         } else {
             None
         };

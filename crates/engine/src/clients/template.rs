@@ -230,6 +230,16 @@ impl Template {
         self.parts.iter().all(|p| matches!(p, Part::Lit(_)))
     }
 
+    /// A fixed template's bytes (its `$${` written `${`); None when it holds a placeholder.
+    pub fn fixed_text(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        for p in &self.parts {
+            let Part::Lit(b) = p else { return None };
+            out.extend_from_slice(b);
+        }
+        Some(out)
+    }
+
     /// Append this operation's text to `out`.
     pub fn render(&self, out: &mut Vec<u8>, d: &mut Draw<'_>) {
         for p in &self.parts {

@@ -495,6 +495,19 @@ fn bodies_larger_than_the_windows_go_both_ways() {
     assert_eq!(counts.body_bytes.load(Ordering::Relaxed), 4 * 300_000);
 }
 
+/// A fixed body's `$${` is a literal `${` over HTTP/2 as over HTTP/1.1: `{"t":"${x}"}`, 12 bytes (it went out as
+/// written, 13).
+#[test]
+fn a_fixed_body_s_escape_is_written_as_http1_writes_it() {
+    let (port, counts) = h2c_server(|_| {});
+    let mut client = h2c(port, 1);
+    client["method"] = json!("POST");
+    client["body"] = json!("{\"t\":\"$${x}\"}");
+    let r = run(spec_of(1, 1, json!({"total": 3}), client, None)).unwrap();
+    all_succeeded(&r, &counts, 3);
+    assert_eq!(counts.body_bytes.load(Ordering::Relaxed), 3 * 12);
+}
+
 #[test]
 fn the_server_s_stream_limit_makes_streams_wait_not_fail() {
     // 30 clients on one connection, the server takes 3 streams at a time: the others wait for a stream to

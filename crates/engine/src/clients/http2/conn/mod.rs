@@ -78,7 +78,8 @@ pub(crate) struct Answer {
     pub grpc: Option<Box<GrpcRead>>,
 }
 
-/// A gRPC response as it arrives: its status and message (from its headers, or its trailers), and its messages
+/// A gRPC response as it arrives: its status and message (from the block that ends the stream: its trailers, or
+/// trailers-only headers), and its messages
 /// counted by their 5-byte prefixes (a compressed-flag byte and a 4-byte length).
 #[derive(Default)]
 pub(crate) struct GrpcRead {
@@ -123,7 +124,7 @@ impl GrpcRead {
         }
     }
 
-    /// The fields of a header block (headers or trailers) that gRPC reads.
+    /// The fields gRPC reads of a header block that ends the stream (trailers, or a trailers-only response).
     fn read(&mut self, fields: hpack::Fields) {
         if fields.grpc_status.is_some() {
             self.status = fields.grpc_status;

@@ -186,8 +186,10 @@ impl State {
             return Ok(());
         };
         let status = fields.status.take();
-        if let Some(g) = &mut st.grpc {
-            g.read(fields); // a final response's headers, or its trailers
+        // gRPC's status is the trailers' (or a trailers-only response's): a block that ends the stream. One in the
+        // headers of a response whose body follows is not its status (gRPC's clients fail a call without trailers).
+        if let (Some(g), true) = (&mut st.grpc, end) {
+            g.read(fields);
         }
         if st.status.is_none() {
             match status {

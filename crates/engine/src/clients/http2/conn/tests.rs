@@ -160,3 +160,37 @@ fn grpc_messages_are_counted_across_any_cut_of_the_body() {
         assert!(g.first_at.is_some());
     }
 }
+
+/// gRPC's status is read from the block that ends the stream: a `grpc-status: 0` in the headers of a response whose
+/// DATA then ends it, without trailers, is no status (it was taken as OK); in trailers-only headers it is.
+#[test]
+fn grpc_status_comes_from_the_block_that_ends_the_stream() {
+    // `:status 200` (indexed), then `grpc-status: 0` (a literal with a new name, not indexed).
+    let mut block = vec![0x88, 0x00, 11];
+    block.extend_from_slice(b"grpc-status");
+    block.extend_from_slice(&[1, b'0']);
+    for trailers_only in [false, true] {
+        let link = Link::new();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), Carries::Grpc)
+        else {
+            panic!("the stream opens")
+        };
+        let mut s = link.st.borrow_mut();
+        let flags = if trailers_only {
+            END_HEADERS | END_STREAM
+        } else {
+            END_HEADERS
+        };
+        s.frame(HEADERS, flags, id, &block).ok().unwrap();
+        if !trailers_only {
+            s.frame(DATA, END_STREAM, id, &[0, 0, 0, 0, 0]).ok().unwrap();
+        }
+        drop(s);
+        let Poll::Ready(Ok(a)) = answer(&link, id) else {
+            panic!("the stream ended")
+        };
+        let status = a.grpc.and_then(|g| g.status);
+        assert_eq!(status, trailers_only.then_some(0), "trailers only: {trailers_only}");
+    }
+}
