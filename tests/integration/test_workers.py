@@ -256,6 +256,16 @@ def test_a_batch_worker_gets_the_documented_lines_and_counts_exactly(tmp_path: P
     assert sorted(hosted) == list(range(6))
 
 
+def test_a_worker_reading_to_the_end_of_its_input_ends_after_stop(tmp_path: Path) -> None:
+    """stdin closes after `stop`, as docs/worker-protocol.md says: a program that reads to its input's end exits of
+    itself (it was killed after the 2 s grace, its last work lost)."""
+    lines = tmp_path / "lines.jsonl"
+    doc, _ = run(tmp_path, "-c", "2", "--iterations", "5", "--processes", "1", "--worker", "--",
+                 sys.executable, str(TEST_FLOWS / "batch_worker.py"), str(lines), "--to-eof")  # fmt: skip
+    assert doc["succeeded"] == 10
+    assert Path(f"{lines}.0").read_text().splitlines()[-2:] == ['{"op":"stop"}', "eof"]
+
+
 def test_a_done_line_with_an_odd_count_is_not_a_reply(tmp_path: Path) -> None:
     doc, _ = run(tmp_path, "-c", "2", "--iterations", "5", "--processes", "1", "--worker", "--",
                  sys.executable, str(TEST_FLOWS / "batch_worker.py"), str(tmp_path / "l"), "--odd")  # fmt: skip

@@ -205,9 +205,16 @@ impl ExecClient {
         let mut stderr = child.stderr.take();
         let (whole_out, whole_err) = (p.stdout.is_some(), p.stderr.is_some());
         let waited = {
+            let exited = async {
+                let status = child.wait().await;
+                // What the command left running ends with it: a `sleep 300 &` holds its pipes open, and the
+                // operation waited for them to its timeout (hung) where the command had succeeded.
+                kill_group(pgid);
+                status
+            };
             let work = async {
                 tokio::join!(
-                    child.wait(),
+                    exited,
                     drain(&mut stdout, &mut self.out, whole_out),
                     drain(&mut stderr, &mut self.err, whole_err)
                 )

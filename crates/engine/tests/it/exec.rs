@@ -284,3 +284,15 @@ fn exec_bytes_come_from_stdout_or_a_file() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A command that exits and leaves a process holding its output open (`sleep 300 &`) is done when it exits: the
+/// group is killed then, and the operation succeeds at once (it waited for the pipes until its timeout: hung).
+#[test]
+fn a_command_s_leftover_holding_its_output_does_not_hold_the_operation() {
+    let mut s = one_group(2, json!({"total": 4}), exec(&["sh", "-c", "sleep 300 & echo ok"]));
+    s.groups[0].timeout_ms = 3000;
+    let t = Instant::now();
+    let r = run(s).unwrap();
+    assert_eq!(succeeded_failed_hung(&r.groups[0]), (4, 0, 0), "{}", r.summary_json());
+    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+}

@@ -28,7 +28,8 @@ pub(super) const GRACE: Duration = Duration::from_secs(2);
 /// A running process's pipes and handle.
 pub(super) struct Io {
     child: Child,
-    stdin: ChildStdin,
+    /// None once `stop` is written: the program reads the end of its input after it (docs/worker-protocol.md).
+    stdin: Option<ChildStdin>,
     stdout: ChildStdout,
     /// Kills the process group when the Io goes (a restart, the end of the run).
     _guard: GroupGuard,
@@ -254,7 +255,7 @@ impl Proc {
         }
         Ok(Io {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             _guard: guard,
         })
@@ -272,9 +273,16 @@ impl Proc {
             loop {
                 std::mem::swap(&mut buf, &mut *self.out.borrow_mut());
                 std::mem::swap(&mut rows, &mut *self.rows.borrow_mut());
+                let Some(pipe) = stdin.as_mut() else {
+                    return std::future::pending().await; // stopped: nothing more is written
+                };
                 if buf.is_empty() {
-                    if self.stop.replace(false) && stdin.write_all(protocol::STOP).await.is_err() {
-                        return;
+                    if self.stop.replace(false) {
+                        if pipe.write_all(protocol::STOP).await.is_err() {
+                            return;
+                        }
+                        *stdin = None; // closed: a program reading to the end of its input ends too
+                        continue;
                     }
                     self.wake.notified().await;
                     continue;
@@ -285,7 +293,7 @@ impl Proc {
                 } else {
                     &buf
                 };
-                if stdin.write_all(data).await.is_err() {
+                if pipe.write_all(data).await.is_err() {
                     return;
                 }
                 buf.clear();
