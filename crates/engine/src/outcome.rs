@@ -21,6 +21,14 @@ pub(crate) enum Outcome {
     Abandoned,
 }
 
+impl Outcome {
+    /// Cut short (abandoned) before any of the operation was written (`wrote`): the service never saw it, so it
+    /// never started. One rule for every client that writes: HTTP/1.1, HTTP/2, WebSocket.
+    pub fn unsent(&self, wrote: bool) -> bool {
+        matches!(self, Outcome::Abandoned) && !wrote
+    }
+}
+
 /// Bytes one completed operation moved.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Traffic {

@@ -47,6 +47,6 @@ impl HttpOp {
 
     /// An abandoned operation that had not begun writing: its request never reached the server.
     pub fn unsent(&self, outcome: &Outcome) -> bool {
-        matches!(outcome, Outcome::Abandoned) && !self.wrote
+        outcome.unsent(self.wrote)
     }
 }

@@ -53,12 +53,20 @@ pub struct DataUse {
 impl DataUse {
     /// Pool another shard's use of the same source.
     pub fn absorb(&mut self, o: &DataUse) {
+        // A shard whose part was empty (fewer positions left than shards) ran out at once and measured nothing: the
+        // step ran out when a shard with rows did (or never), unless no shard had any.
+        let with_rows = |d: &DataUse| d.exhausted_after_s.filter(|_| d.available > 0);
+        let (a, b) = if self.available == 0 && o.available == 0 {
+            (self.exhausted_after_s, o.exhausted_after_s)
+        } else {
+            (with_rows(self), with_rows(o))
+        };
         self.available += o.available;
         self.taken += o.taken;
         self.used += o.used;
         self.rows = self.rows.max(o.rows);
         self.memory_bytes = self.memory_bytes.max(o.memory_bytes);
-        self.exhausted_after_s = match (self.exhausted_after_s, o.exhausted_after_s) {
+        self.exhausted_after_s = match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -282,6 +290,32 @@ impl Feeder {
 
 #[cfg(test)]
 mod tests {
+    /// Shards' uses pooled: the earliest run-out of the shards that had rows; one whose part was empty (it ran out
+    /// at once) does not make the step's (it made the step's 0 s: a step the others ran whole left out).
+    #[test]
+    fn an_empty_part_does_not_end_the_pooled_step() {
+        let used = |available: u64, out: Option<f64>| super::DataUse {
+            available,
+            exhausted_after_s: out,
+            ..super::DataUse::default()
+        };
+        for (parts, want) in [
+            (vec![used(0, Some(0.0)), used(50, None)], None),
+            (vec![used(50, None), used(0, Some(0.0))], None),
+            (
+                vec![used(0, Some(0.0)), used(50, Some(9.0)), used(40, Some(7.0))],
+                Some(7.0),
+            ),
+            (vec![used(0, Some(0.1)), used(0, Some(0.0))], Some(0.0)),
+        ] {
+            let mut pooled = parts[0].clone();
+            for p in &parts[1..] {
+                pooled.absorb(p);
+            }
+            assert_eq!(pooled.exhausted_after_s, want, "{parts:?}");
+        }
+    }
+
     use super::*;
 
     fn feeders(order: &str, extra: &str, rows: usize) -> Feeders {

@@ -235,7 +235,9 @@ impl Table {
                 continue;
             }
             let line = n + 1;
-            let obj: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(raw)
+            // A value that is not a string is kept as written (a number's digits, an object's key order): parsed
+            // into a Value and written again, 123456789012345678901234 became 1.2345678901234568e23, 10.50 10.5.
+            let obj: std::collections::BTreeMap<String, &serde_json::value::RawValue> = serde_json::from_slice(raw)
                 .map_err(|e| format!("{what} line {line} is not a JSON object ({e}); write one object per line"))?;
             if self.columns.is_empty() {
                 if obj.is_empty() {
@@ -251,12 +253,12 @@ impl Table {
                 ));
             }
             for c in 0..self.columns.len() {
-                match &obj[&self.columns[c]] {
-                    serde_json::Value::String(s) => self.push(s.as_bytes()),
-                    other => {
-                        let text = other.to_string();
-                        self.push(text.as_bytes());
-                    }
+                let value = obj[&self.columns[c]].get();
+                if value.starts_with('"') {
+                    let text: String = serde_json::from_str(value).map_err(|e| format!("{what} line {line}: {e}"))?;
+                    self.push(text.as_bytes());
+                } else {
+                    self.push(value.as_bytes());
                 }
             }
         }
@@ -331,6 +333,24 @@ mod tests {
         assert_eq!(row(&t, 3), ["4", ""]);
     }
 
+    /// JSONL's values as written: a string's text, any other value's JSON text to the letter.
+    #[test]
+    fn jsonl_values_are_kept_as_written() {
+        let line = b"{\"id\": 123456789012345678901234, \"price\": 10.50, \"o\": {\"b\": 1, \"a\": 2}, \"s\": \"x\\\"y\", \"n\": null}\n";
+        let t = Table::parse(line, Format::Jsonl, "d").unwrap();
+        assert_eq!(t.columns, ["id", "n", "o", "price", "s"]);
+        assert_eq!(
+            row(&t, 0),
+            [
+                "123456789012345678901234",
+                "null",
+                "{\"b\": 1, \"a\": 2}",
+                "10.50",
+                "x\"y"
+            ]
+        );
+    }
+
     /// A UTF-8 BOM before the first object is not part of it (as for CSV; it said "line 1 is not a JSON object").
     #[test]
     fn jsonl_after_a_bom() {
@@ -378,6 +398,6 @@ mod tests {
             (t.field(0, id), t.field(1, id), t.field(1, n)),
             (&b"7"[..], &b"8"[..], &b"y"[..])
         );
-        assert_eq!(t.field(0, t.column("o").unwrap()), b"{\"k\":true}");
+        assert_eq!(t.field(0, t.column("o").unwrap()), b"{\"k\": true}");
     }
 }

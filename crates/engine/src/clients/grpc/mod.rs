@@ -140,11 +140,6 @@ impl GrpcPrep {
         }
     }
 
-    /// The messages a call sends.
-    pub fn messages(&self) -> u64 {
-        self.stream_messages
-    }
-
     /// Its messages are spaced in time (`stream_interval_ms`): the call opens with the first.
     pub fn spaced(&self) -> bool {
         self.interval.is_some()
@@ -156,21 +151,20 @@ impl GrpcPrep {
     }
 
     /// Send the rest of `body`'s messages on stream `id`, `interval` apart; stop when the stream has ended (the
-    /// server answered early, or it failed: the answer says which). The messages the call sent in all.
-    pub async fn send_rest(&self, link: &Link, id: u32, body: &Bytes) -> u64 {
+    /// server answered early, or it failed: the answer says which, and how much went).
+    pub async fn send_rest(&self, link: &Link, id: u32, body: &Bytes) {
         let one = self.first_of(body);
         for i in 1..self.stream_messages {
             // the pause, or the stream's end if the server ends it first (a call it refused at once is not held
             // for the pause)
             tokio::select! {
                 _ = tokio::time::sleep(self.interval.unwrap_or_default()) => {}
-                _ = std::future::poll_fn(|cx| link.poll_ended(cx, id)) => return i,
+                _ = std::future::poll_fn(|cx| link.poll_ended(cx, id)) => return,
             }
             if !link.send(id, &one, i + 1 == self.stream_messages) {
-                return i;
+                return;
             }
         }
-        self.stream_messages
     }
 
     /// A body check needs the response's bytes kept.

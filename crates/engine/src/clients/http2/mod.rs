@@ -321,18 +321,16 @@ impl H2Client {
         let id = poll_fn(|cx| link.poll_open(cx, block, opening, keep, &mut self.op.body, carries)).await?;
         self.op.wrote = true;
         let open = Open(link, id);
-        // the messages and bytes a gRPC call sent: all its body, or the spaced ones that went before it ended
-        let sent = match &spaced {
-            Some((g, first)) => {
-                let n = Box::pin(g.send_rest(link, id, body)).await;
-                (n, n * first.len() as u64)
-            }
-            None => (grpc.map_or(1, |g| g.messages()), body.len() as u64),
-        };
+        if let Some((g, _)) = &spaced {
+            Box::pin(g.send_rest(link, id, body)).await;
+        }
         let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.op.body)).await;
         std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
         let answer = answer?;
         if let Some(g) = grpc {
+            // the messages and bytes that went: a server that answered first (an error at once) left the rest
+            let one = g.first_of(body).len().max(1) as u64;
+            let sent = (answer.body_sent / one, answer.body_sent);
             return Ok(g.judge(&answer, sent_at, sent, &self.op.body, d));
         }
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
@@ -347,7 +345,7 @@ impl H2Client {
             outcome: r.judge(unexpected, answer.len, &self.op.body, d),
             ttfb: Some(ttfb),
             bytes: Traffic {
-                sent: body.len() as u64,
+                sent: answer.body_sent,
                 received: answer.len,
                 payload: answer.len,
                 ..Traffic::default()

@@ -191,7 +191,7 @@ impl WsClient {
         let mut report = race!(cancel, self.operation(d));
         // Cut off before its upgrade request left knee: the service never saw it. One that ran past its timeout while
         // connecting is hung, as an HTTP operation is (it had been counted as never started, and its client stopped).
-        report.unsent = !self.wrote && matches!(report.outcome, Outcome::Abandoned);
+        report.unsent = report.outcome.unsent(self.wrote);
         // Only a clean echo leaves the connection at a message's boundary and for the next operation; a session
         // and a listen end with their own close.
         if !matches!(report.outcome, Outcome::Ok) || self.p().mode != WsMode::Echo {

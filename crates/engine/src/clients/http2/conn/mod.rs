@@ -76,6 +76,8 @@ pub(crate) struct Answer {
     pub headers_at: Instant,
     pub len: u64,
     pub grpc: Option<Box<GrpcRead>>,
+    /// Request body bytes framed to go (a response that came first leaves the rest unsent).
+    pub body_sent: u64,
 }
 
 /// A gRPC response as it arrives: its status and message (from the block that ends the stream: its trailers, or
@@ -148,6 +150,8 @@ struct Stream {
     send_window: i64,
     /// The request body still to send, and how much of it went.
     pending: Option<(Bytes, usize)>,
+    /// Request body bytes framed so far, in all.
+    framed: u64,
     /// Bytes received and not yet given back to the server's window.
     unacked: u32,
     /// Where its HEADERS end in the bytes the connection writes: unwritten when it ends, it never left.
@@ -315,6 +319,7 @@ impl Link {
             waker: None,
             send_window: s.initial_send_window,
             pending: (!body.is_empty()).then(|| (body.clone(), 0)),
+            framed: 0,
             unacked: 0,
             headers_end,
             grpc: (carries != Carries::Http).then(Box::default),
@@ -356,6 +361,7 @@ impl Link {
             headers_at: st.headers_at.expect("set with the status"),
             len: st.len,
             grpc: st.grpc,
+            body_sent: st.framed,
         }))
     }
 
@@ -445,6 +451,7 @@ fn push_data(out: &mut Vec<u8>, conn_window: &mut i64, max_frame: usize, id: u32
         frame_head(out, n, DATA, flags, id);
         out.extend_from_slice(&body[*sent..*sent + n]);
         *sent += n;
+        st.framed += n as u64;
         st.send_window -= n as i64;
         *conn_window -= n as i64;
     }

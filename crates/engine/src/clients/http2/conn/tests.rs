@@ -194,3 +194,24 @@ fn grpc_status_comes_from_the_block_that_ends_the_stream() {
         assert_eq!(status, trailers_only.then_some(0), "trailers only: {trailers_only}");
     }
 }
+
+/// A response that ends the stream before the request's body went whole: the answer says how much went (the
+/// first window's 65 535 bytes of 100 000), what the operation counts as sent, and the rest is cancelled.
+#[test]
+fn an_early_answer_counts_the_body_that_went() {
+    let link = Link::new();
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let body = Bytes::from(vec![7u8; 100_000]);
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut Vec::new(), Carries::Http) else {
+        panic!("the stream opens")
+    };
+    link.st
+        .borrow_mut()
+        .frame(HEADERS, END_HEADERS | END_STREAM, id, &[0x88])
+        .ok()
+        .unwrap();
+    let Poll::Ready(Ok(a)) = answer(&link, id) else {
+        panic!("the stream ended")
+    };
+    assert_eq!((a.status, a.body_sent), (200, 65_535));
+}
