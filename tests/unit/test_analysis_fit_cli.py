@@ -69,12 +69,13 @@ def test_fit_reads_other_separators(tmp_path: Path, sep: str) -> None:
 
 def test_fit_reads_extra_columns_and_a_runs_levels_csv(tmp_path: Path) -> None:
     f = tmp_path / "levels.csv"
-    rows = ["index,phase,direction,level,group,succeeded,rate_hz"]
+    rows = ["index,phase,direction,level,group,succeeded,superseded,rate_hz"]
     for i, (n, x) in enumerate([(1, 64.9), (18, 995.9), (36, 1652.4), (72, 1853.2), (108, 1828.9), (144, 1775.0)]):
-        rows.append(f"{i},sweep,up,{n},main,0,{x}")
-        rows.append(f"{i},sweep,up,{n},base,0,5")
-    rows.append("9,sweep,down,72,main,0,100")  # the way down is not part of the curve
-    rows.append("10,recovery,up,1,main,0,1")  # nor are recovery probes
+        rows.append(f"{i},sweep,up,{n},main,0,false,{x}")
+        rows.append(f"{i},sweep,up,{n},base,0,false,5")
+    rows.append("9,sweep,down,72,main,0,false,100")  # the way down is not part of the curve
+    rows.append("10,recovery,up,1,main,0,false,1")  # nor are recovery probes
+    rows.append("11,sweep,up,36,main,0,true,400")  # nor a level measured again (the verdict leaves it out)
     f.write_text("\n".join(rows) + "\n")
     r = knee_fit(f, "--group", "main", "--json")
     assert r.returncode == 0, r.stderr

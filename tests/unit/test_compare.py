@@ -99,6 +99,9 @@ def test_levels_only_in_one_run() -> None:
     assert by[(200, "sweep")].overall == "only in B"
     assert by[(200, "sweep")].rate_a is None
     assert by[(100, "sweep")].overall != "only in B"
+    # levels only B measured stand among A's, in level order (they were listed after A's)
+    b = sample_record((1, 5, 10, 50, 100), recovery_probes=0)
+    assert [d.level for d in compare_runs(a, b).levels if d.group == "main"] == [1, 5, 10, 50, 100]
 
 
 def test_a_trailing_partial_interval_is_left_out() -> None:

@@ -110,3 +110,15 @@ def test_command_line_mistakes(tmp_path: Path, capsys: pytest.CaptureFixture[str
             main(argv)
         err = capsys.readouterr().err
         assert exit_.value.code == 2 and said in err and len(err.splitlines()) == 1, err
+
+
+def test_a_file_s_slo_judges_its_own_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A group named as the file names it, not "main": its SLO missed is exit 3 (it was skipped: exit 0), and
+    --json writes the group's document (a KeyError traceback)."""
+    api = tmp_path / "api.toml"
+    api.write_text('[groups.api]\nkind = "exec"\nargv = ["false"]\n[slo]\nfailure_ratio = 0.01\n')
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(api), "-c", "1", "-n", "3", "--json", str(tmp_path / "r.json"), "--quiet"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 3 and "missed" in out, out
+    assert '"failed": 3' in (tmp_path / "r.json").read_text()

@@ -41,6 +41,7 @@ LEVEL_COLUMNS = [
     "ttfb_mean_ms",
     "ttfb_p99_ms",
     "partial",
+    "superseded",
     "ran_out",
     "rows_used",
     "generator_cpu_cores",

@@ -167,3 +167,16 @@ def test_a_flat_curve_draws_no_model_turning_down_across_its_plateau() -> None:
     model, model_flat = _line_end(whole, "#ff7f0e"), _line_end(flat, "#ff7f0e")  # the USL fit (C1)
     assert model == pytest.approx(measured, abs=1.0) and "N* = " in whole
     assert model_flat < 0.8 * measured and "N* = " not in flat and "USL fit" in flat
+
+
+def test_a_stage_of_several_steps_shows_their_highest_p50_and_p99() -> None:
+    from knee.report.view.tables import stages_table
+
+    record = fixed_work_record()
+    again = record.steps[0].model_copy(deep=True, update={"index": 2})
+    again.groups["main"].latency_ms.p50 = record.steps[0].groups["main"].latency_ms.p50 * 3
+    record.steps.append(again)
+    table = stages_table(record, "main")
+    assert table is not None
+    store = next(r for r in table.rows if r[0] == "store")
+    assert store[6] == fmt.ms(again.groups["main"].latency_ms.p50)  # the first step's alone was shown

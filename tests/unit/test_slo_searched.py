@@ -63,3 +63,14 @@ def test_min_capacity_is_min_clients_or_min_rate() -> None:
     assert table["slo"] == {"p99_ms": 100, "min_clients": 64}
     table = scenario_table(url, Options(rates="auto", slo_p99=100, min_capacity=250.5), run=False)
     assert table["slo"] == {"p99_ms": 100, "min_rate": 250.5}
+
+
+def test_an_open_loop_s_dropped_arrivals_count_against_the_failure_limit() -> None:
+    from knee.analysis.levels import LevelRow
+    from knee.analysis.slo import missed
+
+    # 1 000 arrivals: 200 served, 800 dropped (over max_in_flight): it met a 1 % limit, with p99 well inside
+    row = LevelRow(level=1000, direction="up", succeeded=200, p99_ms=50.0, open_loop=True, offered=1000, dropped=800)
+    assert missed(Slo(p99_ms=1000, failure_ratio=0.01), row) == ["failed, hung or dropped 80 % > 1.0 %"]
+    row.dropped = 0
+    assert missed(Slo(p99_ms=1000, failure_ratio=0.01), row) == []

@@ -164,6 +164,19 @@ def _numbered(record: RunRecord) -> dict[tuple[str, str, str, int | float, int],
     return out
 
 
+def _in_level_order(keys: list[tuple[str, str, str, int | float, int]]) -> list[tuple[str, str, str, int | float, int]]:
+    """The sweep's steps by level (up, then down from the top), the stages of a level in their order, recovery
+    probes last: a level only B measured stands among A's, not after them all."""
+    labels = list(dict.fromkeys(k[0] for k in keys))
+
+    def order(k: tuple[str, str, str, int | float, int]) -> tuple[int, int, float, int, int]:
+        label, phase, direction, level, n = k
+        down = direction == "down"
+        return (phase != "sweep", down, -level if down else level, labels.index(label), n)
+
+    return sorted(keys, key=order)
+
+
 def _p99(g: GroupStats) -> float | None:
     """The succeeded operations' p99 (None when nothing succeeded: there is no latency to compare)."""
     return g.latency_ms.p99 if g.latency_ms.count else None
@@ -323,7 +336,7 @@ def compare_runs(
     cmp = Comparison(run_a=a.run_id, run_b=b.run_id, confidence=confidence, noise_floor=floor, min_change=min_change)
     cmp.warnings = differences(a, b)
     na, nb = _numbered(a), _numbered(b)
-    keys = list(na) + [k for k in nb if k not in na]
+    keys = _in_level_order(list(na) + [k for k in nb if k not in na])
     groups = group_names(a) + [g for g in group_names(b) if g not in group_names(a)]
     for group in groups:
         for k in keys:

@@ -5,7 +5,8 @@ measured level* have p99 ≤ the limit and failure ratio ≤ the limit (a level 
 only passes above a failing one does not count: the service would have to go
 through the failing level to get there). A level with no operations at all fails. The p99 is the
 succeeded operations' (failures are timed apart), so under a p99 limit a level where nothing
-succeeded fails too: it has no latency to meet the limit with.
+succeeded fails too: it has no latency to meet the limit with. In an open loop the arrivals dropped count against
+the failure limit: (failed + hung + dropped) / (succeeded + failed + hung + dropped).
 `slo_passed` is True when the capacity reaches `min_clients` (the capacity the
 service must have; `min_rate` for a rate sweep, whose levels are offered rates), or,
 without it, when every measured level met the SLO. A sweep that deliberately goes
@@ -48,8 +49,13 @@ def missed(slo: Slo, row: Judged) -> list[str]:
         out.append("no operation succeeded (no p99 of successes)")
     elif slo.p99_ms is not None and row.p99_ms > slo.p99_ms:
         out.append(f"p99 {fmt.ms(row.p99_ms)} > {fmt.ms(slo.p99_ms)}")
-    if slo.failure_ratio is not None and row.failure_ratio > slo.failure_ratio:
-        out.append(f"failed or hung {fmt.pct(row.failure_ratio)} > {fmt.pct(slo.failure_ratio)}")
+    # an open loop's arrival dropped (over max_in_flight, or waiting past its timeout) was asked of the service and
+    # not served: it counts against the failure limit (an 80 % drop met a 1 % limit)
+    dropped = getattr(row, "dropped", 0)
+    ratio = (row.failure_ratio * row.total + dropped) / (row.total + dropped)
+    if slo.failure_ratio is not None and ratio > slo.failure_ratio:
+        what = "failed, hung or dropped" if dropped else "failed or hung"
+        out.append(f"{what} {fmt.pct(ratio)} > {fmt.pct(slo.failure_ratio)}")
     return out
 
 

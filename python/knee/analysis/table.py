@@ -131,13 +131,13 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
 def _filters(
     header: list[str], rows: list[tuple[int, list[str]]], path: Path, chosen: dict[str, str | None]
 ) -> dict[int, str]:
-    """Column index → required value, for a run's levels.csv (phase, direction, group and label columns)."""
+    """Column index → required value, for a run's levels.csv (phase, direction, superseded, group and label
+    columns): the steps the verdict fits."""
     lowered = [h.lower() for h in header]
     out: dict[int, str] = {}
-    if "phase" in lowered:
-        out[lowered.index("phase")] = "sweep"
-    if "direction" in lowered:
-        out[lowered.index("direction")] = "up"
+    for column, value in (("phase", "sweep"), ("direction", "up"), ("superseded", "false")):
+        if column in lowered:
+            out[lowered.index(column)] = value
     for column, want in chosen.items():
         if column not in lowered:
             if want is not None:

@@ -90,7 +90,7 @@ class RunJson(BaseModel):
     abandoned: int = Field(description="operations in flight when the run ended or was stopped")
     warmup_ops: int = Field(description="operations that ended during --warmup (not measured)")
     elapsed_s: float
-    rate_hz: float = Field(description="succeeded / elapsed_s")
+    rate_hz: float = Field(description="succeeded / elapsed_s, or / the seconds until the data ran out")
     failures: dict[str, int] = Field(description="error class -> count")
     error_samples: dict[str, list[str]]
     reasons: list[Reason] = Field(description="failures by class and normalised message, most frequent first")
@@ -100,7 +100,7 @@ class RunJson(BaseModel):
     messages_sent: int = Field(default=0, description="WebSocket: data messages written by completed operations")
     messages_received: int = Field(default=0, description="WebSocket: data messages read by completed operations")
     tls_resumed: int = Field(description="TLS handshakes (of tls_ms.count) that resumed an earlier session")
-    transfer_rate_bps: float = Field(description="bytes_received / elapsed_s")
+    transfer_rate_bps: float = Field(description="bytes_received / elapsed_s (or until the data ran out)")
     latency_ms: LatencyStats = Field(description="succeeded operations only (count = succeeded)")
     failed_latency_ms: LatencyStats = Field(description="failed operations, apart (count = failed)")
     connect_ms: LatencyStats = Field(description="every operation that connected, succeeded or failed: the TCP connect")
@@ -213,7 +213,8 @@ def open_loop(scenario: Scenario, step: StepResult, g: GroupStats) -> OpenLoopJs
     )
 
 
-def render(scenario: Scenario, step: StepResult, group: str = "main") -> str:
+def render(scenario: Scenario, step: StepResult, group: str | None = None) -> str:
+    group = group or scenario.measured_group  # a scenario file's groups have names of their own
     s = step.groups[group]
     g = scenario.groups[group]
     lines: list[str] = []
@@ -380,15 +381,20 @@ def _histogram_lines(counts: list[int], bins: int = 8, width: int = 40) -> str:
     return "\n".join(out)
 
 
-def to_json(scenario: Scenario, step: StepResult, group: str = "main", run_dir: str | None = None) -> RunJson:
+def to_json(scenario: Scenario, step: StepResult, group: str | None = None, run_dir: str | None = None) -> RunJson:
+    group = group or scenario.measured_group
     s = step.groups[group]
+    # per second of the time measured: the run's, or until its data ran out (as the text says it)
+    seconds = measured_s(step, s)
+    fields = {key: getattr(s, key) for key in _AS_IN_GROUP}
+    fields["rate_hz"] = s.succeeded / seconds if seconds > 0 else 0.0
     return RunJson(
-        **{key: getattr(s, key) for key in _AS_IN_GROUP},
+        **fields,
         knee_version=__version__,
         target=target(scenario, group, step),
         interrupted=step.partial,
         started=s.started,
-        transfer_rate_bps=s.bytes_received / s.elapsed_s if s.elapsed_s > 0 else 0.0,
+        transfer_rate_bps=s.bytes_received / seconds if seconds > 0 else 0.0,
         open_loop=open_loop(scenario, step, s),
         generator=step.generator,
         spec=step.spec or {},
@@ -403,7 +409,7 @@ def steps_to_json(scenario: Scenario, steps: list[StepResult], run_dir: str | No
     docs = [to_json(scenario, s) for s in steps]
     return RunStepsJson(
         knee_version=__version__,
-        target=target(scenario, "main", next(iter(steps), None)),
+        target=target(scenario, scenario.measured_group, next(iter(steps), None)),
         interrupted=any(s.partial for s in steps),
         rate_steps=docs,
         run_dir=run_dir,
@@ -411,8 +417,10 @@ def steps_to_json(scenario: Scenario, steps: list[StepResult], run_dir: str | No
     )
 
 
-def slo_check(scenario: Scenario, step: StepResult, group: str = "main") -> SloJson | None:
-    """The step against the scenario's SLO (knee.analysis.slo, as a sweep judges a level); None without one."""
+def slo_check(scenario: Scenario, step: StepResult, group: str | None = None) -> SloJson | None:
+    """The step against the scenario's SLO (knee.analysis.slo, as a sweep judges a level), on its measured group;
+    None without one."""
+    group = group or scenario.measured_group
     slo = scenario.slo
     rows = pool([step], group, step.direction, every=True)
     if slo is None or not rows:
@@ -437,8 +445,9 @@ def render_slo(scenario: Scenario, step: StepResult, check: SloJson, several: bo
     return f"SLO ({scenario.slo.describe()}){at}: {outcome}"
 
 
-def render_rate_steps(scenario: Scenario, steps: list[StepResult], group: str = "main") -> str:
+def render_rate_steps(scenario: Scenario, steps: list[StepResult], group: str | None = None) -> str:
     """One row per rate of `knee run --rate 100,200,400`."""
+    group = group or scenario.measured_group
     lines = ["Rate steps (latency in ms; corrected from the intended start, uncorrected from the actual start)"]
     lines.append(
         f"  {'target/s':>9}{'offered/s':>11}{'achieved/s':>12}{'late':>8}{'dropped':>9}{'failed':>8}"

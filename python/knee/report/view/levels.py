@@ -53,6 +53,7 @@ class Row:
     ttfb_mean_ms: float | None
     ttfb_p99_ms: float | None
     partial: bool
+    superseded: bool  # measured again without repeating it: left out of the verdict and the fit (`knee fit` too)
     ran_out: str  # the data source whose running out ended the step ("": none did)
     rows_used: int | None  # the rows that source handed out in the step (None: none ran out)
     generator_cpu_cores: float  # knee and its child processes
@@ -118,6 +119,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         ttfb_mean_ms=g.ttfb_ms.mean if g.ttfb_ms.count else None,
         ttfb_p99_ms=g.ttfb_ms.p99 if g.ttfb_ms.count else None,
         partial=step.partial,
+        superseded=step.superseded,
         ran_out=g.ran_out or "",
         rows_used=used.taken if (used := ran_out(step, g)) is not None else None,
         generator_cpu_cores=step.generator.load_cores,
