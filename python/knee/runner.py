@@ -162,6 +162,7 @@ def execute(
         )
         if live is not None:
             runner.progress = live.watch(display, scenario, record, runner.results, watch.remote)
+        failed = True
         try:
             if scenario.mode == "soak":  # its groups in one shard, cut interval by interval (knee.soaking)
                 runner._soak()
@@ -170,12 +171,18 @@ def execute(
                 runner.sweep()
                 if not intr.requested and runner.status != "aborted" and scenario.recovery_enabled():
                     runner.recovery()
+            failed = False
         except StoppedBeforeStart:
-            pass  # Ctrl-C before a cluster's step began: the run is interrupted, and reported as such
+            failed = False  # Ctrl-C before a cluster's step began: the run is interrupted, and reported as such
         finally:
-            runner.stop_background()
-            if release is not None:
-                release()
+            try:
+                runner.stop_background()
+            except UserError:
+                if not failed:  # else the first error is the one said (a lost baseload's: its cut's)
+                    raise
+            finally:
+                if release is not None:
+                    release()
         record.status = "interrupted" if intr.requested else runner.status
         run_dir.save(record)
         code = finish(record, run_dir, console, show=show, write=write)

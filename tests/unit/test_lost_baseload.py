@@ -47,6 +47,10 @@ class LostAfterTheFirstStep(Background):
             raise UserError("the baseload's shard on tcp://127.0.0.1:1 did not answer: the worker left the cluster")
         return super().cut()
 
+    def stop(self) -> ShardResult:
+        super().stop()
+        raise UserError("the baseload on Dask worker w1 did not answer stop")
+
 
 class Here(LocalExecutor):
     def start_background(self, spec: EngineSpec) -> Background:
@@ -55,6 +59,7 @@ class Here(LocalExecutor):
 
 def test_the_step_measured_before_the_baseload_was_lost_is_kept(tmp_path: Path) -> None:
     scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
+    # the error said is the cut's, the first, not the stop's that followed it
     with pytest.raises(UserError, match="the worker left the cluster"):
         execute(scenario, run_dir, Console(file=io.StringIO()), executor=Here())
     record = json.loads((run_dir.path / "run.json").read_text())

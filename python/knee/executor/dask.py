@@ -24,10 +24,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from knee._engine import __version__
-from knee.engine import EngineError, ShardResult, Snapshot
+from knee.engine import EngineError, Snapshot
 from knee.errors import UserError
 from knee.executor.base import Executor, OnSnapshot, StepRun, StoppedBeforeStart
-from knee.executor.dask_tasks import background, quietly, shard, workers_now
+from knee.executor.dask_tasks import quietly, shard, workers_now
 from knee.executor.dataparts import DataSplit, Shipping, without_files
 from knee.executor.interrupt import Interrupts
 from knee.executor.lease import LeaseKeeper, LeaseTimes
@@ -35,7 +35,6 @@ from knee.executor.shards import (
     Gather,
     LoadGenerator,
     ShardOutcome,
-    merge_results,
     merge_snapshots,
     split,
 )
@@ -44,6 +43,7 @@ from knee.scenario.cluster import DEFAULT_LEASE_S
 from knee.spec import EngineSpec
 
 if TYPE_CHECKING:
+    from knee.executor.dask_background import DaskBackground
     from knee.scenario import Scenario
 
 POLL_S = 0.2
@@ -303,6 +303,8 @@ class DaskExecutor(Executor):
         return list(zip([w for w, _ in chosen], specs, strict=True))
 
     def start_background(self, spec: EngineSpec) -> DaskBackground:
+        from knee.executor.dask_background import DaskBackground
+
         return DaskBackground(self, spec)
 
     def close(self) -> None:
@@ -441,59 +443,3 @@ def _drain(queue: Any) -> list[Any]:
         time.sleep(POLL_S)
         return []
     return list(queue.get(batch=n))
-
-
-class DaskBackground:
-    """A baseload kept across steps, split over the workers like a step; `cut()` and `stop()` go to every
-    worker's part through its command queue."""
-
-    def __init__(self, executor: DaskExecutor, spec: EngineSpec) -> None:
-        distributed = _dask()
-        self._client = executor.client
-        self._executor = executor
-        workers = executor.workers()
-        key = f"knee-bg-{uuid.uuid4().hex[:12]}"
-        self._parts = []
-        chosen = [(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None]
-        chosen = executor._with_data(chosen, remember=False)
-        texts = executor._shipping.texts([(w.address, s) for w, s in chosen])
-        for i, (w, s) in enumerate(chosen):
-            fut = self._client.submit(
-                background,
-                without_files(s).to_json(),
-                key,
-                i,
-                executor.lease,
-                texts=texts[i],
-                key=f"{key}-{i}",
-                workers=[w.address],
-                pure=False,
-            )
-            commands = distributed.Queue(f"{key}-cmd-{i}", client=self._client)
-            replies = distributed.Queue(f"{key}-reply-{i}", client=self._client)
-            self._parts.append((w, fut, commands, replies))
-
-    def _ask(self, command: str) -> ShardResult:
-        with self._executor.scheduler_needed():
-            for _, _, commands, _ in self._parts:
-                commands.put(command)
-            out = merge_results(self._reply(w, fut, replies, command) for w, fut, _, replies in self._parts)
-        if out is None:
-            raise UserError("the baseload runs on no worker")
-        return out
-
-    @staticmethod
-    def _reply(w: LoadGenerator, fut: Any, replies: Any, command: str) -> ShardResult:
-        try:
-            data = replies.get(timeout=30)
-        except TimeoutError:
-            if fut.status == "error":
-                raise UserError(f"the baseload on Dask worker {w.named} failed: {fut.exception()}") from None
-            raise UserError(f"the baseload on Dask worker {w.named} did not answer {command}") from None
-        return ShardResult.from_bytes(data)
-
-    def cut(self) -> ShardResult:
-        return self._ask("cut")
-
-    def stop(self) -> ShardResult:
-        return self._ask("stop")
