@@ -14,6 +14,7 @@ import pytest
 from cli import one_sentence
 from knee.cli import main
 from knee.errors import UserError
+from knee.importers.build import write
 from knee.importers.curl import import_curl
 from knee.scenario import read_scenario
 
@@ -136,6 +137,19 @@ def test_binary_data_file_is_referenced_as_it_is(tmp_path: Path) -> None:
     g, result = group("--data-binary", f"@{blob}", "-d", "x=1", URL, bodies=str(tmp_path / "b"))
     assert g["body_file"] == str(tmp_path / "b" / "main_post_api_login.txt")  # the joined body is not the file's
     assert result.bodies[g["body_file"]] == blob.read_bytes() + b"&x=1"
+
+
+def test_json_pieces_are_appended_and_a_recorded_placeholder_is_escaped(tmp_path: Path) -> None:
+    g, _ = group("--json", '{ "drink":', "--json", ' "coffee" }', URL)  # curl's own example
+    assert g["body"] == '{ "drink": "coffee" }'  # joined by & it was no JSON
+    # a recorded ${ in a header, or in a body file knee would template, is sent as recorded
+    big = tmp_path / "big.json"
+    big.write_text('{"t": "${user}", "pad": "' + "x" * 5000 + '"}')
+    g, result = group("-H", "X-Tpl: ${user}", "--data-binary", f"@{big}", URL, bodies=str(tmp_path / "b"))
+    assert g["headers"]["X-Tpl"] == "$${user}"
+    assert g["body_file"] != str(big) and result.bodies[g["body_file"]] == big.read_bytes()
+    write(result, None)
+    read_scenario(result.toml(), "s.toml")  # it loads (the file's ${user} named no data source)
 
 
 def test_tls_and_connection_flags(tmp_path: Path) -> None:

@@ -313,6 +313,9 @@ def test_bad_recordings_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureF
     assert "records no request" in one_sentence(["import", "har", str(bad)], capsys)
     bad.write_text(json.dumps({"log": {"entries": [{"request": {"url": "http://h/"}}]}}))
     assert "entry 1 has no request.method and request.url" in one_sentence(["import", "har", str(bad)], capsys)
+    for url, why in (("http://[::1/x", "Invalid IPv6 URL"), ("http://h:99999/", "Port out of range 0-65535")):
+        bad.write_text(json.dumps({"log": {"entries": [{"request": {"method": "GET", "url": url}}]}}))
+        assert f"the URL {url!r} cannot be replayed ({why})" in one_sentence(["import", "har", str(bad)], capsys)
     only_assets = har(tmp_path, entry(f"{PAGE}/a.css", mime="text/css"), name="assets.har")
     said = one_sentence(["import", "har", str(only_assets)], capsys)
     assert said.endswith("all 1 of its http(s) requests are static assets; pass --include-assets to keep them")

@@ -13,7 +13,9 @@ import pytest
 
 from cli import one_sentence
 from knee.cli import main
+from knee.errors import UserError
 from knee.importers.targets import import_targets, parse_http, parse_json, with_targets
+from knee.scenario import Source, from_raw
 from knee.scenario.oneline import Options, scenario_table
 
 HTTP_TARGETS = """\
@@ -95,22 +97,41 @@ def test_import_writes_each_target_once_in_order(tmp_path: Path, monkeypatch: py
 
 def test_targets_on_a_one_line_run(tmp_path: Path) -> None:
     path = tmp_path / "t.txt"
-    path.write_text("GET http://127.0.0.1:8080/a\nX-A: 1\n\nPOST http://127.0.0.1:9090/b\n@t.txt\n")
+    path.write_text("GET http://127.0.0.1:8080/a\nX-A: 1\n\nPOST http://127.0.0.1:8080/b\n@t.txt\n")
     targets = parse_http(path)
     line = scenario_table(targets[0].url, Options(clients=4, n=100, headers=["X-All: yes"], http2=True), run=True)
     table, secrets = with_targets(line, targets, str(path))
     group = table["groups"]["main"]
     assert group["clients"] == "level" and group["http2"] is True and group["headers"] == {"X-All": "yes"}
-    assert "url" not in group and table["vars"] == {
-        "target": "http://127.0.0.1:8080",
-        "target_2": "http://127.0.0.1:9090",
-    }
-    assert [r["url"] for r in group["requests"]] == ["${target}/a", "${target_2}/b"]
+    assert "url" not in group and table["vars"] == {"target": "http://127.0.0.1:8080"}
+    assert [r["url"] for r in group["requests"]] == ["${target}/a", "${target}/b"]
     assert table["sweep"] == {"levels": [4], "total": 100} and secrets == {}
     (one,) = parse_http(path)[:1]
     table, _ = with_targets(line, [one], str(path))
     assert table["groups"]["main"]["headers"] == {"X-All": "yes", "X-A": "1"}  # a plain group: the two merged
     assert table["groups"]["main"]["url"] == "${target}/a"
+
+
+def test_a_header_every_target_has_keeps_the_command_line_s(tmp_path: Path) -> None:
+    # built into the group's headers, the targets' shared one replaced -H's table whole: X-Api-Key was never sent
+    path = tmp_path / "t.txt"
+    both = "Content-Type: a/b\n"
+    path.write_text(f"GET http://127.0.0.1:8080/a\n{both}\nGET http://127.0.0.1:8080/b\n{both}")
+    line = scenario_table(path.read_text().split()[1], Options(headers=["X-Api-Key: k", "content-type: x/y"]), run=True)
+    table, _ = with_targets(line, parse_http(path), str(path))
+    assert table["groups"]["main"]["headers"] == {"X-Api-Key": "k", "Content-Type": "a/b"}
+    from_raw(table, Source("command line"))  # and it loads
+
+
+def test_targets_to_two_origins_import_as_a_group_each_and_a_one_line_run_refuses_them(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("GET http://127.0.0.1:8080/a\n\nGET http://127.0.0.1:9090/b\n")
+    imported = import_targets(path, "http", bodies_dir=str(tmp_path))
+    assert list(imported.table["groups"]) == ["main", "127_0_0_1_9090"]
+    from_raw(imported.table, Source("t.toml"))  # it loads: each group's requests share its origin
+    line = scenario_table("http://127.0.0.1:8080/a", Options(), run=True)
+    with pytest.raises(UserError, match=r"its targets go to 2 origins .* a one-line run drives one"):
+        with_targets(line, parse_http(path), str(path))
 
 
 @pytest.mark.parametrize(
@@ -123,6 +144,7 @@ def test_targets_on_a_one_line_run(tmp_path: Path) -> None:
         ("GET http://h/\n@nope.bin\n", "http", "targets.txt line 2: the body file 'nope.bin' does not exist"),
         ("GET http://h/\n@/tmp\n", "http", "targets.txt line 2: the body file '/tmp' is a directory; give the file"),
         ("GET http://h:99999/\n", "http", "the URL 'http://h:99999/' cannot be replayed (Port out of range 0-65535)"),
+        ("GET http://[::1/x\n", "http", "line 1: the URL 'http://[::1/x' cannot be replayed (Invalid IPv6 URL)"),
         ("GET http://h/\n@b\nX-A: 1\n", "http", "targets.txt line 3: 'X-A: 1' is not a target"),
         ("# only a comment\n", "http", "holds no target"),
         ('{"method": "GET"}\n', "json", 'targets.txt line 1: a JSON target needs "method" and "url"'),

@@ -92,7 +92,7 @@ def without_userinfo(url: str) -> str:
     return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@", r"\1", url)
 
 
-def _replayable(req: Request) -> None:
+def replayable(req: Request) -> None:
     """A URL Python cannot take apart (a port above 65535, an unclosed [IPv6 address]) is one sentence."""
     try:
         urlsplit(req.url).port  # noqa: B018 (reading it checks it)
@@ -239,20 +239,20 @@ def build(
     if not requests:
         raise UserError("nothing to import: the input holds no request")
     for r in requests:
-        _replayable(r)
+        replayable(r)
     requests = [_userinfo(r) for r in requests]
     origins = list(dict.fromkeys(origin_of(r.url) for r in requests))
+    if len(origins) > 1 and not by_origin:  # a group's requests share one origin (the scenario refuses others)
+        raise UserError(f"the requests go to {len(origins)} origins ({', '.join(origins)}); one group drives one")
     taken: set[str] = set()
     group_of: dict[str, str] = {}
     var_of: dict[str, str] = {}
     for i, origin in enumerate(origins):
         if i == 0:
             group_of[origin], var_of[origin] = _unique("main", taken), "target"
-        elif by_origin:
+        else:
             group_of[origin] = _group_name(origin, taken)
             var_of[origin] = f"target_{group_of[origin]}"
-        else:
-            group_of[origin], var_of[origin] = "main", f"target_{i + 1}"
     groups: dict[str, list[Request]] = {}
     for r in requests:
         groups.setdefault(group_of[origin_of(r.url)], []).append(r)
@@ -337,7 +337,8 @@ class _Context:
         for hname, value in headers:
             secret = sensitive(hname) and value
             what = f"the {hname} header of {sent}"
-            shown[hname] = self.secrets.placeholder(f"{gname}_header_{hname}", value, what) if secret else value
+            plain = literal(value)  # header lines are templates: a recorded ${ is escaped
+            shown[hname] = self.secrets.placeholder(f"{gname}_header_{hname}", value, what) if secret else plain
         if shown:
             entry["headers"] = shown
         if cookies:
@@ -349,8 +350,8 @@ class _Context:
             text = _inline(r.body, self.inline_max)
             if text is not None:
                 entry["body"] = text
-            elif r.body_path is not None:
-                entry["body_file"] = r.body_path
+            elif r.body_path is not None and _PLACEHOLDER.encode() not in r.body:
+                entry["body_file"] = r.body_path  # as it is; one holding ${ is copied below, escaped (write)
             else:
                 path = os.path.normpath(os.path.join(self.bodies_dir, f"{gname}_{rname}{_extension(headers)}"))
                 self.out.bodies[path] = r.body

@@ -342,7 +342,7 @@ def request_of(cmd: _Command) -> Request:
     named = {n.lower() for n, _ in headers}
     body: bytes | None = None
     if cmd.data:
-        joined = b"&".join(cmd.data)
+        joined = (b"" if cmd.json else b"&").join(cmd.data)  # --json pieces are appended, -d ones joined by &
         if cmd.get:
             url += ("&" if "?" in url else "?") + joined.decode(errors="replace")
         else:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote_plus, urlsplit
 
 from knee.errors import UserError
-from knee.importers.build import Imported, Request, build, origin_of
+from knee.importers.build import Imported, Request, build, origin_of, replayable
 
 _ASSET_TYPES = frozenset({"image", "stylesheet", "script", "font", "media", "texttrack", "manifest"})
 _ASSET_MIME = ("image/", "font/", "audio/", "video/", "text/css", "javascript", "application/font", "application/wasm")
@@ -120,7 +120,11 @@ def _request(entry: Any, n: int, source: str) -> Request | None:
     if not isinstance(req, dict) or not isinstance(req.get("url"), str) or not isinstance(req.get("method"), str):
         raise UserError(f"{where} has no request.method and request.url; a HAR 1.2 entry has both")
     url, method = req["url"], req["method"].upper()
-    if urlsplit(url).scheme.lower() not in ("http", "https") or method in _SKIPPED_METHODS:
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as e:  # an unclosed [IPv6 address]
+        raise UserError(f"{where}: the URL {url!r} cannot be replayed ({e}); correct it in the HAR") from None
+    if scheme not in ("http", "https") or method in _SKIPPED_METHODS:
         return None
     headers = []
     for h in req.get("headers") or []:
@@ -160,6 +164,7 @@ def import_har(path: Path, *, include_assets: bool, origins: list[str], bodies_d
         if not include_assets and is_asset(entry):
             assets += 1
             continue
+        replayable(r)  # before its origin is read: a port above 65535 is a sentence, not a traceback
         requests.append(r)
     if not requests:
         why = f"all {assets} of its http(s) requests are static assets" if assets else "it has no http(s) request"

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from knee.errors import UserError
-from knee.importers.build import Imported, Request, build, write
+from knee.importers.build import Imported, Request, build, origin_of, write
 
 FORMATS = ("http", "json")
 _METHOD = re.compile(r"^[A-Z]+\s")
@@ -38,7 +38,11 @@ def _read_text(path: Path) -> str:
 
 
 def _check_url(url: str, where: str) -> None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (reading it checks it)
+    except ValueError as e:  # an unclosed [IPv6 address], a port above 65535
+        raise UserError(f"{where}: the URL {url!r} cannot be replayed ({e}); correct it") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
         raise UserError(f"{where}: {url!r} is not an absolute http(s) URL, like http://127.0.0.1:8080/path")
 
@@ -143,13 +147,14 @@ def read_targets(path: Path, fmt: str) -> list[Request]:
 
 
 def import_targets(path: Path, fmt: str, *, bodies_dir: str) -> Imported:
-    """The scenario of a targets file: one group, each target a request of weight 1."""
+    """The scenario of a targets file: a group per origin, each target a request of weight 1."""
     targets = read_targets(path, fmt)
     return build(
         targets,
         name=path.stem,
         description=f"imported from the vegeta targets file {path.name}: {len(targets)} targets",
         bodies_dir=bodies_dir,
+        by_origin=True,
     )
 
 
@@ -158,6 +163,13 @@ def with_targets(line: dict[str, Any], targets: list[Request], source: str) -> t
     first target's URL) with `targets` (read from the file `source`) as its group's requests, and the values of
     the secrets their credentials became (for `knee.scenario.from_raw`). The command line's -H and -C are every
     target's defaults."""
+    origins = list(dict.fromkeys(origin_of(t.url) for t in targets))
+    if len(origins) > 1:
+        raise UserError(
+            f"--targets {source}: its targets go to {len(origins)} origins ({', '.join(origins)}); a one-line run "
+            f"drives one: give one origin's targets, or `knee import targets {source}` (a group per origin) and "
+            "run that scenario"
+        )
     bodies = tempfile.mkdtemp(prefix="knee-targets-")
     atexit.register(shutil.rmtree, bodies, ignore_errors=True)
     imported = build(
@@ -173,8 +185,10 @@ def with_targets(line: dict[str, Any], targets: list[Request], source: str) -> t
         group.pop(key, None)
     mine = {k: v for k, v in imported.table["groups"]["main"].items() if k != "clients"}
     for key in ("headers", "cookies"):
-        if key in group and key in mine and "requests" not in mine:
-            mine = {**mine, key: {**group[key], **mine[key]}}
+        if key in group and key in mine:  # the targets' own (shared by all, or one target's) over the defaults
+            same = str.lower if key == "headers" else str
+            given = {same(k) for k in mine[key]}
+            mine = {**mine, key: {**{k: v for k, v in group[key].items() if same(k) not in given}, **mine[key]}}
     table = {**line, **{k: v for k, v in imported.table.items() if k in ("secrets", "vars")}}
     table["groups"] = {"main": {**group, **mine}}
     return table, {name: s.value for name, s in imported.secrets.items()}
