@@ -244,7 +244,9 @@ class Worker:
             lane.client = client
             try:
                 result = await func(ctx)
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # a CancelledError of the flow's own too: the operation failed
                 self.reply(client, op_id, ctx, None, exc)
             else:
                 if lane.detached or ctx._steps is not None or result is not None:
@@ -276,7 +278,11 @@ class Worker:
     async def _finish(self, awaitable: Any, client: int, op_id: int, ctx: Context) -> None:
         try:
             result = await awaitable
-        except Exception as exc:
+            if inspect.isawaitable(result):  # an async flow behind a plain wrapper: run it (it was counted done)
+                result = await result
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
             self.reply(client, op_id, ctx, None, exc)
         else:
             self.reply(client, op_id, ctx, result, None)
@@ -320,15 +326,22 @@ def _parse(lines: list[bytes]) -> list[Any]:
         return [json.loads(line) for line in lines]  # names the bad line
 
 
+_OUT = 1  # the protocol's pipe to knee; `serve` moves it off fd 1, where a flow's print() would break it
+
+
 def _write(data: bytes) -> None:
-    """All of `data` to stdout (a pipe knee keeps reading)."""
+    """All of `data` to knee (the pipe it keeps reading)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view) :]
+        view = view[os.write(_OUT, view) :]
 
 
 async def serve(spec: str, path: str | None) -> int:
+    global _OUT
     loop = asyncio.get_running_loop()
+    # The replies go on a copy of stdout; fd 1 (a flow's print(), a child process's output) goes to stderr.
+    _OUT = os.dup(1)
+    os.dup2(2, 1)
     pending = b""
     while b"\n" not in pending:  # the start message, before anything else runs
         chunk = os.read(0, 1 << 16)

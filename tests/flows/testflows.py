@@ -81,3 +81,27 @@ async def hangs_fourth(ctx) -> None:  # type: ignore[no-untyped-def]
     """Each client's fourth operation takes 0.6 s (past a 0.3 s timeout); the rest return at once."""
     if ctx.iteration == 3:
         await asyncio.sleep(0.6)
+
+
+def _plain_wrapper(f):  # type: ignore[no-untyped-def]
+    """A decorator whose wrapper is a plain function: calling it returns the coroutine."""
+
+    def wrapper(ctx):  # type: ignore[no-untyped-def]
+        return f(ctx)
+
+    return wrapper
+
+
+@_plain_wrapper
+async def wrapped(ctx) -> int:  # type: ignore[no-untyped-def]
+    """By client: 0 prints (to its stdout) and returns 3 bytes; 1 is cancelled by a child it gathered; the rest
+    return 5 bytes. Behind a plain wrapper: knee sees a plain function that returns a coroutine."""
+    if ctx.client == 0:
+        print("a flow's own line, not knee's")
+        return 3
+    if ctx.client == 1:
+        child = asyncio.ensure_future(asyncio.sleep(1))
+        child.cancel()
+        await asyncio.gather(child)
+    await asyncio.sleep(0.001)
+    return 5

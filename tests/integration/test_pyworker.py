@@ -88,3 +88,32 @@ def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> N
             assert reply["ok"] is True and reply["bytes"] == 7 and set(reply["steps"]) == {"work"}
         else:
             assert reply == {"client": client, "id": op_id, "ok": True}
+
+
+def test_a_wrapped_async_flow_runs_and_a_print_or_a_cancel_is_no_protocol_error() -> None:
+    """An async flow behind a plain wrapper ran in a thread and was counted done without running; a print() went
+    into the protocol's pipe; a CancelledError escaped the worker."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee.pyworker", "testflows:wrapped", "--path", str(FLOWS)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+    replies = Replies(proc)
+    try:
+        proc.stdin.write(b'{"op":"start","protocol":1,"group":"g","process":0,"clients":[0,1,2],"vars":{}}\n')
+        proc.stdin.flush()
+        assert replies.line(time.monotonic() + 10) == {"ready": True, "batch": True}
+        proc.stdin.write(b'{"op":"run","operation":"","ops":[0,0,1,0,2,0]}\n')
+        proc.stdin.flush()
+        replies.until(3)
+        proc.stdin.write(b'{"op":"stop"}\n')
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+        assert "a flow's own line, not knee's" in proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+    a = replies.answers
+    assert (a[(0, 0)]["bytes"], a[(2, 0)]["bytes"]) == (3, 5), a
+    assert a[(1, 0)]["ok"] is False and a[(1, 0)]["error"] == "CancelledError", a
