@@ -48,8 +48,18 @@ class Searching:
         """levels = "auto": ask the search for the next level, measure it, until the search is done. Its state is
         the steps measured so far (a --resume continues from run.json's)."""
         config = search_config(self.scenario)
-        number = len([s for s in self.record.steps if s.phase == "sweep"])
+        if self.record.search_end:  # resumed after the search had ended (a service that did not come back to rest)
+            self.console.print(f"search done: {self.record.search_end}", highlight=False, soft_wrap=True, markup=False)
+            return
+        sweep = [s for s in self.record.steps if s.phase == "sweep"]
+        number = len(sweep)
         with self.progress:
+            # resumed while a contradicting level was being measured again: that measurement first
+            last = sweep[-1] if sweep else None
+            if last is not None and last.repeat_of is None and not any(s.repeat_of == last.index for s in sweep):
+                number = self._believe(last, number)
+                if number is None:
+                    return
             while not self.intr.requested:
                 steps = [s for s in self.record.steps if s.phase == "sweep"]
                 rows = pool(steps, self.group, "up")
@@ -70,16 +80,25 @@ class Searching:
                 step = self._searched(PlannedStep(level, reason=found.reason), number)
                 if step is None:
                     return
-                why = self._contradicts(step)
-                if why is not None:  # measured again before the search believes it
-                    number += 1
-                    at = fmt.load(level, self.record.level_unit)
-                    repeat = self._searched(PlannedStep(level, reason=f"measuring {at} again: {why}"), number, step)
-                    if repeat is None:
-                        return
-                    if self._contradicts(repeat, without=step) is None:
-                        step.superseded = True  # it did not repeat: kept in the record, left out of the verdict
-                        self.run_dir.save(self.record)
+                number = self._believe(step, number)
+                if number is None:
+                    return
+
+    def _believe(self, step: StepResult, number: int) -> int | None:
+        """A level that contradicts both its neighbours is measured again before the search believes it (it is
+        superseded when it does not repeat); the steps' number after that, or None when the search ends there."""
+        why = self._contradicts(step)
+        if why is None:
+            return number
+        at = fmt.load(step.level, self.record.level_unit)
+        again = PlannedStep(step.level, reason=f"measuring {at} again: {why}")
+        repeat = self._searched(again, number + 1, step)
+        if repeat is None:
+            return None
+        if self._contradicts(repeat, without=step) is None:
+            step.superseded = True  # it did not repeat: kept in the record, left out of the verdict
+            self.run_dir.save(self.record)
+        return number + 1
 
     def _searched(self, planned: PlannedStep, number: int, again: StepResult | None = None) -> StepResult | None:
         """Measure one searched level (`again`: the step it measures once more); None when the search ends there

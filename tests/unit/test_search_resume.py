@@ -1,0 +1,71 @@
+"""The level search resumed (`sweep --resume`): a level that was being measured again when the run stopped is
+measured again first; a search that had ended (on a service that did not come back to rest) measures nothing more."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+from test_analysis_helpers import step
+
+from knee.executor import Interrupts
+from knee.model import RunRecord, StepResult
+from knee.plan import PlannedStep
+from knee.progress import SweepProgress
+from knee.scenario import parse_scenario
+from knee.searching import Searching
+from knee.store import RunDir
+
+SCENARIO = '[groups.main]\nkind = "exec"\nargv = ["true"]\n[sweep]\nlevels = "auto"\nduration = "10s"\n'
+
+
+class Fake(Searching):
+    """The search's loop on a service of a steady 100/s a client, measuring nothing: each level asked for is
+    recorded, and the search stops after `budget` of them."""
+
+    def __init__(self, record: RunRecord, path: Path, budget: int) -> None:
+        self.scenario = parse_scenario(SCENARIO)
+        self.record, self.run_dir = record, RunDir(path)
+        self.console = Console(file=io.StringIO())
+        self.intr = Interrupts()
+        self.progress = SweepProgress(self.console, 1.0, 0.0, record.rates, "main")
+        self.group, self._ran_one = "main", True
+        self.asked: list[PlannedStep] = []
+        self.budget = budget
+
+    def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
+        self.asked.append(planned)
+        if len(self.asked) >= self.budget:
+            self.intr.requested = True
+        s = step(len(self.record.steps), int(planned.level), int(planned.level) * 1000)
+        s.repeat_of = repeat_of
+        self.record.steps.append(s)
+        return s
+
+    def _abort(self, step: StepResult) -> bool:
+        return False
+
+    def _sleep(self, seconds: float) -> None:
+        pass
+
+
+def record(steps: list[StepResult], **kw: object) -> RunRecord:
+    return RunRecord(run_id="r", created_unix=0.0, scenario=parse_scenario(SCENARIO), steps=steps, **kw)
+
+
+def test_a_contradicting_level_cut_short_while_measured_again_is_measured_again_first(tmp_path: Path) -> None:
+    # 4 clients read 10/s between 1 at 100/s and 8 at 8 000/s: its repeat was cut short (dropped on resume)
+    steps = [step(0, 1, 1000), step(1, 8, 80_000), step(2, 4, 100)]
+    fake = Fake(record(steps), tmp_path, budget=2)
+    fake._search()
+    first = fake.asked[0]
+    assert first.level == 4 and first.reason.startswith("measuring 4 clients again"), first
+    assert fake.record.steps[2].superseded and fake.record.steps[3].repeat_of == 2
+
+
+def test_a_search_that_had_ended_measures_nothing_more(tmp_path: Path) -> None:
+    steps = [step(0, 1, 1000), step(1, 8, 80_000)]
+    fake = Fake(record(steps, search_end="the service did not come back to rest after 8 clients"), tmp_path, 5)
+    fake._search()
+    assert fake.asked == []
