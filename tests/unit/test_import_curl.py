@@ -108,6 +108,13 @@ def test_credentials_in_the_url_and_bearer_tokens() -> None:
     }
 
 
+def test_a_cookie_name_sent_twice_keeps_the_header_as_recorded() -> None:
+    # a table of cookies kept the last of the two: servers read the first, and the replay had another session
+    g, result = group("-b", "session=new; theme=dark", "-b", "session=old", URL)
+    assert "cookies" not in g and g["headers"] == {"Cookie": "${main_header_cookie}"}
+    assert result.secrets["main_header_cookie"].value == "session=new; theme=dark; session=old"
+
+
 def test_get_head_and_url_forms() -> None:
     g, _ = group("-G", "-d", "q=1", "--data-urlencode", "name=a b&c", "http://127.0.0.1:8080/search?x=0")
     assert g["method"] == "GET" and g["url"] == "${target}/search?x=0&q=1&name=a+b%26c"

@@ -106,7 +106,7 @@ def _clean_headers(req: Request) -> tuple[list[tuple[str, str]], dict[str, str]]
     URL says left out; repeated names joined by ', ') and the cookies of its Cookie headers."""
     netloc = _netloc_without_user(req.url).lower()
     headers: dict[str, tuple[str, str]] = {}
-    cookies: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
     for name, value in req.headers:
         low = name.lower()
         if name.startswith(":") or low in HOP_BY_HOP:
@@ -117,12 +117,16 @@ def _clean_headers(req: Request) -> tuple[list[tuple[str, str]], dict[str, str]]
             for pair in value.split(";"):
                 cname, eq, cvalue = pair.strip().partition("=")
                 if eq and cname:
-                    cookies[cname] = cvalue
+                    pairs.append((cname, cvalue))
             continue
         if low in headers:
             headers[low] = (headers[low][0], f"{headers[low][1]}, {value}")
         else:
             headers[low] = (name, value)
+    cookies = dict(pairs)
+    if len(cookies) < len(pairs):  # a name sent twice (two paths' cookies): as recorded, in order, not the last alone
+        headers["cookie"] = ("Cookie", "; ".join(f"{n}={v}" for n, v in pairs))
+        cookies = {}
     return list(headers.values()), cookies
 
 
