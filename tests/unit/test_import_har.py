@@ -313,6 +313,11 @@ def test_bad_recordings_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureF
     assert "records no request" in one_sentence(["import", "har", str(bad)], capsys)
     bad.write_text(json.dumps({"log": {"entries": [{"request": {"url": "http://h/"}}]}}))
     assert "entry 1 has no request.method and request.url" in one_sentence(["import", "har", str(bad)], capsys)
+    multipart = {"mimeType": "multipart/form-data; boundary=x", "params": [{"name": "f", "value": "v"}]}
+    bad.write_text(
+        json.dumps({"log": {"entries": [{"request": {"method": "POST", "url": "http://h/", "postData": multipart}}]}})
+    )
+    assert "a multipart body recorded as params, without its text" in one_sentence(["import", "har", str(bad)], capsys)
     for url, why in (("http://[::1/x", "Invalid IPv6 URL"), ("http://h:99999/", "Port out of range 0-65535")):
         bad.write_text(json.dumps({"log": {"entries": [{"request": {"method": "GET", "url": url}}]}}))
         assert f"the URL {url!r} cannot be replayed ({why})" in one_sentence(["import", "har", str(bad)], capsys)

@@ -108,6 +108,11 @@ def _body(post: Any, where: str) -> bytes | None:
         return text.encode()
     params = post.get("params")
     if isinstance(params, list) and params:
+        if "multipart/" in str(post.get("mimeType", "")).lower():  # its parts, boundary and files are not in params
+            raise UserError(
+                f"{where}: a multipart body recorded as params, without its text, cannot be replayed as it was sent; "
+                "record it again with the body (postData.text), or remove the entry"
+            )
         pairs = [f"{quote_plus(str(p.get('name', '')))}={quote_plus(str(p.get('value', '')))}" for p in params]
         return "&".join(pairs).encode()
     return None
