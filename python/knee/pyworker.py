@@ -165,7 +165,7 @@ class Worker:
             self.done += (client, op_id)
         elif exc is None:  # a success with steps or bytes, written by hand (the JSON encoder costs more)
             ctx._steps = None
-            tail = b',"bytes":%d}\n' % result if type(result) is int and result >= 0 else b"}\n"
+            tail = b',"bytes":%d}\n' % result if type(result) is int and 0 <= result < 1 << 64 else b"}\n"
             timed = ",".join([f"{_name(k)}:{v!r}" for k, v in steps.items()]) if steps else ""
             head = b'{"client":%d,"id":%d,"ok":true' % (client, op_id)
             self.out.append(head + (b',"steps":{%s}' % timed.encode() if steps else b"") + tail)
@@ -179,7 +179,7 @@ class Worker:
             if ctx._steps:
                 line["steps"] = ctx._steps
                 ctx._steps = None
-            if exc is None and type(result) is int and result >= 0:
+            if exc is None and type(result) is int and 0 <= result < 1 << 64:
                 line["bytes"] = result
             self.out.append(_compact(line).encode() + b"\n")
         if not self.flush_soon:

@@ -211,7 +211,9 @@ pub(super) fn read_reply(line: &[u8]) -> Result<Said<'_>, String> {
         return Ok(Said::Ok { client, id });
     }
     let bad = || format!("the worker wrote a line that is not a reply: {}", quote(line));
-    let l: Line<'_> = serde_json::from_slice(line).map_err(|_| bad())?;
+    // JSON with a field of the wrong kind (`"bytes": 1.5`, a count past 2^64) says which: the line alone did not
+    let l: Line<'_> =
+        serde_json::from_slice(line).map_err(|e| if e.is_data() { format!("{} ({e})", bad()) } else { bad() })?;
     if let Some(done) = l.done {
         if done.len() % 2 != 0 {
             return Err(bad());
@@ -299,7 +301,22 @@ struct Line<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_ok;
+    use super::{plain_ok, read_reply};
+
+    #[test]
+    fn a_reply_with_a_field_of_the_wrong_kind_names_it() {
+        let Err(e) = read_reply(br#"{"client":0,"id":1,"ok":true,"bytes":1.5}"#) else {
+            panic!("a reply of 1.5 bytes was taken")
+        };
+        assert!(e.contains("is not a reply") && e.contains("expected u64"), "{e}");
+        let Err(e) = read_reply(b"this is not a reply") else {
+            panic!("a line that is no JSON was taken")
+        };
+        assert_eq!(
+            e,
+            r#"the worker wrote a line that is not a reply: "this is not a reply""#
+        );
+    }
 
     #[test]
     fn only_the_exact_plain_reply_skips_the_parser() {
