@@ -105,13 +105,15 @@ class Settler:
         first = self._pending()
         now, changed = first, t0
         while not now.clear and time.monotonic() < deadline and not self.stop():
-            if time.monotonic() - changed >= STALL_S:
-                break  # nothing moves: connections the service keeps without closing (the probe judges it)
+            # nothing moves: connections the service keeps without closing (the probe judges it); but connections
+            # queued at it were never taken: a service that stopped accepting is not at rest, however still
+            if time.monotonic() - changed >= STALL_S and not now.queued:
+                break
             time.sleep(POLL_S)
             seen, now = now, self._pending()
             if now != seen:
                 changed = time.monotonic()
-        stalled = not now.clear and time.monotonic() < deadline and not self.stop()
+        stalled = not now.clear and not now.queued and time.monotonic() < deadline and not self.stop()
         settle = Settle(seconds=0.0, settled=now.clear or stalled, pending=first.connections, queued=first.queued)
         if not settle.settled:
             settle.seconds = time.monotonic() - t0

@@ -22,7 +22,9 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
     every = sweep_steps(steps, group, every=True)
     unit = v.level_unit
     for s in every:
-        if s.settle is None or s.index == every[0].index:
+        # the first wait's length holds the baseline's probes (no sentence of its own); a first step that began on a
+        # service not at rest (a run before it, still served) is said: every level then is of a broken service
+        if s.settle is None or (s.index == every[0].index and not s.unsettled):
             continue
         before = [p for p in every if p.index < s.index]
         after = f"after {fmt.load(before[-1].level, unit)}" if before else "before the first level"
