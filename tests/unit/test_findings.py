@@ -87,6 +87,11 @@ def test_a_busy_machine_is_named_only_when_the_target_shares_it() -> None:
     f = _kinds(_record(generator=busy))["shared_machine"]
     assert f.level == 100 and "1.90 of 2 cores" in f.what  # type: ignore[attr-defined]
     assert "shared_machine" not in _kinds(_record(generator=busy, url="http://192.0.2.10:8080/"))
+    # knee pinned to 1 core of 2 (the service on the other): the machine's 1.8 busy cores are of its 2, not of 1
+    pinned = {100: GeneratorStats(cpu_cores=0.8, machine_cpu_cores=1.5, cores_available=1, machine_cores=2)}
+    assert "shared_machine" not in _kinds(_record(generator=pinned))
+    pinned[100].machine_cpu_cores = 1.9
+    assert "1.90 of 2 cores" in _kinds(_record(generator=pinned))["shared_machine"].what  # type: ignore[attr-defined]
 
 
 def test_a_saturated_load_side_says_whose_cores() -> None:

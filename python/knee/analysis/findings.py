@@ -36,7 +36,17 @@ from knee.analysis.mix import mix_findings
 from knee.analysis.remote import remote_findings
 from knee.analysis.side import spin
 from knee.errors import UserError
-from knee.model import BusiestProcess, Finding, Level, RunRecord, StepResult, TargetHost, TargetStats, Verdict
+from knee.model import (
+    BusiestProcess,
+    Finding,
+    GeneratorStats,
+    Level,
+    RunRecord,
+    StepResult,
+    TargetHost,
+    TargetStats,
+    Verdict,
+)
 from knee.scenario.address import host_port, named_loopback
 
 PORTS_SHARE = 0.5  # TIME_WAIT sockets over this share of the ephemeral range: the client host is the limit
@@ -302,9 +312,11 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
         return out
     if not _local(record):
         return out
+    # the whole machine's busy cores against the whole machine's (knee's own cores are those it may run on: with
+    # the service on core 0 and knee on core 1, 1.8 busy of "1" said the machine was the limit)
     s = _first(
         steps,
-        lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * max(1, s.generator.cores_available) and _calm(s, v),
+        lambda s: s.generator.machine_cpu_cores >= CPU_SHARE * _machine_cores(s.generator) and _calm(s, v),
     )
     if s is not None:
         g = s.generator
@@ -316,12 +328,17 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
                 kind="shared_machine",
                 level=s.level,
                 what=f"at {_where(s.level, unit)} the machine's CPUs were busy ({g.machine_cpu_cores:.2f} of "
-                f"{g.cores_available} cores; knee and its clients {g.load_cores:.2f}): the service shared the "
+                f"{_machine_cores(g)} cores; knee and its clients {g.load_cores:.2f}): the service shared the "
                 "machine with its clients" + ("" if door else ", so the machine, not the service alone, was the limit"),
                 fix="run knee on other machines than the service (--cluster)",
             )
         )
     return out
+
+
+def _machine_cores(g: GeneratorStats) -> int:
+    """The machine's CPUs (a run recorded before they were: knee's own)."""
+    return g.machine_cores or max(1, g.cores_available)
 
 
 def _target(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:

@@ -276,6 +276,7 @@ def combined_generator(stats: list[GeneratorStats]) -> GeneratorStats:
         children_cpu_cores=round(sum(s.children_cpu_cores for s in stats), 4),
         machine_cpu_cores=round(max(s.machine_cpu_cores for s in stats), 4),
         cores_available=sum(s.cores_available for s in stats),
+        machine_cores=max(s.machine_cores for s in stats),
         saturated=any(s.saturated for s in stats),
     )
 

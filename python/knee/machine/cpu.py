@@ -104,6 +104,7 @@ class CpuMeter:
             machine_cpu_cores=round(machine, 4),
             cores_busy=round(min(own, cores), 4),
             cores_available=cores,
+            machine_cores=os.cpu_count() or cores,
             saturated=saturated(used + kids, own, cores),
         )
 

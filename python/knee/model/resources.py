@@ -15,6 +15,7 @@ class GeneratorStats(BaseModel):
     machine_cpu_cores: float = 0.0  # busy cores of the whole machine, every process included
     cores_busy: float = 0.0  # busy cores among those knee may run on (its affinity), every process included
     cores_available: int = 1
+    machine_cores: int = Field(default=0, description="the machine's CPUs (0: not recorded, an older run)")
     # knee and its children used ≥ 90 % of the cores they may run on, or those cores were ≥ 90 % busy and
     # knee and its children held at least half of them
     saturated: bool = False
