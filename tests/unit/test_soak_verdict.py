@@ -123,3 +123,27 @@ def test_failures_below_the_onset_are_said_in_the_headline_too() -> None:
     assert s is not None and s.failing_intervals == 0 and s.failed == 1 and not s.bursts
     assert s.sentences[1] == "1 failed or hung, below analysis.onset"
     assert headline(s, "clients").endswith("; no drift; 1 failed or hung, below analysis.onset"), headline(s, "clients")
+
+
+def test_a_day_of_memory_samples_is_fitted_in_bins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 24 h soak's 8 640 samples went to Theil–Sen whole (every pair compared: arrays of n² floats, gigabytes);
+    they are binned to SOAK_POINTS medians as the series are, and the growth is still read right."""
+    import knee.analysis.soak as soak_module
+
+    fitted: list[int] = []
+    drift = soak_module._drift
+
+    def counting(what: str, unit: str, hours: list[float], values: list[float], least: float = 0.0):  # type: ignore[no-untyped-def]
+        fitted.append(len(values))
+        return drift(what, unit, hours, values, least)
+
+    monkeypatch.setattr(soak_module, "_drift", counting)
+    n = 8_640
+    samples = [
+        SoakSample(t_s=(i + 1) * 10.0, target_rss_mb=100.0 + 0.01 * i, target_fds=12, knee_rss_mb=80.0)
+        for i in range(n)
+    ]
+    s = judge_soak(group([500.0] * 400, [5.0] * 400, dt=216.0), samples, 20)
+    assert s is not None and s.memory is not None
+    assert max(fitted) <= SOAK_POINTS, fitted
+    assert s.memory.per_hour == pytest.approx(0.01 * 360, rel=0.01)  # 0.01 MB per 10 s

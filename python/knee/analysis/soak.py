@@ -70,14 +70,24 @@ def judge_soak(
     soak.failed = g.failed + g.hung
     if soak.failing_intervals * 2 <= len(whole):
         soak.bursts = _bursts(whole, failing, dt)
+    # the samples binned as the series are (a 24 h soak's 8 640, every pair compared, took gigabytes): each bin's
+    # median time and value
     t = [s.t_s / 3600 for s in samples]
     target = [(x, s.target_rss_mb) for x, s in zip(t, samples, strict=True) if s.target_rss_mb is not None]
     fds = [(x, float(s.target_fds)) for x, s in zip(t, samples, strict=True) if s.target_fds is not None]
-    soak.memory = _drift("target memory", "MB", [x for x, _ in target], [v for _, v in target], SOAK_MEMORY_MB)
-    soak.descriptors = _drift("target descriptors", "", [x for x, _ in fds], [v for _, v in fds], SOAK_FDS)
-    soak.knee_memory = _drift("knee memory", "MB", t, [s.knee_rss_mb for s in samples], SOAK_MEMORY_MB)
+    knee = [(x, s.knee_rss_mb) for x, s in zip(t, samples, strict=True)]
+    soak.memory = _drift("target memory", "MB", *_medians(target), SOAK_MEMORY_MB)
+    soak.descriptors = _drift("target descriptors", "", *_medians(fds), SOAK_FDS)
+    soak.knee_memory = _drift("knee memory", "MB", *_medians(knee), SOAK_MEMORY_MB)
     soak.sentences = _sentences(soak, g, unit)
     return soak
+
+
+def _medians(pairs: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """(hours, values) of `pairs` in at most SOAK_POINTS bins, each its median hour and median value."""
+    size = max(1, -(-len(pairs) // SOAK_POINTS))
+    bins = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+    return [median(x for x, _ in b) for b in bins], [median(v for _, v in b) for b in bins]
 
 
 def _bins(points: list[SeriesPoint], most: int) -> list[list[SeriesPoint]]:
