@@ -95,6 +95,10 @@ def test_metrics_hold_the_record_and_the_current_step_and_pass_promtool() -> Non
     assert samples['knee_latency_p99_seconds{group="main"}'] == 0.9
     assert samples['knee_level{unit="clients"}'] == 700 and samples["knee_running"] == 1
     assert "knee_latency_seconds_bucket" not in text  # a synthetic record has no histogram files
+    # a second in which nothing succeeded has no latency: no sample, where it said 0 s (as if it were fast)
+    idle = GroupNow("main", 700, 120, 3, 1, 0, 700, 40.0, 0.0, 0.0, 0.0, None)
+    hub.publish(current=StepNow(len(record.steps), 3, 12, 700, "", "sweep", "up", "", 10.0, 4.0, (idle,)))
+    assert "knee_latency_p99_seconds{" not in Metrics(hub).text()
 
 
 @pytest.fixture
@@ -210,3 +214,20 @@ def test_nothing_is_drawn_while_nobody_watches() -> None:
         assert not drawn, f"version {hub.report_version()} was drawn with nobody watching"
     finally:
         renderer.close()
+
+
+def test_a_soak_s_step_saved_as_it_runs_is_counted_once() -> None:
+    """A soak saves its one step each interval while it is still the current one: /metrics wrote its series twice
+    (a duplicate sample in every scrape) and the page's totals counted it twice."""
+    from knee.live.stream import _totals
+
+    record = live_record()
+    hub = Hub(record)
+    last = record.steps[-1].index
+    hub.publish(current=current(last))
+    lines = [line for line in Metrics(hub).text().splitlines() if f'step="{last}"' in line]
+    assert lines and len(lines) == len(set(lines)), lines
+    assert all('level="700"' in line for line in lines if line.startswith("knee_operations_total")), lines
+    before = sum(s.groups["main"].succeeded for s in record.steps[:-1])
+    (main,) = _totals(hub.view)
+    assert main["succeeded"] == before + 120

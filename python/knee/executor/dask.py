@@ -411,6 +411,8 @@ class _Step:
             fresh = _drain(self.live)
             for index, text in fresh:
                 latest[index] = Snapshot.model_validate_json(text)
+            for index in self.lost:  # a lost shard's counts are not the step's (its last snapshot stayed in them)
+                latest.pop(index, None)
             if fresh and on_snapshot is not None:
                 enough = on_snapshot(merge_snapshots(latest, len(self.chosen) - len(self.lost), self.names))
                 if enough and not stop_sent:  # the step has measured enough (duration = "auto"): end it, whole

@@ -81,7 +81,9 @@ class Metrics:
         self.hub = hub
         self._lock = threading.Lock()
         self._text: tuple[int, str] = (0, "")
+        # decoded once a version: a soak's one step is saved again each interval, its histogram file with it
         self._buckets: dict[tuple[int, str], Buckets | None] = {}
+        self._buckets_version = 0
 
     def text(self) -> str:
         view = self.hub.view
@@ -101,6 +103,8 @@ class Metrics:
         return self._buckets[key]
 
     def _render(self, view: LiveView) -> str:
+        if view.version != self._buckets_version:
+            self._buckets, self._buckets_version = {}, view.version
         out = _Lines()
         r = view.record
         out.add("knee_run_info", 1, run_id=r.run_id, version=r.knee_version)
@@ -115,8 +119,9 @@ class Metrics:
                 if g.offered_hz is not None:
                     out.add("knee_offered_operations_per_second", g.offered_hz, group=g.name)
                 out.add("knee_achieved_operations_per_second", round(g.completed_hz, 3), group=g.name)
-                out.add("knee_latency_p50_seconds", g.p50_ms / 1000, group=g.name)
-                out.add("knee_latency_p99_seconds", g.p99_ms / 1000, group=g.name)
+                if g.p99_ms > 0:  # else nothing succeeded in the last second: no latency, not a latency of 0
+                    out.add("knee_latency_p50_seconds", g.p50_ms / 1000, group=g.name)
+                    out.add("knee_latency_p99_seconds", g.p99_ms / 1000, group=g.name)
                 step = {"group": g.name, "step": now.index, "level": _level(now.level)}
                 for outcome in OUTCOMES:
                     out.add("knee_operations_total", getattr(g, outcome), **step, outcome=outcome)
@@ -124,7 +129,8 @@ class Metrics:
                 for cls, n in sorted(g.failed_by_class):
                     out.add("knee_failures_total", n, **step, **{"class": cls})
         for s in view.steps:
-            self._finished(s, out)
+            if now is None or s.index != now.index:  # a soak's step, saved as it runs, is the current one
+                self._finished(s, out)
         out.add("knee_process_cpu_seconds_total", round(view.usage.cpu_s, 3))
         out.add("knee_children_cpu_seconds_total", round(view.usage.children_cpu_s, 3))
         return out.text()

@@ -21,7 +21,9 @@ _OUTCOMES = ("succeeded", "failed", "hung", "abandoned")
 def _totals(view: LiveView) -> list[dict[str, Any]]:
     """Each group's outcomes over the run: its finished steps' and the current step's so far."""
     out: dict[str, dict[str, Any]] = {}
-    counted: list[tuple[str, Any]] = [(name, g) for s in view.steps for name, g in s.groups.items()]
+    now = view.current.index if view.current is not None else None
+    # a soak's step, saved as it runs, is also the current one: counted once
+    counted: list[tuple[str, Any]] = [(n, g) for s in view.steps if s.index != now for n, g in s.groups.items()]
     if view.current is not None:
         counted += [(g.name, g) for g in view.current.groups]
     for name, g in counted:
