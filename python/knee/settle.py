@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from knee import fmt
 from knee.engine import Engine, group_stats
 from knee.machine.exporters_rest import Exporters
-from knee.machine.sockets import Pending, pending
+from knee.machine.sockets import Pending, packed_addresses, pending
 from knee.model import GroupStats, Settle, StepResult, TargetHost
 from knee.plan import PlannedStep, data_sources, engine_spec
 from knee.scenario import ProcessGroup, Scenario
@@ -68,6 +68,7 @@ class Settler:
         self.rest_ms: float | None = None  # a single operation's latency at rest (median)
         self.probing = True  # probe the service (a run of one step has no step after it to probe for)
         self.baselined = False  # the latency at rest was measured (or tried: no probe ended in time)
+        self._addresses: tuple[bytes, ...] | None = None  # the target's, packed (knee.machine.sockets.pending)
         urls = scenario.monitor.prometheus
         self.exporters = Exporters(urls) if urls else None  # the target's machines, where they have exporters
 
@@ -179,9 +180,13 @@ class Settler:
                 return ""
             if _load_side(g):  # the load machine, not the service, stopped the probe (no port, no descriptor)
                 return f"no probe could start on the load machine ({_why(g)}): the connections alone decided"
-            if said is None or not g.hung or left >= self._timeout_s():
+            # a probe the wait's end cut short before an operation at rest would have ended proves nothing
+            cut = bool(g.hung) and left * 1000 < (self.baseline_ms or 0.0)
+            if not cut and (said is None or not g.hung or left >= self._timeout_s()):
                 said = (g, took)
             if time.monotonic() + PROBE_GAP_S >= deadline:
+                if said is None:
+                    return "the only probe was cut short by the wait's end: the connections alone decided"
                 settle.settled = False
                 settle.probe_ms = said[1]
                 settle.reason = _slow(said[0], settle)
@@ -209,7 +214,9 @@ class Settler:
     def _pending(self) -> Pending:
         if self.target is None:
             return Pending(0, 0, 0)
-        return pending(self.target.port, self.target.local)
+        if self._addresses is None:  # resolved once: the census runs every 50 ms
+            self._addresses = packed_addresses(self.target.host, self.target.port)
+        return pending(self.target.port, self.target.local, self._addresses)
 
     def _probed(self) -> bool:
         """Probes run for the groups whose operation is cheap to start alone (not a worker program's processes), and

@@ -49,3 +49,44 @@ def test_a_first_step_begun_on_a_service_not_at_rest_is_said() -> None:
     v = Verdict(group="main")
     rest(v, steps, "main")
     assert v.sentences == []
+
+
+def test_a_probe_cut_short_before_it_could_be_slow_proves_nothing() -> None:
+    """A probe given 50 ms by the wait's end, for an operation whose rest takes up to 100 ms, "hung": the step was
+    called not at rest on it (and the search ended there). Only a probe slower than rest counts."""
+    from test_analysis_helpers import step
+
+    from knee.model import GroupStats, Settle
+
+    class Hangs(Still):
+        def _probe(self, planned: PlannedStep, left_s: float) -> GroupStats:
+            return step(0, 1, 0, hung=1).groups["main"]
+
+    s = Hangs(Pending(0, 0, 0))
+    s.baseline_ms = 100.0
+    settle = Settle(seconds=0.0, settled=True)
+    import time
+
+    note = s._rest(PlannedStep(2), settle, time.monotonic() + 0.05)
+    assert settle.settled and "cut short" in note, (settle, note)
+    settle = Settle(seconds=0.0, settled=True)
+    s.baseline_ms = 10.0  # 50 ms without an answer, where rest answers in 10: not at rest
+    assert s._rest(PlannedStep(2), settle, time.monotonic() + 0.05) == "" and not settle.settled
+
+
+def test_only_connections_to_the_service_s_address_are_knee_s(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The census matched the port alone: any program's connection to another host's port 443 counted as knee's, and
+    a wait for rest could run out on someone else's downloads."""
+    import socket
+
+    from knee.machine import sockets
+
+    target, other = socket.inet_pton(socket.AF_INET, "127.0.0.1"), socket.inet_pton(socket.AF_INET, "192.0.2.7")
+    found = [
+        sockets._Sock(2, 40001, 0, 0, 1, (target, target + bytes(12), 443)),  # SYN_SENT to the service
+        sockets._Sock(4, 40002, 0, 0, 2, (target, other + bytes(12), 443)),  # FIN_WAIT1 to another host's 443
+    ]
+    monkeypatch.setattr(sockets, "_diag", lambda states: iter(found))
+    assert sockets.packed_addresses("127.0.0.1", 443) == (target,)
+    assert sockets.pending(443, False, (target,)).connections == 1
+    assert sockets.pending(443, False).connections == 2  # unresolved: every connection to the port

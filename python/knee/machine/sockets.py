@@ -122,6 +122,16 @@ _CLIENT_PENDING = {2, 4, 5, 9, 11}  # SYN_SENT, FIN_WAIT1, FIN_WAIT2, LAST_ACK, 
 _SERVER_PENDING = {3, 8, 9}  # SYN_RECV, CLOSE_WAIT, LAST_ACK
 
 
+def packed_addresses(host: str, port: int) -> tuple[bytes, ...]:
+    """`host`'s addresses as the kernel's socket census writes a peer (4 bytes, or 16); none when it does not
+    resolve (then every connection to the port counts)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return ()
+    return tuple({socket.inet_pton(family, sa[0].split("%")[0]) for family, _, _, _, sa in infos})
+
+
 class Pending(NamedTuple):
     """What a step left behind at a service's port (`pending`)."""
 
@@ -134,14 +144,16 @@ class Pending(NamedTuple):
         return not (self.connections or self.held or self.queued)
 
 
-def pending(port: int, local: bool) -> Pending:
+def pending(port: int, local: bool, addresses: tuple[bytes, ...] = ()) -> Pending:
     """The connections to `port` of this namespace that are not at rest: those still connecting or closing from
-    the client's side, and, when the service runs on this machine (`local`), the ones it still holds after their
-    client went (CLOSE_WAIT: it has not finished them) and the accept queue of its listening socket. TIME_WAIT is
-    rest: the connection is over on both sides."""
+    the client's side (to one of the service's `addresses`, packed, when known: another program's connections to
+    another host's port 443 are none of knee's), and, when the service runs on this machine (`local`), the ones it
+    still holds after their client went (CLOSE_WAIT: it has not finished them) and the accept queue of its listening
+    socket. TIME_WAIT is rest: the connection is over on both sides."""
     connections = held = queued = 0
     for s in _diag(_NOT_TIME_WAIT):
-        if s.peer[2] == port and s.state in _CLIENT_PENDING:
+        to_it = not addresses or any(s.peer[1].startswith(a) for a in addresses)
+        if s.peer[2] == port and s.state in _CLIENT_PENDING and to_it:
             connections += 1
         elif local and s.port == port:
             if s.state == _LISTEN:
