@@ -106,19 +106,22 @@ class Settler:
         first = self._pending()
         now, changed = first, t0
         while not now.clear and time.monotonic() < deadline and not self.stop():
-            # nothing moves: connections the service keeps without closing (the probe judges it); but connections
-            # queued at it were never taken: a service that stopped accepting is not at rest, however still
-            if time.monotonic() - changed >= STALL_S and not now.queued:
-                break
+            if time.monotonic() - changed >= STALL_S:
+                break  # nothing moves: waiting longer changes nothing
             time.sleep(POLL_S)
             seen, now = now, self._pending()
             if now != seen:
                 changed = time.monotonic()
-        stalled = not now.clear and not now.queued and time.monotonic() < deadline and not self.stop()
-        settle = Settle(seconds=0.0, settled=now.clear or stalled, pending=first.connections, queued=first.queued)
+        stalled = not now.clear and time.monotonic() < deadline and not self.stop()
+        # still connections the service keeps without closing are rest (the probe judges it); but connections queued
+        # at it were never taken: a service that stopped accepting is not at rest, however still
+        kept = stalled and not now.queued
+        settle = Settle(seconds=0.0, settled=now.clear or kept, pending=first.connections, queued=first.queued)
         if not settle.settled:
             settle.seconds = time.monotonic() - t0
             settle.reason = _left(now)
+            if stalled:
+                settle.reason += f", unchanged for {STALL_S:g} s: the service is not taking them"
             return settle
         machines = self._machines(deadline)
         if machines:
