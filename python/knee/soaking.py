@@ -87,7 +87,9 @@ class Soaking:
                         whole = piece
                     else:
                         whole.follow(piece)
-                    samples.append(self._sample(time.monotonic() - t0, me))
+                    # timed as the series is, from the warm-up's end (a warm-up window's memory is not the soak's)
+                    if (measured := time.monotonic() - t0 - sweep.warmup) >= 0:
+                        samples.append(self._sample(measured, me))
                     watched = self.monitor.stop() if last and self.monitor is not None else (None, [])
                     partial = not last or self.intr.requested
                     run = StepRun(whole, partial, started, meter.stop(), soak=list(samples))

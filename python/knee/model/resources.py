@@ -120,7 +120,7 @@ class TargetStats(BaseModel):
 class SoakSample(BaseModel):
     """A soak's memory at the end of one of its windows (an interval): the monitored target's and knee's own."""
 
-    t_s: float = Field(description="seconds after the soak's start")
+    t_s: float = Field(description="seconds after the soak's measurement began (its warm-up's end), as its series")
     target_rss_mb: float | None = Field(default=None, description="the target's tree, mean over the window")
     target_fds: int | None = Field(default=None, description="the target's tree's open descriptors, the window's peak")
     knee_rss_mb: float = Field(description="knee's own process at the window's end")
