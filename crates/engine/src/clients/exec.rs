@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 
 use super::group::{kill_group, GroupGuard};
 use super::spawn::{spawn, BaseEnv, Cmd};
-use super::template::Template;
+use super::template::{uses_of, Template};
 use super::Prepared;
 use crate::cancel::Cancel;
 use crate::class::ErrorClass;
@@ -90,7 +90,6 @@ impl ExecPrep {
             base_env: BaseEnv::capture(),
             uses: Vec::new(),
         };
-        let mut uses: Vec<usize> = Vec::new();
         let files = [
             prep.file.as_ref().map(|f| &f.0),
             if let Payload::File(p) = &prep.payload {
@@ -103,12 +102,10 @@ impl ExecPrep {
             .chain(&prep.args)
             .chain(prep.env.iter().map(|(_, v)| v))
             .chain(files.into_iter().flatten());
-        for f in all.flat_map(|t| t.uses.iter()) {
-            if !uses.contains(f) {
-                uses.push(*f);
-            }
-        }
-        Ok(ExecPrep { uses, ..prep })
+        Ok(ExecPrep {
+            uses: uses_of(all.map(|t| t.uses.as_slice())),
+            ..prep
+        })
     }
 }
 

@@ -16,7 +16,7 @@ use super::grpc::GrpcPrep;
 use super::h1;
 use super::http2::H2Prep;
 use super::httpop::HttpOp;
-use super::template::Template;
+use super::template::{uses_of, Template};
 use super::Prepared;
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
@@ -222,12 +222,7 @@ impl ReqPrep {
         }
         let length_line = wants_length && !has(&CONTENT_LENGTH) && !has(&TRANSFER_ENCODING);
         let header_lines = tmpl(&head, "headers")?;
-        let mut uses = target.uses.clone();
-        for f in header_lines.uses.iter().chain(&body.uses) {
-            if !uses.contains(f) {
-                uses.push(*f);
-            }
-        }
+        let uses = uses_of([&target.uses[..], &header_lines.uses, &body.uses]);
         let parts = ReqTemplate {
             target,
             headers: header_lines,

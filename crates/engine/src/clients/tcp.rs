@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::template::{Filled, Pattern, Template};
+use super::template::{uses_of, Filled, Pattern, Template};
 use super::{net, Prepared};
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
@@ -49,12 +49,7 @@ impl TcpPrep {
                 reason,
             })?;
         net::check_sources(&spec.source_addrs, addr, key)?;
-        let mut uses = send.uses.clone();
-        for f in expect.iter().flat_map(|t| t.uses()) {
-            if !uses.contains(f) {
-                uses.push(*f);
-            }
-        }
+        let uses = uses_of([&send.uses[..], expect.as_ref().map_or(&[][..], Pattern::uses)]);
         Ok(TcpPrep {
             addr,
             uses,

@@ -27,6 +27,18 @@ pub(crate) struct Template {
     pub uses: Vec<usize>,
 }
 
+/// The data sources several templates read (their `uses`), each once, in the order of first use: what an
+/// operation takes a row of.
+pub(crate) fn uses_of<'a>(lists: impl IntoIterator<Item = &'a [usize]>) -> Vec<usize> {
+    let mut out = Vec::new();
+    for f in lists.into_iter().flatten() {
+        if !out.contains(f) {
+            out.push(*f);
+        }
+    }
+    out
+}
+
 /// A regex that may hold placeholders (a tcp or WebSocket `expect`): compiled once when it holds none; else
 /// filled in per operation, each value escaped (matched literally), and compiled then.
 pub(crate) enum Pattern {

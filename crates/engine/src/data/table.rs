@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+/// A UTF-8 byte order mark: before a file's first row, not part of it (CSV, TSV and JSON Lines alike).
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// How a data file is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -118,7 +121,7 @@ impl Table {
     /// Records of `sep`-separated fields, `quotes`: RFC 4180's (CSV). Read at `i`, written at `w <= i` in the
     /// same buffer.
     fn parse_delimited(mut buf: Vec<u8>, sep: u8, quotes: bool, what: &str) -> Result<Table, String> {
-        let mut i = if buf.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+        let mut i = if buf.starts_with(BOM) { BOM.len() } else { 0 };
         let (mut w, mut line) = (0usize, 1u64);
         let mut ends: Vec<u32> = Vec::new();
         let mut columns: Vec<String> = Vec::new();
@@ -228,7 +231,7 @@ impl Table {
     }
 
     fn parse_jsonl(&mut self, text: &[u8], what: &str) -> Result<(), String> {
-        let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+        let text = text.strip_prefix(BOM).unwrap_or(text);
         for (n, raw) in text.split(|&b| b == b'\n').enumerate() {
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
             if raw.iter().all(u8::is_ascii_whitespace) {

@@ -15,7 +15,7 @@ use base64::Engine as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::dial::{host_of, parse_url, Conn, Dialer};
-use super::template::{Filled, Pattern, Template};
+use super::template::{uses_of, Filled, Pattern, Template};
 use super::Prepared;
 use crate::cancel::{race, Cancel};
 use crate::class::ErrorClass;
@@ -87,12 +87,11 @@ impl WsPrep {
             Some(p) => Some(Pattern::compile(p, feeders, &format!("{key}.expect")).map_err(SpecError)?),
             None => None,
         };
-        let mut uses = head.uses.clone();
-        for f in message.uses.iter().chain(expect.iter().flat_map(|e| e.uses())) {
-            if !uses.contains(f) {
-                uses.push(*f);
-            }
-        }
+        let uses = uses_of([
+            &head.uses[..],
+            &message.uses,
+            expect.as_ref().map_or(&[][..], Pattern::uses),
+        ]);
         let correlate = match &spec.correlate {
             Some(text) => Some((
                 text.clone(),
@@ -180,8 +179,11 @@ impl WsClient {
         draw.take(&p.uses)?;
         self.out.clear();
         p.message.render(&mut self.out, draw);
-        self.head.clear();
-        p.head.render(&mut self.head, draw);
+        if !p.head.is_fixed() || self.head.is_empty() {
+            // a fixed head once for the client; one holding placeholders per operation (it may open a connection)
+            self.head.clear();
+            p.head.render(&mut self.head, draw);
+        }
         self.expect_now = p.expect.as_ref().and_then(|e| e.fill(draw));
         Ok(())
     }
