@@ -288,3 +288,35 @@ def test_a_hung_connection_is_dropped_while_the_run_goes_on(tmp_path: Path) -> N
     first, second = [i for kind, i in server.events if kind == "request"]
     assert first in server.closed_at_accept[second], server.events
     assert ("closed", second) in server.events, server.events
+
+
+def test_a_name_with_several_addresses_is_reached_on_the_one_that_listens(tmp_path: Path) -> None:
+    # `localhost` is ::1 and 127.0.0.1 on most distributions (Debian's /etc/hosts), ::1 first (RFC 6724); a service
+    # listening on 127.0.0.1 alone was refused at every operation (the engine dialled the first address only) and
+    # the preflight said "connection refused". `ip netns exec` reads the namespace's own /etc/netns/NAME/hosts.
+    with namespace("kneehosts") as ns:
+        etc = Path("/etc/netns") / ns.name
+        etc.mkdir(parents=True)
+        try:
+            (etc / "hosts").write_text("127.0.0.1 svc\n::1 svc\n")
+            order = subprocess.run(
+                [*ns.prefix, sys.executable, "-c", "import socket; print(socket.getaddrinfo('svc', 1)[0][4][0])"],
+                capture_output=True, text=True, timeout=10, check=True,
+            )  # fmt: skip
+            assert order.stdout.strip() == "::1"  # the name's first address is the one nothing listens on
+            with ns.sockets():
+                lst = listener()
+
+            def answer(conn: socket.socket) -> None:
+                conn.sendall(OK)
+                conn.close()
+
+            server = Server(lst, answer)
+            try:
+                doc = knee_run(tmp_path, f"http://svc:{server.port}/", "-c", "2", "-n", "10", prefix=tuple(ns.prefix))
+            finally:
+                server.close()
+        finally:
+            shutil.rmtree(etc)
+    assert doc["succeeded"] == 10 and doc["failed"] == 0, doc
+    assert sum(kind == "request" for kind, _ in server.events) == 10

@@ -46,8 +46,14 @@ pub fn decode_b64(s: &str) -> Result<Histogram<u64>, String> {
     let h: Histogram<u64> = Deserializer::new()
         .deserialize(&mut std::io::Cursor::new(bytes))
         .map_err(|e| format!("{e:?}"))?;
-    // Keep the canonical bounds so later merges and encodings are identical to a fresh recording.
-    let mut out = new_histogram();
+    // Keep the canonical bounds so later merges and encodings are identical to a fresh recording, in the shape it
+    // was recorded in: a request's 2-digit histogram added into a 3-digit one put each count at its coarse bucket's
+    // lowest value (every per-request percentile of a decoded result up to 0.8 % low, and 7x its memory).
+    let mut out = if h.sigfig() == new_coarse().sigfig() {
+        new_coarse()
+    } else {
+        new_histogram()
+    };
     out.add(&h).map_err(|e| format!("{e:?}"))?;
     Ok(out)
 }
@@ -100,6 +106,21 @@ mod tests {
         let back = decode_b64(&encode_b64(&h)).unwrap();
         assert_eq!(back, h);
         assert_eq!(back.len(), 7);
+        assert_eq!(encode_v2(&back), encode_v2(&h));
+    }
+
+    #[test]
+    fn a_coarse_histogram_round_trips_as_coarse() {
+        // a request mix's per-request histogram: decoded into 3 digits, 12 345 µs came back as its bucket's lowest
+        let mut h = new_coarse();
+        for v in [12_345u64, 12_345, 99_999, 1] {
+            h.saturating_record(v);
+        }
+        let back = decode_b64(&encode_b64(&h)).unwrap();
+        assert_eq!(back.sigfig(), 2);
+        assert_eq!(back, h);
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+        assert_eq!(back.max(), h.max());
         assert_eq!(encode_v2(&back), encode_v2(&h));
     }
 }

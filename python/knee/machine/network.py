@@ -93,25 +93,32 @@ def reachable(g: Group, connect_timeout_s: float = 3.0) -> Endpoint | None:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise UserError(f"cannot resolve host {host!r}: {exc.strerror} (check the name)") from None
-    family, socktype, proto, _, addr = infos[0]
     # a group that allows its connections longer is waited for as long (a slow network), never less
     if isinstance(g, NetworkGroup) and g.connect_timeout is not None:
         connect_timeout_s = max(connect_timeout_s, g.connect_timeout)
-    with socket.socket(family, socktype, proto) as s:
-        s.settimeout(connect_timeout_s)
-        t0 = time.perf_counter()
-        try:
-            s.connect(addr)
-        except ConnectionRefusedError:
-            raise UserError(f"connection refused by {host}:{port}: is the service running on that port?") from None
-        except TimeoutError:
-            raise UserError(
-                f"no answer from {host}:{port} within {connect_timeout_s:g} s: is the host reachable?"
-            ) from None
-        except OSError as exc:
-            raise UserError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-        took = time.perf_counter() - t0
-    return Endpoint(host, port, str(addr[0]), took)
+    # each address in turn, as the engine does (`localhost` is ::1 first, and a service on 127.0.0.1 alone is
+    # reached on the second): the first that takes the connection is the one the run uses
+    first: UserError | None = None
+    for family, socktype, proto, _, addr in infos:
+        with socket.socket(family, socktype, proto) as s:
+            s.settimeout(connect_timeout_s)
+            t0 = time.perf_counter()
+            try:
+                s.connect(addr)
+            except OSError as exc:
+                first = first or _unreachable(host, port, exc, connect_timeout_s)
+                continue
+            return Endpoint(host, port, str(addr[0]), time.perf_counter() - t0)
+    assert first is not None
+    raise first
+
+
+def _unreachable(host: str, port: int, exc: OSError, timeout_s: float) -> UserError:
+    if isinstance(exc, ConnectionRefusedError):
+        return UserError(f"connection refused by {host}:{port}: is the service running on that port?")
+    if isinstance(exc, TimeoutError):
+        return UserError(f"no answer from {host}:{port} within {timeout_s:g} s: is the host reachable?")
+    return UserError(f"cannot connect to {host}:{port}: {exc.strerror or exc}")
 
 
 def target_hosts(scenario: Scenario) -> dict[str, TargetHost]:

@@ -2,7 +2,7 @@
 //! each timed on its own, the handshake's kind (full or resumed) noted, and a failure's class and words.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -88,7 +88,7 @@ pub(crate) fn host_of(url: &hyper::Uri) -> &str {
 }
 
 impl Dialer {
-    /// The dialer of a parsed URL (http(s) or ws(s)): its host resolved (the first address), `source_addrs` checked
+    /// The dialer of a parsed URL (http(s) or ws(s)): its host resolved (`net::resolve`), `source_addrs` checked
     /// against its family, and, `secure`, a TLS connector with `alpn`. Errors name `key`.
     #[allow(clippy::too_many_arguments)]
     pub fn of_url(
@@ -103,15 +103,7 @@ impl Dialer {
     ) -> Result<Dialer, EngineError> {
         let host = host_of(url);
         let port = url.port_u16().unwrap_or(if secure { 443 } else { 80 });
-        let addr = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())
-            .and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
-            .map_err(|reason| EngineError::Resolve {
-                key: format!("{key}.url"),
-                addr: format!("{host}:{port}"),
-                reason,
-            })?;
+        let addr = net::resolve((host, port), &format!("{host}:{port}"), &format!("{key}.url"))?;
         net::check_sources(sources, addr, key)?;
         let tls = if secure {
             let config = super::tls::client_config(tls_spec, insecure, alpn).map_err(|reason| EngineError::Tls {
@@ -208,8 +200,10 @@ impl Dialer {
             }
             Err(e) => {
                 d.clear().put(format_args!("TLS handshake with {}: ", self.addr)).io(&e);
+                // TLS's own failures are `tls`; a connection reset or closed during the handshake (an overloaded
+                // service's accept queue, a connection cap) is the overload it is over http too, not a certificate
                 Err(DialError {
-                    class: ErrorClass::Tls,
+                    class: ErrorClass::of_io(&e, false),
                     connect: Some(connect),
                 })
             }

@@ -23,8 +23,10 @@ const MIN_SPARE: usize = 512;
 const MAX_READ: usize = 64 * 1024;
 /// A response head (or chunk-size line, or trailer) longer than this is a protocol error.
 const MAX_HEAD: usize = 64 * 1024;
-/// Response headers parsed at most.
+/// Response headers parsed on the common path (on the stack).
 const MAX_HEADERS: usize = 100;
+/// Response headers parsed at most (a head of more than MAX_HEADERS is parsed again with this room).
+const MANY_HEADERS: usize = 4096;
 
 /// Body bytes kept to quote in the reason of a response with an unexpected status.
 const QUOTED_BODY: usize = 240;
@@ -38,23 +40,47 @@ pub(crate) struct Failure {
     pub class: ErrorClass,
     pub fresh: bool,
     pub unsent: bool,
+    /// The request was written whole before it failed.
+    pub written: bool,
+    /// Its response head had come (a reset or a bad chunk in the body): the time to it.
+    pub ttfb: Option<Duration>,
+    /// Response bytes read before it failed.
+    pub wire: u64,
+}
+
+impl Failure {
+    /// A failure of `class` that moved nothing of note.
+    fn of(class: ErrorClass) -> Failure {
+        Failure {
+            class,
+            fresh: false,
+            unsent: false,
+            written: false,
+            ttfb: None,
+            wire: 0,
+        }
+    }
+
+    /// What this failure had moved by then: the request written whole, `wire` bytes read, the head after `ttfb`.
+    fn after(mut self, wire: u64, ttfb: Option<Duration>) -> Failure {
+        self.written = true;
+        self.wire = wire;
+        self.ttfb = ttfb;
+        self
+    }
 }
 
 fn fail<T>(d: &mut Detail, class: ErrorClass, msg: std::fmt::Arguments<'_>) -> Result<T, Failure> {
     d.clear().put(msg);
-    Err(Failure {
-        class,
-        fresh: false,
-        unsent: false,
-    })
+    Err(Failure::of(class))
 }
 
 fn io_fail<T>(d: &mut Detail, e: &io::Error, what: &str, write: bool, fresh: bool) -> Result<T, Failure> {
     d.clear().put(format_args!("{what}: ")).io(e);
     Err(Failure {
-        class: ErrorClass::of_io(e, write),
         fresh,
         unsent: write,
+        ..Failure::of(ErrorClass::of_io(e, write))
     })
 }
 
@@ -191,16 +217,41 @@ fn parse_head_memo(data: &[u8]) -> Result<Option<Head>, String> {
     })
 }
 
-/// Parse a response head from `data`: `Ok(None)` = incomplete.
+/// Parse a response head from `data`: `Ok(None)` = incomplete. A head of more than MAX_HEADERS header lines (many
+/// Set-Cookie or tracing headers: valid, and curl takes it) is parsed again with room for MANY_HEADERS, off the
+/// common path.
 fn parse_head(data: &[u8]) -> Result<Option<Head>, String> {
     let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    match parse_head_in(data, &mut headers) {
+        Err(httparse::Error::TooManyHeaders) => {
+            let mut many = vec![httparse::EMPTY_HEADER; MANY_HEADERS];
+            let mut resp = httparse::Response::new(&mut many);
+            match httparse::ParserConfig::default().parse_response(&mut resp, data) {
+                Ok(httparse::Status::Complete(n)) => head_of(data, &resp, n).map(Some),
+                Ok(httparse::Status::Partial) => Ok(None),
+                Err(e) => Err(format!("invalid response head ({e})")),
+            }
+        }
+        Err(e) => Err(format!("invalid response head ({e})")),
+        Ok(None) => Ok(None),
+        Ok(Some((resp, n))) => head_of(data, &resp, n).map(Some),
+    }
+}
+
+/// Parse into `headers`: the response and its head's length, None when incomplete.
+fn parse_head_in<'h, 'b>(
+    data: &'b [u8],
+    headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<Option<(httparse::Response<'h, 'b>, usize)>, httparse::Error> {
     let mut resp = httparse::Response::new(&mut []);
-    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, data, &mut headers)
-    {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("invalid response head ({e})")),
-    };
+    match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, data, headers)? {
+        httparse::Status::Complete(n) => Ok(Some((resp, n))),
+        httparse::Status::Partial => Ok(None),
+    }
+}
+
+/// The head of parsed response `resp` (`len` bytes of `data`).
+fn head_of(data: &[u8], resp: &httparse::Response<'_, '_>, len: usize) -> Result<Head, String> {
     let reason = resp.reason.map_or((0, 0), |r| {
         let at = r.as_ptr() as usize - data.as_ptr() as usize;
         (at, at + r.len())
@@ -235,7 +286,7 @@ fn parse_head(data: &[u8]) -> Result<Option<Head>, String> {
             head.keep_alive |= has_token(h.value, "keep-alive");
         }
     }
-    Ok(Some(head))
+    Ok(head)
 }
 
 /// Whether `status` is in one of the inclusive ranges.
@@ -286,9 +337,8 @@ async fn read_head<S: AsyncRead + Unpin>(
             Ok(0) if had == 0 && !received => {
                 d.clear().put(format_args!("connection closed before a response"));
                 return Err(Failure {
-                    class: ErrorClass::Closed,
                     fresh: true,
-                    unsent: false,
+                    ..Failure::of(ErrorClass::Closed)
                 });
             }
             Ok(0) => {
@@ -424,8 +474,13 @@ impl<S: AsyncRead + Unpin> Body<'_, S> {
             total += data.len() as u64;
             self.keep.put(data);
             self.rx.consume(data.len());
-            if self.more(MAX_READ).await? == 0 {
-                return Ok(total);
+            match self.rx.fill(&mut *self.s, MAX_READ).await {
+                Ok(0) => return Ok(total),
+                Ok(_) => {}
+                // TLS without close_notify (many servers close the TCP connection alone, rustls says so): the
+                // body ends with the connection, as on plain TCP and as curl reads it
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(total),
+                Err(e) => return io_fail(self.d, &e, "reading the body", false, false),
             }
         }
     }
@@ -458,7 +513,11 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         return io_fail(d, &e, "sending the request", true, true);
     }
     let start = rx.consumed;
-    let head = read_head(s, rx, req.expect_status, d).await?;
+    let got = |rx: &Rx| rx.consumed + rx.unread().len() as u64 - start; // read so far, consumed or not
+    let head = match read_head(s, rx, req.expect_status, d).await {
+        Ok(h) => h,
+        Err(f) => return Err(f.after(got(rx), None)),
+    };
     let ttfb = sent.elapsed();
     let unexpected = !expected(head.status, req.expect_status);
     body.clear();
@@ -481,12 +540,14 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         keep,
         d: &mut *d,
     };
-    let len = match framing {
-        Framing::Empty => 0,
-        Framing::Length(n) => reader.take(n).await.map(|()| n)?,
-        Framing::Chunked => reader.chunked().await?,
-        Framing::UntilClose => reader.until_close().await?,
+    let read = match framing {
+        Framing::Empty => Ok(0),
+        Framing::Length(n) => reader.take(n).await.map(|()| n),
+        Framing::Chunked => reader.chunked().await,
+        Framing::UntilClose => reader.until_close().await,
     };
+    // a body cut off (a reset, a bad chunk) after the head: the failure counts what it moved, and its ttfb
+    let len = read.map_err(|f| f.after(got(rx), Some(ttfb)))?;
     if unexpected {
         d.body_line(body, QUOTED_BODY);
     }

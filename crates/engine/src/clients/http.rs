@@ -480,10 +480,12 @@ impl HttpClient {
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let mut report = race!(cancel, self.exchange(d));
         report.unsent = self.op.unsent(&report.outcome);
-        // A failed check leaves the connection usable; anything else may have broken it.
+        // A failed check leaves the connection usable, as does a request that could not be made (nothing was sent:
+        // a data row's space in the URL); anything else may have broken it.
         let usable = matches!(
             report.outcome,
-            Outcome::Ok | Outcome::Fail(ErrorClass::Status | ErrorClass::Length | ErrorClass::Body)
+            Outcome::Ok
+                | Outcome::Fail(ErrorClass::Status | ErrorClass::Length | ErrorClass::Body | ErrorClass::Request)
         );
         if !usable {
             self.conn = None;
@@ -552,9 +554,16 @@ impl HttpClient {
                 Err(f) if reused && f.fresh && (f.unsent || replayable) => self.conn = None,
                 Err(f) => {
                     self.conn = None;
+                    // what it moved before it failed: the request (when written whole), the response so far
                     return OpReport {
                         connect: opened.map(|o| o.connect),
                         handshake: opened.and_then(|o| o.handshake),
+                        ttfb: f.ttfb,
+                        bytes: Traffic {
+                            sent: sent + if f.written { req.bytes.len() as u64 } else { 0 },
+                            received: f.wire,
+                            ..Traffic::default()
+                        },
                         ..OpReport::of(Outcome::Fail(f.class))
                     };
                 }

@@ -16,6 +16,41 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use crate::error::{EngineError, SpecError};
 
+/// The address to connect to for `target` (a host and port; `shown` as the error says it): its only one, or, when the name resolves to several
+/// (`localhost` to ::1 and 127.0.0.1, ::1 first by RFC 6724), the first that takes a TCP connection now, as wrk
+/// and curl try them in turn: a service listening on 127.0.0.1 alone was refused on ::1 at every operation. The
+/// probe's connection is closed at once, unused (the service sees one more connection); none taking one, the
+/// first. `key` names the spec's key in an error.
+pub(crate) fn resolve(target: impl std::net::ToSocketAddrs, shown: &str, key: &str) -> Result<SocketAddr, EngineError> {
+    let resolved: Vec<SocketAddr> = target
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())
+        .and_then(|a| {
+            let all: Vec<SocketAddr> = a.collect();
+            if all.is_empty() {
+                Err("no address".to_string())
+            } else {
+                Ok(all)
+            }
+        })
+        .map_err(|reason| EngineError::Resolve {
+            key: key.to_string(),
+            addr: shown.to_string(),
+            reason,
+        })?;
+    if resolved.len() > 1 {
+        for a in &resolved {
+            if std::net::TcpStream::connect_timeout(a, PROBE_CONNECT).is_ok() {
+                return Ok(*a);
+            }
+        }
+    }
+    Ok(resolved[0])
+}
+
+/// How long `resolve` waits for each address of a name that has several.
+const PROBE_CONNECT: Duration = Duration::from_secs(1);
+
 /// The source address client `client` connects from (None: the kernel picks, as without the option).
 pub(crate) fn source_for(sources: &[IpAddr], client: u64) -> Option<IpAddr> {
     (!sources.is_empty()).then(|| sources[(client % sources.len() as u64) as usize])

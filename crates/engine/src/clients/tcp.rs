@@ -1,6 +1,6 @@
 //! Raw TCP: connect, optionally send, optionally read until a regex matches, close.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,16 +38,7 @@ impl TcpPrep {
             Some(e) => Some(Pattern::compile(e, feeders, &format!("{key}.expect")).map_err(SpecError)?),
             None => None,
         };
-        let addr = spec
-            .addr
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())
-            .and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
-            .map_err(|reason| EngineError::Resolve {
-                key: format!("{key}.addr"),
-                addr: spec.addr.clone(),
-                reason,
-            })?;
+        let addr = net::resolve(spec.addr.as_str(), &spec.addr, &format!("{key}.addr"))?;
         net::check_sources(&spec.source_addrs, addr, key)?;
         let uses = uses_of([&send.uses[..], expect.as_ref().map_or(&[][..], Pattern::uses)]);
         Ok(TcpPrep {

@@ -220,6 +220,14 @@ impl HttpSpec {
         if self.requests.is_empty() {
             return self.validate_one(key);
         }
+        if self.requests.len() > usize::from(u16::MAX) {
+            // a client's chosen request is a u16: the 65 537th would be sent as the first
+            return Err(SpecError::new(format!(
+                "{key}.requests holds {} requests; a mix holds at most {}: split it over groups",
+                self.requests.len(),
+                u16::MAX
+            )));
+        }
         let group_origin = origin(&self.url);
         for (i, r) in self.requests.iter().enumerate() {
             let rkey = format!("{key}.requests[{i}]");

@@ -126,6 +126,22 @@ impl Pki {
         Pki { dir: dir.to_path_buf() }
     }
 
+    /// A rustls server configuration presenting the server certificate, asking for no client's.
+    pub fn server_config(&self) -> rustls::ServerConfig {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from_pem_file(self.dir.join("server.pem")).unwrap()],
+                PrivateKeyDer::from_pem_file(self.dir.join("server.key")).unwrap(),
+            )
+            .unwrap()
+    }
+
     /// A file of the PKI as text (`root.pem`, `client.key` …).
     pub fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.join(name)).unwrap()

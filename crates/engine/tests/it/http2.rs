@@ -14,8 +14,6 @@ use bytes::Bytes;
 use common::pki::Pki;
 use common::*;
 use knee_engine::{run, ErrorClass};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -139,16 +137,7 @@ fn server(b: Behaviour, tls: Option<(&Pki, &[&[u8]])>) -> (u16, Counts) {
     let counts = Counts::default();
     let c = counts.clone();
     let acceptor = tls.map(|(pki, alpn)| {
-        let mut config =
-            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_no_client_auth()
-                .with_single_cert(
-                    vec![CertificateDer::from_pem_file(pki.dir.join("server.pem")).unwrap()],
-                    PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap(),
-                )
-                .unwrap();
+        let mut config = pki.server_config();
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     });

@@ -6,6 +6,7 @@
 mod common;
 
 mod data;
+mod edges;
 mod exec;
 mod http;
 mod http2;

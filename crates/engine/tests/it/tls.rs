@@ -8,22 +8,12 @@ use std::sync::Arc;
 use common::pki::Pki;
 use common::*;
 use knee_engine::{run, ErrorClass};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
 /// Start an HTTPS server with a certificate of the test PKI (whose root the client is not given);
 /// returns its port and its request counter.
 fn untrusted_server(dir: &std::path::Path) -> (u16, Arc<AtomicU64>) {
-    let pki = Pki::new(dir);
-    let certs = vec![CertificateDer::from_pem_file(pki.dir.join("server.pem")).unwrap()];
-    let key = PrivateKeyDer::from_pem_file(pki.dir.join("server.key")).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
+    let config = Pki::new(dir).server_config();
     let requests = Arc::new(AtomicU64::new(0));
     let addr = https_server(config, b"secure\n", requests.clone(), |_| ());
     (addr.port(), requests)
