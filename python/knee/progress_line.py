@@ -100,12 +100,12 @@ class RunProgress:
             click.echo(
                 f"\nwarning: the failing clients spun: their operations failed at once and started again without a "
                 f"pause ({spun.words()}); knee and its child processes used {gen.load_cores:.2f} of "
-                f"{gen.cores_available} cores re-running them. Pause after a failure as a retrying client would: "
+                f"{gen.cores_words()} re-running them. Pause after a failure as a retrying client would: "
                 "--think-on-failure DURATION"
             )
         elif gen.saturated:
             click.echo(
                 f"\nwarning: the load side was saturated: knee used {gen.cpu_cores:.2f} and its child processes "
-                f"{gen.children_cpu_cores:.2f} of {gen.cores_available} cores; these numbers measure the load "
+                f"{gen.children_cpu_cores:.2f} of {gen.cores_words()}; these numbers measure the load "
                 "generator as much as the service (use more or bigger load machines)"
             )

@@ -20,6 +20,7 @@ import pytest
 
 from knee.analysis.client_ramp import clients_at
 from knee.demo_target import TargetProcess, start_target
+from knee.errors import UserError
 from knee.model import RunRecord
 from knee.scenario import profiles
 from knee.store import RunDir
@@ -497,6 +498,11 @@ def test_local_cluster_and_the_python_api_on_a_users_client(
         assert [s.groups["main"].succeeded for s in run.record.steps] == [12, 20]
         assert target.stats()["requests"] - before == 32 + run.record.probes
         assert all(len(s.workers) >= 2 for s in run.record.steps)
+        # an operations log on a cluster: every worker wrote the driver's path (the command line refused it)
+        with pytest.raises(UserError, match="operations_log writes where the engine runs"):
+            knee.sweep(target.url + "/", levels=[3], iterations=1, no_recovery=True, out=None, client=client,
+                       operations_log=str(tmp_path / "ops.bin"))  # fmt: skip
+        assert not (tmp_path / "ops.bin").exists()
         assert client.status == "running"
 
 

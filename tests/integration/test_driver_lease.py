@@ -148,3 +148,40 @@ def test_driver_lease_a_scheduler_that_dies_stops_the_workers_clients(tmp_path: 
         assert run.driver.returncode == 2, err.decode()
         assert err.decode().strip().endswith("continue with knee sweep --resume"), err.decode()
         assert "Traceback" not in err.decode(), err.decode()
+
+
+def test_driver_lease_workers_that_stopped_by_themselves_are_named_lost(tmp_path: Path) -> None:
+    # A driver that stops renewing for longer than the lease (here frozen by SIGSTOP; in the field a busy
+    # scheduler or a network hiccup) finds its workers stopped by themselves: that step was kept as whole, or
+    # taken for a Ctrl-C (the sweep ended "complete" after it). It is partial, each worker named, and left out.
+    c = start_cluster(tmp_path / "dask", 2)
+    try:
+        with start_target("basic") as target:
+            out = tmp_path / "runs"
+            driver = subprocess.Popen(
+                [sys.executable, "-m", "knee", "sweep", target.url + "/", "--levels", "2,4", "-d", "12s",
+                 "--think", "10ms", "--no-recovery", "--settle", "0s", "--out", str(out), "--cluster", c.address],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            )  # fmt: skip
+            try:
+                deadline = time.monotonic() + 60
+                while target.stats()["requests"] < 50 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                os.kill(driver.pid, signal.SIGSTOP)
+                time.sleep(LEASE_S + 1)
+                os.kill(driver.pid, signal.SIGCONT)
+                stdout, stderr = driver.communicate(timeout=90)
+            finally:
+                kill_if_running(driver)
+    finally:
+        c.stop()
+    assert driver.returncode == 0, stdout + stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    record = RunDir(run_dir).load()
+    first = record.steps[0]
+    assert first.partial and len(first.lost_workers) == 2, first
+    assert all("stopped by itself: no renewal of the driver's lease" in w for w in first.lost_workers)
+    assert record.status == "complete" and [s.level for s in record.steps] == [2, 4]
+    assert not record.steps[1].partial
+    (v,) = [v for v in record.verdicts if v.group == "main"]
+    assert any("the step at level 2 lost" in w and "left out" in w for w in v.warnings), v.warnings

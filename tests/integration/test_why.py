@@ -217,6 +217,51 @@ def test_client_processes_that_take_the_cpu_are_named_as_the_load_side(tmp_path:
     assert "the load side, not the service, was the limit" in found["load_side"]["what"]
 
 
+@contextlib.contextmanager
+def _cpu_quota(cpus: float) -> Iterator[list[str]]:
+    """A cgroup of the test's own whose CPU quota lets its processes use `cpus` CPUs (a container's CPU limit):
+    cgroup v1's cpu controller or v2's. Yields the command prefix that runs a program inside it; removed on the
+    way out."""
+    if os.geteuid() != 0:
+        pytest.skip("a cgroup of the test's own needs root")
+    name = f"knee-test-{os.getpid()}"
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        d = v1 / name
+        d.mkdir()
+        (d / "cpu.cfs_period_us").write_text("100000")
+        (d / "cpu.cfs_quota_us").write_text(str(round(cpus * 100_000)))
+    else:  # v2: the root must hand the cpu controller down
+        (v2 / "cgroup.subtree_control").write_text("+cpu")
+        d = v2 / name
+        d.mkdir()
+        (d / "cpu.max").write_text(f"{round(cpus * 100_000)} 100000")
+    try:
+        yield ["sh", "-c", f'echo $$ > {d}/cgroup.procs && exec "$@"', "sh"]
+    finally:
+        d.rmdir()  # its processes have all exited: the sweep was waited for
+
+
+@pytest.mark.alone  # the CPU knee's client processes took, against a quota
+def test_a_cgroup_quota_is_the_load_sides_limit(tmp_path: Path) -> None:
+    # Not pinned (both cores free), but in a cgroup allowed half a CPU: 3 clients each running a CPU-bound command
+    # use all of that half. Judged against the 2 cores, 0.5 was idle machine; it is the limit, as a container's is.
+    busy = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"
+    out = tmp_path / "runs"
+    with _cpu_quota(0.5) as prefix:
+        r = _sweep_under(
+            prefix, "--levels", "1,3", "-d", "2", "--no-recovery", "--out", str(out), "--", "sh", "-c", busy
+        )
+    assert r.returncode == 0, r.stderr
+    doc = _record(out)
+    gen = doc["steps"][1]["generator"]
+    assert gen["cpu_quota"] == 0.5 and gen["cores_available"] == len(os.sched_getaffinity(0)), gen
+    assert gen["saturated"] and gen["cpu_cores"] + gen["children_cpu_cores"] <= 0.55, gen
+    found = _findings(doc)
+    assert "of the 0.50 CPUs its cgroup's quota allows" in found["load_side"]["what"], found["load_side"]
+    assert "the load side, not the service, was the limit" in found["load_side"]["what"]
+
+
 def test_monitoring_knee_target_gives_its_memory_threads_and_connections_per_level(tmp_path: Path) -> None:
     t = start_target(lam=2000.0, sigma=0.0, kappa=0.0)
     try:

@@ -80,8 +80,20 @@ def test_split_shares_an_open_loops_rate_and_in_flight_cap() -> None:
     parts = [p for p in split(spec, gens(2, 1)) if p is not None]
     pacers = [p.groups[0].pacer for p in parts]
     assert all(isinstance(p, RatePacer) for p in pacers)
-    assert [(p.rate_hz, p.max_in_flight) for p in pacers if isinstance(p, RatePacer)] == [(60.0, 7), (30.0, 4)]
+    # the caps add up to the group's 10 (each rounded up, 7 + 4 allowed 11 in flight)
+    assert [(p.rate_hz, p.max_in_flight) for p in pacers if isinstance(p, RatePacer)] == [(60.0, 7), (30.0, 3)]
     assert [p.groups[0].stop for p in parts] == [DurationMs(duration_ms=1000)] * 2
+    five = spec.model_copy(
+        update={
+            "groups": [
+                spec.groups[0].model_copy(
+                    update={"clients": 10, "pacer": pacer.model_copy(update={"max_in_flight": 5})}
+                )
+            ]
+        }
+    )
+    caps = [p.groups[0].pacer.max_in_flight for p in split(five, gens(1, 1, 1)) if p is not None]  # type: ignore[union-attr]
+    assert caps == [2, 2, 1]  # 2 + 2 + 2 before
 
 
 def snap(elapsed: float, finished: bool, *groups: tuple[str, int, int, int]) -> Snapshot:
@@ -144,10 +156,16 @@ def test_hosts_counters_count_each_host_once_and_cpu_adds_up() -> None:
     assert (got.samples, got.listen_overflows, got.time_wait_peak) == (7, 7, 30)
     assert hosts_counters([WorkerShare(worker="w", host="h", clients=1)]) is None
 
+    def on(host: str, gen: GeneratorStats) -> WorkerShare:
+        return WorkerShare(worker=f"w{id(gen)}", host=host, clients=1, generator=gen)
+
     cpu = combined_generator(
         [
-            GeneratorStats(cpu_s=1.0, cpu_cores=0.5, machine_cpu_cores=1.5, cores_available=2),
-            GeneratorStats(cpu_s=0.25, cpu_cores=0.125, machine_cpu_cores=3.0, cores_available=4, saturated=True),
+            on("h1", GeneratorStats(cpu_s=1.0, cpu_cores=0.5, machine_cpu_cores=1.5, cores_available=2)),
+            on(
+                "h2",
+                GeneratorStats(cpu_s=0.25, cpu_cores=0.125, machine_cpu_cores=3.0, cores_available=4, saturated=True),
+            ),
         ]
     )
     assert (cpu.cpu_s, cpu.cpu_cores, cpu.machine_cpu_cores, cpu.cores_available, cpu.saturated) == (
@@ -158,6 +176,11 @@ def test_hosts_counters_count_each_host_once_and_cpu_adds_up() -> None:
         True,
     )
     assert combined_generator([]) == GeneratorStats()
+    # four workers of one core each on one 4-core host: each idle against its 4 cores alone, the host full
+    one = GeneratorStats(cpu_s=1.0, cpu_cores=0.95, machine_cpu_cores=3.9, cores_busy=3.9, cores_available=4)
+    four = combined_generator([on("h", one.model_copy()) for _ in range(4)])
+    assert not one.saturated and four.saturated and four.cores_available == 4, four
+    assert not combined_generator([on(f"h{i}", one.model_copy()) for i in range(4)]).saturated  # four hosts
 
 
 def never() -> bool:

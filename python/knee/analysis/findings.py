@@ -273,7 +273,7 @@ def _spinning(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRec
             continue
         g = s.generator
         busy = (
-            f"; knee and its client processes used {g.load_cores:.2f} of {g.cores_available} cores re-running them, "
+            f"; knee and its client processes used {g.load_cores:.2f} of {g.cores_words()} re-running them, "
             "so the busy load side is the spinning's doing, not a limit of its own"
             if g.saturated
             else ""
@@ -303,7 +303,7 @@ def _load_side(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRe
         g = s.generator
         what = (
             f"at {_where(s.level, unit)} knee used {g.cpu_cores:.2f} and its client processes "
-            f"{g.children_cpu_cores:.2f} of {g.cores_available} cores{g.others()}: the load side, not the service, "
+            f"{g.children_cpu_cores:.2f} of {g.cores_words()}{g.others()}: the load side, not the service, "
             "was the limit"
         )
         if _local(record):

@@ -188,15 +188,13 @@ def _side(level: Level, p: _Pool) -> Side:
     at = fmt.load(level)
     side = Side(level=level, clients=p.clients, hung=p.hung, in_connect=min(p.hung, p.syn_sent), spun=p.spun)
     if p.cpu is not None:
-        side.cpu = (
-            f"knee and its child processes used {p.cpu.load_cores:.2f} of {p.cpu.cores_available} cores{p.cpu.others()}"
-        )
+        side.cpu = f"knee and its child processes used {p.cpu.load_cores:.2f} of {p.cpu.cores_words()}{p.cpu.others()}"
         if p.spun is not None:
             side.cpu += f", re-running failures as its failing clients spun ({p.spun.words()})"
     if p.busy is not None:
         g = p.busy
         side.load.append(
-            f"knee and its child processes used {g.load_cores:.2f} of {g.cores_available} cores at {at} (saturated)"
+            f"knee and its child processes used {g.load_cores:.2f} of {g.cores_words()} at {at} (saturated)"
         )
     if p.ports and p.ports_held >= PORTS_SHARE * p.ports:
         side.load.append(f"{p.ports_held:,} of the {p.ports:,} ephemeral ports were in use at {at}")

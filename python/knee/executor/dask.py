@@ -229,6 +229,11 @@ class DaskExecutor(Executor):
         return {w.address: self._offsets.get(w.address, 0.0) for w in workers}
 
     def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot: OnSnapshot | None = None) -> StepRun:
+        if spec.operations_log is not None:  # the command line refuses it; the Python API came here
+            raise UserError(
+                "operations_log writes where the engine runs: every worker would write its own part to the same "
+                "path (one file, corrupt; or a path the workers do not have): not with a cluster yet; drop one"
+            )
         with self.scheduler_needed():
             return self._run_step(spec, interrupts, on_snapshot)
 
@@ -281,7 +286,7 @@ class DaskExecutor(Executor):
         started_unix = time.time()
         stop_sent = step.watch(interrupts, on_snapshot)
         t_end = time.monotonic()
-        gather = step.gather(offsets)
+        gather = step.gather(offsets, stopped=stop_sent or step.enough)
         self.client.cancel([f for i, f in enumerate(step.futures) if i in step.lost])  # never left pending
         if gather.result is None:
             if not step.lost:  # every shard was stopped before it began: Ctrl-C during the wait for the workers
@@ -423,8 +428,10 @@ class _Step:
                 self.check_lost()
         return stop_sent
 
-    def gather(self, offsets: dict[str, float]) -> Gather:
-        """The shards' results merged, in order; a shard that did not come back is named in `lost`."""
+    def gather(self, offsets: dict[str, float], stopped: bool) -> Gather:
+        """The shards' results merged, in order; a shard that did not come back is named in `lost`, and so is one
+        that stopped by itself (`stopped`: the driver stopped the step), its lease not renewed for a while: the step
+        ran without its clients from then on (that step was taken for a whole one, or for a Ctrl-C)."""
         gather = Gather()
         for i, (w, s) in enumerate(self.chosen):
             got = None
@@ -433,6 +440,12 @@ class _Step:
                     got = self.futures[i].result(timeout=30)
                 except Exception as exc:
                     self.lost[i] = f"{w.named}: {type(exc).__name__}: {exc}"
+            if got is not None and got.get("lapsed") and not stopped:
+                lapse = LeaseTimes(self.lease[1]).lapse_s
+                self.lost[i] = (
+                    f"{w.named}: stopped by itself: no renewal of the driver's lease for {lapse:g} s (the scheduler "
+                    "too busy or unreachable)"
+                )
             outcome = None if got is None or got.get("stopped_before_start") else ShardOutcome.from_wire(got)
             gather.add(w, s, outcome, lost=i in self.lost, offset=offsets.get(w.address, 0.0))
         return gather

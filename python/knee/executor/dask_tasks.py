@@ -58,9 +58,10 @@ def shard(
             live=send,
             lease=watch,
         )
+    # `lapsed`: it stopped by itself, the driver's lease not renewed (the driver learns it here, not from a stop)
     if outcome is None:
-        return {"index": index, "address": worker.address, "stopped_before_start": True}
-    return {"index": index, "address": worker.address, **outcome.to_wire()}
+        return {"index": index, "address": worker.address, "stopped_before_start": True, "lapsed": watch.lapsed}
+    return {"index": index, "address": worker.address, "lapsed": watch.lapsed, **outcome.to_wire()}
 
 
 def background(

@@ -25,6 +25,7 @@ from typing import Any
 from knee.engine import Engine, ShardNow, ShardResult, Snapshot, group_stats, summary
 from knee.executor.base import StepRun
 from knee.executor.lease import LeaseWatch
+from knee.machine.cpu import saturated
 from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.model.engine_summary import EngineDataUse
 from knee.spec import ClosedPacer, EngineSpec, GroupSpec, HttpClient, RatePacer, Total
@@ -70,7 +71,8 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
     """One spec per load generator (None: nothing for it to run). Each group's clients go by the generators'
     weights (numbered on from the group's `client_offset`, so `${client}` stays unique); `total` splits in
     proportion to the clients each got, so the parts add up to it exactly; an open loop's rate and
-    in-flight cap go in the same proportion; `per_client` and durations stay as they are."""
+    in-flight cap go in the same proportion (the caps adding up to it, at least 1 each); `per_client` and
+    durations stay as they are."""
     weights = [g.weight for g in generators]
     per_generator: list[list[GroupSpec]] = [[] for _ in generators]
     for g in spec.groups:
@@ -81,6 +83,8 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
             connections = shares(math.ceil(g.clients / c.streams), weights)
             clients = shares(g.clients, [float(n) for n in connections])
         totals = shares(g.stop.total, clients) if isinstance(g.stop, Total) else None
+        cap = g.pacer.max_in_flight if isinstance(g.pacer, RatePacer) else None
+        caps = shares(cap, clients) if cap is not None else None  # adding up to the cap (each rounded up: 6 for 5)
         offset = g.client_offset
         for i, n in enumerate(clients):
             if n == 0 or (totals is not None and totals[i] == 0):
@@ -90,10 +94,8 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
             if totals is not None:
                 update["stop"] = Total(total=totals[i])
             if isinstance(g.pacer, RatePacer):
-                share = n / g.clients
-                cap = g.pacer.max_in_flight
-                update["pacer"] = g.pacer.scaled(share).model_copy(
-                    update={"max_in_flight": None if cap is None else max(1, math.ceil(cap * share))}
+                update["pacer"] = g.pacer.scaled(n / g.clients).model_copy(
+                    update={"max_in_flight": None if caps is None else max(1, caps[i])}  # 1: a cap below the workers
                 )
                 if g.pacer.profile is not None:
                     update["group_clients"] = g.group_clients or g.client_offset + g.clients
@@ -265,19 +267,43 @@ def hosts_counters(shares: list[WorkerShare]) -> HostCounters | None:
     return out
 
 
-def combined_generator(stats: list[GeneratorStats]) -> GeneratorStats:
-    """The load side of a step on many machines: CPU adds up; saturated if any machine was."""
+def combined_generator(shares: list[WorkerShare]) -> GeneratorStats:
+    """The load side of a step on many machines: CPU adds up; a host's workers share its cores, so each host is
+    judged whole (four workers of one core each on a 4-core host: each idle against the 4 cores alone, the host
+    full), and the step is saturated if any host was."""
+    stats = [s.generator for s in shares]
     if not stats:
         return GeneratorStats()
+    hosts: dict[str, list[GeneratorStats]] = {}
+    for share in shares:
+        hosts.setdefault(share.host, []).append(share.generator)
+    each = [_host(gens) for gens in hosts.values()]
     return GeneratorStats(
         cpu_s=round(sum(s.cpu_s for s in stats), 4),
         cpu_cores=round(sum(s.cpu_cores for s in stats), 4),
         children_cpu_s=round(sum(s.children_cpu_s for s in stats), 4),
         children_cpu_cores=round(sum(s.children_cpu_cores for s in stats), 4),
         machine_cpu_cores=round(max(s.machine_cpu_cores for s in stats), 4),
-        cores_available=sum(s.cores_available for s in stats),
+        cores_busy=round(sum(h.cores_busy for h in each), 4),
+        cores_available=sum(h.cores_available for h in each),
+        # a machine under a cgroup's quota adds what its quota allows, the others their cores
+        cpu_quota=sum(h.cpu_quota or h.cores_available for h in each) if any(h.cpu_quota for h in each) else 0.0,
         machine_cores=max(s.machine_cores for s in stats),
-        saturated=any(s.saturated for s in stats),
+        saturated=any(h.saturated for h in each),
+    )
+
+
+def _host(gens: list[GeneratorStats]) -> GeneratorStats:
+    """One host's load side from its workers': their CPU added, its cores (and busy cores, and quota) once."""
+    load = sum(g.load_cores for g in gens)
+    cores = max(g.cores_available for g in gens)
+    busy = max(g.cores_busy for g in gens)
+    quota = max(g.cpu_quota for g in gens)
+    return GeneratorStats(
+        cores_busy=busy,
+        cores_available=cores,
+        cpu_quota=quota,
+        saturated=any(g.saturated for g in gens) or saturated(load, busy, cores, quota),
     )
 
 
@@ -323,7 +349,9 @@ class Gather:
         self.partial = self.partial or outcome.partial
         start = outcome.started_unix - offset
         self.starts.append(start)
-        self.workers.append(worker_share(gen, clients, outcome, start))
+        share = worker_share(gen, clients, outcome, start)
+        share.lost = lost  # it stopped by itself: what it ran counts, and the step lost its clients from then on
+        self.workers.append(share)
 
     def step_run(self, result: ShardResult, *, started_unix: float, partial: bool, lost: list[str]) -> StepRun:
         """The step's run: `result` (this gather's), `partial` if the driver stopped it or a shard was lost
@@ -333,7 +361,7 @@ class Gather:
             result=result,
             partial=partial or self.partial or bool(lost),
             started_unix=min(starts) if starts else started_unix,
-            generator=combined_generator([s.generator for s in self.workers if not s.lost]),
+            generator=combined_generator([s for s in self.workers if not s.lost]),
             counters=hosts_counters(self.workers),
             workers=self.workers,
             start_skew_s=(max(starts) - min(starts)) if len(starts) > 1 else 0.0,

@@ -15,6 +15,11 @@ class GeneratorStats(BaseModel):
     machine_cpu_cores: float = 0.0  # busy cores of the whole machine, every process included
     cores_busy: float = 0.0  # busy cores among those knee may run on (its affinity), every process included
     cores_available: int = 1
+    cpu_quota: float = Field(
+        default=0.0,
+        description="the CPUs a cgroup's CPU quota (a container's limit) let knee use, when fewer than "
+        "cores_available; 0: none",
+    )
     machine_cores: int = Field(default=0, description="the machine's CPUs (0: not recorded, an older run)")
     # knee and its children used ≥ 90 % of the cores they may run on, or those cores were ≥ 90 % busy and
     # knee and its children held at least half of them
@@ -24,6 +29,12 @@ class GeneratorStats(BaseModel):
     def load_cores(self) -> float:
         """knee's cores plus its children's."""
         return self.cpu_cores + self.children_cpu_cores
+
+    def cores_words(self) -> str:
+        """What knee could use, after 'of': '2 cores', or 'the 0.50 CPUs its cgroup's quota allows'."""
+        if self.cpu_quota:
+            return f"the {self.cpu_quota:.2f} CPUs its cgroup's quota allows"
+        return f"{self.cores_available} cores"
 
     def others(self) -> str:
         """'; other processes took 0.40 of them' when others used a tenth of knee's cores or more, else ''."""

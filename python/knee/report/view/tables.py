@@ -227,7 +227,7 @@ def workers_table(record: RunRecord) -> Table | None:
                     f"{w.succeeded:,} ({fmt.rate(w.rate_hz)})",
                     f"{w.failed:,}",
                     f"{w.hung:,}",
-                    f"{w.generator.load_cores:.2f} of {w.generator.cores_available}",
+                    f"{w.generator.load_cores:.2f} of {w.generator.cpu_quota or w.generator.cores_available:g}",
                     "lost" if w.lost else ("saturated" if w.generator.saturated else ""),
                 ]
             )
