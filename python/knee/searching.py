@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from knee import fmt
 from knee.analysis.levels import pool
+from knee.analysis.ranout import ran_out_words
 from knee.analysis.search import Done, anomaly, next_level, points
 from knee.plan import PlannedStep, search_config, step_seconds
 
@@ -63,13 +64,10 @@ class Searching:
             while not self.intr.requested:
                 steps = [s for s in self.record.steps if s.phase == "sweep"]
                 rows = pool(steps, self.group, "up")
-                spent = sum(s.elapsed_s for s in steps) + self.scenario.sweep.pause * max(0, len(steps) - 1)
-                per_step = spent / len(steps) if steps else (step_seconds(self.scenario) or 0.0)
+                spent, per_step = self._spent(steps)
                 found = next_level(points(rows, self.scenario.slo), config, spent_s=spent, step_s=per_step)
                 if isinstance(found, Done):
-                    self.record.search_end = found.reason
-                    self.run_dir.save(self.record)
-                    self.console.print(f"search done: {found.reason}", highlight=False, soft_wrap=True, markup=False)
+                    self._end(found.reason)
                     return
                 level = int(found.level) if config.integer else _whole(found.level)
                 if self._ran_one or steps:
@@ -84,6 +82,13 @@ class Searching:
                 if number is None:
                     return
 
+    def _spent(self, steps: list[StepResult]) -> tuple[float, float]:
+        """The search's seconds so far (its steps, the pauses between them and the waits for rest before them: a
+        budget is the whole search's time) and one level's."""
+        settled = sum(s.settle.seconds for s in steps if s.settle is not None)
+        spent = sum(s.elapsed_s for s in steps) + self.scenario.sweep.pause * max(0, len(steps) - 1) + settled
+        return spent, spent / len(steps) if steps else (step_seconds(self.scenario) or 0.0)
+
     def _believe(self, step: StepResult, number: int) -> int | None:
         """A level that contradicts both its neighbours is measured again before the search believes it (it is
         superseded when it does not repeat); the steps' number after that, or None when the search ends there."""
@@ -91,6 +96,14 @@ class Searching:
         if why is None:
             return number
         at = fmt.load(step.level, self.record.level_unit)
+        budget = search_config(self.scenario).budget_s
+        spent, per_step = self._spent([s for s in self.record.steps if s.phase == "sweep"])
+        if budget is not None and spent + per_step > budget:  # the repeat ran past the budget
+            self._end(
+                f"the search's budget ({budget:g} s) would be passed by measuring {at} again: it contradicted its "
+                f"neighbours ({why}) and is not confirmed"
+            )
+            return None
         again = PlannedStep(step.level, reason=f"measuring {at} again: {why}")
         repeat = self._searched(again, number + 1, step)
         if repeat is None:
@@ -111,6 +124,12 @@ class Searching:
         if step.unsettled:
             self._degraded(step)
             return None
+        g = step.groups.get(self.group)
+        words = ran_out_words(step, g) if g is not None else None
+        if words is not None:  # on_exhausted = "stop": every level after it would end at once, and the search
+            at = fmt.load(step.level, self.record.level_unit)  # would measure the same level forever
+            self._end(f"the step at {at} {words}: no rows are left for the levels after it")
+            return None
         return step
 
     def _degraded(self, step: StepResult) -> None:
@@ -120,12 +139,16 @@ class Searching:
         after = f" after {fmt.load(before, self.record.level_unit)}" if before is not None else ""
         waited = fmt.duration(step.settle.seconds) if step.settle is not None else ""
         why = step.settle.reason if step.settle is not None else ""
-        self.record.search_end = (
+        self._end(
             f"the service did not come back to rest{after} within {waited} ({why}): the search stopped, for the "
             "levels it would measure next would be of a broken service, not of load"
         )
+
+    def _end(self, reason: str) -> None:
+        """The search ends for `reason`: recorded (run.json's search_end) and said."""
+        self.record.search_end = reason
         self.run_dir.save(self.record)
-        self.console.print(f"search done: {self.record.search_end}", highlight=False, soft_wrap=True, markup=False)
+        self.console.print(f"search done: {reason}", highlight=False, soft_wrap=True, markup=False)
 
     def _contradicts(self, step: StepResult, without: StepResult | None = None) -> str | None:
         """How `step`'s level contradicts both its neighbours measured so far (docs/analysis.md "A level measured

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -77,15 +78,22 @@ def test_a_swept_mix_is_reported_per_request(nginx: Nginx, tmp_path: Path) -> No
         assert int(read["failed"]) + int(write["failed"]) == int(group["failed"])
 
 
-def test_a_sweep_whose_queue_runs_out_is_marked_and_not_called_a_collapse(nginx: Nginx, tmp_path: Path) -> None:
+def _queue_sweep(nginx: Nginx, tmp_path: Path, levels: str) -> subprocess.CompletedProcess[str]:
+    """`knee sweep` of `levels`, 1 s steps, each operation taking the next of ROWS ids (a queue) and 50 ms of
+    think time; its runs in tmp_path/runs."""
     ids = tmp_path / "ids.csv"
     ids.write_text("id\n" + "".join(f"{i}\n" for i in range(ROWS)))
+    return knee_cli(
+        "sweep", nginx.url + "/u/${ids.id}", "--data", f"ids={ids}", "--data-order", "queue", "--think", "50ms",
+        "--levels", levels, "-d", "1s", "--no-recovery", "--settle", "0s", "--out", str(tmp_path / "runs"),
+        timeout=90,
+    )  # fmt: skip
+
+
+def test_a_sweep_whose_queue_runs_out_is_marked_and_not_called_a_collapse(nginx: Nginx, tmp_path: Path) -> None:
     # clients paced by their think time (about 20 operations a second each): 1 client takes about 20 rows in its
     # 1 s step, 4 clients the few left in a fraction of theirs, then 8 clients find none left
-    r = knee_cli(
-        "sweep", nginx.url + "/u/${ids.id}", "--data", f"ids={ids}", "--data-order", "queue", "--think", "50ms",
-        "--levels", "1,4,8", "-d", "1s", "--no-recovery", "--settle", "0s", "--out", str(tmp_path / "runs"),
-    )  # fmt: skip
+    r = _queue_sweep(nginx, tmp_path, "1,4,8")
     assert r.returncode == 0, r.stderr
     run = _run_dir(tmp_path / "runs")
     record = json.loads((run / "run.json").read_text())
@@ -95,8 +103,8 @@ def test_a_sweep_whose_queue_runs_out_is_marked_and_not_called_a_collapse(nginx:
     assert first + fed == ROWS and steps[2]["data"][0]["taken"] == 0
     out = r.stdout
     assert f"[ran out of ids after {fed:,} rows (all that earlier steps left of its {ROWS}), " in out
-    assert f"step 2 (4 clients): ran out of ids after {fed:,} rows" in out
-    assert f"step 3 (8 clients): ran out of ids at once: earlier steps used all its {ROWS:,} rows" in out
+    assert f"step 1 (4 clients): ran out of ids after {fed:,} rows" in out
+    assert f"step 2 (8 clients): ran out of ids at once: earlier steps used all its {ROWS:,} rows" in out
     assert f"warning: the step at 8 clients ran out of ids at once: earlier steps used all its {ROWS} rows: no " in out
     # over its 1 s window the second step's rate would be under half the first's: a collapse. The engine measures
     # it until its last operation ended, and over those seconds it is about four times it: no collapse is called.
@@ -112,3 +120,17 @@ def test_a_sweep_whose_queue_runs_out_is_marked_and_not_called_a_collapse(nginx:
         rows = list(csv.DictReader(f))
     assert [(r["ran_out"], r["rows_used"]) for r in rows] == [("", ""), ("ids", str(fed)), ("ids", "0")]
     assert float(rows[1]["rate_hz"]) > 2 * float(rows[0]["rate_hz"])
+
+
+def test_a_level_search_whose_queue_runs_out_ends_there(nginx: Nginx, tmp_path: Path) -> None:
+    # The search left a step that ran out of its data out of its points, so nothing it decided on changed: it
+    # asked for the same level after it, again and again, until Ctrl-C. It ends with the data now.
+    r = _queue_sweep(nginx, tmp_path, "auto")
+    assert r.returncode == 0, r.stderr
+    record = json.loads((_run_dir(tmp_path / "runs") / "run.json").read_text())
+    steps = record["steps"]
+    assert len(steps) <= 4 and steps[-1]["groups"]["main"]["ran_out"] == "ids", [s["level"] for s in steps]
+    assert sum(s["data"][0]["taken"] for s in steps) == ROWS
+    end = record["search_end"]
+    assert "ran out of ids" in end and "no rows are left for the levels after it" in end, end
+    assert f"search done: {end}" in " ".join(r.stdout.split())

@@ -7,6 +7,9 @@ from test_analysis_helpers import T0, step, sweep
 
 from knee.analysis import Slo, analyze, usl
 from knee.errors import UserError
+from knee.model import LatencyStats, SeriesPoint, StepResult
+
+from sample_records import group_stats, step_result
 
 
 def test_peak_and_no_errors_ever() -> None:
@@ -111,6 +114,27 @@ def test_recovered_after_the_first_probe_within_ten_percent() -> None:
     # the load stopped at T0 + 50; the third probe (9.2 Hz ≥ 90 % of 10 Hz) ends at T0 + 60 + 30 + 5
     assert v.time_to_recover_s == pytest.approx(45.0)
     assert "recovered in 45 s" in v.sentences
+
+
+def _started_empty(index: int, seconds: int, phase: str, started: float) -> StepResult:
+    """5 clients of 500 ms operations (10/s) for `seconds`: nothing ends in the first half second, the 5 in flight
+    at the end are abandoned."""
+    series = [SeriesPoint(t=float(i), succeeded=5 if i == 0 else 10, failed=0, hung=0) for i in range(seconds)]
+    done = sum(p.succeeded for p in series)
+    lat = LatencyStats(count=done, mean=500.0, p99=500.0)
+    g = group_stats("main", 5, done, float(seconds), lat, series=series, interval_s=1.0, abandoned=5)
+    return step_result(index, 5, started, float(seconds), {"main": g}, phase=phase)
+
+
+def test_a_probe_shorter_than_its_baseline_is_judged_on_the_level_tables_rate() -> None:
+    # raw, the 3 s probe read 25 / 3 = 8.3/s against the 30 s baseline's 295 / 30 = 9.8/s: 15 % off, "did not
+    # recover" for a service that never changed; the level table reads both 10/s (after the first latency)
+    steps = [
+        _started_empty(0, 30, "sweep", T0),
+        *(_started_empty(1 + i, 3, "recovery", T0 + 40 + 5 * i) for i in range(2)),
+    ]
+    v = analyze(steps, "main")
+    assert v.recovered is True and v.time_to_recover_s == pytest.approx(43.0 - 30.0)
 
 
 def test_not_recovered() -> None:
@@ -246,10 +270,37 @@ def test_nothing_succeeded() -> None:
 
 def test_partial_steps_count_and_are_noted() -> None:
     steps = sweep({10: 5.0, 20: 9.0})
-    steps.append(step(2, 40, 30, elapsed=3.0, partial=True))
+    steps.append(step(2, 40, 30, elapsed=3.0, partial=True, mean_ms=100.0))
     v = analyze(steps, "main")
     assert v.peak_level == 40  # 10 Hz over its 3 measured seconds
     assert any("level 40 was cut short (partial)" in w and "3.0 s" in w for w in v.warnings)
+
+
+def test_a_step_cut_short_before_its_first_operations_ended_is_left_out() -> None:
+    # Ctrl-C 0.8 s into 100 clients of 1 s operations: nothing ended, 100 abandoned. It was a collapse at 100
+    # ("0 Hz, 0 % of the peak") and a point of the USL fit.
+    steps = sweep({10: 50.0, 50: 100.0})
+    cut = step(2, 100, 0, elapsed=0.8, partial=True, mean_ms=0.0)
+    cut.groups["main"].abandoned = 100
+    v = analyze([*steps, cut], "main")
+    assert v.collapse_level is None and v.peak_level == 50, v.sentences
+    assert (
+        "the step at level 100 was cut short (partial) after 0.8 s, before its first operations ended: left out"
+        in v.warnings
+    )
+    assert not any("collapse" in s for s in v.sentences)
+
+
+def test_a_step_that_lost_a_worker_is_left_out() -> None:
+    # one of two workers lost at 95 % of the peak: the other's half read 47 %, "a collapse"
+    steps = sweep({100: 100.0, 200: 190.0})
+    lost = step(2, 400, 470, elapsed=5.0, partial=True)
+    lost.lost_workers = ["tcp://10.0.0.2:8786"]
+    v = analyze([*steps, lost], "main")
+    assert v.collapse_level is None and v.peak_level == 200, v.sentences
+    assert (
+        "the step at level 400 lost tcp://10.0.0.2:8786 (partial): fewer clients than its level, left out" in v.warnings
+    )
 
 
 def test_usl_is_fitted_up_to_the_collapse_without_failing_levels() -> None:
@@ -333,3 +384,17 @@ def test_a_top_flat_only_because_the_level_past_it_fails_is_a_peak() -> None:
     assert "plateau" not in v.brackets and not any("plateau" in s or "pool" in s for s in v.sentences)
     flat = analyze([step(i, lvl, 400 if lvl >= 4 else 100 * lvl) for i, lvl in enumerate((1, 2, 4, 8, 16))], "main")
     assert flat.sentences[0].startswith("a plateau of 40.0 Hz from 4 clients")
+
+
+def test_a_repeat_cut_short_does_not_confirm_the_level_it_measured_again() -> None:
+    # 45 failed 2 % between clean neighbours and was measured again; Ctrl-C cut the repeat short after 1 s. It said
+    # "contradicted its neighbours twice (…): real, kept" of a repeat that never judged anything.
+    steps = sweep({32: 300.0, 64: 600.0})
+    first = step(2, 45, 4200, failed=90)
+    again = step(3, 45, 300, elapsed=1.0, partial=True)
+    again.repeat_of = 2
+    v = analyze([*steps, first, again], "main")
+    said = " ".join(v.sentences)
+    assert "45 clients contradicted its neighbours (" in said, said
+    assert "the repeat was cut short: not confirmed" in said, said
+    assert "real, kept" not in said

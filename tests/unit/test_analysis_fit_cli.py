@@ -84,6 +84,19 @@ def test_fit_reads_extra_columns_and_a_runs_levels_csv(tmp_path: Path) -> None:
     assert r.returncode != 0 and "holds groups 'base', 'main'; choose one with --group NAME" in r.stderr
 
 
+def test_fit_of_a_mixs_levels_csv_fits_the_groups_rows_not_its_requests(tmp_path: Path) -> None:
+    # a request mix writes a row per request beside the group's: all three were fitted (12 points of 4 levels)
+    f = tmp_path / "levels.csv"
+    rows = ["index,phase,direction,level,group,request,superseded,rate_hz"]
+    for i, (n, x) in enumerate([(10, 400.0), (20, 760.0), (40, 1300.0), (80, 1500.0)]):
+        rows += [f"{i},sweep,up,{n},main,,false,{x}", f"{i},sweep,up,{n},main,read,false,{0.75 * x}"]
+        rows.append(f"{i},sweep,up,{n},main,write,false,{0.25 * x}")
+    f.write_text("\n".join(rows) + "\n")
+    r = knee_fit(f, "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [400.0, 760.0, 1300.0, 1500.0]
+
+
 def test_fit_picks_a_stage_of_a_staged_run(tmp_path: Path) -> None:
     f = tmp_path / "levels.csv"
     rows = ["label,phase,direction,level,group,rate_hz"]

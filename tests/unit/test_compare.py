@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from knee.analysis import analyze_run
 from knee.analysis.compare import compare_runs
 from knee.analysis.stats import interval_rates
-from knee.model import LatencyStats
+from knee.model import LatencyStats, RunRecord, StepResult
 from knee.report.compare import render_comparison
 
 from sample_records import make_group, sample_record
@@ -68,6 +69,19 @@ def test_more_failures_make_a_level_worse() -> None:
     assert by[(20, "sweep")].failures == "same"
 
 
+def test_a_handful_of_failures_below_the_onset_is_no_change() -> None:
+    # 4 of 50 000 against none (one reset that failed 4 clients together): the z-test read p = 0.046, "worse", and
+    # --fail-on errors:any failed the build, where both verdicts say "no errors"; 60 of 50 000 (0.12 %) is a change
+    from knee.analysis.compare import compare_level
+
+    def one(failed: int) -> StepResult:
+        g = make_group("main", 50, 5000.0 - failed / 10, seconds=10, failed=failed, noise=0.0)
+        return StepResult(index=0, level=50, started_unix=0.0, elapsed_s=10.0, groups={"main": g})
+
+    assert compare_level("main", one(0), one(4)).failures == "same"
+    assert compare_level("main", one(0), one(60)).failures == "worse"
+
+
 def test_p99_is_the_successes_and_none_where_nothing_succeeded() -> None:
     a = sample_record((1, 10), recovery_probes=0, run_id="a")
     b = sample_record((1, 10), recovery_probes=0, run_id="b")
@@ -102,6 +116,10 @@ def test_levels_only_in_one_run() -> None:
     # levels only B measured stand among A's, in level order (they were listed after A's)
     b = sample_record((1, 5, 10, 50, 100), recovery_probes=0)
     assert [d.level for d in compare_runs(a, b).levels if d.group == "main"] == [1, 5, 10, 50, 100]
+    # the recovery probes (at the first level) last, not among the sweep's levels
+    a, b = (sample_record((1, 10, 100), recovery_probes=2) for _ in "ab")
+    order = [(d.level, d.phase) for d in compare_runs(a, b).levels if d.group == "main"]
+    assert order == [(1, "sweep"), (10, "sweep"), (100, "sweep"), (1, "recovery"), (1, "recovery")], order
 
 
 def test_a_trailing_partial_interval_is_left_out() -> None:
@@ -167,6 +185,7 @@ def test_a_rate_sweep_s_peak_is_at_an_offered_rate() -> None:
         for s in r.steps:
             s.level = s.level * 10
             s.groups["main"].clients = 7
+        r.verdicts = analyze_run(r)  # the verdict's peak is the one compared
         return r
 
     a = rates(sample_record(LEVELS, lam=4.0, seed=1, run_id="old"))
@@ -176,6 +195,30 @@ def test_a_rate_sweep_s_peak_is_at_an_offered_rate() -> None:
     assert (peak.unit, peak.peak_level_a, peak.peak_level_b) == ("rate", 500, 500), peak
     line = next(x for x in cmp.summary if "peak A" in x)
     assert "at 500/s offered" in line and "clients" not in line, line
+
+
+def test_the_peaks_compared_are_the_verdicts_and_a_mixed_level_is_named() -> None:
+    # A's highest rate came with 45 % failed (at 100): its peak is 50's, the best level before errors start, so
+    # B's is +20 %, not -7.7 % against A's failing 1 300/s
+    def run(rates: dict[int, tuple[float, int]], run_id: str) -> RunRecord:
+        r = sample_record((50, 100), run_id=run_id, recovery_probes=0)
+        for s in r.steps:
+            rate, failed = rates[int(s.level)]
+            s.groups["main"] = make_group("main", int(s.level), rate, seconds=10, failed=failed, noise=0.0)
+        r.verdicts = analyze_run(r)
+        return r
+
+    a = run({50: (1000.0, 0), 100: (1300.0, 10_600)}, "a")
+    b = run({50: (1200.0, 0), 100: (1100.0, 0)}, "b")
+    cmp = compare_runs(a, b)
+    peak = cmp.peaks[0]
+    assert (peak.peak_level_a, peak.peak_level_b) == (50, 50) and round(peak.change_pct or 0) == 20, peak
+    # at 100, B is slower (1 100 for 1 300) but fails none of its operations where A failed 45 %: mixed
+    assert _by_level(cmp)[(100, "sweep")].overall == "mixed"
+    assert cmp.summary[0] == (
+        "B is better than A beyond noise in one measure and worse in another at 1 of 2 levels, better at 1, worse at "
+        "no other"
+    ), cmp.summary[0]
 
 
 def test_steps_the_analysis_does_not_believe_are_not_compared() -> None:

@@ -50,10 +50,11 @@ from knee.analysis.stats import (
     p99_estimate,
     rate_estimate,
 )
-from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, RequestStats, RunRecord, StepResult
+from knee.model import SUCCESS_LATENCY_SINCE, GroupStats, Outcomes, RequestStats, RunRecord, StepResult
 
 Judgement = Literal["better", "worse", "same", "unknown"]
 SAME: Final = "no change within noise"
+ONSET = 0.001  # the failure ratio at which errors have started (the verdict's default, DESIGN.md)
 
 
 class _Delta(BaseModel):
@@ -167,10 +168,10 @@ def _numbered(record: RunRecord) -> dict[tuple[str, str, str, int | float, int],
 def _in_level_order(keys: list[tuple[str, str, str, int | float, int]]) -> list[tuple[str, str, str, int | float, int]]:
     """The sweep's steps by level (up, then down from the top), the stages of a level in their order, recovery
     probes last: a level only B measured stands among A's, not after them all."""
-    labels = list(dict.fromkeys(k[0] for k in keys))
+    labels = list(dict.fromkeys(k[2] for k in keys))
 
     def order(k: tuple[str, str, str, int | float, int]) -> tuple[int, int, float, int, int]:
-        label, phase, direction, level, n = k
+        phase, direction, label, level, n = k  # _key's order
         down = direction == "down"
         return (phase != "sweep", down, -level if down else level, labels.index(label), n)
 
@@ -241,14 +242,18 @@ def compare_level(
             d.p99_change_pct, d.p99_noise_pct = pc.pct, pc.noise_pct
         d.p99 = _judge(pc, min_change, higher_is_better=False)
     d.failures_p_value = failures_test(a, b)
-    if d.failures_p_value is None:
-        d.failures = "unknown"
-    elif d.failures_p_value < 1 - confidence and b.failure_ratio != a.failure_ratio:
-        d.failures = "better" if b.failure_ratio < a.failure_ratio else "worse"
-    else:
-        d.failures = "same"
+    d.failures = "unknown" if d.failures_p_value is None else _failures(a, b, d.failures_p_value, confidence)
     d.overall = _overall(d.rate, d.failures)
     return d
+
+
+def _failures(a: Outcomes, b: Outcomes, p: float, confidence: float) -> Judgement:
+    """B's failures against A's: a change beyond noise (`p`) where either run's failure ratio reaches the onset of
+    errors (0.1 %). Below it both verdicts say "no errors", and the test counts each failure as independent: 4
+    of 50 000 against none (one reset that failed 4 clients together) read z = 2, "worse"."""
+    if p >= 1 - confidence or b.failure_ratio == a.failure_ratio or max(a.failure_ratio, b.failure_ratio) < ONSET:
+        return "same"
+    return "better" if b.failure_ratio < a.failure_ratio else "worse"
 
 
 def _overall(*judged: Judgement) -> Literal["better", "worse", "mixed", "no change within noise"]:
@@ -302,17 +307,20 @@ def compare_requests(
         d.failure_ratio_a, d.failure_ratio_b = ra.failure_ratio, rb.failure_ratio
         d.failures_p_value = failures_test(ra, rb)
         if d.failures_p_value is not None:
-            worse = rb.failure_ratio > ra.failure_ratio
-            moved = d.failures_p_value < 1 - confidence and rb.failure_ratio != ra.failure_ratio
-            d.failures = ("worse" if worse else "better") if moved else "same"
+            d.failures = _failures(ra, rb, d.failures_p_value, confidence)
         d.overall = _overall(d.rate, d.failures)
         out.append(d)
     return out
 
 
 def _peak(record: RunRecord, group: str) -> tuple[int | float | None, float | None]:
-    """The believed sweep step with the highest rate, as the table shows rates (`rate_estimate`): its level (clients,
-    or a rate sweep's offered rate: a group's clients there are its connections, the same at every level) and rate."""
+    """The group's peak as its verdict gives it (the best level before errors start, repeated levels pooled), else
+    (a record without one) the believed sweep step with the highest rate, as the table shows rates
+    (`rate_estimate`): its level (clients, or a rate sweep's offered rate) and rate. The highest rate of any step
+    was often one with 45 % failed, and the change between two runs' peaks then ran the wrong way."""
+    v = next((v for v in record.verdicts if v.group == group), None)
+    if v is not None and v.peak_level is not None and v.peak_rate is not None:
+        return v.peak_level, v.peak_rate
     rates = [
         (rate_estimate(s, s.groups[group]).value, s)
         for s in record.steps
@@ -386,10 +394,16 @@ def _head(rows: list[LevelDelta]) -> str:
     """The answer over `rows`: 'no change within noise at any of 3 levels', or where B is better and worse."""
     matched = [d for d in rows if d.overall not in ("only in A", "only in B")]
     better = sum(d.overall == "better" for d in matched)
-    worse = sum(d.overall in ("worse", "mixed") for d in matched)
+    worse = sum(d.overall == "worse" for d in matched)
+    mixed = sum(d.overall == "mixed" for d in matched)
     n = len(matched)
     if not n:
         return "no levels in common to compare"
+    if mixed:  # one measure better, another worse: neither answer alone
+        return (
+            f"B is better than A beyond noise in one measure and worse in another at {mixed} of {n} levels, "
+            f"better at {better or 'no other'}, worse at {worse or 'no other'}"
+        )
     if better and not worse:
         return f"B is better than A beyond noise at {better} of {n} levels, worse at none"
     if worse and not better:

@@ -16,8 +16,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from knee import fmt
 from knee.analysis.steady import intervals
-from knee.model import DataUse, GroupStats, Outcomes, StepResult
+from knee.model import DataUse, GroupStats, LevelUnit, Outcomes, StepResult
 
 # DESIGN.md: collapse = past the peak, rate below half the peak's or failure ratio over 50 %.
 COLLAPSE_RATE = 0.5
@@ -88,6 +89,18 @@ def ran_out_early(s: StepResult, group: str) -> bool:
     if g is None or g.ran_out is None:
         return False
     return g.total == 0 or measured_s(s, g) <= 0
+
+
+def cut_short(s: StepResult, group: str) -> bool:
+    """Step `s` ended early (Ctrl-C, a search's abort) before group `group` measured past its first operation
+    latency and KEPT_INTERVALS intervals (none of its operations ended, or its window could not cut its empty
+    start): its rate is its start's, not the service's (0 Hz, "a collapse"), and the analysis leaves it out."""
+    g = s.groups.get(group)
+    if g is None or not s.partial or g.ran_out is not None:
+        return False
+    if g.total == 0:
+        return g.abandoned > 0
+    return g.interval_s > 0 and g.elapsed_s < latency_s(g) + KEPT_INTERVALS * g.interval_s
 
 
 def window(s: StepResult, g: GroupStats) -> Window:
@@ -272,13 +285,16 @@ class LevelRow(Outcomes):
 
 def sweep_steps(steps: Sequence[StepResult], group: str, every: bool = False) -> list[StepResult]:
     """The sweep steps (not recovery probes) that measured `group`, in order: those the analysis believes (not
-    superseded by a measurement again, not run on a service that had not come back to rest, not ended by data that
-    ran out before a whole interval: `ran_out_early`), or `every` one."""
+    superseded by a measurement again, not run on a service that had not come back to rest or with a worker lost,
+    not ended by data that ran out before a whole interval: `ran_out_early`, not cut short before its first
+    operations ended: `cut_short`), or `every` one."""
     return sorted(
         (
             s
             for s in steps
-            if s.phase == "sweep" and group in s.groups and (every or (s.believed and not ran_out_early(s, group)))
+            if s.phase == "sweep"
+            and group in s.groups
+            and (every or (s.believed and not ran_out_early(s, group) and not cut_short(s, group)))
         ),
         key=lambda s: s.index,
     )
@@ -391,3 +407,23 @@ def seconds_to_tell(row: LevelRow) -> float:
     counting noise of its completions (1.96 √(achieved × T) < short × T)."""
     short = row.short_hz
     return 1.96**2 * row.achieved_rate / short**2 if short > 0 else math.inf
+
+
+def partial_warnings(steps: Sequence[StepResult], group: str, unit: LevelUnit) -> list[str]:
+    """One sentence per sweep step of `group` that ended early (partial): a lost worker's and one `cut_short` are
+    left out, another covers fewer seconds than planned."""
+    out = []
+    for s in sweep_steps(steps, group, every=True):
+        if not s.partial or s.superseded or s.unsettled:
+            continue
+        at = f"the step at {fmt.load(s.level, 'rate') if unit == 'rate' else f'level {s.level}'}"
+        seconds = s.groups[group].elapsed_s
+        if s.lost_workers:
+            out.append(f"{at} lost {', '.join(s.lost_workers)} (partial): fewer clients than its level, left out")
+        elif cut_short(s, group):
+            out.append(
+                f"{at} was cut short (partial) after {seconds:.1f} s, before its first operations ended: left out"
+            )
+        else:
+            out.append(f"{at} was cut short (partial): its numbers cover only {seconds:.1f} s")
+    return out

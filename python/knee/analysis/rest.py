@@ -53,6 +53,10 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
         if first.superseded:
             v.sentences.append(f"{at} was measured again: its first measurement ({was}) did not repeat ({again}) "
                                "and is left out")  # fmt: skip
+        elif s.partial or not s.believed:  # the repeat cannot say the first was real (Ctrl-C, a service not at rest)
+            how = "cut short" if s.partial else "run on a service not at rest"
+            v.sentences.append(f"{at} contradicted its neighbours ({was}); measured again, the repeat was {how}: "
+                               "not confirmed")  # fmt: skip
         else:
             v.sentences.append(f"{at} contradicted its neighbours twice ({was}; again: {again}): real, kept")
 

@@ -131,11 +131,12 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
 def _filters(
     header: list[str], rows: list[tuple[int, list[str]]], path: Path, chosen: dict[str, str | None]
 ) -> dict[int, str]:
-    """Column index → required value, for a run's levels.csv (phase, direction, superseded, group and label
-    columns): the steps the verdict fits."""
+    """Column index → required value, for a run's levels.csv (phase, direction, superseded, request, group and
+    label columns): the steps the verdict fits."""
     lowered = [h.lower() for h in header]
     out: dict[int, str] = {}
-    for column, value in (("phase", "sweep"), ("direction", "up"), ("superseded", "false")):
+    # a request mix's steps have a row per request beside the group's: the group's (request empty) is the point
+    for column, value in (("phase", "sweep"), ("direction", "up"), ("superseded", "false"), ("request", "")):
         if column in lowered:
             out[lowered.index(column)] = value
     for column, want in chosen.items():

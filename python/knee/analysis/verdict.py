@@ -48,6 +48,7 @@ from knee.analysis.levels import (
     LevelRow,
     collapse,
     failed_or_hung,
+    partial_warnings,
     pool,
     saturated,
     seconds_to_tell,
@@ -195,15 +196,7 @@ def _merge(group: str, parts: list[tuple[str, Verdict]], with_slo: bool) -> Verd
 
 
 def _partial(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
-    def where(level: float) -> str:
-        return fmt.load(level, "rate") if v.level_unit == "rate" else f"level {level}"
-
-    for s in sweep_steps(steps, group):
-        if s.partial:
-            g = s.groups[group]
-            v.warnings.append(
-                f"the step at {where(s.level)} was cut short (partial): its numbers cover only {g.elapsed_s:.1f} s"
-            )
+    v.warnings.extend(partial_warnings(steps, group, v.level_unit))  # cut short, a worker lost
     v.warnings.extend(ran_out_warnings(steps, group, v.level_unit))  # ended by its data, not by the service
 
 

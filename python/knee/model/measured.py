@@ -344,8 +344,9 @@ class StepResult(BaseModel):
     @property
     def believed(self) -> bool:
         """The analysis locates points on this step: it was neither superseded by a measurement again nor run on a
-        service that had not come back to rest."""
-        return not self.superseded and not self.unsettled
+        service that had not come back to rest, and lost no worker (what it measured came from fewer clients than
+        its level: at 95 % of the peak, one of two workers lost read as a collapse)."""
+        return not self.superseded and not self.unsettled and not self.lost_workers
 
     @property
     def skewed(self) -> bool:
