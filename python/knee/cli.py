@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import signal
 import sys
 import types
@@ -142,6 +144,37 @@ def _click_error(exc: click.ClickException) -> str:
     return f"{path} has no command {given!r}; {meant}its commands are {', '.join(names)} ({path} --help says more)"
 
 
+class _PipeSafe:
+    """stdout that outlives its reader: `knee sweep … | head -3` made the first print after head left raise
+    BrokenPipeError, a traceback that stopped the sweep (run.json "failed"). The rest of the output goes to
+    /dev/null and the run goes on: its files hold everything."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # what is still buffered, and the exit's flush, go there
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr and a non-zero exit, never a traceback."""
     # A shell starts background jobs of a script with SIGINT ignored, and Python keeps that. knee's
@@ -150,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _pause_collection()
+    stdout, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
     try:
         cli.main(args=argv, prog_name="knee", standalone_mode=False)
     except UserError as exc:
@@ -174,4 +208,5 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"knee: error: {exc}", err=True)
         sys.exit(2)
     finally:
+        sys.stdout = stdout
         _collect_again()

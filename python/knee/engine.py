@@ -96,7 +96,7 @@ class Engine:
 def summary(result: ShardResult, secrets: Secrets = NO_SECRETS) -> EngineSummary:
     """The engine's summary of a result, typed; `secrets`' values scrubbed from it (a service, or a command, may
     echo a credential it was sent into a failure's sample: the run's record must not hold it)."""
-    return EngineSummary.model_validate_json(secrets.scrub(result.summary()))
+    return EngineSummary.model_validate_json(secrets.scrub_json(result.summary()))
 
 
 def group_stats(result: ShardResult) -> dict[str, GroupStats]:

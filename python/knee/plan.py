@@ -12,7 +12,7 @@ Recovery probes are decided while running (see knee.sweep) but built here too.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -269,7 +269,15 @@ def check_engine(scenario: Scenario, source: Source | None) -> None:
     except UserError:
         return  # said where the step is planned, in its own words
     try:
-        _engine.check_spec(spec.to_json())
+        text = spec.to_json()
+    except ValueError:  # pydantic's serialization error: a lone surrogate, a byte Python could not decode as UTF-8
+        bad = next((v for v in _strings(spec.model_dump()) if _not_utf8(v)), "?")
+        raise UserError(
+            f"{bad.encode('utf-8', 'surrogateescape')!r} is not UTF-8 (an argument, a file's name or the "
+            "environment's): knee sends and writes UTF-8 only; give it in UTF-8, or pass it through a file"
+        ) from None
+    try:
+        _engine.check_spec(text)
     except _engine.SpecError as exc:
         m = _CLIENT_ERROR.fullmatch(str(exc))
         if m is None:
@@ -277,6 +285,26 @@ def check_engine(scenario: Scenario, source: Source | None) -> None:
         loc = ("groups", spec.groups[int(m.group(1))].name, *(p for p in re.split(r"[.\[\]]+", m.group(2)) if p))
         said = describe({"loc": loc, "msg": m.group(3), "type": "engine"}, source or Source("scenario"))
         raise UserError(said) from None
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string inside `value` (dicts, lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def _not_utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def engine_profile(p: RateProfile) -> PointsProfile | SineProfile:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from knee import fmt
 from knee._engine import __version__
 from knee.analysis.levels import collapse, pool
-from knee.analysis.recovery import back
+from knee.analysis.recovery import back, rate_of
 from knee.analysis.steady import Settling, steady_state
 from knee.engine import ShardResult, Snapshot, group_stats, summary
 from knee.errors import UserError
@@ -186,6 +186,7 @@ def execute(
         record.status = "interrupted" if intr.requested else runner.status
         run_dir.save(record)
         code = finish(record, run_dir, console, show=show, write=write)
+        run_dir.release()  # ended: it may be resumed (a failure's lock ends with the process)
     return Outcome(record, EXIT_INTERRUPTED if record.status == "interrupted" else code, runner.results)
 
 
@@ -343,10 +344,10 @@ class _Runner(Searching, Soaking):
             (s for s in self.record.steps if s.phase == "sweep" and s.level == probe.level and s.label == probe.label),
             None,
         )
-        if base is None or self.group not in base.groups or base.groups[self.group].rate_hz <= 0:
+        if base is None or self.group not in base.groups or rate_of(base, self.group) <= 0:
             self.console.print("no recovery probe: the baseline level has no successful operations to compare with")
             return
-        target = base.groups[self.group].rate_hz
+        target = rate_of(base, self.group)
         rec = self.scenario.recovery
         probes = [s for s in self.record.steps if s.phase == "recovery"]
         if probes and self._within(probes[-1], target):
@@ -442,7 +443,8 @@ class _Runner(Searching, Soaking):
             phase=planned.phase,
             direction=planned.direction,
             partial=run.partial or bool(run.lost),
-            started_unix=s.started_unix or run.started_unix,
+            # many machines: the earliest shard's start on the driver's clock (the merged result's is a worker's own)
+            started_unix=run.started_unix if run.workers else (s.started_unix or run.started_unix),
             elapsed_s=s.elapsed_s,
             groups=groups,
             reason=planned.reason,
@@ -488,8 +490,8 @@ class _Runner(Searching, Soaking):
         return collapse(row, peak, fmt.rate, fmt.pct) is not None
 
     def _within(self, step: StepResult, target: float) -> bool:
-        g = step.groups.get(self.group)
-        return g is not None and back(g.rate_hz, target, self.scenario.recovery.tolerance)
+        ok = self.group in step.groups
+        return ok and back(rate_of(step, self.group), target, self.scenario.recovery.tolerance)
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds

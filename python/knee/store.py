@@ -17,6 +17,7 @@ of one; every text goes through the run's `Secrets.scrub` (knee.scenario.secrets
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -81,8 +82,13 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def write_text(path: Path, text: str, secrets: Secrets) -> None:
-    """Write a text file knee produced (report, JSON) atomically, `secrets` scrubbed."""
+    """Write a text file knee produced (a report, the scenario) atomically, `secrets` scrubbed."""
     atomic_write(path, secrets.scrub(text).encode())
+
+
+def write_json(path: Path, text: str, secrets: Secrets) -> None:
+    """Write JSON knee produced (indented by 2) atomically, `secrets` scrubbed inside its strings."""
+    atomic_write(path, secrets.scrub_json(text, indent=2).encode())
 
 
 class RunDir:
@@ -93,12 +99,20 @@ class RunDir:
         self._path = Path(path) if path is not None else None
         self.secrets = secrets
         self._record: RunRecord | None = None  # a memory run directory's record
+        self.lock: int | None = None  # the held lock's descriptor (`hold`): this process runs the directory
 
     @classmethod
     def memory(cls, secrets: Secrets = NO_SECRETS) -> RunDir:
         """A run directory that keeps nothing on disk (its record lives in memory); `secrets`: the run's, scrubbed
         from its steps' records all the same (they are printed)."""
         return cls(None, secrets)
+
+    def release(self) -> None:
+        """Let go of the run directory's lock (`hold`)."""
+        if self.lock is not None and _HELD.get(self.path.resolve()) == self.lock:
+            del _HELD[self.path.resolve()]
+            os.close(self.lock)
+        self.lock = None
 
     @property
     def kept(self) -> bool:
@@ -155,7 +169,9 @@ class RunDir:
             except FileExistsError:
                 continue
             (path / "steps").mkdir()
-            return cls(path, secrets)
+            run_dir = cls(path, secrets)
+            run_dir.lock = hold(path)
+            return run_dir
         raise UserError(f"--out {str(out)!r} has too many runs named {stamp}-{slug}; choose another directory")
 
     def load(self) -> RunRecord:
@@ -211,7 +227,7 @@ class RunDir:
     def save(self, record: RunRecord) -> None:
         self._record = None if self.kept else record
         if self.kept:
-            write_text(self.record_path, record.model_dump_json(indent=2, by_alias=True), self.secrets)
+            write_json(self.record_path, record.model_dump_json(indent=2, by_alias=True), self.secrets)
 
     def write_scenario(self, text: str) -> None:
         if self.kept:
@@ -248,7 +264,7 @@ class RunDir:
         may quote what the service or command was sent."""
         if not self.secrets:
             return result_bytes
-        return self.secrets.scrub(result_bytes.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        return self.secrets.scrub_json(result_bytes.decode()).encode()
 
     def step_result_bytes(self, index: int) -> bytes:
         return self.step_path(index).read_bytes()
@@ -273,6 +289,40 @@ def load_run(path: Path | str) -> RunRecord:
     return RunDir(path).load()
 
 
+LOCK_FILE = ".lock"
+
+
+_HELD: dict[Path, int] = {}  # the run directories this process holds, by resolved path: their locks' descriptors
+
+
+def hold(path: Path) -> int:
+    """Lock run directory `path` for this process (its descriptor; the lock ends with the process, or `release`):
+    one knee at a time runs it. A second `--resume` of a run still going loaded the service twice, each measuring
+    the other's load, and both wrote run.json and steps/N.knee (the last writer's steps kept). Refused in one
+    sentence. This process holding it already (the Python API resuming what it ran): the same lock."""
+    key = path.resolve()
+    if key in _HELD:
+        return _HELD[key]
+    lock = path / LOCK_FILE
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UserError(f"{str(path)!r} cannot be locked ({exc.strerror}): is the run directory writable?") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise UserError(
+            f"{str(path)!r} is being run by another knee (pid {pid}): let it end, or stop it (Ctrl-C keeps its "
+            "steps), then --resume"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _HELD[key] = fd
+    return fd
+
+
 def resume_run(
     path: Path, secrets: dict[str, str] | None = None, prepare: Callable[[Scenario], None] | None = None
 ) -> tuple[Scenario, RunDir]:
@@ -280,6 +330,7 @@ def resume_run(
     command's run options) sees the scenario before the run is marked running again, and may refuse it."""
     run_dir = RunDir(path)
     record = run_dir.load()
+    lock = hold(path)
     if record.scenario.mode == "soak":  # its trends are of one unbroken run
         raise UserError(f"--resume {str(path)!r}: a soak is not continued; `knee report {path}` reports what it saved")
     if record.status in ("complete", "stopped", "aborted") and not any(s.partial for s in record.steps):
@@ -290,6 +341,7 @@ def resume_run(
     if prepare is not None:
         prepare(loaded.scenario)
     run_dir = RunDir(path, loaded.secrets)
+    run_dir.lock = lock
     for d in (d for s in record.steps if s.partial for d in s.data):  # the rows the dropped steps sent are spent
         record.rows_spent[d.name] = record.rows_spent.get(d.name, 0) + d.used
     record.steps = [s for s in record.steps if not s.partial]

@@ -232,6 +232,21 @@ def test_a_bad_profile_is_one_sentence_and_exit_2(args: list[str], says: str) ->
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--levels", "5,10"], "--levels and --ramp exclude each other"),
+        (["--rates", "100"], "--rates and --ramp exclude each other"),
+        (["--think", "1s"], "--think applies to closed loops only (got 1s with --ramp)"),
+    ],
+)
+def test_sweep_s_ramp_is_named_as_given(args: list[str], says: str) -> None:
+    # knee sweep has no --rate-profile: its errors named it (and --rates, for a ramp given alone)
+    proc = knee_cli("sweep", f"http://127.0.0.1:{free_port()}/", "--ramp", "0s:10, 60s:100", *args, timeout=30)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert "--rate-profile" not in proc.stderr
+
+
 def test_a_bad_profile_in_a_scenario_names_its_line(tmp_path: Path) -> None:
     scenario = tmp_path / "ramp.toml"
     scenario.write_text(

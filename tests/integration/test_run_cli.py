@@ -218,6 +218,8 @@ def test_sigint_stops_a_run_started_with_sigint_ignored(nginx: Nginx, tmp_path: 
         (["ftp://127.0.0.1/"], r"unsupported target 'ftp://127.0.0.1/'"),
         (["http://"], r"TARGET must name a host, like http://host:port/path \(got 'http://'\)"),
         (["http://127.0.0.1:99999/"], r"TARGET must have a port from 1 to 65535, not '99999'"),
+        # sent as the Host header ("Host: alice:pw@127.0.0.1:1", servers answer 400) and written in every file
+        (["http://alice:pw@127.0.0.1:1/"], r"TARGET must not carry a user:password@: send credentials as a header"),
         (
             ["http://127.0.0.1:1/", "-c", "0"],
             r"^knee: error: -c/--clients must be a whole number of at least 1 \(got '0'\)$",
@@ -414,3 +416,36 @@ def test_a_command_that_does_not_exist_is_named_with_the_ones_that_do(args: list
     proc = knee_cli(*args, timeout=30)
     assert proc.returncode == 2
     assert proc.stderr.startswith(said) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_output_piped_into_head_does_not_stop_the_sweep(nginx: Nginx, tmp_path: Path) -> None:
+    # `knee sweep … | head -1`: the first print after head left raised BrokenPipeError, a traceback that ended
+    # the sweep with run.json "failed"
+    out = tmp_path / "runs"
+    args = ["sweep", nginx.url + "/", "--levels", "1,2,3", "-d", "1s", "--no-recovery", "--settle", "0s"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee", *args, "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as head does after its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    (run,) = out.iterdir()
+    doc = json.loads((run / "run.json").read_text())
+    assert doc["status"] == "complete" and [s["level"] for s in doc["steps"]] == [1, 2, 3]
+
+
+def test_an_argument_that_is_not_utf8_is_one_sentence() -> None:
+    # a Latin-1 file name on grid storage, as a command's argument: a serialization error's traceback
+    proc = subprocess.run(
+        [sys.executable, "-m", "knee", "run", "-c", "1", "-n", "1", "--", "true", b"caf\xe9"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "knee: error: b'caf\\xe9' is not UTF-8 (an argument, a file's name or the environment's): knee sends and "
+        "writes UTF-8 only; give it in UTF-8, or pass it through a file"
+    )

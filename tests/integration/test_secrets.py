@@ -48,6 +48,23 @@ def test_a_secret_the_service_echoes_back_is_not_written(nginx: Nginx, tmp_path:
             assert secret not in text, name
 
 
+def test_a_cookie_whose_value_is_a_word_of_knees_own_json_leaves_it_json(nginx: Nginx, tmp_path: Path) -> None:
+    """Every cookie is a secret: `consent=true` and `tab=main` made every `true` of run.json `<redacted>` (not JSON:
+    the sweep stopped before its first step) and the group `main` `<redacted>`. Values a scenario's own words or
+    JSON's literals are not scrubbed; the run is whole."""
+    out = tmp_path / "runs"
+    proc = knee_cli(
+        "sweep", nginx.url + "/", "--levels", "1,2", "-d", "1s", "--no-recovery", "--settle", "0s", "--out", str(out),
+        "-C", "consent=true", "-C", "tab=main", "-C", f"session={COOKIE}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (run,) = out.iterdir()
+    record = RunDir(run).load()
+    assert [s.level for s in record.steps] == [1, 2] and record.measured_group == "main"
+    assert all(s.groups["main"].succeeded > 0 for s in record.steps)
+    assert COOKIE not in written(out)
+
+
 def test_a_credential_in_a_command_s_environment_is_sent_not_written(tmp_path: Path) -> None:
     """`-e API_TOKEN=…` (named like a credential: a secret of its own) reaches the command, which writes what it got
     to a file outside the run and says it on stderr when it fails: the run's files and output do not hold it."""

@@ -95,6 +95,45 @@ def assert_complete(rd: RunDir) -> RunRecord:
     return record
 
 
+@pytest.mark.timeout(60)
+def test_resume_of_a_run_still_going_is_refused(tmp_path: Path, target: TargetProcess) -> None:
+    # It loaded the service twice (each sweep measuring the other's load) and both wrote run.json and the steps.
+    proc, out = start_sweep(tmp_path, target)
+    try:
+        wait_for(lambda: steps_saved(out) >= 1, 30, "the first step")
+        rd = run_dir_of(out)
+        second = subprocess.run(knee("sweep", "--resume", str(rd.path)), capture_output=True, text=True, timeout=30)
+        assert second.returncode == 2, second.stderr
+        assert f"is being run by another knee (pid {proc.pid})" in second.stderr, second.stderr
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        kill_if_running(proc)
+    assert proc.returncode == 0, stderr
+    assert_complete(rd)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_end_the_step_as_ctrl_c_does(tmp_path: Path, target: TargetProcess, sig: int) -> None:
+    # `kill`, a batch system's time limit or a closed SSH session: Python's default ended knee at once, the step
+    # lost, no report, run.json left "running".
+    proc, out = start_sweep(tmp_path, target)
+    try:
+        wait_for(lambda: steps_saved(out) >= 1, 30, "the first step")
+        time.sleep(0.4)  # inside the second step
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        kill_if_running(proc)
+    assert proc.returncode == 130, stderr
+    assert f"knee: {signal.Signals(sig).name} received: ending this step and writing the report" in stderr
+    rd = run_dir_of(out)
+    record = rd.load()
+    assert record.status == "interrupted" and record.steps[-1].partial, shape(record)
+    assert len(record.steps) >= 2 and all(not s.partial for s in record.steps[:-1])
+    assert (rd.path / "report.md").is_file()
+
+
 @pytest.mark.timeout(90)
 def test_ctrl_c_keeps_a_partial_step_and_resume_completes(tmp_path: Path, target: TargetProcess) -> None:
     proc, out = start_sweep(tmp_path, target)

@@ -159,3 +159,9 @@ def test_bad_input_is_one_line(args: list[str], message: str) -> None:
     assert proc.stdout == ""
     (line,) = proc.stderr.splitlines()
     assert line.startswith("knee: error: ") and message in line
+
+
+def test_the_machine_alone_with_a_level_search() -> None:
+    # `knee doctor --levels auto` took max("auto") for the largest level: a ValueError's traceback
+    code, doc, _ = doctor("--levels", "auto")
+    assert code in (0, 1) and doc["machine"]["fd_soft"], doc

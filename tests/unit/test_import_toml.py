@@ -39,3 +39,11 @@ def test_arrays_of_tables_round_trip() -> None:
     assert '[[groups.main.requests]]\nname = "get_index"\nweight = 3\n' in text
     assert 'headers = {Accept = "text/html", "X Odd" = "\\u007f\\u0001"}' in text
     assert text.index("[sweep]") < text.index("[[data]]")
+
+
+def test_a_key_toml_does_not_allow_bare_is_quoted() -> None:
+    # `--var café=x --save-scenario s.toml` wrote `café = "x"`, which knee (tomllib) then refused
+    table = {"vars": {"café": "x", "ÉTAT": "1", "plain_key-2": "y"}}
+    text = to_toml(table)
+    assert tomllib.loads(text) == table
+    assert '"caf\\u00e9" = "x"' in text and "plain_key-2 = " in text

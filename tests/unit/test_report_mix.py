@@ -184,7 +184,7 @@ def test_a_step_whose_data_ran_out_is_marked_and_no_collapse(users: RunRecord) -
 def test_every_report_marks_the_step_that_ran_out(users: RunRecord, tmp_path: Path) -> None:
     term = _text(lambda c: render_terminal(users, c))
     assert "2 (ran out of users)" in term and "4 (ran out of users)" in term
-    assert f"step 2 (2 clients): ran out of users after {ROWS:,} rows" in term
+    assert f"step 1 (2 clients): ran out of users after {ROWS:,} rows" in term
     line = _text(lambda c: SweepProgress(c, 1.0, 0.0).end(users.steps[1]))
     assert f"[ran out of users after {ROWS:,} rows, " in line
     md = render_markdown(users)

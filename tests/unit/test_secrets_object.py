@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from knee.scenario import Secrets, Source, from_raw
 
 TABLE = {
@@ -29,3 +31,20 @@ def test_loading_returns_the_runs_secrets_lifted_credentials_included() -> None:
     assert loaded.secrets.scrub("Bearer s3cr3t-token literal-key-value") == "Bearer <redacted> <redacted>"
     other = from_raw(TABLE, Source("command line"), secrets={"tok": "another-token"})
     assert other.secrets.scrub("s3cr3t-token") == "s3cr3t-token"  # one run's scrub knows only its own values
+
+
+def test_json_is_scrubbed_inside_its_strings_and_stays_the_json_it_was() -> None:
+    # a cookie consent=true, a PIN of digits, a tab named as the group: knee's own JSON holds those words too
+    s = Secrets({"c": "true", "pin": "1000", "tab": "main", "tok": 'hun"ter2\\x'}, names={"main", "groups"})
+    doc = {"groups": {"main": {"ok": True, "n": 1000, "sample": 'denied: hun"ter2\\x true 1000'}}, "g": "main"}
+    out = json.loads(s.scrub_json(json.dumps(doc), indent=2))
+    assert out == {"groups": {"main": {"ok": True, "n": 1000, "sample": "denied: <redacted> true 1000"}}, "g": "main"}
+    assert s.scrub("at_collapse: true, 1000 Hz, group main") == "at_collapse: true, 1000 Hz, group main"
+    assert Secrets({"a": "-Infinity", "b": "1e3", "c": "NaN"}).scrub("1e3 NaN -Infinity") == "1e3 NaN -Infinity"
+    assert Secrets({"a": "main1"}, names={"main"}).scrub("main1") == "<redacted>"
+
+
+def test_loading_keeps_the_scenarios_names_out_of_the_scrub() -> None:
+    table = {**TABLE, "groups": {"main": {**TABLE["groups"]["main"], "cookies": {"tab": "main", "id": "abc-123-xyz"}}}}
+    loaded = from_raw(table, Source("command line"), secrets={"tok": "s3cr3t-token"})
+    assert loaded.secrets.scrub("group main, id abc-123-xyz") == "group main, id <redacted>"

@@ -53,7 +53,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         if extra or opts["variables"] or opts["secrets"]:
             what = _option(extra[0]) if extra else "--var/--secret"
             raise UserError(f"{what} describes a target: give the TARGET (a URL, or -- COMMAND ARGS) or a SCENARIO")
-        check = check_machine(int(max(one_line.levels or [one_line.clients or DOCTOR_CLIENTS])))
+        levels = one_line.levels if isinstance(one_line.levels, list) else None  # "auto": the search's, unknown
+        check = check_machine(int(max(levels or [one_line.clients or DOCTOR_CLIENTS])))
         secrets = NO_SECRETS
     else:
         loaded = _scenario(target, one_line, given, opts)
@@ -71,7 +72,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             "memory_estimate": [{"what": w, "bytes": b} for w, b in memory_needed(check.load)] if check.load else [],
             "exit": EXIT_FOUND if check.errors else 0,
         }
-        click.echo(secrets.scrub(json.dumps(doc, indent=2)))
+        click.echo(secrets.scrub_json(json.dumps(doc, indent=2), indent=2))
     else:
         click.echo(secrets.scrub(_text(check, checked)))
     if check.errors:

@@ -103,7 +103,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.scenario.oneline import OPTION_NAMES, scenario_table
     from knee.scenario.secrets import parse_secret_options
     from knee.scenario.units import parse_list
-    from knee.store import write_text
+    from knee.store import write_json
 
     tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
     json_path = opts["json_path"]
@@ -171,7 +171,7 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
             if not several
             else abtext.steps_to_json(loaded.record, steps, where)
         )
-        write_text(Path(json_path), doc.model_dump_json(indent=2, by_alias=True) + "\n", loaded.secrets)
+        write_json(Path(json_path), doc.model_dump_json(indent=2, by_alias=True) + "\n", loaded.secrets)
         click.echo(f"\nJSON written to {json_path}")
     code = outcome.code or (EXIT_SLO_FAILED if missed else 0)  # with --out, the run's verdict said so already
     if code:

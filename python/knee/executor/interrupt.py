@@ -3,7 +3,10 @@
 The first SIGINT only sets a flag; the executor sees it within 0.2 s, stops the
 engine (which kills every exec client's process group), keeps the step as partial,
 and the sweep still writes its report. A second SIGINT stops the running engine
-(if any) and leaves the process immediately with status 130.
+(if any) and leaves the process immediately with status 130. SIGTERM (`kill`, a batch
+system's time limit, a CI job cancelled) and SIGHUP (the terminal or SSH session gone)
+are taken as Ctrl-C is: without them Python died at once, the step and the report lost,
+the run left "running" and the exec clients' process groups running on.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ def on_hard_exit(hook: Callable[[], object]) -> Callable[[], object]:
     return lambda: _HARD_EXIT_HOOKS.remove(hook) if hook in _HARD_EXIT_HOOKS else None
 
 
+# The signals that end a step as Ctrl-C does.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class _Stoppable(Protocol):
     def stop(self) -> None: ...
 
@@ -37,26 +44,32 @@ class Interrupts:
     def __init__(self) -> None:
         self.requested = False
         self.engine: _Stoppable | None = None
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> Interrupts:
         # Only the main thread may handle signals (knee.run() from another thread runs without Ctrl-C handling).
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            for sig in SIGNALS:
+                if sig != signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # nohup: the user asked that a closed terminal not end the run
+                self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if not self.requested:
             self.requested = True
-            sys.stderr.write(
-                "\nknee: interrupted: ending this step and writing the report (Ctrl-C again to quit now)\n"
-            )
-            sys.stderr.flush()
+            name = signal.Signals(signum).name
+            what, again = ("interrupted", "Ctrl-C") if signum == signal.SIGINT else (f"{name} received", name)
+            with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+                sys.stderr.write(
+                    f"\nknee: {what}: ending this step and writing the report ({again} again to quit now)\n"
+                )
+                sys.stderr.flush()
             return
         engine = self.engine
         if engine is not None:
@@ -64,6 +77,7 @@ class Interrupts:
         for hook in list(_HARD_EXIT_HOOKS):
             with contextlib.suppress(Exception):  # leaving anyway: one failing hook must not stop the others
                 hook()
-        sys.stderr.write("knee: interrupted twice: stopped\n")
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.write("knee: interrupted twice: stopped\n")
+            sys.stderr.flush()
         os._exit(130)

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from knee.scenario import messages
 from knee.scenario.messages import Source
 from knee.scenario.model import Scenario
-from knee.scenario.secrets import Secrets, lift_credentials, resolve
+from knee.scenario.secrets import Secrets, lift_credentials, resolve, scenario_names
 
 # Placeholders the engine (or the plan) fills in itself, left untouched here.
 RUNTIME_PLACEHOLDERS = frozenset({"client", "iteration", "stage", "uuid", "now_ms"})
@@ -101,7 +101,7 @@ def from_raw(
         record = Scenario.model_validate(record_raw)
     except ValidationError as exc:
         raise messages.secret_where_checked(source, exc) from None
-    return Loaded(scenario, record, Secrets({**secret_values, **lifted}), source)
+    return Loaded(scenario, record, Secrets({**secret_values, **lifted}, scenario_names(record_raw)), source)
 
 
 def scenario_from_record(record: Scenario, secrets: Mapping[str, str] | None = None) -> Loaded:
@@ -109,7 +109,7 @@ def scenario_from_record(record: Scenario, secrets: Mapping[str, str] | None = N
     values = resolve(record.secrets, secrets or {}, "this run uses")
     raw = record.model_dump(mode="json", exclude_none=True)
     run_raw = _substitute(raw, values, Source("run.json"), keep=set(), strict=False)
-    return Loaded(_validate(run_raw, Source("run.json")), record, Secrets(values))
+    return Loaded(_validate(run_raw, Source("run.json")), record, Secrets(values, scenario_names(raw)))
 
 
 def _validate(raw: dict[str, Any], source: Source) -> Scenario:

@@ -296,7 +296,8 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
             g[key] = getattr(o, key)
     if o.expect_file:
         path, sep, size = o.expect_file.rpartition(":")
-        g["expect_file"] = {"path": path, "min_size": int(size)} if sep and size.isdigit() else {"path": o.expect_file}
+        whole = sep and size.isascii() and size.isdigit()  # "²" is a digit to isdigit(), not to int()
+        g["expect_file"] = {"path": path, "min_size": int(size)} if whole else {"path": o.expect_file}
     return g
 
 
@@ -337,6 +338,7 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
     """The scenario's tables for `target` and `o`. `run`: `knee run` (one level, or one step per rate; no
     recovery probe, no stop at collapse), else a one-line sweep."""
     rate_option = "--rate" if run else "--rates"
+    profile_option = "--rate-profile" if run else "--ramp"  # knee sweep's rate over time is --ramp
     given = [
         k for k, v in (("-n", o.n), ("--iterations", o.iterations), ("-d/--duration", o.duration)) if v is not None
     ]
@@ -357,15 +359,14 @@ def scenario_table(target: Target, o: Options, *, run: bool) -> dict[str, Any]:
         _only_the_clients_profile(o, rate_option)
         group["clients"] = o.clients_profile
     elif rates is not None or o.rate_profile is not None:
+        given = rate_option if rates is not None else profile_option
         if o.levels is not None:
-            raise UserError("--levels and --rates exclude each other: give client levels or arrival rates, not both")
+            raise UserError(f"--levels and {given} exclude each other: give client levels or arrival rates, not both")
         if rates is not None and o.rate_profile is not None:
-            raise UserError(f"{rate_option} and --rate-profile exclude each other: give one rate or a rate over time")
+            raise UserError(f"{rate_option} and {profile_option} exclude each other: give one rate or a rate over time")
         for option, value in (("--think", o.think), ("--think-on-failure", o.think_on_failure)):
             if value is not None and value not in ("0", "0s", 0, 0.0):
-                raise UserError(
-                    f"{option} applies to closed loops only (got {value} with {rate_option}): drop one of them"
-                )
+                raise UserError(f"{option} applies to closed loops only (got {value} with {given}): drop one of them")
         group["clients"] = o.clients if o.clients is not None else 1
         if o.rate_profile is not None:
             group["rate"] = {"points": o.rate_profile, "step": True} if o.rate_step else o.rate_profile

@@ -12,16 +12,21 @@ secrets of their own (`main_header_authorization`, `main_tls_password` …): the
 hold the placeholder.
 
 As a last line of defence every text knee writes goes through `Secrets.scrub`, which replaces any secret
-value of 4 or more characters still found in it (an error message that echoed a token, say). A run's
+value of 4 or more characters still found in it (an error message that echoed a token, say); JSON goes through
+`Secrets.scrub_json`, which replaces them inside its strings only. A value that knee's own text holds too is left
+alone, since replacing it would break what knee writes, not hide a credential: a number (`--secret pin=1000`), a
+literal of JSON or TOML (a cookie `consent=true`), or a name the scenario gives (a cookie `tab=main` beside group
+`main`). A run's
 `Secrets` come from loading its scenario (`Loaded.secrets`) and are handed to whatever writes or prints
 (the run directory, `--json`, `knee doctor`); nothing is kept in a process-wide registry.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from knee.errors import UserError
@@ -37,10 +42,16 @@ class Secrets(Mapping[str, str]):
     """The secrets one run uses, name -> value, and `scrub` for every text written or printed about it.
     Its repr names the secrets, never their values."""
 
-    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+    def __init__(self, values: Mapping[str, str] | None = None, names: Iterable[str] = ()) -> None:
+        """`names`: the scenario's own (its groups', requests', keys'): values equal to one are not scrubbed."""
         self._values = dict(values or {})
+        own = set(names)
         # the values `scrub` replaces, longest first (a value inside another is replaced after it)
-        self._scrubbed = sorted({v for v in self._values.values() if len(v) >= MIN_SCRUB}, key=len, reverse=True)
+        self._scrubbed = sorted(
+            {v for v in self._values.values() if len(v) >= MIN_SCRUB and v not in own and not _structural(v)},
+            key=len,
+            reverse=True,
+        )
 
     def __getitem__(self, name: str) -> str:
         return self._values[name]
@@ -60,6 +71,55 @@ class Secrets(Mapping[str, str]):
             if v in text:
                 text = text.replace(v, REDACTED)
         return text
+
+    def scrub_json(self, text: str, indent: int | None = None) -> str:
+        """JSON `text` with every secret value (as `scrub`) replaced inside its strings, never in its keys, numbers
+        or literals, so that it stays the JSON it was (a value with a quote or a backslash is found as decoded);
+        written again compact, or indented by `indent`."""
+        if not self._scrubbed:
+            return text
+        doc = self._walk(json.loads(text))
+        out = json.dumps(doc, ensure_ascii=False, indent=indent, separators=None if indent else (",", ":"))
+        return out + "\n" if text.endswith("\n") else out
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {k: self._walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._walk(v) for v in value]
+        return value
+
+
+_LITERALS = frozenset({"true", "false", "null", "none", "nan", "inf", "infinity"})
+
+
+def _structural(value: str) -> bool:
+    """A value knee's own text is full of: a number or a JSON/TOML literal (scrubbing it would break the text)."""
+    if value.strip().lower().lstrip("+-") in _LITERALS:
+        return True
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def scenario_names(raw: Any) -> set[str]:
+    """The names a scenario's tables give (every key at any depth, and every `name` and `label`): a secret equal to
+    one is not scrubbed (its group `main` would become `<redacted>`)."""
+    out: set[str] = set()
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            out.add(str(k))
+            if k in ("name", "label") and isinstance(v, str):
+                out.add(v)
+            out |= scenario_names(v)
+    elif isinstance(raw, list):
+        for v in raw:
+            out |= scenario_names(v)
+    return out
 
 
 NO_SECRETS = Secrets()

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from knee.errors import UserError
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def to_toml(table: dict[str, Any]) -> str:
@@ -23,7 +26,8 @@ def to_toml(table: dict[str, Any]) -> str:
 
 
 def _key(k: str) -> str:
-    return k if k and k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+    """A bare key where TOML allows one (A-Z a-z 0-9 _ -: not é, which isalnum() let through), else quoted."""
+    return k if _BARE.fullmatch(k) else json.dumps(k)
 
 
 def _value(v: Any) -> str:

@@ -51,7 +51,13 @@ def split(url: str, schemes: tuple[str, ...] = ("http", "https", "tcp")) -> tupl
     rest = url.partition("://")[2]
     for end in "/?#":
         rest = rest.split(end, 1)[0]
-    hostport = rest.rpartition("@")[2]  # after user:password@, if any
+    if "@" in rest:  # the engine sent it in the Host header (servers answer 400) and the files kept the password
+        return _fail(
+            "must not carry a user:password@: send credentials as a header, -H 'Authorization: Basic BASE64' "
+            '(a scenario: headers = {Authorization = "Basic ${cred}"} with --secret cred=…; `knee import curl` '
+            "makes that of curl's URL or -u)"
+        )
+    hostport = rest
     port_text: str | None
     if hostport.startswith("["):
         close = hostport.find("]")

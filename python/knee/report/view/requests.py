@@ -52,5 +52,5 @@ def data_lines(record: RunRecord, group: str) -> list[str]:
         g = s.groups.get(group)
         words = ran_out_words(s, g) if g is not None else None
         if words is not None:
-            out.append(f"step {s.index + 1} ({fmt.load(s.level, record.level_unit)}): {words}; the step ended there")
+            out.append(f"step {s.index} ({fmt.load(s.level, record.level_unit)}): {words}; the step ended there")
     return out

@@ -142,7 +142,7 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
             out.append(
                 f"the load side was saturated at step {s.index} ({fmt.load(s.level, record.level_unit)}: knee "
                 f"{gen.cpu_cores:.2f} and its child processes {gen.children_cpu_cores:.2f} of "
-                f"{gen.cores_available} cores{gen.others()}); {why}"
+                f"{gen.cores_words()}{gen.others()}); {why}"
             )
         if s.skewed and s.start_skew_s is not None:
             out.append(
@@ -210,7 +210,7 @@ def settle_lines(record: RunRecord, group: str) -> list[str]:
     for s in steps:
         st = s.settle
         assert st is not None
-        at = f"before {fmt.load(s.level, record.level_unit)} (step {s.index + 1})"
+        at = f"before {fmt.load(s.level, record.level_unit)} (step {s.index})"
         if not st.settled:
             out.append(f"{at}: not at rest after {fmt.duration(st.seconds)}: {st.reason}; the step ran unsettled")
         elif st.seconds >= SETTLE_SAID_S or st.queued:
