@@ -60,9 +60,11 @@ wheel: $(PY) ## build dist/knee-VERSION-cp311-abi3-manylinux_2_34_x86_64.whl: pi
 	  || { tail -n 30 $(WHEEL_LOG); echo "make: building the wheel failed (above: the end of its log; all of it: $(WHEEL_LOG))"; exit 1; }
 	@echo "make wheel: done: $$(ls dist/knee-*.whl); install it with: pip install dist/knee-*.whl"
 
-ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql, prometheus, slurm), and grpc-go's example servers
+# vegeta too (test_import replays its targets files with it): built inside the tests' parallel pass, two workers
+# building it at once beside the others took 287 s each in ci68 (a fresh machine), half that pass's time.
+ci-deps: ## install the Debian packages the tests drive (nginx, curl, wrk, ab, chromium, postgresql, prometheus, slurm), grpc-go's example servers and vegeta
 	bash scripts/install-system-deps.sh
-	bash bench/install.sh grpc-examples
+	bash bench/install.sh grpc-examples vegeta
 
 demo: install ## start the demo service, sweep it, write the report
 	$(VENV)/bin/knee demo

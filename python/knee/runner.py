@@ -62,7 +62,6 @@ EXIT_INTERRUPTED = 130
 
 
 def new_record(loaded: Loaded, run_id: str) -> RunRecord:
-    scenario = loaded.scenario
     return RunRecord(
         run_id=run_id,
         created_unix=time.time(),
@@ -70,8 +69,8 @@ def new_record(loaded: Loaded, run_id: str) -> RunRecord:
         machine=identity(),
         scenario=loaded.record,
         targets=target_hosts(loaded.record),
-        measured_group=scenario.measured_group,
-        level_unit="rate" if scenario.rate_sweep else "clients",
+        measured_group=loaded.scenario.measured_group,
+        level_unit="rate" if loaded.scenario.rate_sweep else "clients",
     )
 
 
@@ -386,7 +385,9 @@ class _Runner(Searching, Soaking):
                 window = self._bg.cut()
                 run.background_lead_s = max(0.0, run.result.started_unix - window.started_unix)
                 run.result.merge(window)
-            except UserError as exc:  # the baseload's window is lost (its worker with it): the step measured is not
+            except UserError as exc:  # a baseload's part is lost (its worker with it); the step measured is not
+                if (window := getattr(exc, "window", None)) is not None:  # the parts that answered: their windows
+                    run.result.merge(window)
                 run.partial, run.lost = True, [*run.lost, f"the baseload's window: {exc}"]
                 self._save(planned, run, watched, settled, repeat_of)
                 raise

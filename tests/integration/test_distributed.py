@@ -29,7 +29,7 @@ from conftest import knee_cli
 from dask_cluster import DASK, Cluster, quiet_env, start_cluster, wait_for_children
 from grpcserver import PROTO, start_grpc_server
 from pki import PASSWORD, Pki
-from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
+from servers import Nginx, TlsNginx, free_port, kill_if_running, pids_alive, sent, settled, start_nginx
 from wsserver import start_ws_server
 
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
@@ -282,37 +282,28 @@ def test_an_unreachable_scheduler_is_one_sentence(tmp_path: Path) -> None:
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
+def _bare_worker(c: Cluster) -> None:
+    """A worker whose Python cannot import knee (no site processing, so knee's editable .pth is not read)."""
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    code = (
+        f"import sys; sys.path.append({site!r}); sys.argv = ['dask-worker'] + sys.argv[1:]; "
+        "from distributed.cli.dask_worker import main; main()"
+    )
+    argv = [sys.executable, "-S", "-c", code, c.address, "--nthreads", "1", "--no-nanny", "--no-dashboard"]
+    c.workers.append(
+        subprocess.Popen(
+            [*argv, "--name", "bare", "--host", "127.0.0.1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=quiet_env(),
+        )
+    )
+
+
 def test_a_worker_without_knee_is_named_before_any_load(tmp_path: Path) -> None:
     c = start_cluster(tmp_path, 0)
     try:
-        # A worker whose Python cannot import knee: no site processing, so knee's editable .pth is not read.
-        site = next(p for p in sys.path if p.endswith("site-packages"))
-        code = (
-            f"import sys; sys.path.append({site!r}); sys.argv = ['dask-worker'] + sys.argv[1:]; "
-            "from distributed.cli.dask_worker import main; main()"
-        )
-        c.workers.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-S",
-                    "-c",
-                    code,
-                    c.address,
-                    "--nthreads",
-                    "1",
-                    "--no-nanny",
-                    "--no-dashboard",
-                    "--name",
-                    "bare",
-                    "--host",
-                    "127.0.0.1",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=quiet_env(),
-            )
-        )
+        _bare_worker(c)
         c.wait_for(1)
         proc = knee_cli("run", "-n", "1", "http://127.0.0.1:1/", "--cluster", c.address, timeout=60)
         assert proc.returncode == 2
@@ -320,6 +311,36 @@ def test_a_worker_without_knee_is_named_before_any_load(tmp_path: Path) -> None:
         assert proc.stderr.count("\n") == 1
     finally:
         c.stop()
+
+
+def test_a_worker_without_knee_that_joins_later_is_left_out(target: TargetProcess, tmp_path: Path) -> None:
+    # a batch job starting at minute 20 on a node without this knee ended the whole sweep (exit 2) at its next step
+    c = start_cluster(tmp_path, 1)
+    try:
+        out = tmp_path / "runs"
+        argv = ["sweep", target.url + "/", "--levels", "2,3", "-d", "4s", "--think", "10ms", "--no-recovery",
+                "--settle", "0s", "--out", str(out), "--cluster", c.address]  # fmt: skip
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "knee", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while target.stats()["requests"] < 20 and time.monotonic() < deadline:
+                time.sleep(0.1)  # the first step is under way: the bare worker joins during it
+            _bare_worker(c)
+            c.wait_for(2)
+            stdout, stderr = driver.communicate(timeout=120)
+        finally:
+            kill_if_running(driver)
+    finally:
+        c.stop()
+    assert driver.returncode == 0, stdout + stderr
+    assert "has no knee" in stderr and "the steps go on without it" in stderr, stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    record = RunDir(run_dir).load()
+    assert [s.level for s in record.steps] == [2, 3]
+    assert all(len(s.workers) == 1 and not s.partial for s in record.steps), [s.workers for s in record.steps]
 
 
 def test_a_killed_worker_makes_the_step_partial_and_names_it(tmp_path: Path) -> None:

@@ -269,6 +269,7 @@ def attack(site: Site, files: tuple[Path, Path], n: int, cwd: Path) -> dict[str,
     return seen
 
 
+@pytest.mark.xdist_group("vegeta")  # one worker: where vegeta is not built yet, one build
 def test_vegeta_target_reaches_nginx_as_vegetas(site: Site, tmp_path: Path) -> None:
     """One target (a plain group): a POST with headers and a body file."""
     body = b'{"order": 7, "note": "fast"}'
@@ -281,6 +282,7 @@ def test_vegeta_target_reaches_nginx_as_vegetas(site: Site, tmp_path: Path) -> N
     assert seen == dict.fromkeys(seen, want)
 
 
+@pytest.mark.xdist_group("vegeta")  # one worker: where vegeta is not built yet, one build
 def test_vegeta_targets_reach_nginx_as_vegetas(site: Site, tmp_path: Path) -> None:
     """Three targets (a request mix): vegeta sends each in turn, knee each by its weight (1)."""
     files = targets_files(site.url, tmp_path, [

@@ -19,7 +19,7 @@ from knee.demo_target import start_target
 SWEEP = """
 import sys
 import knee.machine.cpu as cpu
-cpu.saturated = lambda load, busy, cores: True
+cpu.saturated = lambda *judged: True
 from knee.cli import main
 main(sys.argv[1:])
 """

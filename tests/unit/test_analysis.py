@@ -398,3 +398,18 @@ def test_a_repeat_cut_short_does_not_confirm_the_level_it_measured_again() -> No
     assert "45 clients contradicted its neighbours (" in said, said
     assert "the repeat was cut short: not confirmed" in said, said
     assert "real, kept" not in said
+
+
+def test_after_a_step_on_a_service_not_at_rest_the_levels_back_at_rest_are_not_called_broken() -> None:
+    # a fixed sweep goes on past a step that began on a busy service; the next began at rest and is believed, but
+    # the sentence said every level after the first was "of a broken service … and locates nothing"
+    from knee.model import Settle
+
+    steps = sweep({10: 100.0, 20: 200.0, 40: 150.0, 80: 390.0})
+    steps[2].settle = Settle(seconds=30.0, settled=False, reason="12 connections still closing")
+    steps[3].settle = Settle(seconds=2.0, settled=True, reason="at rest")
+    v = analyze(steps, "main")
+    said = v.sentences[0]
+    assert "what was measured after that (40 clients) is of a broken service" in said, said
+    assert said.endswith("; it was back at rest before 80 clients"), said
+    assert v.peak_level == 80 and v.degraded_after == 20

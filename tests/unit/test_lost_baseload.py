@@ -14,6 +14,7 @@ from rich.console import Console
 from knee.engine import ShardResult
 from knee.errors import UserError
 from knee.executor import LocalExecutor
+from knee.executor.dask_background import LostPart
 from knee.executor.local import Background
 from knee.runner import execute, start_run
 from knee.scenario import read_scenario
@@ -58,6 +59,7 @@ class Here(LocalExecutor):
 
 
 def test_the_step_measured_before_the_baseload_was_lost_is_kept(tmp_path: Path) -> None:
+    LostAfterTheFirstStep.cuts = 0
     scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
     # the error said is the cut's, the first, not the stop's that followed it
     with pytest.raises(UserError, match="the worker left the cluster"):
@@ -70,3 +72,30 @@ def test_the_step_measured_before_the_baseload_was_lost_is_kept(tmp_path: Path) 
         "the baseload's window: the baseload's shard on tcp://127.0.0.1:1 did not answer: the worker left the cluster"
     ]
     assert step["groups"]["main"]["succeeded"] > 0
+
+
+class OnePartLost(LostAfterTheFirstStep):
+    """The second cut: one part did not answer, the other handed its window over with the error (LostPart)."""
+
+    def cut(self) -> ShardResult:
+        LostAfterTheFirstStep.cuts += 1
+        window = Background.cut(self)
+        if LostAfterTheFirstStep.cuts == 2:
+            raise LostPart("the baseload on Dask worker w2 did not answer cut", window)
+        return window
+
+
+class HereOneLost(LocalExecutor):
+    def start_background(self, spec: EngineSpec) -> Background:
+        return OnePartLost(spec)
+
+
+def test_the_parts_of_a_baseload_that_answered_are_in_the_step(tmp_path: Path) -> None:
+    # the surviving parts had been cut (their windows handed over), then thrown away with the lost part's error:
+    # what they ran during the step was in neither the step nor the time between steps, though the server saw it
+    LostAfterTheFirstStep.cuts = 0
+    scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
+    with pytest.raises(UserError, match="w2 did not answer cut"):
+        execute(scenario, run_dir, Console(file=io.StringIO()), executor=HereOneLost())
+    (step,) = json.loads((run_dir.path / "run.json").read_text())["steps"]
+    assert step["partial"] and step["groups"]["base"]["succeeded"] > 0, step["groups"].keys()

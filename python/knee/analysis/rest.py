@@ -29,15 +29,20 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
         before = [p for p in every if p.index < s.index]
         after = f"after {fmt.load(before[-1].level, unit)}" if before else "before the first level"
         if s.unsettled:
-            broken = [fmt.load(p.level, unit) for p in every if p.index >= s.index]
+            if v.degraded_after is not None or any(p.unsettled for p in before):
+                continue  # said with the first: one sentence for the steps measured before the service came back
+            # the steps from here to the next that began at rest (a fixed sweep goes on; that one is believed)
+            later = [p for p in every if p.index >= s.index]
+            back = next((i for i, p in enumerate(later) if not p.unsettled), len(later))
+            broken = [fmt.load(p.level, unit) for p in later[:back]]
             v.degraded_after = before[-1].level if before else None
             v.sentences.insert(
                 0,
                 f"{after} the service {_stuck(s)} for the {fmt.duration(s.settle.seconds)} knee waited "
                 f"({s.settle.reason}): what was measured after that ({', '.join(broken)}) is of a broken service, not "
-                "of load, and locates nothing",
+                "of load, and locates nothing"
+                + (f"; it was back at rest before {fmt.load(later[back].level, unit)}" if back < len(later) else ""),
             )
-            break
         if s.settle.seconds >= LONG_SETTLE_S:
             v.sentences.append(
                 f"{after} the service took {fmt.duration(s.settle.seconds)} to come back to rest ({s.settle.reason})"

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -86,6 +87,7 @@ class DaskExecutor(Executor):
         self._cluster = cluster  # a LocalCluster this executor started (closed with it)
         self._offsets: dict[str, float] = {}
         self._checked: set[str] = set()  # workers whose knee version matched
+        self.refused: dict[str, str] = {}  # workers that joined later without this knee: left out, and why
         self.last_overhead = (0.0, 0.0)  # seconds before the common start, and after the last shard ended
         self._closed = False
         self.data = DataSplit()  # each queue's rows not used yet, cut into a part per shard at each step
@@ -174,7 +176,7 @@ class DaskExecutor(Executor):
         """Every worker has this knee, installed and loaded: one sentence before any load, naming the first that has
         not (and --ship). With --ship, the driver's wheel is installed there first. Workers that join later (a batch
         system's jobs starting) are checked before their first step."""
-        workers = [w for w in (workers or self.workers()) if w.address not in self._checked]
+        workers = [w for w in (workers or self.workers()) if w.address not in self._checked | self.refused.keys()]
         if not workers and not self._checked:
             raise UserError("the Dask cluster has no workers: start some (dask worker SCHEDULER) and try again")
         if not workers:
@@ -185,9 +187,13 @@ class DaskExecutor(Executor):
         found = self.client.run(by_value().probe, workers=[w.address for w in workers], on_error="return")
         for w in workers:
             problem = version_problem(w.named, found.get(w.address), __version__, shipped=self.shipper is not None)
-            if problem:
+            if problem and not self._checked:
                 raise UserError(problem)
-        self._checked.update(w.address for w in workers)
+            if problem:  # joined after the first step (a batch job starting late): the sweep goes on without it
+                if w.address not in self.refused:
+                    sys.stderr.write(f"knee: warning: {problem}; the steps go on without it\n")
+                self.refused[w.address] = problem
+        self._checked.update(w.address for w in workers if w.address not in self.refused)
 
     def preflight(self, scenario: Scenario) -> list[str]:
         """knee's preflight on every worker (the machines that send the load): the target reachable and the
@@ -272,6 +278,9 @@ class DaskExecutor(Executor):
         if not workers:
             raise UserError("every Dask worker is gone: the sweep cannot go on (start workers and --resume it)")
         self.check_workers(workers)
+        workers = [w for w in workers if w.address not in self.refused]
+        if not workers:
+            raise UserError(f"no Dask worker left has this knee: {'; '.join(self.refused.values())}")
         chosen = self._with_data([(w, s) for w, s in zip(workers, split(spec, workers), strict=True) if s is not None])
         step = _Step(self.client, chosen, self.lease, self._shipping.texts([(w.address, s) for w, s in chosen]))
         offsets = self._clock_offsets([w for w, _ in chosen])
@@ -287,6 +296,9 @@ class DaskExecutor(Executor):
         stop_sent = step.watch(interrupts, on_snapshot)
         t_end = time.monotonic()
         gather = step.gather(offsets, stopped=stop_sent or step.enough)
+        # A lost shard Dask runs again (its worker restarted at the same address, a fixed --worker-port) finds the
+        # step stopped, not its go: it ran a whole step of load nobody counted, from the first row of its data.
+        quietly(step.stop.set)
         self.client.cancel([f for i, f in enumerate(step.futures) if i in step.lost])  # never left pending
         if gather.result is None:
             if not step.lost:  # every shard was stopped before it began: Ctrl-C during the wait for the workers

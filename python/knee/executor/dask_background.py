@@ -17,6 +17,15 @@ if TYPE_CHECKING:
     from knee.executor.dask import DaskExecutor
 
 
+class LostPart(UserError):
+    """A part of the baseload did not answer (its worker lost); `window`: the other parts' answers, merged (None:
+    none answered). Each part answers a cut once: what they handed over is only here."""
+
+    def __init__(self, message: str, window: ShardResult | None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
 class DaskBackground:
     """A baseload kept across steps, split over the workers like a step; `cut()` and `stop()` go to every
     worker's part through its command queue."""
@@ -65,8 +74,8 @@ class DaskBackground:
                 except UserError as exc:
                     self._lost.add(i)
                     errors.append(exc)
-        if errors:
-            raise errors[0]
+        if errors:  # the parts that answered were cut: their windows go with the error, not lost with it
+            raise LostPart(str(errors[0]), merge_results(got))
         out = merge_results(got)
         if out is None:
             raise UserError("the baseload runs on no worker")

@@ -45,6 +45,8 @@ def shard(
                     raise Stopped
                 if released is None:  # the scheduler did not answer: wait a moment before asking again
                     time.sleep(STOP_POLL_S)
+            if quietly(stop.is_set):  # a shard run again after its step (a restarted worker): that step is over
+                raise Stopped
             # Released: the engine starts its clients now (plus its few ms of lead time).
 
         def send(snapshot: Snapshot) -> None:

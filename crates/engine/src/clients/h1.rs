@@ -84,6 +84,17 @@ fn io_fail<T>(d: &mut Detail, e: &io::Error, what: &str, write: bool, fresh: boo
     })
 }
 
+/// Writing the request failed after `written` of its bytes: unsent (it may go out again on a new connection) only
+/// when none went out.
+fn write_fail<T>(d: &mut Detail, e: &io::Error, written: usize) -> Result<T, Failure> {
+    d.clear().put(format_args!("sending the request: ")).io(e);
+    Err(Failure {
+        fresh: true,
+        unsent: written == 0,
+        ..Failure::of(ErrorClass::of_io(e, true))
+    })
+}
+
 /// A finished exchange.
 pub(crate) struct Response {
     /// The status is outside the request's `expect_status`: the client's `Detail` holds the status
@@ -506,11 +517,18 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     d: &mut Detail,
 ) -> Result<Response, Failure> {
     let sent = Instant::now();
-    if let Err(e) = s.write_all(req.bytes).await {
-        return io_fail(d, &e, "sending the request", true, true);
+    // Unsent (so that it may go out again on a new connection) only while nothing of it was written: a POST cut off
+    // mid-body (a server refusing an upload early) may have been taken, and went out twice.
+    let mut written = 0;
+    while written < req.bytes.len() {
+        match s.write(&req.bytes[written..]).await {
+            Ok(0) => return write_fail(d, &io::ErrorKind::WriteZero.into(), written),
+            Ok(n) => written += n,
+            Err(e) => return write_fail(d, &e, written),
+        }
     }
     if let Err(e) = s.flush().await {
-        return io_fail(d, &e, "sending the request", true, true);
+        return write_fail(d, &e, written);
     }
     let start = rx.consumed;
     let got = |rx: &Rx| rx.consumed + rx.unread().len() as u64 - start; // read so far, consumed or not

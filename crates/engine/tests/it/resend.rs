@@ -127,3 +127,66 @@ fn a_post_does_not_go_out_on_a_connection_closed_while_idle() {
     assert_eq!(server.requests.load(Ordering::SeqCst), 3);
     assert_eq!(server.connections.load(Ordering::SeqCst), 3);
 }
+
+/// A keep-alive server that reads each request's head and answers `200 ok` after reading its body, but closes
+/// the connection of request `drop` right after its head, its body unread (a server refusing an upload early): the
+/// client's write of the rest fails. Counts the heads it read.
+fn head_then_close(drop: u64) -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(AtomicU64::new(0));
+    let seen = heads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || loop {
+                let mut buf = Vec::new();
+                let mut b = [0u8; 65536];
+                let end = loop {
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&b[..n]),
+                    }
+                };
+                if seen.fetch_add(1, Ordering::SeqCst) + 1 == drop {
+                    return; // closed with the body unread: a reset
+                }
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                let mut left = (end + len).saturating_sub(buf.len());
+                while left > 0 {
+                    match s.read(&mut b[..left.min(65536)]) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => left -= n,
+                    }
+                }
+                if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+                    .is_err()
+                {
+                    return;
+                }
+            });
+        }
+    });
+    (addr, heads)
+}
+
+/// A POST whose body the server stopped reading (it closed after the head) fails where it is, partly written: it
+/// was "unsent" and went out again on a new connection, and the server read it twice for one operation.
+#[test]
+fn a_post_partly_written_when_the_server_closed_is_not_sent_again() {
+    let (addr, heads) = head_then_close(2);
+    let body = "x".repeat(16 << 20); // more than the sockets' buffers hold: the write is cut off
+    let http = json!({"kind": "http", "url": format!("http://{addr}/"), "method": "POST", "body": body});
+    let r = run(one_group(1, json!({"total": 3}), http)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (2, 1, 0), "{}", r.summary_json());
+    assert_eq!(heads.load(Ordering::SeqCst), 3, "the server read each operation once");
+}
