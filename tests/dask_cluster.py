@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -138,3 +140,28 @@ def wait_for_children(parents: list[int], want: int, timeout_s: float = 30) -> l
             return [k for v in found.values() for k in v]
         time.sleep(0.05)
     raise AssertionError(f"the workers {parents} never ran client processes")
+
+
+def driving(
+    cluster: str, target: Any, out: Path, steps: tuple[str, str], during: Callable[[subprocess.Popen[str]], None]
+) -> tuple[int, str, str]:
+    """`knee sweep` of `target` (a TargetProcess) on `cluster`, `steps` (levels, duration), 10 ms of think time,
+    no settling or recovery, into `out`; once its first step has made 20 requests, `during(driver)` runs. Its exit
+    status, stdout and stderr; the driver is ended by PID if still running."""
+    argv = ["sweep", target.url + "/", "--levels", steps[0], "-d", steps[1], "--think", "10ms", "--no-recovery",
+            "--settle", "0s", "--out", str(out), "--cluster", cluster]  # fmt: skip
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "knee", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while target.stats()["requests"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        during(driver)
+        stdout, stderr = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    return driver.returncode, stdout, stderr

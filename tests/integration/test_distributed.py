@@ -26,10 +26,10 @@ from knee.scenario import profiles
 from knee.store import RunDir
 
 from conftest import knee_cli
-from dask_cluster import DASK, Cluster, quiet_env, start_cluster, wait_for_children
+from dask_cluster import DASK, Cluster, driving, quiet_env, start_cluster, wait_for_children
 from grpcserver import PROTO, start_grpc_server
 from pki import PASSWORD, Pki
-from servers import Nginx, TlsNginx, free_port, kill_if_running, pids_alive, sent, settled, start_nginx
+from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
 from wsserver import start_ws_server
 
 distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
@@ -316,26 +316,17 @@ def test_a_worker_without_knee_is_named_before_any_load(tmp_path: Path) -> None:
 def test_a_worker_without_knee_that_joins_later_is_left_out(target: TargetProcess, tmp_path: Path) -> None:
     # a batch job starting at minute 20 on a node without this knee ended the whole sweep (exit 2) at its next step
     c = start_cluster(tmp_path, 1)
+    out = tmp_path / "runs"
+
+    def join(_: object) -> None:  # during the first step
+        _bare_worker(c)
+        c.wait_for(2)
+
     try:
-        out = tmp_path / "runs"
-        argv = ["sweep", target.url + "/", "--levels", "2,3", "-d", "4s", "--think", "10ms", "--no-recovery",
-                "--settle", "0s", "--out", str(out), "--cluster", c.address]  # fmt: skip
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "knee", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 60
-            while target.stats()["requests"] < 20 and time.monotonic() < deadline:
-                time.sleep(0.1)  # the first step is under way: the bare worker joins during it
-            _bare_worker(c)
-            c.wait_for(2)
-            stdout, stderr = driver.communicate(timeout=120)
-        finally:
-            kill_if_running(driver)
+        code, stdout, stderr = driving(c.address, target, out, ("2,3", "4s"), join)
     finally:
         c.stop()
-    assert driver.returncode == 0, stdout + stderr
+    assert code == 0, stdout + stderr
     assert "has no knee" in stderr and "the steps go on without it" in stderr, stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     record = RunDir(run_dir).load()

@@ -23,7 +23,7 @@ from knee.demo_target import start_target
 from knee.store import RunDir
 
 from conftest import knee_cli
-from dask_cluster import Cluster, start_cluster, wait_for_children
+from dask_cluster import Cluster, driving, start_cluster, wait_for_children
 from servers import kill_if_running, pids_alive, sent
 
 pytest.importorskip("distributed", reason="make install installs knee[dask]")
@@ -155,27 +155,19 @@ def test_driver_lease_workers_that_stopped_by_themselves_are_named_lost(tmp_path
     # scheduler or a network hiccup) finds its workers stopped by themselves: that step was kept as whole, or
     # taken for a Ctrl-C (the sweep ended "complete" after it). It is partial, each worker named, and left out.
     c = start_cluster(tmp_path / "dask", 2)
+    out = tmp_path / "runs"
+
+    def freeze(driver: subprocess.Popen[str]) -> None:
+        os.kill(driver.pid, signal.SIGSTOP)
+        time.sleep(LEASE_S + 1)
+        os.kill(driver.pid, signal.SIGCONT)
+
     try:
         with start_target("basic") as target:
-            out = tmp_path / "runs"
-            driver = subprocess.Popen(
-                [sys.executable, "-m", "knee", "sweep", target.url + "/", "--levels", "2,4", "-d", "12s",
-                 "--think", "10ms", "--no-recovery", "--settle", "0s", "--out", str(out), "--cluster", c.address],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-            )  # fmt: skip
-            try:
-                deadline = time.monotonic() + 60
-                while target.stats()["requests"] < 50 and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                os.kill(driver.pid, signal.SIGSTOP)
-                time.sleep(LEASE_S + 1)
-                os.kill(driver.pid, signal.SIGCONT)
-                stdout, stderr = driver.communicate(timeout=90)
-            finally:
-                kill_if_running(driver)
+            code, stdout, stderr = driving(c.address, target, out, ("2,4", "12s"), freeze)
     finally:
         c.stop()
-    assert driver.returncode == 0, stdout + stderr
+    assert code == 0, stdout + stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     record = RunDir(run_dir).load()
     first = record.steps[0]
