@@ -58,13 +58,25 @@ def test_fit_warns_and_advises(tmp_path: Path) -> None:
     assert "add levels between 1 and 50, e.g. 10 and 25" in r.stdout
 
 
+def levels_csv(tmp_path: Path, rows: list[str]) -> Path:
+    """A levels.csv of these rows (the header first)."""
+    f = tmp_path / "levels.csv"
+    f.write_text("\n".join(rows) + "\n")
+    return f
+
+
+def fitted_rates(f: Path, *args: str) -> list[float]:
+    """The rates `knee fit F ARGS --json` fitted, in order."""
+    r = knee_fit(f, *args, "--json")
+    assert r.returncode == 0, r.stderr
+    return [p["rate"] for p in json.loads(r.stdout)["points"]]
+
+
 @pytest.mark.parametrize("sep", [";", "\t", "  "])
 def test_fit_reads_other_separators(tmp_path: Path, sep: str) -> None:
     f = tmp_path / "points.txt"
     f.write_text("# load and rate\n" + "\n".join(f"{n}{sep}{x}" for n, x in [(1, 1.0), (2, 1.9), (4, 3.5), (8, 5.0)]))
-    r = knee_fit(f, "--json")
-    assert r.returncode == 0, r.stderr
-    assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [1.0, 1.9, 3.5, 5.0]
+    assert fitted_rates(f) == [1.0, 1.9, 3.5, 5.0]
 
 
 def test_fit_reads_extra_columns_and_a_runs_levels_csv(tmp_path: Path) -> None:
@@ -86,26 +98,19 @@ def test_fit_reads_extra_columns_and_a_runs_levels_csv(tmp_path: Path) -> None:
 
 def test_fit_of_a_mixs_levels_csv_fits_the_groups_rows_not_its_requests(tmp_path: Path) -> None:
     # a request mix writes a row per request beside the group's: all three were fitted (12 points of 4 levels)
-    f = tmp_path / "levels.csv"
     rows = ["index,phase,direction,level,group,request,superseded,rate_hz"]
     for i, (n, x) in enumerate([(10, 400.0), (20, 760.0), (40, 1300.0), (80, 1500.0)]):
         rows += [f"{i},sweep,up,{n},main,,false,{x}", f"{i},sweep,up,{n},main,read,false,{0.75 * x}"]
         rows.append(f"{i},sweep,up,{n},main,write,false,{0.25 * x}")
-    f.write_text("\n".join(rows) + "\n")
-    r = knee_fit(f, "--json")
-    assert r.returncode == 0, r.stderr
-    assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [400.0, 760.0, 1300.0, 1500.0]
+    assert fitted_rates(levels_csv(tmp_path, rows)) == [400.0, 760.0, 1300.0, 1500.0]
 
 
 def test_fit_picks_a_stage_of_a_staged_run(tmp_path: Path) -> None:
-    f = tmp_path / "levels.csv"
     rows = ["label,phase,direction,level,group,rate_hz"]
     for n, x in [(1, 10.0), (2, 19.0), (4, 35.0), (8, 50.0)]:
         rows += [f"store,sweep,up,{n},main,{x}", f"fetch,sweep,up,{n},main,{3 * x}"]
-    f.write_text("\n".join(rows) + "\n")
-    r = knee_fit(f, "--label", "fetch", "--json")
-    assert r.returncode == 0, r.stderr
-    assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [30.0, 57.0, 105.0, 150.0]
+    f = levels_csv(tmp_path, rows)
+    assert fitted_rates(f, "--label", "fetch") == [30.0, 57.0, 105.0, 150.0]
     r = knee_fit(f)
     assert r.returncode != 0 and "choose one with --label NAME" in r.stderr and "Traceback" not in r.stderr
 

@@ -38,15 +38,20 @@ settle_wait = 0
 
 
 class LostAfterTheFirstStep(Background):
-    """A real baseload here whose second cut (the first step's window) fails as a lost Dask worker's does."""
+    """A real baseload here whose second cut (the first step's window) fails as a lost Dask worker's does: all of it
+    lost, or (`hand_over`) one part lost and the others' windows handed over with the error (LostPart)."""
 
     cuts = 0
+    hand_over = False
 
     def cut(self) -> ShardResult:
         LostAfterTheFirstStep.cuts += 1
+        window = super().cut()
+        if LostAfterTheFirstStep.cuts == 2 and self.hand_over:
+            raise LostPart("the baseload on Dask worker w2 did not answer cut", window)
         if LostAfterTheFirstStep.cuts == 2:
             raise UserError("the baseload's shard on tcp://127.0.0.1:1 did not answer: the worker left the cluster")
-        return super().cut()
+        return window
 
     def stop(self) -> ShardResult:
         super().stop()
@@ -54,12 +59,18 @@ class LostAfterTheFirstStep(Background):
 
 
 class Here(LocalExecutor):
+    def __init__(self, hand_over: bool = False) -> None:
+        super().__init__()
+        self.hand_over = hand_over
+
     def start_background(self, spec: EngineSpec) -> Background:
-        return LostAfterTheFirstStep(spec)
+        LostAfterTheFirstStep.cuts = 0
+        background = LostAfterTheFirstStep(spec)
+        background.hand_over = self.hand_over
+        return background
 
 
 def test_the_step_measured_before_the_baseload_was_lost_is_kept(tmp_path: Path) -> None:
-    LostAfterTheFirstStep.cuts = 0
     scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
     # the error said is the cut's, the first, not the stop's that followed it
     with pytest.raises(UserError, match="the worker left the cluster"):
@@ -74,28 +85,11 @@ def test_the_step_measured_before_the_baseload_was_lost_is_kept(tmp_path: Path) 
     assert step["groups"]["main"]["succeeded"] > 0
 
 
-class OnePartLost(LostAfterTheFirstStep):
-    """The second cut: one part did not answer, the other handed its window over with the error (LostPart)."""
-
-    def cut(self) -> ShardResult:
-        LostAfterTheFirstStep.cuts += 1
-        window = Background.cut(self)
-        if LostAfterTheFirstStep.cuts == 2:
-            raise LostPart("the baseload on Dask worker w2 did not answer cut", window)
-        return window
-
-
-class HereOneLost(LocalExecutor):
-    def start_background(self, spec: EngineSpec) -> Background:
-        return OnePartLost(spec)
-
-
 def test_the_parts_of_a_baseload_that_answered_are_in_the_step(tmp_path: Path) -> None:
     # the surviving parts had been cut (their windows handed over), then thrown away with the lost part's error:
     # what they ran during the step was in neither the step nor the time between steps, though the server saw it
-    LostAfterTheFirstStep.cuts = 0
     scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
     with pytest.raises(UserError, match="w2 did not answer cut"):
-        execute(scenario, run_dir, Console(file=io.StringIO()), executor=HereOneLost())
+        execute(scenario, run_dir, Console(file=io.StringIO()), executor=Here(hand_over=True))
     (step,) = json.loads((run_dir.path / "run.json").read_text())["steps"]
     assert step["partial"] and step["groups"]["base"]["succeeded"] > 0, step["groups"].keys()
