@@ -29,7 +29,7 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
         before = [p for p in every if p.index < s.index]
         after = f"after {fmt.load(before[-1].level, unit)}" if before else "before the first level"
         if s.unsettled:
-            if v.degraded_after is not None or any(p.unsettled for p in before):
+            if any(p.unsettled for p in before):
                 continue  # said with the first: one sentence for the steps measured before the service came back
             # the steps from here to the next that began at rest (a fixed sweep goes on; that one is believed)
             later = [p for p in every if p.index >= s.index]

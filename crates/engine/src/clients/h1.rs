@@ -75,12 +75,13 @@ fn fail<T>(d: &mut Detail, class: ErrorClass, msg: std::fmt::Arguments<'_>) -> R
     Err(Failure::of(class))
 }
 
-fn io_fail<T>(d: &mut Detail, e: &io::Error, what: &str, write: bool, fresh: bool) -> Result<T, Failure> {
+/// An I/O error `e` while `what` (reading the response): `fresh`, before any of it came (a reused connection the
+/// server had closed).
+fn read_fail<T>(d: &mut Detail, e: &io::Error, what: &str, fresh: bool) -> Result<T, Failure> {
     d.clear().put(format_args!("{what}: ")).io(e);
     Err(Failure {
         fresh,
-        unsent: write,
-        ..Failure::of(ErrorClass::of_io(e, write))
+        ..Failure::of(ErrorClass::of_io(e, false))
     })
 }
 
@@ -360,7 +361,7 @@ async fn read_head<S: AsyncRead + Unpin>(
                 )
             }
             Ok(_) => received = true,
-            Err(e) => return io_fail(d, &e, "reading the response", false, !received),
+            Err(e) => return read_fail(d, &e, "reading the response", !received),
         }
     }
 }
@@ -394,7 +395,7 @@ impl<S: AsyncRead + Unpin> Body<'_, S> {
     async fn more(&mut self, want: usize) -> Result<usize, Failure> {
         match self.rx.fill(&mut *self.s, want).await {
             Ok(n) => Ok(n),
-            Err(e) => io_fail(self.d, &e, "reading the body", false, false),
+            Err(e) => read_fail(self.d, &e, "reading the body", false),
         }
     }
 
@@ -491,7 +492,7 @@ impl<S: AsyncRead + Unpin> Body<'_, S> {
                 // TLS without close_notify (many servers close the TCP connection alone, rustls says so): the
                 // body ends with the connection, as on plain TCP and as curl reads it
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(total),
-                Err(e) => return io_fail(self.d, &e, "reading the body", false, false),
+                Err(e) => return read_fail(self.d, &e, "reading the body", false),
             }
         }
     }
