@@ -109,6 +109,9 @@ pub(crate) struct Response {
     pub ttfb: Duration,
     /// The connection may carry another request.
     pub reusable: bool,
+    /// Request bytes written: all of them, or fewer when the server answered before it had read the whole request
+    /// (a 413 to an upload it refused) and closed.
+    pub sent: u64,
 }
 
 /// A client's read buffer: `buf[pos..]` is received but not yet consumed.
@@ -519,23 +522,35 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<Response, Failure> {
     let sent = Instant::now();
     // Unsent (so that it may go out again on a new connection) only while nothing of it was written: a POST cut off
-    // mid-body (a server refusing an upload early) may have been taken, and went out twice.
+    // mid-body (a server refusing an upload early) may have been taken, and went out twice. Cut off mid-request, the
+    // server may have answered before it closed (413 to an upload it refuses, 401 before reading the body): that
+    // answer is what the operation got, as curl reports it, not the write's reset.
     let mut written = 0;
+    let mut cut = None;
     while written < req.bytes.len() {
         match s.write(&req.bytes[written..]).await {
             Ok(0) => return write_fail(d, &io::ErrorKind::WriteZero.into(), written),
             Ok(n) => written += n,
+            Err(e) if written > 0 => {
+                cut = Some(e);
+                break;
+            }
             Err(e) => return write_fail(d, &e, written),
         }
     }
-    if let Err(e) = s.flush().await {
-        return write_fail(d, &e, written);
+    if cut.is_none() {
+        if let Err(e) = s.flush().await {
+            return write_fail(d, &e, written);
+        }
     }
     let start = rx.consumed;
     let got = |rx: &Rx| rx.consumed + rx.unread().len() as u64 - start; // read so far, consumed or not
-    let head = match read_head(s, rx, req.expect_status, d).await {
-        Ok(h) => h,
-        Err(f) => return Err(f.after(got(rx), None)),
+    let whole = cut.is_none();
+    let head = match (read_head(s, rx, req.expect_status, d).await, cut) {
+        (Ok(h), _) => h,
+        (Err(f), None) => return Err(f.after(got(rx), None)),
+        // Cut off mid-request: no answer came before the connection ended, so the write's error is the failure.
+        (Err(_), Some(e)) => return write_fail(d, &e, written),
     };
     let ttfb = sent.elapsed();
     let unexpected = !expected(head.status, req.expect_status);
@@ -570,7 +585,8 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     if unexpected {
         d.body_line(body, QUOTED_BODY);
     }
-    let reusable = framing != Framing::UntilClose
+    let reusable = whole
+        && framing != Framing::UntilClose
         && head.status != 101
         && !head.close
         && (!head.http10 || head.keep_alive)
@@ -581,6 +597,7 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         wire: rx.consumed - start,
         ttfb,
         reusable,
+        sent: written as u64,
     })
 }
 

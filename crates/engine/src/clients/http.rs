@@ -570,7 +570,7 @@ impl HttpClient {
             }
             sent += req.bytes.len() as u64;
         };
-        sent += req.bytes.len() as u64;
+        sent += resp.sent;
         if p.new_connection || !resp.reusable {
             self.conn = None;
         }

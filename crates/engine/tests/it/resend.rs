@@ -129,9 +129,10 @@ fn a_post_does_not_go_out_on_a_connection_closed_while_idle() {
 }
 
 /// A keep-alive server that reads each request's head and answers `200 ok` after reading its body, but closes
-/// the connection of request `drop` right after its head, its body unread (a server refusing an upload early): the
-/// client's write of the rest fails. Counts the heads it read.
-fn head_then_close(drop: u64) -> (SocketAddr, Arc<AtomicU64>) {
+/// the connection of request `drop` right after its head, its body unread (a server refusing an upload early),
+/// having written `early` (nothing, or an answer such as a 413): the client's write of the rest fails. Counts the
+/// heads it read.
+fn head_then_close(drop: u64, early: &'static [u8]) -> (SocketAddr, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let heads = Arc::new(AtomicU64::new(0));
@@ -153,6 +154,7 @@ fn head_then_close(drop: u64) -> (SocketAddr, Arc<AtomicU64>) {
                     }
                 };
                 if seen.fetch_add(1, Ordering::SeqCst) + 1 == drop {
+                    let _ = s.write_all(early);
                     return; // closed with the body unread: a reset
                 }
                 let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
@@ -182,11 +184,32 @@ fn head_then_close(drop: u64) -> (SocketAddr, Arc<AtomicU64>) {
 /// was "unsent" and went out again on a new connection, and the server read it twice for one operation.
 #[test]
 fn a_post_partly_written_when_the_server_closed_is_not_sent_again() {
-    let (addr, heads) = head_then_close(2);
+    let (addr, heads) = head_then_close(2, b"");
     let body = "x".repeat(16 << 20); // more than the sockets' buffers hold: the write is cut off
     let http = json!({"kind": "http", "url": format!("http://{addr}/"), "method": "POST", "body": body});
     let r = run(one_group(1, json!({"total": 3}), http)).unwrap();
     let g = &r.groups[0];
     assert_eq!(succeeded_failed_hung(g), (2, 1, 0), "{}", r.summary_json());
     assert_eq!(heads.load(Ordering::SeqCst), 3, "the server read each operation once");
+}
+
+/// A server that answers an upload it refuses before reading its body (413, then it closes): the operation failed
+/// with that status, as curl says, not with the write's reset; it is not sent again, and the next operation
+/// opens a new connection.
+#[test]
+fn an_answer_before_the_body_was_read_is_the_operations() {
+    let early = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let (addr, heads) = head_then_close(1, early);
+    let body = "x".repeat(16 << 20); // more than the sockets' buffers hold: the write is cut off
+    let http = json!({"kind": "http", "url": format!("http://{addr}/"), "method": "POST", "body": body});
+    let r = run(one_group(1, json!({"total": 2}), http)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (1, 1, 0), "{}", r.summary_json());
+    assert_eq!(g.failures_of(ErrorClass::Status), 1, "{}", r.summary_json());
+    assert_eq!(
+        g.reasons.list[0].key, "HTTP/1.1 413 Payload Too Large",
+        "{:?}",
+        g.reasons
+    );
+    assert_eq!(heads.load(Ordering::SeqCst), 2, "the server read each operation once");
 }
