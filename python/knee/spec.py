@@ -89,8 +89,8 @@ class RatePacer(_Spec):
     max_in_flight: int | None = None
 
     def scaled(self, share: float) -> "RatePacer":
-        """The pacer of `share` of the group's clients (a shard): a constant rate in proportion; a profile as it is,
-        its arrivals taken by turns over the whole group's clients (`GroupSpec.group_clients`)."""
+        """The pacer of `share` of the group's clients (a shard): a constant rate in proportion, a profile as it is;
+        either's arrivals taken by turns over the whole group's clients (`GroupSpec.group_clients`)."""
         return self.model_copy(update={"rate_hz": None if self.rate_hz is None else self.rate_hz * share})
 
 
@@ -245,7 +245,7 @@ class GroupSpec(_Spec):
     timeout_ms: int = 30_000
     warmup_ms: int = 0
     client_offset: int = 0
-    # the whole group's clients over every shard (None: this shard's, from 0): a rate profile's turns go over them all
+    # the whole group's clients over every shard (None: this shard's, from 0): an open loop's turns go over them all
     group_clients: int | None = None
     pacer: Pacer = Field(default_factory=ClosedPacer)
     client: ClientSpec

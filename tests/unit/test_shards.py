@@ -83,6 +83,9 @@ def test_split_shares_an_open_loops_rate_and_in_flight_cap() -> None:
     # the caps add up to the group's 10 (each rounded up, 7 + 4 allowed 11 in flight)
     assert [(p.rate_hz, p.max_in_flight) for p in pacers if isinstance(p, RatePacer)] == [(60.0, 7), (30.0, 3)]
     assert [p.groups[0].stop for p in parts] == [DurationMs(duration_ms=1000)] * 2
+    # each part's arrivals take their clients' turns over the whole group (the engine's pacer test holds them
+    # interleaved), not each part's from the same instant
+    assert [(p.groups[0].client_offset, p.groups[0].group_clients) for p in parts] == [(0, 9), (6, 9)]
     five = spec.model_copy(
         update={
             "groups": [

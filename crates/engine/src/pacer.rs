@@ -126,6 +126,19 @@ impl Schedule {
         let first = clients[0];
         let seed = stream ^ (spec.client_offset + first);
         match (rate_hz, profile) {
+            (Some(rate_hz), _) if !poisson && spec.group_clients.is_some() => {
+                // A shard of a group on several machines (its rate is its clients' share of the group's): its
+                // arrivals take their clients' turns over the whole group at the group's rate, so the shards'
+                // schedules interleave as one machine's threads do, not each from the same instant (4 workers at
+                // 1 000/s sent 4 at once every 4 ms).
+                let all = spec.group_clients.unwrap_or(spec.clients);
+                let flat = RateProfile::Points {
+                    points: vec![(0.0, rate_hz * all as f64 / spec.clients as f64)],
+                    step: true,
+                };
+                let slots = clients.iter().map(|c| spec.client_offset + c).collect();
+                Some(Schedule::shaped(&flat, false, origin, slots, all, end, seed))
+            }
             (Some(rate_hz), _) => {
                 // Threads start one group-wide gap apart, so constant schedules interleave evenly.
                 let share = clients.len() as f64 / spec.clients as f64;
@@ -467,6 +480,31 @@ mod tests {
                 let (a, b) = (flat.next_arrival(), constant.next_arrival());
                 assert!(a.max(b) - a.min(b) <= Duration::from_nanos(1), "{a:?} {b:?}");
             }
+        }
+    }
+
+    /// Four machines' shards of a constant 1 000/s over 8 clients (250/s each, 2 clients, one thread) issue the
+    /// group's arrivals one every millisecond between them, not four at once every 4 ms.
+    #[test]
+    fn shards_of_a_constant_rate_interleave() {
+        let t0 = Instant::now();
+        let mut all = Vec::new();
+        for offset in [0u64, 2, 4, 6] {
+            let spec: GroupSpec = serde_json::from_value(serde_json::json!({
+                "name": "g", "clients": 2, "client_offset": offset, "group_clients": 8, "stop": {"duration_ms": 1000},
+                "pacer": {"kind": "rate", "rate_hz": 250.0}, "client": {"kind": "tcp", "addr": "127.0.0.1:9"},
+            }))
+            .unwrap();
+            let end = t0 + Duration::from_secs(1);
+            let mut s = Schedule::of_thread(&spec, &[0, 1], t0, Some(end), 7).unwrap();
+            while !s.ended(Some(end)) {
+                all.push((s.next_arrival() - t0).as_secs_f64());
+            }
+        }
+        all.sort_by(f64::total_cmp);
+        assert_eq!(all.len(), 1000);
+        for (i, t) in all.iter().enumerate() {
+            assert!((t - i as f64 / 1000.0).abs() < 1e-9, "arrival {i} at {t} s");
         }
     }
 

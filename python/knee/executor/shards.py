@@ -97,8 +97,9 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
                 update["pacer"] = g.pacer.scaled(n / g.clients).model_copy(
                     update={"max_in_flight": None if caps is None else max(1, caps[i])}  # 1: a cap below the workers
                 )
-                if g.pacer.profile is not None:
-                    update["group_clients"] = g.group_clients or g.client_offset + g.clients
+                # arrivals by turns over the whole group's clients: a profile's, and a constant rate's (the shards
+                # of which would otherwise all start at the same instant, in phase)
+                update["group_clients"] = g.group_clients or g.client_offset + g.clients
             if isinstance(g.pacer, ClosedPacer) and g.pacer.profile is not None:
                 # a clients profile numbers the clients over the whole group (the first shards' join first)
                 update["group_clients"] = g.group_clients or g.client_offset + g.clients

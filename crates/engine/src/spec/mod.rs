@@ -67,8 +67,9 @@ pub struct GroupSpec {
     /// Index of this shard's first client in the whole group (for `${client}`, `per_client`, `hung_clients`).
     #[serde(default)]
     pub client_offset: u64,
-    /// The whole group's clients over every shard of a distributed run (None: this shard's `clients`, from 0). A
-    /// rate profile's arrivals go by turns over all of them, so the shards' arrivals together are the group's.
+    /// The whole group's clients over every shard of a distributed run (None: this shard's `clients`, from 0). An
+    /// open loop's arrivals (a profile's, a constant rate's) go by turns over all of them, so the shards' arrivals
+    /// together are the group's, interleaved.
     #[serde(default)]
     pub group_clients: Option<u64>,
     #[serde(default)]
