@@ -288,3 +288,28 @@ def test_an_http2_group_splits_by_whole_connections() -> None:
     assert split_h2(60, 10, 3) == [20, 20, 20]
     assert split_h2(100, 100, 3) == [100, 0, 0]
     assert split_h2(250, 100, 2) == [167, 83]  # 3 connections: 2 and 1, each ⌈share / 100⌉
+
+
+def test_a_shard_that_started_late_is_merged_into_the_intervals_it_ran_in() -> None:
+    """Two shards, the second started half a second after the first on the driver's clock (it joined after the
+    common start; its own clock reads otherwise): its first interval is the merged series' third (250 ms intervals), not
+    its first."""
+    spec = EngineSpec(
+        threads=1,
+        interval_ms=250,
+        groups=[GroupSpec(name="main", clients=1, think_ms=20, stop=DurationMs(duration_ms=1000), client=TRUE)],
+    )
+    a, b = (run_shard(spec, ready=None, stop_requested=never, live=lambda s: None) for _ in range(2))
+    assert a is not None and b is not None
+    ticks = [[p.succeeded for p in group_stats(o.result)["main"].series] for o in (a, b)]
+    gather = Gather()
+    gather.add(gens(1)[0], spec, a, lost=False, offset=0.0)
+    gather.add(gens(1, 1)[1], spec, b, lost=False, offset=b.started_unix - (a.started_unix + 0.5))
+    assert gather.result is not None
+    merged = [p.succeeded for p in group_stats(gather.result)["main"].series]
+    want = [0] * max(len(ticks[0]), len(ticks[1]) + 2)
+    for i, n in enumerate(ticks[0]):
+        want[i] += n
+    for i, n in enumerate(ticks[1]):
+        want[i + 2] += n
+    assert merged == want, ticks

@@ -207,9 +207,14 @@ impl GroupResult {
     /// Add the counts, histograms and series of `o` (same group, other clients or other threads).
     /// `per_client` and `hung_clients` are concatenated.
     pub(crate) fn absorb(&mut self, o: &GroupResult) -> Result<(), MergeError> {
+        self.absorb_at(o, 0)
+    }
+
+    /// `absorb`, `o`'s series `shift` intervals behind this one's (a shard that started later).
+    fn absorb_at(&mut self, o: &GroupResult, shift: usize) -> Result<(), MergeError> {
         self.check_kind(o)?;
         self.counts.absorb(&o.counts);
-        self.add_measured(o, 0)
+        self.add_measured(o, shift)
     }
 
     /// Add `later`, the next window of the same group's clients (a cut): the counts add (each client's to its
@@ -463,15 +468,41 @@ impl ShardResult {
         })
     }
 
-    /// Merge another shard's result into this one; groups are matched by name (new ones appended).
+    /// Merge another shard's result into this one; groups are matched by name (new ones appended). Their series
+    /// add interval by interval: shards that started together (`merge_at` places one that did not).
     pub fn merge(&mut self, other: &ShardResult) -> Result<(), MergeError> {
-        if (self.span.interval_s - other.span.interval_s).abs() > 1e-9 {
-            return Err(MergeError::Interval(self.span.interval_s, other.span.interval_s));
+        self.merge_at(other, 0.0)
+    }
+
+    /// `merge`, `other` having started `lag_s` seconds after this one (before it, when negative), as one clock
+    /// measured them (shards on machines whose clocks differ: the driver's). A shard that started late (it joined
+    /// after the common start) has its intervals added to the ones they happened in, not to the first ones; the
+    /// series begins at the earlier start.
+    pub fn merge_at(&mut self, other: &ShardResult, lag_s: f64) -> Result<(), MergeError> {
+        let dt = self.span.interval_s;
+        if (dt - other.span.interval_s).abs() > 1e-9 {
+            return Err(MergeError::Interval(dt, other.span.interval_s));
+        }
+        let ticks = if dt > 0.0 && lag_s.is_finite() {
+            (lag_s.abs() / dt).round() as usize
+        } else {
+            0
+        };
+        let (mine, theirs) = if lag_s < 0.0 { (ticks, 0) } else { (0, ticks) };
+        if mine > 0 {
+            for g in &mut self.groups {
+                g.series.splice(0..0, std::iter::repeat_with(Tick::default).take(mine));
+            }
         }
         for og in &other.groups {
             match self.groups.iter_mut().find(|g| g.counts.name == og.counts.name) {
-                Some(g) => g.absorb(og)?,
-                None => self.groups.push(og.clone()),
+                Some(g) => g.absorb_at(og, theirs)?,
+                None => {
+                    let mut g = og.clone();
+                    g.series
+                        .splice(0..0, std::iter::repeat_with(Tick::default).take(theirs));
+                    self.groups.push(g);
+                }
             }
         }
         for od in &other.data {

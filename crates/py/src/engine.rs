@@ -214,11 +214,15 @@ impl ShardResult {
             .map_err(|e| DecodeError::new_err(e.to_string()))
     }
 
-    /// Add another shard's result into this one (groups matched by name).
-    fn merge(&mut self, other: PyRef<'_, ShardResult>) -> PyResult<()> {
-        self.inner
-            .merge(&other.inner)
-            .map_err(|e| MergeError::new_err(e.to_string()))
+    /// Add another shard's result into this one (groups matched by name), its series placed by its start: `lag_s`
+    /// seconds after this one's, on one clock (None: they started together, interval by interval).
+    #[pyo3(signature = (other, lag_s=None))]
+    fn merge(&mut self, other: PyRef<'_, ShardResult>, lag_s: Option<f64>) -> PyResult<()> {
+        let merged = match lag_s {
+            Some(lag) => self.inner.merge_at(&other.inner, lag),
+            None => self.inner.merge(&other.inner),
+        };
+        merged.map_err(|e| MergeError::new_err(e.to_string()))
     }
 
     /// Append the next window of the same shard (a cut, or the rest at its end): counts and histograms add,

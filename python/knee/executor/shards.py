@@ -210,17 +210,15 @@ def run_shard(
 # ---- merging, on the driver -----------------------------------------------------------------------
 
 
-def merged(a: ShardResult, b: ShardResult) -> ShardResult:
-    """`b` merged into `a` (bytes-exact, as one engine would have counted), and `a`."""
-    a.merge(b)
-    return a
-
-
 def merge_results(results: Iterable[ShardResult]) -> ShardResult | None:
-    """The results merged, in their order, into the first (None: none)."""
+    """The results merged, in their order, into the first (None: none): the windows of a baseload's parts, cut
+    together, their series side by side (the parts' start times are on their machines' clocks, not to be compared)."""
     out: ShardResult | None = None
     for r in results:
-        out = r if out is None else merged(out, r)
+        if out is None:
+            out = r
+        else:
+            out.merge(r)
     return out
 
 
@@ -346,9 +344,12 @@ class Gather:
         if outcome is None:
             self.workers.append(WorkerShare(worker=gen.address, host=gen.host, clients=clients, lost=lost))
             return
-        self.result = outcome.result if self.result is None else merged(self.result, outcome.result)
-        self.partial = self.partial or outcome.partial
         start = outcome.started_unix - offset
+        if self.result is None:
+            self.result = outcome.result
+        else:  # its series placed by its start on the driver's clock (a shard that joined late is not at 0)
+            self.result.merge(outcome.result, lag_s=start - min(self.starts))
+        self.partial = self.partial or outcome.partial
         self.starts.append(start)
         share = worker_share(gen, clients, outcome, start)
         share.lost = lost  # it stopped by itself: what it ran counts, and the step lost its clients from then on

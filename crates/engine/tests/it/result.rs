@@ -272,3 +272,44 @@ fn open_loop_counts_merge_exactly_and_other_format_versions_are_named() {
         format!("the result has format version 1, this engine reads version {FORMAT_VERSION}")
     );
 }
+
+/// A shard that started late (it joined after the common start) has its intervals added to the ones they happened
+/// in: `merge_at` with its lag; one that started earlier moves this one's intervals on.
+#[test]
+fn a_late_shards_series_is_placed_by_its_start() {
+    let server = TestServer::start(ServerOpts::default());
+    let mut s = one_group(2, json!({"duration_ms": 1000}), http(&server.url()));
+    s.interval_ms = 250;
+    let a = run(s).unwrap();
+    let ticks = |r: &ShardResult| r.groups[0].series.iter().map(|t| t.succeeded).collect::<Vec<u64>>();
+    let one = ticks(&a);
+    assert!(one.len() >= 4 && one.iter().all(|&n| n > 0), "{one:?}");
+    let shifted = |by: usize| {
+        let mut v = vec![0; by];
+        v.extend(&one);
+        v
+    };
+    let add = |x: &[u64], y: &[u64]| {
+        let mut v = vec![0; x.len().max(y.len())];
+        for (i, n) in x.iter().enumerate() {
+            v[i] += n;
+        }
+        for (i, n) in y.iter().enumerate() {
+            v[i] += n;
+        }
+        v
+    };
+    let mut late = a.clone();
+    late.merge_at(&a, 0.55).unwrap(); // 2.2 intervals: the nearest, 2
+    assert_eq!(ticks(&late), add(&one, &shifted(2)));
+    let mut early = a.clone();
+    early.merge_at(&a, -0.55).unwrap();
+    assert_eq!(ticks(&early), add(&shifted(2), &one));
+    let mut together = a.clone();
+    together.merge(&a).unwrap();
+    assert_eq!(ticks(&together), add(&one, &one));
+    assert_eq!(
+        late.groups[0].counts.outcomes.succeeded,
+        2 * a.groups[0].counts.outcomes.succeeded
+    );
+}
