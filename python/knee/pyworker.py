@@ -104,11 +104,12 @@ def load(spec: str, path: str | None) -> Callable[[Context], Any]:
 class _Continue:
     """Awaitable that carries on a coroutine which already ran up to its first suspension (`first`, what it
     yielded). The worker runs operations eagerly, in the call that read their requests (`run_batch`): flows
-    that never wait finish there, without the cost of an asyncio Task; one that waits becomes a Task from there."""
+    that never wait finish there, without the cost of an asyncio Task each; one that waits becomes a Task from
+    there: the one (`_Runner`) that was current while it ran eagerly."""
 
     __slots__ = ("coro", "first")
 
-    def __init__(self, coro: Any, first: Any) -> None:
+    def __init__(self, coro: Any = None, first: Any = None) -> None:
         self.coro, self.first = coro, first
 
     def __await__(self) -> Any:
@@ -126,6 +127,33 @@ class _Continue:
                     pending = coro.send(sent)
                 except StopIteration as stop:
                     return stop.value
+
+
+class _Runner:
+    """A Task that waits to carry on the operation of an eager run that waited (`claim`), and is the loop's current
+    Task while eager runs go on: asyncio's timeouts refuse to start outside a Task (Python's own eager tasks, 3.12's,
+    are not in 3.11), and what an operation tied to the current one is tied to the Task it goes on in if it waits.
+    A new one is made only when an operation waited, as a Task was before."""
+
+    __slots__ = ("go", "task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.go: asyncio.Future[tuple[Any, Any]] = loop.create_future()
+        self.task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        coro, first = await self.go
+        await _Continue(coro, first)
+
+    def claim(self, coro: Any, first: Any) -> asyncio.Task[None]:
+        self.go.set_result((coro, first))
+        return self.task
+
+
+# The loop's current Task, set and cleared by hand (asyncio's own, CPython 3.11 to 3.13); without them, eager runs
+# have no current Task, as before.
+_ENTER = getattr(asyncio.tasks, "_enter_task", None)
+_LEAVE = getattr(asyncio.tasks, "_leave_task", None)
 
 
 class _Lane:
@@ -158,6 +186,7 @@ class Worker:
         self.out: list[bytes] = []
         self.done: list[int] = []  # plain successes, `client, id` after `client, id`, written as one line
         self.flush_soon = False
+        self.runner: _Runner | None = None  # the Task the next eager run goes on in if it waits
 
     def reply(self, client: int, op_id: int, ctx: Context, result: Any, exc: BaseException | None) -> None:
         steps = ctx._steps
@@ -221,15 +250,24 @@ class Worker:
             for client, op_id, row in todo:
                 self.start(client, op_id, operation, row)
             return
+        loop = self.loop
         while True:
             lane = _Lane()
             driver = self._drive(todo, operation, lane)
+            runner = self.runner
+            if runner is None or runner.go.done():  # claimed, or cancelled while it waited
+                runner = self.runner = _Runner(loop)
+            if _ENTER is not None and _LEAVE is not None:  # run_batch runs in the loop's callbacks, in no Task
+                _ENTER(loop, runner.task)
             try:
                 first = driver.send(None)
             except StopIteration:
                 return
+            finally:
+                if _ENTER is not None and _LEAVE is not None:
+                    _LEAVE(loop, runner.task)
             lane.detached = True  # the driver now is the Task of its waiting operation
-            self._track(lane.client, self.loop.create_task(_resume(_Continue(driver, first))))
+            self._track(lane.client, runner.claim(driver, first))
 
     async def _drive(self, todo: Iterator[tuple[int, int, dict[str, Any]]], operation: str, lane: _Lane) -> None:
         busy, contexts, func, done = self.busy, self.contexts, self.func, self.done
@@ -314,10 +352,6 @@ def _name(name: str) -> str:
     return quoted
 
 
-async def _resume(awaitable: Any) -> None:
-    await awaitable
-
-
 def _parse(lines: list[bytes]) -> list[Any]:
     """Many request lines in one json.loads (a line at a time costs several times more)."""
     try:
@@ -397,9 +431,9 @@ async def serve(spec: str, path: str | None) -> int:
 
     os.set_blocking(0, False)
     loop.add_reader(0, readable)
-    if b"\n" in pending:  # requests that came with the start message
+    if b"\n" in pending:  # requests that came with the start message: run outside this Task, as the rest are
         early, pending = pending, b""
-        take(early)
+        loop.call_soon(take, early)
     await stopped
     tasks = set(worker.busy.values())
     if tasks:

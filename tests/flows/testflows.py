@@ -105,3 +105,20 @@ async def wrapped(ctx) -> int:  # type: ignore[no-untyped-def]
         await asyncio.gather(child)
     await asyncio.sleep(0.001)
     return 5
+
+
+async def timed(ctx) -> None:  # type: ignore[no-untyped-def]
+    """asyncio's timeouts, as flows and their libraries use them (aiohttp's and anyio's, like these, need a current
+    Task). By client: 0 returns at once, 1 waits 10 ms, both within their timeouts; 2 outlasts its 0.2 s
+    (TimeoutError); 3 waits through wait_for."""
+    kind = ctx.client % 4
+    if kind == 3:
+        await asyncio.wait_for(asyncio.sleep(0.01), timeout=1)
+        return
+    async with asyncio.timeout(0.2):
+        if kind == 1:
+            await asyncio.sleep(0.01)
+        elif kind == 2:
+            await asyncio.sleep(5)
+    if asyncio.current_task() is None:
+        raise RuntimeError("no current task")

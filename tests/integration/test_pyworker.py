@@ -117,3 +117,35 @@ def test_a_wrapped_async_flow_runs_and_a_print_or_a_cancel_is_no_protocol_error(
     a = replies.answers
     assert (a[(0, 0)]["bytes"], a[(2, 0)]["bytes"]) == (3, 5), a
     assert a[(1, 0)]["ok"] is False and a[(1, 0)]["error"] == "CancelledError", a
+
+
+def test_asyncios_timeouts_work_in_a_flow_that_waits_and_in_one_that_does_not() -> None:
+    """`async with asyncio.timeout(…)` raised "Timeout should be used inside a task" in a flow the worker ran
+    eagerly (outside any Task), before it waited: every such flow failed. Now it runs, and one that outlasts it
+    fails with TimeoutError, the operation's own."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knee.pyworker", "testflows:timed", "--path", str(FLOWS)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
+    )  # fmt: skip
+    assert proc.stdin is not None
+    replies = Replies(proc)
+    try:
+        proc.stdin.write(b'{"op":"start","protocol":1,"group":"g","process":0,"clients":[0,1,2,3,4,5,6,7],"vars":{}}\n')
+        proc.stdin.flush()
+        assert replies.line(time.monotonic() + 10) == {"ready": True, "batch": True}
+        run_line(proc, 0)
+        replies.until(8)
+        run_line(proc, 1)
+        replies.until(16)
+        proc.stdin.write(b'{"op":"stop"}\n')
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    for (client, op_id), reply in replies.answers.items():
+        if client % 4 == 2:
+            assert (reply["ok"], reply["error"]) == (False, "TimeoutError"), reply
+        else:
+            assert reply == {"client": client, "id": op_id, "ok": True}
