@@ -3,12 +3,14 @@ that return at once, wait, fail or time steps, in one line, each answered once, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 from conftest import REPO
 
@@ -51,18 +53,38 @@ def run_line(proc: subprocess.Popen[bytes], op_id: int) -> None:
     proc.stdin.flush()
 
 
-def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> None:
+@contextlib.contextmanager
+def worker(flow: str, clients: int) -> Iterator[tuple[subprocess.Popen[bytes], Replies]]:
+    """`python -m knee.pyworker testflows:FLOW` started for `clients` clients and ready; killed after."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "knee.pyworker", "testflows:mixed", "--path", str(FLOWS)],
+        [sys.executable, "-m", "knee.pyworker", f"testflows:{flow}", "--path", str(FLOWS)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
     )  # fmt: skip
     assert proc.stdin is not None
     replies = Replies(proc)
     try:
-        proc.stdin.write(b'{"op":"start","protocol":1,"group":"g","process":0,"clients":[0,1,2,3,4,5,6,7],"vars":{}}\n')
+        start = {"op": "start", "protocol": 1, "group": "g", "process": 0, "clients": list(range(clients)), "vars": {}}
+        proc.stdin.write(json.dumps(start).encode() + b"\n")
         proc.stdin.flush()
         assert replies.line(time.monotonic() + 10) == {"ready": True, "batch": True}
+        yield proc, replies
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """knee's stop, stdin closed: the worker exits 0."""
+    assert proc.stdin is not None
+    proc.stdin.write(b'{"op":"stop"}\n')
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> None:
+    with worker("mixed", 8) as (proc, replies):
+        assert proc.stdin is not None
         run_line(proc, 0)
         replies.until(8)  # clients 1 and 5 answer 20 ms later, with nothing else to come: they are sent anyway
         run_line(proc, 1)  # two lines at once: every client's operation 2 comes while 1's and 5's operation 1 waits
@@ -72,12 +94,7 @@ def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> N
             proc.stdin.write(b'{"op":"run","client":%d,"id":3,"operation":"fetch"}\n' % client)
         proc.stdin.flush()
         replies.until(32)
-        proc.stdin.write(b'{"op":"stop"}\n')
-        proc.stdin.close()
-        assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
-    finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
     assert sorted(replies.answers) == [(c, i) for c in range(8) for i in (0, 1, 2, 3)]
     for (client, op_id), reply in replies.answers.items():
         kind = client % 4
@@ -93,27 +110,13 @@ def test_a_batch_of_mixed_flows_is_answered_once_each_and_in_client_order() -> N
 def test_a_wrapped_async_flow_runs_and_a_print_or_a_cancel_is_no_protocol_error() -> None:
     """An async flow behind a plain wrapper ran in a thread and was counted done without running; a print() went
     into the protocol's pipe; a CancelledError escaped the worker."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "knee.pyworker", "testflows:wrapped", "--path", str(FLOWS)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
-    )  # fmt: skip
-    assert proc.stdin is not None and proc.stderr is not None
-    replies = Replies(proc)
-    try:
-        proc.stdin.write(b'{"op":"start","protocol":1,"group":"g","process":0,"clients":[0,1,2],"vars":{}}\n')
-        proc.stdin.flush()
-        assert replies.line(time.monotonic() + 10) == {"ready": True, "batch": True}
+    with worker("wrapped", 3) as (proc, replies):
+        assert proc.stdin is not None and proc.stderr is not None
         proc.stdin.write(b'{"op":"run","operation":"","ops":[0,0,1,0,2,0]}\n')
         proc.stdin.flush()
         replies.until(3)
-        proc.stdin.write(b'{"op":"stop"}\n')
-        proc.stdin.close()
-        assert proc.wait(timeout=10) == 0
+        stop(proc)
         assert "a flow's own line, not knee's" in proc.stderr.read().decode()
-    finally:
-        proc.kill()
-        proc.wait()
     a = replies.answers
     assert (a[(0, 0)]["bytes"], a[(2, 0)]["bytes"]) == (3, 5), a
     assert a[(1, 0)]["ok"] is False and a[(1, 0)]["error"] == "CancelledError", a
@@ -123,27 +126,12 @@ def test_asyncios_timeouts_work_in_a_flow_that_waits_and_in_one_that_does_not() 
     """`async with asyncio.timeout(…)` raised "Timeout should be used inside a task" in a flow the worker ran
     eagerly (outside any Task), before it waited: every such flow failed. Now it runs, and one that outlasts it
     fails with TimeoutError, the operation's own."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "knee.pyworker", "testflows:timed", "--path", str(FLOWS)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(REPO / "python")),
-    )  # fmt: skip
-    assert proc.stdin is not None
-    replies = Replies(proc)
-    try:
-        proc.stdin.write(b'{"op":"start","protocol":1,"group":"g","process":0,"clients":[0,1,2,3,4,5,6,7],"vars":{}}\n')
-        proc.stdin.flush()
-        assert replies.line(time.monotonic() + 10) == {"ready": True, "batch": True}
+    with worker("timed", 8) as (proc, replies):
         run_line(proc, 0)
         replies.until(8)
         run_line(proc, 1)
         replies.until(16)
-        proc.stdin.write(b'{"op":"stop"}\n')
-        proc.stdin.close()
-        assert proc.wait(timeout=10) == 0
-    finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
     for (client, op_id), reply in replies.answers.items():
         if client % 4 == 2:
             assert (reply["ok"], reply["error"]) == (False, "TimeoutError"), reply
