@@ -105,6 +105,34 @@ def test_fit_of_a_mixs_levels_csv_fits_the_groups_rows_not_its_requests(tmp_path
     assert fitted_rates(levels_csv(tmp_path, rows)) == [400.0, 760.0, 1300.0, 1500.0]
 
 
+def test_fit_of_a_levels_csv_fits_the_steps_the_analysis_believes(tmp_path: Path) -> None:
+    # a step run on a service that had not come back to rest (or with a worker lost) is not superseded, but the
+    # verdict does not believe it: it was fitted (a stuck service's 40 Hz at 80 clients, "a collapse")
+    rows = ["index,phase,direction,level,group,superseded,believed,rate_hz"]
+    for i, (n, x) in enumerate([(10, 400.0), (20, 760.0), (40, 1300.0)]):
+        rows.append(f"{i},sweep,up,{n},main,false,true,{x}")
+    rows.append("3,sweep,up,80,main,false,false,40")
+    assert fitted_rates(levels_csv(tmp_path, rows)) == [400.0, 760.0, 1300.0]
+    rows = [rows[0], "0,sweep,up,10,main,false,false,400"]
+    r = knee_fit(levels_csv(tmp_path, rows))
+    assert r.returncode == 2 and "no row to fit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_fit_of_a_rate_sweeps_levels_csv_fits_its_concurrency_not_the_offered_rate(tmp_path: Path) -> None:
+    # a rate sweep's level is the offered rate; the USL's N is the concurrency in the service (Little's law), as the
+    # verdict fits it; a closed-loop group of the same file has no concurrency: its level is its clients
+    rows = ["index,phase,direction,level,group,believed,rate_hz,concurrency"]
+    for i, (offered, x, n) in enumerate([(100, 100.0, 1.1), (200, 199.0, 2.3), (400, 390.0, 5.2), (800, 700, 14.8)]):
+        rows += [f"{i},sweep,up,{offered},open,true,{x},{n}", f"{i},sweep,up,{i + 1},closed,true,{x},"]
+    f = levels_csv(tmp_path, rows)
+    r = knee_fit(f, "--group", "open", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["concurrency"] for p in json.loads(r.stdout)["points"]] == [1.1, 2.3, 5.2, 14.8]
+    r = knee_fit(f, "--group", "closed", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [p["concurrency"] for p in json.loads(r.stdout)["points"]] == [1, 2, 3, 4]
+
+
 def test_fit_picks_a_stage_of_a_staged_run(tmp_path: Path) -> None:
     rows = ["label,phase,direction,level,group,rate_hz"]
     for n, x in [(1, 10.0), (2, 19.0), (4, 35.0), (8, 50.0)]:

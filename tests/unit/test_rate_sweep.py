@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from knee.analysis import analyze, analyze_run
+from knee.analysis import analyze, analyze_run, fit_usl
+from knee.analysis.table import read_points
 from knee.analysis.uslfit import usl
 from knee.errors import UserError
 from knee.model import GroupStats, LatencyStats, OpenLoopStats, RunRecord, SeriesPoint, StepResult
@@ -248,7 +249,7 @@ def test_late_arrivals_alone_mark_saturation_and_in_service_ones_do_not() -> Non
     assert "kept up with every offered rate up to 20/s" in v.sentences
 
 
-def test_usl_is_fitted_on_littles_law_concurrency() -> None:
+def test_usl_is_fitted_on_littles_law_concurrency(tmp_path: Path) -> None:
     sigma, kappa, lam = 0.1, 0.002, 100.0
     points = []
     for n in (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 22.0):
@@ -260,6 +261,17 @@ def test_usl_is_fitted_on_littles_law_concurrency() -> None:
     assert v.usl.kappa == pytest.approx(kappa, rel=0.05)
     assert v.usl.advice == []
     assert any(s.startswith("USL on N = achieved × time in service (Little's law)") for s in v.sentences)
+    # `knee fit` of the run's levels.csv fits the same points (its N the concurrency column, not the offered rate)
+    record = RunRecord(
+        run_id="r", created_unix=1.0, scenario=parse_scenario(RATES), measured_group="main", level_unit="rate",
+        steps=rate_steps(points),
+    )  # fmt: skip
+    f = tmp_path / "levels.csv"
+    f.write_text(levels_csv(record))
+    p = read_points(f, group="main")
+    assert p.level_name == "concurrency"
+    again = fit_usl(p.levels, p.rates)
+    assert (again.sigma, again.kappa) == pytest.approx((v.usl.sigma, v.usl.kappa), rel=1e-3)
 
 
 def test_slo_min_rate() -> None:
@@ -302,7 +314,7 @@ def test_reports_name_offered_rates_and_show_achieved_late_dropped() -> None:
     assert "| 200/s | 120 Hz (60 %) |" in md
     assert "saturated at 200/s offered" in md
     rows = list(csv.DictReader(io.StringIO(levels_csv(record))))
-    assert list(rows[0])[-5:] == V.OPEN_LOOP_COLUMNS
+    assert list(rows[0])[-6:] == V.OPEN_LOOP_COLUMNS
     main = [r for r in rows if r["group"] == "main"]
     assert [(r["level"], r["offered_rate_hz"], r["late"]) for r in main] == [("100", "100", "0"), ("200", "200", "700")]
     base = next(r for r in rows if r["group"] == "base")

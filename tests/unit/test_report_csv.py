@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from knee.model import LatencyStats
+from knee.model import LatencyStats, Settle
 from knee.report.csvout import levels_csv, series_csv
 
 from sample_records import make_group, sample_record
@@ -42,6 +42,7 @@ LEVEL_COLUMNS = [
     "ttfb_p99_ms",
     "partial",
     "superseded",
+    "believed",
     "ran_out",
     "rows_used",
     "generator_cpu_cores",
@@ -65,6 +66,7 @@ def _two_groups():  # type: ignore[no-untyped-def]
 
 def test_levels_csv_columns_and_rows() -> None:
     record = _two_groups()
+    record.steps[1].settle = Settle(seconds=5.0, settled=False)  # run on a service not back at rest: not believed
     rows = list(csv.DictReader(io.StringIO(levels_csv(record))))
     assert list(rows[0].keys()) == LEVEL_COLUMNS
     assert len(rows) == 2 * len(record.steps)
@@ -79,6 +81,7 @@ def test_levels_csv_columns_and_rows() -> None:
         assert abs(float(row["failure_ratio"]) - g.failure_ratio) < 1e-6
         assert abs(float(row["p99_ms"]) - g.latency_ms.p99) <= 1e-5 * g.latency_ms.p99
         assert row["partial"] == ("true" if step.partial else "false")
+        assert row["believed"] == ("false" if step.index == 1 else "true")
         assert float(row["generator_cpu_cores"]) == step.generator.cpu_cores
         phases = [row[c] for c in LEVEL_COLUMNS[21:29]]
         if row["group"] == "main":

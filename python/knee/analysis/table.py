@@ -5,7 +5,8 @@ or — when the first line has none — by semicolons, tabs or spaces. The heade
 one the first two columns are concurrency and rate; with one, the columns are found
 by name (concurrency/level/clients/load/processors/n and rate/rate_hz/throughput/x),
 extra columns are ignored, and a run's levels.csv works too: when it has phase,
-direction or group columns, only "sweep" rows going "up" of the chosen group count.
+direction or group columns, only "sweep" rows going "up" of the chosen group count, of the steps the analysis
+believes (its `believed` column), and a rate sweep's N is its `concurrency` (Little's law), not its offered rate.
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ def _column(header: list[str], names: tuple[str, ...], what: str, path: Path) ->
     )
 
 
+def _concurrency(header: list[str], rows: list[tuple[int, list[str]]], li: int) -> int:
+    """The level column: `li`, but a run's levels.csv has both `concurrency` (found first) and `level`, and only a
+    rate sweep's group fills `concurrency`, the operations in the service by Little's law, which the USL's N is (its
+    `level` is the offered rate); a closed-loop group's rows leave it empty, and their `level` is their clients."""
+    lowered = [h.strip().lower() for h in header]
+    if lowered[li] != "concurrency" or "level" not in lowered:
+        return li
+    if rows and all(li >= len(row) or not row[li].strip() for _, row in rows):
+        return lowered.index("level")
+    return li
+
+
 def read_points(path: Path, group: str | None = None, label: str | None = None) -> Points:
     """The (level, rate) points of a CSV file; a UserError naming the line for anything wrong."""
     try:
@@ -104,6 +117,9 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
         ri = _column(header, RATE_NAMES, "rate", path)
         level_name, rate_name = header[li], header[ri]
         filters = _filters(header, rows, path, {"group": group, "label": label})
+        rows = [(n, row) for n, row in rows if all(c >= len(row) or row[c].strip() == v for c, v in filters.items())]
+        li = _concurrency(header, rows, li)
+        level_name = header[li]
     elif group is not None or label is not None:
         raise UserError(f"--group and --label need a file with 'group' and 'label' columns; {path} has no header")
     levels: list[float] = []
@@ -113,8 +129,6 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
         where = f"{path} line {lineno}"
         if len(row) < width:
             raise UserError(f"{where}: expected {width} columns ({level_name},{rate_name}), got {len(row)}")
-        if any(row[i].strip() != want for i, want in filters.items()):
-            continue
         level = _number(row[li], where, level_name)
         rate = _number(row[ri], where, rate_name)
         if not 0 < level <= MAX_LEVEL:
@@ -123,6 +137,11 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
             raise UserError(f"{where}: rate must be from 0 to {MAX_RATE:.0e} (got {row[ri].strip()})")
         levels.append(level)
         rates.append(rate)
+    if not levels and filters:
+        raise UserError(
+            f"{path} has no row to fit: none is of a sweep step going up that the analysis believes (not superseded, "
+            "not run on a service that had not come back to rest, no worker lost)"
+        )
     if not levels:
         raise UserError(f"{path} has a header but no data rows")
     return Points(levels, rates, level_name, rate_name)
@@ -135,8 +154,11 @@ def _filters(
     label columns): the steps the verdict fits."""
     lowered = [h.lower() for h in header]
     out: dict[int, str] = {}
-    # a request mix's steps have a row per request beside the group's: the group's (request empty) is the point
-    for column, value in (("phase", "sweep"), ("direction", "up"), ("superseded", "false"), ("request", "")):
+    # a request mix's steps have a row per request beside the group's: the group's (request empty) is the point; the
+    # steps the analysis believes (`believed`: not superseded, nor run on a service not at rest, nor with a worker
+    # lost, nor ended before they measured), or, in a levels.csv from before that column, those not superseded
+    believed = ("believed", "true") if "believed" in lowered else ("superseded", "false")
+    for column, value in (("phase", "sweep"), ("direction", "up"), believed, ("request", "")):
         if column in lowered:
             out[lowered.index(column)] = value
     for column, want in chosen.items():

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from knee import fmt
 from knee.analysis.beside import stress_group
-from knee.analysis.levels import measured_s, ran_out, window
+from knee.analysis.levels import cut_short, measured_s, ran_out, ran_out_early, window
 from knee.analysis.mix import request_rows
 from knee.model import GroupStats, RunRecord, StepResult
 from knee.report.view.section import Table
@@ -54,6 +54,9 @@ class Row:
     ttfb_p99_ms: float | None
     partial: bool
     superseded: bool  # measured again without repeating it: left out of the verdict and the fit (`knee fit` too)
+    # the analysis locates points on the step (not superseded, not run on a service that had not come back to rest,
+    # no worker lost, not ended before it measured): the verdict's and `knee fit`'s rows
+    believed: bool
     ran_out: str  # the data source whose running out ended the step ("": none did)
     rows_used: int | None  # the rows that source handed out in the step (None: none ran out)
     generator_cpu_cores: float  # knee and its child processes
@@ -65,19 +68,20 @@ class Row:
     late: int | None = None
     dropped: int | None = None
     p99_uncorrected_ms: float | None = None
+    concurrency: float | None = None  # in the service, by Little's law (achieved × the mean actual-start latency)
 
     def as_dict(self, open_loop: bool = True) -> dict[str, object]:
         d = asdict(self)
         return d if open_loop else {k: d[k] for k in LEVEL_COLUMNS}
 
 
-OPEN_LOOP_COLUMNS = ["offered_rate_hz", "achieved_rate_hz", "late", "dropped", "p99_uncorrected_ms"]
+OPEN_LOOP_COLUMNS = ["offered_rate_hz", "achieved_rate_hz", "late", "dropped", "p99_uncorrected_ms", "concurrency"]
 LEVEL_COLUMNS = [f.name for f in fields(Row) if f.name not in OPEN_LOOP_COLUMNS]
 # the columns the engine counts per group only: a request's row leaves them empty
 GROUP_ONLY_COLUMNS = [
     *["bytes_received", "transfer_bps", "connections", "connect_mean_ms", "connect_p99_ms", "tls_resumed"],
     *["tls_mean_ms", "tls_p99_ms", "ttfb_mean_ms", "ttfb_p99_ms", "achieved_rate_hz", "late", "dropped"],
-    "p99_uncorrected_ms",
+    *["p99_uncorrected_ms", "concurrency"],
 ]
 
 
@@ -120,6 +124,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         ttfb_p99_ms=g.ttfb_ms.p99 if g.ttfb_ms.count else None,
         partial=step.partial,
         superseded=step.superseded,
+        believed=step.believed and not ran_out_early(step, g.name) and not cut_short(step, g.name),
         ran_out=g.ran_out or "",
         rows_used=used.taken if (used := ran_out(step, g)) is not None else None,
         generator_cpu_cores=step.generator.load_cores,
@@ -129,6 +134,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         late=o.late if o else None,
         dropped=o.dropped if o else None,
         p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,
+        concurrency=achieved * o.latency_uncorrected_ms.mean / 1000.0 if o else None,
     )
 
 
