@@ -443,7 +443,7 @@ class _Runner(Searching, Soaking):
             label=planned.label,
             phase=planned.phase,
             direction=planned.direction,
-            partial=run.partial or bool(run.lost),
+            partial=run.partial or bool(run.lost) or bool(s.lost),
             # many machines: the earliest shard's start on the driver's clock (the merged result's is a worker's own)
             started_unix=run.started_unix if run.workers else (s.started_unix or run.started_unix),
             elapsed_s=s.elapsed_s,
@@ -456,7 +456,7 @@ class _Runner(Searching, Soaking):
             remote=watched[1],
             workers=run.workers,
             start_skew_s=run.start_skew_s,
-            lost_workers=run.lost,
+            lost_workers=[*run.lost, *s.lost],  # workers, and parts of knee that failed (a defect of knee)
             settle=settle,
             repeat_of=repeat_of,
             data=[DataUse.from_engine(d, run.first_out.get(d.name)) for d in s.data],

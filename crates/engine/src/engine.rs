@@ -19,7 +19,7 @@ use crate::profile::Curve;
 use crate::recorder::LiveGroup;
 use crate::result::{GroupResult, ShardResult, ShardSpan, Tick};
 use crate::spec::Spec;
-use crate::threads::{run_thread, Gate, GroupShared, Shared, ThreadOutput};
+use crate::threads::{panic_text, run_thread, Gate, GroupShared, Shared, ThreadOutput};
 
 /// How long `cut` waits for every thread to hand over its recording.
 const CUT_WAIT: Duration = Duration::from_secs(10);
@@ -176,6 +176,7 @@ impl Engine {
             cut_reply: Mutex::new(None),
             feeders,
             oplog,
+            lost: Mutex::default(),
         });
         // The threads get ready (worker programs started and answering), then wait at the gate for the
         // common start, which is set only once every one of them is ready.
@@ -254,7 +255,13 @@ impl Engine {
         let coordinator = std::thread::Builder::new()
             .name("knee-coordinator".into())
             .spawn(move || {
-                let outputs: Vec<ThreadOutput> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
+                let mut outputs: Vec<ThreadOutput> = Vec::with_capacity(handles.len());
+                for (t, h) in handles.into_iter().enumerate() {
+                    match h.join() {
+                        Ok(o) => outputs.push(o),
+                        Err(p) => sh.lose(&format!("runtime thread {t} with its clients"), &panic_text(&*p)),
+                    }
+                }
                 let from = *win.lock().unwrap_or_else(|e| e.into_inner());
                 let result = assemble(&sh, &sp, started_unix, from, None, outputs);
                 let (lock, cv) = &*dn;
@@ -432,6 +439,7 @@ fn assemble(
             elapsed_s: end.saturating_duration_since(from).as_secs_f64(),
             interval_s: spec.interval_ms as f64 / 1000.0,
             stopped: cut.is_none() && shared.stopped.load(Ordering::Relaxed),
+            lost: shared.lost.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         },
         groups,
         data: shared.feeders.uses(shared.start()),

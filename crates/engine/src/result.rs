@@ -329,8 +329,8 @@ struct WireReason {
     count: u64,
 }
 
-/// When a shard ran, written as four keys of its own wherever a shard is (its bytes, its summary).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// When a shard ran, written as keys of its own wherever a shard is (its bytes, its summary).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShardSpan {
     /// Unix time of the common start instant.
     pub started_unix: f64,
@@ -340,6 +340,10 @@ pub struct ShardSpan {
     pub interval_s: f64,
     /// True when the run was ended by `stop()` before its stop rules.
     pub stopped: bool,
+    /// What of the shard failed in knee itself (a client's task or a runtime thread that panicked: a defect of
+    /// knee), in words: what ran without it is counted, what it would have run is not. Empty: nothing.
+    #[serde(default)]
+    pub lost: Vec<String>,
 }
 
 impl ShardSpan {
@@ -348,6 +352,7 @@ impl ShardSpan {
         self.started_unix = self.started_unix.min(o.started_unix);
         self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
         self.stopped |= o.stopped;
+        self.lost.extend(o.lost.iter().cloned());
     }
 }
 
@@ -366,7 +371,7 @@ impl ShardResult {
     pub fn to_bytes(&self) -> Vec<u8> {
         let wire = Wire {
             version: FORMAT_VERSION,
-            span: self.span,
+            span: self.span.clone(),
             groups: self
                 .groups
                 .iter()
@@ -532,6 +537,7 @@ impl ShardResult {
         self.span.started_unix = self.span.started_unix.min(later.span.started_unix);
         self.span.elapsed_s += later.span.elapsed_s;
         self.span.stopped = later.span.stopped;
+        self.span.lost.clone_from(&later.span.lost); // the shard's whole list so far
         Ok(())
     }
 

@@ -233,7 +233,7 @@ impl ShardResult {
     /// The typed summary.
     pub fn summary(&self) -> Summary {
         Summary {
-            span: self.span,
+            span: self.span.clone(),
             groups: self
                 .groups
                 .iter()

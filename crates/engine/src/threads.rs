@@ -124,12 +124,21 @@ pub(crate) struct Shared {
     pub feeders: Feeders,
     /// The operations log, when the spec asks for one (crate::oplog).
     pub oplog: Option<Arc<OpLog>>,
+    /// What failed in knee itself (a task or thread that panicked), in words (`ShardSpan::lost`).
+    pub lost: Mutex<Vec<String>>,
 }
 
 impl Shared {
     /// The common start instant.
     pub fn start(&self) -> Instant {
         *self.start.get().expect("the start is set before any client runs")
+    }
+
+    /// Note that part of the shard failed in knee itself (`what` ended by a panic, `why`): the result says so.
+    pub fn lose(&self, what: &str, why: &str) {
+        let line =
+            format!("{what} (it failed in knee: {why:?}, a defect of knee; what it would have run is not counted)");
+        self.lost.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
 
     /// Stop everything (`Engine::stop`).
@@ -275,7 +284,7 @@ pub(crate) fn run_thread(
                     hosts.of(g, cs.len()),
                     alarms.clone(),
                 );
-                tasks.push(tokio::task::spawn_local(fut));
+                tasks.push((g, None, tokio::task::spawn_local(fut)));
                 continue;
             }
             foreground += counts * cs.len() as u64;
@@ -289,24 +298,19 @@ pub(crate) fn run_thread(
                 };
                 let host = hosts.host(g, slot);
                 let alarm = alarms.alarm(spec.stop.is_background());
-                tasks.push(tokio::task::spawn_local(client(
-                    shared.clone(),
-                    rec.clone(),
+                tasks.push((
                     g,
-                    c,
-                    slot,
-                    source,
-                    host,
-                    alarm,
-                )));
+                    Some(c),
+                    tokio::task::spawn_local(client(shared.clone(), rec.clone(), g, c, slot, source, host, alarm)),
+                ));
             }
         }
         // None of them has run yet: count them in, then give up this thread's own place (each
         // task's Foreground guard gives up its place when the task ends).
         shared.foreground_left.fetch_add(foreground, Ordering::AcqRel);
         drop(Foreground(&shared));
-        for t in tasks {
-            let _ = t.await;
+        for (g, c, t) in tasks {
+            joined(&shared, g, c, t).await;
         }
         ticker.abort();
         cutter.abort();
@@ -317,6 +321,36 @@ pub(crate) fn run_thread(
     drop(rt);
     let recs = Rc::try_unwrap(rec).map_or_else(|rc| rc.replace(Vec::new()), RefCell::into_inner);
     output(recs)
+}
+
+/// Wait for task `t` of group `g`: client `c`, or (None) the group's open-loop scheduler on this thread. One that
+/// panicked (a defect of knee) is said in the result, not passed over: the step ran without it from then on.
+async fn joined(shared: &Shared, g: usize, c: Option<u64>, t: tokio::task::JoinHandle<()>) {
+    if let Some(why) = panicked(t).await {
+        let spec = &shared.groups[g].spec;
+        let what = match c {
+            Some(c) => format!("group {}'s client {}", spec.name, spec.client_offset + c),
+            None => format!("group {}'s arrival scheduler", spec.name),
+        };
+        shared.lose(&what, &why);
+    }
+}
+
+/// The panic that ended task `t`, in words (None: it ended, or was aborted).
+async fn panicked(t: tokio::task::JoinHandle<()>) -> Option<String> {
+    match t.await {
+        Err(e) if e.is_panic() => Some(panic_text(&*e.into_panic())),
+        _ => None,
+    }
+}
+
+/// A panic's message (a `&str` or a `String`, as `panic!` makes them).
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
 }
 
 /// Once a second hand each group's last-second latency histogram to the live view.
@@ -572,8 +606,8 @@ async fn open_group(
     }
     q.closed.set(true);
     q.notify.notify_waiters();
-    for t in client_tasks {
-        let _ = t.await;
+    for (&c, t) in clients.iter().zip(client_tasks) {
+        joined(&shared, g, Some(c), t).await;
     }
     // Arrivals still waiting for a client when the window ended or the group stopped never started: dropped,
     // so that every measured arrival is started or dropped (offered = started + dropped).
@@ -582,5 +616,27 @@ async fn open_group(
     let mut r = rec.borrow_mut();
     for at in left.into_iter().filter(|&at| at >= group.measured_start()) {
         r[g].drop_arrival(at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panicked;
+
+    /// A client's task that panicked (a defect of knee) is said with its message, not passed over; one that ended
+    /// is not.
+    #[test]
+    fn a_task_that_panicked_is_said_with_its_message() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let boom = tokio::task::spawn_local(async { panic!("index {} out of range", 3) });
+            assert_eq!(panicked(boom).await.as_deref(), Some("index 3 out of range"));
+            let static_text = tokio::task::spawn_local(async { std::panic::panic_any("static") });
+            assert_eq!(panicked(static_text).await.as_deref(), Some("static"));
+            assert_eq!(panicked(tokio::task::spawn_local(async {})).await, None);
+        });
     }
 }

@@ -143,5 +143,6 @@ class EngineSummary(Mirror):
     started_unix: float
     interval_s: float
     stopped: bool
+    lost: list[str] = []  # what failed in knee itself (a client's task, a runtime thread), in words
     groups: list[EngineGroup]
     data: list[EngineDataUse]

@@ -307,7 +307,10 @@ class StepResult(BaseModel):
     )
     workers: list[WorkerShare] = Field(default_factory=list, description="distributed runs: each worker's part")
     start_skew_s: float | None = Field(default=None, description="distributed runs: latest minus earliest shard start")
-    lost_workers: list[str] = Field(default_factory=list, description="workers whose shard was lost (step partial)")
+    lost_workers: list[str] = Field(
+        default_factory=list,
+        description="workers whose shard was lost, and parts of knee that failed (a defect of knee): step partial",
+    )
     reason: str = Field(default="", description='levels = "auto": why the search chose this level')
     steady: SteadyState | None = Field(
         default=None, description="the measured group's steady state (its warm-up cut, its rate's interval)"

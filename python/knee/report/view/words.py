@@ -150,9 +150,7 @@ def warning_lines(record: RunRecord, group: str, v: Verdict | None) -> list[str]
                 "its workers did not load the service together"
             )
         if s.lost_workers and group in s.groups:
-            out.append(
-                f"step {s.index} lost {', '.join(s.lost_workers)}: its numbers cover the other workers only (partial)"
-            )
+            out.append(f"step {s.index} lost {'; '.join(s.lost_workers)}: its numbers cover the rest only (partial)")
     if v is not None:
         said_little = any("Little" in w for w in v.warnings)
         for c in [] if said_little else v.little:

@@ -1,0 +1,60 @@
+"""A part of the engine that failed in knee itself (a client's task or a runtime thread that panicked: a defect of
+knee) was passed over: its operations were neither counted nor said, and the step looked whole. The engine's result
+names it (`lost`; crates/engine/src/threads.rs tests the naming), and the step is partial, left out of the verdict
+and said in the report."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from knee._engine import ShardResult
+from knee.executor import Interrupts, LocalExecutor
+from knee.executor.base import StepRun
+from knee.runner import execute, start_run
+from knee.scenario import read_scenario
+from knee.spec import EngineSpec
+
+SCENARIO = """
+[groups.main]
+kind = "exec"
+argv = ["true"]
+[sweep]
+levels = [1, 2]
+duration = "300ms"
+settle_wait = 0
+[recovery]
+enabled = false
+"""
+
+LOST = 'group main\'s client 1 (it failed in knee: "boom", a defect of knee; what it would have run is not counted)'
+
+
+class SecondStepLosesAClient(LocalExecutor):
+    """Runs each step here; the second one's result says a client failed in knee, as the engine's does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot=None) -> StepRun:  # type: ignore[no-untyped-def]
+        run = super().run_step(spec, interrupts, on_snapshot)
+        self.steps += 1
+        if self.steps == 2:
+            wire = json.loads(run.result.to_bytes())
+            assert wire["lost"] == []
+            wire["lost"] = [LOST]
+            run.result = ShardResult.from_bytes(json.dumps(wire).encode())
+        return run
+
+
+def test_a_client_that_failed_in_knee_makes_its_step_partial_and_is_said(tmp_path: Path) -> None:
+    scenario, run_dir = start_run(read_scenario(SCENARIO, "s.toml"), tmp_path, "s")
+    outcome = execute(scenario, run_dir, Console(file=io.StringIO()), executor=SecondStepLosesAClient())
+    first, second = [s for s in outcome.record.steps if s.phase == "sweep"]
+    assert (first.partial, first.lost_workers, first.believed) == (False, [], True)
+    assert (second.partial, second.lost_workers, second.believed) == (True, [LOST], False)
+    assert f"step 1 lost {LOST}: its numbers cover the rest only (partial)" in (run_dir.path / "report.md").read_text()
