@@ -1,14 +1,21 @@
 """Ctrl-C while a cluster's step has not begun (its workers not yet ready, the service not yet at rest): the step
 never started, so there is nothing of it to keep, and the run ends as interrupted with its report (exit 130), where
-the Dask executor's "no shard of the step came back" made it a failed run with exit 2 and no report."""
+the Dask executor's "no shard of the step came back" made it a failed run with exit 2 and no report.
+
+A part of the engine that failed in knee itself (a client's task or a runtime thread that panicked: a defect of
+knee) was passed over: its operations were neither counted nor said, and the step looked whole. The engine's result
+names it (`lost`; crates/engine/src/threads.rs tests the naming), and the step is partial, left out of the verdict
+and said in the report."""
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 from rich.console import Console
 
+from knee._engine import ShardResult
 from knee.executor import Interrupts, LocalExecutor
 from knee.executor.base import StepRun, StoppedBeforeStart
 from knee.runner import EXIT_INTERRUPTED, execute, start_run
@@ -48,3 +55,34 @@ def test_ctrl_c_before_a_cluster_step_began_ends_the_run_as_interrupted_with_its
     assert (outcome.code, outcome.record.status) == (EXIT_INTERRUPTED, "interrupted")
     assert [s.level for s in outcome.record.steps] == [1]
     assert (run_dir.path / "report.md").is_file()
+
+
+HERE_NO_RECOVERY = SCENARIO + "[recovery]\nenabled = false\n"
+LOST = 'group main\'s client 1 (it failed in knee: "boom", a defect of knee; what it would have run is not counted)'
+
+
+class SecondStepLosesAClient(LocalExecutor):
+    """Runs each step here; the second one's result says a client failed in knee, as the engine's does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def run_step(self, spec: EngineSpec, interrupts: Interrupts, on_snapshot=None) -> StepRun:  # type: ignore[no-untyped-def]
+        run = super().run_step(spec, interrupts, on_snapshot)
+        self.steps += 1
+        if self.steps == 2:
+            wire = json.loads(run.result.to_bytes())
+            assert wire["lost"] == []
+            wire["lost"] = [LOST]
+            run.result = ShardResult.from_bytes(json.dumps(wire).encode())
+        return run
+
+
+def test_a_client_that_failed_in_knee_makes_its_step_partial_and_is_said(tmp_path: Path) -> None:
+    scenario, run_dir = start_run(read_scenario(HERE_NO_RECOVERY, "s.toml"), tmp_path, "s")
+    outcome = execute(scenario, run_dir, Console(file=io.StringIO()), executor=SecondStepLosesAClient())
+    first, second = [s for s in outcome.record.steps if s.phase == "sweep"]
+    assert (first.partial, first.lost_workers, first.believed) == (False, [], True)
+    assert (second.partial, second.lost_workers, second.believed) == (True, [LOST], False)
+    assert f"step 1 lost {LOST}: its numbers cover the rest only (partial)" in (run_dir.path / "report.md").read_text()
