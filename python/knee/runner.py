@@ -368,7 +368,7 @@ class _Runner(Searching, Soaking):
 
     def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True
-        spec = engine_spec(self.scenario, planned, continuous=True, used=self._data_used())
+        spec = engine_spec(self.scenario, planned, continuous=True, used=self.record.rows_used())
         spec = spec.model_copy(update={"operations_log": operations_log(self.scenario, self.record.next_index())})
         settled = self.settler.before(planned, self.console, again=repeat_of is not None)
         self.progress.begin(number, total, planned)
@@ -432,10 +432,9 @@ class _Runner(Searching, Soaking):
         repeat_of: int | None = None,
     ) -> StepResult:
         index = self.record.next_index()
-        used = self._data_used()
+        used = self.record.rows_used()
         s = summary(run.result, self.run_dir.secrets)
         histograms = {g.name: data for i, g in enumerate(s.groups) if (data := run.result.histogram(i, "latency"))}
-        self.run_dir.write_step(index, run.result.to_bytes(), histograms)
         groups = {g.name: GroupStats.from_engine(g, s.interval_s) for g in s.groups}
         step = StepResult(
             index=index,
@@ -466,16 +465,15 @@ class _Runner(Searching, Soaking):
         )
         self.record.steps.append(step)
         self.results.append(run.result)
-        self.run_dir.save(self.record)
+        try:
+            self.run_dir.write_step(index, run.result.to_bytes(), histograms)
+            self.run_dir.save(self.record)
+        except UserError as exc:  # a full disk: what was measured is said before the run ends, not lost unsaid
+            self.progress.end(step)
+            raise UserError(
+                f"step {index} measured (above), not saved: {exc}; run.json holds the steps before it"
+            ) from None
         return step
-
-    def _data_used(self) -> dict[str, int]:
-        """Rows of each data source the steps so far used (a queue's next step starts after them)."""
-        used = dict(self.record.rows_spent)
-        for s in self.record.steps:
-            for d in s.data:
-                used[d.name] = used.get(d.name, 0) + d.used
-        return used
 
     def _ratio(self, step: StepResult) -> float:
         g = step.groups.get(self.group)

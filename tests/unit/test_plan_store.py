@@ -136,7 +136,7 @@ def test_a_resumed_run_does_not_send_again_the_rows_its_dropped_step_sent(tmp_pa
     runner = _Runner(
         scenario, again, record, console=console, intr=Interrupts(), executor=LocalExecutor(), progress=progress
     )
-    assert runner._data_used() == {"ids": 20}
+    assert runner.record.rows_used() == {"ids": 20}
 
 
 def test_a_resumed_run_gets_its_run_options_and_a_refused_one_leaves_it_as_it_was(tmp_path: Path) -> None:

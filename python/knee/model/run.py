@@ -51,6 +51,14 @@ class RunRecord(BaseModel):
         """The index the next step gets: one past the highest so far (a resumed run's partial steps leave gaps)."""
         return max((s.index for s in self.steps), default=-1) + 1
 
+    def rows_used(self) -> dict[str, int]:
+        """Rows of each data source the steps so far used (a queue's next step starts after them)."""
+        used = dict(self.rows_spent)
+        for s in self.steps:
+            for d in s.data:
+                used[d.name] = used.get(d.name, 0) + d.used
+        return used
+
     def in_level_order(self) -> list[StepResult]:
         """The steps as a report lists them: as they ran, except a searched sweep's (levels = "auto"), whose
         levels ran in the search's order, in order of level (recovery probes after them, as they ran)."""
