@@ -90,6 +90,16 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
             ["run", "-n", "2", "--cwd", "/nonexistent", "--", "true"],
             "cwd '/nonexistent' is not a directory (--cwd): the command would run nowhere; give one that exists",
         ),
+        # A table's own checks said its keys (min_duration, interval) where the command line has options
+        (
+            ["sweep", "--levels", "1,2", "-d", "auto", "--min-duration", "1s", "--", "true"],
+            "--min-duration (1 s) must hold at least 5 intervals (5 s) to judge whether the rate has settled; raise "
+            "--min-duration or lower --interval",
+        ),
+        (
+            ["sweep", "--levels", "1,2", "-d", "auto", "--min-duration", "10s", "--max-duration", "5s", "--", "true"],
+            "--max-duration (5 s) must not be below --min-duration (10 s)",
+        ),
         # Options that bound another one given alone (the sentences named [search] and sweep keys)
         (
             ["sweep", "--levels", "1", "--max-level", "1", "--", "true"],

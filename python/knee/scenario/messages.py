@@ -101,7 +101,9 @@ def describe(err: Any, source: Source) -> str:
     msg = _phrase(err)
     if source.options is not None:
         if len(loc) == 1 or (len(loc) == 2 and loc[0] == "groups"):
-            return msg  # about a table or a group as a whole (options that clash): no one option to name
+            # about a table or a group as a whole (options that clash): no one option to name, but the keys it
+            # speaks of are said as the options that set them (min_duration: --min-duration)
+            return _as_options(msg, loc, source.options)
         # the command line: name the option that set the key (or the key's own option, for a whole table)
         option = next((o for k, o in source.options.items() if key == k or key.startswith((k + ".", k + "["))), None)
         if option is None:
@@ -117,6 +119,17 @@ def describe(err: Any, source: Source) -> str:
         return f"{where}: {msg}"
     sep = " " if msg.startswith(("must", "is ", "needs", "kind")) else ": "
     return f"{where}: {key}{sep}{msg}"
+
+
+def _as_options(msg: str, loc: list[str], options: dict[str, str]) -> str:
+    """`msg`, about table or group `loc` as a whole, with the keys of it that it names (those with an underscore,
+    and interval) said as the command line's options."""
+    table = ".".join(loc) + "."
+    for key, option in options.items():
+        bare = key.removeprefix(table)
+        if key.startswith(table) and "." not in bare and ("_" in bare or bare == "interval"):
+            msg = re.sub(rf"(?<![\w-]){re.escape(bare)}(?![\w-])", option, msg)
+    return msg
 
 
 def _levels_forms(key: str) -> str:
