@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import inspect
 import itertools
@@ -131,23 +132,45 @@ class _Continue:
 
 class _Runner:
     """A Task that waits to carry on the operation of an eager run that waited (`claim`), and is the loop's current
-    Task while eager runs go on: asyncio's timeouts refuse to start outside a Task (Python's own eager tasks, 3.12's,
-    are not in 3.11), and what an operation tied to the current one is tied to the Task it goes on in if it waits.
-    A new one is made only when an operation waited, as a Task was before."""
+    Task while eager runs go on, in its context: asyncio's timeouts refuse to start outside a Task (Python's own eager
+    tasks, 3.12's, are not in 3.11), and what an operation tied to the current Task, or set in its context (a
+    contextvar, a tracing span), is there still in the Task it goes on in if it waits. A new one is made only when an
+    operation waited, as a Task was before."""
 
-    __slots__ = ("go", "task")
+    __slots__ = ("context", "go", "task")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.context = contextvars.copy_context()
         self.go: asyncio.Future[tuple[Any, Any]] = loop.create_future()
-        self.task = loop.create_task(self._run())
+        self.task = loop.create_task(self._run(), context=self.context)
 
     async def _run(self) -> None:
-        coro, first = await self.go
-        await _Continue(coro, first)
+        await _carry_on(*await self.go)
 
-    def claim(self, coro: Any, first: Any) -> asyncio.Task[None]:
+    def run(self, loop: asyncio.AbstractEventLoop, driver: Any) -> Any:
+        """The driver run up to its first suspension, as this Task and in its context (StopIteration: it ended)."""
+        return self.context.run(self._eager, loop, driver)
+
+    def _eager(self, loop: asyncio.AbstractEventLoop, driver: Any) -> Any:
+        if _ENTER is None or _LEAVE is None:
+            return driver.send(None)
+        _ENTER(loop, self.task)  # run_batch runs in the loop's callbacks, in no Task
+        try:
+            return driver.send(None)
+        finally:
+            _LEAVE(loop, self.task)
+
+    def claim(self, loop: asyncio.AbstractEventLoop, coro: Any, first: Any) -> asyncio.Task[None]:
+        """The Task `coro` goes on in, from `first`: this one, or, if it was cancelled meanwhile (a flow that cancelled
+        its current Task while it ran eagerly), a new one in the same context."""
+        if self.go.done():
+            return loop.create_task(_carry_on(coro, first), context=self.context)
         self.go.set_result((coro, first))
         return self.task
+
+
+async def _carry_on(coro: Any, first: Any) -> None:
+    await _Continue(coro, first)
 
 
 # The loop's current Task, set and cleared by hand (asyncio's own, CPython 3.11 to 3.13); without them, eager runs
@@ -255,19 +278,14 @@ class Worker:
             lane = _Lane()
             driver = self._drive(todo, operation, lane)
             runner = self.runner
-            if runner is None or runner.go.done():  # claimed, or cancelled while it waited
+            if runner is None or runner.go.done() or runner.task.done():  # claimed, or cancelled
                 runner = self.runner = _Runner(loop)
-            if _ENTER is not None and _LEAVE is not None:  # run_batch runs in the loop's callbacks, in no Task
-                _ENTER(loop, runner.task)
             try:
-                first = driver.send(None)
+                first = runner.run(loop, driver)
             except StopIteration:
                 return
-            finally:
-                if _ENTER is not None and _LEAVE is not None:
-                    _LEAVE(loop, runner.task)
             lane.detached = True  # the driver now is the Task of its waiting operation
-            self._track(lane.client, runner.claim(driver, first))
+            self._track(lane.client, runner.claim(loop, driver, first))
 
     async def _drive(self, todo: Iterator[tuple[int, int, dict[str, Any]]], operation: str, lane: _Lane) -> None:
         busy, contexts, func, done = self.busy, self.contexts, self.func, self.done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import time
 import urllib.request
@@ -122,3 +123,17 @@ async def timed(ctx) -> None:  # type: ignore[no-untyped-def]
             await asyncio.sleep(5)
     if asyncio.current_task() is None:
         raise RuntimeError("no current task")
+
+
+REQUEST_ID: contextvars.ContextVar[int] = contextvars.ContextVar("request_id")
+
+
+async def context_kept(ctx) -> None:  # type: ignore[no-untyped-def]
+    """A contextvar set before the first wait (a request id, a tracing span) is the operation's after it; odd clients
+    wait."""
+    mine = ctx.iteration * 100 + ctx.client
+    REQUEST_ID.set(mine)
+    if ctx.client % 2:
+        await asyncio.sleep(0.01)
+    if REQUEST_ID.get(None) != mine:
+        raise RuntimeError(f"request id {REQUEST_ID.get(None)} after the wait, not {mine}")

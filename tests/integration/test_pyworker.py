@@ -137,3 +137,15 @@ def test_asyncios_timeouts_work_in_a_flow_that_waits_and_in_one_that_does_not() 
             assert (reply["ok"], reply["error"]) == (False, "TimeoutError"), reply
         else:
             assert reply == {"client": client, "id": op_id, "ok": True}
+
+
+def test_a_contextvar_set_before_a_flow_waits_is_its_own_after_the_wait() -> None:
+    """The Task a flow goes on in after its first wait ran in a context copied before the flow began: a contextvar
+    it set before the wait (a request id, a tracing span) was gone, or another operation's, after it."""
+    with worker("context_kept", 8) as (proc, replies):
+        run_line(proc, 0)
+        replies.until(8)
+        run_line(proc, 1)
+        replies.until(16)
+        stop(proc)
+    assert all(reply["ok"] for reply in replies.answers.values()), replies.answers
