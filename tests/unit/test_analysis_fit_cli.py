@@ -124,6 +124,7 @@ def test_fit_of_a_rate_sweeps_levels_csv_fits_its_concurrency_not_the_offered_ra
     rows = ["index,phase,direction,level,group,believed,rate_hz,concurrency"]
     for i, (offered, x, n) in enumerate([(100, 100.0, 1.1), (200, 199.0, 2.3), (400, 390.0, 5.2), (800, 700, 14.8)]):
         rows += [f"{i},sweep,up,{offered},open,true,{x},{n}", f"{i},sweep,up,{i + 1},closed,true,{x},"]
+    rows.append("4,sweep,up,1600,open,true,0,")  # nothing succeeded: no time in the service, no N (it was an error)
     f = levels_csv(tmp_path, rows)
     r = knee_fit(f, "--group", "open", "--json")
     assert r.returncode == 0, r.stderr

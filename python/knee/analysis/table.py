@@ -120,6 +120,8 @@ def read_points(path: Path, group: str | None = None, label: str | None = None) 
         rows = [(n, row) for n, row in rows if all(c >= len(row) or row[c].strip() == v for c, v in filters.items())]
         li = _concurrency(header, rows, li)
         level_name = header[li]
+        if filters and level_name.lower() == "concurrency":  # a rate sweep's step where nothing succeeded: no N
+            rows = [(n, row) for n, row in rows if li >= len(row) or row[li].strip() not in ("", "0")]
     elif group is not None or label is not None:
         raise UserError(f"--group and --label need a file with 'group' and 'label' columns; {path} has no header")
     levels: list[float] = []

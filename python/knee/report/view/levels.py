@@ -134,7 +134,8 @@ def row(step: StepResult, g: GroupStats) -> Row:
         late=o.late if o else None,
         dropped=o.dropped if o else None,
         p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,
-        concurrency=achieved * o.latency_uncorrected_ms.mean / 1000.0 if o else None,
+        # none where no operation succeeded (their time in the service is unknown), as the verdict leaves them out
+        concurrency=achieved * o.latency_uncorrected_ms.mean / 1000.0 if o and o.latency_uncorrected_ms.count else None,
     )
 
 
