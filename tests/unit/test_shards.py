@@ -290,26 +290,58 @@ def test_an_http2_group_splits_by_whole_connections() -> None:
     assert split_h2(250, 100, 2) == [167, 83]  # 3 connections: 2 and 1, each ⌈share / 100⌉
 
 
-def test_a_shard_that_started_late_is_merged_into_the_intervals_it_ran_in() -> None:
-    """Two shards, the second started half a second after the first on the driver's clock (it joined after the
-    common start; its own clock reads otherwise): its first interval is the merged series' third (250 ms intervals), not
-    its first."""
+def one_second_shards(n: int) -> list[ShardOutcome]:
+    """`n` shards run here one after another: 1 s of 250 ms intervals each, a client of `true` every 20 ms."""
     spec = EngineSpec(
         threads=1,
         interval_ms=250,
         groups=[GroupSpec(name="main", clients=1, think_ms=20, stop=DurationMs(duration_ms=1000), client=TRUE)],
     )
-    a, b = (run_shard(spec, ready=None, stop_requested=never, live=lambda s: None) for _ in range(2))
-    assert a is not None and b is not None
-    ticks = [[p.succeeded for p in group_stats(o.result)["main"].series] for o in (a, b)]
+    runs = [run_shard(spec, ready=None, stop_requested=never, live=lambda s: None) for _ in range(n)]
+    assert all(r is not None for r in runs)
+    return runs  # type: ignore[return-value]
+
+
+def ticks_of(result: object) -> list[int]:
+    return [p.succeeded for p in group_stats(result)["main"].series]  # type: ignore[arg-type]
+
+
+def test_a_shard_that_started_late_is_merged_into_the_intervals_it_ran_in() -> None:
+    """Two shards, the second started half a second after the first on the driver's clock (it joined after the
+    common start; its own clock reads otherwise): its first interval is the merged series' third (250 ms intervals), not
+    its first."""
+    a, b = one_second_shards(2)
+    ticks = [ticks_of(o.result) for o in (a, b)]
     gather = Gather()
-    gather.add(gens(1)[0], spec, a, lost=False, offset=0.0)
-    gather.add(gens(1, 1)[1], spec, b, lost=False, offset=b.started_unix - (a.started_unix + 0.5))
+    gather.add(gens(1)[0], EngineSpec(groups=[]), a, lost=False, offset=0.0)
+    gather.add(gens(1, 1)[1], EngineSpec(groups=[]), b, lost=False, offset=b.started_unix - (a.started_unix + 0.5))
     assert gather.result is not None
-    merged = [p.succeeded for p in group_stats(gather.result)["main"].series]
     want = [0] * max(len(ticks[0]), len(ticks[1]) + 2)
     for i, n in enumerate(ticks[0]):
         want[i] += n
     for i, n in enumerate(ticks[1]):
         want[i + 2] += n
-    assert merged == want, ticks
+    assert ticks_of(gather.result) == want, ticks
+
+
+def test_shards_are_placed_against_where_the_series_begins_and_a_far_off_clock_is_not_believed() -> None:
+    """A 0.1 s early (less than half an interval: not moved), B 0.05 s late against the series' start: both in
+    place. Measured against the earliest start instead, B was 0.15 s (0.6 of an interval) late, one interval off.
+    A shard whose start is further off than it ran (its worker's clock offset unknown) is not believed: side by
+    side."""
+    a, b, c = one_second_shards(3)
+    ticks = [ticks_of(o.result) for o in (a, b, c)]
+    gather = Gather()
+    gather.add(gens(1)[0], EngineSpec(groups=[]), a, lost=False, offset=0.0)
+    gather.add(gens(1, 1)[1], EngineSpec(groups=[]), b, lost=False, offset=b.started_unix - (a.started_unix - 0.1))
+    gather.add(gens(1, 1, 1)[2], EngineSpec(groups=[]), c, lost=False, offset=c.started_unix - (a.started_unix + 0.05))
+    assert gather.result is not None
+    side_by_side = [sum(t[i] for t in ticks if i < len(t)) for i in range(max(map(len, ticks)))]
+    assert ticks_of(gather.result) == side_by_side, ticks
+    d, e = one_second_shards(2)
+    alone = [ticks_of(d.result), ticks_of(e.result)]  # before d's result becomes the merged one
+    far = Gather()
+    far.add(gens(1)[0], EngineSpec(groups=[]), d, lost=False, offset=0.0)
+    far.add(gens(1, 1)[1], EngineSpec(groups=[]), e, lost=False, offset=e.started_unix - (d.started_unix + 600))
+    assert far.result is not None
+    assert ticks_of(far.result) == [x + y for x, y in zip(*alone, strict=False)]

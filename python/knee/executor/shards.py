@@ -324,6 +324,16 @@ def worker_share(gen: LoadGenerator, clients: int, outcome: ShardOutcome, starte
     )
 
 
+def place(into: ShardResult, result: ShardResult, lag: float, dt: float, elapsed: float) -> float:
+    """Merge `result`, a shard that started `lag` s after `into`'s series' first interval began (on the driver's
+    clock), into the intervals it ran in: a shard that joined late is not at 0. Whole intervals of `dt` s; none when
+    the lag is longer than the shard ran (`elapsed` s: a worker's clock offset not known, or far off), side by side as
+    shards that started together. Returns how far the series' start moved (back, for a shard that started before)."""
+    ticks = round(lag / dt) if dt > 0 and abs(lag) <= elapsed else 0
+    into.merge(result, lag_s=ticks * dt)
+    return min(0, ticks) * dt
+
+
 class Gather:
     """A step's shards merged into one run, in the order they are added."""
 
@@ -333,6 +343,7 @@ class Gather:
         self.starts: list[float] = []  # each shard's engine start, on the driver's clock
         self.partial = False  # a shard was stopped
         self.uses: list[list[EngineDataUse] | None] = []  # each shard's data sources' use (None: nothing came back)
+        self.origin = 0.0  # when the merged series' first interval began, on the driver's clock
 
     def add(
         self, gen: LoadGenerator, spec: EngineSpec, outcome: ShardOutcome | None, *, lost: bool, offset: float
@@ -340,15 +351,17 @@ class Gather:
         """Shard `spec` ran on `gen`, whose clock is `offset` s ahead of the driver's; `outcome` None: nothing
         came back (`lost`, or stopped before the start)."""
         clients = sum(g.clients for g in spec.groups)
-        self.uses.append(None if outcome is None else summary(outcome.result).data)  # before it merges into another
         if outcome is None:
+            self.uses.append(None)
             self.workers.append(WorkerShare(worker=gen.address, host=gen.host, clients=clients, lost=lost))
             return
+        own = summary(outcome.result)
+        self.uses.append(own.data)  # before it merges into another
         start = outcome.started_unix - offset
         if self.result is None:
-            self.result = outcome.result
-        else:  # its series placed by its start on the driver's clock (a shard that joined late is not at 0)
-            self.result.merge(outcome.result, lag_s=start - min(self.starts))
+            self.result, self.origin = outcome.result, start
+        else:
+            self.origin += place(self.result, outcome.result, start - self.origin, own.interval_s, own.elapsed_s)
         self.partial = self.partial or outcome.partial
         self.starts.append(start)
         share = worker_share(gen, clients, outcome, start)
