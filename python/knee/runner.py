@@ -471,7 +471,7 @@ class _Runner(Searching, Soaking):
         except UserError as exc:  # a full disk: what was measured is said before the run ends, not lost unsaid
             self.progress.end(step)
             raise UserError(
-                f"step {index} measured (above), not saved: {exc}; run.json holds the steps before it"
+                f"step {index} measured (above), not saved: {exc}; run.json holds what was saved before it"
             ) from None
         return step
 
