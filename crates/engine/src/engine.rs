@@ -259,7 +259,11 @@ impl Engine {
                 for (t, h) in handles.into_iter().enumerate() {
                     match h.join() {
                         Ok(o) => outputs.push(o),
-                        Err(p) => sh.lose(&format!("runtime thread {t} with its clients"), &panic_text(&*p)),
+                        Err(p) => sh.lose(
+                            &format!("runtime thread {t} with its clients"),
+                            &panic_text(&*p),
+                            "what they measured and would have run is",
+                        ),
                     }
                 }
                 let from = *win.lock().unwrap_or_else(|e| e.into_inner());

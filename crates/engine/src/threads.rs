@@ -134,10 +134,10 @@ impl Shared {
         *self.start.get().expect("the start is set before any client runs")
     }
 
-    /// Note that part of the shard failed in knee itself (`what` ended by a panic, `why`): the result says so.
-    pub fn lose(&self, what: &str, why: &str) {
-        let line =
-            format!("{what} (it failed in knee: {why:?}, a defect of knee; what it would have run is not counted)");
+    /// Note that part of the shard failed in knee itself (`what` ended by a panic, `why`; `uncounted`: what of it the
+    /// result lacks): the result says so.
+    pub fn lose(&self, what: &str, why: &str, uncounted: &str) {
+        let line = format!("{what} (it failed in knee: {why:?}, a defect of knee; {uncounted} not counted)");
         self.lost.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
 
@@ -332,7 +332,11 @@ async fn joined(shared: &Shared, g: usize, c: Option<u64>, t: tokio::task::JoinH
             Some(c) => format!("group {}'s client {}", spec.name, spec.client_offset + c),
             None => format!("group {}'s arrival scheduler", spec.name),
         };
-        shared.lose(&what, &why);
+        shared.lose(
+            &what,
+            &why,
+            "its operation then in flight and what it would have run are",
+        );
     }
 }
 

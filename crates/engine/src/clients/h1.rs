@@ -40,8 +40,9 @@ pub(crate) struct Failure {
     pub class: ErrorClass,
     pub fresh: bool,
     pub unsent: bool,
-    /// The request was written whole before it failed.
-    pub written: bool,
+    /// Request bytes written before it failed (all of them once the response's reading began, but for an answer
+    /// that came before the server had read the whole request).
+    pub sent: u64,
     /// Its response head had come (a reset or a bad chunk in the body): the time to it.
     pub ttfb: Option<Duration>,
     /// Response bytes read before it failed.
@@ -55,15 +56,15 @@ impl Failure {
             class,
             fresh: false,
             unsent: false,
-            written: false,
+            sent: 0,
             ttfb: None,
             wire: 0,
         }
     }
 
-    /// What this failure had moved by then: the request written whole, `wire` bytes read, the head after `ttfb`.
-    fn after(mut self, wire: u64, ttfb: Option<Duration>) -> Failure {
-        self.written = true;
+    /// What this failure had moved by then: `sent` request bytes written, `wire` bytes read, the head after `ttfb`.
+    fn after(mut self, sent: usize, wire: u64, ttfb: Option<Duration>) -> Failure {
+        self.sent = sent as u64;
         self.wire = wire;
         self.ttfb = ttfb;
         self
@@ -92,6 +93,7 @@ fn write_fail<T>(d: &mut Detail, e: &io::Error, written: usize) -> Result<T, Fai
     Err(Failure {
         fresh: true,
         unsent: written == 0,
+        sent: written as u64,
         ..Failure::of(ErrorClass::of_io(e, true))
     })
 }
@@ -548,7 +550,7 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let whole = cut.is_none();
     let head = match (read_head(s, rx, req.expect_status, d).await, cut) {
         (Ok(h), _) => h,
-        (Err(f), None) => return Err(f.after(got(rx), None)),
+        (Err(f), None) => return Err(f.after(written, got(rx), None)),
         // Cut off mid-request: no answer came before the connection ended, so the write's error is the failure.
         (Err(_), Some(e)) => return write_fail(d, &e, written),
     };
@@ -581,7 +583,7 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         Framing::UntilClose => reader.until_close().await,
     };
     // a body cut off (a reset, a bad chunk) after the head: the failure counts what it moved, and its ttfb
-    let len = read.map_err(|f| f.after(got(rx), Some(ttfb)))?;
+    let len = read.map_err(|f| f.after(written, got(rx), Some(ttfb)))?;
     if unexpected {
         d.body_line(body, QUOTED_BODY);
     }

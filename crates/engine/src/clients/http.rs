@@ -551,16 +551,19 @@ impl HttpClient {
                 // The server closed a reused connection before answering, most likely while it was idle
                 // (its keep-alive timeout): sent again once, on a new connection, when the server cannot
                 // have taken it (it was not written whole) or may take it twice.
-                Err(f) if reused && f.fresh && (f.unsent || replayable) => self.conn = None,
+                Err(f) if reused && f.fresh && (f.unsent || replayable) => {
+                    self.conn = None;
+                    sent += f.sent;
+                }
                 Err(f) => {
                     self.conn = None;
-                    // what it moved before it failed: the request (when written whole), the response so far
+                    // what it moved before it failed: the request's bytes written, the response so far
                     return OpReport {
                         connect: opened.map(|o| o.connect),
                         handshake: opened.and_then(|o| o.handshake),
                         ttfb: f.ttfb,
                         bytes: Traffic {
-                            sent: sent + if f.written { req.bytes.len() as u64 } else { 0 },
+                            sent: sent + f.sent,
                             received: f.wire,
                             ..Traffic::default()
                         },
@@ -568,7 +571,6 @@ impl HttpClient {
                     };
                 }
             }
-            sent += req.bytes.len() as u64;
         };
         sent += resp.sent;
         if p.new_connection || !resp.reusable {

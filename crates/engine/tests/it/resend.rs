@@ -195,21 +195,41 @@ fn a_post_partly_written_when_the_server_closed_is_not_sent_again() {
 
 /// A server that answers an upload it refuses before reading its body (413, then it closes): the operation failed
 /// with that status, as curl says, not with the write's reset; it is not sent again, and the next operation
-/// opens a new connection.
+/// opens a new connection. An answer whose body is then cut off fails `closed`. Either way the bytes sent are the
+/// second request whole and the first as far as it went (an answer whose body was cut counted it whole).
 #[test]
 fn an_answer_before_the_body_was_read_is_the_operations() {
-    let early = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    let (addr, heads) = head_then_close(1, early);
-    let body = "x".repeat(16 << 20); // more than the sockets' buffers hold: the write is cut off
-    let http = json!({"kind": "http", "url": format!("http://{addr}/"), "method": "POST", "body": body});
-    let r = run(one_group(1, json!({"total": 2}), http)).unwrap();
-    let g = &r.groups[0];
-    assert_eq!(succeeded_failed_hung(g), (1, 1, 0), "{}", r.summary_json());
-    assert_eq!(g.failures_of(ErrorClass::Status), 1, "{}", r.summary_json());
-    assert_eq!(
-        g.reasons.list[0].key, "HTTP/1.1 413 Payload Too Large",
-        "{:?}",
-        g.reasons
-    );
-    assert_eq!(heads.load(Ordering::SeqCst), 2, "the server read each operation once");
+    let answers: [(&'static [u8], ErrorClass); 2] = [
+        (
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            ErrorClass::Status,
+        ),
+        (
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 10\r\n\r\nab",
+            ErrorClass::Closed,
+        ),
+    ];
+    for (early, class) in answers {
+        let (addr, heads) = head_then_close(1, early);
+        let body = "x".repeat(16 << 20); // more than the sockets' buffers hold: the write is cut off
+        let http = json!({"kind": "http", "url": format!("http://{addr}/"), "method": "POST", "body": body});
+        let r = run(one_group(1, json!({"total": 2}), http)).unwrap();
+        let g = &r.groups[0];
+        assert_eq!(succeeded_failed_hung(g), (1, 1, 0), "{}", r.summary_json());
+        assert_eq!(g.failures_of(class), 1, "{}", r.summary_json());
+        if class == ErrorClass::Status {
+            assert_eq!(
+                g.reasons.list[0].key, "HTTP/1.1 413 Payload Too Large",
+                "{:?}",
+                g.reasons
+            );
+        }
+        assert_eq!(heads.load(Ordering::SeqCst), 2, "the server read each operation once");
+        let whole = body.len() as u64;
+        assert!(
+            (whole..2 * whole).contains(&g.counts.bytes_sent),
+            "{}",
+            r.summary_json()
+        );
+    }
 }
