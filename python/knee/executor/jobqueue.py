@@ -55,10 +55,11 @@ def job_arguments(kind: str, settings: Cluster) -> dict[str, Any]:
     if problem:
         raise UserError(f"[cluster] {problem}")
     python, prologue = settings.python, settings.prologue
-    if settings.ship:  # each job installs the driver's wheel into a venv of its own, which runs its worker
+    if settings.ship:  # each job's worker runs from a venv of its own with Dask alone; the wheel comes through Dask
         from knee.executor.ship import driver_wheel, job_prologue
 
-        lines, python = job_prologue(driver_wheel(settings.ship), settings.python)
+        driver_wheel(settings.ship)  # there is one to send: one sentence before any job is asked for
+        lines, python = job_prologue(settings.python)
         prologue = [*prologue, *lines]
     given: dict[str, object] = {
         "cores": settings.cores,
@@ -120,7 +121,13 @@ class JobQueueExecutor(DaskExecutor):
             client = _dask().Client(cluster)
             _wait_for_workers(client, cluster, kind=kind, asked=jobs, settings=settings, console=console)
             executor = cls(
-                client, settings.weights, owns_client=True, cluster=cluster, lease_s=settings.lease, kind=kind
+                client,
+                settings.weights,
+                owns_client=True,
+                cluster=cluster,
+                lease_s=settings.lease,
+                kind=kind,
+                ship=settings.ship,
             )
         except BaseException:
             forget()

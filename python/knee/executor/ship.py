@@ -6,7 +6,8 @@ version; else, in a checkout, the newest `dist/knee-VERSION-*.whl` (`make wheel`
 wheel, that installation packed again as its wheel (`repack`). On a Dask cluster (`Shipper`) each worker says which
 knee its Python has installed and loaded (`ship_worker.probe`, sent by value: it needs no knee there); one worker per
 Python environment installs the wheel with pip (`ship_worker.install`), and a worker that had another knee loaded is
-restarted by its nanny. Batch jobs (`job_prologue`) install it into a venv of their own before their worker starts.
+restarted by its nanny. Batch jobs (`job_prologue`) run their worker from a venv of their own with Dask alone, and
+get the wheel as any worker does.
 """
 
 from __future__ import annotations
@@ -104,26 +105,23 @@ def repack() -> Path:
     return out
 
 
-def job_prologue(wheel: Path, python: str | None) -> tuple[list[str], str]:
-    """The shell lines a batch job runs before its worker to have this knee, and the Python that then runs the
-    worker: a venv of the job's own (under the node's temporary directory, removed when the job ends), `python`
-    (default python3) its base, with the wheel and this driver's Dask version installed by pip. The wheel's path must
-    be one the nodes see."""
+def job_prologue(python: str | None) -> tuple[list[str], str]:
+    """The shell lines a batch job runs before its worker, and the Python that then runs the worker: a venv of the
+    job's own (under the node's temporary directory, removed when the job ends), `python` (default python3) its
+    base, with this driver's Dask version installed by pip. knee's wheel comes to the worker through Dask, as to
+    any worker without knee (`Shipper`): the nodes need not see any of the driver's files."""
     import distributed
 
-    if any(c.isspace() for c in str(wheel)):
-        raise UserError(f"--ship: the wheel's path {str(wheel)!r} has a space, which a job's command cannot carry")
     lines = [
         "KNEE_VENV=`mktemp -d -t knee-job-XXXXXX`",  # no $( ): a submit description reads $(…) as its own macro
         # The venv goes with the job (its worker ended, or the job cancelled). The rm ignores SIGTERM: a batch
         # system that signals the job's processes again while it runs would leave part of the venv behind.
         "trap 'trap \"\" TERM; rm -rf $KNEE_VENV' EXIT",
         f"{python or 'python3'} -m venv $KNEE_VENV",
-        # --no-compile: no byte code for modules the worker never imports (a third of the venv's files; the job
-        # joins sooner and its venv goes faster)
-        f"$KNEE_VENV/bin/python -m pip install -q --no-compile --disable-pip-version-check {wheel} "
+        # --no-compile: no byte code for modules the worker never imports (the job joins sooner, its venv goes faster)
+        f"$KNEE_VENV/bin/python -m pip install -q --no-compile --disable-pip-version-check "
         f"distributed=={distributed.__version__}",
-        "echo knee: this job runs the shipped knee from $KNEE_VENV",  # in the job's log
+        "echo knee: this job runs its worker from $KNEE_VENV, where knee ships its own",  # in the job's log
     ]
     return lines, "$KNEE_VENV/bin/python"
 
