@@ -3,9 +3,10 @@ wait before a step (knee.settle) reads them where it cannot see the service's so
 
 At rest, against what each endpoint said before the first step: node_exporter's established connections
 (`node_netstat_Tcp_CurrEstab`, which counts CLOSE_WAIT too: connections whose client went and the service has not
-closed) and its connections in CLOSE_WAIT when its tcpstat collector is on, and postgres_exporter's connections, no
-more than a little above where they were (RESTING_SLACK); and the listen queue's overflow and drop counters no longer
-growing. An endpoint that does not answer is left out: the wait never hangs on an exporter.
+closed) and its connections in CLOSE_WAIT when its tcpstat collector is on, and postgres_exporter's connections at
+work (not idle: a service's pool keeps its connections open between queries, at rest), no more than a little above
+where they were (RESTING_SLACK); and the listen queue's overflow and drop counters no longer growing. An endpoint
+that does not answer is left out: the wait never hangs on an exporter.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ _KEEP = {
     "pg_stat_activity_count",
     "pg_stat_database_numbackends",
 }
-_WORDS = {"estab": "connections established", "close_wait": "connections in CLOSE_WAIT", "pg": "database connections"}
+_WORDS = {
+    "estab": "connections established",
+    "close_wait": "connections in CLOSE_WAIT",
+    "pg": "database connections at work",
+}
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class Figures:
         v = r.values
         cw = r.tcp_states.get("close_wait") if r.tcp_states else None
         drops = v.get("node_netstat_TcpExt_ListenOverflows", 0.0) + v.get("node_netstat_TcpExt_ListenDrops", 0.0)
-        return cls(v.get("node_netstat_Tcp_CurrEstab"), cw, r.pg_connections(), drops)
+        return cls(v.get("node_netstat_Tcp_CurrEstab"), cw, r.pg_busy(), drops)
 
 
 class Exporters:

@@ -121,6 +121,7 @@ class Reading:
     cpus: int = 0
     values: dict[str, float] = field(default_factory=dict)  # metric name -> its samples summed
     tcp_states: dict[str, float] = field(default_factory=dict)
+    pg_states: dict[str, float] = field(default_factory=dict)  # postgres_exporter's connections by state
     named: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -135,6 +136,9 @@ class Reading:
             elif s.name == "node_tcp_connection_states":
                 state = s.labels.get("state", "")
                 r.tcp_states[state] = r.tcp_states.get(state, 0.0) + s.value
+            elif s.name == "pg_stat_activity_count":
+                state = s.labels.get("state", "")
+                r.pg_states[state] = r.pg_states.get(state, 0.0) + s.value
             if s.name in names:
                 r.named[s.name] = r.named.get(s.name, 0.0) + s.value
             r.values[s.name] = r.values.get(s.name, 0.0) + s.value
@@ -152,6 +156,13 @@ class Reading:
     def pg_connections(self) -> float | None:
         v = self.values
         return v.get("pg_stat_activity_count", v.get("pg_stat_database_numbackends"))
+
+    def pg_busy(self) -> float | None:
+        """The database's connections at work (not `idle`: a pool's connections kept open between queries are at
+        rest), where postgres_exporter says their states; else all of them."""
+        if "" in self.pg_states or not self.pg_states:
+            return self.pg_connections()
+        return sum(n for state, n in self.pg_states.items() if state != "idle")
 
 
 class Endpoint:
