@@ -23,9 +23,11 @@ from typing import Any
 from rich.console import Console
 
 from knee.engine import ShardResult, summary
+from knee.executor.interrupt import in_callers_process
 from knee.model import GroupStats, RunRecord, StepResult, Verdict
 from knee.model.engine_summary import EngineSummary
 from knee.scenario import Loaded, Scenario, Source, from_raw, read_scenario
+from knee.scenario.messages import cannot_read
 from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
 from knee.spec import EngineSpec
 
@@ -94,7 +96,15 @@ def _loaded(target: Target | None, scenario: str | Path | Scenario | None, run: 
         if isinstance(scenario, Scenario):
             return from_raw(scenario.model_dump(mode="json", exclude_none=True), Source("scenario"), variables, secrets)
         path = Path(scenario)
-        return read_scenario(path.read_text(), path.name, variables, secrets)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise cannot_read(path, exc) from None
+        except UnicodeDecodeError:
+            from knee.errors import UserError
+
+            raise UserError(f"scenario {str(path)!r} is not a text (UTF-8) file; give a scenario's TOML file") from None
+        return read_scenario(text, path.name, variables, secrets)
     if target is None:
         from knee.errors import UserError
 
@@ -107,6 +117,11 @@ def _loaded(target: Target | None, scenario: str | Path | Scenario | None, run: 
         raise UserError(
             f"unknown option {unknown[0]!r}; the options are those of knee run / knee sweep: {sorted(known)}"
         )
+    headers = kw.get("headers")
+    if isinstance(headers, dict):  # headers={"X-A": "1"}, as requests and httpx take them
+        kw["headers"] = [f"{name}: {value}" for name, value in headers.items()]
+    elif isinstance(headers, str):
+        kw["headers"] = [headers]
     options = Options(**kw)
     table = scenario_table(target if isinstance(target, str) else list(target), options, run=run)
     return from_raw(table, Source("knee.run" if run else "knee.sweep", options=OPTION_NAMES), variables, secrets)
@@ -133,16 +148,23 @@ def run(
     the target cannot be reached at all. `out`: keep a run directory there. `client`: a
     `distributed.Client` whose workers run the load (left open); `ship`: install this knee's wheel on the workers
     that lack it (True, or the wheel's path: `--ship`, docs/distributed.md). On Ctrl-C the partial result
-    is returned with `interrupted=True`. `serve`: "[HOST:]PORT" to serve the live page and `/metrics` on (docs/live.md).
+    is returned with `interrupted=True`; a second Ctrl-C stops at once by raising KeyboardInterrupt (a notebook's
+    kernel goes on), as does a first before the step began. `serve`: "[HOST:]PORT" to serve the live page and
+    `/metrics` on (docs/live.md).
     """
     from knee.runner import execute, start_run
     from knee.scenario.address import parse_serve
 
     where = parse_serve(serve, "serve")
 
-    loaded = _loaded(target, None, True, dict(options, clients=clients, rates=[rate] if rate is not None else None))
+    if rate is not None and options.get("rates") is not None:
+        from knee.errors import UserError
+
+        raise UserError("give rate (one rate) or rates (a step each), not both")
+    rates = [rate] if rate is not None else options.pop("rates", None)
+    loaded = _loaded(target, None, True, dict(options, clients=clients, rates=rates))
     scenario, run_dir = start_run(loaded, Path(out) if out is not None else None, "run")
-    with _executor(client, scenario, ship) as executor:
+    with in_callers_process(), _executor(client, scenario, ship) as executor:
         outcome = execute(
             scenario,
             run_dir,
@@ -154,6 +176,8 @@ def run(
             check=None if check else (lambda s: []),
             serve=where,
         )
+    if not outcome.record.steps:  # Ctrl-C before the step began (a cluster's workers not yet ready): nothing ran
+        raise KeyboardInterrupt
     step = outcome.record.steps[-1]
     from knee.plan import PlannedStep, engine_spec
 
@@ -194,7 +218,7 @@ def sweep(
 
     loaded = _loaded(target, scenario, False, dict(options))
     sc, run_dir = start_run(loaded, Path(out) if out is not None else None, "sweep", shorten=quick)
-    with _executor(client, sc, ship) as executor:
+    with in_callers_process(), _executor(client, sc, ship) as executor:
         outcome = execute(
             sc, run_dir, console or Console(quiet=True), executor=executor, write=run_dir.kept, serve=where
         )

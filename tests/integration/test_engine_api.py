@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import time
+from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
 
 import knee
 from knee import _engine, engine
+from knee.errors import UserError
 from knee.spec import EngineSpec
 
 from servers import Nginx
@@ -94,3 +96,20 @@ def test_processing_is_latency_less_connect(nginx: Nginx) -> None:
     assert proc.count == lat.count == conn.count == 800
     assert proc.mean == pytest.approx(lat.mean - conn.mean, abs=max(2.0, 0.02 * lat.mean))
     assert decode(r.result.histogram(0, "processing")).get_total_count() == 800
+
+
+def test_the_api_takes_rates_headers_as_a_dict_and_says_what_is_wrong_in_one_sentence(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    """`knee.run(url, rates=[…])` ran a closed loop of 1 client (rates was dropped for rate's None); headers as a dict,
+    as requests and httpx take them, were refused ("must look like 'Name: value' (got 'X-A')"); a scenario file
+    that is not there was a FileNotFoundError."""
+    r = knee.run(nginx.url + "/", rates=[40, 80], duration="1s", headers={"X-Trace": "abc"})
+    assert r.step.level == 80 and r.stats.open_loop is not None, r.step
+    assert r.stats.open_loop.offered_rate_hz == pytest.approx(80, rel=0.1)
+    assert ("X-Trace", "abc") in [tuple(h) for h in r.spec.groups[0].client.headers]  # type: ignore[union-attr]
+    with pytest.raises(UserError, match=r"give rate \(one rate\) or rates \(a step each\), not both"):
+        knee.run(nginx.url + "/", rate=10, rates=[20], n=1)
+    with pytest.raises(UserError) as said:
+        knee.sweep(scenario=tmp_path / "missing.toml")
+    assert "missing.toml" in str(said.value), said.value

@@ -6,7 +6,9 @@ and the sweep still writes its report. A second SIGINT stops the running engine
 (if any) and leaves the process immediately with status 130. SIGTERM (`kill`, a batch
 system's time limit, a CI job cancelled) and SIGHUP (the terminal or SSH session gone)
 are taken as Ctrl-C is: without them Python died at once, the step and the report lost,
-the run left "running" and the exec clients' process groups running on.
+the run left "running" and the exec clients' process groups running on. In knee's Python API
+(`in_callers_process`) the second raises KeyboardInterrupt instead: the caller's process (a
+notebook's kernel) goes on.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, Protocol
 
@@ -32,6 +34,20 @@ def on_hard_exit(hook: Callable[[], object]) -> Callable[[], object]:
 
 # The signals that end a step as Ctrl-C does.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# Inside the caller's process (knee's Python API, in a notebook or a script): a second Ctrl-C stops at once by raising
+# KeyboardInterrupt, not by leaving the process (a notebook's kernel, and all it held, went with it).
+_IN_CALLER = [False]
+
+
+@contextlib.contextmanager
+def in_callers_process() -> Iterator[None]:
+    """While knee runs for the Python API: a second Ctrl-C raises KeyboardInterrupt instead of exiting."""
+    before, _IN_CALLER[0] = _IN_CALLER[0], True
+    try:
+        yield
+    finally:
+        _IN_CALLER[0] = before
 
 
 class _Stoppable(Protocol):
@@ -80,4 +96,6 @@ class Interrupts:
         with contextlib.suppress(OSError):
             sys.stderr.write("knee: interrupted twice: stopped\n")
             sys.stderr.flush()
+        if _IN_CALLER[0]:
+            raise KeyboardInterrupt
         os._exit(130)
