@@ -41,6 +41,8 @@ CONF = (
     log_format replay escape=json
         '$request_method $request_uri|$http_content_type|$http_authorization|$http_cookie|$http_x_trace|$request_body';
     access_log {dir}/replay.log replay;
+    log_format agents escape=json '$http_user_agent|$http_accept';
+    access_log {dir}/agents.log agents;
     keepalive_requests 1000000;
     server {{
         listen 127.0.0.1:{port};
@@ -82,16 +84,17 @@ class Site:
     url: str
     proc: subprocess.Popen[bytes]
 
-    def lines(self, want: int = 0) -> list[str]:
+    def lines(self, want: int = 0, log: str = "replay.log") -> list[str]:
         """The log's lines, once there are `want` of them (at most 5 s): nginx writes a request's line after its
         response, so a client may be done before its line is."""
         deadline = time.monotonic() + 5
-        while len(lines := (self.dir / "replay.log").read_text().splitlines()) < want and time.monotonic() < deadline:
+        while len(lines := (self.dir / log).read_text().splitlines()) < want and time.monotonic() < deadline:
             time.sleep(0.02)
         return lines
 
     def clear(self) -> None:
         (self.dir / "replay.log").write_text("")
+        (self.dir / "agents.log").write_text("")
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +200,8 @@ def test_curl_import_sends_what_curl_sends(site: Site, tmp_path: Path) -> None:
     site.clear()
     subprocess.run(["curl", *args], check=True, timeout=30)
     (curls,) = site.lines(1)
+    (agent,) = site.lines(1, "agents.log")  # curl's own User-Agent and Accept (a WAF refuses requests without them)
+    assert agent.startswith("curl/") and agent.endswith("|*/*"), agent
     auth = "Basic " + base64.b64encode(b"alice:pa55").decode()
     form = "application/x-www-form-urlencoded"
     assert curls == f"POST /api/login?next=%2Fhome|{form}|{auth}|sid=xyz987; theme=dark|t-42|user=alice&n=1"
@@ -210,6 +215,7 @@ def test_curl_import_sends_what_curl_sends(site: Site, tmp_path: Path) -> None:
     secrets = {"main_header_authorization": auth, "main_cookie_sid": "xyz987", "main_cookie_theme": "dark"}
     knee_ok("run", str(out), "-c", "2", "-n", "10", "-q", env=secrets)
     assert site.lines(10) == [curls] * 10
+    assert site.lines(10, "agents.log") == [agent] * 10
 
 
 def vegeta() -> str:

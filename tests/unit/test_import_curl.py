@@ -15,10 +15,13 @@ from cli import one_sentence
 from knee.cli import main
 from knee.errors import UserError
 from knee.importers.build import write
-from knee.importers.curl import import_curl
+from knee.importers.curl import curl_version, import_curl
 from knee.scenario import read_scenario
 
 URL = "http://127.0.0.1:8080/api/login"
+# what curl sends of its own unless told otherwise (the version of the curl on this machine)
+AGENT = {"User-Agent": f"curl/{curl_version()}"}
+OWN = {**AGENT, "Accept": "*/*"}
 
 
 def group(*args: str, bodies: str = "bodies") -> tuple[dict[str, Any], Any]:
@@ -36,7 +39,7 @@ def test_data_is_a_form_post_joined_with_ampersands(tmp_path: Path) -> None:
     assert g["url"] == "${target}/api/login"
     assert result.table["vars"] == {"target": "http://127.0.0.1:8080"}
     assert g["body"] == "a=1&b=2&c=3d=4&@literal"  # -d @FILE drops CR and LF, as curl does
-    assert g["headers"] == {"Content-Type": "application/x-www-form-urlencoded"}
+    assert g["headers"] == {"Content-Type": "application/x-www-form-urlencoded", **OWN}
 
 
 def test_headers_method_and_the_flags_that_set_headers() -> None:
@@ -65,6 +68,7 @@ def test_headers_method_and_the_flags_that_set_headers() -> None:
         "User-Agent": "knee-test/1",
         "Referer": "http://ref.example/",
         "Accept-Encoding": "deflate, gzip, br, zstd",
+        "Accept": "*/*",
     }
     assert g["body"] == '{"a": 1}'
 
@@ -72,14 +76,16 @@ def test_headers_method_and_the_flags_that_set_headers() -> None:
 def test_short_flags_together_and_attached_values() -> None:
     g, _ = group("-sSkL", "-XDELETE", "-HAccept: text/plain", "https://127.0.0.1:8443/x")
     assert g["method"] == "DELETE" and g["insecure"] is True
-    assert g["headers"] == {"Accept": "text/plain"}
+    assert g["headers"] == {"Accept": "text/plain", **AGENT}
+    g, _ = group("-H", "User-Agent:", "-H", "Accept:", URL)  # curl's 'Name:' removes its own
+    assert "headers" not in g
     g, _ = group("-sX", "PATCH", "-d", "x", "https://127.0.0.1:8443/x")
     assert g["method"] == "PATCH"
 
 
 def test_user_and_cookies_are_secrets(tmp_path: Path) -> None:
     g, result = group("-u", "alice:pa:ss", "-b", "sid=xyz123; theme=dark", "-b", "lang=fr", URL)
-    assert g["headers"] == {"Authorization": "${main_header_authorization}"}
+    assert g["headers"] == {"Authorization": "${main_header_authorization}", **OWN}
     assert g["cookies"] == {"sid": "${main_cookie_sid}", "theme": "${main_cookie_theme}", "lang": "${main_cookie_lang}"}
     basic = result.secrets["main_header_authorization"]
     assert basic.value == "Basic " + base64.b64encode(b"alice:pa:ss").decode()
@@ -105,13 +111,14 @@ def test_credentials_in_the_url_and_bearer_tokens() -> None:
     assert g["headers"] == {
         "Authorization": "${main_header_authorization}",
         "X-Api-Token": "${main_header_x_api_token}",
+        **OWN,
     }
 
 
 def test_a_cookie_name_sent_twice_keeps_the_header_as_recorded() -> None:
     # a table of cookies kept the last of the two: servers read the first, and the replay had another session
     g, result = group("-b", "session=new; theme=dark", "-b", "session=old", URL)
-    assert "cookies" not in g and g["headers"] == {"Cookie": "${main_header_cookie}"}
+    assert "cookies" not in g and g["headers"] == {"Cookie": "${main_header_cookie}", **OWN}
     assert result.secrets["main_header_cookie"].value == "session=new; theme=dark; session=old"
 
 
@@ -123,7 +130,7 @@ def test_get_head_and_url_forms() -> None:
     assert g["method"] == "HEAD" and g["url"] == "${target}/health"
     g, _ = group("--json", '{"k": true}', URL)
     assert g["method"] == "POST" and g["body"] == '{"k": true}'
-    assert g["headers"] == {"Content-Type": "application/json", "Accept": "application/json"}
+    assert g["headers"] == {"Content-Type": "application/json", "Accept": "application/json", **AGENT}
 
 
 def test_data_urlencode_forms(tmp_path: Path) -> None:

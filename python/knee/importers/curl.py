@@ -3,7 +3,8 @@
 The flags that shape the request are read as curl reads them: -X, -H (and -H @FILE), -d/--data, --data-raw,
 --data-binary, --data-urlencode (several joined with '&'; @FILE read; -d implies POST and an
 application/x-www-form-urlencoded Content-Type), --json, -G, -I, -u, -b, -A, -e, --compressed, --oauth2-bearer, the
-URL (positional or --url); the connection's: -k, --cert[:PASSWORD], --key, --cacert, --capath, --http2,
+URL (positional or --url), and curl's own User-Agent and Accept headers unless they are given or removed
+(-H 'Name:'); the connection's: -k, --cert[:PASSWORD], --key, --cacert, --capath, --http2,
 --http2-prior-knowledge, --tlsv1.3, --tls-max, --max-time, --connect-timeout. Flags that change only what curl
 prints (-s, -S, -v, -i, -o, -w …) are accepted and have no effect. Any other flag is a mistake, named, never
 ignored: a request that differs from the one curl sends would be measured in its place.
@@ -12,7 +13,10 @@ ignored: a request that differs from the one curl sends would be measured in its
 from __future__ import annotations
 
 import base64
+import functools
 import math
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +154,26 @@ class _Command:
     group: dict[str, Any] = field(default_factory=dict)
     tls: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    removed: set[str] = field(default_factory=set)  # headers of curl's own that `-H 'Name:'` removed (lower case)
+
+
+# What curl sends unless told otherwise (`-A`, `-H 'Name: …'`, `-H 'Name:'` to send none): services and their firewalls
+# answer a request without them otherwise (a WAF's rule against requests with no User-Agent: 403 to every one).
+CURL_VERSION = "8.5.0"  # where this machine has no curl to ask: the version a replayed request's User-Agent gives
+
+
+@functools.cache
+def curl_version() -> str:
+    """The version of the curl on this machine (its User-Agent is curl/VERSION), else CURL_VERSION."""
+    found = shutil.which("curl")
+    if found is None:
+        return CURL_VERSION
+    try:
+        out = subprocess.run([found, "--version"], check=False, capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return CURL_VERSION
+    words = out.split()
+    return words[1] if len(words) > 1 and words[0] == "curl" else CURL_VERSION
 
 
 def _read(path: str, flag: str) -> bytes:
@@ -185,8 +209,9 @@ def _header(cmd: _Command, value: str, flag: str) -> None:
     name, colon, rest = value.partition(":")
     if not colon or not name.strip() or any(c.isspace() for c in name.strip()):
         raise UserError(f"{flag} {value!r}: a header looks like 'Name: value'")
-    if not rest.strip():  # curl's 'Name:' removes a header curl would send: knee sends none of them
+    if not rest.strip():  # curl's 'Name:' removes a header curl would send (and any given before)
         cmd.headers = [(n, v) for n, v in cmd.headers if n.lower() != name.strip().lower()]
+        cmd.removed.add(name.strip().lower())
         return
     cmd.headers.append((name.strip(), rest.strip()))
 
@@ -354,6 +379,10 @@ def request_of(cmd: _Command) -> Request:
                 headers.append(("Accept", "application/json"))
     if cmd.cookies:
         headers.append(("Cookie", "; ".join(c.strip().rstrip(";") for c in cmd.cookies)))
+    named = {n.lower() for n, _ in headers} | cmd.removed
+    for name, value in (("User-Agent", f"curl/{curl_version()}"), ("Accept", "*/*")):  # curl's own
+        if name.lower() not in named:
+            headers.append((name, value))
     method = cmd.method or ("HEAD" if cmd.head else "POST" if body is not None else "GET")
     single_file = cmd.data_file if cmd.data_file is not None and len(cmd.data) == 1 else None
     return Request(method, url, headers, body, body_path=single_file)
