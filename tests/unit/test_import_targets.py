@@ -125,9 +125,12 @@ def test_a_header_every_target_has_keeps_the_command_line_s(tmp_path: Path) -> N
 
 def test_targets_to_two_origins_import_as_a_group_each_and_a_one_line_run_refuses_them(tmp_path: Path) -> None:
     path = tmp_path / "t.txt"
-    path.write_text("GET http://127.0.0.1:8080/a\n\nGET http://127.0.0.1:9090/b\n")
+    path.write_text("GET http://127.0.0.1:8080/a\n\nGET http://127.0.0.1:8080/c\n\nGET http://127.0.0.1:9090/b\n")
     imported = import_targets(path, "http", bodies_dir=str(tmp_path))
     assert list(imported.table["groups"]) == ["main", "127_0_0_1_9090"]
+    # each group follows the level, so the mix between origins is not the file's: said, with the file's shares
+    (note,) = [n for n in imported.notes if "origins" in n]
+    assert "the recording sent main 67%, 127_0_0_1_9090 33% of its requests; the verdict judges main" in note, note
     from_raw(imported.table, Source("t.toml"))  # it loads: each group's requests share its origin
     line = scenario_table("http://127.0.0.1:8080/a", Options(), run=True)
     with pytest.raises(UserError, match=r"its targets go to 2 origins .* a one-line run drives one"):

@@ -271,6 +271,14 @@ def build(
     table["sweep"] = dict(DEFAULT_SWEEP)
     ctx.out.table = table
     ctx.out.secrets = ctx.secrets.secrets
+    if len(groups) > 1:  # each follows the level: the mix between origins is not the recording's
+        shares = ", ".join(f"{g} {len(reqs) / len(requests):.0%}" for g, reqs in groups.items())
+        ctx.out.notes.append(
+            f"the requests go to {len(groups)} origins, a group each, and every group follows the level "
+            f'(clients = "level"): at 20 clients each origin gets 20, where the recording sent {shares} of its '
+            f"requests; the verdict judges {next(iter(groups))}. Give the other groups fixed clients in proportion, "
+            "or import one origin"
+        )
     return ctx.out
 
 
