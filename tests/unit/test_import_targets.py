@@ -190,3 +190,15 @@ def test_missing_file_and_clashes(tmp_path: Path, capsys: pytest.CaptureFixture[
         err = capsys.readouterr().err
         assert exit_.value.code == 2, err
         assert said in err and len(err.splitlines()) == 1, err
+
+
+def test_more_distinct_targets_than_a_mix_holds_is_one_sentence_with_the_way_to_replay_them(tmp_path: Path) -> None:
+    # an access log's URLs: the engine refused the scenario later, saying to split the mix over groups (no way
+    # with --targets, and no help with 200 000 URLs)
+    path = tmp_path / "log.txt"
+    path.write_text("".join(f"GET http://127.0.0.1:8080/item/{i}\n\n" for i in range(65_536)))
+    with pytest.raises(UserError, match=r"log.txt: 65,536 distinct targets, more than a request mix holds \(65,535"):
+        import_targets(path, "http", bodies_dir=str(tmp_path))
+    line = scenario_table("http://127.0.0.1:8080/", Options(), run=True)
+    with pytest.raises(UserError, match=r"--targets .*log.txt: 65,536 distinct targets.* such as \$\{paths.path\}"):
+        with_targets(line, parse_http(path), str(path))

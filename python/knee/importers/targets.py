@@ -146,9 +146,26 @@ def read_targets(path: Path, fmt: str) -> list[Request]:
     return targets
 
 
+# The most requests one mix holds (each counted and timed apart: the engine's limit, crates/engine/src/spec/http.rs).
+MIX_MOST = 65_535
+
+
+def _not_too_many(targets: list[Request], source: str) -> None:
+    """A targets file of more distinct targets than a mix holds (one made from an access log) is one sentence naming
+    the file and the way to replay it: a data source the URLs are filled from."""
+    distinct = {(t.method, t.url, tuple(t.headers), t.body, t.body_path) for t in targets}
+    if len(distinct) > MIX_MOST:
+        raise UserError(
+            f"{source}: {len(distinct):,} distinct targets, more than a request mix holds ({MIX_MOST:,}, each counted "
+            "and timed apart): put what varies (the paths, the ids) in a data file and fill one request's URL from "
+            "it, such as ${paths.path} (docs/scenarios.md, Data and request mixes)"
+        )
+
+
 def import_targets(path: Path, fmt: str, *, bodies_dir: str) -> Imported:
     """The scenario of a targets file: a group per origin, each target a request of weight 1."""
     targets = read_targets(path, fmt)
+    _not_too_many(targets, str(path))
     return build(
         targets,
         name=path.stem,
@@ -163,6 +180,7 @@ def with_targets(line: dict[str, Any], targets: list[Request], source: str) -> t
     first target's URL) with `targets` (read from the file `source`) as its group's requests, and the values of
     the secrets their credentials became (for `knee.scenario.from_raw`). The command line's -H and -C are every
     target's defaults."""
+    _not_too_many(targets, f"--targets {source}")
     origins = list(dict.fromkeys(origin_of(t.url) for t in targets))
     if len(origins) > 1:
         raise UserError(
