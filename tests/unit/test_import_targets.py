@@ -202,3 +202,11 @@ def test_more_distinct_targets_than_a_mix_holds_is_one_sentence_with_the_way_to_
     line = scenario_table("http://127.0.0.1:8080/", Options(), run=True)
     with pytest.raises(UserError, match=r"--targets .*log.txt: 65,536 distinct targets.* such as \$\{paths.path\}"):
         with_targets(line, parse_http(path), str(path))
+
+
+def test_a_url_a_request_line_cannot_carry_as_written_is_percent_encoded_as_vegeta_sends_it(tmp_path: Path) -> None:
+    # vegeta (Go's net/http) sends /caf%C3%A9; the engine refused the scenario at `knee run` ("invalid uri character")
+    path = tmp_path / "t.txt"
+    path.write_text("GET http://127.0.0.1:8080/café/a%2Fb?q=a b&r=<x>\n")
+    g = import_targets(path, "http", bodies_dir=str(tmp_path)).table["groups"]["main"]
+    assert g["url"] == "${target}/caf%C3%A9/a%2Fb?q=a%20b&r=%3Cx%3E"

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from knee.errors import UserError
 from knee.scenario.secrets import sensitive
@@ -282,6 +282,18 @@ def build(
     return ctx.out
 
 
+def _escaped(part: str) -> str:
+    """A URL's path or query with what a request line cannot carry as recorded percent-encoded (non-ASCII, spaces
+    and controls, `"`, `<`, `>`, a backtick), as Go's net/http (vegeta) and browsers send it; the rest, escapes
+    included, as it is."""
+    if all(" " < c < "\x7f" and c not in _UNSENDABLE for c in part):
+        return part
+    return "".join(c if " " < c < "\x7f" and c not in _UNSENDABLE else quote(c, safe="") for c in part)
+
+
+_UNSENDABLE = '"<>`'
+
+
 @dataclass
 class _Context:
     """What building every group shares: each origin's var, the secrets so far, whether to merge equal requests,
@@ -337,7 +349,7 @@ class _Context:
         self, gname: str, rname: str, r: Request, headers: list[tuple[str, str]], cookies: dict[str, str]
     ) -> dict[str, Any]:
         parts = urlsplit(r.url)
-        rest = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        rest = urlunsplit(("", "", _escaped(parts.path or "/"), _escaped(parts.query), ""))
         entry: dict[str, Any] = {"name": rname, "weight": 1, "method": r.method.upper()}
         entry["url"] = f"${{{self.var_of[origin_of(r.url)]}}}{rest}"
         if _PLACEHOLDER in rest:
