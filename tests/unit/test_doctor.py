@@ -49,6 +49,9 @@ def test_an_open_file_limit_below_the_largest_level_is_an_error_with_the_numbers
     ]
     # and the target is not there: every finding at once, not only the first
     assert said(doc, "target") == ["connection refused by 127.0.0.1:1: is the service running on that port?"]
+    # HTTP/2's clients are streams: 5000 of them at 100 streams a connection hold 50 descriptors, not 5000 (refused)
+    code, doc, _ = doctor("--levels", "50,5000", "--http2", "--streams", "100", "http://127.0.0.1:1/", preexec_fn=low)
+    assert said(doc, "fd") == [], doc["findings"]
 
 
 def test_a_soft_limit_the_hard_limit_can_lift_is_a_warning(listening: int) -> None:

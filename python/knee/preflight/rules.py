@@ -62,6 +62,7 @@ class Load:
     connections: list[Connections] = field(default_factory=list)
     exec_rss: int | None = None  # one exec command's resident memory, when `knee doctor` measured it
     assumed: str = ""  # `knee doctor` without a target: what it assumed
+    streams: int = 0  # HTTP/2 and gRPC clients beyond their connections: streams, with no descriptor of their own
 
     @property
     def total(self) -> int:
@@ -119,7 +120,7 @@ def preflight(load: Load, *, fix: bool = True, strict: bool = True, machine: Mac
 
 
 def _check_fds(out: Preflight, load: Load, fix: bool) -> None:
-    need, total = fds_needed(load.clients), load.total
+    need, total = fds_needed(load.clients) - load.streams, load.total
     soft, hard = out.machine.fd_soft, out.machine.fd_hard
     out.fd_limit = soft if soft is not None else resource.RLIM_INFINITY
     if soft is None or soft >= need:

@@ -113,12 +113,13 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
         load.clients[g.kind] = load.clients.get(g.kind, 0) + n
         if isinstance(g, ProcessGroup):
             load.processes[g.kind] = load.processes.get(g.kind, 0) + (g.processes or threads)
+        conns = n
+        if (isinstance(g, HttpGroup) and g.http2 and not g.new_connection) or isinstance(g, GrpcGroup):
+            # HTTP/2: the clients are streams of ⌈n / streams⌉ connections, or of `connections`
+            conns = min(n, g.connections) if g.connections is not None else -(-n // g.streams)
+            load.streams += n - conns  # a descriptor a connection, not a client
         ep = (endpoints or {}).get(name)
         if ep is not None and isinstance(g, NetworkGroup):
-            conns = n
-            if (isinstance(g, HttpGroup) and g.http2 and not g.new_connection) or isinstance(g, GrpcGroup):
-                # HTTP/2: the clients are streams of ⌈n / streams⌉ connections, or of `connections`
-                conns = min(n, g.connections) if g.connections is not None else -(-n // g.streams)
             load.connections.append(
                 Connections(
                     name,
