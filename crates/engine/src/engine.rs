@@ -100,7 +100,7 @@ impl Engine {
         let mut fds = 64u64;
         for (i, g) in spec.groups.iter().enumerate() {
             let prep = Prepared::new(&g.client, g.clients, &feeders, &format!("groups[{i}].client"))?;
-            fds = fds.saturating_add(g.clients.saturating_mul(prep.fds_per_client()));
+            fds = fds.saturating_add(prep.fds(g.clients));
             preps.push(prep);
         }
         let total_clients: u64 = spec.groups.iter().map(|g| g.clients).sum();

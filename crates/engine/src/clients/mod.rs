@@ -87,7 +87,7 @@ pub(crate) enum Prepared {
     Ws(ws::WsPrep),
 }
 
-/// Descriptors one spawn holds for a moment (see `fds_per_client`), per runtime thread.
+/// Descriptors one spawn holds for a moment (see `Prepared::fds`), per runtime thread.
 pub(crate) const SPAWN_FDS: u64 = 8;
 
 impl Prepared {
@@ -126,15 +126,16 @@ impl Prepared {
         matches!(self, Prepared::Exec(_))
     }
 
-    /// Open files one client holds at most while its operation runs (for the fd-limit check).
+    /// Open files `clients` clients of the group hold at most while their operations run (for the fd-limit check).
     /// An exec client: the child's wait handle (a pidfd at most) and a pipe for each of stdout and
     /// stderr (their tails are the failure's reason). The descriptors a spawn opens for a moment
     /// (/dev/null, the child's pipe ends, std's exec-error pipe) are one spawn at a time per thread:
-    /// `SPAWN_FDS` per thread.
-    pub fn fds_per_client(&self) -> u64 {
+    /// `SPAWN_FDS` per thread. HTTP/2's clients are streams: a descriptor a connection.
+    pub fn fds(&self, clients: u64) -> u64 {
         match self {
-            Prepared::Exec(_) => 3,
-            _ => 1,
+            Prepared::Exec(_) => clients.saturating_mul(3),
+            Prepared::Http(h) => h.h2.as_ref().map_or(clients, |h2| h2.connections.min(clients)),
+            _ => clients,
         }
     }
 }
@@ -265,5 +266,21 @@ mod tests {
                 assert!(size <= 768, "{}: an operation's future is {size} bytes", spec.kind());
             }
         });
+    }
+
+    /// The descriptors a group's clients hold: HTTP/2's are streams, a descriptor a connection (5 000 clients at
+    /// 100 streams: 50, not 5 000, which an open-file limit of 512 refused).
+    #[test]
+    fn http2_clients_hold_a_descriptor_a_connection() {
+        let fds = |json: &str, clients: u64| {
+            let spec: ClientSpec = serde_json::from_str(json).unwrap();
+            Prepared::new(&spec, clients, &crate::data::Feeders::default(), "k")
+                .unwrap()
+                .fds(clients)
+        };
+        let h2 = r#"{"kind": "http", "url": "http://127.0.0.1:1/", "http2": true, "streams": 100}"#;
+        assert_eq!(fds(h2, 5_000), 50);
+        assert_eq!(fds(r#"{"kind": "http", "url": "http://127.0.0.1:1/"}"#, 5_000), 5_000);
+        assert_eq!(fds(r#"{"kind": "exec", "argv": ["true"]}"#, 10), 30);
     }
 }
