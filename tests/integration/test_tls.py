@@ -263,6 +263,22 @@ def test_a_grid_proxy_is_presented_with_its_chain_and_verifies(server: TlsNginx,
         del os.environ["X509_USER_PROXY"]
 
 
+def test_a_stale_x509_user_proxy_is_not_presented_and_is_said(server: TlsNginx, pki: Pki, tmp_path: Path) -> None:
+    """$X509_USER_PROXY naming a proxy that is gone (a reboot cleared /tmp) or expired refused every https run, as
+    `--cert: cannot read …` (an option never given), to servers that ask for no certificate: the run goes on
+    without it, and says so."""
+    server.clear()
+    for proxy in (tmp_path / "x509up_u0", Path(pki.path("expired.pem"))):
+        env = {**os.environ, "X509_USER_PROXY": str(proxy)}
+        proc = knee_cli("run", server.url("tlsany"), "-n", "4", "--cacert", pki.path("root.pem"), env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        said = proc.stdout + proc.stderr
+        assert f"$X509_USER_PROXY ({proxy}) is not presented: " in said, said
+        assert "give --cert, or a fresh proxy" in said, said
+    lines = served(server, 8, "tlsany")
+    assert lines == ['200 "-" "-" "NONE"'] * 8  # no certificate presented
+
+
 def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_run_starts(
     server: TlsNginx, pki: Pki
 ) -> None:

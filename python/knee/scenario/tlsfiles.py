@@ -182,14 +182,26 @@ def _identity_cached(
 
 
 def identity(tls: Tls | None) -> Identity | None:
-    """The group's client identity (its `cert`, else $X509_USER_PROXY), or None; read again when a file changed."""
+    """The group's client identity (its `cert`, else $X509_USER_PROXY), or None; read again when a file changed.
+    $X509_USER_PROXY is presented when it can be (as grid clients do): one that is missing, unreadable or expired is
+    not, and `notes` warns (`env_refused`) rather than refusing every https run of a machine whose proxy went stale,
+    to servers that may ask for no certificate."""
     source = cert_source(tls)
     if source is None:
         return None
     cert, from_env = source
     key = tls.key if tls is not None else None
     password = tls.password if tls is not None else None
-    return _identity_cached(cert, key, password, from_env, (_stamp(cert), _stamp(key)))
+    if not from_env:
+        return _identity_cached(cert, key, password, from_env, (_stamp(cert), _stamp(key)))
+    try:
+        return _identity_cached(cert, key, password, from_env, (_stamp(cert), _stamp(key)))
+    except TlsFileError as exc:
+        env_refused[cert] = exc.message
+        return None
+
+
+env_refused: dict[str, str] = {}  # $X509_USER_PROXY's path -> why it is not presented
 
 
 def _pem_certificates(data: bytes) -> list[bytes]:
@@ -307,6 +319,11 @@ def notes(scenario: Scenario, planned_s: float | None) -> tuple[list[str], list[
         source = cert_source(g.tls)
         who = identity(g.tls)
         trusted = cas(g.tls)
+        if source is not None and who is None and source[0] in env_refused:
+            warnings.append(
+                f"group {name}: ${PROXY_ENV} ({source[0]}) is not presented: {env_refused[source[0]]}; a server that "
+                "asks for a client certificate will refuse the handshakes (give --cert, or a fresh proxy)"
+            )
         if source is not None and who is not None:
             path, from_env = source
             origin = f"${PROXY_ENV} ({path})" if from_env else path
