@@ -4,13 +4,15 @@ run's planned time, the password lifted into a secret, and what the engine gets 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from knee.errors import UserError
 from knee.plan import engine_spec, planned_seconds, sweep_plan
 from knee.scenario import Source, from_raw, parse_scenario
 from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
-from knee.scenario.tlsfiles import notes
+from knee.scenario.tlsfiles import TlsFileError, notes, open_identity
 from knee.spec import KEY_WITHHELD, HttpClient
 
 from pki import PASSWORD, Pki
@@ -126,3 +128,54 @@ def test_clashing_http_options_are_said_in_the_options_words() -> None:
     # an option of another kind of target is refused even when its value is 0 (== False in Python)
     with pytest.raises(UserError, match="--connect-timeout applies to http"):
         one_line("/bin/true", connect_timeout=0)
+
+
+def _self_signed(tmp_path: Path, name: str, key: object) -> tuple[str, str]:
+    """A self-signed certificate of `key` and the key, as PEM files under `tmp_path`."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())  # type: ignore[attr-defined]
+        .serial_number(1)
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(  # type: ignore[attr-defined]
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+def test_a_key_the_engines_tls_cannot_sign_with_is_one_sentence_naming_the_file(tmp_path: Path) -> None:
+    """An RSA key under 2048 bits or an ECDSA key on P-521 passed the key's checks and failed as the first step
+    started (the run directory made), with "tls.key_pem: its key cannot sign …", naming neither file nor reason."""
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    refused = {
+        "rsa1024": (rsa.generate_private_key(public_exponent=65537, key_size=1024), "an RSA key of 1024 bits"),
+        "p521": (ec.generate_private_key(ec.SECP521R1()), "an ECDSA key on secp521r1"),
+    }
+    for name, (key, what) in refused.items():
+        cert, key_path = _self_signed(tmp_path, name, key)
+        with pytest.raises(TlsFileError, match=f"the key in '{key_path}' is {what}, which knee's TLS cannot sign"):
+            open_identity(cert, key_path, None)
+    for name, key in {
+        "rsa2048": rsa.generate_private_key(65537, 2048),
+        "p256": ec.generate_private_key(ec.SECP256R1()),
+    }.items():
+        cert, key_path = _self_signed(tmp_path, name, key)
+        assert open_identity(cert, key_path, None).subject == f"CN={name}"

@@ -144,6 +144,13 @@ def open_identity(cert: str, key: str | None, password: str | None, *, from_env:
                 f"the key in {key or cert!r} cannot be opened (a wrong password, or a damaged key); check its password",
             ) from None
     leaf = certs[0]
+    cannot = _unsignable(pkey)
+    if cannot is not None:
+        raise TlsFileError(
+            "key" if key is not None else "cert",
+            f"the key in {key or cert!r} is {cannot}, which knee's TLS cannot sign with; give an RSA key of 2048 to "
+            "4096 bits, an ECDSA key on P-256 or P-384, or an Ed25519 key",
+        )
     der = serialization.Encoding.DER
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
     if leaf.public_key().public_bytes(der, spki) != pkey.public_key().public_bytes(der, spki):
@@ -172,6 +179,20 @@ def open_identity(cert: str, key: str | None, password: str | None, *, from_env:
         not_before=leaf.not_valid_before_utc,
         not_after=leaf.not_valid_after_utc,
     )
+
+
+def _unsignable(pkey: object) -> str | None:
+    """What `pkey` is, when the engine's TLS (rustls with ring) cannot sign with it: RSA outside 2048–4096 bits, an
+    ECDSA curve other than P-256 and P-384, DSA, Ed448 (None: it can)."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    if isinstance(pkey, rsa.RSAPrivateKey):
+        return None if 2048 <= pkey.key_size <= 4096 else f"an RSA key of {pkey.key_size} bits"
+    if isinstance(pkey, ec.EllipticCurvePrivateKey):
+        return None if pkey.curve.name in ("secp256r1", "secp384r1") else f"an ECDSA key on {pkey.curve.name}"
+    if isinstance(pkey, ed25519.Ed25519PrivateKey):
+        return None
+    return f"a {type(pkey).__name__.removeprefix('_').removesuffix('PrivateKey')} key"
 
 
 @functools.lru_cache(maxsize=16)
