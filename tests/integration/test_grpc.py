@@ -281,7 +281,7 @@ def test_json_output_carries_the_messages(server: GrpcServer, tmp_path: Path) ->
         (["LIVE/SayHello", "--proto", "P", "--message", '{"times": "x"}'], "knee.hello.HelloRequest"),
         (["LIVE/SayHello", "--proto", "P", "--message", "{"], "is not JSON"),
         (["LIVE/SayHello", "--proto", "P", "--stream-messages", "2"], "it is not client-streaming"),
-        (["LIVE/BidiHello", "--proto", "P", "--stream-interval", "10ms"], "give stream_messages too"),
+        (["LIVE/BidiHello", "--proto", "P", "--stream-interval", "10ms"], "give --stream-messages too"),
         (["LIVE/BidiHello", "--proto", "P", "--stream-messages", "3", "--stream-interval", "0.2ms"], "below 1 ms"),
         (
             ["LIVE/BidiHello", "--proto", "P", "--stream-messages", "4", "--stream-interval", "1s", "--timeout", "2s"],
