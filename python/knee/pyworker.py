@@ -110,7 +110,7 @@ class _Continue:
 
     __slots__ = ("coro", "first")
 
-    def __init__(self, coro: Any = None, first: Any = None) -> None:
+    def __init__(self, coro: Any, first: Any) -> None:
         self.coro, self.first = coro, first
 
     def __await__(self) -> Any:

@@ -28,7 +28,7 @@ from knee.executor.lease import LeaseWatch
 from knee.machine.cpu import saturated
 from knee.model import GeneratorStats, HostCounters, WorkerShare
 from knee.model.engine_summary import EngineDataUse
-from knee.spec import ClosedPacer, EngineSpec, GroupSpec, HttpClient, RatePacer, Total
+from knee.spec import EngineSpec, GroupSpec, HttpClient, RatePacer, Total
 
 POLL_S = 0.1  # how often a shard looks at its engine
 STOP_POLL_S = 0.25  # how often a shard asks whether to stop
@@ -97,11 +97,10 @@ def split(spec: EngineSpec, generators: Sequence[LoadGenerator]) -> list[EngineS
                 update["pacer"] = g.pacer.scaled(n / g.clients).model_copy(
                     update={"max_in_flight": None if caps is None else max(1, caps[i])}  # 1: a cap below the workers
                 )
-                # arrivals by turns over the whole group's clients: a profile's, and a constant rate's (the shards
-                # of which would otherwise all start at the same instant, in phase)
-                update["group_clients"] = g.group_clients or g.client_offset + g.clients
-            if isinstance(g.pacer, ClosedPacer) and g.pacer.profile is not None:
-                # a clients profile numbers the clients over the whole group (the first shards' join first)
+            if isinstance(g.pacer, RatePacer) or g.pacer.profile is not None:
+                # an open loop's arrivals go by turns over the whole group's clients (a constant rate's shards would
+                # otherwise all start at the same instant, in phase); a clients profile numbers them over it (the
+                # first shards' join first)
                 update["group_clients"] = g.group_clients or g.client_offset + g.clients
             per_generator[i].append(g.model_copy(update=update))
             offset += n
@@ -210,15 +209,18 @@ def run_shard(
 # ---- merging, on the driver -----------------------------------------------------------------------
 
 
+def merged(a: ShardResult, b: ShardResult) -> ShardResult:
+    """`b` merged into `a` (bytes-exact, as one engine would have counted), and `a`."""
+    a.merge(b)
+    return a
+
+
 def merge_results(results: Iterable[ShardResult]) -> ShardResult | None:
     """The results merged, in their order, into the first (None: none): the windows of a baseload's parts, cut
     together, their series side by side (the parts' start times are on their machines' clocks, not to be compared)."""
     out: ShardResult | None = None
     for r in results:
-        if out is None:
-            out = r
-        else:
-            out.merge(r)
+        out = r if out is None else merged(out, r)
     return out
 
 

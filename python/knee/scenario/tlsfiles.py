@@ -213,11 +213,11 @@ def identity(tls: Tls | None) -> Identity | None:
     cert, from_env = source
     key = tls.key if tls is not None else None
     password = tls.password if tls is not None else None
-    if not from_env:
-        return _identity_cached(cert, key, password, from_env, (_stamp(cert), _stamp(key)))
     try:
         return _identity_cached(cert, key, password, from_env, (_stamp(cert), _stamp(key)))
     except TlsFileError as exc:
+        if not from_env:
+            raise
         env_refused[cert] = exc.message
         return None
 
