@@ -210,3 +210,47 @@ def test_a_url_a_request_line_cannot_carry_as_written_is_percent_encoded_as_vege
     path.write_text("GET http://127.0.0.1:8080/café/a%2Fb?q=a b&r=<x>\n")
     g = import_targets(path, "http", bodies_dir=str(tmp_path)).table["groups"]["main"]
     assert g["url"] == "${target}/caf%C3%A9/a%2Fb?q=a%20b&r=%3Cx%3E"
+
+
+def test_a_saved_sweep_of_targets_names_body_files_that_outlive_knee(tmp_path: Path) -> None:
+    """A binary body (vegeta's json format) is written to a file: beside --save-scenario's file, not to a temporary
+    directory removed as knee exits (the saved scenario named a file that was gone). And --ramp is a sweep's shape
+    with --targets too (it was refused, "needs --levels or --rates")."""
+    from conftest import knee_cli
+
+    binary = bytes(range(256))
+    (tmp_path / "t.jsonl").write_text(
+        json.dumps({"method": "POST", "url": "http://127.0.0.1:9/u", "body": base64.b64encode(binary).decode()}) + "\n"
+    )
+    for shape in (["--levels", "1,2"], ["--ramp", "0s:1, 2s:4"]):
+        save = tmp_path / "out" / "saved.toml"
+        save.parent.mkdir(exist_ok=True)
+        args = ("sweep", "--targets", "t.jsonl", "--targets-format", "json", *shape, "--save-scenario", str(save))
+        proc = knee_cli(*args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        table = tomllib.loads(save.read_text())
+        body_file = tmp_path / table["groups"]["main"]["body_file"]
+        assert tmp_path / "out" / "bodies" in body_file.parents, body_file
+        assert body_file.read_bytes() == binary
+        assert table["groups"]["main"].get("rate") == (None if shape[0] == "--levels" else "0s:1, 2s:4")
+
+
+def test_a_kept_run_of_targets_keeps_its_body_files_under_out(tmp_path: Path) -> None:
+    """A kept run's body files (the run directory's scenario.toml names them; --resume reads them again) go under
+    <out>/bodies/, named by the bodies' digest: the same file twice, the same directory."""
+    binary = b"\x00\xff" * 10
+    line = scenario_table("http://127.0.0.1:9/u", Options(clients=1, n=1), run=True)
+    (target,) = parse_json_text(tmp_path, {"method": "POST", "url": "http://127.0.0.1:9/u", "body": binary})
+    bodies = tmp_path / "runs" / "bodies"
+    one, _ = with_targets(line, [target], "t.jsonl", bodies)
+    two, _ = with_targets(line, [target], "t.jsonl", bodies)
+    path = Path(one["groups"]["main"]["body_file"])
+    assert path.parent.parent == bodies and path.read_bytes() == binary
+    assert two["groups"]["main"]["body_file"] == str(path)
+
+
+def parse_json_text(tmp_path: Path, target: dict[str, object]) -> list[object]:
+    body = target.pop("body")
+    assert isinstance(body, bytes)
+    (tmp_path / "t.jsonl").write_text(json.dumps({**target, "body": base64.b64encode(body).decode()}) + "\n")
+    return parse_json(tmp_path / "t.jsonl")

@@ -312,7 +312,9 @@ def targets_table(
     target: tuple[str, ...], o: Options, opts: dict[str, Any], *, run: bool
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The tables of a one-line run or sweep whose requests are the targets of --targets FILE, and the values of
-    the secrets the targets' credentials became."""
+    the secrets the targets' credentials became. A body written to a file goes beside --save-scenario's file, or into
+    <out>/bodies/ (a kept run's), so that the scenario saved and a --resume find it."""
+    from knee.importers.build import bodies_dir_for
     from knee.importers.targets import read_targets, with_targets
     from knee.scenario.oneline import scenario_table
 
@@ -330,7 +332,10 @@ def targets_table(
         raise UserError(f"{said}: the targets file gives each target's method and body; drop {said.split('/')[0]}")
     path: Path = opts["targets"]
     targets = read_targets(path, opts["targets_format"])
-    return with_targets(scenario_table(targets[0].url, o, run=run), targets, str(path))
+    save: Path | None = opts.get("save_scenario")
+    out: Path | None = opts["out"]
+    keep = Path(bodies_dir_for(save)) if save is not None else (out.resolve() / "bodies" if out is not None else None)
+    return with_targets(scenario_table(targets[0].url, o, run=run), targets, str(path), keep)
 
 
 def given_options(o: Options) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,6 +26,9 @@ from knee.commands.options import (
 from knee.console import make_console
 from knee.errors import UserError
 from knee.scenario.address import parse_serve
+
+if TYPE_CHECKING:
+    from knee.scenario.lineopts import Options
 
 EPILOG = """\b
 Examples:
@@ -108,11 +111,11 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
         # applied before the run is marked running again: a refused option leaves it as it was
         scenario, run_dir = resume_run(opts["resume"], secrets, prepare=lambda s: apply_run_options(s, opts))
     else:
+        names = {**OPTION_NAMES, "groups.main.rate": "--ramp"}
         if opts["targets"] is not None:
-            if one_line.levels is None and one_line.rates is None:
-                raise UserError("a one-line sweep needs --levels (client counts, e.g. 5,20,50) or --rates (/s)")
+            _needs_levels(one_line)
             table, found = targets_table(target, one_line, opts, run=False)
-            loaded = from_raw(table, Source("command line", options=OPTION_NAMES), variables, {**found, **secrets})
+            loaded = from_raw(table, Source("command line", options=names), variables, {**found, **secrets})
             text, name = None, one_line.name or Path(opts["targets"]).stem
         elif is_scenario_file(target):
             loaded, text = read_scenario_file(target[0], given, variables, secrets, "knee sweep TARGET --levels …")
@@ -122,14 +125,9 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
                 raise UserError(
                     "knee sweep needs a SCENARIO file, or a TARGET with --levels (or --rates); see knee sweep --help"
                 )
-            if one_line.levels is None and one_line.rates is None and one_line.rate_profile is None:
-                raise UserError(
-                    "a one-line sweep needs --levels (client counts, e.g. 5,20,50), --rates (/s) or --ramp (a rate "
-                    'over time, e.g. "0s:10, 120s:400")'
-                )
+            _needs_levels(one_line)
             tgt: str | list[str] = target[0] if len(target) == 1 and "://" in target[0] else list(target)
             table = scenario_table(tgt, one_line, run=False)
-            names = {**OPTION_NAMES, "groups.main.rate": "--ramp"}
             loaded = from_raw(table, Source("command line", options=names), variables, secrets)
             text, name = None, one_line.name or "sweep"
         if opts["save_scenario"] is not None:
@@ -145,3 +143,11 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     outcome = execute(scenario, run_dir, console, cluster=opts["cluster"], serve=serve)
     if outcome.code:
         sys.exit(outcome.code)
+
+
+def _needs_levels(one_line: Options) -> None:
+    if one_line.levels is None and one_line.rates is None and one_line.rate_profile is None:
+        raise UserError(
+            "a one-line sweep needs --levels (client counts, e.g. 5,20,50), --rates (/s) or --ramp (a rate over "
+            'time, e.g. "0s:10, 120s:400")'
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import base64
 import binascii
+import hashlib
 import json
 import re
 import shutil
@@ -175,11 +176,15 @@ def import_targets(path: Path, fmt: str, *, bodies_dir: str) -> Imported:
     )
 
 
-def with_targets(line: dict[str, Any], targets: list[Request], source: str) -> tuple[dict[str, Any], dict[str, str]]:
+def with_targets(
+    line: dict[str, Any], targets: list[Request], source: str, bodies_dir: Path | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """`--targets FILE` on `knee run` / `knee sweep`: the tables of a one-line run or sweep (`line`, built for the
     first target's URL) with `targets` (read from the file `source`) as its group's requests, and the values of
     the secrets their credentials became (for `knee.scenario.from_raw`). The command line's -H and -C are every
-    target's defaults."""
+    target's defaults. A body the scenario cannot hold inline (binary, or a file holding `${`) is written to a file
+    under `bodies_dir`, in a directory named by the bodies' digest (the scenario then names files that stay: a saved
+    scenario's, and a kept run's, which --resume reads again), else to a temporary directory removed at exit."""
     _not_too_many(targets, f"--targets {source}")
     origins = list(dict.fromkeys(origin_of(t.url) for t in targets))
     if len(origins) > 1:
@@ -188,8 +193,14 @@ def with_targets(line: dict[str, Any], targets: list[Request], source: str) -> t
             f"drives one: give one origin's targets, or `knee import targets {source}` (a group per origin) and "
             "run that scenario"
         )
-    bodies = tempfile.mkdtemp(prefix="knee-targets-")
-    atexit.register(shutil.rmtree, bodies, ignore_errors=True)
+    if bodies_dir is None:
+        bodies = tempfile.mkdtemp(prefix="knee-targets-")
+        atexit.register(shutil.rmtree, bodies, ignore_errors=True)
+    else:
+        digest = hashlib.sha256()
+        for t in targets:
+            digest.update(b"%d:" % len(t.body or b"") + (t.body or b""))
+        bodies = str(bodies_dir / f"targets-{digest.hexdigest()[:16]}")
     imported = build(
         targets,
         name=line.get("name") or Path(source).stem,
