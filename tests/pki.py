@@ -96,8 +96,8 @@ def make_pki(d: Path) -> Pki:
     d.mkdir(parents=True, exist_ok=True)
     _ca(d, "root")
     _ca(d, "intermediate", signer="root")
-    _leaf(d, "server", "intermediate", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
-          rsa=True)  # fmt: skip
+    names = "IP:127.0.0.1,DNS:localhost,DNS:service.knee.test"  # the last resolves nowhere: connect_to's tests
+    _leaf(d, "server", "intermediate", f"subjectAltName={names}\nextendedKeyUsage=serverAuth", rsa=True)
     _leaf(d, "client", "intermediate", "extendedKeyUsage=clientAuth", subj="/DC=org/DC=knee-test/CN=alice")
     chain = (d / "intermediate.pem").read_text()
     (d / "server-chain.pem").write_text((d / "server.pem").read_text() + chain)

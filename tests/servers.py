@@ -371,6 +371,7 @@ TLS_NGINX_CONF = (
     log_format tls '$connection $ssl_session_reused $status "$ssl_client_s_dn" $server_protocol';
     log_format h2c '$connection $status $server_protocol';
     log_format tlsany '$status "$ssl_client_s_dn" "$ssl_client_i_dn" "$ssl_client_verify"';
+    log_format sni '$ssl_server_name|$host|$status';
     keepalive_requests 1000000;
     server {{
         # HTTP/1.1 and HTTP/2 (ALPN) over TLS, with the client's certificate required (nginx answers 400
@@ -404,7 +405,7 @@ TLS_NGINX_CONF = (
         ssl_protocols TLSv1.2;
         ssl_certificate {pki}/server-chain.pem;
         ssl_certificate_key {pki}/server.key;
-        access_log {dir}/tls12.log tls;
+        access_log {dir}/tls12.log sni;  # the name the client gave in its TLS hello, and in Host
         location / {{ default_type text/plain; return 200 "hello tls 1.2\\n"; }}
     }}
     server {{

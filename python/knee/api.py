@@ -27,8 +27,9 @@ from knee.executor.interrupt import in_callers_process
 from knee.model import GroupStats, RunRecord, StepResult, Verdict
 from knee.model.engine_summary import EngineSummary
 from knee.scenario import Loaded, Scenario, Source, from_raw, read_scenario
+from knee.scenario.lineopts import OPTION_NAMES
 from knee.scenario.messages import cannot_read
-from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
+from knee.scenario.oneline import Options, scenario_table
 from knee.spec import EngineSpec
 
 Target = str | Sequence[str]

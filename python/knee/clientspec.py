@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from knee.scenario import addresses, tlsfiles
+from knee.scenario.address import host_port
 from knee.scenario.data import DataTable, MixRequest, request_url
 from knee.scenario.groups import (
     Group,
@@ -19,7 +20,7 @@ from knee.scenario.groups import (
     UrlGroup,
     WebsocketGroup,
 )
-from knee.scenario.urls import http_origin
+from knee.scenario.urls import host_and_port, http_origin
 from knee.spec import (
     ClientSpec,
     ExecClient,
@@ -61,6 +62,7 @@ def client_spec(
             expect_length=g.expect_length,
             source_addrs=addresses.of_group(g.source_addr),
             connect_timeout_ms=_ms_or_none(g.connect_timeout),
+            connect_to=_connect_to(g),
             requests=[_mix_request(g, r) for r in g.requests],
         )
     if isinstance(g, GrpcGroup):
@@ -91,6 +93,7 @@ def client_spec(
             tls=_tls(g, record),
             source_addrs=addresses.of_group(g.source_addr),
             connect_timeout_ms=_ms_or_none(g.connect_timeout),
+            connect_to=_connect_to(g),
         )
     if isinstance(g, ProcessGroup):
         if isinstance(g, PythonGroup):
@@ -120,6 +123,15 @@ def client_spec(
     )
 
 
+def _connect_to(g: UrlGroup) -> str | None:
+    """A group's `connect_to` as the engine takes it, HOST:PORT ([v6]:PORT), the URL's port where it names none."""
+    if g.connect_to is None:
+        return None
+    where = host_port(g)  # connect_to's, the URL's port where it names none
+    assert where is not None
+    return host_and_port(*where)
+
+
 def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
     """A grpc group as the engine calls it: an HTTP/2 POST of the method's path, its JSON message the body."""
     m = g.method
@@ -140,6 +152,7 @@ def _grpc(g: GrpcGroup, record: bool) -> HttpClient:
         expect_status=[(200, 200)],
         source_addrs=addresses.of_group(g.source_addr),
         connect_timeout_ms=_ms_or_none(g.connect_timeout),
+        connect_to=_connect_to(g),
         grpc=GrpcCall(
             descriptors=m.descriptors,
             method=m.path,

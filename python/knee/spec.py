@@ -168,6 +168,7 @@ class HttpClient(_Spec):
     source_addrs: list[str] = Field(default_factory=list)
     # connect and TLS handshake together; None: only the group's timeout_ms
     connect_timeout_ms: int | None = None
+    connect_to: str | None = None  # HOST:PORT connected to instead of the URL's (which stays the Host and SNI)
     requests: list[HttpRequest] = Field(default_factory=list)  # a weighted mix; empty: the one request above
     grpc: GrpcCall | None = None  # a gRPC call (http2): the body is its JSON message
 
@@ -198,6 +199,7 @@ class WsClient(_Spec):
     tls: TlsClient = Field(default_factory=TlsClient)
     source_addrs: list[str] = Field(default_factory=list)
     connect_timeout_ms: int | None = None
+    connect_to: str | None = None
 
 
 class FileCheck(_Spec):

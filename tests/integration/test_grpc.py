@@ -179,6 +179,11 @@ def test_reflect_asks_the_server_for_the_types(tmp_path: Path) -> None:
         g = record.steps[0].groups["main"]
         assert g.succeeded == 20 and (g.messages_sent, g.messages_received) == (40, 40), g
         assert reflecting.stats()["calls"]["BidiHello"] == 20 + record.probes
+        # --connect-to: the types asked of, and the calls made to, the address it names (the URL's name resolves
+        # nowhere)
+        url = reflecting.url("SayHello").replace("127.0.0.1", "grpc.knee.test")
+        record = run(tmp_path / "c", url, "--reflect", "--connect-to", "127.0.0.1", "--message", HELLO, "-n", "5")
+        assert record.steps[0].groups["main"].succeeded == 5
     with start_grpc_server() as plain:
         proc = knee_cli("run", plain.url(), "--reflect", "-n", "1", "--out", str(tmp_path / "b"), timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr

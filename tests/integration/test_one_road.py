@@ -16,7 +16,8 @@ from knee import fmt
 from knee.model import RunRecord
 from knee.plan import engine_spec, sweep_plan
 from knee.scenario import Scenario, Source, from_raw, read_scenario
-from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
+from knee.scenario.lineopts import OPTION_NAMES
+from knee.scenario.oneline import Options, scenario_table
 from knee.store import RunDir
 
 from conftest import knee_cli

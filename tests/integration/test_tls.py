@@ -320,3 +320,36 @@ def test_a_certificate_that_expires_before_the_planned_end_is_a_warning_as_the_r
     # said before the load: no request had reached nginx when the warning was read; requests came after it
     assert served_at_warning == 0 and served_after > 0, (served_at_warning, served_after)
     assert text.index("warning:") < text.index("Started operations:"), text
+
+
+def test_connect_to_sends_the_urls_name_in_the_hello_and_host_as_curls_resolve_does(
+    server: TlsNginx, pki: Pki, tmp_path: Path
+) -> None:
+    """`--connect-to 127.0.0.1` with a URL whose name resolves nowhere (service.knee.test, a name of nginx's
+    certificate): nginx logs the URL's name as the TLS server name (SNI) and in Host, as it does for curl --resolve;
+    the certificate is checked against that name. `knee import curl` of curl's --resolve replays the same."""
+    port = server.ports["tls12"]
+    url, root = f"https://service.knee.test:{port}/", pki.path("root.pem")
+    want = "service.knee.test|service.knee.test|200"
+    server.clear()
+    subprocess.run(["curl", "-s", "--resolve", f"service.knee.test:{port}:127.0.0.1", "--cacert", root, url],
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    assert served(server, 1, "tls12") == [want]
+    server.clear()
+    proc = knee_cli("run", url, "--connect-to", "127.0.0.1", "-c", "2", "-n", "10", "-q", "--cacert", root)
+    assert proc.returncode == 0, proc.stderr
+    assert served(server, 10, "tls12") == [want] * 10
+    out = tmp_path / "curl.toml"
+    curl = ("curl", "--resolve", f"service.knee.test:{port}:127.0.0.1", "--cacert", root, url)
+    assert knee_cli("import", "curl", "-o", str(out), "--", *curl).returncode == 0
+    server.clear()
+    proc = knee_cli("run", str(out), "-c", "1", "-n", "5", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert served(server, 5, "tls12") == [want] * 5
+    # the name alone: it resolves nowhere, one sentence before any load
+    proc = knee_cli("run", url, "-n", "1", "--cacert", root)
+    assert proc.returncode == 2 and "cannot resolve host 'service.knee.test'" in proc.stderr, proc.stderr
+    # another name than the certificate's, connected to the same server: knee checks the URL's name, not the address
+    r = knee.run(f"https://other.knee.test:{port}/", clients=1, n=2, cacert=root, connect_to="127.0.0.1", check=False)
+    assert r.stats.failures == {"tls": 2}, r.stats.reasons
+    assert "NotValidForName" in r.stats.reasons[0].sample and "other.knee.test" in r.stats.reasons[0].sample

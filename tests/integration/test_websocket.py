@@ -49,6 +49,14 @@ def test_echo_round_trips_are_the_messages_the_server_answered(server: WsServer,
     assert g.messages_sent == g.messages_received == g.succeeded + g.failed, g
 
 
+def test_connect_to_connects_there_and_the_url_s_name_is_the_host(server: WsServer, tmp_path: Path) -> None:
+    """A ws:// URL whose name resolves nowhere, with --connect-to the server's address: every exchange made."""
+    url = server.url().replace("127.0.0.1", "ws.knee.test")
+    record = run(tmp_path, url, "--connect-to", "127.0.0.1", "--message", "hi", "-c", "2", "-n", "10")
+    g = record.steps[0].groups["main"]
+    assert (g.succeeded, g.failed, g.hung) == (10, 0, 0), g
+
+
 def test_a_session_is_connect_handshake_messages_and_close(server: WsServer, tmp_path: Path) -> None:
     before = server.stats()
     record = run(

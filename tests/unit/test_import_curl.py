@@ -187,12 +187,43 @@ def test_tls_and_connection_flags(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "connect_to", "note"),
+    [
+        (["--resolve", "svc.example:443:10.0.0.5"], "10.0.0.5", None),
+        (["--resolve", "+svc.example:443:10.0.0.5,10.0.0.6"], "10.0.0.5", None),  # the first address
+        (["--resolve", "*:443:[::1]"], "[::1]", None),
+        (["--resolve", "svc.example:8443:10.0.0.5"], None, "--resolve svc.example:8443:10.0.0.5: not this URL's"),
+        (["--resolve", "other:443:10.0.0.5", "--resolve", "SVC.example:443:10.0.0.7"], "10.0.0.7", "other:443"),
+        (["--connect-to", "::10.0.0.5:9443"], "10.0.0.5:9443", None),
+        (["--connect-to", "svc.example:443:[::1]:"], "[::1]:443", None),
+        (["--connect-to", "svc.example::backend.internal:8080"], "backend.internal:8080", None),
+        (["--connect-to", "svc.example:443::"], None, None),  # to itself: nothing changes
+        (["--connect-to", "::10.0.0.9:1", "--resolve", "svc.example:443:10.0.0.5"], "10.0.0.9:1", None),  # in order
+    ],
+)
+def test_resolve_and_connect_to_are_where_it_connects(
+    args: list[str], connect_to: str | None, note: str | None
+) -> None:
+    """curl --resolve and --connect-to that match the URL's host and port: where the group connects (the URL's
+    host still its Host header and TLS name); one that does not is passed over, as curl does, and said."""
+    g, result = group(*args, "https://svc.example/x")
+    assert g.get("connect_to") == connect_to and g["url"] == "${target}/x"
+    passed_over = [n for n in result.notes if "not used" in n]
+    assert len(passed_over) == (note is not None) and all(note in n for n in passed_over), passed_over
+
+
+@pytest.mark.parametrize(
     ("args", "said"),
     [
         (["--frobnicate", URL], "curl --frobnicate: knee import does not know this flag and will not ignore it"),
         (["-sZ", URL], "curl -Z: knee import does not know this flag"),
         (["-F", "a=@x", URL], "curl -F is not something knee can replay (multipart forms"),
         (["--proxy", "http://p:3128", URL], "curl --proxy is not something knee can replay (proxies"),
+        (["--resolve", "h:443", URL], "--resolve h:443: curl reads HOST:PORT:ADDRESS there"),
+        (
+            ["--connect-to", "h:443:x", URL],
+            "--connect-to h:443:x: curl reads HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT",
+        ),
         (["-H"], "curl -H needs a value (none follows it)"),
         (["-H", "NoColon", URL], "-H 'NoColon': a header looks like 'Name: value'"),
         (["-u", "alice", URL], "-u alice: no password (curl would ask for it); give -u alice:PASSWORD"),

@@ -39,6 +39,19 @@ WARMUP = "the part of each step measured after the warm-up: shorten --warmup or 
     [
         (["run", "--interval", "0s", "-d", "1s", "--", "true"], "--interval " + INTERVAL.format("'0s'")),
         (
+            ["run", "--connect-to", "127.0.0.1", "-n", "1", "tcp://127.0.0.1:1"],
+            "--connect-to applies to http(s)://, ws(s):// and grpc(s):// targets only, not to tcp:// targets",
+        ),
+        (
+            ["run", "--connect-to", "10.0.0.5:99999", "-n", "1", "http://svc.example/"],
+            "--connect-to must have a port from 1 to 65535, not '99999', like host:port (got '10.0.0.5:99999')",
+        ),
+        (
+            ["run", "--connect-to", "http://10.0.0.5/", "-n", "1", "http://svc.example/"],
+            "--connect-to must be HOST or HOST:PORT, like 10.0.0.5 or 10.0.0.5:8443 (or [::1]:8443) (got "
+            "'http://10.0.0.5/')",
+        ),
+        (
             ["sweep", "--levels", "1,2", "--interval", "0.0001", "-d", "1s", "--", "true"],
             "--interval " + INTERVAL.format("'0.0001'"),
         ),

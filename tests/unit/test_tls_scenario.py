@@ -11,7 +11,8 @@ import pytest
 from knee.errors import UserError
 from knee.plan import engine_spec, planned_seconds, sweep_plan
 from knee.scenario import Source, from_raw, parse_scenario
-from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
+from knee.scenario.lineopts import OPTION_NAMES
+from knee.scenario.oneline import Options, scenario_table
 from knee.scenario.tlsfiles import TlsFileError, notes, open_identity
 from knee.spec import KEY_WITHHELD, HttpClient
 

@@ -86,7 +86,8 @@ def _option(key: str) -> str:
 def _scenario(target: tuple[str, ...], one_line: Options, given: list[str], opts: dict[str, Any]) -> Loaded:
     """The scenario `knee sweep` would run (`knee run`'s, without --levels or --rates), with its secrets."""
     from knee.scenario import Source, from_raw
-    from knee.scenario.oneline import OPTION_NAMES, scenario_table
+    from knee.scenario.lineopts import OPTION_NAMES
+    from knee.scenario.oneline import scenario_table
     from knee.scenario.secrets import parse_secret_options
 
     secrets = parse_secret_options(opts["secrets"])

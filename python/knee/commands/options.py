@@ -84,6 +84,13 @@ _TARGET = [
         help="http/tcp: a connection not open this long after its connect began (TCP connect and TLS handshake "
         "together) fails (connect_timeout, or tls: handshake timeout) instead of hanging; shorter than --timeout.",
     ),
+    click.option(
+        "--connect-to",
+        metavar="HOST[:PORT]",
+        help="http/ws/grpc: connect here instead of the URL's host (and port), which stays the Host header, the TLS "
+        "server name (SNI) and the certificate's name, as curl's --connect-to and --resolve: one server of a pool, "
+        "or a name DNS does not give yet.",
+    ),
     click.option("--send", help="tcp: bytes to send after connecting (\\n escapes allowed)."),
     click.option("--expect", help="tcp: read until this regex matches the reply; ws: the reply to wait for."),
     click.option("--mode", type=one_of("echo", "session", "listen"), help="ws: echo (default), session or listen."),

@@ -100,7 +100,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     from knee.report import abtext
     from knee.runner import EXIT_SLO_FAILED, execute, start_run
     from knee.scenario import Source, from_raw
-    from knee.scenario.oneline import OPTION_NAMES, scenario_table
+    from knee.scenario.lineopts import OPTION_NAMES
+    from knee.scenario.oneline import scenario_table
     from knee.scenario.secrets import parse_secret_options
     from knee.scenario.units import parse_list
     from knee.store import write_json

@@ -47,7 +47,8 @@ def command(target: tuple[str, ...], **opts: Any) -> None:
     """
     from knee.runner import execute, start_run
     from knee.scenario import Source, from_raw
-    from knee.scenario.oneline import OPTION_NAMES, scenario_table
+    from knee.scenario.lineopts import OPTION_NAMES
+    from knee.scenario.oneline import scenario_table
     from knee.scenario.secrets import parse_secret_options
     from knee.scenario.units import parse_list
 

@@ -5,9 +5,10 @@ The flags that shape the request are read as curl reads them: -X, -H (and -H @FI
 application/x-www-form-urlencoded Content-Type), --json, -G, -I, -u, -b, -A, -e, --compressed, --oauth2-bearer, the
 URL (positional or --url), and curl's own User-Agent and Accept headers unless they are given or removed
 (-H 'Name:'); the connection's: -k, --cert[:PASSWORD], --key, --cacert, --capath, --http2,
---http2-prior-knowledge, --tlsv1.3, --tls-max, --max-time, --connect-timeout. Flags that change only what curl
-prints (-s, -S, -v, -i, -o, -w …) are accepted and have no effect. Any other flag is a mistake, named, never
-ignored: a request that differs from the one curl sends would be measured in its place.
+--http2-prior-knowledge, --tlsv1.3, --tls-max, --max-time, --connect-timeout, --resolve and --connect-to (where it
+connects: the group's `connect_to`, the URL's host still the Host header and the TLS server name). Flags that change
+only what curl prints (-s, -S, -v, -i, -o, -w …) are accepted and have no effect. Any other flag is a mistake,
+named, never ignored: a request that differs from the one curl sends would be measured in its place.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from urllib.parse import quote_plus
 
 from knee.errors import UserError
 from knee.importers.build import Imported, Request, build, without_userinfo
+from knee.scenario.urls import host_and_port, split
 
 # flags (long and short names) that take a value: name -> what it sets
 _VALUED = {
@@ -59,6 +61,8 @@ _VALUED = {
     "-m": "max-time",
     "--max-time": "max-time",
     "--connect-timeout": "connect-timeout",
+    "--resolve": "resolve",
+    "--connect-to": "connect-to",
     # only what curl prints or where it writes it: read and dropped
     "-o": "quiet",
     "--output": "quiet",
@@ -131,8 +135,6 @@ _UNSUPPORTED = {
     "--negotiate": "Kerberos authentication: knee sends a fixed Authorization header (-H)",
     "--http3": "HTTP/3: knee speaks HTTP/1.1 and HTTP/2 (--http2)",
     "--unix-socket": "Unix sockets: knee connects over TCP",
-    "--resolve": "--resolve: put the address in the URL and the name in a Host header (-H 'Host: NAME')",
-    "--connect-to": "--connect-to: put the address in the URL and the name in a Host header (-H 'Host: NAME')",
     "-T": "uploads with -T: give the file as --data-binary @FILE with -X PUT",
     "--upload-file": "uploads: give the file as --data-binary @FILE with -X PUT",
 }
@@ -155,6 +157,8 @@ class _Command:
     tls: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     removed: set[str] = field(default_factory=set)  # headers of curl's own that `-H 'Name:'` removed (lower case)
+    # --resolve HOST:PORT:ADDR and --connect-to HOST:PORT:HOST2:PORT2, as given: (flag, value, its fields)
+    routes: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
 
 # What curl sends unless told otherwise (`-A`, `-H 'Name: …'`, `-H 'Name:'` to send none): services and their firewalls
@@ -273,6 +277,12 @@ def _apply(cmd: _Command, what: str, value: str, flag: str) -> None:
         if value not in ("1.2", "1.3"):
             raise UserError(f"{flag} {value}: knee speaks TLS 1.2 and 1.3; give --tls-max 1.2 or 1.3")
         cmd.tls["version"] = value if value == "1.2" else cmd.tls.get("version")
+    elif what in ("resolve", "connect-to"):
+        fields = _fields(value.lstrip("+"))
+        if len(fields) != (3 if what == "resolve" else 4) or (what == "resolve" and not fields[2]):
+            shape = "HOST:PORT:ADDRESS" if what == "resolve" else "HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT"
+            raise UserError(f"{flag} {value}: curl reads {shape} there")
+        cmd.routes.append((flag, value, fields))
     elif what in ("max-time", "connect-timeout"):
         try:
             seconds = float(value)
@@ -281,6 +291,42 @@ def _apply(cmd: _Command, what: str, value: str, flag: str) -> None:
         if not (0 < seconds < math.inf):
             raise UserError(f"{flag} {value}: a number of seconds above 0, e.g. {flag} 5") from None
         cmd.group["timeout" if what == "max-time" else "connect_timeout"] = f"{seconds:g}s"
+
+
+def _fields(value: str) -> list[str]:
+    """`value` split at the colons outside [ ] (an IPv6 address in brackets is one field, its brackets kept)."""
+    fields, depth, start = [], 0, 0
+    for k, c in enumerate(value):
+        depth += c == "["
+        depth -= c == "]"
+        if c == ":" and not depth:
+            fields.append(value[start:k])
+            start = k + 1
+    return [*fields, value[start:]]
+
+
+def _connect_to(cmd: _Command, url: str) -> str | None:
+    """Where curl connects for `url` by its --resolve (the first address) and --connect-to (the first that
+    matches, as curl takes them), as a group's `connect_to`; None: the URL's own host. One that names another
+    host or port is said in a note (curl does not use it for this URL either)."""
+    if not cmd.routes:
+        return None
+    try:
+        _, host, port = split(without_userinfo(url), ("http", "https"))
+    except ValueError:
+        return None  # the URL's own sentence comes from build
+    found: str | None = None
+    for flag, value, fields in cmd.routes:
+        name, on = fields[0].strip("[]").lower(), fields[1]
+        if name not in ("", "*", host.lower()) or on not in ("", str(port)) or (flag == "--resolve" and not name):
+            cmd.notes.append(f"curl {flag} {value}: not this URL's host and port ({host}:{port}); not used")
+        elif found is None and flag == "--resolve":
+            found = fields[2].split(",")[0].strip()
+        elif found is None:
+            found = host_and_port(fields[2].strip("[]") or host, int(fields[3]) if fields[3] else port)
+    if found is not None and (found.strip("[]") == host or found == host_and_port(host, port)):
+        return None
+    return found
 
 
 def _switch(cmd: _Command, what: str) -> None:
@@ -389,8 +435,12 @@ def request_of(cmd: _Command) -> Request:
 
 
 def group_keys(cmd: _Command, url: str) -> dict[str, Any]:
-    """The group's keys for the connection: insecure, http2, timeouts and (https) the tls table."""
+    """The group's keys for the connection: insecure, http2, timeouts, where it connects and (https) the tls
+    table."""
     keys = dict(cmd.group)
+    connect_to = _connect_to(cmd, url)
+    if connect_to is not None:
+        keys["connect_to"] = connect_to
     tls = {k: v for k, v in cmd.tls.items() if v is not None}
     if tls:
         if not url.lower().startswith("https://"):

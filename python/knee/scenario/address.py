@@ -11,7 +11,7 @@ import ipaddress
 
 from knee.errors import UserError
 from knee.scenario.groups import Group, GrpcGroup, HttpGroup, TcpGroup, WebsocketGroup
-from knee.scenario.urls import split
+from knee.scenario.urls import connect_address, split
 
 
 def loopback(ip: str) -> bool:
@@ -32,7 +32,8 @@ def named_loopback(host: str) -> bool:
 
 
 def host_port(g: Group) -> tuple[str, int] | None:
-    """A network group's (host, port), the URL's default port when it names none; None for commands and flows.
+    """A network group's (host, port), the URL's default port when it names none (`connect_to`'s where it has one:
+    where its connections go); None for commands and flows.
     A URL without a host or with a bad port: UserError."""
     schemes: tuple[str, ...]
     if isinstance(g, HttpGroup):
@@ -49,6 +50,8 @@ def host_port(g: Group) -> tuple[str, int] | None:
         _, host, port = split(written, schemes)
     except ValueError as exc:  # a group built without validation
         raise UserError(f"bad URL {written!r}: it {exc}") from None
+    if not isinstance(g, TcpGroup) and g.connect_to is not None:
+        return connect_address(g.connect_to, port)
     return host, port
 
 

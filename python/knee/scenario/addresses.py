@@ -11,6 +11,9 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Sequence
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 MAX_ADDRESSES = 65536  # more than any machine has a use for: a typo in a range, not a plan
 
@@ -65,3 +68,22 @@ def not_local(addresses: Sequence[str]) -> tuple[str, str] | None:
         except OSError as exc:
             return a, exc.strerror or str(exc)
     return None
+
+
+def _source_addrs(value: Any) -> Any:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError('must be addresses like "127.0.0.2", ranges like "127.0.0.2-127.0.0.9", or a list of them')
+    if not value:  # none: the kernel picks (the default, and what a run record says then)
+        return value
+    missing = not_local(expand(value))
+    if missing is not None:
+        raise ValueError(
+            f"{missing[0]} is not an address of this machine ({missing[1]}); give addresses it has (`ip addr`)"
+        )
+    return value
+
+
+# Local addresses the clients connect from (knee.scenario.addresses), as given: expanded by knee.plan.
+SourceAddrs = Annotated[list[str], BeforeValidator(_source_addrs)]

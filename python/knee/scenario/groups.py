@@ -23,7 +23,7 @@ from knee.scenario.fields import Count, Duration, Headers, PositiveDuration, Pos
 from knee.scenario.profiles import RateProfile
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
-from knee.scenario.urls import check_addr, check_grpc_url, check_url, check_ws_url
+from knee.scenario.urls import check_addr, check_connect_to, check_grpc_url, check_url, check_ws_url
 
 
 def _clients(value: Any) -> Any:
@@ -31,8 +31,6 @@ def _clients(value: Any) -> Any:
         return value
     if isinstance(value, str | dict):  # the clients running over time (knee.scenario.profiles)
         return profiles.parse(value, profiles.CLIENTS)
-    if value == "level":
-        return value
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise ValueError("must be at least 1")
@@ -61,23 +59,6 @@ def _rate(value: Any) -> Any:
 Clients = Annotated[int | Literal["level"] | RateProfile, BeforeValidator(_clients)]
 
 
-def _source_addrs(value: Any) -> Any:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError('must be addresses like "127.0.0.2", ranges like "127.0.0.2-127.0.0.9", or a list of them')
-    if not value:  # none: the kernel picks (the default, and what a run record says then)
-        return value
-    missing = addresses.not_local(addresses.expand(value))
-    if missing is not None:
-        raise ValueError(
-            f"{missing[0]} is not an address of this machine ({missing[1]}); give addresses it has (`ip addr`)"
-        )
-    return value
-
-
-# Local addresses the clients connect from (knee.scenario.addresses), as given: expanded by knee.plan.
-SourceAddrs = Annotated[list[str], BeforeValidator(_source_addrs)]
 _DEFAULT_TIMEOUT = 30.0  # an operation taking longer is hung (a listen's beyond its hold, a session's exchanges)
 
 
@@ -182,11 +163,19 @@ class NetworkGroup(_GroupBase):
         return v
 
 
+class UrlGroupBase(NetworkGroup):
+    """A network group that a URL names (http, websocket, grpc): `connect_to` sends its connections elsewhere."""
+
+    # HOST or HOST:PORT the connections go to instead of the URL's host (and port); the URL's host is still the Host
+    # header, the TLS server name (SNI) and the name its certificate must bear: curl's --connect-to and --resolve
+    connect_to: Annotated[str, AfterValidator(check_connect_to)] | None = None
+
+
 def _fmt_s(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
-class HttpGroup(NetworkGroup):
+class HttpGroup(UrlGroupBase):
     kind: Literal["http"]
     url: Annotated[str, AfterValidator(check_url)]
     method: str | None = None  # default: POST when there is a body, else GET (knee.plan)
@@ -204,7 +193,7 @@ class HttpGroup(NetworkGroup):
     expect_body: str | None = None
     expect_body_regex: str | None = None
     expect_length: Count | None = None
-    source_addr: SourceAddrs = Field(default_factory=list)
+    source_addr: addresses.SourceAddrs = Field(default_factory=list)
     # a weighted mix of requests (knee.scenario.data): each operation picks one; their keys go over the group's
     requests: list[MixRequest] = Field(default_factory=list)
 
@@ -281,10 +270,10 @@ class TcpGroup(NetworkGroup):
     addr: Annotated[str, AfterValidator(check_addr)]
     send: str | None = None
     expect: str | None = None
-    source_addr: SourceAddrs = Field(default_factory=list)
+    source_addr: addresses.SourceAddrs = Field(default_factory=list)
 
 
-class WebsocketGroup(NetworkGroup):
+class WebsocketGroup(UrlGroupBase):
     """A WebSocket client (RFC 6455): `echo` sends `message` on the connection it keeps and waits for the reply;
     `session` is a whole session per operation (connect, handshake, `messages` exchanges `interval` apart, close);
     `listen` holds a connection for `hold`, counting the messages the server pushes (after `message`, if given)."""
@@ -304,7 +293,7 @@ class WebsocketGroup(NetworkGroup):
     subprotocols: list[str] = Field(default_factory=list)
     insecure: bool = False
     tls: Tls | None = None
-    source_addr: SourceAddrs = Field(default_factory=list)
+    source_addr: addresses.SourceAddrs = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> "WebsocketGroup":
@@ -337,7 +326,7 @@ class WebsocketGroup(NetworkGroup):
         return self
 
 
-class GrpcGroup(NetworkGroup):
+class GrpcGroup(UrlGroupBase):
     """A gRPC call per operation, over knee's own HTTP/2 client: the method the URL names (grpc:// speaks h2c,
     grpcs:// TLS), its types from `proto` files (imports from `include`, or each file's directory) or a compiled
     `protoset`; `message` (JSON, templated) sent `stream_messages` times on a client- or bidirectional-streaming
@@ -360,7 +349,7 @@ class GrpcGroup(NetworkGroup):
     streams: PositiveInt = 1  # clients per HTTP/2 connection (⌈clients / streams⌉ connections)
     connections: PositiveInt | None = None  # or this many connections (per load machine) for all the clients
     tls: Tls | None = None
-    source_addr: SourceAddrs = Field(default_factory=list)
+    source_addr: addresses.SourceAddrs = Field(default_factory=list)
     _method: grpcproto.Method | None = PrivateAttr(default=None)
 
     @field_validator("proto", "include", mode="before")

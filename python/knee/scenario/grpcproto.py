@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from knee import _engine
-from knee.scenario.urls import grpc_method, http_origin
+from knee.scenario.urls import connect_address, grpc_method, host_and_port, http_origin, split
 
 if TYPE_CHECKING:
     from knee.scenario.groups import GrpcGroup
@@ -42,10 +42,11 @@ def find(g: GrpcGroup) -> Method:
     (its metadata's secrets as placeholders, which a reflection service would refuse) and a scenario's copies take
     what the run found. ValueError: why not."""
     proto, include, protoset = tuple(g.proto), tuple(g.include), g.protoset
-    key = (g.url, proto, include, protoset, g.reflect, *_stamps((*proto, *([protoset] if protoset else []))))
+    files = (*proto, *([protoset] if protoset else []))
+    key = (g.url, g.connect_to, proto, include, protoset, g.reflect, *_stamps(files))
     if key not in _FOUND:
         if g.reflect:
-            data = reflected(g.url, g.insecure, g.headers, g.tls)
+            data = reflected(g.url, g.insecure, g.headers, g.tls, g.connect_to)
         else:
             for path in (*proto, *include, *([protoset] if protoset else [])):
                 if not os.path.exists(path):
@@ -66,9 +67,11 @@ def of_set(method: str, data: bytes) -> Method:
     return Method(path, inp, out, cs, ss, base64.b64encode(data).decode("ascii"))
 
 
-def reflected(url: str, insecure: bool, headers: dict[str, str], tls: Tls | None) -> bytes:
-    """The FileDescriptorSet of the service `url` names, from its server's reflection service (the group's TLS and
-    metadata). ValueError: why not."""
+def reflected(
+    url: str, insecure: bool, headers: dict[str, str], tls: Tls | None, connect_to: str | None = None
+) -> bytes:
+    """The FileDescriptorSet of the service `url` names, from its server's reflection service (the group's TLS,
+    metadata and `connect_to`). ValueError: why not."""
     from knee.scenario import tlsfiles
 
     origin = http_origin(url)
@@ -78,6 +81,8 @@ def reflected(url: str, insecure: bool, headers: dict[str, str], tls: Tls | None
         "insecure": insecure,
         "headers": [[k, v] for k, v in headers.items()],
     }
+    if connect_to is not None:
+        spec["connect_to"] = host_and_port(*connect_address(connect_to, split(url, ("grpc", "grpcs"))[2]))
     if origin.startswith("https://"):
         spec["tls"] = {**tlsfiles.pems(tls), "webpki_roots": tls.trusts_webpki if tls is not None else True}
     service = grpc_method(url).split("/", 1)[0]

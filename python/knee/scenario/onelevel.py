@@ -12,7 +12,8 @@ from typing import Any
 
 from knee.errors import UserError
 from knee.scenario import profiles
-from knee.scenario.oneline import OPTION_NAMES, Options, scenario_table
+from knee.scenario.lineopts import OPTION_NAMES
+from knee.scenario.oneline import Options, scenario_table
 
 # the one-line options that apply to a scenario file's run; the others (the target's, think, timeout …) are the
 # file's to say

@@ -4,7 +4,7 @@
 `scenario_table(target, options)` builds the same tables a scenario file holds (one group, "main");
 `knee.scenario.from_raw` then fills placeholders and validates them exactly as it does a file, so both
 roads share one set of defaults and one set of messages. Messages name the option that set a key
-(`OPTION_NAMES`), not the key. `--save-scenario` writes the tables back as TOML.
+(`knee.scenario.lineopts.OPTION_NAMES`), not the key. `--save-scenario` writes the tables back as TOML.
 """
 
 from __future__ import annotations
@@ -21,93 +21,6 @@ from knee.scenario.units import parse_duration, parse_header, unescape
 from knee.scenario.urls import scheme_of, split
 
 Target = str | Sequence[str]
-
-# scenario key -> the option that sets it, for messages about a one-line scenario
-OPTION_NAMES: dict[str, str] = {
-    "groups.main.url": "TARGET",
-    "groups.main.addr": "TARGET",
-    "groups.main.argv": "COMMAND",
-    "groups.main.clients": "-c/--clients",
-    "monitor.pid": "--monitor-pid",
-    "monitor.name": "--monitor-name",
-    "monitor.prometheus": "--monitor-url",
-    "monitor.metrics": "--monitor-metric",
-    "groups.main.timeout": "--timeout",
-    "groups.main.think": "--think",
-    "groups.main.think_on_failure": "--think-on-failure",
-    "groups.main.method": "-m/--method",
-    "groups.main.headers": "-H/--header",
-    "groups.main.cookies": "-C/--cookie",
-    "groups.main.body": "--body",
-    "groups.main.body_file": "--body-file",
-    "groups.main.tls.cert": "--cert",
-    "groups.main.tls.key": "--key",
-    "groups.main.tls.password": "--key-password",
-    "groups.main.tls.cacert": "--cacert",
-    "groups.main.tls.capath": "--capath",
-    "groups.main.tls.webpki_roots": "--webpki-roots",
-    "groups.main.tls.resume": "--tls-resume",
-    "groups.main.tls.version": "--tls-version",
-    "groups.main.http2": "--http2",
-    "groups.main.streams": "--streams",
-    "groups.main.connections": "--connections",
-    "groups.main.expect_status": "--expect-status",
-    "groups.main.expect_body": "--expect-body",
-    "groups.main.expect_body_regex": "--expect-body-regex",
-    "groups.main.expect_length": "--expect-length",
-    "groups.main.source_addr": "--source-addr",
-    "groups.main.connect_timeout": "--connect-timeout",
-    "groups.main.send": "--send",
-    "groups.main.expect": "--expect",
-    "groups.main.message": "--message",
-    "groups.main.messages": "--messages",
-    "groups.main.interval": "--message-interval",
-    "groups.main.mode": "--mode",
-    "groups.main.hold": "--hold",
-    "groups.main.correlate": "--correlate",
-    "groups.main.subprotocols": "--subprotocol",
-    "groups.main.proto": "--proto",
-    "groups.main.include": "-I/--import-path",
-    "groups.main.protoset": "--protoset",
-    "groups.main.reflect": "--reflect",
-    "groups.main.message_file": "--message-file",
-    "groups.main.stream_messages": "--stream-messages",
-    "groups.main.stream_interval": "--stream-interval",
-    "groups.main.deadline": "--deadline",
-    "groups.main.expect_message": "--expect-message",
-    "groups.main.env": "-e/--env",
-    "groups.main.cwd": "--cwd",
-    "groups.main.expect_stdout": "--expect-stdout",
-    "groups.main.expect_stderr": "--expect-stderr",
-    "groups.main.expect_file": "--expect-file",
-    "groups.main.bytes_from": "--bytes-from",
-    "groups.main.function": "--python",
-    "groups.main.path": "--path",
-    "groups.main.processes": "--processes",
-    "groups.main.start_timeout": "--start-timeout",
-    "sweep.levels": "--levels",
-    "sweep.min_duration": "--min-duration",
-    "sweep.max_duration": "--max-duration",
-    "search.start": "--start",
-    "search.max": "--max-level",
-    "search.precision": "--precision",
-    "search.budget": "--budget",
-    "sweep.rates": "--rates",
-    "groups.main.rate": "--rate-profile",
-    "sweep.duration": "-d/--duration",
-    "sweep.total": "-n",
-    "sweep.per_client": "--iterations",
-    "sweep.warmup": "--warmup",
-    "sweep.pause": "--pause",
-    "sweep.settle_wait": "--settle",
-    "sweep.interval": "--interval",
-    "sweep.threads": "--threads",
-    "sweep.max_in_flight": "--max-in-flight",
-    "slo.p99_ms": "--slo-p99",
-    "slo.failure_ratio": "--slo-failure-ratio",
-    "slo.min_clients": "--min-capacity",
-    "slo.min_rate": "--min-capacity",
-}
 
 _KIND_WORDS = {
     "http": "http(s):// targets",
@@ -155,6 +68,7 @@ _KIND_OPTIONS = {
     "streams": (("--streams", "streams"), ("--connections", "connections")),  # how clients share HTTP/2 connections
     # the opening request's headers and TLS: http(s) and ws(s) targets
     "handshake": (("-H/--header", "headers"), ("-C/--cookie", "cookies"), ("-k/--insecure", "insecure"), *TLS_OPTIONS),
+    "route": (("--connect-to", "connect_to"),),  # where its connections go: http(s), ws(s) and grpc(s) targets
     "expect": (("--expect", "expect"),),  # a reply read until it matches: tcp and websocket targets
     "exec": (
         ("--expect-stdout", "expect_stdout"),
@@ -175,6 +89,7 @@ _SHARED = {
     "process": (_PROCESS_KINDS, "commands and worker programs"),
     "connect": (_CONNECT_KINDS, "http(s)://, tcp://, ws(s):// and grpc(s):// targets"),
     "handshake": (("http", "websocket", "grpc"), "http(s)://, ws(s):// and grpc(s):// targets"),
+    "route": (("http", "websocket", "grpc"), "http(s)://, ws(s):// and grpc(s):// targets"),
     "message": (("websocket", "grpc"), "ws(s):// and grpc(s):// targets"),
     "streams": (("http", "grpc"), "http(s):// (with --http2) and grpc(s):// targets"),
     "expect": (("tcp", "websocket"), "tcp:// and ws(s):// targets"),
@@ -228,6 +143,8 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
     connects: dict[str, Any] = {"source_addr": list(o.source_addr)} if o.source_addr else {}
     if o.connect_timeout is not None:
         connects["connect_timeout"] = o.connect_timeout
+    if o.connect_to is not None:  # http, ws and grpc (a tcp target was refused above)
+        connects["connect_to"] = o.connect_to
     if kind == "worker":
         return _code_group(target, o)
     if isinstance(target, str) and kind == "http":

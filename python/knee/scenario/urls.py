@@ -94,6 +94,32 @@ def _fail(message: str) -> tuple[str, str, int]:
     raise ValueError(message)
 
 
+def connect_address(connect_to: str, default_port: int) -> tuple[str, int]:
+    """(host, port) of a group's `connect_to`, `HOST` or `HOST:PORT` ([v6] or [v6]:port for IPv6), the URL's port
+    (`default_port`) when it names none; ValueError, worded to follow the key, when it is not one."""
+    text = connect_to.strip()
+    if not text or any(c in text for c in "/?#@ "):
+        raise ValueError("must be HOST or HOST:PORT, like 10.0.0.5 or 10.0.0.5:8443 (or [::1]:8443)")
+    try:
+        _, host, port = split(f"tcp://{text}", ("tcp",))
+    except ValueError as exc:
+        if "must name a port" not in str(exc):
+            raise ValueError(str(exc).replace("tcp://", "")) from None
+        host, port = text.strip("[]"), default_port
+    return host, port
+
+
+def check_connect_to(text: str) -> str:
+    """`text` if it is a group's `connect_to`, HOST or HOST:PORT; else ValueError."""
+    connect_address(text, 1)
+    return text
+
+
+def host_and_port(host: str, port: int) -> str:
+    """HOST:PORT, an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def check_url(url: str) -> str:
     """`url` if it is an http(s):// URL with a host and a good port (a scenario's `url`); else ValueError."""
     split(url, ("http", "https"))

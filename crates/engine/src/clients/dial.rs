@@ -88,11 +88,13 @@ pub(crate) fn host_of(url: &hyper::Uri) -> &str {
 }
 
 impl Dialer {
-    /// The dialer of a parsed URL (http(s) or ws(s)): its host resolved (`net::resolve`), `source_addrs` checked
-    /// against its family, and, `secure`, a TLS connector with `alpn`. Errors name `key`.
+    /// The dialer of a parsed URL (http(s) or ws(s)): its host resolved (`net::resolve`), or `connect_to`'s
+    /// `HOST:PORT` instead (the URL's host still the TLS server name), `source_addrs` checked against its family,
+    /// and, `secure`, a TLS connector with `alpn`. Errors name `key`.
     #[allow(clippy::too_many_arguments)]
     pub fn of_url(
         url: &hyper::Uri,
+        connect_to: Option<&str>,
         secure: bool,
         tls_spec: &TlsSpec,
         insecure: bool,
@@ -103,7 +105,23 @@ impl Dialer {
     ) -> Result<Dialer, EngineError> {
         let host = host_of(url);
         let port = url.port_u16().unwrap_or(if secure { 443 } else { 80 });
-        let addr = net::resolve((host, port), &format!("{host}:{port}"), &format!("{key}.url"))?;
+        let addr = match connect_to {
+            None => net::resolve((host, port), &format!("{host}:{port}"), &format!("{key}.url"))?,
+            Some(to) => {
+                let bad = || {
+                    EngineError::Spec(crate::error::SpecError(format!(
+                        "{key}.connect_to {to:?} is not HOST:PORT (an IPv6 address in brackets, [::1]:8443)"
+                    )))
+                };
+                let (name, port) = to.rsplit_once(':').ok_or_else(bad)?;
+                let port: u16 = port.parse().map_err(|_| bad())?;
+                let name = name.trim_start_matches('[').trim_end_matches(']');
+                if name.is_empty() {
+                    return Err(bad());
+                }
+                net::resolve((name, port), to, &format!("{key}.connect_to"))?
+            }
+        };
         net::check_sources(sources, addr, key)?;
         let tls = if secure {
             let config = super::tls::client_config(tls_spec, insecure, alpn).map_err(|reason| EngineError::Tls {

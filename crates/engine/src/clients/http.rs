@@ -82,6 +82,7 @@ impl HttpPrep {
         let limit = spec.connect_timeout_ms.map(std::time::Duration::from_millis);
         let dialer = Dialer::of_url(
             &full,
+            spec.connect_to.as_deref(),
             https,
             &spec.tls,
             spec.insecure,

@@ -46,6 +46,11 @@ pub struct HttpSpec {
     /// A connection not open (TCP connect, then the TLS handshake) this long after the connect began fails:
     /// class `connect_timeout`, or `tls` ("handshake timeout"). None: only the operation's timeout (hung).
     pub connect_timeout_ms: Option<u64>,
+    /// `HOST:PORT` (an IPv6 address in brackets) the connections go to instead of the URL's host and port, which
+    /// stay the `Host` header, the TLS server name (SNI) and the name the certificate is checked against (curl's
+    /// `--connect-to`). None: the URL's.
+    #[serde(default)]
+    pub connect_to: Option<String>,
     /// A request mix: each operation picks one of these by weight (seeded); each gives the keys it changes
     /// from the group's (`url`'s path and query, `method`, `headers` added or replaced by name, the body,
     /// the checks). Empty: every operation sends the group's one request.

@@ -65,6 +65,9 @@ pub struct WsSpec {
     pub source_addrs: Vec<IpAddr>,
     /// As `HttpSpec::connect_timeout_ms`.
     pub connect_timeout_ms: Option<u64>,
+    /// As `HttpSpec::connect_to`.
+    #[serde(default)]
+    pub connect_to: Option<String>,
 }
 
 fn one() -> u64 {

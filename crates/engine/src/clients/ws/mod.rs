@@ -60,6 +60,7 @@ impl WsPrep {
         let limit = spec.connect_timeout_ms.map(Duration::from_millis);
         let dialer = Dialer::of_url(
             &url,
+            spec.connect_to.as_deref(),
             secure,
             &spec.tls,
             spec.insecure,
