@@ -689,7 +689,8 @@ mod tests {
             ),
             (0, 1, 1)
         );
-        (slots.store(0, Ordering::Relaxed), q.busy.set(0));
+        slots.store(0, Ordering::Relaxed);
+        q.busy.set(0);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _running = hold();
             panic!("a defect of knee");
