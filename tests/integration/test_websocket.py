@@ -5,6 +5,9 @@ bad input is one sentence before any load."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,6 +138,58 @@ def test_a_close_frame_is_ws_close_with_its_code_and_reason(server: WsServer, tm
     assert g.failures == {"ws_close": 20}, g.failures
     (reason,) = g.reasons
     assert reason.class_ == "ws_close" and reason.sample == 'close 1008: "policy says no"', reason
+
+
+# A WebSocket server of a few lines that answers the opening handshake and each message, and never the close (the
+# `websockets` package always answers it): it keeps the connection open, saying on stdout each close it was sent.
+DEAF = r"""
+import asyncio, base64, hashlib, sys
+
+async def serve(reader, writer):
+    head = await reader.readuntil(b"\r\n\r\n")
+    key = next(l.split(b":", 1)[1].strip() for l in head.split(b"\r\n") if l.lower().startswith(b"sec-websocket-key"))
+    accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+    while True:
+        b0, b1 = await reader.readexactly(2)
+        n = b1 & 127  # short frames only: the test's messages and the close
+        mask = await reader.readexactly(4)
+        data = bytes(c ^ mask[i % 4] for i, c in enumerate(await reader.readexactly(n)))
+        if b0 & 15 == 8:
+            print("close", flush=True)
+            await asyncio.sleep(3600)
+        writer.write(bytes([0x81, len(data)]) + data)
+
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def test_a_session_whose_close_the_server_never_answers_fails_and_says_so(tmp_path: Path) -> None:
+    """The session's close unanswered: it fails after the close's wait (5 s) as `protocol`, said, where it was held
+    to its timeout and called hung."""
+    proc = subprocess.Popen([sys.executable, "-c", DEAF], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        url = f"ws://127.0.0.1:{port}/"
+        began = time.monotonic()
+        record = run(tmp_path, url, "--mode", "session", "--message", "m", "-c", "2", "-n", "2", "--timeout", "20s")
+        took = time.monotonic() - began
+        g = record.steps[0].groups["main"]
+        assert (g.succeeded, g.failed, g.hung) == (0, 2, 0) and g.failures == {"protocol": 2}, g
+        (reason,) = g.reasons
+        assert reason.sample == "the server did not answer the session's close within 5 s (RFC 6455 §5.5.1)", reason
+        assert 5 <= took < 15, took  # the close's wait, not the timeout's
+        assert proc.stdout.readline() == proc.stdout.readline() == "close\n"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("path", ["/idle", "/idle-drop"])

@@ -30,6 +30,10 @@ mod path;
 
 use frame::{parse_header, sha1, GUID, MAX_MESSAGE, OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};
 
+/// How long a session waits for the server to answer its close (RFC 6455 §7.1.1: then it ends the connection
+/// itself): a server that never does fails the session, said, instead of holding it to its timeout as hung.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 /// Bytes of a reply or a close reason quoted in a failure's message.
 const QUOTED: usize = 120;
 
@@ -280,17 +284,26 @@ impl WsClient {
         self.send(report, d).await
     }
 
-    /// The close handshake: ours, then the server's close (or its end of the connection).
+    /// The close handshake: ours, then the server's close (or its end of the connection), within `CLOSE_WAIT`.
     async fn close(&mut self, report: &mut OpReport, d: &mut Detail) -> Result<(), Failed> {
         self.frame(OP_CLOSE, &1000u16.to_be_bytes());
         self.send(report, d).await?;
-        loop {
-            match self.next_frame(report, d).await {
-                Ok(Some((OP_CLOSE, _))) | Err(ErrorClass::Closed) => return Ok(()),
-                Ok(_) => continue,
-                Err(class) => return Err(class),
+        let answered = tokio::time::timeout(CLOSE_WAIT, async {
+            loop {
+                match self.next_frame(report, d).await {
+                    Ok(Some((OP_CLOSE, _))) | Err(ErrorClass::Closed) => return Ok(()),
+                    Ok(_) => continue,
+                    Err(class) => return Err(class),
+                }
             }
-        }
+        });
+        answered.await.unwrap_or_else(|_| {
+            d.clear().put(format_args!(
+                "the server did not answer the session's close within {} s (RFC 6455 §5.5.1)",
+                CLOSE_WAIT.as_secs()
+            ));
+            Err(ErrorClass::Protocol)
+        })
     }
 
     /// Open the connection and make the opening handshake (timed as the connect and TLS phases, the upgrade's
