@@ -223,3 +223,29 @@ def test_one_hung_operation_below_the_onset_does_not_end_the_ramp() -> None:
     d = next_level(points, Config(max=256))
     assert isinstance(d, Next) and d.level > 16 and d.kind == "ramp", d
     assert "onset" not in brackets(points)
+
+
+def test_a_search_started_past_the_onset_goes_down_to_a_clean_level_and_narrows_it() -> None:
+    """`start = 50`, errors from 31: the first level is bad, so the search measures lower until a level is clean,
+    then narrows the onset (it ended there, 'every point located', with the onset's bracket open below)."""
+    steps, done = drive(refusing(30), Config(start=50, max=256, precision=1, relative=False))
+    assert [s.level for s in steps][:2] == [50, 25] and steps[1].kind == "onset"
+    assert "50, the lowest level so far, is past a bound (errors): down to 25" in steps[1].reason
+    b = brackets([refusing(30)(s.level) for s in steps])
+    assert (b["onset"].below, b["onset"].at) == (30, 31), [s.reason for s in steps]
+    assert "located" in done.reason
+
+
+def test_errors_from_the_first_level_do_not_end_the_search_at_one_level() -> None:
+    """0.3 % of failures at every level (a flaky endpoint, above the 0.1 % onset) and a peak at 16 that falls past
+    it: the onset is at 1 client, and the ramp goes on to the peak and past it (it stopped at level 1)."""
+
+    def flaky(n: float) -> Point:
+        return Point(n, 100.0 * min(n, 16) * (1.0 if n <= 16 else 16 / n), failure_ratio=0.003)
+
+    steps, _ = drive(flaky, Config(max=256))
+    levels = [s.level for s in steps]
+    assert len(levels) > 4 and max(levels) >= 64, [s.reason for s in steps]
+    b = brackets([flaky(x) for x in levels])
+    assert b["onset"].below is None and b["onset"].at == 1
+    assert 14 <= b["peak"].at <= 18, b

@@ -10,7 +10,8 @@ Two phases, as a person would do it by hand but without the guessing:
 - **Ramp.** From `start`, each level is `factor` times the last (at least one more; `factor`² while the rate
   grows in proportion to the level, where a level in between would teach nothing), until a level is bad
   (failures or hung operations above the onset, the SLO broken, an open loop saturated, or a collapse), `max` is
-  reached, or, without a `max`, the rate has stopped growing over two doublings (a plateau or a fall).
+  reached, or, without a `max`, the rate has stopped growing over two doublings (a plateau or a fall). A first
+  level already bad is followed by lower ones until one is good; a bound from the lowest level possible ends no ramp.
 - **Refine.** Each located point gets a bracket, the highest good level below and the lowest bad level at or
   above, and the search narrows it until it is narrower than the precision (or no level lies between), in this
   order: the saturation (open loop), the error onset, the capacity under the SLO, the peak, and the collapse when
@@ -264,8 +265,11 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
     if c.budget_s is not None and spent_s + step_s > c.budget_s:
         return Done(f"the search's budget ({c.budget_s:g} s) would be passed by another level")
     v = _View(points, c)
+    down = _below_the_first(v)
+    if down is not None:
+        return down
     last = v.points[-1]
-    bad_seen = any(v.bad(p) for p in v.points)
+    bad_seen = any(_ends_the_ramp(v, p) for p in v.points)
     at_max = c.max is not None and last.level >= c.max
 
     if not bad_seen and not at_max and not (c.max is None and v.stopped_growing()):
@@ -276,6 +280,46 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
         if found is not None:
             return found
     return Done(_done_reason(v, at_max))
+
+
+def _below_the_first(v: _View) -> Next | None:
+    """The lowest level measured is already past a bound (errors, the SLO broken, an open loop saturated: a search
+    started high, `start = 50` for errors from 30): a level `factor` times lower, down to the resolution, so that
+    the bound has a good level below it and can be narrowed."""
+    low = v.points[0]
+    what = (
+        "errors"
+        if v.failing(low)
+        else "the SLO broken"
+        if low.slo_ok is False
+        else "saturated"
+        if low.saturated
+        else None
+    )
+    if what is None or low.level <= v.c.resolution:
+        return None
+    level = max(v.c.resolution, v.snap(low.level / v.c.factor))
+    if level >= low.level:
+        return None
+    kind: Kind = "onset" if what == "errors" else "slo" if what.startswith("the SLO") else "saturation"
+    return Next(
+        level, kind, f"{_fmt(low.level)}, the lowest level so far, is past a bound ({what}): down to {_fmt(level)}"
+    )
+
+
+def _ends_the_ramp(v: _View, p: Point) -> bool:
+    """`p` is bad, by a bound the lowest level measured does not share: errors (or the SLO broken) from the lowest
+    level the search can measure bound nothing, so the ramp goes on to the peak and the collapse (a service with
+    0.3 % of errors at every level was searched at one level and said located)."""
+    low = v.points[0]
+    if low.level > v.c.resolution or not v.bad(low):
+        return v.bad(p)
+    return (
+        v.collapsed(p)
+        or (p.saturated and not low.saturated)
+        or (v.failing(p) and not v.failing(low))
+        or (p.slo_ok is False and low.slo_ok is not False)
+    )
 
 
 def _ramp(v: _View, last: Point, why: str) -> Next | Done:
