@@ -236,3 +236,19 @@ def test_steps_the_analysis_does_not_believe_are_not_compared() -> None:
     assert by[(20, "sweep")].overall == "no change within noise", by[(20, "sweep")]
     assert by[(50, "sweep")].overall == "only in A", by[(50, "sweep")]
     assert [d.overall for d in compare_runs(a, b).levels].count("only in A") == 1
+
+
+def test_a_step_cut_short_by_ctrl_c_is_not_judged() -> None:
+    """B interrupted 1 s into level 100, none of its operations ended (their latency is longer): the step is kept,
+    partial, and the verdict leaves it out; compare judged its 0 Hz as 'worse −100 %'."""
+    a = sample_record((1, 10, 100), seed=1, run_id="a")
+    b = sample_record((1, 10, 100), seed=2, run_id="b")
+    step = next(s for s in b.steps if s.level == 100 and s.phase == "sweep")
+    g = step.groups["main"]
+    step.partial = True
+    g.succeeded = g.failed = g.hung = 0
+    g.abandoned, g.elapsed_s, g.rate_hz = 100, 1.0, 0.0
+    cmp = compare_runs(a, b)
+    d = next(d for d in cmp.levels if d.level == 100 and d.phase == "sweep")
+    assert d.rate != "worse" and d.overall != "worse" and d.rate_b is None, d
+    assert not any("worse" in line for line in cmp.summary), cmp.summary

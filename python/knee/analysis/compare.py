@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from knee import fmt
 from knee.analysis.alike import differences
 from knee.analysis.beside import stress_group
-from knee.analysis.levels import measured_s, ran_out_early
+from knee.analysis.levels import cut_short, measured_s, ran_out_early
 from knee.analysis.run import group_names
 from knee.analysis.stats import (
     CONFIDENCE,
@@ -313,6 +313,12 @@ def compare_requests(
     return out
 
 
+def _left_out(s: StepResult, group: str) -> bool:
+    """Step `s` has no rate of group `group` to judge, and the analysis leaves it out: its data ran out before any
+    operation ended, or it was cut short (Ctrl-C) before its operations could end."""
+    return ran_out_early(s, group) or cut_short(s, group)
+
+
 def _peak(record: RunRecord, group: str) -> tuple[int | float | None, float | None]:
     """The group's peak as its verdict gives it (the best level before errors start, repeated levels pooled), else
     (a record without one) the believed sweep step with the highest rate, as the table shows rates
@@ -324,7 +330,7 @@ def _peak(record: RunRecord, group: str) -> tuple[int | float | None, float | No
     rates = [
         (rate_estimate(s, s.groups[group]).value, s)
         for s in record.steps
-        if s.phase == "sweep" and group in s.groups and s.believed and not ran_out_early(s, group)
+        if s.phase == "sweep" and group in s.groups and s.believed and not _left_out(s, group)
     ]
     if not rates:
         return None, None
@@ -348,8 +354,7 @@ def compare_runs(
     groups = group_names(a) + [g for g in group_names(b) if g not in group_names(a)]
     for group in groups:
         for k in keys:
-            # a step whose data ran out before any operation ended has no rate to judge (the analysis leaves it out)
-            sa, sb = (s if s is not None and not ran_out_early(s, group) else None for s in (na.get(k), nb.get(k)))
+            sa, sb = (s if s is not None and not _left_out(s, group) else None for s in (na.get(k), nb.get(k)))
             if (sa is None or group not in sa.groups) and (sb is None or group not in sb.groups):
                 continue
             cmp.levels.append(compare_level(group, sa, sb, confidence=confidence, floor=floor, min_change=min_change))
