@@ -386,4 +386,5 @@ def search_config(scenario: Scenario) -> SearchConfig:
         budget_s=s.budget,
         integer=not scenario.rate_sweep,
         open_loop=scenario.rate_sweep,
+        at_least=scenario.slo.required if scenario.slo is not None else None,
     )

@@ -215,7 +215,8 @@ def finish(record: RunRecord, run_dir: RunDir, console: Console, show: bool = Tr
     if missed is not None:
         sc = record.scenario
         if show and sc.slo is not None:  # a searched run misses it only with no capacity, or one below min_clients
-            why = not_met(sc.slo, missed.capacity_under_slo, sc.sweep.auto_levels, record.level_unit)
+            cap, broken = missed.capacity_under_slo, "slo" in missed.brackets
+            why = not_met(sc.slo, cap, sc.sweep.auto_levels, record.level_unit, broken)
             console.print(f"[red]SLO not met[/]: {escape(why)}", highlight=False, soft_wrap=True)
         return EXIT_SLO_FAILED
     return 0

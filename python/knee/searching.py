@@ -7,12 +7,14 @@ did not come back to rest (docs/analysis.md "The level search", "A level measure
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from knee import fmt
-from knee.analysis.levels import pool
+from knee.analysis.levels import LevelRow, pool, saturated
 from knee.analysis.ranout import ran_out_words
-from knee.analysis.search import Done, anomaly, next_level, points
+from knee.analysis.search import Done, Point, anomaly, next_level
+from knee.analysis.slo import met_by
 from knee.plan import PlannedStep, search_config, step_seconds
 
 if TYPE_CHECKING:
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from knee.executor import Interrupts
     from knee.model import RunRecord, StepResult
     from knee.progress import Progress
-    from knee.scenario import Scenario
+    from knee.scenario import Scenario, Slo
     from knee.store import RunDir
 
 
@@ -164,3 +166,21 @@ class Searching:
 
 def _whole(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
+
+
+def points(rows: Sequence[LevelRow], slo: Slo | None = None) -> list[Point]:
+    """The search's points from a sweep's pooled levels (analysis.levels.pool): rates, failures, hung
+    operations, the rate's noise, the SLO and (open loop) saturation, by the verdict's definitions."""
+    return [
+        Point(
+            level=r.level,
+            rate=r.rate,
+            failure_ratio=r.failure_ratio,
+            hung=r.hung,
+            noise=r.noise_hz,
+            slo_ok=None if slo is None else met_by(slo, r),
+            saturated=saturated(r),
+            busy=r.rate * r.mean_latency_ms / 1000.0,
+        )
+        for r in rows
+    ]

@@ -7,8 +7,8 @@ import pytest
 
 from knee.analysis import analyze
 from knee.analysis.levels import pool, saturated, seconds_to_tell, too_short_to_tell
-from knee.analysis.search import points
 from knee.model import GroupStats, LatencyStats, OpenLoopStats, SeriesPoint, StepResult
+from knee.searching import points
 
 
 def open_step(index: int, rate: float, seconds: int, done: list[int], *, w_ms: float, abandoned: int) -> StepResult:

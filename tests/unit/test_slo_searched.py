@@ -74,3 +74,25 @@ def test_an_open_loop_s_dropped_arrivals_count_against_the_failure_limit() -> No
     assert missed(Slo(p99_ms=1000, failure_ratio=0.01), row) == ["failed, hung or dropped 80 % > 1.0 %"]
     row.dropped = 0
     assert missed(Slo(p99_ms=1000, failure_ratio=0.01), row) == []
+
+
+def test_a_min_clients_above_every_level_measured_is_said_not_measured_and_the_search_reaches_it() -> None:
+    """Every level met the SLO and the highest, 4, is below min_clients = 8: the capacity is 4 or more, not 4, and
+    min_clients was never measured (knee said 'the capacity under it, 4 clients, is below min_clients = 8'); the
+    search ramps up to min_clients even where the rate stopped growing (it stopped at 4 × the peak's level)."""
+    from knee.analysis.search import Config, Done, Point, next_level
+
+    met = STEPS[:3]
+    v = analyze(met, "main", slo=Slo(p99_ms=100, min_clients=8), searched=True)
+    assert (v.capacity_under_slo, v.slo_passed) == (4, False) and "slo" not in v.brackets
+    assert "capacity under SLO (p99 ≤ 100 ms, up to 8 clients): at least 4 clients (every level measured met it)" in (
+        v.sentences
+    )
+    assert not_met(Slo(p99_ms=100, min_clients=8), 4, True, "clients", broken=False) == (
+        "every level measured met it, up to 4 clients, and min_clients = 8 was not measured: measure up to it (the "
+        "sweep's levels, or [search] max)"
+    )
+    flat = [Point(n, 100.0) for n in (1, 2, 4)]  # flat from 1: stopped growing over two doublings at 4
+    assert isinstance(next_level(flat, Config()), Done)
+    d = next_level(flat, Config(at_least=100))
+    assert not isinstance(d, Done) and d.level == 8 and "the SLO asks 100" in d.reason, d

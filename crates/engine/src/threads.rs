@@ -10,7 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Schedule, LATE_AFTER};
 use crate::profile::Curve;
 use crate::recorder::{GroupRec, LiveGroup, Timing};
-use crate::source::{OpenQueue, Source};
+use crate::source::{OpenQueue, Running, Source};
 use crate::spec::{GroupSpec, PacerSpec, StopRule};
 
 /// One group as every thread sees it.
@@ -411,25 +411,6 @@ async fn run_one(
     (report, Instant::now())
 }
 
-/// What a running operation holds, given back when it ends: its place in the live in-flight count (`live`), and,
-/// should its task panic (a defect of knee: `joined` says it), an open loop's arrival slot (`slots`, against
-/// `max_in_flight`) and busy client, which `Source::end` gives back otherwise.
-struct Running<'a> {
-    live: &'a AtomicI64,
-    slots: &'a AtomicUsize,
-    open: Option<&'a OpenQueue>,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
-        if let Some(q) = self.open.filter(|_| std::thread::panicking()) {
-            q.busy.set(q.busy.get() - 1);
-            self.slots.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 /// A client: take the next operation from the source, run it, record it, until the source says stop.
 #[allow(clippy::too_many_arguments)]
 async fn client(
@@ -652,59 +633,7 @@ async fn open_group(
 
 #[cfg(test)]
 mod tests {
-    use super::{panicked, Running};
-    use crate::source::OpenQueue;
-    use std::cell::{Cell, RefCell};
-    use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-
-    /// An operation whose task panics gives back its place in the live in-flight count and, in an open loop, its
-    /// arrival slot and busy client (the cap, `max_in_flight`, lost one for each before); one that ends gives back
-    /// its place, the rest being `Source::end`'s.
-    #[test]
-    fn a_panicking_operation_gives_back_what_it_held() {
-        let (live, slots) = (AtomicI64::new(0), AtomicUsize::new(0));
-        let q = OpenQueue {
-            pending: RefCell::default(),
-            busy: Cell::new(0),
-            closed: Cell::new(false),
-            clients: Cell::new(1),
-            notify: tokio::sync::Notify::new(),
-        };
-        let hold = || {
-            live.fetch_add(1, Ordering::Relaxed);
-            slots.fetch_add(1, Ordering::Relaxed);
-            q.busy.set(q.busy.get() + 1);
-            Running {
-                live: &live,
-                slots: &slots,
-                open: Some(&q),
-            }
-        };
-        drop(hold());
-        assert_eq!(
-            (
-                live.load(Ordering::Relaxed),
-                slots.load(Ordering::Relaxed),
-                q.busy.get()
-            ),
-            (0, 1, 1)
-        );
-        slots.store(0, Ordering::Relaxed);
-        q.busy.set(0);
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _running = hold();
-            panic!("a defect of knee");
-        }));
-        assert!(caught.is_err());
-        assert_eq!(
-            (
-                live.load(Ordering::Relaxed),
-                slots.load(Ordering::Relaxed),
-                q.busy.get()
-            ),
-            (0, 0, 0)
-        );
-    }
+    use super::panicked;
 
     /// A client's task that panicked (a defect of knee) is said with its message, not passed over; one that ended
     /// is not.

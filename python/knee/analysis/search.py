@@ -32,12 +32,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from knee.analysis.levels import COLLAPSE_FAILURES, COLLAPSE_RATE, LevelRow, saturated
+from knee.analysis.levels import COLLAPSE_FAILURES, COLLAPSE_RATE
 from knee.analysis.precision import within_noise
-from knee.analysis.slo import met_by
 from knee.analysis.uslfit import fit_usl
 from knee.errors import UserError
-from knee.scenario import Slo
 
 USL_GUIDE_POINTS = 4  # levels without errors before the USL fit guides the peak's search
 USL_GUIDE_R2 = 0.9  # and how well it must fit them
@@ -73,6 +71,7 @@ class Config:
     budget_s: float | None = None  # total time for the search, with `step_s` the time one level takes
     integer: bool = True  # client counts are whole; rates need not be
     open_loop: bool = False  # the levels are offered rates: locate saturation, onset and SLO, not a peak
+    at_least: float | None = None  # a level the ramp reaches unless a bound or `max` comes first (the SLO's min)
 
 
 @dataclass(frozen=True)
@@ -272,8 +271,9 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
     bad_seen = any(_ends_the_ramp(v, p) for p in v.points)
     at_max = c.max is not None and last.level >= c.max
 
-    if not bad_seen and not at_max and not (c.max is None and v.stopped_growing()):
-        return _ramp(v, last, "no bound yet")
+    short = c.at_least is not None and last.level < c.at_least  # the SLO's min_clients not measured yet
+    if not bad_seen and not at_max and (short or not (c.max is None and v.stopped_growing())):
+        return _ramp(v, last, "no bound yet" if not short else f"no bound yet, and the SLO asks {_fmt(c.at_least)}")
     steps = (_saturation, _onset, _slo) if c.open_loop else (_onset, _slo, _peak, _collapse)
     for step in steps:
         found = step(v)
@@ -287,23 +287,19 @@ def _below_the_first(v: _View) -> Next | None:
     started high, `start = 50` for errors from 30): a level `factor` times lower, down to the resolution, so that
     the bound has a good level below it and can be narrowed."""
     low = v.points[0]
-    what = (
-        "errors"
-        if v.failing(low)
-        else "the SLO broken"
-        if low.slo_ok is False
-        else "saturated"
-        if low.saturated
-        else None
-    )
-    if what is None or low.level <= v.c.resolution:
-        return None
+    bounds: list[tuple[bool, Kind, str]] = [
+        (v.failing(low), "onset", "errors"),
+        (low.slo_ok is False, "slo", "the SLO broken"),
+        (low.saturated, "saturation", "saturated"),
+    ]
+    past = next(((kind, what) for bad, kind, what in bounds if bad), None)
     level = max(v.c.resolution, v.snap(low.level / v.c.factor))
-    if level >= low.level:
+    if past is None or low.level <= v.c.resolution or level >= low.level:
         return None
-    kind: Kind = "onset" if what == "errors" else "slo" if what.startswith("the SLO") else "saturation"
     return Next(
-        level, kind, f"{_fmt(low.level)}, the lowest level so far, is past a bound ({what}): down to {_fmt(level)}"
+        level,
+        past[0],
+        f"{_fmt(low.level)}, the lowest level so far, is past a bound ({past[1]}): down to {_fmt(level)}",
     )
 
 
@@ -496,21 +492,3 @@ def _done_reason(v: _View, at_max: bool) -> str:
     if v.collapse() is None and v.stopped_growing():
         return "every point is located to the precision asked; the rate stopped growing over two doublings"
     return "every point is located to the precision asked"
-
-
-def points(rows: Sequence[LevelRow], slo: Slo | None = None) -> list[Point]:
-    """The search's points from a sweep's pooled levels (analysis.levels.pool): rates, failures, hung
-    operations, the rate's noise, the SLO and (open loop) saturation, by the verdict's definitions."""
-    return [
-        Point(
-            level=r.level,
-            rate=r.rate,
-            failure_ratio=r.failure_ratio,
-            hung=r.hung,
-            noise=r.noise_hz,
-            slo_ok=None if slo is None else met_by(slo, r),
-            saturated=saturated(r),
-            busy=r.rate * r.mean_latency_ms / 1000.0,
-        )
-        for r in rows
-    ]

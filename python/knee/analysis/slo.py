@@ -80,12 +80,18 @@ def capacity(rows: Sequence[LevelRow], slo: Slo, searched: bool = False) -> tupl
     return cap, cap is not None if searched else every
 
 
-def not_met(slo: Slo, cap: int | float | None, searched: bool, unit: str) -> str:
+def not_met(slo: Slo, cap: int | float | None, searched: bool, unit: str, broken: bool = True) -> str:
     """Why the SLO was not met, in words ('no level met it', 'the capacity under it, 40 clients, is below
-    min_clients = 64', 'not every level met it')."""
+    min_clients = 64', 'not every level met it'). `broken`: some level broke it (else every level measured met it,
+    and the capacity is that level or more)."""
     if cap is None:
         return "no level met it, not even the lowest"
     if slo.required is not None:
         key = "min_rate" if slo.min_rate is not None else "min_clients"
+        if not broken:
+            return (
+                f"every level measured met it, up to {fmt.load(cap, unit)}, and {key} = {slo.required:g} was not "
+                f"measured: measure up to it (the sweep's levels, or [search] max)"
+            )
         return f"the capacity under it, {fmt.load(cap, unit)}, is below {key} = {slo.required:g}"
     return "not every level met it" + ("" if searched else " (a fixed sweep must hold at every level)")

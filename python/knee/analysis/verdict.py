@@ -378,8 +378,11 @@ def _slo(v: Verdict, rows: list[LevelRow], slo: Slo, searched: bool) -> None:
     if above is not None:
         v.brackets["slo"] = Bracket(at=above.level, below=v.capacity_under_slo)
     overshoot = " (levels the search measured past it do not fail the SLO)" if searched and above is not None else ""
+    # every level met it: the capacity is the highest level measured or more, not known to be that
+    least = "" if above is not None else "at least "
+    every = "" if above is not None else " (every level measured met it)"
     v.sentences.append(
-        f"capacity under SLO ({slo.describe()}): {fmt.load(v.capacity_under_slo, unit)}{broke}{overshoot}"
+        f"capacity under SLO ({slo.describe()}): {least}{fmt.load(v.capacity_under_slo, unit)}{broke}{overshoot}{every}"
     )
 
 
