@@ -80,6 +80,16 @@ def test_a_handful_of_failures_below_the_onset_is_no_change() -> None:
 
     assert compare_level("main", one(0), one(4)).failures == "same"
     assert compare_level("main", one(0), one(60)).failures == "worse"
+    # the runs' own onset: with onset = 0 (any failure is an error) 40 of 50 000 against none is a change; with
+    # onset = 1 %, 60 (0.12 %) is none (both verdicts say no errors)
+    assert compare_level("main", one(0), one(40), onset=0.0).failures == "worse"
+    assert compare_level("main", one(0), one(60), onset=0.01).failures == "same"
+    a, b = (sample_record((1, 10), seed=1, run_id=r) for r in "ab")
+    b.steps[1] = one(40).model_copy(update={"level": 10, "index": 1})
+    a.steps[1] = one(0).model_copy(update={"level": 10, "index": 1})
+    assert _by_level(compare_runs(a, b))[(10, "sweep")].failures == "same"
+    b.scenario.analysis.onset = 0.0  # B's run counts any failure: the lower onset is the comparison's
+    assert _by_level(compare_runs(a, b))[(10, "sweep")].failures == "worse"
 
 
 def test_p99_is_the_successes_and_none_where_nothing_succeeded() -> None:

@@ -206,6 +206,7 @@ def compare_level(
     confidence: float = CONFIDENCE,
     floor: float = NOISE_FLOOR,
     min_change: float = 0.02,
+    onset: float = ONSET,
 ) -> LevelDelta:
     ref = sa if sa is not None else sb
     assert ref is not None
@@ -242,16 +243,17 @@ def compare_level(
             d.p99_change_pct, d.p99_noise_pct = pc.pct, pc.noise_pct
         d.p99 = _judge(pc, min_change, higher_is_better=False)
     d.failures_p_value = failures_test(a, b)
-    d.failures = "unknown" if d.failures_p_value is None else _failures(a, b, d.failures_p_value, confidence)
+    d.failures = "unknown" if d.failures_p_value is None else _failures(a, b, d.failures_p_value, confidence, onset)
     d.overall = _overall(d.rate, d.failures)
     return d
 
 
-def _failures(a: Outcomes, b: Outcomes, p: float, confidence: float) -> Judgement:
-    """B's failures against A's: a change beyond noise (`p`) where either run's failure ratio reaches the onset of
-    errors (0.1 %). Below it both verdicts say "no errors", and the test counts each failure as independent: 4
-    of 50 000 against none (one reset that failed 4 clients together) read z = 2, "worse"."""
-    if p >= 1 - confidence or b.failure_ratio == a.failure_ratio or max(a.failure_ratio, b.failure_ratio) < ONSET:
+def _failures(a: Outcomes, b: Outcomes, p: float, confidence: float, onset: float = ONSET) -> Judgement:
+    """B's failures against A's: a change beyond noise (`p`) where either run's failure ratio passes the onset of
+    errors (`[analysis] onset`, 0.1 % by default). At or below it both verdicts say "no errors", and the test counts
+    each failure as independent: 4 of 50 000 against none (one reset that failed 4 clients together) read z = 2,
+    "worse". With `onset = 0` any failure is an error, and a change in them is judged."""
+    if p >= 1 - confidence or b.failure_ratio == a.failure_ratio or max(a.failure_ratio, b.failure_ratio) <= onset:
         return "same"
     return "better" if b.failure_ratio < a.failure_ratio else "worse"
 
@@ -280,6 +282,7 @@ def compare_requests(
     confidence: float = CONFIDENCE,
     floor: float = NOISE_FLOOR,
     min_change: float = 0.02,
+    onset: float = ONSET,
 ) -> list[RequestDelta]:
     """Each request of the group's mix at one level, B against A: none unless both had the same request names."""
     a, b = sa.groups.get(group), sb.groups.get(group)
@@ -307,7 +310,7 @@ def compare_requests(
         d.failure_ratio_a, d.failure_ratio_b = ra.failure_ratio, rb.failure_ratio
         d.failures_p_value = failures_test(ra, rb)
         if d.failures_p_value is not None:
-            d.failures = _failures(ra, rb, d.failures_p_value, confidence)
+            d.failures = _failures(ra, rb, d.failures_p_value, confidence, onset)
         d.overall = _overall(d.rate, d.failures)
         out.append(d)
     return out
@@ -349,6 +352,8 @@ def compare_runs(
     """Match A's and B's steps level by level and judge each difference against the noise."""
     cmp = Comparison(run_a=a.run_id, run_b=b.run_id, confidence=confidence, noise_floor=floor, min_change=min_change)
     cmp.warnings = differences(a, b)
+    # where errors start, as each run's verdict has it: the lower of the two (a run that counts any failure an error)
+    onset = min(a.scenario.analysis.onset, b.scenario.analysis.onset)
     na, nb = _numbered(a), _numbered(b)
     keys = _in_level_order(list(na) + [k for k in nb if k not in na])
     groups = group_names(a) + [g for g in group_names(b) if g not in group_names(a)]
@@ -357,10 +362,12 @@ def compare_runs(
             sa, sb = (s if s is not None and not _left_out(s, group) else None for s in (na.get(k), nb.get(k)))
             if (sa is None or group not in sa.groups) and (sb is None or group not in sb.groups):
                 continue
-            cmp.levels.append(compare_level(group, sa, sb, confidence=confidence, floor=floor, min_change=min_change))
+            cmp.levels.append(
+                compare_level(group, sa, sb, confidence=confidence, floor=floor, min_change=min_change, onset=onset)
+            )
             if sa is not None and sb is not None:
                 cmp.requests += compare_requests(
-                    group, sa, sb, confidence=confidence, floor=floor, min_change=min_change
+                    group, sa, sb, confidence=confidence, floor=floor, min_change=min_change, onset=onset
                 )
         if stress_group(a, group) is not None or stress_group(b, group) is not None:
             continue  # a background group has no peak of its own (beside.py): its levels are compared above
