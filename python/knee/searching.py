@@ -100,19 +100,23 @@ class Searching:
         at = fmt.load(step.level, self.record.level_unit)
         budget = search_config(self.scenario).budget_s
         spent, per_step = self._spent([s for s in self.record.steps if s.phase == "sweep"])
+        # believed only once measured again: until then (and for good, when the search ends first) it is left out
+        step.unconfirmed = True
+        self.run_dir.save(self.record)
         if budget is not None and spent + per_step > budget:  # the repeat ran past the budget
             self._end(
                 f"the search's budget ({budget:g} s) would be passed by measuring {at} again: it contradicted its "
-                f"neighbours ({why}) and is not confirmed"
+                f"neighbours ({why}) and is not confirmed, so left out"
             )
             return None
         again = PlannedStep(step.level, reason=f"measuring {at} again: {why}")
         repeat = self._searched(again, number + 1, step)
         if repeat is None:
             return None
+        step.unconfirmed = False
         if self._contradicts(repeat, without=step) is None:
             step.superseded = True  # it did not repeat: kept in the record, left out of the verdict
-            self.run_dir.save(self.record)
+        self.run_dir.save(self.record)
         return number + 1
 
     def _searched(self, planned: PlannedStep, number: int, again: StepResult | None = None) -> StepResult | None:

@@ -393,11 +393,13 @@ def test_a_repeat_cut_short_does_not_confirm_the_level_it_measured_again() -> No
     first = step(2, 45, 4200, failed=90)
     again = step(3, 45, 300, elapsed=1.0, partial=True)
     again.repeat_of = 2
+    first.unconfirmed = True  # as the search leaves it when the repeat cannot confirm it
     v = analyze([*steps, first, again], "main")
     said = " ".join(v.sentences)
     assert "45 clients contradicted its neighbours (" in said, said
-    assert "the repeat was cut short: not confirmed" in said, said
+    assert "the repeat was cut short: not confirmed, left out" in said, said
     assert "real, kept" not in said
+    assert v.error_onset_level is None, v.sentences  # the errors of a level not confirmed place no onset
 
 
 def test_after_a_step_on_a_service_not_at_rest_the_levels_back_at_rest_are_not_called_broken() -> None:

@@ -69,3 +69,22 @@ def test_a_search_that_had_ended_measures_nothing_more(tmp_path: Path) -> None:
     fake = Fake(record(steps, search_end="the service did not come back to rest after 8 clients"), tmp_path, 5)
     fake._search()
     assert fake.asked == []
+
+
+def test_a_contradicting_level_the_budget_leaves_unmeasured_again_is_left_out(tmp_path: Path) -> None:
+    """4 clients read 10/s between 1 at 100/s and 8 at 8 000/s, and the search's budget has no room to measure it
+    again: it is not believed (it was, and the verdict placed a collapse or an onset on it), and said."""
+    from knee.analysis import analyze_run
+
+    text = SCENARIO.replace('duration = "10s"\n', 'duration = "10s"\n[search]\nbudget = "25s"\n')
+    steps = [step(0, 1, 1000), step(1, 8, 80_000), step(2, 4, 100)]
+    fake = Fake(record(steps), tmp_path, budget=5)
+    fake.scenario = fake.record.scenario = parse_scenario(text)
+    fake._search()
+    assert fake.asked == [] and fake.record.search_end is not None, fake.record.search_end
+    assert "is not confirmed, so left out" in fake.record.search_end
+    third = fake.record.steps[2]
+    assert third.unconfirmed and not third.believed
+    (v,) = analyze_run(fake.record)
+    assert "4 clients contradicted its neighbours (" in " ".join(v.sentences), v.sentences
+    assert any(s.endswith("and was not measured again: not confirmed, left out") for s in v.sentences), v.sentences

@@ -61,9 +61,14 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
         elif s.partial or not s.believed:  # the repeat cannot say the first was real (Ctrl-C, a service not at rest)
             how = "cut short" if s.partial else "run on a service not at rest"
             v.sentences.append(f"{at} contradicted its neighbours ({was}); measured again, the repeat was {how}: "
-                               "not confirmed")  # fmt: skip
+                               "not confirmed, left out")  # fmt: skip
         else:
             v.sentences.append(f"{at} contradicted its neighbours twice ({was}; again: {again}): real, kept")
+    for s in every:  # the search ended before measuring it again (its budget)
+        if s.unconfirmed and not any(p.repeat_of == s.index for p in every):
+            at, was = fmt.load(s.level, unit), _outcome(s, group)
+            v.sentences.append(f"{at} contradicted its neighbours ({was}) and was not measured again: not confirmed, "
+                               "left out")  # fmt: skip
 
 
 def _stuck(s: StepResult) -> str:

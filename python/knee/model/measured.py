@@ -323,6 +323,11 @@ class StepResult(BaseModel):
         description="a level that contradicted both neighbours and was measured again without repeating: kept in "
         "the record, left out of the verdict and the fit",
     )
+    unconfirmed: bool = Field(
+        default=False,
+        description="a level that contradicted both neighbours and could not be measured again (the search's budget, "
+        "Ctrl-C, a service not at rest before the repeat): kept in the record, left out of the verdict and the fit",
+    )
     repeat_of: int | None = Field(default=None, description="the index of the step this one measured again")
     background_lead_s: float = Field(
         default=0.0,
@@ -348,8 +353,9 @@ class StepResult(BaseModel):
     def believed(self) -> bool:
         """The analysis locates points on this step: it was neither superseded by a measurement again nor run on a
         service that had not come back to rest, and lost no worker (what it measured came from fewer clients than
-        its level: at 95 % of the peak, one of two workers lost read as a collapse)."""
-        return not self.superseded and not self.unsettled and not self.lost_workers
+        its level: at 95 % of the peak, one of two workers lost read as a collapse), and it is not a contradiction
+        left unconfirmed."""
+        return not self.superseded and not self.unconfirmed and not self.unsettled and not self.lost_workers
 
     @property
     def skewed(self) -> bool:

@@ -197,6 +197,8 @@ def _doubted(s: StepResult) -> str:
         return " (began before the service was back at rest: it locates nothing)"
     if s.superseded:
         return " (contradicted its neighbours and did not repeat when measured again: left out)"
+    if s.unconfirmed:
+        return " (contradicted its neighbours and was not measured again: not confirmed, left out)"
     return ""
 
 
