@@ -59,6 +59,11 @@ def test_too_few_intervals_give_no_interval() -> None:
     assert mean == 100.0 and math.isinf(half)
     assert not steady([100.0, 101.0, 99.0]).settled
     assert mser_cut([1.0, 2.0, 3.0]) == 0
+    # two batches: a cut would leave one batch mean, which scores 0 whatever it is; a steady 10 s was cut to 5
+    assert mser_cut([100.0, 101.0, 99.0, 100.0, 102.0, 98.0, 100.0, 101.0, 99.0, 100.5]) == 0
+    assert steady([100.0, 101.0, 99.0, 100.0, 102.0, 98.0, 100.0, 101.0, 99.0, 100.5]).cut == 0
+    # three: the first batch is still cut when it is a warm-up
+    assert mser_cut([10.0] * 5 + [100.0, 101.0, 99.0, 100.0, 102.0, 98.0, 100.0, 101.0, 99.0, 100.5]) == 5
 
 
 def test_batch_means_matches_the_t_interval_of_independent_batches() -> None:
@@ -107,7 +112,7 @@ def test_the_live_stop_and_the_record_judge_alike() -> None:
     assert stops == [False] * 9 + [True]
     st = steady_state(_group([64] + [80] * 8 + [74], 9.93), auto=True)
     assert st is not None and st.settled and st.auto
-    assert st.rate_hz == pytest.approx(80.0, rel=0.01) and st.cut_s == 5.0
+    assert st.rate_hz == pytest.approx(80.0, rel=0.01) and st.cut_s == 1.0  # the slow first second
 
 
 def test_the_live_rule_and_the_record_agree_on_noisy_series() -> None:

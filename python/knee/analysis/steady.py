@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from knee.model import GroupStats, RunRecord, SeriesPoint, SteadyState
 
 MSER_BATCH = 5  # MSER-5: intervals are averaged five at a time before the cut is searched
+MSER_MIN_BATCHES = 4  # fewer batches of five than this: MSER-1, each interval its own batch
 MIN_BATCHES = 5  # fewer batch means than this give no confidence interval worth the name
 MAX_BATCHES = 20
 CONFIDENCE = 0.95
@@ -60,15 +61,22 @@ class Steady:
         return self.half_width / self.mean if self.mean > 0 else math.inf
 
 
-def mser_cut(series: Sequence[float], batch: int = MSER_BATCH) -> int:
+def mser_cut(series: Sequence[float], batch: int | None = None) -> int:
     """The warm-up to cut, in intervals (a multiple of `batch`): the d minimising the MSER statistic
-    Σ_{i>d} (Y_i − Ȳ_d)² / (n − d)² over the batch means Y, for d in the first half."""
+    Σ_{i>d} (Y_i − Ȳ_d)² / (n − d)² over the batch means Y, for d in the first half that leaves two batch means or
+    more (one alone scores 0 and would always win: 10 intervals were always cut to their last 5). `batch`: MSER-5
+    where the series holds `MSER_MIN_BATCHES` batches of five, else the intervals themselves (MSER-1: two batches of
+    five leave no cut to choose, and a first slow second stayed in the rate); none under two batches of five."""
+    if batch is None:
+        if len(series) < 2 * MSER_BATCH:
+            return 0  # too short to tell a warm-up from noise
+        batch = MSER_BATCH if len(series) >= MSER_MIN_BATCHES * MSER_BATCH else 1
     n = len(series) // batch
     if n < 2:
         return 0
     means = [sum(series[i * batch : (i + 1) * batch]) / batch for i in range(n)]
     best, best_d = math.inf, 0
-    for d in range(n // 2 + 1):
+    for d in range(min(n // 2, n - 2) + 1):
         rest = means[d:]
         m = sum(rest) / len(rest)
         score = sum((y - m) ** 2 for y in rest) / len(rest) ** 2
