@@ -249,3 +249,17 @@ def test_errors_from_the_first_level_do_not_end_the_search_at_one_level() -> Non
     b = brackets([flaky(x) for x in levels])
     assert b["onset"].below is None and b["onset"].at == 1
     assert 14 <= b["peak"].at <= 18, b
+
+
+def test_a_flat_top_whose_noise_creeps_up_stops_after_two_doublings() -> None:
+    """A pool of 16, flat past it but for noise that puts each new level 0.1 % above the last: the ramp stops two
+    doublings past the first level measured on the top (it went on while each level's noise made it the highest, to
+    2 199 023 255 552 clients, the cap of 40 levels)."""
+
+    def creeping(n: float) -> Point:
+        rate = 100.0 * n if n <= 16 else 1600.0 * (1 + 0.001 * math.log2(n / 16))
+        return Point(n, rate, noise=rate * 0.02)
+
+    steps, done = drive(creeping, Config())
+    assert max(s.level for s in steps) == 128, [s.reason for s in steps]  # 4 × 32, the first level on the top
+    assert "stopped growing" in done.reason

@@ -177,9 +177,13 @@ class _View:
 
     def stopped_growing(self) -> bool:
         """The rate has not grown over the last two doublings: the highest level is at least `factor`² times the
-        peak's."""
+        lowest level whose rate is within noise of the highest rate (on a flat top, the noise's highest rate moved
+        up a doubling at a time and kept the ramp going to 1 024 clients for a pool of 16)."""
         top, last = self.highest(), self.points[-1]
-        return top is not None and last.level >= top.level * self.c.factor**2
+        if top is None:
+            return False
+        first = next(p for p in self.points if p is top or (p.level < top.level and self.same(p, top)))
+        return last.level >= first.level * self.c.factor**2
 
     # --- brackets
 
