@@ -141,7 +141,9 @@ class Searching:
     def _degraded(self, step: StepResult) -> None:
         """The service did not come back to rest before `step`: the search ends there (what it would measure next is
         a broken service, not a level of load)."""
-        before = max((s.level for s in self.record.steps if s.phase == "sweep" and s.index < step.index), default=None)
+        # the level run just before it (the verdict's words): after a ramp to 128, a bisection's 90
+        earlier = [s for s in self.record.steps if s.phase == "sweep" and s.index < step.index]
+        before = max(earlier, key=lambda s: s.index).level if earlier else None
         after = f" after {fmt.load(before, self.record.level_unit)}" if before is not None else ""
         waited = fmt.duration(step.settle.seconds) if step.settle is not None else ""
         why = step.settle.reason if step.settle is not None else ""

@@ -88,3 +88,18 @@ def test_a_contradicting_level_the_budget_leaves_unmeasured_again_is_left_out(tm
     (v,) = analyze_run(fake.record)
     assert "4 clients contradicted its neighbours (" in " ".join(v.sentences), v.sentences
     assert any(s.endswith("and was not measured again: not confirmed, left out") for s in v.sentences), v.sentences
+
+
+def test_a_service_not_at_rest_is_said_after_the_level_run_just_before(tmp_path: Path) -> None:
+    """After a ramp to 128 the search bisects at 90, and the next step finds the service not at rest: the search's
+    end names 90, as the verdict does (it named 128, the highest level so far)."""
+    from knee.model import Settle
+
+    steps = [step(0, 1, 1000), step(1, 128, 9000), step(2, 90, 8000)]
+    fake = Fake(record(steps), tmp_path, budget=5)
+    stuck = step(3, 100, 100)
+    stuck.settle = Settle(seconds=30.0, settled=False, reason="12 connections still open")
+    fake.record.steps.append(stuck)
+    fake._degraded(stuck)
+    assert fake.record.search_end is not None
+    assert "did not come back to rest after 90 clients within 30 s" in fake.record.search_end, fake.record.search_end
