@@ -263,3 +263,14 @@ def test_a_flat_top_whose_noise_creeps_up_stops_after_two_doublings() -> None:
     steps, done = drive(creeping, Config())
     assert max(s.level for s in steps) == 128, [s.reason for s in steps]  # 4 × 32, the first level on the top
     assert "stopped growing" in done.reason
+
+
+def test_the_search_calls_rates_the_same_as_the_verdict_does_whatever_settle_says() -> None:
+    """[sweep] settle = 0.15 (auto levels end sooner) made the search call rates 12 % apart the same, and stop
+    narrowing a peak the verdict (5 %) still saw as one."""
+    from knee.analysis.precision import NOISE
+    from knee.plan import search_config
+    from knee.scenario import parse_scenario
+
+    text = '[groups.main]\nkind = "exec"\nargv = ["true"]\n[sweep]\nlevels = "auto"\nduration = "auto"\nsettle = 0.15\n'
+    assert search_config(parse_scenario(text)).noise == NOISE == 0.05
