@@ -72,6 +72,11 @@ class Searching:
                     self._end(found.reason)
                     return
                 level = int(found.level) if config.integer else _whole(found.level)
+                lost = [s for s in steps if s.level == level and s.lost_workers]
+                if len(lost) >= 2:  # a level that loses a worker each time is never believed: asked for forever
+                    at = fmt.load(level, self.record.level_unit)
+                    self._end(f"{at} lost a worker each of the {len(lost)} times it was measured: the search stopped")
+                    return
                 if self._ran_one or steps:
                     self._sleep(self.scenario.sweep.pause)
                     if self.intr.requested:

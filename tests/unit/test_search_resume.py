@@ -103,3 +103,20 @@ def test_a_service_not_at_rest_is_said_after_the_level_run_just_before(tmp_path:
     fake._degraded(stuck)
     assert fake.record.search_end is not None
     assert "did not come back to rest after 90 clients within 30 s" in fake.record.search_end, fake.record.search_end
+
+
+def test_a_level_that_loses_a_worker_every_time_ends_the_search(tmp_path: Path) -> None:
+    """A worker killed each time at 8 clients: the step is partial and not believed, so the search asked for 8
+    again and again (max_steps counts the levels believed): it stops after the second loss, and says why."""
+
+    class Losing(Fake):
+        def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
+            s = super()._run(planned, number, total, repeat_of)
+            if s.level == 8:
+                s.partial, s.lost_workers = True, ["tcp://10.0.0.7:8786 (its process was killed)"]
+            return s
+
+    fake = Losing(record([]), tmp_path, budget=50)
+    fake._search()
+    assert [p.level for p in fake.asked] == [1, 2, 8, 8], [p.reason for p in fake.asked]
+    assert fake.record.search_end == "8 clients lost a worker each of the 2 times it was measured: the search stopped"
