@@ -130,7 +130,10 @@ class Searching:
         step = self._run(planned, number, 0, repeat_of=again.index if again is not None else None)
         if step.partial and (self.intr.requested or not step.lost_workers):
             return None
-        if self._abort(step):
+        if self._abort(step):  # the run ends there: its search too, and the report's Search list says why
+            at = fmt.load(step.level, self.record.level_unit)
+            most = self.scenario.stop.max_failure_ratio
+            self._end(f"aborted at {at}: its failure ratio passed stop.max_failure_ratio = {most}")
             return None
         if step.unsettled:
             self._degraded(step)

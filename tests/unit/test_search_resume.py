@@ -120,3 +120,17 @@ def test_a_level_that_loses_a_worker_every_time_ends_the_search(tmp_path: Path) 
     fake._search()
     assert [p.level for p in fake.asked] == [1, 2, 8, 8], [p.reason for p in fake.asked]
     assert fake.record.search_end == "8 clients lost a worker each of the 2 times it was measured: the search stopped"
+
+
+def test_an_abort_by_max_failure_ratio_is_the_search_s_end(tmp_path: Path) -> None:
+    """stop.max_failure_ratio ended a search with no reason recorded (no 'done:' line in the report)."""
+
+    class Failing(Fake):
+        def _abort(self, step: StepResult) -> bool:
+            return step.level >= 8
+
+    fake = Failing(record([]), tmp_path, budget=50)
+    fake.scenario = fake.record.scenario = parse_scenario(SCENARIO + "[stop]\nmax_failure_ratio = 0.2\n")
+    fake._search()
+    assert [p.level for p in fake.asked] == [1, 2, 8]
+    assert fake.record.search_end == "aborted at 8 clients: its failure ratio passed stop.max_failure_ratio = 0.2"
