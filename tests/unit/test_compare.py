@@ -262,3 +262,15 @@ def test_a_step_cut_short_by_ctrl_c_is_not_judged() -> None:
     d = next(d for d in cmp.levels if d.level == 100 and d.phase == "sweep")
     assert d.rate != "worse" and d.overall != "worse" and d.rate_b is None, d
     assert not any("worse" in line for line in cmp.summary), cmp.summary
+
+
+def test_stages_have_no_peak_taken_across_them() -> None:
+    """A fixed-work scenario's stages (labels): the verdict merges them and names no one peak, and compare took the
+    highest rate over every stage, one stage's in A against another's in B, and no label named."""
+    from sample_records import fixed_work_record
+
+    a, b = fixed_work_record(seed=4), fixed_work_record(seed=5)
+    assert {s.label for s in a.steps} > {""} or len({s.label for s in a.steps}) > 1
+    cmp = compare_runs(a, b)
+    assert all(p.peak_rate_a is None and p.peak_rate_b is None for p in cmp.peaks), cmp.peaks
+    assert not any(": peak A " in line for line in cmp.summary), cmp.summary

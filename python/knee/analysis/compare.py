@@ -330,10 +330,17 @@ def _peak(record: RunRecord, group: str) -> tuple[int | float | None, float | No
     v = next((v for v in record.verdicts if v.group == group), None)
     if v is not None and v.peak_level is not None and v.peak_rate is not None:
         return v.peak_level, v.peak_rate
+    if any(s.label for s in record.steps):
+        return None, None  # stages (a fixed-work scenario's): one stage's peak against another's would say nothing
+    onset = record.scenario.analysis.onset
     rates = [
         (rate_estimate(s, s.groups[group]).value, s)
         for s in record.steps
-        if s.phase == "sweep" and group in s.groups and s.believed and not _left_out(s, group)
+        if s.phase == "sweep"
+        and group in s.groups
+        and s.believed
+        and not _left_out(s, group)
+        and s.groups[group].failure_ratio <= onset  # the peak is before errors start, as the verdict has it
     ]
     if not rates:
         return None, None
