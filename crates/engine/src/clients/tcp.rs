@@ -15,6 +15,10 @@ use crate::error::{EngineError, SpecError};
 use crate::outcome::{Detail, OpReport, Outcome};
 use crate::spec::TcpSpec;
 
+/// The most of a reply kept and matched against `expect`: a service that streams (a feed, chargen) or a long reply
+/// the pattern never matches held every byte per client, and matched all of it again at each read.
+const MAX_REPLY: usize = 1 << 20;
+
 pub(crate) struct TcpPrep {
     addr: SocketAddr,
     send: Template,
@@ -147,6 +151,18 @@ impl TcpClient {
                     report.ttfb.get_or_insert_with(|| t.elapsed());
                     if re.is_match(&self.buf) {
                         report.bytes.payload = self.buf.len() as u64;
+                        break;
+                    }
+                    if self.buf.len() >= MAX_REPLY {
+                        d.clear()
+                            .put(format_args!(
+                                "{} sent {} bytes without a match for expect (knee reads at most {} MiB of a reply)",
+                                p.addr,
+                                self.buf.len(),
+                                MAX_REPLY >> 20
+                            ))
+                            .quoted(&self.buf, 120);
+                        report.outcome = Outcome::Fail(ErrorClass::Protocol);
                         break;
                     }
                 }

@@ -122,3 +122,32 @@ fn a_filled_in_expect_that_does_not_compile_fails_the_operation_unsent() {
     assert_eq!(g.connect.len(), 0, "{}", r.summary_json());
     assert!(first_reason(&r).contains("expect filled in as"), "{}", first_reason(&r));
 }
+
+/// A service that streams without end (chargen) and an `expect` that never matches: the operation fails once the
+/// reply passes 1 MiB, said, where it kept every byte until its timeout and matched all of them at each read.
+#[test]
+fn a_reply_that_streams_past_the_limit_without_a_match_fails_there() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let chunk = vec![b'x'; 64 * 1024];
+                while conn.write_all(&chunk).is_ok() {}
+            });
+        }
+    });
+    let c = json!({"kind": "tcp", "addr": addr.to_string(), "expect": "NEVER"});
+    let mut s = one_group(1, json!({"total": 2}), c);
+    s.groups[0].timeout_ms = 20_000;
+    let r = run_within(s, std::time::Duration::from_secs(15));
+    let g = &r.groups[0];
+    assert_eq!(g.failures_of(ErrorClass::Protocol), 2, "{}", r.summary_json());
+    assert!(
+        first_reason(&r).contains("without a match for expect (knee reads at most <n> MiB of a reply)"),
+        "{}",
+        first_reason(&r)
+    );
+}
