@@ -487,9 +487,12 @@ async fn client(
         }
         // Only operations that end inside a duration window count; the rest were cut short.
         let cut_short = matches!(report.outcome, Outcome::Abandoned) || group.end_at().is_some_and(|e| end > e);
-        // One that ended before the measurement began is warm-up, even if a stop cut it short; so is an open
-        // loop's arrival due before it began (it was not offered in the measurement).
-        let warmup = end < group.measured_start() || (matches!(source, Source::Open(_)) && !start.measured_arrival);
+        let warmup = warm_up(
+            matches!(source, Source::Open(_)),
+            start.measured_arrival,
+            end,
+            group.measured_start(),
+        );
         let failed = matches!(report.outcome, Outcome::Fail(..));
         source.end(group, end, failed, warmup);
         if warmup {
@@ -523,6 +526,18 @@ async fn client(
             // Operations that fail at once must not starve the scheduler.
             tokio::task::coop::consume_budget().await;
         }
+    }
+}
+
+/// An operation of the warm-up, not of the measurement: in a closed loop one that ended before the measurement
+/// began, even if a stop cut it short; in an open loop an arrival due before it began, whenever it ended (its
+/// measured arrivals were offered: one due just after the start, begun up to `TIMER_SLACK` early and ended before
+/// it, was offered and counted as neither started nor dropped).
+fn warm_up(open: bool, measured_arrival: bool, end: Instant, measured_start: Instant) -> bool {
+    if open {
+        !measured_arrival
+    } else {
+        end < measured_start
     }
 }
 
@@ -633,7 +648,19 @@ async fn open_group(
 
 #[cfg(test)]
 mod tests {
-    use super::panicked;
+    use super::{panicked, warm_up};
+    use std::time::{Duration, Instant};
+
+    /// An open loop's arrival due in the measurement is the measurement's, even begun early and ended before it
+    /// began; one due before it is the warm-up's, whenever it ended. A closed loop goes by the end.
+    #[test]
+    fn an_open_loops_measured_arrival_is_never_warm_up() {
+        let start = Instant::now() + Duration::from_secs(1);
+        let before = start - Duration::from_micros(300);
+        assert!(!warm_up(true, true, before, start));
+        assert!(warm_up(true, false, start + Duration::from_secs(1), start));
+        assert!(warm_up(false, true, before, start) && !warm_up(false, false, start, start));
+    }
 
     /// A client's task that panicked (a defect of knee) is said with its message, not passed over; one that ended
     /// is not.
