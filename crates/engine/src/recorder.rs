@@ -46,6 +46,22 @@ pub(crate) struct Timing {
     pub end: Instant,
 }
 
+impl Timing {
+    /// The timing of an operation that measured its own `latency` from its actual start: an open loop's arrival
+    /// keeps its wait for a client before it (the correction for coordinated omission), the uncorrected figure
+    /// being the operation's own.
+    pub fn own(&self, latency: Duration) -> Timing {
+        let wait = self
+            .uncorrected
+            .map_or(Duration::ZERO, |u| self.latency.saturating_sub(u));
+        Timing {
+            latency: latency + wait,
+            uncorrected: self.uncorrected.map(|_| latency),
+            end: self.end,
+        }
+    }
+}
+
 impl GroupRec {
     pub fn new(
         name: &str,
@@ -177,7 +193,7 @@ impl GroupRec {
         let own;
         let t = match rep.latency {
             Some(latency) => {
-                own = Timing { latency, ..*t };
+                own = t.own(latency);
                 &own
             }
             None => t,
@@ -339,5 +355,34 @@ impl LiveGroup {
         } else {
             (all.value_at_quantile(0.5), all.value_at_quantile(0.99))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Timing;
+    use std::time::{Duration, Instant};
+
+    /// A WebSocket listen's own latency (to its first message) in an open loop keeps the arrival's wait for a
+    /// client (it replaced the corrected latency whole, coordinated omission); in a closed loop it is its own.
+    #[test]
+    fn an_own_latency_keeps_the_open_loops_wait() {
+        let ms = Duration::from_millis;
+        let open = Timing {
+            latency: ms(250),
+            uncorrected: Some(ms(200)),
+            end: Instant::now(),
+        };
+        let t = open.own(ms(40));
+        assert_eq!((t.latency, t.uncorrected), (ms(90), Some(ms(40))));
+        let closed = Timing {
+            latency: ms(200),
+            uncorrected: None,
+            end: Instant::now(),
+        };
+        assert_eq!(
+            (closed.own(ms(40)).latency, closed.own(ms(40)).uncorrected),
+            (ms(40), None)
+        );
     }
 }
