@@ -23,7 +23,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// Cut short (abandoned) before any of the operation was written (`wrote`): the service never saw it, so it
-    /// never started. One rule for every client that writes: HTTP/1.1, HTTP/2, WebSocket.
+    /// never started. One rule for every client that writes: HTTP/1.1, HTTP/2, WebSocket, and tcp (its connection).
     pub fn unsent(&self, wrote: bool) -> bool {
         matches!(self, Outcome::Abandoned) && !wrote
     }

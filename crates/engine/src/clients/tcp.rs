@@ -65,6 +65,8 @@ pub(crate) struct TcpClient {
     expect_now: Filled,
     /// The local address this client connects from (None: the kernel picks).
     source: Option<IpAddr>,
+    /// This operation's connection is open: the service has seen it (before, cut short, it never started).
+    connected: bool,
 }
 
 impl TcpClient {
@@ -76,6 +78,7 @@ impl TcpClient {
             buf: Vec::with_capacity(4096),
             out: Vec::new(),
             expect_now: None,
+            connected: false,
         }
     }
 
@@ -92,7 +95,11 @@ impl TcpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        race!(cancel, self.exchange(d))
+        self.connected = false;
+        let mut report = race!(cancel, self.exchange(d));
+        // cut short while connecting: the service never saw it, as an HTTP request never written
+        report.unsent = report.outcome.unsent(self.connected);
+        report
     }
 
     async fn exchange(&mut self, d: &mut Detail) -> OpReport {
@@ -114,6 +121,7 @@ impl TcpClient {
             }
         };
         let connect = Some(t.elapsed());
+        self.connected = true;
         let _ = stream.set_nodelay(true);
         let mut report = OpReport {
             connect,

@@ -151,3 +151,27 @@ fn a_reply_that_streams_past_the_limit_without_a_match_fails_there() {
         first_reason(&r)
     );
 }
+
+/// Clients still connecting when a duration's step ends (the service's accept queue full: its kernel drops the
+/// SYNs) never started: nothing of them reached the service, as an HTTP request never written. They were counted
+/// as started and abandoned, where the same service over http counted none.
+#[test]
+fn a_tcp_operation_cut_short_while_connecting_never_started() {
+    let (l, _queued) = full_listener();
+    let addr = l.local_addr().unwrap().to_string();
+    for c in [
+        json!({"kind": "tcp", "addr": addr, "send": "PING\n"}),
+        json!({"kind": "http", "url": format!("http://{addr}/")}),
+    ] {
+        let mut s = one_group(2, json!({"duration_ms": 300}), c.clone());
+        s.groups[0].timeout_ms = 5000;
+        let r = run_within(s, std::time::Duration::from_secs(10));
+        let o = &r.groups[0].counts.outcomes;
+        assert_eq!(
+            (o.succeeded, o.failed, o.hung, o.abandoned),
+            (0, 0, 0, 0),
+            "{c}: {}",
+            r.summary_json()
+        );
+    }
+}
