@@ -278,8 +278,9 @@ impl GroupRec {
             Outcome::Hung => {
                 self.res.counts.outcomes.hung += 1;
                 series.hung += 1;
-                if self.res.counts.hung_clients.last() != Some(&client) {
-                    self.res.counts.hung_clients.push(client);
+                // each client once, in order: clients that hung in turn (a, b, a, b …) added one each time
+                if let Err(at) = self.res.counts.hung_clients.binary_search(&client) {
+                    self.res.counts.hung_clients.insert(at, client);
                 }
                 false
             }
@@ -360,8 +361,25 @@ impl LiveGroup {
 
 #[cfg(test)]
 mod tests {
-    use super::Timing;
+    use super::{GroupRec, Timing};
+    use crate::outcome::{Detail, OpReport, Outcome};
     use std::time::{Duration, Instant};
+
+    /// Clients that hang in turn are each named once, in order (the list grew by one per hung operation).
+    #[test]
+    fn hung_clients_are_each_named_once() {
+        let t = Timing {
+            latency: Duration::from_secs(1),
+            uncorrected: None,
+            end: Instant::now(),
+        };
+        let mut g = GroupRec::new("main", "tcp", &[], vec![3, 7, 9], Instant::now(), 1.0);
+        for client in [7, 3, 7, 3, 9, 7] {
+            g.record(&OpReport::of(Outcome::Hung), &t, 0, client, &Detail::default(), 0);
+        }
+        assert_eq!(g.res.counts.hung_clients, [3, 7, 9]);
+        assert_eq!(g.res.counts.outcomes.hung, 6);
+    }
 
     /// A WebSocket listen's own latency (to its first message) in an open loop keeps the arrival's wait for a
     /// client (it replaced the corrected latency whole, coordinated omission); in a closed loop it is its own.
