@@ -127,6 +127,7 @@ impl Source {
                         rec.borrow_mut()[g].drop_arrival(intended);
                     }
                     group.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    tokio::task::coop::consume_budget().await; // a long run of stale arrivals yields now and then
                     continue;
                 }
                 return Some(Start {
