@@ -336,15 +336,12 @@ fn byte_name(b: u8) -> String {
 pub(crate) struct HttpClient {
     pub(super) op: HttpOp,
     conn: Option<Conn>,
-    /// When `conn` last ended an exchange (it has been idle since).
-    idle_since: Option<Instant>,
+    idle_since: Option<Instant>, // when `conn` last ended an exchange
     rx: h1::Rx,
 }
 
-/// A kept connection idle this long is peeked at before it is used again: a server's keep-alive timeout closes it
-/// while idle (never within a millisecond), and a request written to it would be read by nobody. Found open, a close
-/// before its answer is the server's doing (a worker that died on it): a failure, not a request sent again. One used
-/// back to back with its last answer is not peeked at (no system call in a closed loop's hot path).
+/// A kept connection idle this long is peeked at before reuse (a keep-alive timeout closes it while idle, never
+/// within 1 ms); one used back to back with its last answer is not (no system call in a closed loop's hot path).
 const PEEK_AFTER_IDLE: Duration = Duration::from_millis(1);
 
 /// The request an operation sends (HTTP/1.1 and HTTP/2 clients alike): its index in the group's mix, and its
@@ -531,8 +528,7 @@ impl HttpClient {
         let check_body = r.checks_body();
         let mut sent = 0u64;
         self.op.wrote = false;
-        // A reused connection is peeked at first where the server may have closed it: after an idle moment
-        // (`PEEK_AFTER_IDLE`), and always for a request a server must not take twice (a POST).
+        // Peeked at after an idle moment, and always for a request a server must not take twice (a POST).
         let replayable = r.method.is_idempotent();
         let resp = loop {
             let mut peeked = false;
@@ -565,11 +561,10 @@ impl HttpClient {
             };
             match result {
                 Ok(r) => break r,
-                // The server closed a reused connection before answering: sent again once, on a new connection,
-                // when the server cannot have taken it (not a byte of it was written), or may take it twice (a GET)
-                // and the connection was used back to back with its last answer, unpeeked: a server that closes
-                // after each answer without saying so. Found open by a peek just before, the close came after the
-                // request: the server's failure (a worker that died on it), not sent again.
+                // Closed before an answer: sent again once, on a new connection, when not a byte of it was written,
+                // or when a server may take it twice (a GET) and the connection was unpeeked (back to back: a server
+                // closing after each answer unsaid). Found open by a peek, the close came after the request: the
+                // server's failure (a worker that died on it).
                 Err(f) if reused && f.fresh && (f.unsent || (replayable && !peeked)) => {
                     self.conn = None;
                     sent += f.sent;
@@ -695,8 +690,7 @@ mod tests {
         let mut d = crate::outcome::Detail::default();
         let mut c = HttpClient::new(prep.clone(), 0);
         assert!(std::mem::size_of_val(&c.exchange(&mut d)) <= 768);
-        // 136: a request mix's pick and the box of a templated request's buffers added 8 to the 128 of before;
-        // 152: when the connection fell idle, 16 more (whether to peek at it before its next request).
+        // 136 (a request mix's pick and a templated request's buffers), then 152 (when the connection fell idle)
         assert!(
             std::mem::size_of::<HttpClient>() <= 152,
             "{}",
