@@ -184,7 +184,7 @@ def test_a_session_whose_close_the_server_never_answers_fails_and_says_so(tmp_pa
         g = record.steps[0].groups["main"]
         assert (g.succeeded, g.failed, g.hung) == (0, 2, 0) and g.failures == {"protocol": 2}, g
         (reason,) = g.reasons
-        assert reason.sample == "the server did not answer the session's close within 5 s (RFC 6455 §5.5.1)", reason
+        assert reason.sample == "the server did not answer the session's close within 5 s (RFC 6455 §7.1.1)", reason
         assert 5 <= took < 15, took  # the close's wait, not the timeout's
         assert proc.stdout.readline() == proc.stdout.readline() == "close\n"
     finally:

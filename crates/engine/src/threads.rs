@@ -591,6 +591,9 @@ async fn open_group(
     };
     let mut issued = 0u64;
     loop {
+        // Behind its schedule the loop issues (or drops at the cap) without a wait: it yields now and then, or this
+        // thread's clients would not start, nor end, what it queued until it caught up (at 10 M/s, never).
+        tokio::task::coop::consume_budget().await;
         // Stopped, or every client of this thread stopped for want of a row: no arrival could start.
         if stopped.load(Ordering::Relaxed) || group.data_stop.load(Ordering::Relaxed) || q.clients.get() == 0 {
             break;
@@ -630,9 +633,6 @@ async fn open_group(
         group.in_flight.fetch_add(1, Ordering::Relaxed);
         q.pending.borrow_mut().push_back(at);
         q.notify.notify_one();
-        // Behind its schedule, the loop issues without a wait: it yields now and then, or this thread's clients
-        // would not start the arrivals it queues until it caught up (at 10 M/s, never within the step).
-        tokio::task::coop::consume_budget().await;
     }
     q.closed.set(true);
     q.notify.notify_waiters();

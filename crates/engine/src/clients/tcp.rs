@@ -139,6 +139,9 @@ impl TcpClient {
             return report;
         };
         self.buf.clear();
+        if self.buf.capacity() > 64 * 1024 {
+            self.buf = Vec::with_capacity(4096); // a long reply's buffer is not kept for the client's life
+        }
         loop {
             if self.buf.capacity() - self.buf.len() < 1024 {
                 self.buf.reserve(4096);

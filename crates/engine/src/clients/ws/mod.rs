@@ -299,7 +299,7 @@ impl WsClient {
         });
         answered.await.unwrap_or_else(|_| {
             d.clear().put(format_args!(
-                "the server did not answer the session's close within {} s (RFC 6455 §5.5.1)",
+                "the server did not answer the session's close within {} s (RFC 6455 §7.1.1)",
                 CLOSE_WAIT.as_secs()
             ));
             Err(ErrorClass::Protocol)
