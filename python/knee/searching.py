@@ -116,13 +116,12 @@ class Searching:
             return None
         again = PlannedStep(step.level, reason=f"measuring {at} again: {why}")
         repeat = self._searched(again, number + 1, step)
-        if repeat is None:
-            return None
-        step.unconfirmed = False
-        if self._contradicts(repeat, without=step) is None:
-            step.superseded = True  # it did not repeat: kept in the record, left out of the verdict
+        done = next((s for s in reversed(self.record.steps) if s.repeat_of == step.index), None)
+        if done is not None and done.believed and not done.partial:  # a repeat the analysis can judge by
+            step.unconfirmed = False
+            step.superseded = self._contradicts(done, without=step) is None  # it did not repeat: left out
         self.run_dir.save(self.record)
-        return number + 1
+        return None if repeat is None else number + 1
 
     def _searched(self, planned: PlannedStep, number: int, again: StepResult | None = None) -> StepResult | None:
         """Measure one searched level (`again`: the step it measures once more); None when the search ends there

@@ -120,7 +120,8 @@ def test_a_level_behind_a_backlog_is_measured_again_and_superseded(backlog_serve
     shown = [(s.level, s.groups["main"].rate_hz, s.superseded, s.reason) for s in steps]
     # the first level measured behind the backlog the level before it left: it is measured again, at rest (a level
     # measured again settles even with --settle 0), does not repeat, and is left out
-    first = next(s for s in steps if s.superseded)
+    first = next((s for s in steps if s.superseded), None)
+    assert first is not None, shown  # the levels searched, their rates and why: which ran behind a backlog
     again = next(s for s in steps if s.repeat_of == first.index)
     assert again.level == first.level and not again.superseded, shown
     assert again.reason.startswith(f"measuring {first.level} clients again: "), shown

@@ -274,3 +274,16 @@ def test_stages_have_no_peak_taken_across_them() -> None:
     cmp = compare_runs(a, b)
     assert all(p.peak_rate_a is None and p.peak_rate_b is None for p in cmp.peaks), cmp.peaks
     assert not any(": peak A " in line for line in cmp.summary), cmp.summary
+
+
+def test_the_fallback_peak_is_the_highest_rate_where_every_level_has_errors() -> None:
+    """A record without verdicts whose every level failed above the onset: the peak is the highest rate, as the
+    verdict's rule has it (none was given)."""
+    a, b = (sample_record((1, 10, 100), seed=s, run_id=r) for s, r in ((1, "a"), (2, "b")))
+    for r in (a, b):
+        r.verdicts = []
+        for s in r.steps:
+            g = s.groups["main"]
+            g.failed = g.succeeded  # half of every level's operations failed
+    (peak,) = [p for p in compare_runs(a, b).peaks if p.group == "main"]
+    assert peak.peak_rate_a is not None and peak.peak_rate_b is not None, peak

@@ -220,6 +220,8 @@ def test_resolve_and_connect_to_are_where_it_connects(
         (["-F", "a=@x", URL], "curl -F is not something knee can replay (multipart forms"),
         (["--proxy", "http://p:3128", URL], "curl --proxy is not something knee can replay (proxies"),
         (["--resolve", "h:443", URL], "--resolve h:443: curl reads HOST:PORT:ADDRESS there"),
+        (["--connect-to", "a:443:b:https", URL], "--connect-to a:443:b:https: curl reads HOST:PORT:CONNECT-TO-HOST"),
+        (["--resolve", "a:x:10.0.0.1", URL], "--resolve a:x:10.0.0.1: curl reads HOST:PORT:ADDRESS there"),
         (
             ["--connect-to", "h:443:x", URL],
             "--connect-to h:443:x: curl reads HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT",

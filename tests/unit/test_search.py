@@ -274,3 +274,12 @@ def test_the_search_calls_rates_the_same_as_the_verdict_does_whatever_settle_say
 
     text = '[groups.main]\nkind = "exec"\nargv = ["true"]\n[sweep]\nlevels = "auto"\nduration = "auto"\nsettle = 0.15\n'
     assert search_config(parse_scenario(text)).noise == NOISE == 0.05
+
+
+def test_going_below_the_first_level_always_moves_down_even_with_a_small_factor() -> None:
+    """factor 1.1 from 5: 5 / 1.1 rounds back to 5, and the search ended with the onset open below; it steps down
+    by the resolution at least."""
+    steps, _ = drive(refusing(3), Config(start=5, factor=1.1, precision=1, relative=False))
+    assert [s.level for s in steps][:3] == [5, 4, 3], [s.reason for s in steps]
+    b = brackets([refusing(3)(s.level) for s in steps])
+    assert (b["onset"].below, b["onset"].at) == (3, 4)

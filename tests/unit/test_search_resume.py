@@ -134,3 +134,26 @@ def test_an_abort_by_max_failure_ratio_is_the_search_s_end(tmp_path: Path) -> No
     fake._search()
     assert [p.level for p in fake.asked] == [1, 2, 8]
     assert fake.record.search_end == "aborted at 8 clients: its failure ratio passed stop.max_failure_ratio = 0.2"
+
+
+def test_a_repeat_short_of_a_worker_confirms_nothing(tmp_path: Path) -> None:
+    """4 clients read 10/s between 1 and 8 (its repeat measured again first, on resume), and the repeat lost a
+    worker: the first stays unconfirmed and left out, and the verdict says so (the first was believed, beside
+    'not confirmed')."""
+    from knee.analysis import analyze_run
+
+    class Losing(Fake):
+        def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
+            s = super()._run(planned, number, total, repeat_of)
+            if repeat_of is not None:
+                s.partial, s.lost_workers = True, ["tcp://10.0.0.7:8786 (its process was killed)"]
+            return s
+
+    steps = [step(0, 1, 1000), step(1, 8, 80_000), step(2, 4, 100)]
+    fake = Losing(record(steps), tmp_path, budget=2)
+    fake._search()
+    assert fake.asked[0].reason.startswith("measuring 4 clients again")
+    first = fake.record.steps[2]
+    assert first.unconfirmed and not first.superseded and not first.believed
+    (v,) = analyze_run(fake.record)
+    assert any("the repeat was short of a worker: not confirmed, left out" in s for s in v.sentences), v.sentences

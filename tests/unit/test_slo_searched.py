@@ -96,3 +96,15 @@ def test_a_min_clients_above_every_level_measured_is_said_not_measured_and_the_s
     assert isinstance(next_level(flat, Config()), Done)
     d = next_level(flat, Config(at_least=100))
     assert not isinstance(d, Done) and d.level == 8 and "the SLO asks 100" in d.reason, d
+
+
+def test_errors_under_the_slo_s_own_limit_do_not_stop_the_ramp_short_of_min_clients() -> None:
+    """failure_ratio = 1 %, min_clients = 64, and 0.5 % of errors from 32 (past the 0.1 % onset): the ramp stopped
+    at 32 and the run said min_clients was not measured, advice no setting could follow."""
+    from knee.analysis.search import Config, Next, Point, next_level
+
+    pts = [Point(n, 100.0 * n, failure_ratio=0.005 if n >= 32 else 0.0, slo_ok=True) for n in (1, 2, 8, 32)]
+    d = next_level(pts, Config(at_least=64))
+    assert isinstance(d, Next) and d.level == 64 and d.kind == "ramp", d
+    broken = [*pts[:3], Point(32, 3200.0, failure_ratio=0.05, slo_ok=False)]
+    assert next_level(broken, Config(at_least=64)).kind != "ramp"  # the SLO broken: refined, not ramped past

@@ -333,15 +333,11 @@ def _peak(record: RunRecord, group: str) -> tuple[int | float | None, float | No
     if any(s.label for s in record.steps):
         return None, None  # stages (a fixed-work scenario's): one stage's peak against another's would say nothing
     onset = record.scenario.analysis.onset
-    rates = [
-        (rate_estimate(s, s.groups[group]).value, s)
-        for s in record.steps
-        if s.phase == "sweep"
-        and group in s.groups
-        and s.believed
-        and not _left_out(s, group)
-        and s.groups[group].failure_ratio <= onset  # the peak is before errors start, as the verdict has it
-    ]
+    steps = [s for s in record.steps if s.phase == "sweep" and group in s.groups and s.believed]
+    steps = [s for s in steps if not _left_out(s, group)]
+    # the peak is before errors start, as the verdict has it (else, errors at every level, the highest rate)
+    clean = [s for s in steps if s.groups[group].failure_ratio <= onset] or steps
+    rates = [(rate_estimate(s, s.groups[group]).value, s) for s in clean]
     if not rates:
         return None, None
     rate, best = max(rates, key=lambda r: r[0])

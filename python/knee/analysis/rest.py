@@ -58,8 +58,11 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
         if first.superseded:
             v.sentences.append(f"{at} was measured again: its first measurement ({was}) did not repeat ({again}) "
                                "and is left out")  # fmt: skip
-        elif s.partial or not s.believed:  # the repeat cannot say the first was real (Ctrl-C, a service not at rest)
-            how = "cut short" if s.partial else "run on a service not at rest"
+        elif s.partial or not s.believed or first.unconfirmed:  # the repeat cannot say the first was real
+            how = (
+                "cut short" if s.partial and not s.lost_workers else "short of a worker" if s.lost_workers
+                else "run on a service not at rest" if s.unsettled else "the search's last (it ended there)"
+            )  # fmt: skip
             v.sentences.append(f"{at} contradicted its neighbours ({was}); measured again, the repeat was {how}: "
                                "not confirmed, left out")  # fmt: skip
         else:

@@ -276,7 +276,9 @@ def next_level(points: Sequence[Point], config: Config, *, spent_s: float = 0.0,
     at_max = c.max is not None and last.level >= c.max
 
     short = c.at_least is not None and last.level < c.at_least  # the SLO's min_clients not measured yet
-    if not bad_seen and not at_max and (short or not (c.max is None and v.stopped_growing())):
+    # errors below the SLO's own limit bound nothing it asks: the ramp goes on to its min
+    held = short and not any(p.slo_ok is False or p.saturated or v.collapsed(p) for p in v.points)
+    if not at_max and (held or (not bad_seen and (short or not (c.max is None and v.stopped_growing())))):
         return _ramp(v, last, "no bound yet" if not short else f"no bound yet, and the SLO asks {_fmt(c.at_least)}")
     steps = (_saturation, _onset, _slo) if c.open_loop else (_onset, _slo, _peak, _collapse)
     for step in steps:
@@ -297,7 +299,7 @@ def _below_the_first(v: _View) -> Next | None:
         (low.saturated, "saturation", "saturated"),
     ]
     past = next(((kind, what) for bad, kind, what in bounds if bad), None)
-    level = max(v.c.resolution, v.snap(low.level / v.c.factor))
+    level = max(v.c.resolution, min(v.snap(low.level / v.c.factor), low.level - v.c.resolution))
     if past is None or low.level <= v.c.resolution or level >= low.level:
         return None
     return Next(

@@ -279,7 +279,9 @@ def _apply(cmd: _Command, what: str, value: str, flag: str) -> None:
         cmd.tls["version"] = value if value == "1.2" else cmd.tls.get("version")
     elif what in ("resolve", "connect-to"):
         fields = _fields(value.lstrip("+"))
-        if len(fields) != (3 if what == "resolve" else 4) or (what == "resolve" and not fields[2]):
+        ports = fields[1:2] + (fields[3:4] if what == "connect-to" else [])
+        bad_port = any(p and not (p.isdigit() and 0 < int(p) < 65536) for p in ports)
+        if len(fields) != (3 if what == "resolve" else 4) or (what == "resolve" and not fields[2]) or bad_port:
             shape = "HOST:PORT:ADDRESS" if what == "resolve" else "HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT"
             raise UserError(f"{flag} {value}: curl reads {shape} there")
         cmd.routes.append((flag, value, fields))
