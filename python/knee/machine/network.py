@@ -20,6 +20,7 @@ from knee.errors import UserError
 from knee.model import TargetHost
 from knee.scenario import CommandGroup, Group, HttpGroup, NetworkGroup, PythonGroup, Scenario
 from knee.scenario.address import host_port, loopback
+from knee.scenario.urls import host_and_port
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Endpoint:
 
     @property
     def label(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return host_and_port(self.host, self.port)
 
     @property
     def loopback(self) -> bool:

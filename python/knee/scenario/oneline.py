@@ -18,7 +18,7 @@ from knee.scenario.data import data_tables
 from knee.scenario.httpopts import TLS_OPTIONS, grpc_group, http_clashes, tls_table, ws_group
 from knee.scenario.lineopts import Options
 from knee.scenario.units import parse_duration, parse_header, unescape
-from knee.scenario.urls import scheme_of, split
+from knee.scenario.urls import host_and_port, scheme_of, split
 
 Target = str | Sequence[str]
 
@@ -188,8 +188,7 @@ def _group(target: Target, o: Options) -> dict[str, Any]:
             _, host, port = split(target, ("tcp",))
         except ValueError as exc:
             raise UserError(f"TARGET {exc} (got {target!r})") from None
-        host = f"[{host}]" if ":" in host else host
-        g = {"kind": "tcp", "addr": f"{host}:{port}"}
+        g = {"kind": "tcp", "addr": host_and_port(host, port)}
         if o.send is not None:
             g["send"] = unescape(o.send)
         if o.expect is not None:

@@ -199,24 +199,30 @@ pub fn https_server(
     addr
 }
 
-/// A TCP server that echoes what it reads, one thread per connection.
-pub fn echo_server() -> SocketAddr {
+/// A TCP server on 127.0.0.1 that runs `each` on every connection it accepts, in a thread of its own.
+pub fn serve_each(each: impl Fn(std::net::TcpStream) + Send + Clone + 'static) -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 || s.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
+            let Ok(s) = stream else { continue };
+            let each = each.clone();
+            std::thread::spawn(move || each(s));
         }
     });
     addr
+}
+
+/// A TCP server that echoes what it reads, one thread per connection.
+pub fn echo_server() -> SocketAddr {
+    serve_each(|mut s| {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || s.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    })
 }
 
 /// A port on which nothing listens (bound, then closed).

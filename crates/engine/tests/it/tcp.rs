@@ -127,17 +127,10 @@ fn a_filled_in_expect_that_does_not_compile_fails_the_operation_unsent() {
 /// reply passes 1 MiB, said, where it kept every byte until its timeout and matched all of them at each read.
 #[test]
 fn a_reply_that_streams_past_the_limit_without_a_match_fails_there() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                use std::io::Write;
-                let chunk = vec![b'x'; 64 * 1024];
-                while conn.write_all(&chunk).is_ok() {}
-            });
-        }
+    let addr = serve_each(|mut conn| {
+        use std::io::Write;
+        let chunk = vec![b'x'; 64 * 1024];
+        while conn.write_all(&chunk).is_ok() {}
     });
     let c = json!({"kind": "tcp", "addr": addr.to_string(), "expect": "NEVER"});
     let mut s = one_group(1, json!({"total": 2}), c);
