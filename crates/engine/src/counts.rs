@@ -71,6 +71,11 @@ pub struct GroupCounts {
     /// TLS handshakes that resumed an earlier session (of those timed in `tls`; absent in older results).
     #[serde(default)]
     pub tls_resumed: u64,
+    /// HTTP/1.1 requests written whole on a kept connection the server closed before answering, and sent again on
+    /// a new one, warm-up included: the server saw from `started + warmup_ops` to that plus `resent` requests
+    /// (all of them when it read each before closing: a worker that died on it). Absent in older results.
+    #[serde(default)]
+    pub resent: u64,
     /// True when the group ran open loop (a target rate).
     pub open_loop: bool,
     /// Open loop: arrivals scheduled with an intended start inside the measured window.
@@ -132,6 +137,7 @@ impl GroupCounts {
         self.messages_sent += o.messages_sent;
         self.messages_received += o.messages_received;
         self.tls_resumed += o.tls_resumed;
+        self.resent += o.resent;
         self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
         for (a, b) in self.failures.iter_mut().zip(&o.failures) {
             *a += b;

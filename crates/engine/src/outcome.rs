@@ -69,6 +69,9 @@ pub(crate) struct OpReport {
     /// Abandoned before any of its request left knee (still connecting): the service never saw it,
     /// so it is not counted as started at all.
     pub unsent: bool,
+    /// HTTP/1.1: written whole on a kept connection that the server closed before answering, and sent again on a
+    /// new one (RFC 9112 §9.3.1): the server may have read it twice.
+    pub resent: bool,
 }
 
 impl OpReport {
@@ -82,6 +85,7 @@ impl OpReport {
             steps: Vec::new(),
             latency: None,
             unsent: false,
+            resent: false,
         }
     }
 }

@@ -476,6 +476,9 @@ async fn client(
         };
         let (report, end) = run_one(&mut op, group, open, began + timeout, &mut stop, &alarm).await;
         iteration += 1;
+        if report.resent {
+            rec.borrow_mut()[g].res.counts.resent += 1; // warm-up and cut short too: the server saw it
+        }
         if report.unsent {
             // Cut off while connecting: nothing reached the service, so it never started (an open loop's
             // arrival that never started is dropped).

@@ -9,6 +9,8 @@ failure reasons) in level order and report the lowest level where each condition
 - syn_retrans: connection attempts were sent again (SYNs dropped by a full queue or a firewall);
 - ports: sockets in TIME_WAIT took most of the ephemeral port range;
 - refused: the reason the service gave for the first failures, with a fix where it is a known limit;
+- resent: requests sent again after the service closed a kept connection before answering (it may have read them
+  twice; a worker that died on one is hidden by the answer to the second);
 - spinning: the failing clients spun (their operations failed at once and started again, side.spin);
 - load_side / shared_machine: knee and its client processes, or the whole machine, ran out of CPU;
 - target_cpu, target_fds, target_exit: the monitored target's CPU, open files, or its exit;
@@ -125,9 +127,9 @@ def findings(record: RunRecord, v: Verdict) -> list[Finding]:
     steps = [s for s in sweep_steps(record.steps, v.group) if s.direction == "up"]
     steps.sort(key=lambda s: (s.level, s.index))
     unit = record.level_unit
-    rules = (_listen, _accept_queue, _syn, _ports, _refused, _spinning, _load_side, _target, mix_findings)
+    rules = (_listen, _accept_queue, _syn, _ports, _refused, _resent, _spinning, _load_side, _target, mix_findings)
     out: list[Finding] = []
-    for rule in rules if v.group == record.measured_group else (_refused, _spinning, mix_findings):
+    for rule in rules if v.group == record.measured_group else (_refused, _resent, _spinning, mix_findings):
         out.extend(rule(steps, v, unit, record))
     if v.group == record.measured_group:
         out.extend(remote_findings(record, v))  # the target's machines, through their exporters
@@ -263,6 +265,28 @@ def _refused(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunReco
             )
         ]
     return []
+
+
+def _resent(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:
+    """Requests sent again after the service closed a kept connection before answering: it may have read them
+    twice, and a worker that died on one is hidden by the answer to the second."""
+    hit = [(s, g) for s in steps if (g := s.groups.get(v.group)) is not None and g.resent]
+    if not hit:
+        return []
+    first, g = hit[0]
+    total = sum(g.resent for _, g in hit)
+    return [
+        Finding(
+            kind="resent",
+            level=first.level,
+            what=f"from {_where(first.level, unit)} the service closed kept connections before answering: knee sent "
+            f"{g.resent:,} requests again on a new connection ({total:,} over the sweep), so the service saw up to "
+            "that many more than knee started",
+            fix="if the service's log shows workers that died or restarted on those requests (a worker timeout, an "
+            "out-of-memory kill), that is a failure knee's retry hid; if not, its keep-alive timeout is shorter than "
+            "the clients' think time: raise it, or give the clients a shorter --think",
+        )
+    ]
 
 
 def _spinning(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecord) -> list[Finding]:

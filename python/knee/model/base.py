@@ -14,7 +14,7 @@ written `class GroupStats(Counts, GroupIdentity)` keeps run.json's keys in their
 clients, then the counts, then its own.
 """
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class Outcomes(BaseModel):
@@ -54,11 +54,17 @@ class Counts(Outcomes):
     or a continuous baseload's outside the steps (pauses, before the first and after the last)."""
 
     warmup_ops: int = 0
+    resent: int = Field(
+        default=0,
+        description="HTTP/1.1 requests written whole on a kept connection the service closed before answering, "
+        "sent again on a new one (warm-up included): the service saw up to this many more than started + warmup_ops",
+    )
 
     def add(self, other: Outcomes) -> None:
         super().add(other)
         if isinstance(other, Counts):
             self.warmup_ops += other.warmup_ops
+            self.resent += other.resent
 
 
 class GroupIdentity(BaseModel):

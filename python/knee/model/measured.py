@@ -146,7 +146,7 @@ class GroupStats(Counts, GroupIdentity):  # run.json: name, kind, clients, then 
 
     Every operation that started ended as exactly one of succeeded, failed, hung or abandoned (in
     flight when the step ended or was stopped): `started` is their sum, and it is what the service
-    saw (plus `warmup_ops`, the operations that ended during warm-up).
+    saw (plus `warmup_ops`, the operations that ended during warm-up, and up to `resent` requests read twice).
     """
 
     elapsed_s: float

@@ -89,6 +89,11 @@ class RunJson(BaseModel):
     hung: int = Field(description="operations that exceeded --timeout and were abandoned or killed")
     abandoned: int = Field(description="operations in flight when the run ended or was stopped")
     warmup_ops: int = Field(description="operations that ended during --warmup (not measured)")
+    resent: int = Field(
+        default=0,
+        description="HTTP/1.1 requests sent again after the service closed a kept connection before answering: "
+        "it saw up to this many more than started + warmup_ops",
+    )
     elapsed_s: float
     rate_hz: float = Field(description="succeeded / elapsed_s, or / the seconds until the data ran out")
     failures: dict[str, int] = Field(description="error class -> count")
@@ -248,6 +253,9 @@ def render(scenario: Scenario, step: StepResult, group: str | None = None) -> st
         add(f"{'Data ran out:':<28}{out}; the run ended there (its rates are over the seconds before)")
     if s.warmup_ops:
         add(f"{'Warm-up (not measured):':<28}{s.warmup_ops}")
+    if s.resent:
+        add(f"{'Sent again:':<28}{s.resent}  (a kept connection closed before an answer: the service saw up to these")
+        add(f"{'':<28}more, a worker that died on one of them hidden by the answer to the second)")
     if s.tls_ms.count:
         full = s.tls_ms.count - s.tls_resumed
         add(f"{'TLS handshakes:':<28}{s.tls_ms.count}  ({full} full, {s.tls_resumed} resumed)")

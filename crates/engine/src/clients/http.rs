@@ -516,7 +516,7 @@ impl HttpClient {
             expect_status: &r.expect_status,
         };
         let check_body = r.checks_body();
-        let mut sent = 0u64;
+        let (mut sent, mut resent) = (0u64, false);
         self.op.wrote = false;
         // Taking it twice does the server no harm (GET, PUT, DELETE…): a reused connection closed
         // before an answer may be told by sending it again. A POST is sent on a reused connection only
@@ -555,6 +555,7 @@ impl HttpClient {
                 Err(f) if reused && f.fresh && (f.unsent || replayable) => {
                     self.conn = None;
                     sent += f.sent;
+                    resent = !f.unsent; // written whole: the server may have read it (counted: `resent`)
                 }
                 Err(f) => {
                     self.conn = None;
@@ -568,6 +569,7 @@ impl HttpClient {
                             received: f.wire,
                             ..Traffic::default()
                         },
+                        resent,
                         ..OpReport::of(Outcome::Fail(f.class))
                     };
                 }
@@ -592,6 +594,7 @@ impl HttpClient {
             steps: Vec::new(),
             latency: None,
             unsent: false,
+            resent,
         }
     }
 }

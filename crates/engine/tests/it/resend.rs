@@ -106,14 +106,32 @@ fn a_post_the_server_read_and_dropped_fails_once() {
     );
     assert_eq!(server.connections.load(Ordering::SeqCst), 2);
 
+    assert_eq!(g.counts.resent, 0, "{}", r.summary_json());
+
     let server = Closing::start(2, Duration::from_secs(30));
     let r = run(client(&server.url(), "GET", 0)).unwrap();
-    assert_eq!(succeeded_failed_hung(&r.groups[0]), (3, 0, 0), "{}", r.summary_json());
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (3, 0, 0), "{}", r.summary_json());
     assert_eq!(
         server.requests.load(Ordering::SeqCst),
         4,
         "the second GET was sent again"
     );
+    // counted: the server saw started + resent
+    assert_eq!(g.counts.resent, 1, "{}", r.summary_json());
+}
+
+/// A GET on a connection the server closed while it was idle (its keep-alive timeout, 30 ms, under the clients'
+/// 150 ms think time) is written, met by the close and sent again: counted as `resent`, though this server never
+/// read the first. What the server saw lies from `started` to `started + resent`.
+#[test]
+fn a_get_sent_again_after_an_idle_close_is_counted_resent() {
+    let server = Closing::start(0, Duration::from_millis(30));
+    let r = run(client(&server.url(), "GET", 150)).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (3, 0, 0), "{}", r.summary_json());
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(g.counts.resent, 2, "{}", r.summary_json());
 }
 
 /// The server closes a connection idle for 30 ms (its keep-alive timeout); the client thinks 150 ms
