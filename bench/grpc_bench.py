@@ -13,7 +13,6 @@ Writes bench/results/bench-grpc.json and the section between the markers in docs
 from __future__ import annotations
 
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, installed, median, paired, parser, repeated
+from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, installed, median, paired, parser, pinned, repeated, section
 
 BEGIN, END = "<!-- grpc-bench: begin -->", "<!-- grpc-bench: end -->"
 VARIANTS = ("knee", "ghz", "tonic")
@@ -146,7 +145,6 @@ def section_from(data: dict[str, Any]) -> str:
         "tonic": "the least client on tonic (bench/tonic_client)",
     }
     lines = [
-        BEGIN,
         f"## gRPC (issue 38): unary calls, {a['clients']} clients",
         "",
         f"`python bench/grpc_bench.py --duration {a['duration']:g} --reps {a['reps']}` (part of `make bench`): "
@@ -192,20 +190,16 @@ def section_from(data: dict[str, Any]) -> str:
             f"knee's peak resident set **{many['maxrss_mb']:.0f} MB**, {many['cpu_s']:.1f} CPU-s over "
             f"{many['wall_s']:.1f} s.",
         ]
-    return "\n".join([*lines, "", *footer(data, "bench-grpc.json"), END])
+    return section(BEGIN, lines, data, "bench-grpc.json", END)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, 5, "client", "bench-grpc.json", duration=5, note=True)
     p.add_argument("--many", type=int, default=10_000, help="clients of the peak-RSS run (default 10 000)")
     a = p.parse_args(argv)
-    from measure import raise_nofile_limit
-
     for tool, name in (("grpc-examples", "grpc_greeter_server"), ("ghz", "ghz"), ("tonic", "tonic-client")):
         installed((TOOLS / name).exists, tool, name)
-    os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares the server's core, not the generator's
-    load_before = os.getloadavg()
-    raise_nofile_limit()
+    load_before = pinned()
     rows = repeated(a.reps, VARIANTS, lambda variant: one(variant, a), pause_s=1)
     finish(a, load_before, rows, section_from, many=clients_held(a))
     return 0

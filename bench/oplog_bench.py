@@ -13,7 +13,6 @@ Writes bench/results/bench-oplog.json and the section between the markers in doc
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, cpu_per_request, finish, footer, median, paired, parser, repeated
+from paired import (
+    GENERATOR_CPU,
+    SERVER_CPU,
+    Row,
+    cpu_per_request,
+    finish,
+    median,
+    paired,
+    parser,
+    pinned,
+    repeated,
+    section,
+)
 
 BEGIN, END = "<!-- oplog-bench: begin -->", "<!-- oplog-bench: end -->"
 VARIANTS = ("plain", "logged")
@@ -68,9 +79,9 @@ def section_from(data: dict[str, Any]) -> str:
         return median(by[v], key)
 
     per_op = statistics.median(r["log_bytes"] / r["started"] for r in by["logged"])
-    return "\n".join(
+    return section(
+        BEGIN,
         [
-            BEGIN,
             f"## Every operation logged (issue 40): `--operations-log`, {a['clients']} clients keep-alive",
             "",
             f"`python bench/oplog_bench.py --duration {a['duration']:g} --reps {a['reps']}` (part of `make bench`): "
@@ -90,22 +101,19 @@ def section_from(data: dict[str, Any]) -> str:
             f"the repetitions); over the step {statistics.median(load):.3f}× ({load[0]:.3f}–{load[-1]:.3f}). The log "
             f"takes {per_op:.1f} bytes per operation (40 a record, and the header): "
             f"{m('logged', 'requests') / a['duration'] * per_op / 1e6:.1f} MB/s at this rate.",
-            "",
-            *footer(data, "bench-oplog.json"),
-            END,
-        ]
+        ],
+        data,
+        "bench-oplog.json",
+        END,
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, 5, "variant", "bench-oplog.json", duration=5, note=True)
     a = p.parse_args(argv)
-    from measure import raise_nofile_limit
     from nginx_server import Nginx
 
-    raise_nofile_limit()
-    os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares nginx's core, not knee's
-    load_before = os.getloadavg()
+    load_before = pinned()
     with Nginx(cpu=SERVER_CPU) as server:
         rows = repeated(a.reps, VARIANTS, lambda variant: one(variant, server, a))
     finish(a, load_before, rows, section_from)

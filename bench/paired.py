@@ -42,6 +42,16 @@ def parser(
     return p
 
 
+def pinned() -> tuple[float, ...]:
+    """The driver moved to the server's core (it shares that one, not the generator's) and its open-file limit
+    raised for the generators it starts: the machine's load averages then, for the page."""
+    from measure import raise_nofile_limit
+
+    raise_nofile_limit()
+    os.sched_setaffinity(0, {SERVER_CPU})
+    return os.getloadavg()
+
+
 def rotated(order: Sequence[T], rep: int) -> list[T]:
     """`order` started at repetition `rep`'s place: over len(order) repetitions each goes first once."""
     k = rep % len(order)
@@ -151,6 +161,11 @@ def finish(
         **extra,
     }
     save(args, data, section_from(data))
+
+
+def section(begin: str, lines: list[str], data: dict[str, Any], results: str, end: str) -> str:
+    """The page's section between its markers: `lines`, then the footer."""
+    return "\n".join([begin, *lines, "", *footer(data, results), end])
 
 
 def footer(data: dict[str, Any], results: str) -> list[str]:

@@ -27,7 +27,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from paired import footer  # noqa: E402  (bench's modules, on the path above)
+from paired import section  # noqa: E402  (bench's modules, on the path above)
 
 SERVER_CPU, GENERATOR_CPU = 0, 1
 BEGIN, END = "<!-- ramp-bench: begin -->", "<!-- ramp-bench: end -->"
@@ -104,9 +104,9 @@ def section_from(data: dict[str, Any]) -> str:
             f"| {title} | {m('requests'):,.0f} | {m('offered'):,.0f} | {m('late'):,.0f} | {m('dropped'):,.0f} "
             f"| {m('us_per_request'):.2f} | {m('load_us_per_request'):.2f} | {m('p50_ms'):.3f} | {m('p99_ms'):.3f} |"
         )
-    return "\n".join(
+    return section(
+        BEGIN,
         [
-            BEGIN,
             f"## Rate profiles (issue 40): a ramp against a constant rate of the same mean, {a['clients']} connections",
             "",
             f"`python bench/ramp_bench.py --rate {a['rate']:g} --duration {a['duration']:g} --reps {a['reps']}` (part "
@@ -129,10 +129,10 @@ def section_from(data: dict[str, Any]) -> str:
             f"schedule): **{statistics.median(flat):.3f}×** ({flat[0]:.3f}–{flat[-1]:.3f}) the constant rate's CPU "
             f"per request; over the step {statistics.median(flat_load):.3f}× ({flat_load[0]:.3f}–{flat_load[-1]:.3f}). "
             "A run with late or dropped arrivals (the table's columns) was at the generator's limit.",
-            "",
-            *footer(data, "bench-ramp.json"),
-            END,
-        ]
+        ],
+        data,
+        "bench-ramp.json",
+        END,
     )
 
 
@@ -147,13 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=BENCH / "results" / "bench-ramp.json")
     a = p.parse_args(argv)
     from feeder_bench import write_section
-    from measure import raise_nofile_limit
     from nginx_server import Nginx
+    from paired import pinned
     from report import machine
 
-    raise_nofile_limit()
-    os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares nginx's core, not knee's
-    load_before = os.getloadavg()
+    load_before = pinned()
     rows: list[dict[str, Any]] = []
     with Nginx(cpu=SERVER_CPU) as server:
         for rep in range(a.reps):

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, footer, installed, median, paired, parser, repeated
+from paired import GENERATOR_CPU, SERVER_CPU, Row, finish, installed, median, paired, parser, pinned, repeated, section
 
 BEGIN, END = "<!-- ws-bench: begin -->", "<!-- ws-bench: end -->"
 VARIANTS = ("knee", "floor")
@@ -135,9 +135,9 @@ def section_from(data: dict[str, Any]) -> str:
     a, rows, h = data["args"], data["runs"], data["held"]
     ratio = paired(rows, "knee", "floor")
     by = {v: [r for r in rows if r["variant"] == v] for v in VARIANTS}
-    return "\n".join(
+    return section(
+        BEGIN,
         [
-            BEGIN,
             f"## WebSocket (issue 39): echo round trips, {a['clients']} clients, and {h['held']:,} held connections",
             "",
             f"`python bench/ws_bench.py --duration {a['duration']:g} --reps {a['reps']}` (part of `make bench`): "
@@ -165,10 +165,10 @@ def section_from(data: dict[str, Any]) -> str:
             f"{h['server_connections']:,} in all), {h['messages_received']:,} pushed messages read, {h['failed']} "
             f"failed; knee's peak resident set **{h['maxrss_mb']:.0f} MB** (the issue's bound: 150 MB), "
             f"{h['cpu_s']:.1f} CPU-s over {h['wall_s']:.1f} s.",
-            "",
-            *footer(data, "bench-ws.json"),
-            END,
-        ]
+        ],
+        data,
+        "bench-ws.json",
+        END,
     )
 
 
@@ -177,13 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--held", type=int, default=10_000, help="connections held at once (default 10 000)")
     p.add_argument("--hold", type=float, default=10.0, help="seconds each is held (default 10)")
     a = p.parse_args(argv)
-    from measure import raise_nofile_limit
-
     installed(NODE_MODULES.joinpath("ws").is_dir, "ws", "Node's ws package")
-    raise_nofile_limit()
-    os.sched_setaffinity(0, {SERVER_CPU})  # this driver shares the server's core, not the generator's
     floor = floor_binary()
-    load_before = os.getloadavg()
+    load_before = pinned()
     rows = repeated(a.reps, VARIANTS, lambda variant: echo(variant, floor, a), pause_s=1)
     finish(a, load_before, rows, section_from, held=held(a))
     return 0
