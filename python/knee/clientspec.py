@@ -64,6 +64,7 @@ def client_spec(
             connect_timeout_ms=_ms_or_none(g.connect_timeout),
             connect_to=_connect_to(g),
             requests=[_mix_request(g, r) for r in g.requests],
+            mix_order=g.mix_order,
         )
     if isinstance(g, GrpcGroup):
         return _grpc(g, record)

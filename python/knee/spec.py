@@ -170,6 +170,7 @@ class HttpClient(_Spec):
     connect_timeout_ms: int | None = None
     connect_to: str | None = None  # HOST:PORT connected to instead of the URL's (which stays the Host and SNI)
     requests: list[HttpRequest] = Field(default_factory=list)  # a weighted mix; empty: the one request above
+    mix_order: Literal["random", "in_turn"] = "random"  # at random by weight, or each the next of the list
     grpc: GrpcCall | None = None  # a gRPC call (http2): the body is its JSON message
 
 

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,10 +249,10 @@ def targets_files(base: str, d: Path, targets: list[dict[str, Any]]) -> tuple[Pa
     return d / "targets.txt", d / "targets.jsonl"
 
 
-def attack(site: Site, files: tuple[Path, Path], n: int, cwd: Path) -> dict[str, set[str]]:
-    """The distinct lines nginx logged for vegeta on each file, for knee --targets on each, and for the scenario
-    `knee import targets` wrote of the http one."""
-    seen: dict[str, set[str]] = {}
+def attack(site: Site, files: tuple[Path, Path], n: int, cwd: Path) -> dict[str, Counter[str]]:
+    """The lines nginx logged, each with how many times, for vegeta on each file, for knee --targets on each, and for
+    the scenario `knee import targets` wrote of the http one."""
+    seen: dict[str, Counter[str]] = {}
     for path, fmt in zip(files, ("http", "json"), strict=True):
         site.clear()
         attack = subprocess.run(
@@ -262,16 +263,16 @@ def attack(site: Site, files: tuple[Path, Path], n: int, cwd: Path) -> dict[str,
             check=True,
         )
         assert attack.stdout, "vegeta wrote no results"
-        seen[f"vegeta {fmt}"] = set(site.lines(n))
+        seen[f"vegeta {fmt}"] = Counter(site.lines(n))
         site.clear()
         knee_ok("run", "--targets", str(path), "--targets-format", fmt, "-c", "2", "-n", str(n), "-q", cwd=cwd)
-        seen[f"knee --targets {fmt}"] = set(site.lines(n))
+        seen[f"knee --targets {fmt}"] = Counter(site.lines(n))
     out = cwd / "imported.toml"
     knee_ok("import", "targets", str(files[0]), "-o", str(out), cwd=cwd)
     site.clear()
     # the importer wrote the recorded cookie as a secret placeholder: its value comes from the environment
     knee_ok("run", str(out), "-c", "2", "-n", str(n), "-q", cwd=cwd, env={"main_cookie_sid": "v42"})
-    seen["knee import targets"] = set(site.lines(n))
+    seen["knee import targets"] = Counter(site.lines(n))
     return seen
 
 
@@ -284,13 +285,14 @@ def test_vegeta_target_reaches_nginx_as_vegetas(site: Site, tmp_path: Path) -> N
                                                                      "X-Trace": "v-1"}, "body": body},
     ])  # fmt: skip
     seen = attack(site, files, 10, tmp_path)
-    want = {'POST /api/orders?src=v|application/json|||v-1|{\\"order\\": 7, \\"note\\": \\"fast\\"}'}
+    want = Counter({'POST /api/orders?src=v|application/json|||v-1|{\\"order\\": 7, \\"note\\": \\"fast\\"}': 10})
     assert seen == dict.fromkeys(seen, want)
 
 
 @pytest.mark.xdist_group("vegeta")  # one worker: where vegeta is not built yet, one build
 def test_vegeta_targets_reach_nginx_as_vegetas(site: Site, tmp_path: Path) -> None:
-    """Three targets (a request mix): vegeta sends each in turn, knee each by its weight (1)."""
+    """Three targets (a request mix): vegeta sends each in turn, and so does knee (mix_order = "in_turn"): 60
+    requests are 20 of each, where at random by weight they would not be."""
     files = targets_files(site.url, tmp_path, [
         {"method": "GET", "path": "/api/items?page=2", "headers": {"X-Trace": "v-items"}},
         {"method": "POST", "path": "/api/save", "headers": {"Content-Type": "application/json", "X-Trace": "v-save"},
@@ -299,11 +301,11 @@ def test_vegeta_targets_reach_nginx_as_vegetas(site: Site, tmp_path: Path) -> No
          "body": b"plain text"},
     ])  # fmt: skip
     seen = attack(site, files, 60, tmp_path)
-    want = {
-        "GET /api/items?page=2||||v-items|",
-        'POST /api/save|application/json|||v-save|{\\"name\\": \\"bolt\\"}',
-        "PUT /api/put|text/plain||sid=v42||plain text",
-    }
+    want = Counter({
+        "GET /api/items?page=2||||v-items|": 20,
+        'POST /api/save|application/json|||v-save|{\\"name\\": \\"bolt\\"}': 20,
+        "PUT /api/put|text/plain||sid=v42||plain text": 20,
+    })  # fmt: skip
     assert seen == dict.fromkeys(seen, want)
 
 

@@ -83,6 +83,7 @@ def test_import_writes_each_target_once_in_order(tmp_path: Path, monkeypatch: py
     result = import_targets(path, "http", bodies_dir="bodies")
     table = tomllib.loads(result.toml())
     reqs = table["groups"]["main"]["requests"]
+    assert table["groups"]["main"]["mix_order"] == "in_turn"  # in the file's order, as vegeta sends them
     assert [(r["name"], r["weight"], r["url"]) for r in reqs] == [
         ("get_a", 1, "${target}/a?x=1"),
         ("post_b", 1, "${target}/b"),
@@ -105,6 +106,7 @@ def test_targets_on_a_one_line_run(tmp_path: Path) -> None:
     assert group["clients"] == "level" and group["http2"] is True and group["headers"] == {"X-All": "yes"}
     assert "url" not in group and table["vars"] == {"target": "http://127.0.0.1:8080"}
     assert [r["url"] for r in group["requests"]] == ["${target}/a", "${target}/b"]
+    assert group["mix_order"] == "in_turn"
     assert table["sweep"] == {"levels": [4], "total": 100} and secrets == {}
     (one,) = parse_http(path)[:1]
     table, _ = with_targets(line, [one], str(path))

@@ -301,3 +301,16 @@ def test_a_background_group_may_not_read_rows_each_used_once(tmp_path: Path) -> 
     # named in its data list, the rows were walked by the baseload's shard and by the steps' from the first
     assert f"groups.bg.data[0]: 'ids': {said}" in error_of(head + worker + main)
     assert f"groups.bg.url: ${{ids.id}}: {said}" in error_of(head + templ + main)
+
+
+def test_a_mix_in_turn_takes_no_weights_and_an_unknown_order_is_named() -> None:
+    head = '[groups.shop]\nkind = "http"\nurl = "http://x:1/"\nclients = 2\nduration = "1s"\n'
+    mix = '[[groups.shop.requests]]\nname = "a"\n[[groups.shop.requests]]\nname = "b"\nweight = 3\n'
+    (line,) = error_of(head + 'mix_order = "in_turn"\n' + mix).splitlines()
+    assert (
+        line.startswith("s.toml line 1: groups.shop")
+        and ("mix_order = \"in_turn\" sends each request of the mix in turn, but 'b' has weight = 3; drop the weights")
+        in line
+    ), line
+    (line,) = error_of(head + 'mix_order = "round-robin"\n' + mix).splitlines()
+    assert "groups.shop.mix_order" in line and "'random' or 'in_turn'" in line, line

@@ -50,7 +50,7 @@ pub use histo::{new_histogram, HIGHEST_US};
 pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
 pub use result::{GroupResult, Metric, RequestResult, ShardResult, ShardSpan, Tick, FORMAT_VERSION};
 pub use spec::{
-    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, GrpcSpec, HttpSpec, OnExhausted, Order, PacerSpec,
+    ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, GrpcSpec, HttpSpec, MixOrder, OnExhausted, Order, PacerSpec,
     RateProfile, RequestSpec, Scope, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
 };
 pub use summary::{GroupSummary, LatencySummary, ReasonSummary, RequestSummary, SeriesPoint, StepSummary, Summary};

@@ -234,12 +234,14 @@ def build(
     merge: bool = False,
     group_keys: dict[str, Any] | None = None,
     inline_max: int | None = INLINE_BODY_MAX,
+    in_turn: bool = False,
 ) -> Imported:
     """The scenario of `requests`: one group per origin (`by_origin`) or one group "main" for all; equal requests
     merged into one of a higher weight (`merge`), else each one its own request of weight 1. Each origin is a
     var (`target`, `target_2` …) its URLs start with. `bodies_dir`: the directory a body too large or binary to
     inline (longer than `inline_max` bytes, None: no limit) is written to, as the scenario names it. `group_keys`: keys
-    every group gets (insecure, tls …)."""
+    every group gets (insecure, tls …). `in_turn`: a mix sends its requests in turn (vegeta's targets), not at
+    random by weight."""
     if not requests:
         raise UserError("nothing to import: the input holds no request")
     for r in requests:
@@ -260,7 +262,7 @@ def build(
     groups: dict[str, list[Request]] = {}
     for r in requests:
         groups.setdefault(group_of[origin_of(r.url)], []).append(r)
-    ctx = _Context(var_of, _Secrets(), merge, bodies_dir, inline_max, Imported(table={}))
+    ctx = _Context(var_of, _Secrets(), merge, bodies_dir, inline_max, Imported(table={}), in_turn)
     tables = {g: ctx.group(g, reqs) for g, reqs in groups.items()}
     connections = {g: ctx.connection(g, group_keys or {}) for g in tables}
     table: dict[str, Any] = {"name": name, "description": description}
@@ -305,6 +307,7 @@ class _Context:
     bodies_dir: str
     inline_max: int | None
     out: Imported
+    in_turn: bool = False
 
     def connection(self, gname: str, keys: dict[str, Any]) -> dict[str, Any]:
         """The group's connection keys (insecure, http2, tls …), a client key's password as a secret."""
@@ -343,7 +346,7 @@ class _Context:
                 group[shared] = first
                 for e in entries:
                     del e[shared]
-        return group | {"requests": entries}
+        return group | ({"mix_order": "in_turn"} if self.in_turn else {}) | {"requests": entries}
 
     def _request(
         self, gname: str, rname: str, r: Request, headers: list[tuple[str, str]], cookies: dict[str, str]

@@ -5,7 +5,8 @@ The http format: a target is a line `METHOD URL`, then optional `Name: value` he
 `@path/to/body` line; targets are separated by blank lines; `#` starts a comment line. A body file is read as
 vegeta reads it, from the current directory (else beside the targets file). The json format
 (`--targets-format json`, vegeta's `-format=json`): one object a line, `{"method", "url", "header": {name:
-[values]}, "body": base64}`. Each target is a request of weight 1, in the file's order.
+[values]}, "body": base64}`. Each target is a request of the mix, sent in turn in the file's order, as vegeta
+sends them (`mix_order = "in_turn"`).
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ def _not_too_many(targets: list[Request], source: str) -> None:
 
 
 def import_targets(path: Path, fmt: str, *, bodies_dir: str) -> Imported:
-    """The scenario of a targets file: a group per origin, each target a request of weight 1."""
+    """The scenario of a targets file: a group per origin, its targets a mix sent in turn."""
     targets = read_targets(path, fmt)
     _not_too_many(targets, str(path))
     return build(
@@ -173,6 +174,7 @@ def import_targets(path: Path, fmt: str, *, bodies_dir: str) -> Imported:
         description=f"imported from the vegeta targets file {path.name}: {len(targets)} targets",
         bodies_dir=bodies_dir,
         by_origin=True,
+        in_turn=True,
     )
 
 
@@ -207,6 +209,7 @@ def with_targets(
         description=f"the vegeta targets of {source}: {len(targets)} targets",
         bodies_dir=bodies,
         inline_max=None,
+        in_turn=True,
     )
     write(imported, None)
     group = dict(line["groups"]["main"])

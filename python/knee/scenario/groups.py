@@ -196,6 +196,7 @@ class HttpGroup(UrlGroupBase):
     source_addr: addresses.SourceAddrs = Field(default_factory=list)
     # a weighted mix of requests (knee.scenario.data): each operation picks one; their keys go over the group's
     requests: list[MixRequest] = Field(default_factory=list)
+    mix_order: Literal["random", "in_turn"] = "random"  # at random by weight, or each the next of the list in turn
 
     @model_validator(mode="before")
     @classmethod
@@ -251,6 +252,12 @@ class HttpGroup(UrlGroupBase):
         if len(set(names)) != len(names):
             dup = next(n for i, n in enumerate(names) if n in names[:i])
             raise ValueError(f"requests: the name {dup!r} is used twice; give every request of the mix its own name")
+        weighed = next((r for r in self.requests if r.weight != 1), None)
+        if self.mix_order == "in_turn" and weighed is not None:
+            raise ValueError(
+                f'mix_order = "in_turn" sends each request of the mix in turn, but {weighed.name!r} has weight = '
+                f'{weighed.weight:g}; drop the weights, or pick at random by weight (mix_order = "random", the default)'
+            )
         for r in self.requests:
             url = request_url(self.url, r.url)
             if url is not None and origin(url) != origin(self.url):

@@ -4,6 +4,7 @@
 //! hand-written client: one write, `httparse` on a reusable buffer). HTTP/2 clients are `http2`'s, knee's own too.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -23,7 +24,7 @@ use crate::class::ErrorClass;
 use crate::data::{Draw, Exhausted, Feeders};
 use crate::error::EngineError;
 use crate::outcome::{Detail, OpReport, Outcome, Traffic};
-use crate::spec::{line_regex, origin, HttpSpec};
+use crate::spec::{line_regex, origin, HttpSpec, MixOrder};
 
 /// Requests up to this size go out in one segment; larger ones set TCP_NODELAY so that their last
 /// segment is not held back waiting for the ACK of the previous ones.
@@ -35,6 +36,8 @@ pub(crate) struct HttpPrep {
     pub requests: Vec<ReqPrep>,
     /// Cumulative weights of `requests` (a mix's pick), their sum last.
     cumulative: Vec<f64>,
+    /// `mix_order = "in_turn"`: the operations this shard has picked a request for.
+    in_turn: Option<AtomicU64>,
     /// HTTP/2: the request in HTTP/2's form and the group's connections.
     pub h2: Option<H2Prep>,
     /// A gRPC call: the body is its message (JSON, sent as protobuf), the response judged by its grpc-status.
@@ -112,6 +115,7 @@ impl HttpPrep {
             dialer,
             requests,
             cumulative,
+            in_turn: (spec.mix_order == MixOrder::InTurn).then(|| AtomicU64::new(0)),
             h2,
             grpc,
             new_connection: spec.new_connection,
@@ -128,10 +132,13 @@ impl HttpPrep {
         }
     }
 
-    /// Pick a request for this operation (by weight; the one request without a mix).
+    /// Pick a request for this operation (in turn, or by weight; the one request without a mix).
     fn pick(&self, draw: &mut Draw<'_>) -> usize {
         if self.requests.len() == 1 {
             return 0;
+        }
+        if let Some(n) = &self.in_turn {
+            return (n.fetch_add(1, Ordering::Relaxed) % self.requests.len() as u64) as usize;
         }
         let total = self.cumulative.last().copied().unwrap_or(1.0);
         let x = draw.state.rng.unit() * total;

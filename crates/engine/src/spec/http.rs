@@ -56,9 +56,24 @@ pub struct HttpSpec {
     /// the checks). Empty: every operation sends the group's one request.
     #[serde(default)]
     pub requests: Vec<RequestSpec>,
+    /// How an operation picks its request of the mix: at random by weight, or each the next of the list in turn.
+    #[serde(default)]
+    pub mix_order: MixOrder,
     /// A gRPC call (over HTTP/2): the body is its message as JSON, the URL's path the method's.
     #[serde(default)]
     pub grpc: Option<GrpcSpec>,
+}
+
+/// How the operations of a mix pick their requests.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MixOrder {
+    /// Each at random by the requests' weights (seeded).
+    #[default]
+    Random,
+    /// Each operation the next request of the list, across the shard's clients, from its first again after its
+    /// last (vegeta's targets, Gatling's roundRobinSwitch): every request is sent as often, give or take one.
+    InTurn,
 }
 
 /// One request of a mix: its name (counted apart), weight, and what differs from the group's request.
@@ -245,6 +260,13 @@ impl HttpSpec {
             if !(r.weight.is_finite() && r.weight > 0.0) {
                 return Err(SpecError::new(format!(
                     "{rkey}.weight must be a positive number (got {}); drop the request to send it never",
+                    r.weight
+                )));
+            }
+            if self.mix_order == MixOrder::InTurn && r.weight != 1.0 {
+                return Err(SpecError::new(format!(
+                    "{rkey}.weight is {}, but mix_order \"in_turn\" sends each request in turn; drop the weight, or \
+                     pick at random by weight (mix_order \"random\")",
                     r.weight
                 )));
             }

@@ -18,7 +18,7 @@ pub use data::{DataSpec, OnExhausted, Order, Scope};
 pub use exec::{ExecSpec, FileCheck, WorkerSpec};
 pub use grpc::GrpcSpec;
 pub(crate) use http::{origin, untemplated};
-pub use http::{HttpSpec, RequestSpec, TlsSpec};
+pub use http::{HttpSpec, MixOrder, RequestSpec, TlsSpec};
 pub use tcp::TcpSpec;
 pub use ws::{WsMode, WsSpec};
 

@@ -703,3 +703,44 @@ fn bytes_sent_and_received_are_counted_exactly() {
         (10 * chunked.len() as u64, 50)
     );
 }
+
+/// `mix_order = "in_turn"`: each operation the next request of the list, across the clients and threads, the
+/// first again after the last: every request sent as often, give or take one, the first ones first. A weight is
+/// refused with it (the turn has none); at random by weight (the default) a run of 3 × 400 is not that even.
+#[test]
+fn a_mix_in_turn_sends_each_request_in_turn_across_the_clients() {
+    let server = TestServer::start(ServerOpts::default());
+    let mix = |order: &str, total: u64, clients: u64, weight: f64| {
+        let requests: Vec<serde_json::Value> = ["a", "b", "c"]
+            .iter()
+            .map(|n| json!({"name": n, "url": format!("{}{n}", server.url()), "weight": weight}))
+            .collect();
+        let client = json!({"kind": "http", "url": server.url(), "requests": requests, "mix_order": order});
+        let s = json!({"threads": 2, "seed": 7, "groups": [group("main", clients, json!({"total": total}), client)]});
+        knee_engine::Spec::from_json(&s.to_string()).map(|s| run(s).unwrap())
+    };
+    let sent = |r: &knee_engine::ShardResult| -> Vec<u64> {
+        let g = &r.groups[0];
+        ["a", "b", "c"]
+            .iter()
+            .map(|n| {
+                g.requests
+                    .iter()
+                    .find(|q| q.counts.name == *n)
+                    .map_or(0, |q| q.counts.outcomes.succeeded)
+            })
+            .collect()
+    };
+    let one = mix("in_turn", 7, 1, 1.0).unwrap();
+    assert_eq!(sent(&one), [3, 2, 2], "{}", one.summary_json());
+    let many = mix("in_turn", 1200, 8, 1.0).unwrap();
+    assert_eq!(sent(&many), [400, 400, 400], "{}", many.summary_json());
+    let random = mix("random", 1200, 8, 1.0).unwrap();
+    assert_eq!(sent(&random).iter().sum::<u64>(), 1200);
+    assert_ne!(sent(&random), [400, 400, 400], "{}", random.summary_json());
+    let Err(err) = mix("in_turn", 3, 1, 2.0) else {
+        panic!("a weight in turn is refused")
+    };
+    let err = err.to_string();
+    assert!(err.contains("weight is 2, but mix_order \"in_turn\""), "{err}");
+}
