@@ -244,6 +244,7 @@ class GroupSpec(_Spec):
     clients: int
     stop: StopRule
     think_ms: int = 0
+    think_random: dict[str, Any] = Field(default_factory=lambda: {"kind": "constant"})  # how each is drawn
     think_on_failure_ms: int = 0
     timeout_ms: int = 30_000
     warmup_ms: int = 0

@@ -190,7 +190,8 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
         # true was a duration of 1 s; infinity passed as far as run.json, which it left damaged ("running").
         (
             EXEC + 'think = true\n[sweep]\nlevels = [1]\nduration = "1s"\n',
-            "s.toml line 4: groups.main.think must be a duration like 10s, 2m or 500ms (got True)",
+            's.toml line 4: groups.main.think must be a duration like 2s, "uniform(1s, 3s)" or "exponential(2s)" '
+            "(got True)",
         ),
         (
             EXEC + "[sweep]\nlevels = [1]\nduration = 1979-05-27\n",

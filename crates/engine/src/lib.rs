@@ -51,6 +51,6 @@ pub use reason::{normalize, Reason, Reasons, MAX_REASONS};
 pub use result::{GroupResult, Metric, RequestResult, ShardResult, ShardSpan, Tick, FORMAT_VERSION};
 pub use spec::{
     ClientSpec, DataSpec, ExecSpec, FileCheck, GroupSpec, GrpcSpec, HttpSpec, MixOrder, OnExhausted, Order, PacerSpec,
-    RateProfile, RequestSpec, Scope, Spec, StopRule, TcpSpec, TlsSpec, WorkerSpec,
+    RateProfile, RequestSpec, Scope, Spec, StopRule, TcpSpec, ThinkRandom, TlsSpec, WorkerSpec,
 };
 pub use summary::{GroupSummary, LatencySummary, ReasonSummary, RequestSummary, SeriesPoint, StepSummary, Summary};

@@ -17,8 +17,8 @@
 use std::time::{Duration, Instant};
 
 use crate::profile::{Curve, RateProfile};
-use crate::rng::splitmix;
-use crate::spec::{GroupSpec, PacerSpec};
+use crate::rng::{splitmix, Rng};
+use crate::spec::{GroupSpec, PacerSpec, ThinkRandom};
 
 /// An operation that starts more than this after its intended start counts as *late*.
 /// Larger than the timer's granularity (1 ms) plus scheduling jitter on a busy machine.
@@ -32,7 +32,10 @@ pub const MAX_RATE_HZ: f64 = 10_000_000.0;
 
 /// Closed loop: when a client's next operation starts.
 pub(crate) struct Closed {
+    /// The think time's mean, and how each is drawn around it (from `rng`, the client's own stream).
     think: Duration,
+    random: ThinkRandom,
+    rng: Rng,
     /// Added to `think` after a failed operation.
     on_failure: Duration,
     /// The client's number in its group (1-based), which a clients profile runs while it is at least that.
@@ -47,9 +50,16 @@ pub(crate) struct Previous {
 }
 
 impl Closed {
-    pub fn new(think_ms: u64, think_on_failure_ms: u64, number: u64) -> Closed {
+    /// `seed`: the group's (`GroupShared::arrival_seed`); `number` the client's in the whole group, its stream.
+    pub fn new(spec: &GroupSpec, number: u64, seed: u64) -> Closed {
+        Closed::of(spec.think_ms, spec.think_on_failure_ms, spec.think_random, number, seed)
+    }
+
+    fn of(think_ms: u64, think_on_failure_ms: u64, random: ThinkRandom, number: u64, seed: u64) -> Closed {
         Closed {
             think: Duration::from_millis(think_ms),
+            random,
+            rng: Rng::new(seed, number),
             on_failure: Duration::from_millis(think_on_failure_ms),
             number: number as f64,
         }
@@ -63,14 +73,22 @@ impl Closed {
     }
 
     /// When the next operation should start, given how the previous one ended (None: first one).
-    pub fn next_start(&self, prev: Option<Previous>, now: Instant) -> Instant {
-        prev.map_or(now, |p| {
-            if p.failed {
-                p.end + self.think + self.on_failure
-            } else {
-                p.end + self.think
+    pub fn next_start(&mut self, prev: Option<Previous>, now: Instant) -> Instant {
+        let Some(p) = prev else { return now };
+        let think = match self.random {
+            ThinkRandom::Constant => self.think,
+            ThinkRandom::Uniform { spread_ms } => {
+                let spread = Duration::from_millis(spread_ms);
+                self.think - spread + (2 * spread).mul_f64(self.rng.unit())
             }
-        })
+            // −ln(1 − u), u in [0, 1): an exponential of mean 1, at most about 37
+            ThinkRandom::Exponential => self.think.mul_f64(-(1.0 - self.rng.unit()).ln()),
+        };
+        if p.failed {
+            p.end + think + self.on_failure
+        } else {
+            p.end + think
+        }
     }
 }
 
@@ -302,15 +320,51 @@ mod tests {
     #[test]
     fn closed_waits_think_after_the_previous_end_and_more_after_a_failure() {
         let t0 = Instant::now();
-        assert_eq!(Closed::new(5, 0, 1).next_start(None, t0), t0);
+        assert_eq!(Closed::of(5, 0, ThinkRandom::Constant, 1, 0).next_start(None, t0), t0);
         let ok = Previous { end: t0, failed: false };
         let failed = Previous { end: t0, failed: true };
         let ms = Duration::from_millis;
         for (think, on_failure, after_ok, after_failure) in [(5, 0, 5, 5), (5, 100, 5, 105), (0, 100, 0, 100)] {
-            let p = Closed::new(think, on_failure, 1);
+            let mut p = Closed::of(think, on_failure, ThinkRandom::Constant, 1, 0);
             assert_eq!(p.next_start(Some(ok), t0), t0 + ms(after_ok));
             assert_eq!(p.next_start(Some(failed), t0), t0 + ms(after_failure));
         }
+    }
+
+    /// Think times drawn around their mean of 100 ms: uniform ±40 ms stays within 60–140 ms, its mean and spread
+    /// a uniform's (sd 40/√3 = 23.1 ms); exponential has the mean for its standard deviation too. The same seed
+    /// and client draw the same times, another client others; a failure's pause is added to the drawn time.
+    #[test]
+    fn random_think_times_are_uniform_or_exponential_around_their_mean_and_seeded() {
+        let t0 = Instant::now();
+        let ok = Some(Previous { end: t0, failed: false });
+        let draws = |random, client: u64, seed: u64| -> Vec<f64> {
+            let mut p = Closed::of(100, 0, random, client, seed);
+            (0..20_000)
+                .map(|_| (p.next_start(ok, t0) - t0).as_secs_f64() * 1000.0)
+                .collect()
+        };
+        let stats = |v: &[f64]| {
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+            (mean, var.sqrt())
+        };
+        let uniform = draws(ThinkRandom::Uniform { spread_ms: 40 }, 3, 9);
+        assert!(uniform.iter().all(|&x| (60.0..140.0).contains(&x)));
+        let (mean, sd) = stats(&uniform);
+        assert!((mean - 100.0).abs() < 1.0 && (sd - 23.09).abs() < 0.5, "{mean} {sd}");
+        let exponential = draws(ThinkRandom::Exponential, 3, 9);
+        let (mean, sd) = stats(&exponential);
+        assert!((mean - 100.0).abs() < 3.0 && (sd - 100.0).abs() < 4.0, "{mean} {sd}");
+        assert!(exponential.iter().all(|&x| x >= 0.0));
+        assert_eq!(draws(ThinkRandom::Exponential, 3, 9), exponential);
+        assert_ne!(draws(ThinkRandom::Exponential, 4, 9)[..10], exponential[..10]);
+        let mut p = Closed::of(100, 50, ThinkRandom::Uniform { spread_ms: 40 }, 1, 0);
+        let after = p.next_start(Some(Previous { end: t0, failed: true }), t0) - t0;
+        assert!(
+            (Duration::from_millis(110)..Duration::from_millis(190)).contains(&after),
+            "{after:?}"
+        );
     }
 
     #[test]

@@ -293,7 +293,7 @@ pub(crate) fn run_thread(
                 // Its number in the whole group, for a clients profile (as pacer.rs numbers an open loop's turns).
                 let number = spec.group_clients.map_or(0, |_| spec.client_offset) + c + 1;
                 let source = Source::Closed {
-                    pacer: Closed::new(spec.think_ms, spec.think_on_failure_ms, number),
+                    pacer: Closed::new(spec, number, shared.groups[g].arrival_seed),
                     prev: None,
                 };
                 let host = hosts.host(g, slot);

@@ -43,7 +43,7 @@ def analyze_run(record: RunRecord) -> list[Verdict]:
             name,
             onset=sc.analysis.onset,
             slo=sc.slo,
-            think_s=sc.groups[name].think if name in sc.groups else 0.0,
+            think_s=sc.groups[name].think.mean if name in sc.groups else 0.0,
             think_on_failure_s=sc.groups[name].think_on_failure if name in sc.groups else 0.0,
             fit=name == record.measured_group,
             recovery_tolerance=sc.recovery.tolerance,

@@ -175,7 +175,11 @@ _LOAD = [
         "-n/--iterations.",
     ),
     click.option("--timeout", help="An operation still running after this is hung (default 30s)."),
-    click.option("--think", help="Pause after each operation (closed loop)."),
+    click.option(
+        "--think",
+        help="Pause after each operation (closed loop): a duration (2s), uniform(1s,3s) or exponential(2s), drawn for "
+        "each pause around its mean.",
+    ),
     click.option(
         "--think-on-failure",
         metavar="DURATION",

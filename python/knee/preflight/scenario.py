@@ -129,7 +129,7 @@ def load_of(scenario: Scenario, endpoints: dict[str, Endpoint] | None = None, ex
                     or (isinstance(g, HttpGroup) and g.new_connection)
                     or (isinstance(g, WebsocketGroup) and g.mode != "echo"),  # a session's or a listen's own
                     rate=float(top) if g.rate == "level" else (g.profile.peak_hz if g.profile is not None else None),
-                    think_s=g.think,
+                    think_s=g.think.mean,
                     http=isinstance(g, HttpGroup),
                     sources=max(1, len(addresses.of_group(g.source_addr))),
                 )

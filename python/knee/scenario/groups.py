@@ -21,6 +21,7 @@ from knee.scenario import addresses, grpcproto, profiles
 from knee.scenario.data import MixRequest, origin, request_url
 from knee.scenario.fields import Count, Duration, Headers, PositiveDuration, PositiveInt, Table, seconds
 from knee.scenario.profiles import RateProfile
+from knee.scenario.think import Think, ThinkTime, said
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
 from knee.scenario.urls import check_addr, check_connect_to, check_grpc_url, check_url, check_ws_url
@@ -72,7 +73,7 @@ class _GroupBase(Table):
     # baseload: runs as long as the step's other groups, then stops (engine stop `while_others`)
     background: bool = False
     timeout: PositiveDuration = Field(default=_DEFAULT_TIMEOUT, validation_alias=AliasChoices("timeout", "hang_after"))
-    think: Duration = 0.0
+    think: Think = ThinkTime()  # the same each time, uniform(LEAST, MOST) or exponential(MEAN) (scenario/think.py)
     # a further pause after a failed operation only (a retrying client's back-off), added to think
     think_on_failure: Duration = 0.0
 
@@ -105,9 +106,9 @@ class _GroupBase(Table):
                     "handed to that many clients, e.g. clients = 50"
                 )
             for key in ("think", "think_on_failure"):
-                if getattr(self, key) > 0:
+                if float(getattr(self, key)) > 0:
                     raise ValueError(
-                        f"{key} applies to closed loops only (got {getattr(self, key):g} s with a rate profile); "
+                        f"{key} applies to closed loops only (got {said(getattr(self, key))} with a rate profile); "
                         f"drop {key}"
                     )
         return self

@@ -60,6 +60,9 @@ pub struct GroupSpec {
     /// added to `think_ms`; succeeded and hung operations are followed by `think_ms` alone.
     #[serde(default)]
     pub think_on_failure_ms: u64,
+    /// Closed loop: how each think time is drawn, `think_ms` its mean (default: `think_ms` every time).
+    #[serde(default)]
+    pub think_random: ThinkRandom,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     #[serde(default)]
@@ -218,6 +221,20 @@ fn named_once<T>(list: &str, what: &str, items: &[T], i: usize, name: impl Fn(&T
     Ok(())
 }
 
+/// How a closed-loop client's think times are drawn around their mean `think_ms`, from the client's own seeded
+/// stream: the same each time, uniform within `spread_ms` either side (Locust's `between`, Gatling's
+/// `pause(min, max)`), or exponential (a client's operations then start as a Poisson stream while it thinks).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ThinkRandom {
+    #[default]
+    Constant,
+    Uniform {
+        spread_ms: u64,
+    },
+    Exponential,
+}
+
 impl GroupSpec {
     fn validate(&self, key: &str) -> Result<(), SpecError> {
         if self.name.is_empty() {
@@ -225,6 +242,14 @@ impl GroupSpec {
         }
         if self.clients == 0 {
             return Err(SpecError::new(format!("{key}.clients must be at least 1 (got 0)")));
+        }
+        if let ThinkRandom::Uniform { spread_ms } = self.think_random {
+            if spread_ms > self.think_ms {
+                return Err(SpecError::new(format!(
+                    "{key}.think_random.spread_ms is {spread_ms}, more than think_ms ({}): a think time below 0",
+                    self.think_ms
+                )));
+            }
         }
         let (stop_key, n) = match self.stop {
             StopRule::Total(n) => ("total", n),
@@ -277,6 +302,11 @@ impl GroupSpec {
                     "{key}.think_on_failure_ms applies to closed loops only (got {} with an arrival rate); \
                      drop it: an open loop's arrivals do not wait for failures",
                     self.think_on_failure_ms
+                )));
+            }
+            if self.think_random != ThinkRandom::Constant {
+                return Err(SpecError::new(format!(
+                    "{key}.think_random applies to closed loops only; drop it, or give the arrivals `poisson`"
                 )));
             }
             match (rate_hz, profile) {
