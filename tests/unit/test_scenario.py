@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from knee.scenario import (
     read_scenario,
     scenario_from_record,
 )
+from knee.scenario.think import parse_think
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 VARS = {"target": "http://127.0.0.1:1", "tcp": "127.0.0.1:2"}
@@ -309,8 +311,49 @@ def test_a_mix_in_turn_takes_no_weights_and_an_unknown_order_is_named() -> None:
     (line,) = error_of(head + 'mix_order = "in_turn"\n' + mix).splitlines()
     assert (
         line.startswith("s.toml line 1: groups.shop")
-        and ("mix_order = \"in_turn\" sends each request of the mix in turn, but 'b' has weight = 3; drop the weights")
+        and ("mix_order = \"in_turn\" sends each request of a mix in turn, but 'b' has weight = 3; drop the weights")
         in line
     ), line
     (line,) = error_of(head + 'mix_order = "round-robin"\n' + mix).splitlines()
     assert "groups.shop.mix_order" in line and "'random' or 'in_turn'" in line, line
+
+
+def test_a_mix_order_without_a_mix_is_refused() -> None:
+    text = '[groups.shop]\nkind = "http"\nurl = "http://x:1/"\nclients = 2\nduration = "1s"\nmix_order = "in_turn"\n'
+    (line,) = error_of(text).splitlines()
+    assert 'mix_order = "in_turn" sends each request of a mix in turn, but the group has none; drop it' in line, line
+
+
+@pytest.mark.parametrize(
+    ("typed", "written", "mean"),
+    [
+        ("2s", 2.0, 2.0),
+        (0.00005, 0.00005, 0.00005),  # a number of seconds, as an older run.json holds it
+        ("uniform(20ms, 80ms)", "uniform(20ms, 80ms)", 0.05),
+        ("uniform(1s,3s)", "uniform(1s, 3s)", 2.0),
+        ("exponential(1.5s)", "exponential(1500ms)", 1.5),
+        ("exponential(0s)", 0.0, 0.0),  # never pauses, whatever its form
+    ],
+)
+def test_a_think_time_is_written_as_given_and_reads_back_the_same(typed: object, written: object, mean: float) -> None:
+    think = parse_think(typed)
+    assert think.mean == pytest.approx(mean) and think.model_dump() == written
+    assert parse_think(think.model_dump()) == think
+    text = f'[groups.a]\nkind = "tcp"\naddr = "127.0.0.1:1"\nduration = "1s"\nthink = {json.dumps(written)}\n'
+    assert parse_scenario(text + "[sweep]\nlevels = [1]\n", "s.toml").groups["a"].think == think
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("uniform(3s, 1s)", "its least is above its most; give uniform(LEAST, MOST)"),
+        ("uniform(-1s, 3s)", "uniform's least must be a duration like 10s"),
+        ("exponential(100000h)", "exponential's mean must be at most 24000h"),
+        ("gauss(1s)", 'must be a duration like 2s, "uniform(1s, 3s)" or "exponential(2s)"'),
+        ({"kind": "uniform"}, 'must be a duration like 2s, "uniform(1s, 3s)"'),
+    ],
+)
+def test_a_think_time_that_cannot_be_is_one_sentence(typed: object, said: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_think(typed)
+    assert said in str(err.value)

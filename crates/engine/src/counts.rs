@@ -82,6 +82,10 @@ pub struct GroupCounts {
     pub offered: u64,
     /// Open loop: operations that started more than `LATE_AFTER` (10 ms) after their intended start.
     pub late: u64,
+    /// Open loop: of `late`, those issued while a client was free for them: knee's own scheduling lagged (its
+    /// CPU, its timer), not the service (absent in older results).
+    #[serde(default)]
+    pub lagged: u64,
     /// Open loop: arrivals never started (over `max_in_flight`, or waited longer than `timeout_ms`).
     pub dropped: u64,
     pub per_client: Vec<u64>,
@@ -127,6 +131,7 @@ impl GroupCounts {
         self.open_loop |= o.open_loop;
         self.offered += o.offered;
         self.late += o.late;
+        self.lagged += o.lagged;
         self.dropped += o.dropped;
         self.clients += o.clients;
         self.outcomes.add(&o.outcomes);

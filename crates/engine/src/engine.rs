@@ -100,6 +100,7 @@ impl Engine {
         let mut fds = 64u64;
         for (i, g) in spec.groups.iter().enumerate() {
             let prep = Prepared::new(&g.client, g.clients, &feeders, &format!("groups[{i}].client"))?;
+            prep.start_turn_at(g.client_offset);
             fds = fds.saturating_add(prep.fds(g.clients));
             preps.push(prep);
         }

@@ -50,16 +50,16 @@ pub(crate) struct Previous {
 }
 
 impl Closed {
-    /// `seed`: the group's (`GroupShared::arrival_seed`); `number` the client's in the whole group, its stream.
-    pub fn new(spec: &GroupSpec, number: u64, seed: u64) -> Closed {
-        Closed::of(spec.think_ms, spec.think_on_failure_ms, spec.think_random, number, seed)
+    /// `rng`: the client's own stream of think times.
+    pub fn new(spec: &GroupSpec, number: u64, rng: Rng) -> Closed {
+        Closed::of(spec.think_ms, spec.think_on_failure_ms, spec.think_random, number, rng)
     }
 
-    fn of(think_ms: u64, think_on_failure_ms: u64, random: ThinkRandom, number: u64, seed: u64) -> Closed {
+    fn of(think_ms: u64, think_on_failure_ms: u64, random: ThinkRandom, number: u64, rng: Rng) -> Closed {
         Closed {
             think: Duration::from_millis(think_ms),
             random,
-            rng: Rng::new(seed, number),
+            rng,
             on_failure: Duration::from_millis(think_on_failure_ms),
             number: number as f64,
         }
@@ -320,12 +320,15 @@ mod tests {
     #[test]
     fn closed_waits_think_after_the_previous_end_and_more_after_a_failure() {
         let t0 = Instant::now();
-        assert_eq!(Closed::of(5, 0, ThinkRandom::Constant, 1, 0).next_start(None, t0), t0);
+        assert_eq!(
+            Closed::of(5, 0, ThinkRandom::Constant, 1, Rng::new(0, 0)).next_start(None, t0),
+            t0
+        );
         let ok = Previous { end: t0, failed: false };
         let failed = Previous { end: t0, failed: true };
         let ms = Duration::from_millis;
         for (think, on_failure, after_ok, after_failure) in [(5, 0, 5, 5), (5, 100, 5, 105), (0, 100, 0, 100)] {
-            let mut p = Closed::of(think, on_failure, ThinkRandom::Constant, 1, 0);
+            let mut p = Closed::of(think, on_failure, ThinkRandom::Constant, 1, Rng::new(0, 0));
             assert_eq!(p.next_start(Some(ok), t0), t0 + ms(after_ok));
             assert_eq!(p.next_start(Some(failed), t0), t0 + ms(after_failure));
         }
@@ -339,7 +342,7 @@ mod tests {
         let t0 = Instant::now();
         let ok = Some(Previous { end: t0, failed: false });
         let draws = |random, client: u64, seed: u64| -> Vec<f64> {
-            let mut p = Closed::of(100, 0, random, client, seed);
+            let mut p = Closed::of(100, 0, random, 1, Rng::new(seed, client));
             (0..20_000)
                 .map(|_| (p.next_start(ok, t0) - t0).as_secs_f64() * 1000.0)
                 .collect()
@@ -359,7 +362,7 @@ mod tests {
         assert!(exponential.iter().all(|&x| x >= 0.0));
         assert_eq!(draws(ThinkRandom::Exponential, 3, 9), exponential);
         assert_ne!(draws(ThinkRandom::Exponential, 4, 9)[..10], exponential[..10]);
-        let mut p = Closed::of(100, 50, ThinkRandom::Uniform { spread_ms: 40 }, 1, 0);
+        let mut p = Closed::of(100, 50, ThinkRandom::Uniform { spread_ms: 40 }, 1, Rng::new(0, 0));
         let after = p.next_start(Some(Previous { end: t0, failed: true }), t0) - t0;
         assert!(
             (Duration::from_millis(110)..Duration::from_millis(190)).contains(&after),

@@ -145,9 +145,11 @@ impl GroupRec {
         self.res.series[tick].offered += 1;
     }
 
-    /// Count an arrival meant to start at `at` that started late, in the interval of its intended start.
-    pub fn late(&mut self, at: Instant) {
+    /// Count an arrival meant to start at `at` that started late, in the interval of its intended start (`free`: a
+    /// client was free for it when it was issued: the load side lagged, not the service).
+    pub fn late(&mut self, at: Instant, free: bool) {
         self.res.counts.late += 1;
+        self.res.counts.lagged += u64::from(free);
         let tick = self.tick(at);
         self.res.series[tick].late += 1;
     }

@@ -18,7 +18,8 @@ use crate::threads::GroupShared;
 
 /// One thread's open-loop queue for one group: arrivals waiting for a free client.
 pub(crate) struct OpenQueue {
-    pub pending: RefCell<VecDeque<Instant>>,
+    /// Each arrival's intended start, and whether a client of this thread was free for it when it was issued.
+    pub pending: RefCell<VecDeque<(Instant, bool)>>,
     /// Clients running an operation.
     pub busy: Cell<usize>,
     /// The scheduler has issued its last arrival.
@@ -44,6 +45,8 @@ pub(crate) struct Start {
     pub began: Instant,
     /// An open-loop arrival due inside the measured window.
     pub measured_arrival: bool,
+    /// An open-loop arrival issued while a client was free for it: if it started late, the load side lagged.
+    pub free: bool,
 }
 
 impl Source {
@@ -97,6 +100,7 @@ impl Source {
                     intended: now,
                     began: now,
                     measured_arrival: false,
+                    free: false,
                 })
             }
             Source::Open(q) => loop {
@@ -105,7 +109,7 @@ impl Source {
                     return None;
                 }
                 let next = q.pending.borrow_mut().pop_front();
-                let Some(intended) = next else {
+                let Some((intended, free)) = next else {
                     if q.closed.get() || stopped.load(Ordering::Relaxed) {
                         return None;
                     }
@@ -118,7 +122,7 @@ impl Source {
                 if group.end_at().is_some_and(|e| now >= e) {
                     // Due inside the window, but no client was free before it ended: it never starts. Back in the
                     // queue, dropped with the arrivals still waiting behind it (open_group counts them).
-                    q.pending.borrow_mut().push_front(intended);
+                    q.pending.borrow_mut().push_front((intended, free));
                     return None;
                 }
                 let measured_arrival = intended >= group.measured_start();
@@ -134,6 +138,7 @@ impl Source {
                     intended,
                     began: now,
                     measured_arrival,
+                    free,
                 });
             },
         }

@@ -25,6 +25,7 @@ use crate::outcome::{OpReport, Outcome};
 use crate::pacer::{Closed, Schedule, LATE_AFTER};
 use crate::profile::Curve;
 use crate::recorder::{GroupRec, LiveGroup, Timing};
+use crate::rng::Rng;
 use crate::source::{OpenQueue, Running, Source};
 use crate::spec::{GroupSpec, PacerSpec, StopRule};
 
@@ -293,7 +294,12 @@ pub(crate) fn run_thread(
                 // Its number in the whole group, for a clients profile (as pacer.rs numbers an open loop's turns).
                 let number = spec.group_clients.map_or(0, |_| spec.client_offset) + c + 1;
                 let source = Source::Closed {
-                    pacer: Closed::new(spec, number, shared.groups[g].arrival_seed),
+                    // its think times from a stream of its own among every load machine's clients
+                    pacer: Closed::new(
+                        spec,
+                        number,
+                        Rng::new(shared.groups[g].arrival_seed, spec.client_offset + c),
+                    ),
                     prev: None,
                 };
                 let host = hosts.host(g, slot);
@@ -463,7 +469,7 @@ async fn client(
                     group.tickets.fetch_sub(1, Ordering::Relaxed);
                 }
                 // The arrival it took goes back to the queue: another client takes it, or it is dropped at the end.
-                Source::Open(q) => q.pending.borrow_mut().push_front(start.intended),
+                Source::Open(q) => q.pending.borrow_mut().push_front((start.intended, start.free)),
                 Source::Closed { .. } => {}
             }
             break;
@@ -517,7 +523,7 @@ async fn client(
         {
             let mut r = rec.borrow_mut();
             if start.measured_arrival && !cut_short && began.saturating_duration_since(start.intended) > LATE_AFTER {
-                r[g].late(start.intended);
+                r[g].late(start.intended, start.free);
             }
             r[g].record(&report, &timing, slot, global_client, &op.detail, op.request());
         }
@@ -634,7 +640,9 @@ async fn open_group(
             continue;
         }
         group.in_flight.fetch_add(1, Ordering::Relaxed);
-        q.pending.borrow_mut().push_back(at);
+        // fewer arrivals waiting than idle clients: one is free for this one (late, it is the load side's lag)
+        let free = q.pending.borrow().len() < q.clients.get().saturating_sub(q.busy.get());
+        q.pending.borrow_mut().push_back((at, free));
         q.notify.notify_one();
     }
     q.closed.set(true);
@@ -647,7 +655,7 @@ async fn open_group(
     let left = std::mem::take(&mut *q.pending.borrow_mut());
     group.in_flight.fetch_sub(left.len(), Ordering::Relaxed);
     let mut r = rec.borrow_mut();
-    for at in left.into_iter().filter(|&at| at >= group.measured_start()) {
+    for (at, _) in left.into_iter().filter(|&(at, _)| at >= group.measured_start()) {
         r[g].drop_arrival(at);
     }
 }

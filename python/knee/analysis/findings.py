@@ -280,8 +280,8 @@ def _resent(steps: Sequence[StepResult], v: Verdict, unit: str, record: RunRecor
             kind="resent",
             level=first.level,
             what=f"from {_where(first.level, unit)} the service closed kept connections before answering: knee sent "
-            f"{g.resent:,} requests again on a new connection ({total:,} over the sweep), so the service saw up to "
-            "that many more than knee started",
+            f"{g.resent:,} requests of that level again on a new connection ({total:,} over the sweep), and the "
+            "service may have read each of them twice",
             fix="if the service's log shows workers that died or restarted on those requests (a worker timeout, an "
             "out-of-memory kill), that is a failure knee's retry hid; if not, its keep-alive timeout is shorter than "
             "the clients' think time: raise it, or give the clients a shorter --think",

@@ -182,6 +182,7 @@ class LevelRow(Outcomes):
     open_loop: bool = False  # the group was paced by an arrival rate
     offered: int = 0
     late: int = 0
+    lagged: int = 0  # of the late, those issued with a client free: the load side lagged
     dropped: int = 0
     uncorrected_count: int = 0
     uncorrected_sum_ms: float = 0.0  # latency from the actual start (time in the service), mean × count
@@ -335,6 +336,7 @@ def pool(steps: Sequence[StepResult], group: str, direction: str, every: bool = 
             r.open_loop = True
             r.offered += o.offered
             r.late += o.late
+            r.lagged += o.lagged
             r.dropped += o.dropped
             r.uncorrected_count += o.latency_uncorrected_ms.count
             r.uncorrected_sum_ms += o.latency_uncorrected_ms.mean * o.latency_uncorrected_ms.count
@@ -391,9 +393,21 @@ def saturated(row: LevelRow) -> bool:
         return False
     return (
         (row.shortfall > SATURATION_SHORTFALL and _short_beyond_noise(row))
-        or row.late / row.offered > SATURATION_LATE
+        or (row.late - row.lagged) / row.offered > SATURATION_LATE
         or row.dropped / row.offered > SATURATION_DROPPED
     )
+
+
+def lag_warnings(rows: Sequence[LevelRow]) -> list[str]:
+    """Open-loop levels where more than SATURATION_LATE of the arrivals started late while a client was free for them:
+    knee's own scheduling lagged (its CPU, its timer), which the saturation does not count against the service."""
+    lagged = [r for r in rows if r.open_loop and r.offered and r.lagged / r.offered > SATURATION_LATE]
+    return [
+        f"at {fmt.load(r.level, 'rate')} {fmt.pct(r.lagged / r.offered)} of the arrivals started more than 10 ms late "
+        "while a client was free for them: knee's own scheduling lagged (its CPU or its timer), not the service; "
+        "they are not counted against it (a busy load machine: give knee a core of its own, or spread the load)"
+        for r in lagged[:1]
+    ]
 
 
 def too_short_to_tell(row: LevelRow) -> bool:

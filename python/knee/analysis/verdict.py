@@ -48,6 +48,7 @@ from knee.analysis.levels import (
     LevelRow,
     collapse,
     failed_or_hung,
+    lag_warnings,
     partial_warnings,
     pool,
     saturated,
@@ -149,6 +150,7 @@ def _curve(
     if any(r.open_loop for r in rows):
         _saturation(v, rows)
         _too_short(v, rows)
+        v.warnings.extend(lag_warnings(rows))
     _hung(v, steps, group)
     _hysteresis(v, up, down)
     if slo is not None:

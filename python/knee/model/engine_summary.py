@@ -124,6 +124,7 @@ class EngineGroup(Mirror, Counts, GroupIdentity):
     open_loop: bool
     offered: int
     late: int
+    lagged: int = 0  # of the late, those issued with a client free (the load side's lag)
     dropped: int
     offered_rate_hz: float | None
     achieved_rate_hz: float

@@ -70,6 +70,9 @@ class OpenLoopStats(BaseModel):
     offered_rate_hz: float
     achieved_rate_hz: float = Field(description="(succeeded + failed + hung) / elapsed_s")
     late: int = Field(description="operations that started more than 10 ms after their intended start")
+    lagged: int = Field(
+        default=0, description="of the late, those issued while a client was free: knee's own lag, not the service"
+    )
     dropped: int = Field(description="arrivals that never started (max_in_flight, or waited past the timeout)")
     latency_uncorrected_ms: LatencyStats = Field(
         default_factory=LatencyStats,
@@ -85,6 +88,7 @@ class OpenLoopStats(BaseModel):
             offered_rate_hz=g.offered_rate_hz or 0.0,
             achieved_rate_hz=g.achieved_rate_hz,
             late=g.late,
+            lagged=g.lagged,
             dropped=g.dropped,
             latency_uncorrected_ms=LatencyStats.from_engine_us(g.latency_uncorrected_us),
         )

@@ -60,6 +60,7 @@ class OpenLoopJson(BaseModel):
     offered_rate_hz: float
     achieved_rate_hz: float = Field(description="(succeeded + failed + hung) / elapsed_s")
     late: int = Field(description="operations started more than 10 ms after their intended start")
+    lagged: int = Field(default=0, description="of the late, those issued while a client was free: knee's own lag")
     dropped: int = Field(description="arrivals never started: over --max-in-flight, or waited past --timeout")
     latency_uncorrected_ms: LatencyStats = Field(description="succeeded operations' latency from the actual start")
 
@@ -213,6 +214,7 @@ def open_loop(scenario: Scenario, step: StepResult, g: GroupStats) -> OpenLoopJs
         offered_rate_hz=o.offered_rate_hz,
         achieved_rate_hz=o.achieved_rate_hz,
         late=o.late,
+        lagged=o.lagged,
         dropped=o.dropped,
         latency_uncorrected_ms=o.latency_uncorrected_ms,
     )
@@ -254,8 +256,8 @@ def render(scenario: Scenario, step: StepResult, group: str | None = None) -> st
     if s.warmup_ops:
         add(f"{'Warm-up (not measured):':<28}{s.warmup_ops}")
     if s.resent:
-        add(f"{'Sent again:':<28}{s.resent}  (a kept connection closed before an answer: the service saw up to these")
-        add(f"{'':<28}more, a worker that died on one of them hidden by the answer to the second)")
+        add(f"{'Sent again:':<28}{s.resent}  (a kept connection closed before an answer: the service may have read")
+        add(f"{'':<28}up to these more, and a worker that died on one would not show)")
     if s.tls_ms.count:
         full = s.tls_ms.count - s.tls_resumed
         add(f"{'TLS handshakes:':<28}{s.tls_ms.count}  ({full} full, {s.tls_resumed} resumed)")
@@ -266,7 +268,8 @@ def render(scenario: Scenario, step: StepResult, group: str | None = None) -> st
         asked = f"profile {o.profile}, mean {o.target_rate_hz:.4g}/s" if o.profile else f"target {o.target_rate_hz:g}/s"
         add(f"{'Offered rate:':<28}{o.offered_rate_hz:.2f} [#/sec] ({o.offered} arrivals; {asked}, {shape}{cap})")
         add(f"{'Achieved rate:':<28}{o.achieved_rate_hz:.2f} [#/sec] (completed operations)")
-        add(f"{'Late (> 10 ms after due):':<28}{o.late}")
+        lag = f"  ({o.lagged} of them with a client free: knee's own lag, not the service)" if o.lagged else ""
+        add(f"{'Late (> 10 ms after due):':<28}{o.late}{lag}")
         add(f"{'Dropped (never started):':<28}{o.dropped}")
     if s.succeeded and (s.payload_bytes or s.bytes_received):
         add(f"{'Document length:':<28}{s.payload_bytes / s.succeeded:.0f} bytes (mean)")

@@ -253,11 +253,11 @@ class HttpGroup(UrlGroupBase):
         if len(set(names)) != len(names):
             dup = next(n for i, n in enumerate(names) if n in names[:i])
             raise ValueError(f"requests: the name {dup!r} is used twice; give every request of the mix its own name")
-        weighed = next((r for r in self.requests if r.weight != 1), None)
-        if self.mix_order == "in_turn" and weighed is not None:
+        weighed = next((f"{r.name!r} has weight = {r.weight:g}" for r in self.requests if r.weight != 1), None)
+        if self.mix_order == "in_turn" and (weighed or not self.requests):
             raise ValueError(
-                f'mix_order = "in_turn" sends each request of the mix in turn, but {weighed.name!r} has weight = '
-                f'{weighed.weight:g}; drop the weights, or pick at random by weight (mix_order = "random", the default)'
+                f'mix_order = "in_turn" sends each request of a mix in turn, but {weighed or "the group has none"}; '
+                + ('drop the weights, or pick at random by weight (mix_order = "random")' if weighed else "drop it")
             )
         for r in self.requests:
             url = request_url(self.url, r.url)

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
 
 from knee.errors import UserError
-from knee.scenario.units import parse_duration
+from knee.scenario.fields import seconds
+from knee.scenario.units import MAX_DURATION, parse_duration
 
 _FORM = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$", re.S)
 _FORMS = 'a duration like 2s, "uniform(1s, 3s)" or "exponential(2s)"'
@@ -65,33 +66,35 @@ def _text(seconds: float) -> str:
 def _duration(text: str, what: str) -> float:
     try:
         return parse_duration(text.strip(), what)
-    except UserError:
-        raise ValueError(f"{what} {text.strip()!r} is not a duration like 1s or 500ms") from None
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def parse_think(value: Any) -> Any:
-    """What a user typed → a `ThinkTime` (a number or a duration: a constant); anything else is left to pydantic."""
-    if isinstance(value, ThinkTime | dict):
+    """What a user typed (a number or a duration: a constant; a form) → a `ThinkTime`. One of mean 0 is the
+    constant 0, whatever its form: it never pauses."""
+    if isinstance(value, ThinkTime):
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return ThinkTime(mean=_duration(str(value), "the think time"))
-    if not isinstance(value, str):
-        raise ValueError(f"must be {_FORMS}")
-    m = _FORM.match(value)
+    m = _FORM.match(value) if isinstance(value, str) else None
     if m is None:
         try:
-            return ThinkTime(mean=parse_duration(value, "value"))
-        except UserError:
-            raise ValueError(f"must be {_FORMS}") from None
+            mean = seconds(value)
+        except ValueError as exc:
+            raise ValueError(str(exc) if MAX_DURATION in str(exc) else f"must be {_FORMS}") from None
+        if not isinstance(mean, float):  # a table, a list: not a think time
+            raise ValueError(f"must be {_FORMS}")
+        return ThinkTime(mean=mean)
     form, args = m.group(1).lower(), m.group(2).split(",")
     if form == "uniform" and len(args) == 2:
         least, most = (_duration(a, f"uniform's {w}") for a, w in zip(args, ("least", "most"), strict=True))
         if least > most:
             raise ValueError(f"{value!r}: its least is above its most; give uniform(LEAST, MOST), like uniform(1s, 3s)")
-        return ThinkTime(kind="uniform", mean=(least + most) / 2, spread=(most - least) / 2)
-    if form == "exponential" and len(args) == 1:
-        return ThinkTime(kind="exponential", mean=_duration(args[0], "exponential's mean"))
-    raise ValueError(f"must be {_FORMS}")
+        think = ThinkTime(kind="uniform", mean=(least + most) / 2, spread=(most - least) / 2)
+    elif form == "exponential" and len(args) == 1:
+        think = ThinkTime(kind="exponential", mean=_duration(args[0], "exponential's mean"))
+    else:
+        raise ValueError(f"must be {_FORMS}")
+    return think if think.mean > 0 else ThinkTime()
 
 
 Think = Annotated[ThinkTime, BeforeValidator(parse_think)]

@@ -36,8 +36,8 @@ pub(crate) struct HttpPrep {
     pub requests: Vec<ReqPrep>,
     /// Cumulative weights of `requests` (a mix's pick), their sum last.
     cumulative: Vec<f64>,
-    /// `mix_order = "in_turn"`: the operations this shard has picked a request for.
-    in_turn: Option<AtomicU64>,
+    /// `mix_order = "in_turn"`: the operations this shard has picked a request for, from its first client's place.
+    pub(super) in_turn: Option<AtomicU64>,
     /// HTTP/2: the request in HTTP/2's form and the group's connections.
     pub h2: Option<H2Prep>,
     /// A gRPC call: the body is its message (JSON, sent as protobuf), the response judged by its grpc-status.
@@ -488,6 +488,7 @@ impl HttpClient {
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
         let mut report = race!(cancel, self.exchange(d));
         report.unsent = self.op.unsent(&report.outcome);
+        report.resent = self.op.resent;
         // A failed check leaves the connection usable, as does a request that could not be made (nothing was sent:
         // a data row's space in the URL); anything else may have broken it.
         let usable = matches!(
@@ -523,8 +524,8 @@ impl HttpClient {
             expect_status: &r.expect_status,
         };
         let check_body = r.checks_body();
-        let (mut sent, mut resent) = (0u64, false);
-        self.op.wrote = false;
+        let mut sent = 0u64;
+        (self.op.wrote, self.op.resent) = (false, false);
         // Taking it twice does the server no harm (GET, PUT, DELETE…): a reused connection closed
         // before an answer may be told by sending it again. A POST is sent on a reused connection only
         // once a peek has found it still open, and never twice.
@@ -562,7 +563,7 @@ impl HttpClient {
                 Err(f) if reused && f.fresh && (f.unsent || replayable) => {
                     self.conn = None;
                     sent += f.sent;
-                    resent = !f.unsent; // written whole: the server may have read it (counted: `resent`)
+                    self.op.resent = !f.unsent; // some of it written: the server may have read it
                 }
                 Err(f) => {
                     self.conn = None;
@@ -576,7 +577,6 @@ impl HttpClient {
                             received: f.wire,
                             ..Traffic::default()
                         },
-                        resent,
                         ..OpReport::of(Outcome::Fail(f.class))
                     };
                 }
@@ -601,7 +601,7 @@ impl HttpClient {
             steps: Vec::new(),
             latency: None,
             unsent: false,
-            resent,
+            resent: false, // run's
         }
     }
 }

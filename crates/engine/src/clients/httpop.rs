@@ -17,6 +17,9 @@ pub(super) struct HttpOp {
     /// The current operation has begun writing its request, or handed it to a connection (it may have reached
     /// the server).
     pub(super) wrote: bool,
+    /// HTTP/1.1: the current operation's request met a kept connection closed before any answer, after some of it
+    /// was written, and was sent again (`OpReport::resent`: kept here, so that a cut-short operation still says it).
+    pub(super) resent: bool,
     /// The local address the client connects from (None: the kernel picks; HTTP/2: its lane's, when it has one).
     pub(super) source: Option<IpAddr>,
     /// This operation's request (its bytes, or HTTP/2's block and body, when templated).
@@ -31,6 +34,7 @@ impl HttpOp {
             prep,
             body: Vec::new(),
             wrote: false,
+            resent: false,
             chosen: Chosen::default(),
         }
     }

@@ -91,6 +91,16 @@ pub(crate) enum Prepared {
 pub(crate) const SPAWN_FDS: u64 = 8;
 
 impl Prepared {
+    /// A mix in turn starts where the shard's first client (`client_offset`) stands in the list, so that the load
+    /// machines of a distributed run take the list apart rather than each from its first request.
+    pub fn start_turn_at(&self, client_offset: u64) {
+        if let Prepared::Http(p) = self {
+            if let Some(n) = &p.in_turn {
+                n.store(client_offset, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `clients`: the group's clients in this shard; `feeders`: the shard's data sources (templates read them).
     pub fn new(spec: &ClientSpec, clients: u64, feeders: &Feeders, key: &str) -> Result<Arc<Prepared>, EngineError> {
         Ok(Arc::new(match spec {

@@ -14,7 +14,8 @@ use knee_engine::{run, ErrorClass};
 use serde_json::json;
 
 /// A keep-alive server answering `200 ok`, which reads the request numbered `drop` (from 1, over the
-/// whole run) and closes its connection without an answer, and closes any connection idle for `idle`.
+/// whole run) and closes its connection without an answer, reads the one numbered `hang` and never answers it, and
+/// closes any connection idle for `idle`.
 struct Closing {
     addr: SocketAddr,
     requests: Arc<AtomicU64>,
@@ -22,7 +23,7 @@ struct Closing {
 }
 
 impl Closing {
-    fn start(drop: u64, idle: Duration) -> Closing {
+    fn start(drop: u64, hang: u64, idle: Duration) -> Closing {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(AtomicU64::new(0));
@@ -36,7 +37,12 @@ impl Closing {
                 std::thread::spawn(move || {
                     s.set_read_timeout(Some(idle)).unwrap();
                     while read_request(&mut s) {
-                        if req.fetch_add(1, Ordering::SeqCst) + 1 == drop {
+                        let n = req.fetch_add(1, Ordering::SeqCst) + 1;
+                        if n == drop {
+                            return;
+                        }
+                        if n == hang {
+                            while read_request(&mut s) {} // until the client gives up on it
                             return;
                         }
                         let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
@@ -94,7 +100,7 @@ fn client(url: &str, method: &str, think_ms: u64) -> knee_engine::Spec {
 /// which a server may take twice, is sent again on a new connection.
 #[test]
 fn a_post_the_server_read_and_dropped_fails_once() {
-    let server = Closing::start(2, Duration::from_secs(30));
+    let server = Closing::start(2, 0, Duration::from_secs(30));
     let r = run(client(&server.url(), "POST", 0)).unwrap();
     let g = &r.groups[0];
     assert_eq!(succeeded_failed_hung(g), (2, 1, 0), "{}", r.summary_json());
@@ -108,7 +114,7 @@ fn a_post_the_server_read_and_dropped_fails_once() {
 
     assert_eq!(g.counts.resent, 0, "{}", r.summary_json());
 
-    let server = Closing::start(2, Duration::from_secs(30));
+    let server = Closing::start(2, 0, Duration::from_secs(30));
     let r = run(client(&server.url(), "GET", 0)).unwrap();
     let g = &r.groups[0];
     assert_eq!(succeeded_failed_hung(g), (3, 0, 0), "{}", r.summary_json());
@@ -121,6 +127,21 @@ fn a_post_the_server_read_and_dropped_fails_once() {
     assert_eq!(g.counts.resent, 1, "{}", r.summary_json());
 }
 
+/// A GET sent again whose second sending the server then never answers (the next worker stalls on it too) is
+/// hung, and still counted as sent again: the server read 3 requests for 2 started.
+#[test]
+fn a_get_sent_again_and_then_hung_is_counted_resent() {
+    let server = Closing::start(2, 3, Duration::from_secs(30));
+    let mut s = client(&server.url(), "GET", 0);
+    s.groups[0].stop = knee_engine::StopRule::Total(2);
+    s.groups[0].timeout_ms = 300;
+    let r = run(s).unwrap();
+    let g = &r.groups[0];
+    assert_eq!(succeeded_failed_hung(g), (1, 0, 1), "{}", r.summary_json());
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
+    assert_eq!(g.counts.resent, 1, "{}", r.summary_json());
+}
+
 /// The server closes a connection idle for 30 ms (its keep-alive timeout); the client thinks 150 ms
 /// between requests. A POST does not go out on the closed connection (a peek finds it closed first):
 /// every one succeeds, each on a connection of its own, and the server read each once. A GET is written, met by
@@ -129,7 +150,7 @@ fn a_post_the_server_read_and_dropped_fails_once() {
 #[test]
 fn a_post_does_not_go_out_on_a_connection_closed_while_idle_and_a_get_is_resent() {
     for (method, resent) in [("POST", 0), ("GET", 2)] {
-        let server = Closing::start(0, Duration::from_millis(30));
+        let server = Closing::start(0, 0, Duration::from_millis(30));
         let r = run(client(&server.url(), method, 150)).unwrap();
         let g = &r.groups[0];
         assert_eq!(succeeded_failed_hung(g), (3, 0, 0), "{}", r.summary_json());

@@ -1,0 +1,59 @@
+"""An open loop whose own process lags: knee stopped for 30 ms of every 100 (SIGSTOP, SIGCONT), as a load
+machine's other work would hold it off its core. Its arrivals start late although clients are free for them
+(nginx answers in well under a millisecond): that lateness is knee's (`lagged`), not the service's, and the
+verdict does not call the service saturated for it; it says the load side lagged instead."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from knee.store import RunDir
+
+from servers import Nginx
+
+
+def _stutter(proc: subprocess.Popen[str], stopped_s: float, every_s: float) -> None:
+    """Stop `proc` for `stopped_s` of every `every_s` until it exits; it is never left stopped."""
+    while proc.poll() is None:
+        time.sleep(every_s - stopped_s)
+        try:
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(stopped_s)
+        except ProcessLookupError:
+            return
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.serial  # lateness is timing
+def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: Nginx, tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    argv = [sys.executable, "-m", "knee", "sweep", f"{nginx.url}/", "--rates", "200", "-c", "20", "-d", "3s",
+            "--no-recovery", "--out", str(out)]  # fmt: skip
+    with subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as p:
+        stutter = threading.Thread(target=_stutter, args=(p, 0.03, 0.1))
+        stutter.start()
+        said, _ = p.communicate(timeout=120)
+        stutter.join()
+    assert p.returncode in (0, 3), said
+    (run,) = [d for d in out.iterdir() if d.is_dir()]
+    record = RunDir(run).load()
+    (step,) = [s for s in record.steps if s.phase == "sweep"]
+    o = step.groups["main"].open_loop
+    assert o is not None
+    # held off its core, knee started many arrivals late, and a client was free for nearly every one
+    assert o.late > 0.05 * o.offered and o.lagged >= 0.9 * o.late, o
+    (v,) = record.verdicts
+    assert v.saturation_level is None, v.sentences
+    (warned,) = [w for w in v.warnings if "while a client was free for them" in w]
+    assert warned.startswith("at 200/s offered") and "knee's own scheduling lagged" in warned, warned
