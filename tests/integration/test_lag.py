@@ -36,7 +36,7 @@ def _stutter(proc: subprocess.Popen[str], stopped_s: float, every_s: float) -> N
 @pytest.mark.serial  # lateness is timing
 def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: Nginx, tmp_path: Path) -> None:
     out = tmp_path / "runs"
-    argv = [sys.executable, "-m", "knee", "sweep", f"{nginx.url}/", "--rates", "200", "-c", "20", "-d", "3s",
+    argv = [sys.executable, "-m", "knee", "sweep", f"{nginx.url}/", "--rates", "2000", "-c", "20", "-d", "3s",
             "--no-recovery", "--out", str(out)]  # fmt: skip
     with subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -52,8 +52,8 @@ def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: 
     o = step.groups["main"].open_loop
     assert o is not None
     # held off its core, knee started many arrivals late, and a client was free for nearly every one
-    assert o.late > 0.05 * o.offered and o.lagged >= 0.9 * o.late, o
+    assert o.late > 0.05 * o.offered and o.lagged >= 0.75 * o.late, o
     (v,) = record.verdicts
     assert v.saturation_level is None, v.sentences
     (warned,) = [w for w in v.warnings if "while a client was free for them" in w]
-    assert warned.startswith("at 200/s offered") and "knee's own scheduling lagged" in warned, warned
+    assert warned.startswith("at 2000/s offered") and "knee's own scheduling lagged" in warned, warned

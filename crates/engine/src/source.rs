@@ -183,6 +183,7 @@ impl Drop for Running<'_> {
         self.live.fetch_sub(1, Ordering::Relaxed);
         if let Some(q) = self.open.filter(|_| std::thread::panicking()) {
             q.busy.set(q.busy.get() - 1);
+            q.clients.set(q.clients.get() - 1); // its client is gone: not free for the arrivals after it
             self.slots.fetch_sub(1, Ordering::Relaxed);
         }
     }

@@ -469,7 +469,10 @@ async fn client(
                     group.tickets.fetch_sub(1, Ordering::Relaxed);
                 }
                 // The arrival it took goes back to the queue: another client takes it, or it is dropped at the end.
-                Source::Open(q) => q.pending.borrow_mut().push_front((start.intended, start.free)),
+                Source::Open(q) => {
+                    let free = start.free && q.pending.borrow().len() < q.clients.get().saturating_sub(q.busy.get());
+                    q.pending.borrow_mut().push_front((start.intended, free));
+                }
                 Source::Closed { .. } => {}
             }
             break;
@@ -640,8 +643,9 @@ async fn open_group(
             continue;
         }
         group.in_flight.fetch_add(1, Ordering::Relaxed);
-        // fewer arrivals waiting than idle clients: one is free for this one (late, it is the load side's lag)
-        let free = q.pending.borrow().len() < q.clients.get().saturating_sub(q.busy.get());
+        // fewer arrivals waiting than idle clients (one is free for this one), or issued late itself: if it starts
+        // late, that is the load side's lag (after a stall the backlog goes out at once, more than clients are idle)
+        let free = q.pending.borrow().len() < q.clients.get().saturating_sub(q.busy.get()) || at.elapsed() > LATE_AFTER;
         q.pending.borrow_mut().push_back((at, free));
         q.notify.notify_one();
     }

@@ -405,7 +405,8 @@ def lag_warnings(rows: Sequence[LevelRow]) -> list[str]:
     return [
         f"at {fmt.load(r.level, 'rate')} {fmt.pct(r.lagged / r.offered)} of the arrivals started more than 10 ms late "
         "while a client was free for them: knee's own scheduling lagged (its CPU or its timer), not the service; "
-        "they are not counted against it (a busy load machine: give knee a core of its own, or spread the load)"
+        "they do not count towards its saturation, but its latency at this level includes the lag (a busy load "
+        "machine: give knee a core of its own, or spread the load)"
         for r in lagged[:1]
     ]
 

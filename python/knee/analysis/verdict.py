@@ -304,7 +304,7 @@ def _saturation(v: Verdict, rows: list[LevelRow]) -> None:
         v.sentences.append(
             f"saturated at {fmt.load(r.level, 'rate')}{kept}: achieved {fmt.rate(r.achieved_rate)} "
             f"({fmt.pct(r.achieved_rate / r.offered_rate if r.offered_rate else 0.0)} of offered), "
-            f"{r.late:,} late, {r.dropped:,} dropped"
+            f"{r.late:,} late{f' ({r.lagged:,} of them knee’s own lag)' if r.lagged else ''}, {r.dropped:,} dropped"
         )
         return
     top = max(rows, key=lambda r: r.level)

@@ -486,6 +486,7 @@ impl HttpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
+        self.op.resent = false; // an operation whose request could not be made returns before exchange resets it
         let mut report = race!(cancel, self.exchange(d));
         report.unsent = self.op.unsent(&report.outcome);
         report.resent = self.op.resent;
