@@ -71,9 +71,9 @@ pub struct GroupCounts {
     /// TLS handshakes that resumed an earlier session (of those timed in `tls`; absent in older results).
     #[serde(default)]
     pub tls_resumed: u64,
-    /// HTTP/1.1 requests written whole on a kept connection the server closed before answering, and sent again on
-    /// a new one, warm-up included: the server saw from `started + warmup_ops` to that plus `resent` requests
-    /// (all of them when it read each before closing: a worker that died on it). Absent in older results.
+    /// HTTP/1.1 requests written (whole or in part) on a kept connection the server closed before answering, sent
+    /// again on a new one, warm-up included: the server saw from `started + warmup_ops` to that plus `resent`
+    /// requests (all of them when it read each before closing: a worker that died on it). Absent in older results.
     #[serde(default)]
     pub resent: u64,
     /// True when the group ran open loop (a target rate).

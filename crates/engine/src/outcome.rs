@@ -69,8 +69,8 @@ pub(crate) struct OpReport {
     /// Abandoned before any of its request left knee (still connecting): the service never saw it,
     /// so it is not counted as started at all.
     pub unsent: bool,
-    /// HTTP/1.1: written whole on a kept connection that the server closed before answering, and sent again on a
-    /// new one (RFC 9112 §9.3.1): the server may have read it twice.
+    /// HTTP/1.1: written (whole or in part) on a kept connection that the server closed before answering, and sent
+    /// again on a new one (RFC 9112 §9.3.1): the server may have read it twice.
     pub resent: bool,
 }
 

@@ -49,6 +49,13 @@ pub(crate) struct Start {
     pub free: bool,
 }
 
+impl OpenQueue {
+    /// Fewer arrivals wait than this thread's clients are idle: one is free for the next arrival.
+    pub fn a_client_is_free(&self) -> bool {
+        self.pending.borrow().len() < self.clients.get().saturating_sub(self.busy.get())
+    }
+}
+
 impl Source {
     /// The next operation, or None when the client must stop: its group's stop rule, the group's
     /// end, the run's stop, or (open loop) no more arrivals. Waits until the operation is due.

@@ -470,7 +470,7 @@ async fn client(
                 }
                 // The arrival it took goes back to the queue: another client takes it, or it is dropped at the end.
                 Source::Open(q) => {
-                    let free = start.free && q.pending.borrow().len() < q.clients.get().saturating_sub(q.busy.get());
+                    let free = start.free && q.a_client_is_free();
                     q.pending.borrow_mut().push_front((start.intended, free));
                 }
                 Source::Closed { .. } => {}
@@ -645,7 +645,7 @@ async fn open_group(
         group.in_flight.fetch_add(1, Ordering::Relaxed);
         // fewer arrivals waiting than idle clients (one is free for this one), or issued late itself: if it starts
         // late, that is the load side's lag (after a stall the backlog goes out at once, more than clients are idle)
-        let free = q.pending.borrow().len() < q.clients.get().saturating_sub(q.busy.get()) || at.elapsed() > LATE_AFTER;
+        let free = q.a_client_is_free() || at.elapsed() > LATE_AFTER;
         q.pending.borrow_mut().push_back((at, free));
         q.notify.notify_one();
     }

@@ -56,8 +56,9 @@ class Counts(Outcomes):
     warmup_ops: int = 0
     resent: int = Field(
         default=0,
-        description="HTTP/1.1 requests written whole on a kept connection the service closed before answering, "
-        "sent again on a new one (warm-up included): the service saw up to this many more than started + warmup_ops",
+        description="HTTP/1.1 requests written (whole or in part) on a kept connection the service closed before "
+        "answering, sent again on a new one (warm-up included): the service saw up to this many more than started + "
+        "warmup_ops",
     )
 
     def add(self, other: Outcomes) -> None:

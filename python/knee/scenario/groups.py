@@ -21,7 +21,7 @@ from knee.scenario import addresses, grpcproto, profiles
 from knee.scenario.data import MixRequest, origin, request_url
 from knee.scenario.fields import Count, Duration, Headers, PositiveDuration, PositiveInt, Table, seconds
 from knee.scenario.profiles import RateProfile
-from knee.scenario.think import Think, ThinkTime, said
+from knee.scenario.think import Think, ThinkTime, closed_only
 from knee.scenario.tls import Tls
 from knee.scenario.units import parse_status_ranges
 from knee.scenario.urls import check_addr, check_connect_to, check_grpc_url, check_url, check_ws_url
@@ -105,12 +105,7 @@ class _GroupBase(Table):
                     'clients must be a number of connections with a rate profile (got "level"): its arrivals are '
                     "handed to that many clients, e.g. clients = 50"
                 )
-            for key in ("think", "think_on_failure"):
-                if float(getattr(self, key)) > 0:
-                    raise ValueError(
-                        f"{key} applies to closed loops only (got {said(getattr(self, key))} with a rate profile); "
-                        f"drop {key}"
-                    )
+            closed_only(self, "", "a rate profile")
         return self
 
     @property

@@ -17,7 +17,7 @@ from knee.scenario.groups import Group
 from knee.scenario.machines import Monitor, Serve
 from knee.scenario.messages import Source, describe
 from knee.scenario.soak import check_soak
-from knee.scenario.think import said
+from knee.scenario.think import closed_only
 
 DEFAULT_MAX_IN_FLIGHT = 10_000
 DEFAULT_SEARCH_START_RATE = 10.0  # rates = "auto": the first offered rate (/s) without search.start
@@ -403,12 +403,8 @@ class Scenario(Table):
                     f'groups.{name}.clients must be a number of connections when rate = "level" (got "level"): '
                     "each arrival is handed to one of that many clients, e.g. clients = 50"
                 )
-            for key in ("think", "think_on_failure"):
-                if g.rate == "level" and float(getattr(g, key)) > 0:
-                    raise ValueError(
-                        f"groups.{name}.{key} applies to closed loops only (got {said(getattr(g, key))} with "
-                        f'rate = "level"); drop {key}'
-                    )
+            if g.rate == "level":
+                closed_only(g, f"groups.{name}.", 'rate = "level"')
             if g.clients == "level" and sw.rates is not None:
                 raise ValueError(
                     f'groups.{name}.clients = "level" follows client levels, but this sweep has sweep.rates: '

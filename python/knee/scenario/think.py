@@ -52,9 +52,14 @@ class ThinkTime(BaseModel):
         return f"{self.mean:g} s" if self.kind == "constant" else str(self._as_given())
 
 
-def said(think: float | ThinkTime) -> str:
-    """A think time in a sentence: '2 s', 'uniform(1s, 3s)'."""
-    return str(think) if isinstance(think, ThinkTime) else f"{think:g} s"
+def closed_only(group: Any, where: str, paced_by: str) -> None:
+    """A group paced by arrivals (`paced_by`) given a closed loop's pause, `think` or `think_on_failure`: one sentence
+    naming the key (after `where`, "groups.NAME." or ""), its value and the fix."""
+    for key in ("think", "think_on_failure"):
+        value = getattr(group, key)
+        if float(value) > 0:
+            said = str(value) if isinstance(value, ThinkTime) else f"{value:g} s"
+            raise ValueError(f"{where}{key} applies to closed loops only (got {said} with {paced_by}); drop {key}")
 
 
 def _text(seconds: float) -> str:

@@ -34,7 +34,7 @@ const QUOTED_BODY: usize = 240;
 /// Why an exchange failed (its message is in the client's `Detail`). `fresh` = nothing of a
 /// response arrived (the write failed, or the connection closed or reset first): on a reused
 /// keep-alive connection that may mean the server closed it while idle, and the request may be sent
-/// again on a new connection. `unsent` = the request was not written whole (the write failed): the
+/// again on a new connection. `unsent` = not a byte of the request was written (the write failed): the
 /// server cannot have taken it, whatever its method.
 pub(crate) struct Failure {
     pub class: ErrorClass,

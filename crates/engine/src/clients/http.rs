@@ -486,7 +486,7 @@ impl HttpClient {
     }
 
     pub async fn run(&mut self, cancel: &mut Cancel<'_>, d: &mut Detail) -> OpReport {
-        self.op.resent = false; // an operation whose request could not be made returns before exchange resets it
+        self.op.resent = false; // here, not in exchange: one whose request cannot be made returns before any reset
         let mut report = race!(cancel, self.exchange(d));
         report.unsent = self.op.unsent(&report.outcome);
         report.resent = self.op.resent;
@@ -526,7 +526,7 @@ impl HttpClient {
         };
         let check_body = r.checks_body();
         let mut sent = 0u64;
-        (self.op.wrote, self.op.resent) = (false, false);
+        self.op.wrote = false;
         // Taking it twice does the server no harm (GET, PUT, DELETE…): a reused connection closed
         // before an answer may be told by sending it again. A POST is sent on a reused connection only
         // once a peek has found it still open, and never twice.
@@ -560,7 +560,7 @@ impl HttpClient {
                 Ok(r) => break r,
                 // The server closed a reused connection before answering, most likely while it was idle
                 // (its keep-alive timeout): sent again once, on a new connection, when the server cannot
-                // have taken it (it was not written whole) or may take it twice.
+                // have taken it (not a byte of it was written) or may take it twice.
                 Err(f) if reused && f.fresh && (f.unsent || replayable) => {
                     self.conn = None;
                     sent += f.sent;
