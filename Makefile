@@ -88,10 +88,11 @@ KNEE_ALLOWED_SKIPS ?=
 # Then the rest, which wait on servers rather than measure, on PYTEST_WORKERS xdist workers (a module with an
 # expensive module fixture keeps to one worker: its xdist_group). All three run even if one fails. The serial pass
 # starts its longest tests first (KNEE_LONGEST_FIRST, tests/durations.tsv: tests/conftest.py says why only there).
-# Four workers: the pass keeps the two cores about three quarters busy (4:47, a per-test CPU census); six filled them
-# (3:56 at 96 %) and two tests there that measure failed from the load (a Dask clients profile's rate, 137 for
-# 175 ± 28; an HTTP/2 test's connection count, 3 for 4).
-PYTEST_WORKERS ?= 4
+# Six workers: the tests' knee commands are forked from a process that imported knee (tests/forkserver.py), not
+# started afresh (0.4 CPU-s each, half the pass's CPU), and the pass took 4:31 here where four workers took 6:52
+# with every command started afresh. Before that fork server six filled the cores (96 %) and two tests there that
+# measure failed from the load (a Dask clients profile's rate, 137 for 175 ± 28; an HTTP/2 test's connection count).
+PYTEST_WORKERS ?= 6
 PYTEST_SERIAL_WORKERS ?= 3
 PYTEST := KNEE_NO_SKIPS=1 KNEE_ALLOWED_SKIPS="$(KNEE_ALLOWED_SKIPS)" $(PY) -m pytest -q --durations=50
 

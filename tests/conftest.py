@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from forkserver import Server
+
 from no_skips import pytest_make_collect_report, pytest_runtest_makereport
 from pki import Pki, make_pki
 from servers import Nginx, TlsNginx, start_nginx, start_tls_nginx
@@ -83,14 +85,30 @@ def tls_nginx(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tl
     server.stop()
 
 
-def knee_cli(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
-    """Run `python -m knee ARGS` as its own process and capture its output."""
+_fork_server: Server | None = None
+
+
+def knee_cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: object = None, **kw: object
+) -> subprocess.CompletedProcess[str]:
+    """Run `knee ARGS` as its own process and capture its output: forked from a process that imported knee already
+    (tests/forkserver.py says why and what differs), or `python -m knee` with KNEE_TESTS_FORK=0, other keyword
+    arguments, or an environment whose PYTHON* variables differ (they shape the interpreter)."""
+    global _fork_server
+    python_vars = {k: v for k, v in (env or os.environ).items() if k.startswith("PYTHON")}
+    forked = not kw and os.environ.get("KNEE_TESTS_FORK", "1") == "1"
+    if forked and python_vars == {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}:
+        if _fork_server is None:
+            _fork_server = Server()
+        return _fork_server.run(list(args), timeout=timeout, env=env, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "knee", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
 

@@ -61,7 +61,7 @@ def test_postgres_connection_limit_is_found_at_exactly_21(tmp_path: Path) -> Non
     out = tmp_path / "runs"
     with start_postgres(max_connections=20) as pg:
         record, stdout = sweep(
-            out, "--levels", "auto", "--start", "4", "--max-level", "64", "-d", "3s", "--pause", "1500ms",
+            out, "--levels", "auto", "--start", "4", "--max-level", "64", "-d", "2s", "--pause", "1500ms",
             "--timeout", "20s", "--", *pg.psql("SELECT pg_sleep(1)"), timeout=280,
         )  # fmt: skip
     v = verdict(record)

@@ -21,6 +21,7 @@ from knee.model import RunRecord
 from knee.store import RunDir
 from slurm import Slurm, job_processes, start_slurm
 
+from conftest import knee_cli
 from servers import kill_if_running, pids_alive, sent, settled
 
 pytest.importorskip("dask_jobqueue", reason="make install installs knee[dask], with dask-jobqueue")
@@ -178,9 +179,8 @@ def test_slurm_a_refused_submission_and_jobs_that_never_start_are_one_sentence_e
 ) -> None:
     def sweep(jobs: str) -> subprocess.CompletedProcess[str]:
         path = scenario(tmp_path, SLEEP, 'levels = [1]\nduration = "1s"', jobs)
-        argv = [sys.executable, "-m", "knee", "sweep", str(path), "--out", str(tmp_path / "runs")]
-        env = {**os.environ, **slurm.env}
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+        argv = ["sweep", str(path), "--out", str(tmp_path / "runs")]
+        return knee_cli(*argv, timeout=60, cwd=tmp_path, env={**os.environ, **slurm.env})
 
     # a partition the cluster does not have: sbatch refuses the job
     proc = sweep('jobs = 1\ncores = 1\nqueue = "nope"\nwait = "5s"')

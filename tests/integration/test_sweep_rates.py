@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ from knee.analysis import little
 from knee.demo_target import start_target
 from knee.model import RunRecord
 from knee.store import RunDir
+
+from conftest import knee_cli
 
 CAPACITY = 311.0
 RATES = [50, 100, 200, 400, 600]
@@ -56,8 +57,7 @@ pytestmark = pytest.mark.serial
 
 
 def sweep(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "knee", "sweep", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+    return knee_cli("sweep", *args, timeout=90)
 
 
 def measured(record: RunRecord) -> list[tuple[float, float, float, float, float]]:

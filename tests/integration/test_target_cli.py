@@ -15,13 +15,12 @@ import pytest
 from knee.demo_target import start_target, to_toml
 from knee.errors import UserError
 
+from conftest import knee_cli
 from servers import kill_if_running
 
 
 def knee(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "knee", *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-    )
+    return knee_cli(*args, timeout=timeout)
 
 
 def test_list_profiles() -> None:

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import knee_cli
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
 
 
 def knee_fit(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run(
-        [sys.executable, "-m", "knee", "fit", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    return knee_cli("fit", *map(str, args), timeout=60)
 
 
 def test_fit_prints_parameters_intervals_and_the_table() -> None:

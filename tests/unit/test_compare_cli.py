@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from conftest import knee_cli
 from sample_records import sample_record
 
 
 def knee(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "knee", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-    )
+    return knee_cli(*args)
 
 
 def _runs(tmp_path: Path) -> tuple[Path, Path]:
