@@ -198,6 +198,17 @@ HTTP = '[groups.main]\nkind = "http"\nurl = "http://127.0.0.1:1/"\nexpect_status
             's.toml line 6: sweep.duration must be a duration like 10s, 2m or 500ms, or "auto" '
             "(got datetime.date(1979, 5, 27))",
         ),
+        # a negative duration was "must be a duration like 10s" where a number said "must not be negative"
+        (
+            EXEC + 'timeout = "-1s"\n[sweep]\nlevels = [1]\nduration = "1s"\n',
+            "s.toml line 4: groups.main.timeout must not be negative: a duration is 0 or more, like 10s, 2m or 500ms "
+            "(got '-1s')",
+        ),
+        (
+            EXEC + '[sweep]\nlevels = [1]\nduration = "-2s"\n',
+            "s.toml line 6: sweep.duration must not be negative: a duration is 0 or more, like 10s, 2m or 500ms "
+            "(got '-2s')",
+        ),
         (
             EXEC + "[sweep]\nlevels = [1]\nduration = inf\n",
             "s.toml line 6: sweep.duration must be a duration of at most 24000h (1000 days) (got inf)",

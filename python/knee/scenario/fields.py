@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from knee.errors import UserError
-from knee.scenario.units import MAX_DURATION, parse_duration
+from knee.scenario.units import MAX_DURATION, NEGATIVE, parse_duration
 
 
 def seconds(value: Any) -> Any:
@@ -21,6 +21,8 @@ def seconds(value: Any) -> Any:
         except UserError as exc:
             if MAX_DURATION in str(exc):
                 raise ValueError(f"must be a duration of at most {MAX_DURATION}") from exc
+            if NEGATIVE in str(exc):
+                raise ValueError(f"{NEGATIVE}: a duration is 0 or more, like 10s, 2m or 500ms") from exc
             raise ValueError("must be a duration like 10s, 2m or 500ms") from exc
     return value
 
@@ -36,7 +38,7 @@ def _auto_or_seconds(value: Any) -> Any:
     try:
         out = seconds(value)
     except ValueError as exc:
-        if MAX_DURATION in str(exc):
+        if MAX_DURATION in str(exc) or NEGATIVE in str(exc):
             raise
         raise ValueError('must be a duration like 10s, 2m or 500ms, or "auto"') from None
     if isinstance(out, float | int) and out <= 0:

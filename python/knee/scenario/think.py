@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
 
 from knee.errors import UserError
 from knee.scenario.fields import seconds
-from knee.scenario.units import MAX_DURATION, parse_duration
+from knee.scenario.units import MAX_DURATION, NEGATIVE, parse_duration
 
 _FORM = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$", re.S)
 _FORMS = 'a duration like 2s, "uniform(1s, 3s)" or "exponential(2s)"'
@@ -85,7 +85,8 @@ def parse_think(value: Any) -> Any:
         try:
             mean = seconds(value)
         except ValueError as exc:
-            raise ValueError(str(exc) if MAX_DURATION in str(exc) else f"must be {_FORMS}") from None
+            said = str(exc)
+            raise ValueError(said if MAX_DURATION in said or NEGATIVE in said else f"must be {_FORMS}") from None
         if not isinstance(mean, float):  # a table, a list: not a think time
             raise ValueError(f"must be {_FORMS}")
         return ThinkTime(mean=mean)

@@ -13,6 +13,7 @@ _UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0
 # infinity passed every check before it and failed there, or as a run.json that could not be written).
 MAX_DURATION_S = 1000 * 86_400.0
 MAX_DURATION = "24000h (1000 days)"  # MAX_DURATION_S as said, in a unit knee reads
+NEGATIVE = "must not be negative"
 
 
 def parse_duration(value: str | float | int, key: str) -> float:
@@ -22,12 +23,12 @@ def parse_duration(value: str | float | int, key: str) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     else:
-        m = _DURATION.match(value)
+        m = _DURATION.match(value.replace("-", "", 1) if value.lstrip().startswith("-") else value)
         if not m:
             raise UserError(f"{key} must be a duration like 10s, 2m or 500ms (got {value!r})")
-        seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+        seconds = float(m.group(1)) * _UNIT_S[m.group(2)] * (-1 if "-" in value else 1)
     if seconds < 0:
-        raise UserError(f"{key} must not be negative (got {value!r})")
+        raise UserError(f"{key} {NEGATIVE} (got {value!r})")
     if not seconds <= MAX_DURATION_S:  # NaN and infinity too
         raise UserError(f"{key} must be at most {MAX_DURATION} (got {value!r})")
     return seconds
