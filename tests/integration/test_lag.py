@@ -5,6 +5,8 @@ verdict does not call the service saturated for it; it says the load side lagged
 
 from __future__ import annotations
 
+import csv
+import io
 import signal
 import subprocess
 import sys
@@ -57,3 +59,7 @@ def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: 
     assert v.saturation_level is None, v.sentences
     (warned,) = [w for w in v.warnings if "while a client was free for them" in w]
     assert warned.startswith("at 2000/s offered") and "knee's own scheduling lagged" in warned, warned
+    # the levels table and levels.csv say how many of the late were knee's lag
+    assert f"| {o.late:,} ({o.lagged:,} knee's lag) |" in (run / "report.md").read_text()
+    (row,) = csv.DictReader(io.StringIO((run / "levels.csv").read_text()))
+    assert (int(row["late"]), int(row["lagged"])) == (o.late, o.lagged), row

@@ -78,6 +78,13 @@ def test_rate_steps_give_one_row_and_one_document_per_rate(target: TargetProcess
         assert s["succeeded"] + s["abandoned"] == s["started"] and s["abandoned"] <= 10, s
     assert "== Rate 50/s ==" in proc.stdout and "== Rate 150/s ==" in proc.stdout
     assert "Rate steps" in proc.stdout
+    # a row per rate, its late arrivals and of them knee's own lag (issued while a client was free)
+    rows = proc.stdout.split("Rate steps", 1)[1].splitlines()
+    assert rows[1].split()[:6] == ["target/s", "offered/s", "achieved/s", "late", "lagged", "dropped"], rows[1]
+    for row, s in zip(rows[2:4], steps, strict=True):
+        o = s["open_loop"]
+        assert row.split()[:6] == [f"{o['target_rate_hz']:g}", *row.split()[1:3], str(o["late"]), str(o["lagged"]),
+                                   str(o["dropped"])], (row, o)  # fmt: skip
 
 
 def test_the_in_flight_cap_drops_over_a_slow_service(tmp_path: Path) -> None:

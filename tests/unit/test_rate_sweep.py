@@ -15,6 +15,7 @@ from knee.analysis.uslfit import usl
 from knee.errors import UserError
 from knee.model import GroupStats, LatencyStats, OpenLoopStats, RunRecord, SeriesPoint, StepResult
 from knee.plan import engine_spec, probe_step, quick, sweep_plan
+from knee.report import plots
 from knee.report import view as V
 from knee.report.csvout import levels_csv
 from knee.report.markdown import render_markdown
@@ -187,7 +188,9 @@ def test_up_down_recovery_and_quick_work_on_rates() -> None:
     assert isinstance(pacer, RatePacer) and pacer.rate_hz == 1600.0
 
 
-def open_group(rate: float, achieved: float, *, late: int = 0, dropped: int = 0, w_ms: float = 10.0) -> GroupStats:
+def open_group(
+    rate: float, achieved: float, *, late: int = 0, lagged: int = 0, dropped: int = 0, w_ms: float = 10.0
+) -> GroupStats:
     """The measured group of one 10 s open-loop step: `achieved` completions/s, `w_ms` in the service."""
     g = make_group("main", 50, achieved, seconds=10, noise=0.0, p50_ms=w_ms)
     g.open_loop = OpenLoopStats(
@@ -195,6 +198,7 @@ def open_group(rate: float, achieved: float, *, late: int = 0, dropped: int = 0,
         offered_rate_hz=rate,
         achieved_rate_hz=g.total / g.elapsed_s,
         late=late,
+        lagged=lagged,
         dropped=dropped,
         latency_uncorrected_ms=LatencyStats(count=g.total, mean=w_ms, p99=w_ms * 2),
     )
@@ -284,9 +288,9 @@ def test_slo_min_rate() -> None:
     assert analyze(steps, "main", slo=Slo(p99_ms=100, min_rate=150), unit="rate").slo_passed is False
 
 
-def rate_record() -> RunRecord:
+def rate_record(lagged: int = 30) -> RunRecord:
     s = parse_scenario(RATES)
-    steps = rate_steps([(100, open_group(100, 100.0)), (200, open_group(200, 120.0, late=700, w_ms=40.0))])
+    steps = rate_steps([(100, open_group(100, 100.0)), (200, open_group(200, 120, late=700, lagged=lagged, w_ms=40.0))])
     return RunRecord(run_id="r", created_unix=1.0, scenario=s, measured_group="main", level_unit="rate", steps=steps)
 
 
@@ -312,12 +316,18 @@ def test_reports_name_offered_rates_and_show_achieved_late_dropped() -> None:
         in md
     )
     assert "| 200/s | 120 Hz (60 %) |" in md
+    assert "| 700 (30 knee's lag) |" in md  # the late, and of them those issued while a client was free
     assert "saturated at 200/s offered" in md
     rows = list(csv.DictReader(io.StringIO(levels_csv(record))))
-    assert list(rows[0])[-6:] == V.OPEN_LOOP_COLUMNS
+    assert list(rows[0])[-7:] == V.OPEN_LOOP_COLUMNS
     main = [r for r in rows if r["group"] == "main"]
-    assert [(r["level"], r["offered_rate_hz"], r["late"]) for r in main] == [("100", "100", "0"), ("200", "200", "700")]
+    assert [(r["level"], r["offered_rate_hz"], r["late"], r["lagged"]) for r in main] == [
+        ("100", "100", "0", "0"),
+        ("200", "200", "700", "30"),
+    ]
     base = next(r for r in rows if r["group"] == "base")
-    assert base["offered_rate_hz"] == "" and base["late"] == ""
+    assert base["offered_rate_hz"] == "" and base["late"] == "" and base["lagged"] == ""
+    assert "of them knee" in plots.failures(record, "main")
+    assert "of them knee" not in plots.failures(rate_record(lagged=0), "main")
     fallback = record.verdicts[0].model_copy(update={"sentences": []})
     assert V.verdict_line(fallback).startswith("peaked at 120 Hz at 200/s offered")

@@ -461,7 +461,7 @@ def render_rate_steps(scenario: Scenario, steps: list[StepResult], group: str | 
     group = group or scenario.measured_group
     lines = ["Rate steps (latency in ms; corrected from the intended start, uncorrected from the actual start)"]
     lines.append(
-        f"  {'target/s':>9}{'offered/s':>11}{'achieved/s':>12}{'late':>8}{'dropped':>9}{'failed':>8}"
+        f"  {'target/s':>9}{'offered/s':>11}{'achieved/s':>12}{'late':>8}{'lagged':>8}{'dropped':>9}{'failed':>8}"
         f"{'p50':>9}{'p99':>9}{'p99 uncorr':>12}"
     )
     for step in steps:
@@ -472,6 +472,6 @@ def render_rate_steps(scenario: Scenario, steps: list[StepResult], group: str | 
         c, u = s.latency_ms, o.latency_uncorrected_ms
         lines.append(
             f"  {o.target_rate_hz:>9g}{o.offered_rate_hz:>11.1f}{o.achieved_rate_hz:>12.1f}"
-            f"{o.late:>8}{o.dropped:>9}{s.failed + s.hung:>8}{c.p50:>9.3f}{c.p99:>9.3f}{u.p99:>12.3f}"
+            f"{o.late:>8}{o.lagged:>8}{o.dropped:>9}{s.failed + s.hung:>8}{c.p50:>9.3f}{c.p99:>9.3f}{u.p99:>12.3f}"
         )
     return "\n".join(lines)

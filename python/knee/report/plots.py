@@ -188,6 +188,8 @@ def failures(record: RunRecord, group: str) -> str:
         late = [o.late for o in loops if o is not None]
         dropped = [o.dropped for o in loops if o is not None]
         ax.plot(levels, late, "^-", color="C1", label="late (> 10 ms)")
+        if any(o.lagged for o in loops if o is not None):
+            ax.plot(levels, [o.lagged for o in loops if o is not None], "^:", color="C1", label="of them knee's lag")
         ax.plot(levels, dropped, "v-", color="C5", label="dropped")
         worst = max(worst, *late, *dropped)
     ax2 = ax.twinx()

@@ -61,11 +61,13 @@ class Row:
     rows_used: int | None  # the rows that source handed out in the step (None: none ran out)
     generator_cpu_cores: float  # knee and its child processes
     machine_cpu_cores: float
-    # open loop (None for a closed-loop group): arrivals per second, completions per second, late and
-    # dropped arrivals, and p99 from the actual start (p99_ms counts from the intended start)
+    # open loop (None for a closed-loop group): arrivals per second, completions per second, late (of them
+    # lagged: knee's own lag, issued while a client was free) and dropped arrivals, and p99 from the actual start
+    # (p99_ms counts from the intended start)
     offered_rate_hz: float | None = None
     achieved_rate_hz: float | None = None
     late: int | None = None
+    lagged: int | None = None
     dropped: int | None = None
     p99_uncorrected_ms: float | None = None
     concurrency: float | None = None  # in the service, by Little's law (achieved × the mean actual-start latency)
@@ -75,12 +77,20 @@ class Row:
         return d if open_loop else {k: d[k] for k in LEVEL_COLUMNS}
 
 
-OPEN_LOOP_COLUMNS = ["offered_rate_hz", "achieved_rate_hz", "late", "dropped", "p99_uncorrected_ms", "concurrency"]
+OPEN_LOOP_COLUMNS = [
+    "offered_rate_hz",
+    "achieved_rate_hz",
+    "late",
+    "lagged",
+    "dropped",
+    "p99_uncorrected_ms",
+    "concurrency",
+]
 LEVEL_COLUMNS = [f.name for f in fields(Row) if f.name not in OPEN_LOOP_COLUMNS]
 # the columns the engine counts per group only: a request's row leaves them empty
 GROUP_ONLY_COLUMNS = [
     *["bytes_received", "transfer_bps", "connections", "connect_mean_ms", "connect_p99_ms", "tls_resumed"],
-    *["tls_mean_ms", "tls_p99_ms", "ttfb_mean_ms", "ttfb_p99_ms", "achieved_rate_hz", "late", "dropped"],
+    *["tls_mean_ms", "tls_p99_ms", "ttfb_mean_ms", "ttfb_p99_ms", "achieved_rate_hz", "late", "lagged", "dropped"],
     *["p99_uncorrected_ms", "concurrency"],
 ]
 
@@ -132,6 +142,7 @@ def row(step: StepResult, g: GroupStats) -> Row:
         offered_rate_hz=o.offered_rate_hz if o else None,
         achieved_rate_hz=achieved if o else None,
         late=o.late if o else None,
+        lagged=o.lagged if o else None,
         dropped=o.dropped if o else None,
         p99_uncorrected_ms=o.latency_uncorrected_ms.p99 if o else None,
         # none where no operation succeeded (their time in the service is unknown), as the verdict leaves them out
@@ -238,12 +249,17 @@ def table_cells(r: Row, rates: bool, transfer: bool, beside: str | None = None) 
         achieved,
         f"{r.succeeded:,}",  # its rate is the Achieved column's, less failures: no need to say it twice
         *cells[2:5],
-        f"{r.late:,}",
+        late_cell(r.late or 0, r.lagged or 0),
         f"{r.dropped:,}",
         *cells[5:],
         fmt.ms(r.p99_uncorrected_ms or 0.0),
         *tail,
     ]
+
+
+def late_cell(late: int, lagged: int) -> str:
+    """'1,275 (1,226 knee's lag)': the late arrivals, and those of them issued while a client was free."""
+    return f"{late:,} ({lagged:,} knee's lag)" if lagged else f"{late:,}"
 
 
 def plot_levels(record: RunRecord, rows: list[Row]) -> int:
