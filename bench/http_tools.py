@@ -99,7 +99,8 @@ class H2load(UrlTool):
 
     def parse(self, measured: Measured, run: Run) -> Sample:
         out = measured.stdout
-        rps = float(search(r"^finished in [\d.]+s, ([\d.]+) req/s", out, "req/s").group(1))
+        # its duration in the unit that reads best: 1.00s, 999.77ms, 812us (nghttp2's util::format_duration)
+        rps = float(search(r"^finished in [\d.]+(?:s|ms|us), ([\d.]+) req/s", out, "req/s").group(1))
         counts = search(
             r"^requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, "
             r"(\d+) timeout",

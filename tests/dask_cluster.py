@@ -3,6 +3,7 @@ stopped by PID (tests/integration/test_distributed.py, test_driver_lease.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -13,10 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from servers import free_port
 
 DASK = str(Path(sys.executable).parent / "dask")
+
+
+def need(module: str) -> None:
+    """Skip the calling test module when `module` (distributed, dask_jobqueue) is not installed, without importing
+    it: every pytest process collects these modules, and pytest.importorskip paid dask's import (about 0.4 s) in
+    each of them."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed: make install installs knee[dask]", allow_module_level=True)
+
 
 # Dask's housekeeping, quieter in the tests' clusters (none has a dashboard to show it): no statistical profiler
 # sampling every thread's stack each 10 ms, the event loop's tick, the system monitor and the memory monitor once a

@@ -26,13 +26,13 @@ from knee.scenario import profiles
 from knee.store import RunDir
 
 from conftest import knee_cli
-from dask_cluster import DASK, Cluster, driving, quiet_env, start_cluster, wait_for_children
+from dask_cluster import DASK, Cluster, driving, need, quiet_env, start_cluster, wait_for_children
 from grpcserver import PROTO, start_grpc_server
 from pki import PASSWORD, Pki
 from servers import Nginx, TlsNginx, free_port, pids_alive, sent, settled, start_nginx
 from wsserver import start_ws_server
 
-distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
+need("distributed")
 
 
 # One xdist worker for the module's tests: its fixture (a Dask scheduler and three workers) runs once.
@@ -504,6 +504,8 @@ def test_local_cluster_and_the_python_api_on_a_users_client(
     assert doc["succeeded"] == 200 and target.stats()["requests"] - before == 200
     assert "cluster: 2 Dask workers on 1 host (a LocalCluster)" in proc.stdout
     # knee.sweep(client=…): any distributed.Client, left open for its owner
+    import distributed
+
     with distributed.Client(cluster.address, timeout=10) as client:
         before = target.stats()["requests"]
         run = knee.sweep(target.url + "/", levels=[3, 5], iterations=4, no_recovery=True, out=None, client=client)

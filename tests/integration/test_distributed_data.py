@@ -9,12 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from conftest import knee_cli
+from dask_cluster import need
 from servers import Nginx
 
-pytest.importorskip("distributed", reason="make install installs knee[dask]")
+need("distributed")
 
 
 def _ids(tmp: Path, n: int) -> Path:

@@ -17,16 +17,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from knee.demo_target import start_target
 from knee.store import RunDir
 
 from conftest import knee_cli
-from dask_cluster import Cluster, driving, start_cluster, wait_for_children
+from dask_cluster import Cluster, driving, need, start_cluster, wait_for_children
 from servers import kill_if_running, pids_alive, sent
 
-pytest.importorskip("distributed", reason="make install installs knee[dask]")
+need("distributed")
 
 LEASE_S = 5.0
 

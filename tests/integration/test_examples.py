@@ -101,7 +101,7 @@ def test_exec_curl_sweep(target: TargetProcess, tmp_path: Path) -> None:
     assert sent(record) - abandoned(record) <= stats["requests"] <= sent(record)
 
 
-@pytest.mark.serial  # two groups' windows within 0.2 s: with six workers beside it 0.80 s and 0.52 s
+@pytest.mark.alone  # two groups' windows within 0.2 s: with six workers beside it 0.80 s and 0.52 s
 def test_baseload_stress_accounts_groups_separately(target: TargetProcess, tmp_path: Path) -> None:
     record, _ = run_example("baseload-stress", target, tmp_path)
     (step,) = record.steps

@@ -78,7 +78,7 @@ def _after_highest(record: RunRecord) -> StepResult:
 
 @pytest.mark.timeout(300)
 def test_a_prefork_server_is_measured_from_rest(prefork: str, tmp_path: Path) -> None:
-    record = _run(tmp_path / "runs", prefork, "--levels", "auto", "--max-level", "64", "-d", "3s", "--timeout", "1s")
+    record = _run(tmp_path / "runs", prefork, "--levels", "auto", "--max-level", "64", "-d", "2s", "--timeout", "1s")
     v = next(v for v in record.verdicts if v.group == record.measured_group)
     said = "\n".join(v.sentences)
     # the pool is the workers, and its plateau starts where they are all busy

@@ -17,10 +17,10 @@ from knee.errors import UserError
 from knee.store import RunDir
 
 from conftest import clean_env, dist_held, knee_cli, make_venv
-from dask_cluster import Cluster, start_cluster
+from dask_cluster import Cluster, need, start_cluster
 from servers import Nginx, sent, settled
 
-distributed = pytest.importorskip("distributed", reason="make install installs knee[dask]")
+need("distributed")
 
 # With test_wheel.py on one xdist worker: the wheel is built once.
 pytestmark = pytest.mark.xdist_group("wheel")
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.xdist_group("wheel")
 def bare_cluster(knee_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
     """A scheduler and two workers from a venv of dask[distributed] at the driver's version, without knee."""
     import dask
+    import distributed
 
     tmp = tmp_path_factory.mktemp("ship")
     pins = [f"dask[distributed]=={dask.__version__}", f"distributed=={distributed.__version__}"]
@@ -71,6 +72,8 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
     assert nginx.access_lines() == []
 
     # The Python API's ship=True: the same wheel goes to the workers, and the sweep runs on both.
+    import distributed
+
     with dist_held(), distributed.Client(cluster.address) as client:
         run = knee.sweep(
             nginx.url + "/", client=client, ship=True, out=str(tmp_path / "api"), levels=[2], iterations=25,

@@ -22,9 +22,10 @@ from knee.store import RunDir
 from slurm import Slurm, job_processes, start_slurm
 
 from conftest import knee_cli
+from dask_cluster import need
 from servers import kill_if_running, pids_alive, sent, settled
 
-pytest.importorskip("dask_jobqueue", reason="make install installs knee[dask], with dask-jobqueue")
+need("dask_jobqueue")
 
 
 # One xdist worker for the module's tests: its fixture (munged, slurmctld, slurmd) runs once.

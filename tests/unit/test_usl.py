@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from knee.analysis import FitError, fit_usl, usl
 from knee.analysis.advice import nice
@@ -22,6 +21,8 @@ TRUE = {"sigma": 0.05, "kappa": 0.001, "lam": 10.0}
 
 def _se(fit_ci: tuple[float, float], dof: int) -> float:
     """The standard error behind a 95 % t interval (half width / t(0.975, dof))."""
+    from scipy import stats  # here, not at the top: its 0.7 s import is paid by every pytest process that collects
+
     return (fit_ci[1] - fit_ci[0]) / 2 / float(stats.t.ppf(0.975, dof))
 
 
@@ -154,6 +155,8 @@ def test_raytracer_matches_the_r_package() -> None:
     assert f"{f.lam:.4f}" == "21.8488"
     assert f.n_star is None
     # usl's confint() is coef ± SE·qt(0.95, n − 1); rebuild it from our (t(0.975, n − 3)) intervals
+    from scipy import stats
+
     t_r = float(stats.t.ppf(0.95, len(p.levels) - 1))
     published = {"sigma": (0.033677, 0.081864), "kappa": (-0.000214, 0.000214), "lam": (17.868380, 25.829306)}
     for key, (lo, hi) in published.items():
