@@ -66,6 +66,9 @@ def test_durations_accept_units_and_numbers() -> None:
     assert s.sweep.duration == 120.0
     assert s.sweep.warmup == 0.5
     assert s.sweep.pause == 3.0
+    # a minus sign is read (to say the duration is negative), and "-0s" is 0, not -0.0
+    s = parse_scenario(MINIMAL.replace('duration = "1s"', 'duration = "1s"\npause = " -0s"'))
+    assert str(s.sweep.pause) == "0.0"
 
 
 def test_clients_below_one_names_line_key_and_value() -> None:

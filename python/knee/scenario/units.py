@@ -23,10 +23,12 @@ def parse_duration(value: str | float | int, key: str) -> float:
     if isinstance(value, int | float):
         seconds = float(value)
     else:
-        m = _DURATION.match(value.replace("-", "", 1) if value.lstrip().startswith("-") else value)
+        negative = value.lstrip().startswith("-")  # "-1s": a duration, and below 0 (said so, below)
+        m = _DURATION.match(value.lstrip()[1:] if negative else value)
         if not m:
             raise UserError(f"{key} must be a duration like 10s, 2m or 500ms (got {value!r})")
-        seconds = float(m.group(1)) * _UNIT_S[m.group(2)] * (-1 if "-" in value else 1)
+        seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+        seconds = -seconds if negative and seconds else seconds  # "-0s" is 0
     if seconds < 0:
         raise UserError(f"{key} {NEGATIVE} (got {value!r})")
     if not seconds <= MAX_DURATION_S:  # NaN and infinity too
