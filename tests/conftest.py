@@ -88,19 +88,33 @@ def tls_nginx(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tl
 _fork_server: Server | None = None
 
 
+def _forking() -> Server | None:
+    """This process's fork server (tests/forkserver.py), started again if it has died; None with KNEE_TESTS_FORK=0."""
+    global _fork_server
+    if os.environ.get("KNEE_TESTS_FORK", "1") != "1":
+        return None
+    if _fork_server is None or _fork_server.proc.poll() is not None:
+        _fork_server = Server()
+    return _fork_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fork_server() -> None:
+    """Started with the session, not inside the first test that runs a command: a test that counts this process's
+    children or descriptors around its first command would see the server appear."""
+    _forking()
+
+
 def knee_cli(
     *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: object = None, **kw: object
 ) -> subprocess.CompletedProcess[str]:
     """Run `knee ARGS` as its own process and capture its output: forked from a process that imported knee already
     (tests/forkserver.py says why and what differs), or `python -m knee` with KNEE_TESTS_FORK=0, other keyword
-    arguments, or an environment whose PYTHON* variables differ (they shape the interpreter)."""
-    global _fork_server
-    python_vars = {k: v for k, v in (env or os.environ).items() if k.startswith("PYTHON")}
-    forked = not kw and os.environ.get("KNEE_TESTS_FORK", "1") == "1"
-    if forked and python_vars == {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}:
-        if _fork_server is None:
-            _fork_server = Server()
-        return _fork_server.run(list(args), timeout=timeout, env=env, cwd=cwd)
+    arguments, or an environment whose variables that shape an interpreter's start (PYTHON*, LANG, LC_*, TZ)
+    differ from the server's."""
+    server = _forking() if not kw else None
+    if server is not None and server.serves(env):
+        return server.run(list(args), timeout=timeout, env=env, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "knee", *args],
         capture_output=True,

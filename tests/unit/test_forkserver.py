@@ -66,3 +66,9 @@ def test_a_command_past_its_timeout_is_killed() -> None:
         while server.children(recursive=True) and time.monotonic() - t0 < 5:  # the command, then its waiter
             time.sleep(0.05)
         assert server.children(recursive=True) == []
+
+
+def test_a_directory_that_is_not_there_is_refused_as_subprocess_refuses_it(tmp_path: Path) -> None:
+    for run in (knee_cli, afresh):
+        with pytest.raises(FileNotFoundError):
+            run("--version", cwd=tmp_path / "gone")

@@ -21,7 +21,7 @@ def parse_duration(value: str | float | int, key: str) -> float:
     if isinstance(value, bool):
         raise UserError(f"{key} must be a duration like 10s, 2m or 500ms (got {value!r})")
     if isinstance(value, int | float):
-        seconds = float(value)
+        seconds = float(value) or 0.0  # -0.0 is 0
     else:
         negative = value.lstrip().startswith("-")  # "-1s": a duration, and below 0 (said so, below)
         m = _DURATION.match(value.lstrip()[1:] if negative else value)
