@@ -60,6 +60,7 @@ def test_each_form_and_its_integral() -> None:
         ('"10 per second"', "'10 per second' is not a rate profile; give points like"),
         ('{points = "0s:1", stp = true}', "a rate table holds points and step"),
         ('"0s:10, 2x:20"', "a point's time '2x' is not a duration like 30s, 2m or 500ms"),
+        ('"spike(base=5, peak=50, at=-3s, hold=2s)"', "at '-3s' must not be negative; give one like 30s"),
     ],
 )
 def test_a_bad_profile_is_one_sentence_naming_line_key_value_and_fix(rate: str, says: str) -> None:
