@@ -61,6 +61,8 @@ def test_each_form_and_its_integral() -> None:
         ('{points = "0s:1", stp = true}', "a rate table holds points and step"),
         ('"0s:10, 2x:20"', "a point's time '2x' is not a duration like 30s, 2m or 500ms"),
         ('"spike(base=5, peak=50, at=-3s, hold=2s)"', "at '-3s' must not be negative; give one like 30s"),
+        # a duration too long was 'not a duration' (its message was matched for "negative" only)
+        ('"0s:10, 100000h:20"', "a point's time '100000h' must be at most 24000h (1000 days); give one like 30s"),
     ],
 )
 def test_a_bad_profile_is_one_sentence_naming_line_key_value_and_fix(rate: str, says: str) -> None:

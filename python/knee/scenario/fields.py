@@ -6,25 +6,33 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from knee.errors import UserError
-from knee.scenario.units import MAX_DURATION, NEGATIVE, parse_duration
+from knee.scenario.units import MAX_DURATION, NEGATIVE, NOT_A_DURATION, DurationError, parse_duration
+
+
+class DurationRefused(ValueError):
+    """A field's duration refused, in pydantic's words (no key: pydantic names the field). `form` is true when the
+    value is not a duration at all (a field that takes other forms too names those)."""
+
+    def __init__(self, said: str, form: bool) -> None:
+        super().__init__(said)
+        self.form = form
 
 
 def seconds(value: Any) -> Any:
     """A duration as typed ("10s", 2, "500ms") → seconds; anything else is left to the field's type (true, which a
     float would take as 1 s, is not a duration)."""
     if isinstance(value, bool | datetime.date | datetime.time):  # TOML reads 1979-05-27 and 07:32:00 as these
-        raise ValueError("must be a duration like 10s, 2m or 500ms")
-    if isinstance(value, str | int | float):
-        try:
-            return parse_duration(value, "value")
-        except UserError as exc:
-            if MAX_DURATION in str(exc):
-                raise ValueError(f"must be a duration of at most {MAX_DURATION}") from exc
-            if NEGATIVE in str(exc):
-                raise ValueError(f"{NEGATIVE}: a duration is 0 or more, like 10s, 2m or 500ms") from exc
-            raise ValueError("must be a duration like 10s, 2m or 500ms") from exc
-    return value
+        raise DurationRefused(NOT_A_DURATION, form=True)
+    if not isinstance(value, str | int | float):
+        return value
+    try:
+        return parse_duration(value, "value")
+    except DurationError as exc:
+        if exc.form:
+            raise DurationRefused(NOT_A_DURATION, form=True) from None
+        if exc.why == NEGATIVE:
+            raise DurationRefused(f"{NEGATIVE}: a duration is 0 or more, like 10s, 2m or 500ms", form=False) from None
+        raise DurationRefused(f"must be a duration of at most {MAX_DURATION}", form=False) from None
 
 
 Duration = Annotated[float, BeforeValidator(seconds), Field(ge=0)]
@@ -37,10 +45,10 @@ def _auto_or_seconds(value: Any) -> Any:
         return value
     try:
         out = seconds(value)
-    except ValueError as exc:
-        if MAX_DURATION in str(exc) or NEGATIVE in str(exc):
+    except DurationRefused as exc:
+        if not exc.form:
             raise
-        raise ValueError('must be a duration like 10s, 2m or 500ms, or "auto"') from None
+        raise ValueError(f'{NOT_A_DURATION}, or "auto"') from None
     if isinstance(out, float | int) and out <= 0:
         raise ValueError('must be a duration above 0, or "auto"')
     return out

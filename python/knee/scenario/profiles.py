@@ -20,8 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
-from knee.errors import UserError
-from knee.scenario.units import NEGATIVE, parse_duration
+from knee.scenario.units import DurationError, parse_duration
 
 MAX_RATE_HZ = 10_000_000.0  # crates/engine/src/pacer.rs MAX_RATE_HZ (knee.scenario.fields says why)
 _FORMS = (
@@ -269,10 +268,10 @@ def _example(name: str) -> str:
 def _seconds(text: str, raw: str, what: str) -> float:
     try:
         return float(parse_duration(raw.strip(), what))
-    except UserError as exc:
-        if NEGATIVE in str(exc):
-            raise ValueError(f"{text!r}: {what} {raw.strip()!r} {NEGATIVE}; give one like 30s") from None
-        raise ValueError(f"{text!r}: {what} {raw.strip()!r} is not a duration like 30s, 2m or 500ms") from None
+    except DurationError as exc:
+        if exc.form:
+            raise ValueError(f"{text!r}: {what} {raw.strip()!r} is not a duration like 30s, 2m or 500ms") from None
+        raise ValueError(f"{text!r}: {what} {raw.strip()!r} {exc.why}; give one like 30s") from None
 
 
 def _rate(text: str, raw: str, what: str, words: Words) -> float:

@@ -13,9 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_serializer
 
-from knee.errors import UserError
-from knee.scenario.fields import seconds
-from knee.scenario.units import MAX_DURATION, NEGATIVE, parse_duration
+from knee.scenario.fields import DurationRefused, seconds
+from knee.scenario.units import DurationError, parse_duration
 
 _FORM = re.compile(r"^\s*(\w+)\s*\((.*)\)\s*$", re.S)
 _FORMS = 'a duration like 2s, "uniform(1s, 3s)" or "exponential(2s)"'
@@ -71,7 +70,7 @@ def _text(seconds: float) -> str:
 def _duration(text: str, what: str) -> float:
     try:
         return parse_duration(text.strip(), what)
-    except UserError as exc:
+    except DurationError as exc:
         raise ValueError(str(exc)) from None
 
 
@@ -84,9 +83,8 @@ def parse_think(value: Any) -> Any:
     if m is None:
         try:
             mean = seconds(value)
-        except ValueError as exc:
-            said = str(exc)
-            raise ValueError(said if MAX_DURATION in said or NEGATIVE in said else f"must be {_FORMS}") from None
+        except DurationRefused as exc:
+            raise ValueError(f"must be {_FORMS}" if exc.form else str(exc)) from None
         if not isinstance(mean, float):  # a table, a list: not a think time
             raise ValueError(f"must be {_FORMS}")
         return ThinkTime(mean=mean)

@@ -14,25 +14,37 @@ _UNIT_S = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0
 MAX_DURATION_S = 1000 * 86_400.0
 MAX_DURATION = "24000h (1000 days)"  # MAX_DURATION_S as said, in a unit knee reads
 NEGATIVE = "must not be negative"
+NOT_A_DURATION = "must be a duration like 10s, 2m or 500ms"
+
+
+class DurationError(UserError):
+    """parse_duration's refusal. `why` is it without the key, for a caller that names the key its own way;
+    `form` is true when the value is not a duration at all (a caller that takes other forms too names those), false
+    when it is one below 0 or above MAX_DURATION (words that hold wherever a duration goes)."""
+
+    def __init__(self, key: str, why: str, value: object, form: bool = False) -> None:
+        super().__init__(f"{key} {why} (got {value!r})")
+        self.why = why
+        self.form = form
 
 
 def parse_duration(value: str | float | int, key: str) -> float:
     """'10s', '2m', '500ms', '1h', or a bare number of seconds → seconds."""
     if isinstance(value, bool):
-        raise UserError(f"{key} must be a duration like 10s, 2m or 500ms (got {value!r})")
+        raise DurationError(key, NOT_A_DURATION, value, form=True)
     if isinstance(value, int | float):
         seconds = float(value) or 0.0  # -0.0 is 0
     else:
         negative = value.lstrip().startswith("-")  # "-1s": a duration, and below 0 (said so, below)
         m = _DURATION.match(value.lstrip()[1:] if negative else value)
         if not m:
-            raise UserError(f"{key} must be a duration like 10s, 2m or 500ms (got {value!r})")
+            raise DurationError(key, NOT_A_DURATION, value, form=True)
         seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
         seconds = -seconds if negative and seconds else seconds  # "-0s" is 0
     if seconds < 0:
-        raise UserError(f"{key} {NEGATIVE} (got {value!r})")
+        raise DurationError(key, NEGATIVE, value)
     if not seconds <= MAX_DURATION_S:  # NaN and infinity too
-        raise UserError(f"{key} must be at most {MAX_DURATION} (got {value!r})")
+        raise DurationError(key, f"must be at most {MAX_DURATION}", value)
     return seconds
 
 
