@@ -72,14 +72,17 @@ def mix_record(url: str, levels: tuple[int, ...] = (1, 4), n: int = 2000, **kw: 
     return record_of(url, steps, run_id=kw.get("write", "mix").strip("/") or "mix")
 
 
+FED_WINDOW_S = 6.0  # data_record's planned window for its steps fed from the queue
+
+
 def data_record(url: str, users: Path, rows: int) -> RunRecord:
-    """Three levels of 2 s each: 1 client without data, then 2 clients taking `rows` rows of a queue of users (it
-    runs out long before the step's end), then 4 clients finding none left."""
+    """Three levels: 1 client without data for 2 s, then 2 clients taking `rows` rows of a queue of users (it runs
+    out long before the step's planned FED_WINDOW_S), then 4 clients finding none left."""
     users.write_text("id\n" + "".join(f"{i}\n" for i in range(rows)))
     plain = engine_step(0, 1, http_spec(f"{url}/read", 1, {"duration_ms": 2000}))
     fed = []
     for i, (level, ranges) in enumerate(((2, None), (4, [[rows, NO_END]])), 1):
-        spec = http_spec(url + "/u/${users.id}", level, {"duration_ms": 2000})
+        spec = http_spec(url + "/u/${users.id}", level, {"duration_ms": round(FED_WINDOW_S * 1000)})
         source: dict[str, Any] = {"name": "users", "file": str(users), "order": "queue"}
         spec["data"] = [{**source, "ranges": ranges} if ranges else source]
         fed.append(engine_step(i, level, spec))
