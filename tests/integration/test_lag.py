@@ -63,3 +63,11 @@ def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: 
     assert f"| {o.late:,} ({o.lagged:,} knee's lag) |" in (run / "report.md").read_text()
     (row,) = csv.DictReader(io.StringIO((run / "levels.csv").read_text()))
     assert (int(row["late"]), int(row["lagged"])) == (o.late, o.lagged), row
+    # and interval by interval: the engine's series counts them where the arrival was meant to start, in run.json
+    # and series.csv, and its intervals add up to the step's
+    series = step.groups["main"].series
+    assert sum(p.lagged for p in series) == o.lagged and sum(p.late for p in series) == o.late, series
+    assert sum(p.lagged > 0 for p in series) >= 2 and all(p.lagged <= p.late for p in series), series
+    rows = list(csv.DictReader(io.StringIO((run / "series.csv").read_text())))
+    swept = [r for r in rows if r["step"] == str(step.index) and r["group"] == "main"]
+    assert [(int(r["late"]), int(r["lagged"])) for r in swept] == [(p.late, p.lagged) for p in series], swept

@@ -137,11 +137,14 @@ def test_shards_and_quick_keep_the_shape() -> None:
     assert q.groups["main"].profile.points == ((0.0, 10.0), (2.0, 400.0))
 
 
-def ramp_stats(offered: list[int], succeeded: list[int], failed: list[int] | None = None) -> GroupStats:
+def ramp_stats(
+    offered: list[int], succeeded: list[int], failed: list[int] | None = None, lagged: list[int] | None = None
+) -> GroupStats:
     failed = failed or [0] * len(offered)
+    lagged = lagged or [0] * len(offered)
     series = [
-        SeriesPoint(t=float(i), succeeded=s, failed=f, hung=0, offered=o)
-        for i, (o, s, f) in enumerate(zip(offered, succeeded, failed, strict=True))
+        SeriesPoint(t=float(i), succeeded=s, failed=f, hung=0, offered=o, late=n, lagged=n)
+        for i, (o, s, f, n) in enumerate(zip(offered, succeeded, failed, lagged, strict=True))
     ]
     n = float(len(offered))
     return GroupStats(name="main", clients=300, succeeded=sum(succeeded), elapsed_s=n, rate_hz=0.0, series=series)
@@ -184,6 +187,23 @@ def test_errors_and_a_ramp_that_kept_up() -> None:
     assert r is not None and r.behind is None and r.errors is None
     # a closed loop (no offered arrivals) has no ramp verdict
     assert judge_ramp(ramp_stats([0] * 5, [10] * 5)) is None
+
+
+def test_knees_own_lag_is_located_and_named_beside_behind() -> None:
+    """Intervals where more than 5 % of the arrivals started late with a client free (knee's lag) from 10 s on, and
+    the ramp behind from 14 s: the verdict says knee lagged first, so the load side set the pace there."""
+    offered, done = _ramp(215)
+    lagged = [0] * 10 + [o // 10 for o in offered[10:]]
+    lagged[4] = offered[4] // 10  # one interval alone is not where it lagged
+    r = judge_ramp(ramp_stats(offered, done, lagged=lagged))
+    assert r is not None and r.behind is not None and r.lagged is not None, r
+    assert r.lagged.at_s == 10 and r.lagged.offered_hz == offered[10] and r.behind.at_s >= 10
+    (said,) = [s for s in r.sentences if s.startswith("knee itself lagged")]
+    assert said.startswith(f"knee itself lagged from {offered[10]}/s (") and "a client was free for them, so" in said
+    # 5 % lagged is within the jitter; none: no sentence
+    for share in (0.05, 0.0):
+        r = judge_ramp(ramp_stats(offered, done, lagged=[int(o * share) for o in offered]))
+        assert r is not None and r.lagged is None and not any("lagged" in s for s in r.sentences), r
 
 
 def test_a_profile_written_back_reads_as_the_same() -> None:

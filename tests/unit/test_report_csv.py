@@ -103,6 +103,7 @@ def test_series_csv_adds_up_to_each_steps_counts() -> None:
         "hung",
         "offered",
         "late",
+        "lagged",
         "dropped",
         "p50_ms",
         "p99_ms",

@@ -152,6 +152,7 @@ impl GroupRec {
         self.res.counts.lagged += u64::from(free);
         let tick = self.tick(at);
         self.res.series[tick].late += 1;
+        self.res.series[tick].lagged += u64::from(free);
     }
 
     /// Count an arrival meant to start at `at` that was dropped, in the interval of its intended start.

@@ -66,6 +66,9 @@ pub struct Tick {
     /// Open loop: of those, the ones that started late and the ones dropped (by intended start, as `offered`).
     #[serde(default)]
     pub late: u64,
+    /// Of the late, those issued while a client was free for them (knee's own lag, `Counts::lagged`).
+    #[serde(default)]
+    pub lagged: u64,
     #[serde(default)]
     pub dropped: u64,
     /// The latency of the operations that succeeded in the interval.
@@ -83,6 +86,7 @@ impl Tick {
         self.hung += o.hung;
         self.offered += o.offered;
         self.late += o.late;
+        self.lagged += o.lagged;
         self.dropped += o.dropped;
         self.latency.add(&o.latency);
         add_counts(&mut self.classes, &o.classes);

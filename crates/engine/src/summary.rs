@@ -55,9 +55,11 @@ pub struct SeriesPoint {
     pub succeeded: u64,
     pub failed: u64,
     pub hung: u64,
-    /// Open loop: arrivals meant to start in the interval (0 in closed loop), and of those the late and the dropped.
+    /// Open loop: arrivals meant to start in the interval (0 in closed loop), and of those the late (`lagged`: of them,
+    /// those issued while a client was free, knee's own lag) and the dropped.
     pub offered: u64,
     pub late: u64,
+    pub lagged: u64,
     pub dropped: u64,
     /// The successes' latency in the interval: its median and 99th percentile (null: none succeeded), and its
     /// buckets as (bucket, count) (buckets.rs: a sixteenth of an octave each), to read a run of intervals.
@@ -201,6 +203,7 @@ impl GroupSummary {
                     hung: t.hung,
                     offered: t.offered,
                     late: t.late,
+                    lagged: t.lagged,
                     dropped: t.dropped,
                     p50_us: t.latency.percentile(50.0),
                     p99_us: t.latency.percentile(99.0),

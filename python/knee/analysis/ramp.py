@@ -17,6 +17,10 @@ engine's `offered` series), achieved s_i (operations that succeeded in it), erro
 - errors: (e_i) / (s_i + e_i) > onset, in interval i and in the next too (or i is the last): the offered rate of
   that interval (its mean), bracketed by its start and end.
 - kept up to: the achieved rate of the last interval before the first behind one.
+- knee's own lag: more than SATURATION_LATE of the interval's arrivals started late while a client was free for them
+  (`lagged`: knee's scheduling, its CPU or its timer, not the service), in interval i and in the next too (or i is the
+  last): the offered rate of that interval (its mean), bracketed by its start and end. A ramp that fell behind there
+  or later was held back by the load side.
 - the SLO (where the scenario has one): an interval misses it as a level does (knee.analysis.slo), its p99 the
   successes' in that interval (the series' buckets); where it misses it in that interval and in the next too (or
   that is the last): the offered rate of that interval (its mean), bracketed by its start and end.
@@ -29,6 +33,7 @@ from statistics import median
 from typing import NamedTuple
 
 from knee import fmt
+from knee.analysis.levels import SATURATION_LATE
 from knee.analysis.slo import missed
 from knee.model import GroupStats, Ramp, RampPoint, RunRecord, SeriesPoint
 from knee.scenario import Slo
@@ -58,16 +63,21 @@ def judge_ramp(g: GroupStats, onset: float = 0.001, slo: Slo | None = None) -> R
         k = i if crossing >= edges[i] or i == 0 else i - 1
         ramp.behind = RampPoint(offered_hz=crossing, low_hz=edges[k], high_hz=edges[k + 1], at_s=whole[k].t)
         ramp.kept_up_to_hz = whole[i - 1].succeeded / dt if i > 0 else None
-    bad = [(p.failed + p.hung) > onset * (p.succeeded + p.failed + p.hung) for p in whole]
-    j = lasting(bad)
-    if j is not None:
-        ramp.errors = RampPoint(offered_hz=offered[j], low_hz=edges[j], high_hz=edges[j + 1], at_s=whole[j].t)
+
+    def located(i: int) -> RampPoint:
+        """Interval i's point: its mean offered rate, bracketed by its start and end."""
+        return RampPoint(offered_hz=offered[i], low_hz=edges[i], high_hz=edges[i + 1], at_s=whole[i].t)
+
+    j = lasting([(p.failed + p.hung) > onset * (p.succeeded + p.failed + p.hung) for p in whole])
+    ramp.errors = None if j is None else located(j)
+    j = lasting([p.lagged > SATURATION_LATE * p.offered for p in whole])
+    ramp.lagged = None if j is None else located(j)
     slo = slo if slo is not None and _timed(whole, slo) else None
     if slo is not None:
         misses = [interval_missed(slo, p) for p in whole]
         k = lasting([bool(m) for m in misses])
         if k is not None:
-            ramp.slo_broken = RampPoint(offered_hz=offered[k], low_hz=edges[k], high_hz=edges[k + 1], at_s=whole[k].t)
+            ramp.slo_broken = located(k)
             ramp.slo_missed = misses[k]
     ramp.sentences = _sentences(ramp, slo)
     return ramp
@@ -140,6 +150,13 @@ def _sentences(r: Ramp, slo: Slo | None) -> list[str]:
     else:
         kept = f"kept up to {fmt.per_s(r.kept_up_to_hz)}: " if r.kept_up_to_hz is not None else ""
         out.append(f"{kept}behind from {fmt.per_s(r.behind.offered_hz)} ({_span(r.behind, r.interval_s)})")
+    if r.lagged is not None:
+        held = "" if r.behind is None or r.behind.at_s < r.lagged.at_s else ", so the load side set the pace there"
+        out.append(
+            f"knee itself lagged from {fmt.per_s(r.lagged.offered_hz)} ({_span(r.lagged, r.interval_s)}): more than "
+            f"{fmt.pct(SATURATION_LATE)} of the arrivals started late while a client was free for them{held} (give "
+            "knee a core of its own, or spread the load)"
+        )
     if r.errors is None:
         out.append(f"no errors up to {fmt.per_s(r.top_offered_hz)} offered")
     else:

@@ -87,6 +87,11 @@ class Ramp(BaseModel):
     slo_broken: RampPoint | None = Field(
         default=None, description="where the scenario's SLO broke for good, interval by interval; null: held, or no SLO"
     )
+    lagged: RampPoint | None = Field(
+        default=None,
+        description="where knee's own lag lasted: more than 5 % of an interval's arrivals started late while a client "
+        "was free for them (the load side, not the service); null: it did not",
+    )
     slo_missed: list[str] = Field(default_factory=list, description="what the interval there missed of the SLO")
     sentences: list[str] = Field(default_factory=list)
 

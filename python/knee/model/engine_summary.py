@@ -61,6 +61,7 @@ class EngineSeriesPoint(Mirror):
     hung: int
     offered: int
     late: int
+    lagged: int = 0  # of the late, those issued with a client free (the load side's lag); 0 before knee kept it
     dropped: int
     p50_us: int | None
     p99_us: int | None

@@ -46,6 +46,9 @@ class SeriesPoint(BaseModel):
     hung: int
     offered: int = Field(default=0, description="open loop: arrivals meant to start in the interval (dropped included)")
     late: int = Field(default=0, description="open loop: of those, the ones that started more than 10 ms late")
+    lagged: int = Field(
+        default=0, description="open loop: of the late, those issued while a client was free (knee's own lag)"
+    )
     dropped: int = Field(
         default=0, description="open loop: of those, the ones dropped (the in-flight cap, the timeout)"
     )

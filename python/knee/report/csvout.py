@@ -9,7 +9,8 @@ from knee.analysis.run import group_names
 from knee.model import RunRecord
 from knee.report.view import ReportView, build
 
-SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung", "offered", "late", "dropped", "p50_ms", "p99_ms"]
+SERIES_COLUMNS = ["step", "group", "t", "succeeded", "failed", "hung", "offered", "late", "lagged", "dropped"]
+SERIES_COLUMNS += ["p50_ms", "p99_ms"]
 
 
 def _fmt(v: object) -> object:
@@ -42,6 +43,6 @@ def series_csv(record: RunRecord) -> str:
             if n not in s.groups:
                 continue
             for p in s.groups[n].series:
-                counts = [p.succeeded, p.failed, p.hung, p.offered, p.late, p.dropped]
+                counts = [p.succeeded, p.failed, p.hung, p.offered, p.late, p.lagged, p.dropped]
                 w.writerow([s.index, n, _fmt(p.t), *counts, _fmt(p.p50_ms), _fmt(p.p99_ms)])
     return buf.getvalue()
