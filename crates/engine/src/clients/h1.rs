@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::bodycheck::{BodyCheck, Wants};
 use crate::class::ErrorClass;
 use crate::outcome::Detail;
 
@@ -28,8 +29,8 @@ const MAX_HEADERS: usize = 100;
 /// Response headers parsed at most (a head of more than MAX_HEADERS is parsed again with this room).
 const MANY_HEADERS: usize = 4096;
 
-/// Body bytes kept to quote in the reason of a response with an unexpected status.
-const QUOTED_BODY: usize = 240;
+/// Body bytes kept to quote in the reason of a response with an unexpected status, or one a check failed.
+pub(crate) const QUOTED_BODY: usize = 240;
 
 /// Why an exchange failed (its message is in the client's `Detail`). `fresh` = nothing of a
 /// response arrived (the write failed, or the connection closed or reset first): on a reused
@@ -371,27 +372,12 @@ async fn read_head<S: AsyncRead + Unpin>(
     }
 }
 
-/// Where body bytes are kept: nowhere, or into a buffer up to a limit.
-pub(crate) struct Keep<'a> {
-    buf: Option<&'a mut Vec<u8>>,
-    limit: usize,
-}
-
-impl Keep<'_> {
-    fn put(&mut self, data: &[u8]) {
-        if let Some(b) = self.buf.as_deref_mut() {
-            let room = self.limit.saturating_sub(b.len());
-            b.extend_from_slice(&data[..data.len().min(room)]);
-        }
-    }
-}
-
-/// A response body being read: the connection, its read buffer, where the body is kept and where
+/// A response body being read: the connection, its read buffer, what its checks take of it and where
 /// a failure's message goes. Each framing has its reader; they read more in one way (`more`).
 struct Body<'a, S> {
     s: &'a mut S,
     rx: &'a mut Rx,
-    keep: Keep<'a>,
+    keep: &'a mut BodyCheck,
     d: &'a mut Detail,
 }
 
@@ -404,7 +390,7 @@ impl<S: AsyncRead + Unpin> Body<'_, S> {
         }
     }
 
-    /// Consume `n` body bytes (keeping them as `keep` says).
+    /// Consume `n` body bytes (to the checks' `keep`).
     async fn take(&mut self, n: u64) -> Result<(), Failure> {
         let mut left = n;
         while left > 0 {
@@ -510,16 +496,17 @@ pub(crate) struct Request<'a> {
     pub head: bool,
     /// Statuses that count as success (an unexpected one gets its reason recorded).
     pub expect_status: &'a [(u16, u16)],
+    /// What the checks need of the response's body.
+    pub wants: Wants<'a>,
 }
 
-/// Send `req` and read one response. `body` = where to put the body when a check needs it (it
-/// also receives the start of the body of a response with an unexpected status, quoted in `d`).
+/// Send `req` and read one response. `body` = the body as the checks want it (`req.wants`); a response with
+/// an unexpected status keeps the start of its body instead, quoted in `d`.
 pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     req: &Request<'_>,
     rx: &mut Rx,
-    body: &mut Vec<u8>,
-    check_body: bool,
+    body: &mut BodyCheck,
     d: &mut Detail,
 ) -> Result<Response, Failure> {
     let sent = Instant::now();
@@ -556,7 +543,11 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     };
     let ttfb = sent.elapsed();
     let unexpected = !expected(head.status, req.expect_status);
-    body.clear();
+    body.start(if unexpected {
+        Wants::quote(QUOTED_BODY)
+    } else {
+        req.wants
+    });
     let framing = if req.head || head.status == 204 || head.status == 304 || head.status == 101 {
         Framing::Empty
     } else if head.chunked {
@@ -566,14 +557,10 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     } else {
         head.length.map_or(Framing::UntilClose, Framing::Length)
     };
-    let keep = Keep {
-        buf: (check_body || unexpected).then_some(&mut *body),
-        limit: if check_body { usize::MAX } else { QUOTED_BODY },
-    };
     let mut reader = Body {
         s: &mut *s,
         rx: &mut *rx,
-        keep,
+        keep: &mut *body,
         d: &mut *d,
     };
     let read = match framing {
@@ -585,7 +572,7 @@ pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     // a body cut off (a reset, a bad chunk) after the head: the failure counts what it moved, and its ttfb
     let len = read.map_err(|f| f.after(written, got(rx), Some(ttfb)))?;
     if unexpected {
-        d.body_line(body, QUOTED_BODY);
+        d.body_line(body.kept(), QUOTED_BODY);
     }
     let reusable = whole
         && framing != Framing::UntilClose

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use hyper::Method;
+use memchr::memmem::Finder;
 use regex::bytes::Regex;
 
+use super::bodycheck::{BodyCheck, Wants, REGEX_BODY_MAX};
 use super::dial::{host_of, parse_url, Conn, Dialer};
 use super::grpc::GrpcPrep;
 use super::h1;
@@ -58,7 +60,8 @@ pub(crate) struct ReqPrep {
     /// HTTP/2, a fixed request: its header block and body, encoded once.
     pub h2: Option<H2Prep>,
     pub expect_status: Vec<(u16, u16)>,
-    expect_body: Option<Regex>,
+    /// `expect_body`: searched as the body streams in (bodycheck.rs).
+    expect_body: Option<Arc<Finder<'static>>>,
     expect_body_regex: Option<Regex>,
     expect_length: Option<u64>,
     /// Data sources it reads.
@@ -258,8 +261,7 @@ impl ReqPrep {
             expect_body: spec
                 .expect_body
                 .as_deref()
-                .map(|s| compile("expect_body", &regex::escape(s)))
-                .transpose()?,
+                .map(|s| Arc::new(Finder::new(s.as_bytes()).into_owned())),
             expect_body_regex: spec
                 .expect_body_regex
                 .as_deref()
@@ -432,33 +434,49 @@ impl HttpPrep {
 impl ReqPrep {
     /// The outcome of a response with these figures: its status outside `expect_status` (`unexpected`: the
     /// reason is in `d` already), or a length or body check that failed (written to `d`).
-    pub fn judge(&self, unexpected: bool, len: u64, body: &[u8], d: &mut Detail) -> Outcome {
+    pub fn judge(&self, unexpected: bool, len: u64, body: &BodyCheck, d: &mut Detail) -> Outcome {
+        let kept = body.kept();
         if unexpected {
             Outcome::Fail(ErrorClass::Status)
         } else if self.expect_length.is_some_and(|n| n != len) {
             let n = self.expect_length.unwrap_or_default();
             d.clear().put(format_args!("body of {len} bytes, expected {n}"));
             Outcome::Fail(ErrorClass::Length)
-        } else if let Some(what) = [
-            (&self.expect_body, "contain expect_body"),
-            (&self.expect_body_regex, "match expect_body_regex"),
-        ]
-        .into_iter()
-        .find_map(|(re, what)| re.as_ref().is_some_and(|re| !re.is_match(body)).then_some(what))
-        {
+        } else if !body.found() {
             d.clear()
-                .put(format_args!("body does not {what}"))
+                .put(format_args!("body does not contain expect_body"))
                 .fix()
-                .quoted(body, 120);
+                .quoted(kept, 120);
+            Outcome::Fail(ErrorClass::Body)
+        } else if self.expect_body_regex.as_ref().is_some_and(|re| !re.is_match(kept)) {
+            d.clear().put(format_args!("body does not match expect_body_regex"));
+            if (kept.len() as u64) < len {
+                d.put(format_args!(
+                    " in its first {} MiB, as far as a regex reads",
+                    REGEX_BODY_MAX >> 20
+                ));
+            }
+            d.fix().quoted(kept, 120);
             Outcome::Fail(ErrorClass::Body)
         } else {
             Outcome::Ok
         }
     }
 
-    /// A body check needs the body kept.
-    pub fn checks_body(&self) -> bool {
-        self.expect_body.is_some() || self.expect_body_regex.is_some()
+    /// What the checks need of the response body (`quote`: bytes kept to quote a failure's reason, when a check
+    /// needs any): the substring to search for, and the body kept whole for a regex.
+    pub fn body_wants(&self, quote: usize) -> Wants<'_> {
+        let keep = if self.expect_body_regex.is_some() {
+            REGEX_BODY_MAX
+        } else if self.expect_body.is_some() {
+            quote
+        } else {
+            0
+        };
+        Wants {
+            find: self.expect_body.as_ref(),
+            keep,
+        }
     }
 }
 
@@ -523,8 +541,8 @@ impl HttpClient {
             },
             head: r.method == Method::HEAD,
             expect_status: &r.expect_status,
+            wants: r.body_wants(h1::QUOTED_BODY),
         };
-        let check_body = r.checks_body();
         let mut sent = 0u64;
         self.op.wrote = false;
         // Taking it twice does the server no harm (GET, PUT, DELETE…): a reused connection closed
@@ -553,8 +571,8 @@ impl HttpClient {
             }
             self.op.wrote = true;
             let result = match self.conn.as_mut().expect("connected above") {
-                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, &mut self.op.body, check_body, d).await,
-                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, &mut self.op.body, check_body, d).await,
+                Conn::Plain(s) => h1::exchange(s, &req, &mut self.rx, &mut self.op.body, d).await,
+                Conn::Tls(s) => h1::exchange(&mut **s, &req, &mut self.rx, &mut self.op.body, d).await,
             };
             match result {
                 Ok(r) => break r,
@@ -688,9 +706,10 @@ mod tests {
         let mut d = crate::outcome::Detail::default();
         let mut c = HttpClient::new(prep.clone(), 0);
         assert!(std::mem::size_of_val(&c.exchange(&mut d)) <= 768);
-        // 136: a request mix's pick and the box of a templated request's buffers added 8 to the 128 of before.
+        // 136: a request mix's pick and the box of a templated request's buffers added 8 to the 128 of before; 120:
+        // the body's checks are a box a client holds only once a response wants any of its body (a Vec before).
         assert!(
-            std::mem::size_of::<HttpClient>() <= 136,
+            std::mem::size_of::<HttpClient>() <= 120,
             "{}",
             std::mem::size_of::<HttpClient>()
         );

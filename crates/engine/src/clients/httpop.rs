@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::bodycheck::BodyCheck;
 use super::http::Chosen;
 use super::Prepared;
 use crate::data::{Draw, Exhausted};
@@ -12,8 +13,8 @@ use crate::outcome::Outcome;
 /// An HTTP client's operation state, whichever version it speaks.
 pub(super) struct HttpOp {
     pub(super) prep: Arc<Prepared>,
-    /// The body, kept only as far as a body check needs it (or to quote an unexpected status's).
-    pub(super) body: Vec<u8>,
+    /// The body as its checks take it (or the start of it, to quote an unexpected status's).
+    pub(super) body: BodyCheck,
     /// The current operation has begun writing its request, or handed it to a connection (it may have reached
     /// the server).
     pub(super) wrote: bool,
@@ -32,7 +33,7 @@ impl HttpOp {
         HttpOp {
             source: prep.source_for(client),
             prep,
-            body: Vec::new(),
+            body: BodyCheck::default(),
             wrote: false,
             resent: false,
             chosen: Chosen::default(),

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use prost::Message;
 use prost_reflect::prost_types::{FileDescriptorProto, FileDescriptorSet};
 
+use crate::clients::bodycheck::{BodyCheck, Wants};
 use crate::clients::http::HttpPrep;
 use crate::clients::http2::{self, Carries, Link};
 use crate::data::Feeders;
@@ -219,8 +220,9 @@ async fn call(
         super::frame(&mut body, &one.encode_to_vec());
     }
     let body = Bytes::from(body);
-    let mut buf = Vec::new();
-    let opened = poll_fn(|cx| link.poll_open(cx, &block, &body, usize::MAX, &mut buf, Carries::Grpc)).await;
+    let mut buf = BodyCheck::default();
+    buf.start(Wants::quote(usize::MAX)); // the reflection's messages, whole
+    let opened = poll_fn(|cx| link.poll_open(cx, &block, &body, &mut buf, Carries::Grpc)).await;
     let answer = match opened {
         Ok(id) => poll_fn(|cx| link.poll_answer(cx, id, &mut buf)).await,
         Err(f) => Err(f),
@@ -241,7 +243,7 @@ async fn call(
         (s, _) => return Ok(Err(format!("its reflection call was answered HTTP {s}, not gRPC"))),
     }
     let mut out = Vec::new();
-    for m in super::messages(&buf) {
+    for m in super::messages(buf.kept()) {
         match Response::decode(m) {
             Ok(r) => out.push(r),
             Err(e) => {

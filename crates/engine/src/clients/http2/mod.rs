@@ -305,11 +305,13 @@ impl H2Client {
             (None, None) => unreachable!("a request is fixed (its block encoded once) or filled in"),
         };
         let grpc = p.grpc.as_ref();
-        let keep = if r.checks_body() || grpc.is_some_and(|g| g.keeps_body()) {
-            usize::MAX
+        let mut wants = r.body_wants(QUOTED_BODY);
+        wants.keep = if grpc.is_some_and(|g| g.keeps_body()) {
+            usize::MAX // a gRPC response's messages, decoded whole
         } else {
-            QUOTED_BODY
+            wants.keep.max(QUOTED_BODY) // an unexpected status's start is quoted
         };
+        self.op.body.start(wants);
         // gRPC messages spaced in time: the first one opens the stream, the others follow
         let spaced = grpc.filter(|g| g.spaced()).map(|g| (g, g.first_of(body)));
         let carries = match (grpc, &spaced) {
@@ -318,7 +320,7 @@ impl H2Client {
             (Some(_), None) => Carries::Grpc,
         };
         let opening = spaced.as_ref().map_or(body, |(_, first)| first);
-        let id = poll_fn(|cx| link.poll_open(cx, block, opening, keep, &mut self.op.body, carries)).await?;
+        let id = poll_fn(|cx| link.poll_open(cx, block, opening, &mut self.op.body, carries)).await?;
         self.op.wrote = true;
         let open = Open(link, id);
         if let Some((g, _)) = &spaced {
@@ -331,7 +333,7 @@ impl H2Client {
             // the messages and bytes that went: a server that answered first (an error at once) left the rest
             let one = g.first_of(body).len().max(1) as u64;
             let sent = (answer.body_sent / one, answer.body_sent);
-            return Ok(g.judge(&answer, sent_at, sent, &self.op.body, d));
+            return Ok(g.judge(&answer, sent_at, sent, self.op.body.kept(), d));
         }
         let ttfb = answer.headers_at.saturating_duration_since(sent_at);
         let status = answer.status;
@@ -339,7 +341,7 @@ impl H2Client {
         if unexpected {
             let reason = reason_phrase(status);
             d.clear().put(format_args!("HTTP/2 {status} {reason}")).fix();
-            d.body_line(&self.op.body, QUOTED_BODY);
+            d.body_line(self.op.body.kept(), QUOTED_BODY);
         }
         Ok(OpReport {
             outcome: r.judge(unexpected, answer.len, &self.op.body, d),

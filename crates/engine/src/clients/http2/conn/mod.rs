@@ -22,6 +22,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::hpack;
+use crate::clients::bodycheck::BodyCheck;
 use wire::*;
 
 mod driver;
@@ -141,9 +142,8 @@ struct Stream {
     status: Option<u16>,
     headers_at: Option<Instant>,
     len: u64,
-    /// The body, as far as `keep` bytes (the client's buffer, lent for the stream's life).
-    body: Vec<u8>,
-    keep: usize,
+    /// The body as its checks take it (the client's, lent for the stream's life).
+    body: BodyCheck,
     /// How it ended (None: it is open).
     end: Option<Result<(), Failure>>,
     waker: Option<Waker>,
@@ -259,15 +259,14 @@ impl Link {
 
     /// Open a stream: its HEADERS (`block`, the group's header block) and its DATA (`body`, as the windows
     /// allow) queued. Waits while the server's limit of concurrent streams is reached. `buf`: the client's
-    /// body buffer, lent to the stream (given back by `poll_answer`); `keep`: how much body to keep in it;
+    /// body checks, started, lent to the stream (given back by `poll_answer`);
     /// `carries`: an HTTP request or a gRPC call (whose body may be followed by more, `Link::send`).
     pub fn poll_open(
         &self,
         cx: &mut Context<'_>,
         block: &[u8],
         body: &Bytes,
-        keep: usize,
-        buf: &mut Vec<u8>,
+        buf: &mut BodyCheck,
         carries: Carries,
     ) -> Poll<Result<u32, Failure>> {
         let mut s = self.st.borrow_mut();
@@ -307,14 +306,11 @@ impl Link {
             }
         }
         let headers_end = s.moved + s.out.len() as u64;
-        let mut lent = std::mem::take(buf);
-        lent.clear();
         let mut stream = Stream {
             status: None,
             headers_at: None,
             len: 0,
-            body: lent,
-            keep,
+            body: std::mem::take(buf),
             end: None,
             waker: None,
             send_window: s.initial_send_window,
@@ -340,7 +336,7 @@ impl Link {
     }
 
     /// The response of stream `id`, once it ended (the body buffer is given back into `buf`).
-    pub fn poll_answer(&self, cx: &mut Context<'_>, id: u32, buf: &mut Vec<u8>) -> Poll<Result<Answer, Failure>> {
+    pub fn poll_answer(&self, cx: &mut Context<'_>, id: u32, buf: &mut BodyCheck) -> Poll<Result<Answer, Failure>> {
         let mut s = self.st.borrow_mut();
         let Some(st) = s.streams.get_mut(&id) else {
             return Poll::Ready(Err(Failure {

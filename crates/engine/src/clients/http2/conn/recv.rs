@@ -162,8 +162,7 @@ impl State {
         if let Some(g) = &mut st.grpc {
             g.feed(data);
         }
-        let room = st.keep.saturating_sub(st.body.len());
-        st.body.extend_from_slice(&data[..data.len().min(room)]);
+        st.body.put(data);
         if flags & END_STREAM != 0 {
             self.finish(id, Ok(()));
         } else {

@@ -9,8 +9,8 @@ fn a_body_goes_as_the_windows_allow() {
     let waker = std::task::Waker::noop();
     let mut cx = Context::from_waker(waker);
     let body = Bytes::from(vec![7u8; 100_000]);
-    let mut buf = Vec::new();
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut buf, Carries::Http) else {
+    let mut buf = BodyCheck::default();
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, &mut buf, Carries::Http) else {
         panic!("the stream opens")
     };
     let mut s = link.st.borrow_mut();
@@ -69,7 +69,13 @@ fn pings_and_settings_are_acknowledged_and_bad_frames_refused() {
 /// A stream opened on a fresh link, and the link's queued frames cleared.
 fn opened(link: &Link) -> u32 {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), Carries::Http) else {
+    let Poll::Ready(Ok(id)) = link.poll_open(
+        &mut cx,
+        &[0x82],
+        &Bytes::new(),
+        &mut BodyCheck::default(),
+        Carries::Http,
+    ) else {
         panic!("the stream opens")
     };
     link.st.borrow_mut().out.clear();
@@ -78,7 +84,7 @@ fn opened(link: &Link) -> u32 {
 
 fn answer(link: &Link, id: u32) -> Poll<Result<Answer, Failure>> {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    link.poll_answer(&mut cx, id, &mut Vec::new())
+    link.poll_answer(&mut cx, id, &mut BodyCheck::default())
 }
 
 #[test]
@@ -113,7 +119,13 @@ fn streams_whose_headers_never_left_are_unprocessed_when_the_connection_ends() {
     let link = Link::new();
     let preface = link.st.borrow().out.len() as u64;
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let mut open = || match link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), Carries::Http) {
+    let mut open = || match link.poll_open(
+        &mut cx,
+        &[0x82],
+        &Bytes::new(),
+        &mut BodyCheck::default(),
+        Carries::Http,
+    ) {
         Poll::Ready(Ok(id)) => id,
         _ => panic!("the stream opens"),
     };
@@ -172,8 +184,13 @@ fn grpc_status_comes_from_the_block_that_ends_the_stream() {
     for trailers_only in [false, true] {
         let link = Link::new();
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), 0, &mut Vec::new(), Carries::Grpc)
-        else {
+        let Poll::Ready(Ok(id)) = link.poll_open(
+            &mut cx,
+            &[0x82],
+            &Bytes::new(),
+            &mut BodyCheck::default(),
+            Carries::Grpc,
+        ) else {
             panic!("the stream opens")
         };
         let mut s = link.st.borrow_mut();
@@ -202,7 +219,7 @@ fn an_early_answer_counts_the_body_that_went() {
     let link = Link::new();
     let mut cx = Context::from_waker(std::task::Waker::noop());
     let body = Bytes::from(vec![7u8; 100_000]);
-    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, 0, &mut Vec::new(), Carries::Http) else {
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &body, &mut BodyCheck::default(), Carries::Http) else {
         panic!("the stream opens")
     };
     link.st
