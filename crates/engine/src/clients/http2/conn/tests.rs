@@ -66,16 +66,12 @@ fn pings_and_settings_are_acknowledged_and_bad_frames_refused() {
     assert!(s.frame(RST_STREAM, 0, 1, &[0, 0]).is_err());
 }
 
-/// A stream opened on a fresh link, and the link's queued frames cleared.
-fn opened(link: &Link) -> u32 {
+/// A stream opened on a fresh link (carrying an HTTP request, or a gRPC call), and the link's queued frames
+/// cleared.
+fn opened(link: &Link, carries: Carries) -> u32 {
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let Poll::Ready(Ok(id)) = link.poll_open(
-        &mut cx,
-        &[0x82],
-        &Bytes::new(),
-        &mut BodyCheck::default(),
-        Carries::Http,
-    ) else {
+    let mut body = BodyCheck::default();
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), &mut body, carries) else {
         panic!("the stream opens")
     };
     link.st.borrow_mut().out.clear();
@@ -96,7 +92,7 @@ fn a_stream_the_server_breaks_is_reset_alone() {
         (WINDOW_UPDATE, 0, &[0, 0, 0, 0][..]),
     ] {
         let link = Link::new();
-        let id = opened(&link);
+        let id = opened(&link, Carries::Http);
         link.st.borrow_mut().frame(ty, flags, id, payload).ok().unwrap();
         let mut want = Vec::new();
         rst_stream(&mut want, id, PROTOCOL_ERROR);
@@ -142,7 +138,7 @@ fn streams_whose_headers_never_left_are_unprocessed_when_the_connection_ends() {
     ));
     // A graceful GOAWAY that covers every stream: no new streams, and knee closes it once they are done.
     let link = Link::new();
-    let id = opened(&link);
+    let id = opened(&link, Carries::Http);
     link.st
         .borrow_mut()
         .frame(GOAWAY, 0, 0, &[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0])
@@ -183,16 +179,7 @@ fn grpc_status_comes_from_the_block_that_ends_the_stream() {
     block.extend_from_slice(&[1, b'0']);
     for trailers_only in [false, true] {
         let link = Link::new();
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        let Poll::Ready(Ok(id)) = link.poll_open(
-            &mut cx,
-            &[0x82],
-            &Bytes::new(),
-            &mut BodyCheck::default(),
-            Carries::Grpc,
-        ) else {
-            panic!("the stream opens")
-        };
+        let id = opened(&link, Carries::Grpc);
         let mut s = link.st.borrow_mut();
         let flags = if trailers_only {
             END_HEADERS | END_STREAM
