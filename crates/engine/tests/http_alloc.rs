@@ -130,13 +130,38 @@ fn serve_h2c(s: &mut std::net::TcpStream) {
     }
 }
 
-/// HTTP/2 (knee's own client): a stream costs no allocation either, over shared connections.
+/// HTTP/2 (knee's own client): a stream costs no allocation either, over shared connections, with either body check.
 #[test]
 fn http2_requests_do_not_allocate() {
     let addr = raw_h2c_server();
-    let client = json!({"kind": "http", "url": format!("http://{addr}/"), "http2": true, "streams": 2,
-                        "expect_status": [[200, 200]], "expect_body": "ok"});
-    assert_no_allocation_per_request_of(client, true);
+    for check in [json!({"expect_body": "ok"}), json!({"expect_body_regex": "^ok$"})] {
+        let mut client = json!({"kind": "http", "url": format!("http://{addr}/"), "http2": true, "streams": 2,
+                                "expect_status": [[200, 200]]});
+        client
+            .as_object_mut()
+            .unwrap()
+            .extend(check.as_object().unwrap().clone());
+        assert_no_allocation_per_request_of(client, true);
+    }
+}
+
+/// HTTP/1.1 with body checks: the substring searched as the body comes, the regex's read of it, and both.
+#[test]
+fn keep_alive_requests_with_body_checks_do_not_allocate() {
+    let response = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello knee\n".to_vec();
+    let server = TestServer::raw(response, After::KeepOpen, false);
+    for check in [
+        json!({"expect_body": "o kn"}),
+        json!({"expect_body_regex": "^hello"}),
+        json!({"expect_body": "knee", "expect_body_regex": "knee$"}),
+    ] {
+        let mut client = json!({"kind": "http", "url": server.url(), "expect_status": [[200, 200]]});
+        client
+            .as_object_mut()
+            .unwrap()
+            .extend(check.as_object().unwrap().clone());
+        assert_no_allocation_per_request_of(client, true);
+    }
 }
 
 #[test]

@@ -329,7 +329,7 @@ def ramp(record: RunRecord, group: str, verdict: Ramp) -> str:
         (verdict.behind, "C1", "behind from"),
         (verdict.slo_broken, "C4", "broke the SLO from"),
         (verdict.errors, "C3", "errors from"),
-        (verdict.lagged, "C7", "knee lagged from"),
+        (verdict.lagged, "C5", "knee lagged from"),  # not C7: the grey of the line achieved = offered
     )
     located = [(p.low_hz, p.high_hz, p.offered_hz, c, f"{w} {fmt.sig3(p.offered_hz)}/s") for p, c, w in marks if p]
     _intervals(ax, offered, whole, per, located)

@@ -78,6 +78,16 @@ struct ReqTemplate {
     wants_length: bool,
 }
 
+/// A regex held against a body as kept (`len`: the body's whole length): the whole of it; or, cut at
+/// `REGEX_BODY_MAX`, a match that ends before the cut (one that needs the text's end, `\z` or a last `$`, would end
+/// at the cut, and the body goes on past it).
+fn regex_holds(re: &Regex, kept: &[u8], len: u64) -> bool {
+    if kept.len() as u64 >= len {
+        return re.is_match(kept);
+    }
+    re.find_iter(kept).any(|m| m.end() < kept.len())
+}
+
 impl HttpPrep {
     /// `clients`: the group's clients in this shard (HTTP/2 shares ⌈clients / streams⌉ connections among them).
     pub fn new(spec: &HttpSpec, clients: u64, feeders: &Feeders, key: &str) -> Result<HttpPrep, EngineError> {
@@ -448,7 +458,11 @@ impl ReqPrep {
                 .fix()
                 .quoted(kept, 120);
             Outcome::Fail(ErrorClass::Body)
-        } else if self.expect_body_regex.as_ref().is_some_and(|re| !re.is_match(kept)) {
+        } else if self
+            .expect_body_regex
+            .as_ref()
+            .is_some_and(|re| !regex_holds(re, kept, len))
+        {
             d.clear().put(format_args!("body does not match expect_body_regex"));
             if (kept.len() as u64) < len {
                 d.put(format_args!(
