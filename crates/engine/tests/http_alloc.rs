@@ -134,14 +134,21 @@ fn serve_h2c(s: &mut std::net::TcpStream) {
 #[test]
 fn http2_requests_do_not_allocate() {
     let addr = raw_h2c_server();
-    for check in [json!({"expect_body": "ok"}), json!({"expect_body_regex": "^ok$"})] {
-        let mut client = json!({"kind": "http", "url": format!("http://{addr}/"), "http2": true, "streams": 2,
-                                "expect_status": [[200, 200]]});
-        client
-            .as_object_mut()
-            .unwrap()
-            .extend(check.as_object().unwrap().clone());
-        assert_no_allocation_per_request_of(client, true);
+    let client = json!({"kind": "http", "url": format!("http://{addr}/"), "http2": true, "streams": 2,
+                        "expect_status": [[200, 200]]});
+    with_each_check(
+        &client,
+        &[json!({"expect_body": "ok"}), json!({"expect_body_regex": "^ok$"})],
+    );
+}
+
+/// `client` with each of `checks` added, succeeding without an allocation per request.
+fn with_each_check(client: &serde_json::Value, checks: &[serde_json::Value]) {
+    for check in checks {
+        let mut c = client.clone();
+        let fields = c.as_object_mut().unwrap();
+        fields.extend(check.as_object().unwrap().clone());
+        assert_no_allocation_per_request_of(c, true);
     }
 }
 
@@ -150,18 +157,13 @@ fn http2_requests_do_not_allocate() {
 fn keep_alive_requests_with_body_checks_do_not_allocate() {
     let response = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello knee\n".to_vec();
     let server = TestServer::raw(response, After::KeepOpen, false);
-    for check in [
+    let client = json!({"kind": "http", "url": server.url(), "expect_status": [[200, 200]]});
+    let checks = [
         json!({"expect_body": "o kn"}),
         json!({"expect_body_regex": "^hello"}),
         json!({"expect_body": "knee", "expect_body_regex": "knee$"}),
-    ] {
-        let mut client = json!({"kind": "http", "url": server.url(), "expect_status": [[200, 200]]});
-        client
-            .as_object_mut()
-            .unwrap()
-            .extend(check.as_object().unwrap().clone());
-        assert_no_allocation_per_request_of(client, true);
-    }
+    ];
+    with_each_check(&client, &checks);
 }
 
 #[test]
