@@ -10,6 +10,10 @@
 use std::sync::Arc;
 
 use memchr::memmem::Finder;
+use regex::bytes::Regex;
+
+use crate::class::ErrorClass;
+use crate::outcome::{Detail, Outcome};
 
 /// The most of a body a regex check reads, and a client keeps for it.
 pub(crate) const REGEX_BODY_MAX: usize = 16 << 20;
@@ -20,6 +24,76 @@ pub(crate) const REGEX_BODY_MAX: usize = 16 << 20;
 pub(crate) struct Wants<'a> {
     pub find: Option<&'a Arc<Finder<'static>>>,
     pub keep: usize,
+}
+
+/// A request's checks of its response body (`expect_body`, `expect_body_regex`, `expect_length`), made once.
+pub(crate) struct Checks {
+    find: Option<Arc<Finder<'static>>>,
+    regex: Option<Regex>,
+    length: Option<u64>,
+}
+
+impl Checks {
+    pub fn new(substring: Option<&str>, regex: Option<Regex>, length: Option<u64>) -> Checks {
+        Checks {
+            find: substring.map(|s| Arc::new(Finder::new(s.as_bytes()).into_owned())),
+            regex,
+            length,
+        }
+    }
+
+    /// What the checks need of a response's body (`quote`: bytes kept to quote a failure's reason, when a check
+    /// needs any): the substring to search for, and the body kept for a regex.
+    pub fn wants(&self, quote: usize) -> Wants<'_> {
+        let keep = if self.regex.is_some() {
+            REGEX_BODY_MAX
+        } else if self.find.is_some() {
+            quote
+        } else {
+            0
+        };
+        Wants {
+            find: self.find.as_ref(),
+            keep,
+        }
+    }
+
+    /// A response body of `len` bytes, read into `body` as `wants` said: the check that failed, in `d`, or Ok.
+    pub fn judge(&self, len: u64, body: &BodyCheck, d: &mut Detail) -> Outcome {
+        let kept = body.kept();
+        if let Some(n) = self.length.filter(|&n| n != len) {
+            d.clear().put(format_args!("body of {len} bytes, expected {n}"));
+            Outcome::Fail(ErrorClass::Length)
+        } else if !body.found() {
+            d.clear()
+                .put(format_args!("body does not contain expect_body"))
+                .fix()
+                .quoted(kept, 120);
+            Outcome::Fail(ErrorClass::Body)
+        } else if self.regex.as_ref().is_some_and(|re| !regex_holds(re, kept, len)) {
+            d.clear().put(format_args!("body does not match expect_body_regex"));
+            if (kept.len() as u64) < len {
+                d.put(format_args!(
+                    " in its first {} MiB, as far as a regex reads",
+                    REGEX_BODY_MAX >> 20
+                ));
+            }
+            d.fix().quoted(kept, 120);
+            Outcome::Fail(ErrorClass::Body)
+        } else {
+            Outcome::Ok
+        }
+    }
+}
+
+/// A regex held against a body as kept (`len`: the body's whole length): the whole of it; or, cut at
+/// `REGEX_BODY_MAX`, a match that ends before the cut (one that needs the text's end, `\z` or a last `$`, would end
+/// at the cut, and the body goes on past it).
+fn regex_holds(re: &Regex, kept: &[u8], len: u64) -> bool {
+    if kept.len() as u64 >= len {
+        return re.is_match(kept);
+    }
+    re.find_iter(kept).any(|m| m.end() < kept.len())
 }
 
 impl Wants<'_> {

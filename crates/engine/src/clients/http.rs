@@ -10,10 +10,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use hyper::Method;
-use memchr::memmem::Finder;
-use regex::bytes::Regex;
 
-use super::bodycheck::{BodyCheck, Wants, REGEX_BODY_MAX};
+use super::bodycheck::{BodyCheck, Checks, Wants};
 use super::dial::{host_of, parse_url, Conn, Dialer};
 use super::grpc::GrpcPrep;
 use super::h1;
@@ -60,10 +58,8 @@ pub(crate) struct ReqPrep {
     /// HTTP/2, a fixed request: its header block and body, encoded once.
     pub h2: Option<H2Prep>,
     pub expect_status: Vec<(u16, u16)>,
-    /// `expect_body`: searched as the body streams in (bodycheck.rs).
-    expect_body: Option<Arc<Finder<'static>>>,
-    expect_body_regex: Option<Regex>,
-    expect_length: Option<u64>,
+    /// `expect_body`, `expect_body_regex`, `expect_length`.
+    checks: Checks,
     /// Data sources it reads.
     uses: Vec<usize>,
 }
@@ -76,16 +72,6 @@ struct ReqTemplate {
     header_lines: usize,
     body: Template,
     wants_length: bool,
-}
-
-/// A regex held against a body as kept (`len`: the body's whole length): the whole of it; or, cut at
-/// `REGEX_BODY_MAX`, a match that ends before the cut (one that needs the text's end, `\z` or a last `$`, would end
-/// at the cut, and the body goes on past it).
-fn regex_holds(re: &Regex, kept: &[u8], len: u64) -> bool {
-    if kept.len() as u64 >= len {
-        return re.is_match(kept);
-    }
-    re.find_iter(kept).any(|m| m.end() < kept.len())
 }
 
 impl HttpPrep {
@@ -268,16 +254,14 @@ impl ReqPrep {
             parts: Some(parts),
             method,
             expect_status: spec.expect_status.clone(),
-            expect_body: spec
-                .expect_body
-                .as_deref()
-                .map(|s| Arc::new(Finder::new(s.as_bytes()).into_owned())),
-            expect_body_regex: spec
-                .expect_body_regex
-                .as_deref()
-                .map(|s| compile("expect_body_regex", s))
-                .transpose()?,
-            expect_length: spec.expect_length,
+            checks: Checks::new(
+                spec.expect_body.as_deref(),
+                spec.expect_body_regex
+                    .as_deref()
+                    .map(|s| compile("expect_body_regex", s))
+                    .transpose()?,
+                spec.expect_length,
+            ),
             uses,
         };
         Ok(req)
@@ -445,52 +429,16 @@ impl ReqPrep {
     /// The outcome of a response with these figures: its status outside `expect_status` (`unexpected`: the
     /// reason is in `d` already), or a length or body check that failed (written to `d`).
     pub fn judge(&self, unexpected: bool, len: u64, body: &BodyCheck, d: &mut Detail) -> Outcome {
-        let kept = body.kept();
         if unexpected {
             Outcome::Fail(ErrorClass::Status)
-        } else if self.expect_length.is_some_and(|n| n != len) {
-            let n = self.expect_length.unwrap_or_default();
-            d.clear().put(format_args!("body of {len} bytes, expected {n}"));
-            Outcome::Fail(ErrorClass::Length)
-        } else if !body.found() {
-            d.clear()
-                .put(format_args!("body does not contain expect_body"))
-                .fix()
-                .quoted(kept, 120);
-            Outcome::Fail(ErrorClass::Body)
-        } else if self
-            .expect_body_regex
-            .as_ref()
-            .is_some_and(|re| !regex_holds(re, kept, len))
-        {
-            d.clear().put(format_args!("body does not match expect_body_regex"));
-            if (kept.len() as u64) < len {
-                d.put(format_args!(
-                    " in its first {} MiB, as far as a regex reads",
-                    REGEX_BODY_MAX >> 20
-                ));
-            }
-            d.fix().quoted(kept, 120);
-            Outcome::Fail(ErrorClass::Body)
         } else {
-            Outcome::Ok
+            self.checks.judge(len, body, d)
         }
     }
 
-    /// What the checks need of the response body (`quote`: bytes kept to quote a failure's reason, when a check
-    /// needs any): the substring to search for, and the body kept whole for a regex.
+    /// What the checks need of the response body (`quote`: bytes kept to quote a failure's reason).
     pub fn body_wants(&self, quote: usize) -> Wants<'_> {
-        let keep = if self.expect_body_regex.is_some() {
-            REGEX_BODY_MAX
-        } else if self.expect_body.is_some() {
-            quote
-        } else {
-            0
-        };
-        Wants {
-            find: self.expect_body.as_ref(),
-            keep,
-        }
+        self.checks.wants(quote)
     }
 }
 
