@@ -242,11 +242,17 @@ fn a_stall_shows_in_corrected_latency_but_not_in_closed_loop_p99() {
         "closed p99 {closed_p99} µs vs open {open_p99} µs: {ct}"
     );
     // Arrivals queued behind the stall were late, and the uncorrected figure hides their wait. Each interval counts
-    // the late ones meant to start in it: the stall's (0.5–2.5 s), none after it (3–3.5 s).
+    // the late ones meant to start in it: the stall's (0.5–2.5 s), none after it (3–3.5 s) but knee's own lag (late
+    // with a client free for it: a busy machine held knee off its core, seen once as [92, 200, 98, 1] with 1 lagged).
     assert!(o.counts.late >= 100, "{ot}");
     let late: Vec<u64> = o.series.iter().map(|t| t.late).collect();
+    let lagged: Vec<u64> = o.series.iter().map(|t| t.lagged).collect();
     assert_eq!(late.iter().sum::<u64>(), o.counts.late, "{ot}");
-    assert!(late[1] >= 100 && late[3] == 0, "late per interval {late:?}: {ot}");
+    assert_eq!(lagged.iter().sum::<u64>(), o.counts.lagged, "{ot}");
+    assert!(
+        late[1] >= 100 && late[3] == lagged[3],
+        "late per interval {late:?}, lagged {lagged:?}: {ot}"
+    );
     assert!(
         o.latency_uncorrected.value_at_quantile(0.9) < o.latency.value_at_quantile(0.9),
         "{ot}"
