@@ -17,6 +17,8 @@ use crate::outcome::{Detail, Outcome};
 
 /// The most of a body a regex check reads, and a client keeps for it.
 pub(crate) const REGEX_BODY_MAX: usize = 16 << 20;
+/// Body bytes kept to quote in a failure's reason: a status not expected, or a check that failed (HTTP/1.1 and 2).
+pub(crate) const QUOTED_BODY: usize = 240;
 
 /// What a request's checks need of its response body: the substring to search for, and how much of the body to keep
 /// (a regex's read, or a quote).
@@ -24,6 +26,13 @@ pub(crate) const REGEX_BODY_MAX: usize = 16 << 20;
 pub(crate) struct Wants<'a> {
     pub find: Option<&'a Arc<Finder<'static>>>,
     pub keep: usize,
+}
+
+impl Wants<'_> {
+    /// Only the body's first `n` bytes, to quote (a response with an unexpected status).
+    pub fn quote(n: usize) -> Wants<'static> {
+        Wants { find: None, keep: n }
+    }
 }
 
 /// A request's checks of its response body (`expect_body`, `expect_body_regex`, `expect_length`), made once.
@@ -42,13 +51,13 @@ impl Checks {
         }
     }
 
-    /// What the checks need of a response's body (`quote`: bytes kept to quote a failure's reason, when a check
-    /// needs any): the substring to search for, and the body kept for a regex.
-    pub fn wants(&self, quote: usize) -> Wants<'_> {
+    /// What the checks need of a response's body: the substring to search for, and the body kept for a regex (or
+    /// its start, to quote when the substring is not found).
+    pub fn wants(&self) -> Wants<'_> {
         let keep = if self.regex.is_some() {
             REGEX_BODY_MAX
         } else if self.find.is_some() {
-            quote
+            QUOTED_BODY
         } else {
             0
         };
@@ -94,13 +103,6 @@ fn regex_holds(re: &Regex, kept: &[u8], len: u64) -> bool {
         return re.is_match(kept);
     }
     re.find_iter(kept).any(|m| m.end() < kept.len())
-}
-
-impl Wants<'_> {
-    /// Only the body's first `n` bytes, to quote (a response with an unexpected status).
-    pub fn quote(n: usize) -> Wants<'static> {
-        Wants { find: None, keep: n }
-    }
 }
 
 /// One response body's checks as it comes; a client's, reused from one response to the next. Boxed, and only once a

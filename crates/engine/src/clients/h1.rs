@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::bodycheck::{BodyCheck, Wants};
+use super::bodycheck::{BodyCheck, Wants, QUOTED_BODY};
 use crate::class::ErrorClass;
 use crate::outcome::Detail;
 
@@ -28,9 +28,6 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 100;
 /// Response headers parsed at most (a head of more than MAX_HEADERS is parsed again with this room).
 const MANY_HEADERS: usize = 4096;
-
-/// Body bytes kept to quote in the reason of a response with an unexpected status, or one a check failed.
-pub(crate) const QUOTED_BODY: usize = 240;
 
 /// Why an exchange failed (its message is in the client's `Detail`). `fresh` = nothing of a
 /// response arrived (the write failed, or the connection closed or reset first): on a reused

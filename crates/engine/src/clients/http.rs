@@ -436,9 +436,9 @@ impl ReqPrep {
         }
     }
 
-    /// What the checks need of the response body (`quote`: bytes kept to quote a failure's reason).
-    pub fn body_wants(&self, quote: usize) -> Wants<'_> {
-        self.checks.wants(quote)
+    /// What the checks need of the response body.
+    pub fn body_wants(&self) -> Wants<'_> {
+        self.checks.wants()
     }
 }
 
@@ -503,7 +503,7 @@ impl HttpClient {
             },
             head: r.method == Method::HEAD,
             expect_status: &r.expect_status,
-            wants: r.body_wants(h1::QUOTED_BODY),
+            wants: r.body_wants(),
         };
         let mut sent = 0u64;
         self.op.wrote = false;

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING, UPGRADE};
 use hyper::{Method, Uri};
 
+use super::bodycheck::QUOTED_BODY;
 use super::dial::Opened;
 use super::h1;
 use super::httpop::HttpOp;
@@ -37,8 +38,6 @@ pub(crate) use lane::{open, Lane, Lanes};
 
 /// Times a stream the server never processed is sent again on a new connection before the operation fails.
 const MAX_REFUSED: u32 = 3;
-/// Body bytes kept to quote in the reason of a response with an unexpected status.
-const QUOTED_BODY: usize = 240;
 
 /// A group's request in HTTP/2's form, and its connections.
 pub(crate) struct H2Prep {
@@ -305,7 +304,7 @@ impl H2Client {
             (None, None) => unreachable!("a request is fixed (its block encoded once) or filled in"),
         };
         let grpc = p.grpc.as_ref();
-        let mut wants = r.body_wants(QUOTED_BODY);
+        let mut wants = r.body_wants();
         wants.keep = if grpc.is_some_and(|g| g.keeps_body()) {
             usize::MAX // a gRPC response's messages, decoded whole
         } else {
