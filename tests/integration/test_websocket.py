@@ -39,7 +39,10 @@ def test_echo_round_trips_are_the_messages_the_server_answered(server: WsServer,
     record = run(tmp_path, server.url(), "--message", "hello ${client}", "-c", str(clients), "-d", "2s")
     (step,) = record.steps
     g = step.groups["main"]
-    assert g.failed == g.hung == 0 and g.succeeded > 20 * clients, g
+    assert g.failed == g.hung == 0, g
+    # each client made several round trips on its one connection (500 clients at the one-threaded server in 2 s:
+    # 69 to 71 each alone on this machine, 15 or 16 beside the other tests' load in a CI run that asked 20 a client)
+    assert len(g.per_client) == clients and min(g.per_client) >= 4, g.per_client
     # every operation sent one message: the server counted each one started (an abandoned one was sent too)
     n = sent(record)
     assert settled(lambda: delta(server, before, "messages"), n) == n
