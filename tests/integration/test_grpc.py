@@ -43,7 +43,8 @@ def seen_calls(server: GrpcServer, before: dict, record: RunRecord, method: str)
     return seen
 
 
-# 200 clients: a rate (ten calls each in 2 s, 1 000/s from a Python server): with six workers beside it, 1 797.
+# 200 clients: at least 4 calls each in 2 s from a Python server (27 to 29 each alone here, about 9 with six workers
+# beside it).
 # Alone, not serial: that server takes a whole core, and in the serial pass (ci84) three tests beside it that measure
 # failed (a demo service's per-second rates, its warm-up, the lag test's late arrivals).
 @pytest.mark.parametrize("clients", [1, pytest.param(200, marks=pytest.mark.alone)])
@@ -51,7 +52,9 @@ def test_unary_calls_are_the_calls_the_server_answered(server: GrpcServer, tmp_p
     before = server.stats()
     record = run(tmp_path, server.url(), "--proto", str(PROTO), "--message", HELLO, "-c", str(clients), "-d", "2s")
     g = record.steps[0].groups["main"]
-    assert g.failed == g.hung == 0 and g.succeeded > 10 * clients, g
+    assert g.failed == g.hung == 0, g
+    # each client made several calls on its one channel (a count per client, not a rate the machine must reach)
+    assert len(g.per_client) == clients and min(g.per_client) >= 4, g.per_client
     # every call that ended reached the server (the at-rest probes too), each one message each way; a call in
     # flight at the end is abandoned: knee resets its stream, and grpcio drops one it had not yet handed to its
     # handler, so the server counts between the calls that ended and all it was sent

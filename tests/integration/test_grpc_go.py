@@ -58,7 +58,9 @@ def test_helloworld_answers_every_call(go: GoServers, tmp_path: Path, clients: i
         '^\\{"message":"Hello c[0-9]+"\\}$', "-c", str(clients), "-d", "1s",
     )  # fmt: skip
     g = record.steps[0].groups["main"]
-    assert g.failed == g.hung == 0 and g.succeeded > 10 * clients, g
+    assert g.failed == g.hung == 0, g
+    # each client made several calls on its one channel (a count per client, not a rate the machine must reach)
+    assert len(g.per_client) == clients and min(g.per_client) >= 4, g.per_client
     assert g.messages_received == g.succeeded and g.messages_sent == g.succeeded, g
 
 
