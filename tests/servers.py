@@ -117,6 +117,14 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s} s")
 
 
+def popen_nginx(conf: Path, d: Path) -> subprocess.Popen:
+    """nginx (on PATH, else Debian's /usr/sbin/nginx) started with config `conf` and prefix `d`; its stderr dropped."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(binary):
+        raise RuntimeError("nginx is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
+    return subprocess.Popen([binary, "-c", str(conf), "-p", str(d)], stderr=subprocess.DEVNULL)
+
+
 @contextlib.contextmanager
 def nginx_with(template: str, d: Path) -> Iterator[int]:
     """nginx with its own config, `template` formatted with `dir` (d) and a free `port`, its files in `d`: yields the
@@ -124,8 +132,7 @@ def nginx_with(template: str, d: Path) -> Iterator[int]:
     port = free_port()
     conf = d / "nginx.conf"
     conf.write_text(template.format(dir=d, port=port))
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(d)], stderr=subprocess.DEVNULL)
+    proc = popen_nginx(conf, d)
     try:
         wait_for_port(port)
         yield port
@@ -167,14 +174,11 @@ class Nginx:
 def start_nginx(tmp: Path, listen: str = "127.0.0.1") -> Nginx:
     """nginx on a free port of `listen` (0.0.0.0: every address of this namespace, for tests that make their
     own network namespaces); its access log names each request's connection, method, path, status, peer."""
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not os.path.exists(binary):
-        raise RuntimeError("nginx is not installed: run `make ci-deps` (scripts/install-system-deps.sh)")
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(dir=tmp, port=port, listen=listen))
-    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)
+    proc = popen_nginx(conf, tmp)
     wait_for_port(port)
     return Nginx(dir=tmp, port=port, proc=proc)
 
@@ -455,13 +459,12 @@ def start_tls_nginx(tmp: Path, pki_dir: Path) -> TlsNginx:
     """nginx with a TLS listener requiring client certificates of `pki_dir`'s root (tests/pki.py), one that takes
     any client certificate unverified, a TLS 1.2-only one, an h2c one and an h2c one that sends GOAWAY every 50
     requests."""
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
     tmp.mkdir(parents=True, exist_ok=True)
     names = ("tls", "tlsany", "tls12", "h2c", "goaway")
     ports = dict(zip(names, free_ports(len(names)), strict=True))
     conf = tmp / "nginx.conf"
     conf.write_text(TLS_NGINX_CONF.format(dir=tmp, pki=pki_dir, **{f"{k}_port": v for k, v in ports.items()}))
-    proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(tmp)], stderr=subprocess.DEVNULL)
+    proc = popen_nginx(conf, tmp)
     for port in ports.values():
         wait_for_port(port)
     return TlsNginx(dir=tmp, ports=ports, proc=proc)

@@ -34,7 +34,7 @@ from knee.importers.har import is_asset
 
 from browser import Browser
 from conftest import REPO, knee_cli
-from servers import NGINX_HEAD, free_ports, stop_process, wait_for_port
+from servers import NGINX_HEAD, free_ports, popen_nginx, stop_process, wait_for_port
 
 CONF = (
     NGINX_HEAD
@@ -107,8 +107,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     (d / "site" / "logo.png").write_bytes(PNG)
     port, sink = free_ports(2)
     (d / "nginx.conf").write_text(CONF.format(dir=d, port=port, sink=sink))
-    binary = shutil.which("nginx") or "/usr/sbin/nginx"
-    proc = subprocess.Popen([binary, "-c", str(d / "nginx.conf"), "-p", str(d)], stderr=subprocess.DEVNULL)
+    proc = popen_nginx(d / "nginx.conf", d)
     wait_for_port(port)
     wait_for_port(sink)
     yield Site(d, f"http://127.0.0.1:{port}", proc)

@@ -1,6 +1,7 @@
 """Body checks on large bodies, from nginx over HTTP/1.1 and h2c: `expect_body` is searched as the body streams in,
 so knee holds the substring's length of it, not the body (before, each client kept its whole body: 4 clients of a
-64 MiB file held 256 MiB); `expect_body_regex` reads the body's first 16 MiB, and a failure there says so."""
+64 MiB file peaked at 304 MiB over HTTP/1.1 and 285 over h2c, 48 now); `expect_body_regex` reads the body's first
+16 MiB, and a failure there says so."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from servers import NGINX_HEAD, Nginx, free_ports, wait_for_port
+from servers import NGINX_HEAD, Nginx, free_ports, popen_nginx, wait_for_port
 
 BIG = 64 << 20  # the body, then MARK
 MARK = b"THE-END"
@@ -44,7 +45,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         f.write(MARK)
     port, h2c = free_ports(2)
     (d / "nginx.conf").write_text(CONF.format(dir=d, port=port, h2c=h2c))
-    proc = subprocess.Popen(["/usr/sbin/nginx", "-c", str(d / "nginx.conf"), "-p", str(d)], stderr=subprocess.DEVNULL)
+    proc = popen_nginx(d / "nginx.conf", d)
     try:
         wait_for_port(port)
         wait_for_port(h2c)

@@ -23,7 +23,7 @@ from knee.demo_target import start_target
 from knee.machine.kernel import events
 
 from conftest import knee_cli
-from servers import free_port, wait_for_port
+from servers import free_port, popen_nginx, wait_for_port
 
 KNEE = str(Path(sys.executable).with_name("knee"))
 
@@ -355,10 +355,7 @@ def test_a_single_worker_nginx_at_one_whole_core_is_its_own_limit(tmp_path: Path
     (tmp_path / "page.txt").write_text(" ".join(words[i * i % len(words)] for i in range(100_000)))
     port = free_port()
     (tmp_path / "nginx.conf").write_text(GZIP_NGINX.format(dir=tmp_path, port=port))
-    nginx = subprocess.Popen(
-        [shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
-        stderr=subprocess.DEVNULL,
-    )
+    nginx = popen_nginx(tmp_path / "nginx.conf", tmp_path)
     out = tmp_path / "runs"
     try:
         wait_for_port(port)
