@@ -29,6 +29,8 @@ class GroupSnapshot(Mirror, Outcomes):
 
     name: str
     in_flight: int
+    late: int  # an open loop's arrivals so far that started late; `lagged` of them with a client free (knee's lag)
+    lagged: int
     p50_us: int
     p99_us: int
     failed_by_class: dict[str, int]  # failures so far by class, the classes with some only

@@ -148,6 +148,8 @@ def _snapshot(step: StepResult, piece: ShardResult, elapsed_s: float, finished: 
                 "hung": g.hung,
                 "abandoned": g.abandoned,
                 "in_flight": 0,
+                "late": g.open_loop.late if g.open_loop is not None else 0,
+                "lagged": g.open_loop.lagged if g.open_loop is not None else 0,
                 "p50_us": round(last.latency_ms.p50 * 1000) if last is not None else 0,
                 "p99_us": round(last.latency_ms.p99 * 1000) if last is not None else 0,
                 "failed_by_class": dict(g.failures),

@@ -5,20 +5,29 @@ verdict does not call the service saturated for it; it says the load side lagged
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from knee.store import RunDir
 
-from servers import Nginx
+from servers import Nginx, free_port
+
+
+def _sample(text: str, series: str) -> int:
+    """The value of `series` (name and labels) in a /metrics text; 0 where it has none yet."""
+    m = re.search(rf"^{re.escape(series)} (\d+)$", text, re.M)
+    return int(m.group(1)) if m else 0
 
 
 def _stutter(proc: subprocess.Popen[str], stopped_s: float, every_s: float) -> None:
@@ -35,24 +44,41 @@ def _stutter(proc: subprocess.Popen[str], stopped_s: float, every_s: float) -> N
                 proc.send_signal(signal.SIGCONT)
 
 
-def _stuttered(*args: str, out: Path) -> tuple[Path, str]:
-    """`knee sweep ARGS --out OUT` stopped for 30 ms of every 100: its run directory and what it printed."""
+def _scrape(url: str, proc: subprocess.Popen[str], into: list[str]) -> None:
+    """Read `url` every 0.2 s until `proc` exits (what it served then, in order)."""
+    while proc.poll() is None:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as r:
+            into.append(r.read().decode())
+        time.sleep(0.2)
+
+
+def _stuttered(*args: str, out: Path, serve: int | None = None) -> tuple[Path, str, list[str]]:
+    """`knee sweep ARGS --out OUT` stopped for 30 ms of every 100: its run directory, what it printed and, with
+    `serve`, its /metrics as read every 0.2 s while it ran (`--serve 127.0.0.1:SERVE`)."""
     argv = [sys.executable, "-m", "knee", "sweep", *args, "--out", str(out)]
+    argv += ["--serve", f"127.0.0.1:{serve}"] if serve else []
+    scraped: list[str] = []
     with subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as p:
-        stutter = threading.Thread(target=_stutter, args=(p, 0.03, 0.1))
-        stutter.start()
+        threads = [threading.Thread(target=_stutter, args=(p, 0.03, 0.1))]
+        if serve:
+            threads.append(threading.Thread(target=_scrape, args=(f"http://127.0.0.1:{serve}/metrics", p, scraped)))
+        for t in threads:
+            t.start()
         said, _ = p.communicate(timeout=120)
-        stutter.join()
+        for t in threads:
+            t.join()
     assert p.returncode in (0, 3), said
     (run,) = [d for d in out.iterdir() if d.is_dir()]
-    return run, said
+    return run, said, scraped
 
 
 @pytest.mark.serial  # lateness is timing
 def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: Nginx, tmp_path: Path) -> None:
-    run, _ = _stuttered(f"{nginx.url}/", "--rates", "2000", "-c", "20", "-d", "3s", "--no-recovery", out=tmp_path)
+    port = free_port()
+    args = (f"{nginx.url}/", "--rates", "2000", "-c", "20", "-d", "3s", "--no-recovery")
+    run, _, scraped = _stuttered(*args, out=tmp_path, serve=port)
     record = RunDir(run).load()
     (step,) = [s for s in record.steps if s.phase == "sweep"]
     o = step.groups["main"].open_loop
@@ -75,13 +101,21 @@ def test_arrivals_late_for_knees_own_lag_are_not_the_services_saturation(nginx: 
     rows = list(csv.DictReader(io.StringIO((run / "series.csv").read_text())))
     swept = [r for r in rows if r["step"] == str(step.index) and r["group"] == "main"]
     assert [(int(r["late"]), int(r["lagged"])) for r in swept] == [(p.late, p.lagged) for p in series], swept
+    # and live: /metrics counted them as the step ran, and its last read has the step's totals
+    labels = f'group="main",step="{step.index}",level="2000"'
+    late = [_sample(t, f"knee_late_arrivals_total{{{labels}}}") for t in scraped]
+    lagged = [_sample(t, f"knee_lagged_arrivals_total{{{labels}}}") for t in scraped]
+    assert late[-1] == o.late and lagged[-1] == o.lagged, scraped[-1]
+    running = [(a, b) for a, b, t in zip(late, lagged, scraped, strict=True) if "knee_running 1" in t and a]
+    assert any(0 < b < o.lagged for _, b in running), (running, o)  # part of the step's, while it ran
+    assert all(b <= a for a, b in zip(late, lagged, strict=True)), (late, lagged)
 
 
 @pytest.mark.serial  # lateness is timing
 def test_a_ramp_says_where_knee_itself_lagged(nginx: Nginx, tmp_path: Path) -> None:
     """A ramp of 500 to 2 000/s that nginx keeps up with, from a knee held off its core 30 % of the time: the ramp's
     verdict locates knee's own lag, and its figure marks it."""
-    run, said = _stuttered(f"{nginx.url}/", "--ramp", "0s:500, 4s:2000", "-c", "20", "--settle", "0", out=tmp_path)
+    run, said, _ = _stuttered(f"{nginx.url}/", "--ramp", "0s:500, 4s:2000", "-c", "20", "--settle", "0", out=tmp_path)
     (v,) = RunDir(run).load().verdicts
     assert v.ramp is not None and v.ramp.lagged is not None, v.sentences
     assert v.ramp.lagged.low_hz <= v.ramp.lagged.offered_hz <= v.ramp.lagged.high_hz

@@ -153,8 +153,8 @@ def test_the_live_page_shows_the_clients_and_the_rate_the_profiles_run_now() -> 
     live = LiveProgress(_Quiet(), hub, scenario=sc, record=hub.view.record, results=[])  # type: ignore[arg-type]
     live.begin(1, 1, sweep_plan(sc)[0])
     assert [g.clients for g in hub.view.current.groups] == [21, 50]  # before any snapshot: the step's own
-    zero = {"succeeded": 0, "failed": 0, "hung": 0, "abandoned": 0, "in_flight": 0, "p50_us": 0, "p99_us": 0}
-    groups = [GroupSnapshot(name=n, **zero, failed_by_class={}) for n in ("main", "open")]
+    counts = ("succeeded", "failed", "hung", "abandoned", "in_flight", "late", "lagged", "p50_us", "p99_us")
+    groups = [GroupSnapshot(name=n, **dict.fromkeys(counts, 0), failed_by_class={}) for n in ("main", "open")]
     live.update(Snapshot(elapsed_s=4.5, finished=False, groups=groups))
     main, opened = hub.view.current.groups
     assert (main.clients, main.offered_hz) == (10, None)  # 1 + 2 × 4.5 = 10 clients

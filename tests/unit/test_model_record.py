@@ -53,6 +53,8 @@ def test_the_engine_mirror_requires_every_field_even_a_shared_one() -> None:
         "hung": 0,
         "abandoned": 0,
         "in_flight": 2,
+        "late": 0,
+        "lagged": 0,
         "p50_us": 1,
         "p99_us": 2,
         "failed_by_class": {},

@@ -100,6 +100,7 @@ def test_split_shares_an_open_loops_rate_and_in_flight_cap() -> None:
 
 
 def snap(elapsed: float, finished: bool, *groups: tuple[str, int, int, int]) -> Snapshot:
+    """Each group (name, succeeded, p50 µs, late arrivals; half of them knee's lag)."""
     return Snapshot(
         elapsed_s=elapsed,
         finished=finished,
@@ -111,17 +112,19 @@ def snap(elapsed: float, finished: bool, *groups: tuple[str, int, int, int]) -> 
                 hung=0,
                 abandoned=0,
                 in_flight=2,
+                late=late,
+                lagged=late // 2,
                 p50_us=p50,
                 p99_us=p50 * 10,
                 failed_by_class={"status": 1},
             )
-            for n, ok, p50, _ in groups
+            for n, ok, p50, late in groups
         ],
     )
 
 
 def test_merge_snapshots_adds_counts_and_keeps_the_slowest_percentiles() -> None:
-    latest = {0: snap(2.0, True, ("a", 5, 100, 0)), 3: snap(2.5, False, ("a", 7, 80, 0), ("b", 1, 9, 0))}
+    latest = {0: snap(2.0, True, ("a", 5, 100, 4)), 3: snap(2.5, False, ("a", 7, 80, 6), ("b", 1, 9, 0))}
     merged = merge_snapshots(latest, of=3)
     assert merged.elapsed_s == 2.5 and not merged.finished
     assert merged.workers == (2, 3)
@@ -130,6 +133,7 @@ def test_merge_snapshots_adds_counts_and_keeps_the_slowest_percentiles() -> None
     b = merged.group("b")
     assert b is not None and (b.succeeded, b.p50_us) == (1, 9)
     assert a.failed_by_class == {"status": 2} and b.failed_by_class == {"status": 1}
+    assert (a.late, a.lagged, b.late, b.lagged) == (10, 5, 0, 0)  # an open loop's late arrivals add up too
     assert merged.shards is None  # no names given: no per-worker rows
 
 

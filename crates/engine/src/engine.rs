@@ -53,6 +53,9 @@ pub struct GroupSnapshot {
     #[serde(flatten)]
     pub outcomes: Outcomes,
     pub in_flight: i64,
+    /// Open loop: arrivals so far that started late, and of those the ones a client was free for (knee's lag).
+    pub late: u64,
+    pub lagged: u64,
     /// Latency percentiles over the last completed second, µs (0 before the first second).
     pub p50_us: u64,
     pub p99_us: u64,
@@ -343,6 +346,8 @@ impl Engine {
                     name: g.spec.name.clone(),
                     outcomes,
                     in_flight: g.live.in_flight.load(Ordering::Relaxed),
+                    late: g.live.late.load(Ordering::Relaxed),
+                    lagged: g.live.lagged.load(Ordering::Relaxed),
                     p50_us,
                     p99_us,
                     failed_by_class,

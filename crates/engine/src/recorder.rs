@@ -298,6 +298,9 @@ pub(crate) struct LiveGroup {
     pub hung: AtomicU64,
     pub abandoned: AtomicU64,
     pub in_flight: AtomicI64,
+    /// Open loop: arrivals so far that started late, and of those the ones knee lagged on (`GroupRec::late`).
+    pub late: AtomicU64,
+    pub lagged: AtomicU64,
     /// Failures so far by class (indexed by `ErrorClass::index`); their sum is the failed count.
     pub failed_by_class: [AtomicU64; ErrorClass::COUNT],
     /// Each thread's latency histogram of its last completed second.
@@ -311,6 +314,8 @@ impl LiveGroup {
             hung: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
+            late: AtomicU64::new(0),
+            lagged: AtomicU64::new(0),
             failed_by_class: std::array::from_fn(|_| AtomicU64::new(0)),
             recent: (0..threads).map(|_| Mutex::new(None)).collect(),
         }
@@ -333,6 +338,14 @@ impl LiveGroup {
             abandoned: self.abandoned.load(Ordering::Relaxed),
         };
         (outcomes, by_class)
+    }
+
+    /// Count an arrival that started late (`free`: a client was free for it, knee's own lag).
+    pub fn late(&self, free: bool) {
+        self.late.fetch_add(1, Ordering::Relaxed);
+        if free {
+            self.lagged.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     #[inline]

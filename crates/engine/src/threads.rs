@@ -527,6 +527,7 @@ async fn client(
             let mut r = rec.borrow_mut();
             if start.measured_arrival && !cut_short && began.saturating_duration_since(start.intended) > LATE_AFTER {
                 r[g].late(start.intended, start.free);
+                group.live.late(start.free);
             }
             r[g].record(&report, &timing, slot, global_client, &op.detail, op.request());
         }

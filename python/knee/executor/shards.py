@@ -225,15 +225,16 @@ def merge_results(results: Iterable[ShardResult]) -> ShardResult | None:
 
 
 def merge_snapshots(latest: dict[int, Snapshot], of: int, names: Sequence[tuple[str, int]] = ()) -> Snapshot:
-    """The shards' latest snapshots as one: counts add up (failures by class too); live percentiles are the highest
-    shard's. `names`: each shard index's (worker, clients), for the per-worker rows."""
+    """The shards' latest snapshots as one: counts add up (failures by class and late arrivals too); live percentiles
+    are the highest shard's. `names`: each shard index's (worker, clients), for the per-worker rows."""
     keys = ("succeeded", "failed", "hung", "abandoned", "in_flight")
+    summed = (*keys, "late", "lagged")  # a group's; a worker's row has `keys`
     groups: dict[str, dict[str, Any]] = {}
     rows: list[ShardNow] = []
     for index, snap in sorted(latest.items()):
         for g in snap.groups:
-            acc = groups.setdefault(g.name, {**dict.fromkeys(keys, 0), "failed_by_class": {}})
-            for k in keys:
+            acc = groups.setdefault(g.name, {**dict.fromkeys(summed, 0), "failed_by_class": {}})
+            for k in summed:
                 acc[k] += getattr(g, k)
             acc["p50_us"] = max(acc.get("p50_us", 0), g.p50_us)
             acc["p99_us"] = max(acc.get("p99_us", 0), g.p99_us)

@@ -42,6 +42,10 @@ _HELP = {
     "knee_operations_started_total": "Operations started and ended: succeeded + failed + hung + abandoned (those in "
     "flight are not yet counted).",
     "knee_failures_total": "Failed operations of a step, per group and failure class.",
+    "knee_late_arrivals_total": "An open-loop group's arrivals of a step that started more than 10 ms after their "
+    "intended start.",
+    "knee_lagged_arrivals_total": "Of an open-loop group's late arrivals, those a client was free for: knee's own lag, "
+    "not the service's.",
     "knee_latency_seconds": "Latency of a finished step's succeeded operations, per group.",
     "knee_process_cpu_seconds_total": "knee's own CPU time (user + system).",
     "knee_children_cpu_seconds_total": "The CPU time of knee's child processes that ended (exec clients).",
@@ -128,6 +132,9 @@ class Metrics:
                 out.add("knee_operations_started_total", g.started, **step)
                 for cls, n in sorted(g.failed_by_class):
                     out.add("knee_failures_total", n, **step, **{"class": cls})
+                if g.offered_hz is not None:
+                    out.add("knee_late_arrivals_total", g.late, **step)
+                    out.add("knee_lagged_arrivals_total", g.lagged, **step)
         for s in view.steps:
             if now is None or s.index != now.index:  # a soak's step, saved as it runs, is the current one
                 self._finished(s, out)
@@ -143,6 +150,9 @@ class Metrics:
             out.add("knee_operations_started_total", g.started, **step)
             for cls, n in sorted(g.failures.items()):
                 out.add("knee_failures_total", n, **step, **{"class": cls})
+            if g.open_loop is not None:
+                out.add("knee_late_arrivals_total", g.open_loop.late, **step)
+                out.add("knee_lagged_arrivals_total", g.open_loop.lagged, **step)
             h = self._histogram(s.index, name)
             if h is None:
                 continue

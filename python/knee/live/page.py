@@ -72,6 +72,9 @@ _SCRIPT = r"""
     const failing = s.groups.filter((g) => g.failed_by_class.length);
     $('failures').textContent = failing.map((g) => g.name + ' failed: ' +
       g.failed_by_class.map(([c, n]) => c + ' ' + int(n)).join(', ')).join(' · ');
+    $('late').textContent = s.groups.filter((g) => g.late).map((g) => g.name + ': ' + int(g.late) +
+      ' arrivals started late' + (g.lagged ? ', ' + int(g.lagged) + " of them knee's own lag (a client was free)" : ''))
+      .join(' · ');
     $('shards').hidden = !s.shards.length;
     fill($('shards'), ['Worker', 'Clients', 'Succeeded', 'Failed', 'Hung', 'In flight', ''],
       s.shards.map((w) => [[w.worker, {}], [int(w.clients), {}], [int(w.succeeded), {}], [int(w.failed), {}],
@@ -180,6 +183,7 @@ def live_page(view: LiveView, report: tuple[int, str]) -> str:
 <p id="reason" class="muted"></p>
 <div class="scroll"><table id="groups"></table></div>
 <p id="failures" class="muted"></p>
+<p id="late" class="muted"></p>
 <div class="scroll"><table id="shards" hidden></table></div>
 <svg id="chart" viewBox="0 0 900 200" preserveAspectRatio="none" role="img"
  aria-label="the current step per second"></svg>

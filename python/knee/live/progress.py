@@ -78,6 +78,8 @@ class LiveProgress:
                     name=g.name,
                     clients=clients,
                     **{key: getattr(g, key) for key in ("succeeded", "failed", "hung", "abandoned", "in_flight")},
+                    late=g.late,
+                    lagged=g.lagged,
                     p50_ms=g.p50_us / 1000.0,
                     p99_ms=g.p99_us / 1000.0,
                     rate_hz=(g.succeeded - ok0) / dt if dt > 0 else 0.0,

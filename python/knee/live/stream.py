@@ -63,6 +63,8 @@ def state(view: LiveView) -> dict[str, Any]:
                     "rate_hz": round(g.rate_hz, 3),
                     "completed_hz": round(g.completed_hz, 3),
                     "offered_hz": g.offered_hz,
+                    "late": g.late,
+                    "lagged": g.lagged,
                     "p50_ms": g.p50_ms,
                     "p99_ms": g.p99_ms,
                     "failed_by_class": [list(kv) for kv in g.failed_by_class],

@@ -139,6 +139,8 @@ fn stop_mid_run_ends_promptly_with_partial_counts() {
             "failed_by_class",
             "hung",
             "in_flight",
+            "lagged",
+            "late",
             "name",
             "p50_us",
             "p99_us",
