@@ -214,9 +214,14 @@ def test_a_clients_profile_on_three_workers_runs_its_clients_in_the_whole_group(
     (step,) = record.steps
     g = step.groups["main"]
     assert g.failed == g.hung == 0 and len(step.workers) == 3, step.workers
+    # a client's rate is its operations' (20 ms at rest, 50/s; longer on a machine busy with other tests: under load
+    # this once gave 137 for 175 ± 28), so each second's successes are that rate times the profile's clients
+    per_client_hz = 1000 / g.latency_ms.mean
+    assert per_client_hz <= 52, g.latency_ms
     for p in g.series[:3]:
         clients = sum(clients_at(profile, p.t + (k + 0.5) / 20) for k in range(20)) / 20
-        assert abs(p.succeeded - 50 * clients) <= 0.15 * 50 * clients + 2, (p, clients)
+        want = per_client_hz * clients
+        assert abs(p.succeeded - want) <= 0.15 * want + 2, (p, clients, per_client_hz)
 
 
 def test_http2_with_a_client_certificate_on_three_workers(

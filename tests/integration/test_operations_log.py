@@ -67,7 +67,8 @@ def test_an_open_loop_of_two_rates_writes_a_file_a_step(nginx: Nginx, tmp_path: 
     assert [f.name for f in files] == ["ops.step0.bin", "ops.step1.bin"] and not log.exists()
     for f, step, rate in zip(files, steps, (200, 400), strict=True):
         ops = knee.read_operations(f)
-        assert len(ops) == step["started"] and abs(len(ops) - rate) <= 2, (f, len(ops))
+        # every operation started is in the log; the arrivals not started by the end (a stall there) are few
+        assert len(ops) == step["started"] and 0 <= rate - len(ops) <= 0.05 * rate, (f, len(ops))
         assert (ops.wait_ms >= 0).all() and (ops.start_s < 1.0).all()
 
 

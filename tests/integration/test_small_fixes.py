@@ -31,7 +31,9 @@ def test_failing_clients_that_pause_for_their_think_time_do_not_spin(tmp_path: P
     # 3 clients failing with think = 50 ms go round every ~55 ms, 50 of them paused: paced, not spinning
     record = sweep(tmp_path / "think", "--levels", "3", "-d", "2s", "--think", "50ms", *FAILS_AFTER_THE_FIRST)
     g = record["steps"][0]["groups"]["main"]
-    assert g["failed"] > 10 * g["succeeded"] and g["failed"] / g["elapsed_s"] > 30, g
+    # many failures (52/s here; fewer on a busy machine, where a fork and exec of sh takes longer), and at most the
+    # think time's pace: 3 clients / 50 ms
+    assert g["failed"] > 10 * g["succeeded"] and 10 <= g["failed"] / g["elapsed_s"] <= 1.1 * 3 / 0.05, g
     assert "spinning" not in kinds(record)
     proc = knee_cli("run", "-c", "3", "-d", "2s", "--think", "50ms", *FAILS_AFTER_THE_FIRST, timeout=60)
     assert "spun" not in proc.stdout + proc.stderr

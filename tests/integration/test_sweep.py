@@ -143,6 +143,7 @@ def test_undefined_variable_exit_2(tmp_path: Path) -> None:
     assert "${target} is not defined; pass --var target=VALUE" in proc.stderr
 
 
+@pytest.mark.serial  # its recovery is a rate back within 10 %, as test_recovering_service_is_reported_recovered's
 @pytest.mark.timeout(90)
 def test_demo_quick_writes_a_report_and_stops_its_service(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "knee", "demo", "--quick", "--out", str(tmp_path / "runs")]

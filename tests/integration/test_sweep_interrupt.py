@@ -68,6 +68,15 @@ def steps_saved(out: Path) -> int:
     return len(rd.load().steps)
 
 
+def inside_the_second_step(out: Path, target: TargetProcess) -> None:
+    """Wait until the first step is saved and the second one's clients are at the target (30 requests after it: the
+    probe for rest between them makes a few; 4 clients make hundreds in their 1 s). A fixed pause after the first
+    step could end between the steps on a busy machine."""
+    wait_for(lambda: steps_saved(out) >= 1, 30, "the first step")
+    saved = target.stats()["requests"]
+    wait_for(lambda: target.stats()["requests"] - saved > 30, 30, "the second step's load")
+
+
 def start_sweep(tmp_path: Path, target: TargetProcess, text: str = SCENARIO) -> tuple[subprocess.Popen[str], Path]:
     scenario = tmp_path / "s.toml"
     scenario.write_text(text)
@@ -119,8 +128,7 @@ def test_sigterm_and_sighup_end_the_step_as_ctrl_c_does(tmp_path: Path, target: 
     # lost, no report, run.json left "running".
     proc, out = start_sweep(tmp_path, target)
     try:
-        wait_for(lambda: steps_saved(out) >= 1, 30, "the first step")
-        time.sleep(0.4)  # inside the second step
+        inside_the_second_step(out, target)
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -138,8 +146,7 @@ def test_sigterm_and_sighup_end_the_step_as_ctrl_c_does(tmp_path: Path, target: 
 def test_ctrl_c_keeps_a_partial_step_and_resume_completes(tmp_path: Path, target: TargetProcess) -> None:
     proc, out = start_sweep(tmp_path, target)
     try:
-        wait_for(lambda: steps_saved(out) >= 1, 30, "the first step")
-        time.sleep(0.4)  # inside the second step
+        inside_the_second_step(out, target)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:

@@ -83,16 +83,17 @@ def test_a_session_is_connect_handshake_messages_and_close(server: WsServer, tmp
 
 def test_listen_holds_connections_and_counts_what_the_server_pushed(server: WsServer, tmp_path: Path) -> None:
     before = server.stats()
-    record = run(tmp_path, server.url("/push"), "--mode", "listen", "--hold", "400ms", "-c", "50", "-d", "2s")
+    # held 1 s: in ci68's parallel pass a connect and its first push took 502 ms at this one-threaded server
+    record = run(tmp_path, server.url("/push"), "--mode", "listen", "--hold", "1s", "-c", "50", "-d", "3s")
     g = record.steps[0].groups["main"]
-    assert g.failed == g.hung == 0 and g.succeeded >= 150, g
+    assert g.failed == g.hung == 0 and min(g.per_client) >= 2, (g, g.per_client)
     # each held connection read every message the server pushed it (PUSHES, 5 ms apart, well within the hold)
     assert g.messages_received == PUSHES * g.succeeded and g.messages_sent == 0, g
     # one connection per operation (and per at-rest probe), 50 held at once
     assert delta(server, before, "connections") == sent(record)
     assert server.stats()["most_open"] >= 50
-    # the latency is the time to the first message, not the 400 ms hold
-    assert g.latency_ms.p99 < 300, g.latency_ms
+    # the latency is the time to the first message, not the 1 s hold (a hold that read nothing would count it whole)
+    assert g.latency_ms.max < 1000, g.latency_ms
 
 
 @pytest.mark.serial  # 2 000 connections opened within the hold: a CPU-bound pass beside it could take longer
@@ -271,7 +272,9 @@ def test_an_open_loop_of_messages(server: WsServer, tmp_path: Path) -> None:
     g = record.steps[0].groups["main"]
     o = g.open_loop
     assert o is not None and o.offered == 800 and g.started + o.dropped == 800, o
-    assert g.failed == g.hung == 0 and o.dropped <= 2, g
+    # no arrival waited long enough to be dropped but those due as the window closed (a stall of the one-threaded
+    # server there leaves them unstarted)
+    assert g.failed == g.hung == 0 and all(p.dropped == 0 for p in g.series[:-1]) and o.dropped <= 0.05 * o.offered, g
     n = sent(record)
     assert settled(lambda: delta(server, before, "messages"), n) == n
 

@@ -324,7 +324,9 @@ def test_failing_clients_that_spin_are_named_not_the_load_side(tmp_path: Path) -
     print("load side at 4 clients:", doc["steps"][-1]["generator"])
     assert f"failures at {fmt.rate(failed_hz)} against successes at {fmt.rate(top['rate_hz'])}" in spun["what"]
     assert "--think-on-failure" in spun["fix"]
-    assert "load_side" not in found and "shared_machine" not in found
+    # the spinning curls are knee's own children: neither the load side nor a machine shared with others at 4 (at
+    # 1 client, calm, a machine busy with other tests' load is rightly called shared)
+    assert "load_side" not in found and found.get("shared_machine", {}).get("level") != 4, found
     report = (next(out.iterdir()) / "report.md").read_text()
     for text in (r.stdout.replace("\n", " "), report):
         assert "the failing clients spun" in text
