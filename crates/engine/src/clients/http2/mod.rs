@@ -19,7 +19,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue, CONNECTION, HOST, TRANSFER_ENCODING, UPGRADE};
 use hyper::{Method, Uri};
 
-use super::bodycheck::QUOTED_BODY;
+use super::bodycheck::{BodyCheck, QUOTED_BODY};
 use super::dial::Opened;
 use super::h1;
 use super::httpop::HttpOp;
@@ -184,13 +184,19 @@ pub(crate) struct H2Client {
     own: Option<Rc<Link>>,
 }
 
-/// Resets its stream if the operation ends before the response (a timeout, the run's end); forgotten once
-/// the answer came.
-struct Open<'a>(&'a Link, u32);
+/// Resets its stream if the operation ends before the response (a timeout, the run's end), and takes back the
+/// client's body checks the stream had; forgotten once the answer came (which gave them back).
+struct Open<'a> {
+    link: &'a Link,
+    id: u32,
+    body: &'a mut BodyCheck,
+}
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
-        self.0.cancel(self.1); // nothing to do when the response came
+        if let Some(body) = self.link.cancel(self.id) {
+            *self.body = body;
+        }
     }
 }
 
@@ -321,11 +327,15 @@ impl H2Client {
         let opening = spaced.as_ref().map_or(body, |(_, first)| first);
         let id = poll_fn(|cx| link.poll_open(cx, block, opening, &mut self.op.body, carries)).await?;
         self.op.wrote = true;
-        let open = Open(link, id);
+        let open = Open {
+            link,
+            id,
+            body: &mut self.op.body,
+        };
         if let Some((g, _)) = &spaced {
             Box::pin(g.send_rest(link, id, body)).await;
         }
-        let answer = poll_fn(|cx| link.poll_answer(cx, id, &mut self.op.body)).await;
+        let answer = poll_fn(|cx| link.poll_answer(cx, id, open.body)).await;
         std::mem::forget(open); // an answer, good or bad, took the stream out of the map: nothing to reset
         let answer = answer?;
         if let Some(g) = grpc {

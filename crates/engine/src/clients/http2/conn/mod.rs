@@ -406,10 +406,11 @@ impl Link {
         }
     }
 
-    /// The operation of stream `id` ended before its response (timeout, stop): reset it (CANCEL).
-    pub fn cancel(&self, id: u32) {
+    /// The operation of stream `id` ended before its response (timeout, stop): reset it (CANCEL). The body checks
+    /// lent to it come back (None: the stream was not there), so the client's next response reuses their buffers.
+    pub fn cancel(&self, id: u32) -> Option<BodyCheck> {
         let mut s = self.st.borrow_mut();
-        let Some(st) = s.streams.remove(&id) else { return };
+        let st = s.streams.remove(&id)?;
         if st.end.is_none() {
             s.active -= 1;
             if s.ended.is_none() {
@@ -418,6 +419,7 @@ impl Link {
             }
             s.wake_waiting();
         }
+        Some(st.body)
     }
 
     /// Open no more streams on it; it closes (GOAWAY, then the socket) once its streams are done.

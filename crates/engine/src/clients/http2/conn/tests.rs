@@ -219,3 +219,25 @@ fn an_early_answer_counts_the_body_that_went() {
     };
     assert_eq!((a.status, a.body_sent), (200, 65_535));
 }
+
+/// A stream cancelled before its response (a timeout, the run's end) gives back the body checks the client lent it,
+/// with what they had read: the client's next response reuses their buffers instead of making them again.
+#[test]
+fn a_cancelled_stream_gives_back_the_clients_body_checks() {
+    use crate::clients::bodycheck::Wants;
+    let link = Link::new();
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut body = BodyCheck::default();
+    body.start(Wants::quote(16));
+    let Poll::Ready(Ok(id)) = link.poll_open(&mut cx, &[0x82], &Bytes::new(), &mut body, Carries::Http) else {
+        panic!("the stream opens")
+    };
+    assert!(body.kept().is_empty());
+    let mut st = link.st.borrow_mut();
+    st.frame(HEADERS, END_HEADERS, id, &[0x88]).ok().unwrap(); // :status 200, the body to follow
+    st.frame(DATA, 0, id, b"the start").ok().unwrap();
+    drop(st);
+    let back = link.cancel(id).expect("the stream was open");
+    assert_eq!(back.kept(), b"the start");
+    assert!(link.cancel(id).is_none(), "cancelled once");
+}
