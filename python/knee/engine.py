@@ -29,7 +29,7 @@ class GroupSnapshot(Mirror, Outcomes):
 
     name: str
     in_flight: int
-    late: int  # an open loop's arrivals so far that started late; `lagged` of them with a client free (knee's lag)
+    late: int  # an open loop's arrivals that started late, as their operations ended; `lagged`: with a client free
     lagged: int
     p50_us: int
     p99_us: int

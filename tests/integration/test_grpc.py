@@ -251,13 +251,13 @@ def test_connections_are_shared_by_the_clients_as_asked(server: GrpcServer, tmp_
 def test_an_open_loop_of_calls(server: GrpcServer, tmp_path: Path) -> None:
     before = server.stats()
     record = run(tmp_path, server.url(), "--proto", str(PROTO), "--message", HELLO, "--rate", "300", "-c", "8",
-                 "-d", "2s")  # fmt: skip
+                 "-d", "2s", "--interval", "100ms")  # fmt: skip
     g = record.steps[0].groups["main"]
     o = g.open_loop
     assert o is not None and o.offered == 600 and g.started + o.dropped == 600, o
-    # no arrival waited long enough to be dropped but those due as the window closed (a stall of the one-threaded
-    # server there leaves them unstarted)
-    assert g.failed == g.hung == 0 and all(p.dropped == 0 for p in g.series[:-1]) and o.dropped <= 0.05 * o.offered, g
+    # no arrival was dropped but those due in the window's last 100 ms (a stall of the one-threaded server there
+    # leaves them unstarted at its end)
+    assert g.failed == g.hung == 0 and all(p.dropped == 0 for p in g.series[:-1]), g
     seen_calls(server, before, record, "SayHello")
 
 

@@ -69,12 +69,11 @@ def steps_saved(out: Path) -> int:
 
 
 def inside_the_second_step(out: Path, target: TargetProcess) -> None:
-    """Wait until the first step is saved and the second one's clients are at the target (30 requests after it: the
-    probe for rest between them makes a few; 4 clients make hundreds in their 1 s). A fixed pause after the first
-    step could end between the steps on a busy machine."""
+    """Wait until the first step is saved and the second one's clients are at the target: 3 requests in flight at
+    once, which neither the first step's 2 clients nor the probes for rest between the steps (one at a time) make.
+    A fixed pause after the first step could end between the steps on a busy machine."""
     wait_for(lambda: steps_saved(out) >= 1, 30, "the first step")
-    saved = target.stats()["requests"]
-    wait_for(lambda: target.stats()["requests"] - saved > 30, 30, "the second step's load")
+    wait_for(lambda: target.stats()["in_flight"] >= 3, 30, "the second step's load")
 
 
 def start_sweep(tmp_path: Path, target: TargetProcess, text: str = SCENARIO) -> tuple[subprocess.Popen[str], Path]:

@@ -268,13 +268,15 @@ def test_wss_with_a_client_certificate(pki: Pki, tmp_path: Path) -> None:
 
 def test_an_open_loop_of_messages(server: WsServer, tmp_path: Path) -> None:
     before = server.stats()
-    record = run(tmp_path, server.url(), "--message", "x", "--rate", "400", "-c", "10", "-d", "2s")
+    record = run(
+        tmp_path, server.url(), "--message", "x", "--rate", "400", "-c", "10", "-d", "2s", "--interval", "100ms"
+    )
     g = record.steps[0].groups["main"]
     o = g.open_loop
     assert o is not None and o.offered == 800 and g.started + o.dropped == 800, o
-    # no arrival waited long enough to be dropped but those due as the window closed (a stall of the one-threaded
-    # server there leaves them unstarted)
-    assert g.failed == g.hung == 0 and all(p.dropped == 0 for p in g.series[:-1]) and o.dropped <= 0.05 * o.offered, g
+    # no arrival was dropped but those due in the window's last 100 ms (a stall of the one-threaded server there
+    # leaves them unstarted at its end)
+    assert g.failed == g.hung == 0 and all(p.dropped == 0 for p in g.series[:-1]), g
     n = sent(record)
     assert settled(lambda: delta(server, before, "messages"), n) == n
 

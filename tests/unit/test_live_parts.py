@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from knee.live import exposure, start_live
 from knee.live.hdr import HistogramError, buckets
 from knee.live.metrics import BUCKETS_S, Metrics
 from knee.live.state import GroupNow, Hub, StepNow
+from knee.live.stream import state
+from knee.model.measured import OpenLoopStats
 from knee.scenario.address import listen_address, parse_serve
 from knee.scenario.secrets import Secrets
 
@@ -99,6 +102,32 @@ def test_metrics_hold_the_record_and_the_current_step_and_pass_promtool() -> Non
     idle = GroupNow("main", 700, 120, 3, 1, 0, 700, 40.0, 0.0, 0.0, 0.0, None)
     hub.publish(current=StepNow(len(record.steps), 3, 12, 700, "", "sweep", "up", "", 10.0, 4.0, (idle,)))
     assert "knee_latency_p99_seconds{" not in Metrics(hub).text()
+
+
+def test_an_open_loops_late_arrivals_are_counters_the_stream_and_metrics_carry() -> None:
+    """Late arrivals and knee's own lag among them: the running step's from its snapshot, a finished step's from its
+    record; the page's state carries them; promtool finds nothing to say."""
+    record = live_record()
+    done = record.steps[-1].groups["main"]
+    done.open_loop = OpenLoopStats(
+        offered=900, offered_rate_hz=90.0, achieved_rate_hz=88.0, late=41, lagged=7, dropped=2
+    )
+    hub = Hub(record)
+    g = replace(current(0).groups[0], offered_hz=2000.0, late=30, lagged=20)
+    hub.publish(current=replace(current(len(record.steps)), groups=(g,)))
+    text = Metrics(hub).text()
+    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), check
+    assert "# TYPE knee_late_arrivals_total counter" in text and "# TYPE knee_lagged_arrivals_total counter" in text
+    last = record.steps[-1]
+    for index, level, late, lagged in ((last.index, last.level, 41, 7), (len(record.steps), 700, 30, 20)):
+        labels = f'group="main",step="{index}",level="{level}"'
+        assert f"knee_late_arrivals_total{{{labels}}} {late}" in text, text
+        assert f"knee_lagged_arrivals_total{{{labels}}} {lagged}" in text, text
+    # a closed loop's step has none (the other steps of the sample record)
+    assert f'knee_late_arrivals_total{{group="main",step="{record.steps[0].index}"' not in text
+    (shown,) = state(hub.view)["step"]["groups"]
+    assert (shown["late"], shown["lagged"], shown["offered_hz"]) == (30, 20, 2000.0)
 
 
 @pytest.fixture

@@ -53,7 +53,8 @@ pub struct GroupSnapshot {
     #[serde(flatten)]
     pub outcomes: Outcomes,
     pub in_flight: i64,
-    /// Open loop: arrivals so far that started late, and of those the ones a client was free for (knee's lag).
+    /// Open loop: arrivals that started late, and of those the ones a client was free for (knee's lag), counted as
+    /// their operations end (as the result counts them; those in flight are not yet).
     pub late: u64,
     pub lagged: u64,
     /// Latency percentiles over the last completed second, µs (0 before the first second).

@@ -39,7 +39,7 @@ class GroupNow:
     completed_hz: float  # operations that ended per second over the last interval: the achieved rate
     offered_hz: float | None  # an open loop's arrival rate
     failed_by_class: tuple[tuple[str, int], ...] = ()  # failures so far by class, most first
-    late: int = 0  # an open loop's arrivals so far that started late
+    late: int = 0  # an open loop's arrivals that started late, counted as their operations end
     lagged: int = 0  # of those, the ones a client was free for: knee's own lag, not the service's
 
     @property

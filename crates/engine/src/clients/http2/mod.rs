@@ -424,6 +424,29 @@ mod tests {
         assert!(std::mem::size_of::<H2Client>() <= 128);
     }
 
+    /// An operation that ends before its response (a timeout, the run's end) drops its stream, which gives the
+    /// client back the body checks it lent the stream: its next response reuses their buffers.
+    #[test]
+    fn a_stream_dropped_before_its_answer_gives_the_client_its_body_checks_back() {
+        use std::future::Future;
+        use std::task::{Context, Waker};
+        let spec = serde_json::from_str(r#"{"url": "http://127.0.0.1:1/", "http2": true}"#).unwrap();
+        let prep = Prepared::new(&ClientSpec::Http(spec), 1, &crate::data::Feeders::default(), "k").unwrap();
+        let Prepared::Http(p) = &*prep else {
+            unreachable!("an http spec")
+        };
+        let mut c = H2Client::new(prep.clone(), None, 0);
+        let link = std::rc::Rc::new(super::Link::new());
+        let mut d = crate::outcome::Detail::default();
+        let mut cx = Context::from_waker(Waker::noop());
+        {
+            let mut op = std::pin::pin!(c.stream(p, &link, std::time::Instant::now(), &mut d));
+            assert!(op.as_mut().poll(&mut cx).is_pending(), "the stream opens and waits");
+            link.answering(1, b"the start");
+        }
+        assert_eq!(c.op.body.kept(), b"the start");
+    }
+
     #[test]
     fn the_request_s_header_block_is_encoded_once_and_checked() {
         use hyper::header::{HeaderName, HeaderValue};

@@ -431,6 +431,17 @@ impl Link {
     }
 }
 
+#[cfg(test)]
+impl Link {
+    /// The server's response head (`:status 200`) and a first DATA frame of `data` on stream `id`, neither ending
+    /// it, as the driver would hand them over (a test without a socket).
+    pub(crate) fn answering(&self, id: u32, data: &[u8]) {
+        let mut st = self.st.borrow_mut();
+        st.frame(HEADERS, END_HEADERS, id, &[0x88]).ok().expect("the head");
+        st.frame(DATA, 0, id, data).ok().expect("its body's start");
+    }
+}
+
 /// Queue as much of a stream's request body as the windows allow.
 fn push_data(out: &mut Vec<u8>, conn_window: &mut i64, max_frame: usize, id: u32, st: &mut Stream) {
     let more = st.more;
