@@ -3,8 +3,9 @@
 Counters are per group and step (labels `group`, `step`: run.json's `steps[].index`, `level`), so a step's
 series starts at 0 and ends at run.json's numbers for that step; summing over `step` gives the run's. The
 current step counts from its last snapshot (outcomes, failures by class, an open loop's late arrivals); a finished
-step from its record (its latency histogram then too: the engine's live snapshot holds none). Gauges are of the step running now. Names follow
-Prometheus' conventions: `_total` counters, base units (`_seconds`), the unit before the suffix.
+step from its record (its latency histogram then too: the engine's live snapshot holds none). Gauges are of the step
+running now. Names follow Prometheus' conventions: `_total` counters, base units (`_seconds`), the unit before the
+suffix.
 
 The latency histogram's buckets are fixed (`BUCKETS_S`, docs/live.md) and filled from the step's HdrHistogram
 (`knee.live.hdr`), of the succeeded operations as every latency knee reports.
