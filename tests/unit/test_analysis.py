@@ -415,3 +415,8 @@ def test_after_a_step_on_a_service_not_at_rest_the_levels_back_at_rest_are_not_c
     assert "what was measured after that (40 clients) is of a broken service" in said, said
     assert said.endswith("; it was back at rest before 80 clients"), said
     assert v.peak_level == 80 and v.degraded_after == 20
+    # the wait that ran out is not said to have brought the service back (make demo said both "stayed degraded … for
+    # the 30 s knee waited" and "took 30 s to come back to rest"); a long wait that ended at rest is said
+    assert not any("to come back to rest" in s for s in v.sentences), v.sentences
+    steps[3].settle = Settle(seconds=6.0, settled=True, reason="at rest")
+    assert "after 40 clients the service took 6.0 s to come back to rest (at rest)" in analyze(steps, "main").sentences

@@ -43,7 +43,7 @@ def rest(v: Verdict, steps: Sequence[StepResult], group: str) -> None:
                 "of load, and locates nothing"
                 + (f"; it was back at rest before {fmt.load(later[back].level, unit)}" if back < len(later) else ""),
             )
-        if s.settle.seconds >= LONG_SETTLE_S:
+        elif s.settle.seconds >= LONG_SETTLE_S:  # it did come back, after a while
             v.sentences.append(
                 f"{after} the service took {fmt.duration(s.settle.seconds)} to come back to rest ({s.settle.reason})"
             )
