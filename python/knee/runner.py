@@ -365,7 +365,8 @@ class _Runner(Searching, Soaking):
                     return
                 self._sleep(rec.pause)
         if not self.intr.requested:
-            self.console.print(f"not recovered within {fmt.duration(rec.limit)} (recovery.limit)")
+            # the verdict's "did not recover after N s" counts from the load's end, the limit the probes' time
+            self.console.print(f"not recovered within recovery.limit ({fmt.duration(rec.limit)} of probes)")
 
     def _run(self, planned: PlannedStep, number: int, total: int, repeat_of: int | None = None) -> StepResult:
         self._ran_one = True

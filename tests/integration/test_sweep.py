@@ -83,6 +83,9 @@ def test_stuck_service_peak_onset_collapse_and_no_recovery(tmp_path: Path) -> No
     assert probes, "the recovery probe never ran"
     assert all(p.level == 5 for p in probes)
     assert v.recovered is False
+    # the progress names the limit as the probes' time; the verdict counts from the load's end
+    assert "not recovered within recovery.limit (3.0 s of probes)" in proc.stdout, proc.stdout
+    assert any(s.startswith("did not recover after ") for s in v.sentences), v.sentences
     assert "report:" in proc.stdout
     assert (RunDir(tmp_path / "runs" / record.run_id).path / "report.html").is_file()
 
