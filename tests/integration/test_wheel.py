@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from knee.executor.ship import driver_build
 from knee.store import RunDir
 
 from conftest import REPO, SYSTEM_PATH, clean_env, make_venv
@@ -103,11 +104,14 @@ def test_the_python_api_runs_from_the_wheel(user_bin: Path, nginx: Nginx, tmp_pa
 
 
 def test_an_installed_knee_packs_its_own_wheel_for_ship(user_bin: Path, knee_wheel: Path, tmp_path: Path) -> None:
-    """--ship from a knee installed from a wheel (no checkout): that installation, packed again as its wheel."""
-    code = "from knee.executor.ship import driver_wheel; print(driver_wheel(True))"
+    """--ship from a knee installed from a wheel (no checkout): that installation, packed again as its wheel, the
+    same build as the checkout's (the build is the Python files', wherever they are installed)."""
+    code = "from knee.executor.ship import Shipper; s = Shipper(True); print(s.wheel); print(s.build)"
     proc = user(user_bin, "python", "-c", code, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    packed = Path(proc.stdout.strip())
+    path, build = proc.stdout.split()
+    assert build == driver_build()
+    packed = Path(path)
     assert packed.name == knee_wheel.name
     with zipfile.ZipFile(packed) as z, zipfile.ZipFile(knee_wheel) as original:
         assert sorted(z.namelist()) == sorted(original.namelist())

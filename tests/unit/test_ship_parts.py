@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import knee
 from knee import __version__
 from knee.errors import UserError
 from knee.executor.jobqueue import make_cluster
-from knee.executor.ship import driver_wheel, version_problem
+from knee.executor.ship import Shipper, driver_build, driver_wheel, version_problem
+from knee.executor.ship_worker import build_of
 from knee.scenario.cluster import Cluster
 
 from conftest import REPO
@@ -59,6 +61,65 @@ def test_each_version_problem_is_one_sentence_naming_the_fix() -> None:
 
 
 @pytest.mark.xdist_group("slurm")  # dask-jobqueue's scheduler takes port 8787 (tests/unit/test_jobqueue.py)
+def test_a_build_is_the_packages_python_files() -> None:
+    """Two installations of one version from different trees differ in their build; byte code and the compiled
+    engine do not count (builds of one tree on two machines need not be byte for byte the same)."""
+    import shutil
+    import tempfile
+
+    package = Path(knee.__file__).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "knee"
+        shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        assert build_of(str(copy)) == driver_build() == build_of(str(package))
+        (copy / "__pycache__").mkdir(exist_ok=True)
+        (copy / "__pycache__" / "fmt.cpython-311.pyc").write_bytes(b"other byte code")
+        (copy / "_engine.abi3.so").write_bytes(b"another machine's build")
+        assert build_of(str(copy)) == driver_build()
+        with (copy / "fmt.py").open("a") as f:
+            f.write("# another tree\n")
+        assert build_of(str(copy)) != driver_build()
+
+
+def test_a_wheel_of_another_build_is_refused_before_it_is_shipped(tmp_path: Path) -> None:
+    """A wheel made before the tree changed (dist/'s, after an edit without make wheel) would make the workers
+    another build than the driver: refused in one sentence; one holding this knee's files is taken."""
+    import zipfile
+
+    package = Path(knee.__file__).parent
+    mine = tmp_path / f"knee-{__version__}-cp311-abi3-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(mine, "w") as z:
+        for f in sorted(package.rglob("*.py")):
+            z.write(f, "knee/" + f.relative_to(package).as_posix())
+    assert Shipper(str(mine)).build == driver_build()
+    stale = tmp_path / "stale" / mine.name
+    stale.parent.mkdir()
+    with zipfile.ZipFile(mine) as old, zipfile.ZipFile(stale, "w") as z:
+        for n in old.namelist():
+            z.writestr(n, old.read(n) + (b"# an older tree\n" if n == "knee/fmt.py" else b""))
+    with pytest.raises(UserError, match=f"--ship: {stale.name} is another build of knee {__version__} than the knee "):
+        Shipper(str(stale))
+    broken = tmp_path / "broken" / mine.name
+    broken.parent.mkdir()
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(UserError, match="cannot be read as a wheel"):
+        Shipper(str(broken))
+
+
+def test_another_build_of_this_version_is_one_sentence_naming_ship() -> None:
+    w = "tcp://10.0.0.7:40213 (10.0.0.7)"
+    ok = {"installed": __version__, "build": "a0fd7235117a", "loaded": None, "prefix": "/v", "python": "/v/bin/python"}
+    assert version_problem(w, ok, __version__, shipped=False, build="a0fd7235117a") is None
+    said = version_problem(w, ok, __version__, shipped=False, build="5e1f0c9d2b7a")
+    assert said == (
+        f"Dask worker {w} runs another build of knee {__version__} (its Python files differ from this knee's): "
+        "install this knee's wheel on every worker, or let knee install its own there: --ship"
+    )
+    # another version is said as such, whatever its build
+    said = version_problem(w, {**ok, "installed": "0.0.9"}, __version__, shipped=False, build="a0fd7235117a")
+    assert said is not None and said.startswith(f"Dask worker {w} runs knee 0.0.9, this knee is {__version__}")
+
+
 def test_a_shipping_job_runs_its_worker_from_a_venv_of_its_own_with_dask_and_names_no_driver_file(
     tmp_path: Path,
 ) -> None:

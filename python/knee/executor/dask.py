@@ -39,7 +39,7 @@ from knee.executor.shards import (
     merge_snapshots,
     split,
 )
-from knee.executor.ship import Shipper, by_value, version_problem
+from knee.executor.ship import Shipper, by_value, driver_build, version_problem
 from knee.scenario.cluster import DEFAULT_LEASE_S
 from knee.spec import EngineSpec
 
@@ -185,8 +185,16 @@ class DaskExecutor(Executor):
             self.shipper.ensure(self.client, workers)
             workers = [w for w in self.workers() if w.address not in self._checked]  # a restarted one has moved
         found = self.client.run(by_value().probe, workers=[w.address for w in workers], on_error="return")
+        build = driver_build()
         for w in workers:
-            problem = version_problem(w.named, found.get(w.address), __version__, shipped=self.shipper is not None)
+            problem = version_problem(
+                w.named, found.get(w.address), __version__, shipped=self.shipper is not None, build=build
+            )
+            if self.shipper is not None and w.address in self.shipper.unrestarted:
+                problem = (
+                    f"Dask worker {w.named} still runs another build of knee {__version__} (loaded before this knee "
+                    "was shipped, and it has no nanny to restart it): restart the worker, then run knee again"
+                )
             if problem and not self._checked:
                 raise UserError(problem)
             if problem:  # joined after the first step (a batch job starting late): the sweep goes on without it

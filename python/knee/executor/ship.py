@@ -126,9 +126,27 @@ def job_prologue(python: str | None) -> tuple[list[str], str]:
     return lines, "$KNEE_VENV/bin/python"
 
 
-def version_problem(worker: str, got: Any, version: str, *, shipped: bool) -> str | None:
+@functools.cache
+def driver_build() -> str:
+    """This knee's build (`ship_worker.build_of` its package's Python files), as a worker's probe says its own."""
+    from knee.executor.ship_worker import build_of
+
+    return build_of(str(Path(__file__).resolve().parents[1]))
+
+
+def wheel_build(wheel: Path) -> str:
+    """The build of the knee a wheel holds (its `knee/…py` files, as `ship_worker.build_of` reads them installed)."""
+    from knee.executor.ship_worker import digest
+
+    with zipfile.ZipFile(wheel) as z:
+        names = sorted(n for n in z.namelist() if n.startswith("knee/") and n.endswith(".py"))
+        return digest((n.removeprefix("knee/"), z.read(n)) for n in names if "/__pycache__/" not in n)
+
+
+def version_problem(worker: str, got: Any, version: str, *, shipped: bool, build: str | None = None) -> str | None:
     """What is wrong with the knee a worker has (`got`: its `ship_worker.probe`, or the exception asking it raised)
-    for a driver of `version`, as one sentence that names the worker and the fix; None: nothing (or it is gone)."""
+    for a driver of `version` and `build` (None: not compared), as one sentence that names the worker and the fix;
+    None: nothing (or it is gone)."""
     if isinstance(got, BaseException):
         return f"cannot ask Dask worker {worker} which knee it has ({type(got).__name__}: {got})"
     if got is None:
@@ -149,6 +167,12 @@ def version_problem(worker: str, got: Any, version: str, *, shipped: bool) -> st
             f"Dask worker {worker} runs knee {have}, this knee is {version}: install the same version on every "
             "worker, or let knee install its own there: --ship"
         )
+    if build is not None and got.get("build") not in (None, build):
+        # the same version from another tree: what the driver and the workers send each other may differ
+        return (
+            f"Dask worker {worker} runs another build of knee {version} (its Python files differ from this knee's): "
+            "install this knee's wheel on every worker, or let knee install its own there: --ship"
+        )
     return None
 
 
@@ -158,7 +182,21 @@ class Shipper:
     def __init__(self, ship: bool | str) -> None:
         self.wheel = driver_wheel(ship)
         self.version = _version()
+        self.build = driver_build()
+        try:
+            shipped = wheel_build(self.wheel)
+        except (OSError, zipfile.BadZipFile) as e:
+            raise UserError(
+                f"--ship: {self.wheel} cannot be read as a wheel ({e}); build it again with make wheel"
+            ) from None
+        if shipped != self.build:  # a wheel made before the tree changed: the workers would run another build
+            raise UserError(
+                f"--ship: {self.wheel.name} is another build of knee {self.version} than the knee running here (its "
+                "Python files differ): build it again with make wheel, or give this knee's with --ship-wheel FILE"
+            )
         self._data: bytes | None = None
+        # workers that had another build of this version loaded and no nanny to restart them: named by the check
+        self.unrestarted: set[str] = set()
 
     def ensure(self, client: Any, workers: Sequence[Any]) -> None:
         """Install the wheel where `workers` (LoadGenerators) do not have this knee: once per Python environment
@@ -169,7 +207,7 @@ class Shipper:
         todo: dict[tuple[str, str], Any] = {}
         for w in workers:
             got = found.get(w.address)
-            if isinstance(got, dict) and got["installed"] != self.version:
+            if isinstance(got, dict) and (got["installed"], got.get("build")) != (self.version, self.build):
                 todo.setdefault((w.host, got["prefix"]), w)
         if todo:
             if self._data is None:
@@ -185,20 +223,24 @@ class Shipper:
                 why = said.get(w.address)
                 if why:
                     raise UserError(f"--ship: installing {self.wheel.name} on Dask worker {w.named} failed: {why}")
-        stale = [
-            w.address
-            for w in workers
-            if isinstance(found.get(w.address), dict) and found[w.address]["loaded"] not in (None, self.version)
-        ]
+        stale = [w.address for w in workers if self._stale(found.get(w.address))]
         if stale:
             self._restart(client, stale)
 
-    @staticmethod
-    def _restart(client: Any, addresses: list[str]) -> None:
+    def _stale(self, got: Any) -> bool:
+        """The worker's process has another knee loaded: another version, or this one's from another build (its
+        files, read before the install, were what it loaded)."""
+        if not isinstance(got, dict) or got["loaded"] is None:
+            return False
+        return got["loaded"] != self.version or got.get("build") not in (None, self.build)
+
+    def _restart(self, client: Any, addresses: list[str]) -> None:
         """Restart workers that have another knee loaded (a process cannot load a second one): through their
-        nannies; a worker without one is left to the version check, which names it."""
+        nannies; a worker without one is left to the version check, which names it (`unrestarted`, for another
+        build of this version, which its installed files no longer show)."""
         info = client.scheduler_info(n_workers=-1)["workers"]
         with_nanny = [a for a in addresses if info.get(a, {}).get("nanny")]
+        self.unrestarted.update(a for a in addresses if a not in with_nanny)
         if with_nanny:
             n = len(info)
             client.restart_workers(workers=with_nanny, timeout=RESTART_TIMEOUT_S, raise_for_error=False)

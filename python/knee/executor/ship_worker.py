@@ -6,6 +6,7 @@ these without importing any of it."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -17,24 +18,58 @@ from typing import Any
 PIP_TIMEOUT_S = 900.0  # pip resolving knee's dependencies from an index, on a slow link
 
 
+def build_of(package: str) -> str:
+    """A knee package's build, as its Python files say it (their paths and bytes; byte code left out): two
+    installations of one version made from different trees differ in it (the engine's live and result shapes are
+    mirrored in them), the same wheel installed anywhere does not. The compiled engine is left out: builds of one
+    tree on two machines need not be byte for byte the same."""
+    files = []
+    for root, dirs, names in os.walk(package):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        files += [os.path.relpath(os.path.join(root, n), package) for n in names if n.endswith(".py")]
+    return digest((name, _read(os.path.join(package, name))) for name in sorted(files))
+
+
+def digest(files: Any) -> str:
+    """The build of (path relative to the package, bytes) pairs, in order of path."""
+    h = hashlib.sha256()
+    for name, data in files:
+        h.update(name.replace(os.sep, "/").encode() + b"\0" + data + b"\0")
+    return h.hexdigest()[:12]
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def probe() -> dict[str, Any]:
-    """The knee installed in this Python (None: none), the knee this process has loaded (None: not loaded), and
-    where this Python's environment is (one install serves every worker sharing it)."""
+    """The knee installed in this Python (None: none) and its build, the knee this process has loaded (None: not
+    loaded), and where this Python's environment is (one install serves every worker sharing it)."""
     try:
         installed: str | None = importlib.metadata.version("knee")
     except importlib.metadata.PackageNotFoundError:
         installed = None
-    if installed is not None and importlib.util.find_spec("knee") is None:  # its files are not on this sys.path
+    spec = importlib.util.find_spec("knee") if installed is not None else None
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not where:  # its files are not on this sys.path
         installed = None
     engine = sys.modules.get("knee._engine")
     loaded = getattr(engine, "__version__", None) if engine is not None else None
-    return {"installed": installed, "loaded": loaded, "prefix": sys.prefix, "python": sys.executable}
+    return {
+        "installed": installed,
+        "build": build_of(where[0]) if installed is not None else None,
+        "loaded": loaded,
+        "prefix": sys.prefix,
+        "python": sys.executable,
+    }
 
 
 async def install(wheel: bytes, name: str) -> str:
     """pip-install the wheel `wheel` (file name `name`) into this worker's Python, with the dependencies it lacks
-    (from the index pip is configured with). Returns "" when it is installed, else the end of what pip said.
-    Awaited on the worker's event loop, so that the worker keeps answering the scheduler while pip runs."""
+    (from the index pip is configured with); over a knee of the same version (another build), in its place. Returns
+    "" when it is installed, else the end of what pip said. Awaited on the worker's event loop, so that the worker
+    keeps answering the scheduler while pip runs."""
     with tempfile.TemporaryDirectory(prefix="knee-ship-") as tmp:
         path = os.path.join(tmp, os.path.basename(name))
         with open(path, "wb") as f:
@@ -43,6 +78,11 @@ async def install(wheel: bytes, name: str) -> str:
         # was a third of an install's CPU (tests/conftest.py make_venv measured 22.4 → 14.3 CPU-s)
         command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile"]
         command += ["-q", path]
+        try:  # the same version from another tree: pip would keep it ("already satisfied"); its dependencies stay
+            if importlib.metadata.version("knee") == os.path.basename(name).split("-")[1]:
+                command += ["--force-reinstall", "--no-deps"]
+        except importlib.metadata.PackageNotFoundError:
+            pass
         env = {**os.environ, "PIP_NO_WARN_SCRIPT_LOCATION": "1"}
         proc = await asyncio.create_subprocess_exec(
             *command,
