@@ -4,6 +4,7 @@ it). The Dask path is tests/integration/test_ship.py."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import knee
 from knee import __version__
 from knee.errors import UserError
 from knee.executor.jobqueue import make_cluster
-from knee.executor.ship import Shipper, driver_build, driver_wheel, version_problem
+from knee.executor.ship import Shipper, checked_wheel, driver_build, driver_wheel, version_problem, wheel_build
 from knee.executor.ship_worker import build_of
 from knee.scenario.cluster import Cluster
 
@@ -60,7 +61,6 @@ def test_each_version_problem_is_one_sentence_naming_the_fix() -> None:
     assert said is not None and "restart the worker" in said
 
 
-@pytest.mark.xdist_group("slurm")  # dask-jobqueue's scheduler takes port 8787 (tests/unit/test_jobqueue.py)
 def test_a_build_is_the_packages_python_files() -> None:
     """Two installations of one version from different trees differ in their build; byte code and the compiled
     engine do not count (builds of one tree on two machines need not be byte for byte the same)."""
@@ -81,29 +81,54 @@ def test_a_build_is_the_packages_python_files() -> None:
         assert build_of(str(copy)) != driver_build()
 
 
-def test_a_wheel_of_another_build_is_refused_before_it_is_shipped(tmp_path: Path) -> None:
-    """A wheel made before the tree changed (dist/'s, after an edit without make wheel) would make the workers
-    another build than the driver: refused in one sentence; one holding this knee's files is taken."""
+def this_wheel(where: Path) -> Path:
+    """A wheel (in `where`) holding this knee's Python files and stubs: its build is this knee's."""
     import zipfile
 
     package = Path(knee.__file__).parent
-    mine = tmp_path / f"knee-{__version__}-cp311-abi3-manylinux_2_34_x86_64.whl"
-    with zipfile.ZipFile(mine, "w") as z:
-        for f in sorted(package.rglob("*.py")):
-            z.write(f, "knee/" + f.relative_to(package).as_posix())
-    assert Shipper(str(mine)).build == driver_build()
+    wheel = where / f"knee-{__version__}-cp311-abi3-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for f in sorted(package.rglob("*.py*")):
+            if f.suffix in (".py", ".pyi") and "__pycache__" not in f.parts:
+                z.write(f, "knee/" + f.relative_to(package).as_posix())
+    return wheel
+
+
+def test_a_wheel_of_another_build_is_refused_before_it_is_shipped(tmp_path: Path) -> None:
+    """A wheel made before the tree changed (dist/'s, after an edit without make wheel) would make the workers
+    another build than the driver: refused in one sentence naming a file that differs, before any job is asked for
+    or any worker sent it; one holding this knee's files is taken."""
+    import zipfile
+
+    mine = this_wheel(tmp_path)
+    assert wheel_build(mine) == build_of(str(Path(knee.__file__).parent)) and checked_wheel(str(mine)) == mine
     stale = tmp_path / "stale" / mine.name
     stale.parent.mkdir()
     with zipfile.ZipFile(mine) as old, zipfile.ZipFile(stale, "w") as z:
         for n in old.namelist():
             z.writestr(n, old.read(n) + (b"# an older tree\n" if n == "knee/fmt.py" else b""))
-    with pytest.raises(UserError, match=f"--ship: {stale.name} is another build of knee {__version__} than the knee "):
-        Shipper(str(stale))
+    said = f"--ship: {stale.name} is another build of knee {__version__} than the knee running here (its knee/fmt.py "
+    for refuse in (Shipper, checked_wheel):
+        with pytest.raises(UserError, match=re.escape(said)):
+            refuse(str(stale))
+    with pytest.raises(UserError, match=re.escape(said)):  # batch jobs: before any job is asked for
+        make_cluster("slurm", Cluster(jobqueue="slurm", ship=str(stale), host="127.0.0.1"))
     broken = tmp_path / "broken" / mine.name
     broken.parent.mkdir()
     broken.write_bytes(b"not a zip")
     with pytest.raises(UserError, match="cannot be read as a wheel"):
-        Shipper(str(broken))
+        checked_wheel(str(broken))
+
+
+def test_a_worker_process_is_stale_when_it_loaded_another_knee(tmp_path: Path) -> None:
+    ship = Shipper(str(this_wheel(tmp_path)))
+    same = {"installed": __version__, "build": ship.build, "loaded": __version__, "loaded_build": ship.build}
+    assert not ship._stale(same) and not ship._stale({**same, "loaded": None}) and not ship._stale(None)
+    assert ship._stale({**same, "loaded": "0.0.9"})
+    assert ship._stale({**same, "loaded_build": "5e1f0c9d2b7a"})  # its shards ran another build
+    # the files it has are another build; it loaded them (it ran no shard to say otherwise), or this one
+    assert ship._stale({**same, "build": "5e1f0c9d2b7a", "loaded_build": None})
+    assert not ship._stale({**same, "build": "5e1f0c9d2b7a"})
 
 
 def test_another_build_of_this_version_is_one_sentence_naming_ship() -> None:
@@ -115,11 +140,19 @@ def test_another_build_of_this_version_is_one_sentence_naming_ship() -> None:
         f"Dask worker {w} runs another build of knee {__version__} (its Python files differ from this knee's): "
         "install this knee's wheel on every worker, or let knee install its own there: --ship"
     )
+    # the right build installed over the one the worker's process ran its shards with: it still runs that one
+    said = version_problem(w, {**ok, "loaded": __version__, "loaded_build": "5e1f0c9d2b7a"}, __version__,
+                           shipped=True, build="a0fd7235117a")  # fmt: skip
+    assert said == (
+        f"Dask worker {w} runs another build of knee {__version__}, loaded before this one was installed over it: "
+        "restart the worker, then run knee again"
+    )
     # another version is said as such, whatever its build
     said = version_problem(w, {**ok, "installed": "0.0.9"}, __version__, shipped=False, build="a0fd7235117a")
     assert said is not None and said.startswith(f"Dask worker {w} runs knee 0.0.9, this knee is {__version__}")
 
 
+@pytest.mark.xdist_group("slurm")  # dask-jobqueue's scheduler takes port 8787 (tests/unit/test_jobqueue.py)
 def test_a_shipping_job_runs_its_worker_from_a_venv_of_its_own_with_dask_and_names_no_driver_file(
     tmp_path: Path,
 ) -> None:
@@ -127,8 +160,7 @@ def test_a_shipping_job_runs_its_worker_from_a_venv_of_its_own_with_dask_and_nam
     machine, as a knee installed from a wheel packs itself into its /tmp, is one no batch node sees)."""
     import distributed
 
-    wheel = tmp_path / f"knee-{__version__}-cp311-abi3-manylinux_2_34_x86_64.whl"
-    wheel.write_bytes(b"")
+    wheel = this_wheel(tmp_path)
     settings = Cluster(jobqueue="slurm", ship=str(wheel), prologue=["module load python"], host="127.0.0.1")
     cluster = make_cluster("slurm", settings.model_copy(update={"port": free_port()}))
     try:

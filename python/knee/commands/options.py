@@ -259,7 +259,8 @@ SHIP = [
         "--ship",
         is_flag=True,
         help="With --cluster: install this knee (its wheel: dist/ of the checkout, or this installation's) on every "
-        "worker that lacks it or has another version; the workers need only Python and Dask. See docs/distributed.md.",
+        "worker that lacks it or has another version or build; the workers need only Python and Dask. See "
+        "docs/distributed.md.",
     ),
     click.option(
         "--ship-wheel",

@@ -190,11 +190,6 @@ class DaskExecutor(Executor):
             problem = version_problem(
                 w.named, found.get(w.address), __version__, shipped=self.shipper is not None, build=build
             )
-            if self.shipper is not None and w.address in self.shipper.unrestarted:
-                problem = (
-                    f"Dask worker {w.named} still runs another build of knee {__version__} (loaded before this knee "
-                    "was shipped, and it has no nanny to restart it): restart the worker, then run knee again"
-                )
             if problem and not self._checked:
                 raise UserError(problem)
             if problem:  # joined after the first step (a batch job starting late): the sweep goes on without it

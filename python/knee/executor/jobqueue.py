@@ -56,9 +56,9 @@ def job_arguments(kind: str, settings: Cluster) -> dict[str, Any]:
         raise UserError(f"[cluster] {problem}")
     python, prologue = settings.python, settings.prologue
     if settings.ship:  # each job's worker runs from a venv of its own with Dask alone; the wheel comes through Dask
-        from knee.executor.ship import driver_wheel, job_prologue
+        from knee.executor.ship import checked_wheel, job_prologue
 
-        driver_wheel(settings.ship)  # there is one to send: one sentence before any job is asked for
+        checked_wheel(settings.ship)  # there is one to send, of this build: one sentence before any job is asked for
         lines, python = job_prologue(settings.python)
         prologue = [*prologue, *lines]
     given: dict[str, object] = {

@@ -1,5 +1,5 @@
 """`--ship` (`[cluster] ship`, docs/distributed.md): the driver's own knee, as a wheel, installed on the workers that
-lack it or have another version, so that the workers need only Python and Dask.
+lack it or have another version or build, so that the workers need only Python and Dask.
 
 The driver's wheel (`driver_wheel`): a file given (`--ship-wheel FILE`, `[cluster] ship = "FILE"`), of this knee's
 version; else, in a checkout, the newest `dist/knee-VERSION-*.whl` (`make wheel`); else, knee installed from a
@@ -61,7 +61,7 @@ def driver_wheel(ship: bool | str) -> Path:
                 "(make wheel builds it into dist/)"
             )
         return path.resolve()
-    package = Path(__file__).resolve().parents[1]  # knee/, where it runs from
+    package = _package()
     checkout = package.parents[1]
     if (checkout / "Cargo.toml").is_file() and checkout / "python" / "knee" == package:
         found = sorted((checkout / "dist").glob(f"knee-{version}-*.whl"), key=lambda p: p.stat().st_mtime)
@@ -126,12 +126,25 @@ def job_prologue(python: str | None) -> tuple[list[str], str]:
     return lines, "$KNEE_VENV/bin/python"
 
 
+def _package() -> Path:
+    return Path(__file__).resolve().parents[1]  # knee/, where it runs from
+
+
 @functools.cache
 def driver_build() -> str:
     """This knee's build (`ship_worker.build_of` its package's Python files), as a worker's probe says its own."""
     from knee.executor.ship_worker import build_of
 
-    return build_of(str(Path(__file__).resolve().parents[1]))
+    return build_of(str(_package()))
+
+
+def _wheel_files(z: zipfile.ZipFile) -> dict[str, str]:
+    """A wheel's knee files that its build counts (`ship_worker.sources` installed), by path: their digests."""
+    return {
+        n.removeprefix("knee/"): hashlib.sha256(z.read(n)).hexdigest()
+        for n in z.namelist()
+        if n.startswith("knee/") and n.endswith((".py", ".pyi")) and "/__pycache__/" not in n
+    }
 
 
 def wheel_build(wheel: Path) -> str:
@@ -139,8 +152,30 @@ def wheel_build(wheel: Path) -> str:
     from knee.executor.ship_worker import digest
 
     with zipfile.ZipFile(wheel) as z:
-        names = sorted(n for n in z.namelist() if n.startswith("knee/") and n.endswith(".py"))
-        return digest((n.removeprefix("knee/"), z.read(n)) for n in names if "/__pycache__/" not in n)
+        names = sorted(_wheel_files(z))
+        return digest((n, z.read("knee/" + n)) for n in names)
+
+
+def checked_wheel(ship: bool | str) -> Path:
+    """`driver_wheel`, and that it holds this knee's build: a wheel made before the tree changed (dist/'s, after an
+    edit) would make the workers another build than the driver. One sentence, naming a file that differs."""
+    from knee.executor.ship_worker import sources
+
+    wheel = driver_wheel(ship)
+    try:
+        if wheel_build(wheel) == driver_build():
+            return wheel
+        with zipfile.ZipFile(wheel) as z:
+            theirs = _wheel_files(z)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise UserError(f"--ship: {wheel} cannot be read as a wheel ({e}); build it with make wheel") from None
+    package = _package()
+    ours = {n: hashlib.sha256((package / n).read_bytes()).hexdigest() for n in sources(str(package))}
+    differs = next((n for n in sorted(ours.keys() | theirs.keys()) if ours.get(n) != theirs.get(n)), "?")
+    raise UserError(
+        f"--ship: {wheel.name} is another build of knee {_version()} than the knee running here (its knee/{differs} "
+        "differs): build it again with make wheel, or give this knee's with --ship-wheel FILE"
+    )
 
 
 def version_problem(worker: str, got: Any, version: str, *, shipped: bool, build: str | None = None) -> str | None:
@@ -173,6 +208,11 @@ def version_problem(worker: str, got: Any, version: str, *, shipped: bool, build
             f"Dask worker {worker} runs another build of knee {version} (its Python files differ from this knee's): "
             "install this knee's wheel on every worker, or let knee install its own there: --ship"
         )
+    if build is not None and got["loaded"] is not None and got.get("loaded_build") not in (None, build):
+        return (
+            f"Dask worker {worker} runs another build of knee {version}, loaded before this one was installed over it"
+            ": restart the worker, then run knee again"
+        )
     return None
 
 
@@ -180,23 +220,10 @@ class Shipper:
     """The driver's wheel, installed on the Dask workers that do not run this knee (`ensure`)."""
 
     def __init__(self, ship: bool | str) -> None:
-        self.wheel = driver_wheel(ship)
+        self.wheel = checked_wheel(ship)
         self.version = _version()
         self.build = driver_build()
-        try:
-            shipped = wheel_build(self.wheel)
-        except (OSError, zipfile.BadZipFile) as e:
-            raise UserError(
-                f"--ship: {self.wheel} cannot be read as a wheel ({e}); build it again with make wheel"
-            ) from None
-        if shipped != self.build:  # a wheel made before the tree changed: the workers would run another build
-            raise UserError(
-                f"--ship: {self.wheel.name} is another build of knee {self.version} than the knee running here (its "
-                "Python files differ): build it again with make wheel, or give this knee's with --ship-wheel FILE"
-            )
         self._data: bytes | None = None
-        # workers that had another build of this version loaded and no nanny to restart them: named by the check
-        self.unrestarted: set[str] = set()
 
     def ensure(self, client: Any, workers: Sequence[Any]) -> None:
         """Install the wheel where `workers` (LoadGenerators) do not have this knee: once per Python environment
@@ -209,17 +236,22 @@ class Shipper:
             got = found.get(w.address)
             if isinstance(got, dict) and (got["installed"], got.get("build")) != (self.version, self.build):
                 todo.setdefault((w.host, got["prefix"]), w)
-        if todo:
+        # the same version from another tree is replaced; none, or another version, installed as pip does
+        for replace in (False, True):
+            these = [w for w in todo.values() if (found[w.address]["installed"] == self.version) == replace]
+            if not these:
+                continue
             if self._data is None:
                 self._data = self.wheel.read_bytes()
             said = client.run(
                 remote.install,
                 self._data,
                 self.wheel.name,
-                workers=[w.address for w in todo.values()],
+                replace,
+                workers=[w.address for w in these],
                 on_error="return",
             )
-            for w in todo.values():
+            for w in these:
                 why = said.get(w.address)
                 if why:
                     raise UserError(f"--ship: installing {self.wheel.name} on Dask worker {w.named} failed: {why}")
@@ -228,19 +260,18 @@ class Shipper:
             self._restart(client, stale)
 
     def _stale(self, got: Any) -> bool:
-        """The worker's process has another knee loaded: another version, or this one's from another build (its
-        files, read before the install, were what it loaded)."""
+        """The worker's process has another knee loaded: another version, or this one's from another build (the one
+        it ran its shards with; else the files it has, read before the install)."""
         if not isinstance(got, dict) or got["loaded"] is None:
             return False
-        return got["loaded"] != self.version or got.get("build") not in (None, self.build)
+        return got["loaded"] != self.version or (got.get("loaded_build") or got.get("build")) != self.build
 
-    def _restart(self, client: Any, addresses: list[str]) -> None:
+    @staticmethod
+    def _restart(client: Any, addresses: list[str]) -> None:
         """Restart workers that have another knee loaded (a process cannot load a second one): through their
-        nannies; a worker without one is left to the version check, which names it (`unrestarted`, for another
-        build of this version, which its installed files no longer show)."""
+        nannies; a worker without one is left to the version check, which names it."""
         info = client.scheduler_info(n_workers=-1)["workers"]
         with_nanny = [a for a in addresses if info.get(a, {}).get("nanny")]
-        self.unrestarted.update(a for a in addresses if a not in with_nanny)
         if with_nanny:
             n = len(info)
             client.restart_workers(workers=with_nanny, timeout=RESTART_TIMEOUT_S, raise_for_error=False)
