@@ -46,6 +46,11 @@ def knee_in(bin_dir: Path) -> str:
     return proc.stdout.strip()
 
 
+def errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The lines of knee's errors in what `proc` wrote to stderr (beside Dask's warnings)."""
+    return [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]
+
+
 @pytest.mark.timeout(900)  # pip installs from PyPI into the workers' venv, twice (the API's ship, then --ship)
 def test_ship_installs_the_drivers_knee_on_workers_without_it(
     bare_cluster: tuple[Cluster, Path], nginx: Nginx, tmp_path: Path, knee_wheel: Path
@@ -60,14 +65,14 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
     # Without --ship: one sentence naming the worker and --ship, before any load.
     proc = knee_cli(*sweep, "--out", str(tmp_path / "refused"), "--cluster", cluster.address, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    said = [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]  # (and Dask's warnings)
+    said = errors(proc)  # (and Dask's warnings)
     assert len(said) == 1 and "has no knee" in said[0] and said[0].endswith("--ship"), proc.stderr
     assert "Traceback" not in proc.stderr
     # A wheel that is not this knee's: one sentence, before any load.
     other = tmp_path / "knee-0.0.1-cp311-abi3-manylinux_2_34_x86_64.whl"
     other.write_bytes(b"")
     proc = knee_cli(*sweep, "--out", str(tmp_path / "other"), "--cluster", cluster.address, "--ship-wheel", str(other))
-    said = [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]
+    said = errors(proc)
     assert proc.returncode == 2 and len(said) == 1 and "not a wheel of knee" in said[0], proc.stderr
     assert nginx.access_lines() == []
 
@@ -111,7 +116,7 @@ def test_ship_installs_the_drivers_knee_on_workers_without_it(
         f.write("# another tree\n")
     nginx.clear_log()
     proc = knee_cli(*sweep, "--out", str(tmp_path / "other-build"), "--cluster", cluster.address, timeout=120)
-    said = [line for line in proc.stderr.splitlines() if line.startswith("knee: error:")]
+    said = errors(proc)
     assert proc.returncode == 2 and len(said) == 1, proc.stderr
     assert f"runs another build of knee {__version__}" in said[0] and said[0].endswith("--ship"), said
     assert nginx.access_lines() == []

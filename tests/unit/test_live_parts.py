@@ -75,15 +75,20 @@ def current(index: int) -> StepNow:
     return StepNow(index, 3, 12, 700, "", "sweep", "up", "", 10.0, 4.0, (g,))
 
 
+def promtool_finds_nothing(text: str) -> None:
+    """Prometheus' own checker of an exposition text: nothing to say about it."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: run `make ci-deps` (scripts/install-system-deps.sh)"
+    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), check
+
+
 def test_metrics_hold_the_record_and_the_current_step_and_pass_promtool() -> None:
     record = live_record()
     hub = Hub(record)
     hub.publish(current=current(len(record.steps)))
     text = Metrics(hub).text()
-    promtool = shutil.which("promtool")
-    assert promtool, "promtool is not installed: run `make ci-deps` (scripts/install-system-deps.sh)"
-    check = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), check
+    promtool_finds_nothing(text)
     samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[0] != "#"}
     for s in record.steps:
         for outcome in ("succeeded", "failed", "hung", "abandoned"):
@@ -116,8 +121,7 @@ def test_an_open_loops_late_arrivals_are_counters_the_stream_and_metrics_carry()
     g = replace(current(0).groups[0], offered_hz=2000.0, late=30, lagged=20)
     hub.publish(current=replace(current(len(record.steps)), groups=(g,)))
     text = Metrics(hub).text()
-    check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0 and not check.stdout.strip() and not check.stderr.strip(), check
+    promtool_finds_nothing(text)
     assert "# TYPE knee_late_arrivals_total counter" in text and "# TYPE knee_lagged_arrivals_total counter" in text
     last = record.steps[-1]
     for index, level, late, lagged in ((last.index, last.level, 41, 7), (len(record.steps), 700, 30, 20)):

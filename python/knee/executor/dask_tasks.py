@@ -5,19 +5,18 @@ scheduler that fails here is no news: the lease decides whether the driver is go
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from knee.engine import Engine, Snapshot
 from knee.executor.dataparts import with_texts
 from knee.executor.lease import LeaseTimes, LeaseWatch
 from knee.executor.shards import STOP_POLL_S, Stopped, as_run_here, run_shard
-from knee.executor.ship_worker import build_of
+from knee.executor.ship import driver_build
 from knee.spec import EngineSpec
 
-# The build this process loaded (knee.executor.ship_worker.build_of), for the driver's version check: a worker that
-# has run a shard reports it, so that a build installed over it later is not taken for the code it runs.
-LOADED_BUILD = build_of(str(Path(__file__).resolve().parents[1]))
+# The build this process loaded (knee.executor.ship.driver_build, once a process), for the driver's version check: a
+# worker that has run a shard reports it, so that a build installed over it later is not taken for the code it runs.
+LOADED_BUILD = driver_build()
 
 
 def shard(

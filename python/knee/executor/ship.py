@@ -138,39 +138,38 @@ def driver_build() -> str:
     return build_of(str(_package()))
 
 
-def _wheel_files(z: zipfile.ZipFile) -> dict[str, str]:
-    """A wheel's knee files that its build counts (`ship_worker.sources` installed), by path: their digests."""
-    return {
-        n.removeprefix("knee/"): hashlib.sha256(z.read(n)).hexdigest()
-        for n in z.namelist()
-        if n.startswith("knee/") and n.endswith((".py", ".pyi")) and "/__pycache__/" not in n
-    }
+def _wheel_sources(wheel: Path) -> dict[str, bytes]:
+    """A wheel's knee files that its build counts (`ship_worker.sources`, as installed), by path."""
+    with zipfile.ZipFile(wheel) as z:
+        return {
+            n.removeprefix("knee/"): z.read(n)
+            for n in z.namelist()
+            if n.startswith("knee/") and n.endswith((".py", ".pyi")) and "/__pycache__/" not in n
+        }
 
 
 def wheel_build(wheel: Path) -> str:
     """The build of the knee a wheel holds (its `knee/…py` files, as `ship_worker.build_of` reads them installed)."""
     from knee.executor.ship_worker import digest
 
-    with zipfile.ZipFile(wheel) as z:
-        names = sorted(_wheel_files(z))
-        return digest((n, z.read("knee/" + n)) for n in names)
+    files = _wheel_sources(wheel)
+    return digest((n, files[n]) for n in sorted(files))
 
 
 def checked_wheel(ship: bool | str) -> Path:
     """`driver_wheel`, and that it holds this knee's build: a wheel made before the tree changed (dist/'s, after an
     edit) would make the workers another build than the driver. One sentence, naming a file that differs."""
-    from knee.executor.ship_worker import sources
+    from knee.executor.ship_worker import digest, sources
 
     wheel = driver_wheel(ship)
     try:
-        if wheel_build(wheel) == driver_build():
-            return wheel
-        with zipfile.ZipFile(wheel) as z:
-            theirs = _wheel_files(z)
+        theirs = _wheel_sources(wheel)
     except (OSError, zipfile.BadZipFile) as e:
         raise UserError(f"--ship: {wheel} cannot be read as a wheel ({e}); build it with make wheel") from None
+    if digest((n, theirs[n]) for n in sorted(theirs)) == driver_build():
+        return wheel
     package = _package()
-    ours = {n: hashlib.sha256((package / n).read_bytes()).hexdigest() for n in sources(str(package))}
+    ours = {n: (package / n).read_bytes() for n in sources(str(package))}
     differs = next((n for n in sorted(ours.keys() | theirs.keys()) if ours.get(n) != theirs.get(n)), "?")
     raise UserError(
         f"--ship: {wheel.name} is another build of knee {_version()} than the knee running here (its knee/{differs} "
